@@ -1,0 +1,42 @@
+"""The errors the library raises. The CLI turns each into one line and an exit code.
+
+The library never prints and never exits: every failure a user can cause is a
+MnistconvError naming the file and what is wrong, optionally with what to do.
+"""
+
+
+class MnistconvError(Exception):
+    """A failure a user can cause; exit code 1 (bad data or a failed write)."""
+
+    exit_code = 1
+
+    def __init__(self, path, message, hint=None):
+        self.path = str(path) if path is not None else None
+        self.message = message
+        self.hint = hint
+        super().__init__(str(self))
+
+    def __str__(self):
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        return f"{text}; {self.hint}" if self.hint else text
+
+
+class FormatError(MnistconvError):
+    """The input is not what its format says: bad magic, truncated, inconsistent."""
+
+
+class UsageError(MnistconvError):
+    """Bad options or arguments, an output that exists without --force; exit code 2."""
+
+    exit_code = 2
+
+
+class MissingDependency(UsageError):
+    """An optional dependency is needed for this format or feature."""
+
+    def __init__(self, module, extra, feature):
+        super().__init__(
+            None,
+            f"{feature} needs the Python package '{module}'",
+            f"install it with: pip install 'mnistconv[{extra}]'",
+        )

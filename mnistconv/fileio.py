@@ -1,0 +1,270 @@
+"""Files in and out: '-' for stdin/stdout, gzip detected by content, staged outputs.
+
+Outputs appear whole or not at all: every file is written under a temporary name beside
+its target and renamed into place only when the whole output is complete. A directory
+output that did not exist is staged as a whole and renamed in one step. An existing
+target is never replaced without force=True.
+"""
+
+import gzip
+import hashlib
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import zlib
+
+from .errors import FormatError, UsageError
+
+GZIP_MAGIC = b"\x1f\x8b"
+STAGING_MARK = ".mnistconv-tmp-"
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+
+
+def is_stdio(path) -> bool:
+    return str(path) == "-"
+
+
+def check_input_file(path):
+    """A readable regular file, or a clear error (directories, devices, FIFOs, missing)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UsageError(path, "no such file or directory") from None
+    except OSError as e:
+        raise UsageError(path, e.strerror or str(e)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(path, "is a directory, expected a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(path, "is not a regular file (device, FIFO or socket)")
+    return st.st_size
+
+
+def spool_stdin():
+    """Copy stdin to an anonymous temporary file so readers can seek and re-read it."""
+    spool = tempfile.TemporaryFile()
+    shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+    spool.seek(0)
+    return spool
+
+
+def peek(path, n=8) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
+def is_gzip(path) -> bool:
+    return peek(path, 2) == GZIP_MAGIC
+
+
+class InputFile:
+    """A binary input, decompressed if it is gzip, that turns gzip failures and short
+    reads into FormatError naming the file."""
+
+    def __init__(self, path, raw=None):
+        self.path = str(path)
+        if raw is None:
+            check_input_file(self.path)
+            raw = open(self.path, "rb")
+        self.raw = raw
+        self.compressed = raw.read(2) == GZIP_MAGIC
+        raw.seek(0)
+        self.file = gzip.GzipFile(fileobj=raw, mode="rb") if self.compressed else raw
+
+    def size(self):
+        """Size of the raw (possibly compressed) file in bytes."""
+        return os.fstat(self.raw.fileno()).st_size
+
+    def read(self, n):
+        try:
+            return self.file.read(n)
+        except _GZIP_ERRORS as e:
+            raise FormatError(self.path, f"not a valid gzip stream ({e})") from None
+
+    def read_exact(self, n, what):
+        data = self.read(n)
+        if len(data) != n:
+            raise FormatError(self.path, f"truncated {what}: expected {n} bytes, "
+                                         f"found {len(data)}")
+        return data
+
+    def readinto_exact(self, buffer, what):
+        """Fill a writable buffer (a numpy array's memory) completely, or raise."""
+        view = memoryview(buffer).cast("B")
+        filled = 0
+        try:
+            while filled < len(view):
+                got = self.file.readinto(view[filled:])
+                if not got:
+                    break
+                filled += got
+        except _GZIP_ERRORS as e:
+            raise FormatError(self.path, f"not a valid gzip stream ({e})") from None
+        if filled != len(view):
+            raise FormatError(self.path, f"truncated {what}: expected {len(view)} bytes, "
+                                         f"found {filled}")
+
+    def expect_end(self):
+        """Raise if anything follows the data the header declared."""
+        if self.read(1):
+            raise FormatError(self.path, "trailing bytes after the data the header declares")
+
+    def seek(self, pos):
+        self.file.seek(pos)
+
+    def close(self):
+        self.file.close()
+        self.raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class HashingWriter:
+    """Wraps a binary file: counts and hashes what is written, so writers can report
+    each output's size and SHA-256 without reading it back."""
+
+    def __init__(self, file):
+        self.file = file
+        self.hash = hashlib.sha256()
+        self.bytes = 0
+
+    def write(self, data):
+        self.hash.update(data)
+        self.bytes += len(data)
+        return self.file.write(data)
+
+    def sha256(self):
+        return self.hash.hexdigest()
+
+
+class GzipWriter:
+    """Deterministic gzip: level 9, mtime 0, no file name. Same bytes as
+    gzip.compress(data, 9, mtime=0) and `gzip -9n`, whatever the write sizes."""
+
+    def __init__(self, file):
+        self.file = file
+        self.zlib = zlib.compressobj(9, zlib.DEFLATED, 31)
+
+    def write(self, data):
+        self.file.write(self.zlib.compress(data))
+        return len(data)
+
+    def close(self):
+        self.file.write(self.zlib.flush())
+
+
+def sha256_file(path, chunk=1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+class StagedOutput:
+    """Collects staged files and directories; commit() moves them into place,
+    abort() removes every temporary. Use as a context manager: commit on success,
+    abort on any exception (including KeyboardInterrupt)."""
+
+    def __init__(self, force=False):
+        self.force = force
+        self._moves = []  # (staged path, target path, is a whole directory)
+        self._temps = []  # staged paths to remove on abort
+
+    def _refuse_existing(self, target):
+        if os.path.lexists(target) and not self.force:
+            raise UsageError(target, "already exists", "use --force to overwrite it")
+
+    def file(self, target) -> str:
+        """A temporary path beside target; write the file there. For '-' (stdout) the
+        file is spooled in the temporary directory and copied to stdout on commit."""
+        if is_stdio(target):
+            fd, tmp = tempfile.mkstemp(prefix="mnistconv-stdout-")
+            os.close(fd)
+            self._temps.append(tmp)
+            self._moves.append((tmp, "-", False))
+            return tmp
+        target = os.path.abspath(target)
+        self._refuse_existing(target)
+        if os.path.isdir(target):
+            raise UsageError(target, "is a directory, expected a file name")
+        parent = os.path.dirname(target)
+        os.makedirs(parent, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + STAGING_MARK,
+                                   dir=parent)
+        os.close(fd)
+        self._temps.append(tmp)
+        self._moves.append((tmp, target, False))
+        return tmp
+
+    def directory(self, target, names) -> str:
+        """A staging directory whose files named `names` become target/<name>. Refuses
+        (without force) if any of them exists already."""
+        target = os.path.abspath(target)
+        if os.path.exists(target) and not os.path.isdir(target):
+            raise UsageError(target, "exists and is not a directory")
+        for name in names:
+            self._refuse_existing(os.path.join(target, name))
+        if os.path.isdir(target):
+            stage = tempfile.mkdtemp(prefix=STAGING_MARK, dir=target)
+            self._temps.append(stage)
+            for name in names:
+                self._moves.append((os.path.join(stage, name), os.path.join(target, name),
+                                    False))
+        else:
+            parent = os.path.dirname(target)
+            os.makedirs(parent, exist_ok=True)
+            stage = tempfile.mkdtemp(prefix="." + os.path.basename(target) + STAGING_MARK,
+                                     dir=parent)
+            self._temps.append(stage)
+            self._moves.append((stage, target, True))
+        return stage
+
+    def commit(self):
+        for staged, target, whole_dir in self._moves:
+            if whole_dir:
+                os.rename(staged, target)
+            elif is_stdio(target):
+                with open(staged, "rb") as f:
+                    shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
+                sys.stdout.buffer.flush()
+                os.unlink(staged)
+            else:
+                if os.path.isdir(target) and not os.path.islink(target):
+                    raise UsageError(target, "is a directory, expected a file name")
+                os.replace(staged, target)
+        for tmp in self._temps:  # emptied staging directories inside existing targets
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+        self._moves = self._temps = []
+
+    def abort(self):
+        for tmp in self._temps:
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+            elif os.path.lexists(tmp):
+                os.unlink(tmp)
+        self._moves = self._temps = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+        return False
+
+
+def output_file_info(path, writer: HashingWriter = None):
+    """OutputFile for a written file: from the writer's running hash when there is one."""
+    from .records import OutputFile
+    if writer is not None:
+        return OutputFile(str(path), writer.bytes, writer.sha256())
+    return OutputFile(str(path), os.path.getsize(path), sha256_file(path))

@@ -1,0 +1,173 @@
+"""The record stream: what every reader yields and every writer consumes.
+
+A Dataset is an ordered set of named splits (train, test, validation, ...). Each Split
+has a Header and yields Batches: numpy arrays of images (n x *shape), labels (n) and
+original indices (n, int64: the position of each example in the collection it was first
+read from, carried through selections so a subset can be traced back).
+
+Memory is bounded by the batch size: readers stream from disk, and a Split can be
+iterated more than once (selection reads labels first, then the chosen images).
+"""
+
+import tempfile
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Optional
+
+import numpy as np
+
+DEFAULT_BATCH = 8192
+
+
+@dataclass(frozen=True)
+class Header:
+    count: int
+    shape: tuple  # of one image, e.g. (28, 28)
+    dtype: np.dtype  # pixel element type
+    label_dtype: np.dtype = np.dtype(np.uint8)
+    num_classes: Optional[int] = None  # known from the format (one-hot width), else None
+    source: str = ""  # the file(s) this split was read from, for messages
+
+    def with_(self, **changes):
+        return replace(self, **changes)
+
+
+@dataclass
+class Batch:
+    images: np.ndarray
+    labels: np.ndarray
+    indices: np.ndarray
+
+    def __len__(self):
+        return len(self.labels)
+
+
+class Split(ABC):
+    """A named split. Subclasses implement batches(); the rest has defaults."""
+
+    def __init__(self, name: str, header: Header):
+        self.name = name
+        self.header = header
+
+    @abstractmethod
+    def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
+        """Yield the split's examples in order, at most batch_size at a time."""
+
+    def labels(self) -> np.ndarray:
+        """All labels (small: one value per example). Readers override it cheaply."""
+        parts = [b.labels for b in self.batches()]
+        return np.concatenate(parts) if parts else np.zeros(0, self.header.label_dtype)
+
+    def indices(self) -> np.ndarray:
+        parts = [b.indices for b in self.batches()]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """Images at the given positions (any order). Sources that can seek override
+        this; the default spools the images once to a temporary file and gathers from a
+        short-lived memory map, so resident memory stays bounded by one gather."""
+        if getattr(self, "_spool", None) is None:
+            spool = tempfile.TemporaryFile()
+            for batch in self.batches():
+                spool.write(np.ascontiguousarray(batch.images).tobytes())
+            spool.flush()
+            self._spool = spool
+        return gather_from_file(self._spool, 0, self.header, positions)
+
+    def num_classes(self) -> int:
+        """Width of a one-hot label: the header's if known, else max label + 1 (10 at least
+        for the MNIST family, so a subset missing the digit 9 still gets 10 columns)."""
+        if self.header.num_classes:
+            return self.header.num_classes
+        labels = self.labels()
+        return max(10, int(labels.max()) + 1) if len(labels) else 10
+
+
+class ArraySplit(Split):
+    """A split held in memory (tests, small npz files, transforms' results)."""
+
+    def __init__(self, name, images, labels, indices=None, source="", num_classes=None):
+        images = np.asarray(images)
+        labels = np.asarray(labels)
+        if indices is None:
+            indices = np.arange(len(labels), dtype=np.int64)
+        header = Header(len(labels), images.shape[1:], images.dtype, labels.dtype,
+                        num_classes, source)
+        super().__init__(name, header)
+        self._images, self._labels = images, labels
+        self._indices = np.asarray(indices, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        for start in range(0, len(self._labels), batch_size):
+            end = start + batch_size
+            yield Batch(self._images[start:end], self._labels[start:end],
+                        self._indices[start:end])
+
+    def labels(self):
+        return self._labels
+
+    def indices(self):
+        return self._indices
+
+    def take(self, positions):
+        return self._images[positions]
+
+
+@dataclass
+class Dataset:
+    format: str
+    splits: dict  # name -> Split, in order
+    paths: list = field(default_factory=list)  # input files, for info and messages
+
+    def split(self, name):
+        return self.splits[name]
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    path: str
+    bytes: int
+    sha256: str
+
+
+class Progress:
+    """How writers report progress; the CLI supplies a rich implementation.
+    The library itself never draws anything."""
+
+    def start(self, description: str, total: int) -> None:
+        pass
+
+    def advance(self, n: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+NO_PROGRESS = Progress()
+
+
+def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=None,
+                 batch_size=DEFAULT_BATCH) -> Iterator[Batch]:
+    """Batches of a split, reporting progress by example count."""
+    progress.start(description or split.name, split.header.count)
+    try:
+        for batch in split.batches(batch_size):
+            yield batch
+            progress.advance(len(batch))
+    finally:
+        progress.finish()
+
+
+def gather_from_file(file, offset, header: Header, positions) -> np.ndarray:
+    """Gather images by position from a raw C-order array stored at `offset` in a file.
+    The map is dropped before returning so touched pages leave this process's RSS."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if header.count == 0 or len(positions) == 0:
+        return np.zeros((len(positions),) + tuple(header.shape), header.dtype)
+    mapped = np.memmap(file, dtype=header.dtype, mode="r", offset=offset,
+                       shape=(header.count,) + tuple(header.shape))
+    try:
+        return np.array(mapped[positions])
+    finally:
+        del mapped

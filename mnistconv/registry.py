@@ -1,0 +1,135 @@
+"""The formats mnistconv reads and writes, found by name or detected from a path.
+
+Entries name their module as a string and it is imported on first use, so listing
+formats, building the CLI and `--help` import neither numpy nor any codec, and a heavy
+optional dependency costs nothing to the commands that do not use it. Options are
+declared here for the same reason; the CLI turns them into click options.
+
+A format module provides:
+  sniff(path) -> bool            content says it is this format (dir or file)
+  read(path, **read_options) -> Dataset
+  write(dataset, path, *, force, progress, **write_options) -> list[OutputFile]
+and may provide matches_name(path) -> bool for detection by name.
+"""
+
+import importlib
+import os
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # keyword argument of read()/write()
+    flag: str  # command-line flag
+    help: str
+    type: str = "flag"  # flag | int | float | str | choice | path
+    choices: tuple = ()
+    default: object = None
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    module: str
+    description: str
+    extensions: tuple = ()  # detection by name, e.g. (".npz",)
+    read_options: tuple = ()
+    write_options: tuple = ()
+    can_read: bool = True
+    can_write: bool = True
+    stdio: bool = False  # '-' works (a single stream)
+    output_is_directory: bool = False
+
+    def load(self):
+        return importlib.import_module(self.module)
+
+    def matches_name(self, path) -> bool:
+        module = self.load()
+        if hasattr(module, "matches_name"):
+            return module.matches_name(path)
+        return str(path).lower().endswith(self.extensions) if self.extensions else False
+
+
+FORMATS: dict = {}
+
+
+def register(fmt: Format):
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def get(name) -> Format:
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise UsageError(None, f"unknown format '{name}'",
+                         f"choose one of: {', '.join(FORMATS)}") from None
+
+
+def readers():
+    return [f for f in FORMATS.values() if f.can_read]
+
+
+def writers():
+    return [f for f in FORMATS.values() if f.can_write]
+
+
+def detect_input(path) -> Format:
+    """By content first (magic bytes, directory contents), then by name."""
+    if str(path) == "-":
+        raise UsageError("-", "cannot detect the format of stdin", "name it with --from")
+    if not os.path.exists(path):
+        raise UsageError(path, "no such file or directory")
+    for fmt in readers():
+        if fmt.load().sniff(path):
+            return fmt
+    for fmt in readers():
+        if fmt.matches_name(path):
+            return fmt
+    raise UsageError(path, "not a format mnistconv recognizes",
+                     f"name it with --from ({', '.join(f.name for f in readers())})")
+
+
+def detect_output(path) -> Format:
+    """By name: the extension, or a directory (existing, or ending in '/') for IDX."""
+    for fmt in writers():
+        if not fmt.output_is_directory and fmt.matches_name(path):
+            return fmt
+    if str(path).endswith(os.sep) or os.path.isdir(path):
+        return get("idx")
+    raise UsageError(path, "cannot tell the output format from the name",
+                     f"name it with --to ({', '.join(f.name for f in writers())})")
+
+
+# --- the formats ---------------------------------------------------------------------
+
+register(Format(
+    "idx", "mnistconv.formats.idx",
+    "IDX, the MNIST database's own format (a directory of images/labels files)",
+    read_options=(
+        Option("labels", "--labels", "labels file for a single images file "
+               "(default: found by name)", "path"),
+        Option("prefix", "--prefix", "file family in a directory, e.g. emnist-balanced "
+               "for emnist-balanced-train-images-idx3-ubyte", "str"),
+    ),
+    write_options=(
+        Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
+    ),
+    output_is_directory=True,
+))
+
+register(Format(
+    "npz", "mnistconv.formats.npz",
+    "numpy .npz in Keras' layout (x_train, y_train, x_test, y_test)",
+    extensions=(".npz",),
+    write_options=(
+        Option("compress", "--compress", "deflate the arrays (np.savez_compressed)"),
+        Option("layout", "--layout", "array layout of x_*: N,H,W (Keras), N,H,W,1 "
+               "(TensorFlow) or N,1,H,W (PyTorch, Caffe)", "choice",
+               ("nhw", "nhwc", "nchw"), "nhw"),
+        Option("to_float", "--float", "float32 pixels scaled to [0, 1] instead of uint8"),
+    ),
+    stdio=True,
+))

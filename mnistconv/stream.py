@@ -1,0 +1,139 @@
+"""Transforms between a reader and a writer: choose splits, shuffle, balance, limit.
+
+Selections are computed from labels alone (one small array per split) and give a list of
+positions; the images are then gathered batch by batch, so memory stays bounded.
+"""
+
+import numpy as np
+
+from .errors import UsageError
+from .records import DEFAULT_BATCH, Batch, Dataset, Split
+
+
+class SelectionSplit(Split):
+    """The examples of `base` at `positions`, in that order."""
+
+    def __init__(self, base: Split, positions: np.ndarray):
+        super().__init__(base.name, base.header.with_(count=len(positions)))
+        self.base = base
+        self.positions = np.asarray(positions, dtype=np.int64)
+        self._labels = None
+
+    def labels(self):
+        if self._labels is None:
+            self._labels = self.base.labels()[self.positions]
+        return self._labels
+
+    def indices(self):
+        return self.base.indices()[self.positions]
+
+    def take(self, positions):
+        return self.base.take(self.positions[positions])
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        labels, indices = self.labels(), self.indices()
+        if len(self.positions) and np.all(np.diff(self.positions) > 0):
+            yield from self._stream_increasing(labels, indices, batch_size)
+            return
+        for start in range(0, len(self.positions), batch_size):
+            end = start + batch_size
+            yield Batch(self.base.take(self.positions[start:end]), labels[start:end],
+                        indices[start:end])
+
+    def _stream_increasing(self, labels, indices, batch_size):
+        """Increasing positions (a prefix, a per-class subset in file order) need no
+        seeking: read the base in order and keep the wanted rows."""
+        done = 0
+        offset = 0
+        last = self.positions[-1]
+        for batch in self.base.batches(batch_size):
+            n = len(batch)
+            lo = np.searchsorted(self.positions, offset)
+            hi = np.searchsorted(self.positions, offset + n)
+            if hi > lo:
+                images = batch.images[self.positions[lo:hi] - offset]
+                yield Batch(images, labels[done:done + hi - lo], indices[done:done + hi - lo])
+                done += hi - lo
+            offset += n
+            if offset > last:
+                break
+
+
+class TransposedSplit(Split):
+    """Images with their last two axes swapped (EMNIST stores digits transposed)."""
+
+    def __init__(self, base: Split):
+        shape = tuple(base.header.shape)
+        if len(shape) < 2:
+            raise UsageError(base.header.source, "--transpose needs images of 2 or more "
+                                                 "dimensions")
+        super().__init__(base.name, base.header.with_(shape=shape[:-2] + shape[:-3:-1]))
+        self.base = base
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        for b in self.base.batches(batch_size):
+            yield Batch(np.ascontiguousarray(np.swapaxes(b.images, -1, -2)), b.labels,
+                        b.indices)
+
+    def labels(self):
+        return self.base.labels()
+
+    def indices(self):
+        return self.base.indices()
+
+    def take(self, positions):
+        return np.ascontiguousarray(np.swapaxes(self.base.take(positions), -1, -2))
+
+
+def balanced_positions(labels, order, per_class, where=""):
+    """The first `per_class` positions of each class in `order`, interleaved by class
+    0,1,2,...,0,1,2,... so any prefix of a multiple of the class count is balanced."""
+    ordered_labels = labels[order]
+    classes = np.unique(ordered_labels)
+    picks = []
+    for c in classes:
+        of_class = order[ordered_labels == c]
+        if len(of_class) < per_class:
+            raise UsageError(where, f"class {c} has only {len(of_class)} examples, fewer "
+                                    f"than --per-class {per_class}")
+        picks.append(of_class[:per_class])
+    if not picks:
+        return np.zeros(0, np.int64)
+    return np.stack(picks, axis=1).reshape(-1)
+
+
+def select_split(split: Split, limit=None, per_class=None, shuffle=False, seed=0):
+    """Apply shuffle, then per-class balancing, then limit. Returns `split` unchanged
+    when nothing is asked."""
+    if not shuffle and per_class is None and limit is None:
+        return split
+    count = split.header.count
+    order = np.arange(count, dtype=np.int64)
+    if shuffle:
+        order = np.random.default_rng(seed).permutation(count)
+    if per_class is not None:
+        order = balanced_positions(split.labels(), order, per_class,
+                                   split.header.source or split.name)
+    if limit is not None:
+        order = order[:limit]
+    return SelectionSplit(split, order)
+
+
+def select(dataset: Dataset, splits=None, limit=None, per_class=None, shuffle=False,
+           seed=0, transpose=False) -> Dataset:
+    """The dataset with the chosen splits, each transformed alike."""
+    chosen = dataset.splits
+    if splits:
+        missing = [s for s in splits if s not in dataset.splits]
+        if missing:
+            where = dataset.paths[0] if dataset.paths else None
+            raise UsageError(where, f"no split named {', '.join(missing)}",
+                             f"splits present: {', '.join(dataset.splits) or 'none'}")
+        chosen = {name: dataset.splits[name] for name in splits}
+    result = {}
+    for name, split in chosen.items():
+        split = select_split(split, limit, per_class, shuffle, seed)
+        if transpose:
+            split = TransposedSplit(split)
+        result[name] = split
+    return Dataset(dataset.format, result, dataset.paths)
