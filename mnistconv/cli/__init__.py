@@ -1,0 +1,93 @@
+"""The mnistconv command line. Commands live in modules imported only when run, so
+`mnistconv --help` and light commands never pay for heavy ones.
+
+Exit codes: 0 success; 1 bad input data or a failed write; 2 usage (bad options, an
+output that exists without --force, a missing optional dependency); 130 interrupted
+(SIGINT); 143 terminated (SIGTERM). Every error is one line on stderr, no traceback.
+"""
+
+import errno
+import importlib
+import os
+import signal
+import sys
+
+import click
+
+from ..errors import MnistconvError
+
+# command name -> "module:attribute"; format-pair commands (idx-to-npz, ...) are added
+# from the registry by convert.py.
+COMMANDS = {
+    "convert": "mnistconv.cli.convert:convert",
+    "info": "mnistconv.cli.convert:info",
+    "formats": "mnistconv.cli.convert:formats_command",
+}
+
+
+def _pair_commands():
+    from .. import registry
+    return {f"{r.name}-to-{w.name}": (r.name, w.name)
+            for r in registry.readers() for w in registry.writers() if r.name != w.name}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS) + sorted(_pair_commands())
+
+    def get_command(self, ctx, name):
+        if name in COMMANDS:
+            module, attr = COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attr)
+        pairs = _pair_commands()
+        if name in pairs:
+            from .convert import pair_command
+            return pair_command(*pairs[name])
+        return None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mnistconv")
+def cli():
+    """Convert MNIST-like image datasets between IDX, npz, TFRecord and GDMNIST1.
+
+    \b
+    Examples:
+      mnistconv idx-to-npz data/mnist mnist.npz
+      mnistconv convert data/mnist out.tfrecord --limit 1000
+      mnistconv info data/mnist --json
+    """
+
+
+def _terminate(signum, frame):
+    # Turn SIGTERM into an exception so staged outputs are cleaned up on the way out.
+    raise SystemExit(128 + signum)
+
+
+def main(argv=None):
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        # A command may return an int exit code (compare: 1 when the datasets differ).
+        code = cli.main(args=argv, prog_name="mnistconv", standalone_mode=False)
+    except MnistconvError as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except BrokenPipeError:
+        # The reader of our stdout went away (`| head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        hint = "; free some space and run again" if e.errno == errno.ENOSPC else ""
+        click.echo(f"Error: {where}{e.strerror or e}{hint}", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
