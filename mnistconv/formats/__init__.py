@@ -1,0 +1,1 @@
+"""One module per format, each holding its reader and writer (see registry.py)."""

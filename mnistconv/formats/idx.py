@@ -1,0 +1,346 @@
+"""IDX, the MNIST database's own format (http://yann.lecun.com/exdb/mnist/).
+
+Byte layout, all integers big-endian:
+    offset 0   two zero bytes
+    offset 2   element type: 0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32,
+               0x0D float32, 0x0E float64 (multi-byte elements big-endian too)
+    offset 3   number of dimensions N (1 or more)
+    offset 4   N uint32 sizes; the first is the number of items
+    offset 4+4N  the data, C order (last index fastest)
+MNIST images are 0x00000803 (uint8, N x 28 x 28), labels 0x00000801 (uint8, N).
+
+A dataset in IDX is a directory with the canonical names: train-images-idx3-ubyte,
+train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte (split `test`
+is written `t10k`), each optionally .gz (detected by content on read). Also accepted on
+read: `train-images.idx3-ubyte`, prefixed families such as
+`emnist-balanced-train-images-idx3-ubyte` (choose with prefix=), and a single images file
+with its labels file found by name or given as labels=.
+"""
+
+import os
+import re
+import struct
+
+import numpy as np
+
+from ..errors import FormatError, UsageError
+from ..fileio import (GzipWriter, HashingWriter, InputFile, StagedOutput,
+                      check_input_file, output_file_info)
+from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+    gather_from_file, iter_batches
+
+ELEMENT_TYPES = {
+    0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
+}
+TYPE_CODES = {dt.newbyteorder("="): code for code, dt in ELEMENT_TYPES.items()}
+TYPE_NAMES = "0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64"
+
+NAME = re.compile(r"^(?:(?P<prefix>.+)-)?(?P<split>train|t10k|test)-(?P<kind>images|labels)"
+                  r"[-.]idx(?P<ndim>\d+)-ubyte(?P<gz>\.gz)?$")
+
+
+class IdxHeader:
+    def __init__(self, path, dtype, dims, compressed):
+        self.path = path
+        self.dtype = dtype  # big-endian, as stored
+        self.dims = dims
+        self.offset = 4 + 4 * len(dims)
+        self.compressed = compressed
+        self.data_bytes = int(np.prod(dims, dtype=object)) * dtype.itemsize
+
+    @property
+    def count(self):
+        return self.dims[0]
+
+
+def read_header(path, f: InputFile = None) -> IdxHeader:
+    """Parse and check an IDX header; for an uncompressed file, check the declared data
+    size against the file's real size before anything is allocated."""
+    own = f is None
+    f = f or InputFile(path)
+    try:
+        magic = f.read(4)
+        if len(magic) < 4:
+            raise FormatError(path, f"too short to be IDX ({len(magic)} bytes)")
+        if magic[:2] != b"\0\0":
+            raise FormatError(path, f"not an IDX file: magic {magic.hex()} does not start "
+                                    "with two zero bytes")
+        code, ndim = magic[2], magic[3]
+        if code not in ELEMENT_TYPES:
+            raise FormatError(path, f"unknown IDX element type 0x{code:02X}",
+                              f"IDX defines {TYPE_NAMES}")
+        if ndim == 0:
+            raise FormatError(path, "IDX header declares 0 dimensions")
+        dims = struct.unpack(f">{ndim}I", f.read_exact(4 * ndim, "IDX header"))
+        header = IdxHeader(path, ELEMENT_TYPES[code], dims, f.compressed)
+        if not f.compressed:
+            have = f.size() - header.offset
+            if have < header.data_bytes:
+                raise FormatError(path, f"truncated data: header declares "
+                                        f"{' x '.join(map(str, dims))} {header.dtype.name} "
+                                        f"({header.data_bytes} bytes), the file holds {have}")
+            if have > header.data_bytes:
+                raise FormatError(path, f"trailing bytes: {have - header.data_bytes} bytes "
+                                        f"after the {' x '.join(map(str, dims))} data the "
+                                        "header declares")
+        return header
+    finally:
+        if own:
+            f.close()
+
+
+def read_array(path) -> np.ndarray:
+    """A whole IDX file as one native-endian array (any element type and rank)."""
+    with InputFile(path) as f:
+        h = read_header(path, f)
+        data = np.empty(h.dims, h.dtype)
+        f.readinto_exact(data, "data")
+        f.expect_end()
+    return data.astype(h.dtype.newbyteorder("="), copy=False)
+
+
+def write_array(path, array, gzip=False):
+    """Write one array as an IDX file (used for generated data and by the writer)."""
+    array = np.asarray(array)
+    with open(path, "wb") as raw:
+        out = GzipWriter(raw) if gzip else raw
+        out.write(_header_bytes(array.dtype, array.shape, path))
+        out.write(np.ascontiguousarray(array, _big_endian(array.dtype, path)).tobytes())
+        if gzip:
+            out.close()
+
+
+def _big_endian(dtype, where):
+    native = np.dtype(dtype).newbyteorder("=")
+    if native not in TYPE_CODES:
+        raise UsageError(where, f"IDX has no element type for {np.dtype(dtype).name}",
+                         f"IDX defines {TYPE_NAMES}")
+    return ELEMENT_TYPES[TYPE_CODES[native]]
+
+
+def _header_bytes(dtype, shape, where):
+    code = TYPE_CODES.get(np.dtype(dtype).newbyteorder("="))
+    if code is None:
+        _big_endian(dtype, where)  # raises the error naming the type
+    if any(d >= 2 ** 32 for d in shape):
+        raise UsageError(where, "a dimension is too large for IDX's uint32 sizes")
+    return struct.pack(f">BBBB{len(shape)}I", 0, 0, code, len(shape), *shape)
+
+
+def _label_dtype(split):
+    """Labels keep their element type when IDX has it; others (int64 from TFRecord) take
+    the smallest IDX integer type that holds their values."""
+    h = split.header
+    dtype = np.dtype(h.label_dtype).newbyteorder("=")
+    if dtype in TYPE_CODES:
+        return dtype
+    if dtype.kind in "iub":
+        if h.num_classes:
+            low, high = 0, h.num_classes - 1
+        else:
+            labels = split.labels()
+            low, high = (int(labels.min()), int(labels.max())) if len(labels) else (0, 0)
+        for candidate in ("u1", "i2", "i4"):
+            info = np.iinfo(candidate)
+            if info.min <= low and high <= info.max:
+                return np.dtype(candidate)
+    raise UsageError(h.source, f"labels of type {dtype.name} have no IDX element type")
+
+
+def _labels_as(labels, dtype, where):
+    if labels.dtype != dtype and len(labels) and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if labels.min() < info.min or labels.max() > info.max:
+            raise FormatError(where, f"label values {labels.min()}..{labels.max()} do not "
+                                     f"fit the {dtype.name} labels its header implies")
+    return np.ascontiguousarray(labels, _big_endian(dtype, where))
+
+
+class IdxSplit(Split):
+    def __init__(self, name, images_path, labels_path):
+        images = read_header(images_path)
+        labels = read_header(labels_path)
+        if len(images.dims) < 2:
+            raise FormatError(images_path, "is a labels file (1 dimension), not images",
+                              "give it with --labels")
+        if len(labels.dims) != 1:
+            raise FormatError(labels_path, f"is not a labels file: {len(labels.dims)} "
+                                           "dimensions, expected 1")
+        if images.count != labels.count:
+            raise FormatError(images_path, f"image/label count mismatch: {images.count} "
+                                           f"images, {labels.count} labels in {labels_path}")
+        super().__init__(name, Header(images.count, tuple(images.dims[1:]),
+                                      images.dtype.newbyteorder("="),
+                                      labels.dtype.newbyteorder("="), None, images_path))
+        self.images, self.labels_header = images, labels
+        self._labels = None
+
+    def labels(self):
+        if self._labels is None:
+            self._labels = read_array(self.labels_header.path)
+        return self._labels
+
+    def indices(self):
+        return np.arange(self.header.count, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        labels = self.labels()
+        h = self.images
+        per_item = h.dtype.itemsize * int(np.prod(self.header.shape, dtype=np.int64))
+        batch_size = max(1, min(batch_size, (64 << 20) // max(per_item, 1)))
+        with InputFile(h.path) as f:
+            f.read_exact(h.offset, "IDX header")
+            for start in range(0, h.count, batch_size):
+                n = min(batch_size, h.count - start)
+                data = np.empty((n,) + self.header.shape, h.dtype)
+                f.readinto_exact(data, f"data at item {start}")
+                yield Batch(data.astype(self.header.dtype, copy=False),
+                            labels[start:start + n],
+                            np.arange(start, start + n, dtype=np.int64))
+            f.expect_end()
+
+    def take(self, positions):
+        if self.images.compressed:
+            return super().take(positions)
+        h = self.images
+        images = gather_from_file(h.path, h.offset, self.header.with_(dtype=h.dtype),
+                                  positions)
+        return images.astype(self.header.dtype, copy=False)
+
+    def check(self):
+        """Read everything once: gzip content can only be checked by decompressing it."""
+        for _ in self.batches():
+            pass
+
+
+def _scan_directory(path, prefix):
+    found = {}  # prefix -> {(split, kind): filename}
+    for name in sorted(os.listdir(path)):
+        m = NAME.match(name)
+        if m and os.path.isfile(os.path.join(path, name)):
+            split = "test" if m["split"] == "t10k" else m["split"]
+            family = found.setdefault(m["prefix"] or "", {})
+            key = (split, m["kind"])
+            # Prefer the uncompressed file when both are present: it can be memory-mapped.
+            if key not in family or family[key].endswith(".gz"):
+                family[key] = name
+    if not found:
+        raise UsageError(path, "no IDX files with MNIST names in this directory "
+                               "(train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ...)")
+    if prefix is not None:
+        if prefix not in found:
+            raise UsageError(path, f"no IDX files with prefix '{prefix}'",
+                             f"prefixes here: {', '.join(p or '(none)' for p in found)}")
+        return found[prefix]
+    if "" in found:
+        return found[""]
+    if len(found) == 1:
+        return next(iter(found.values()))
+    raise UsageError(path, f"holds several IDX families: {', '.join(sorted(found))}",
+                     "choose one with --prefix")
+
+
+def _labels_for(images_path):
+    folder, name = os.path.split(images_path)
+    base = name[:-3] if name.endswith(".gz") else name
+    guess = re.sub(r"idx\d+", "idx1", base.replace("images", "labels"))
+    if guess != base:
+        for candidate in (guess, guess + ".gz"):
+            if os.path.isfile(os.path.join(folder, candidate)):
+                return os.path.join(folder, candidate)
+    raise UsageError(images_path, "no labels file found beside it",
+                     "give one with --labels")
+
+
+def _split_name(filename):
+    m = NAME.match(os.path.basename(filename))
+    if m:
+        return "test" if m["split"] == "t10k" else m["split"]
+    return "train"
+
+
+def read(path, labels=None, prefix=None) -> Dataset:
+    if os.path.isdir(path):
+        if labels:
+            raise UsageError(path, "--labels goes with a single images file, not a directory")
+        family = _scan_directory(path, prefix)
+        splits = {}
+        for split in ("train", "test"):
+            have_images, have_labels = (split, "images") in family, (split, "labels") in family
+            if have_images != have_labels:
+                missing = "labels" if have_images else "images"
+                raise FormatError(path, f"{split} {missing} file is missing")
+            if have_images:
+                splits[split] = IdxSplit(split, os.path.join(path, family[(split, "images")]),
+                                         os.path.join(path, family[(split, "labels")]))
+        paths = [p for s in splits.values() for p in (s.images.path, s.labels_header.path)]
+        return Dataset("idx", splits, paths)
+    check_input_file(path)
+    labels = labels or _labels_for(path)
+    split = IdxSplit(_split_name(path), path, labels)
+    return Dataset("idx", {split.name: split}, [path, labels])
+
+
+def sniff(path) -> bool:
+    if os.path.isdir(path):
+        return any(NAME.match(n) for n in os.listdir(path))
+    try:
+        with InputFile(path) as f:
+            magic = f.read(4)
+    except Exception:  # unreadable or broken gzip: not recognisably IDX
+        return False
+    return len(magic) == 4 and magic[:2] == b"\0\0" and magic[2] in ELEMENT_TYPES \
+        and magic[3] > 0
+
+
+def matches_name(path) -> bool:
+    return bool(NAME.match(os.path.basename(str(path).rstrip("/"))))
+
+
+def file_names(split, image_shape, gzip=False):
+    stem = "t10k" if split == "test" else split
+    gz = ".gz" if gzip else ""
+    return (f"{stem}-images-idx{1 + len(image_shape)}-ubyte{gz}",
+            f"{stem}-labels-idx1-ubyte{gz}")
+
+
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False):
+    names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
+    written = []
+    with StagedOutput(force) as out:
+        stage = out.directory(path, [n for pair in names.values() for n in pair])
+        for name, split in dataset.splits.items():
+            images_name, labels_name = names[name]
+            written += _write_split(split, os.path.join(stage, images_name),
+                                    os.path.join(stage, labels_name), gzip, progress)
+    return [output_file_info(os.path.join(path, os.path.basename(f.path)), f.writer)
+            for f in written]
+
+
+class _Written:
+    def __init__(self, path, writer):
+        self.path, self.writer = path, writer
+
+
+def _write_split(split, images_path, labels_path, gzip, progress):
+    h = split.header
+    image_type = _big_endian(h.dtype, h.source)
+    with open(images_path, "wb") as image_file, open(labels_path, "wb") as label_file:
+        image_hash, label_hash = HashingWriter(image_file), HashingWriter(label_file)
+        images = GzipWriter(image_hash) if gzip else image_hash
+        labels = GzipWriter(label_hash) if gzip else label_hash
+        label_type = _label_dtype(split)
+        images.write(_header_bytes(h.dtype, (h.count,) + tuple(h.shape), h.source))
+        labels.write(_header_bytes(label_type, (h.count,), h.source))
+        count = 0
+        for batch in iter_batches(split, progress, f"{split.name}"):
+            images.write(np.ascontiguousarray(batch.images, image_type).tobytes())
+            labels.write(_labels_as(batch.labels, label_type, h.source).tobytes())
+            count += len(batch)
+        if count != h.count:
+            raise FormatError(h.source, f"yielded {count} examples, its header says {h.count}")
+        if gzip:
+            images.close()
+            labels.close()
+    return [_Written(images_path, image_hash), _Written(labels_path, label_hash)]

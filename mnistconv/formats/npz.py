@@ -1,0 +1,223 @@
+"""numpy .npz in Keras' layout (the layout of keras.datasets.mnist's mnist.npz).
+
+An .npz is a zip archive of .npy members. Each member is the NPY format
+(https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html):
+    6 bytes  b"\\x93NUMPY", 2 bytes version, a little-endian header length (2 bytes in
+    version 1.0, 4 in 2.0), an ASCII Python dict {'descr', 'fortran_order', 'shape'}
+    padded to 64 bytes, then the raw array.
+Keras' mnist.npz holds x_train uint8 (60000, 28, 28), y_train uint8 (60000,),
+x_test uint8 (10000, 28, 28), y_test uint8 (10000,); other splits are x_<split>, y_<split>.
+
+Both directions stream through the zip members batch by batch (np.savez would need the
+whole array in memory). Writing is deterministic: members carry a fixed 1980-01-01 date.
+Only plain arrays are read or written (no pickled object arrays).
+"""
+
+import os
+import zipfile
+
+import numpy as np
+
+from ..errors import FormatError, UsageError
+from ..fileio import StagedOutput, check_input_file, output_file_info
+from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
+    Split, iter_batches
+
+ZIP_MAGIC = b"PK\x03\x04"
+FIXED_DATE = (1980, 1, 1, 0, 0, 0)
+LAYOUTS = ("nhw", "nhwc", "nchw")
+
+
+def _open_member(archive: zipfile.ZipFile, name, path):
+    """Open a member and parse its .npy header: (file, shape, dtype, fortran_order)."""
+    f = archive.open(name)
+    try:
+        version = np.lib.format.read_magic(f)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(f)
+    except Exception as e:  # numpy raises ValueError/OSError/SyntaxError for bad headers
+        f.close()
+        raise FormatError(path, f"member {name} is not a valid .npy array ({e})") from None
+    if dtype.hasobject:
+        f.close()
+        raise FormatError(path, f"member {name} holds Python objects (pickled)",
+                          "mnistconv reads only plain numeric arrays")
+    return f, shape, dtype, fortran
+
+
+def _read_member(archive, name, path):
+    f, shape, dtype, fortran = _open_member(archive, name, path)
+    with f:
+        data = np.empty(shape, dtype, order="F" if fortran else "C")
+        want = data.nbytes
+        got = f.readinto(memoryview(data.reshape(-1, order="A")).cast("B"))
+        if got != want:
+            raise FormatError(path, f"member {name} is truncated: {got} of {want} bytes")
+    return np.ascontiguousarray(data)
+
+
+class NpzSplit(Split):
+    def __init__(self, name, path, archive: zipfile.ZipFile):
+        self.path = path
+        self.x_name, self.y_name = f"x_{name}.npy", f"y_{name}.npy"
+        f, shape, dtype, self.fortran = _open_member(archive, self.x_name, path)
+        f.close()
+        if len(shape) < 1:
+            raise FormatError(path, f"x_{name} is a scalar, expected one image per row")
+        f, y_shape, y_dtype, _ = _open_member(archive, self.y_name, path)
+        f.close()
+        if len(y_shape) != 1:
+            raise FormatError(path, f"y_{name} has shape {y_shape}, expected one label per "
+                                    "example (N,)")
+        if y_shape[0] != shape[0]:
+            raise FormatError(path, f"image/label count mismatch: x_{name} has {shape[0]}, "
+                                    f"y_{name} has {y_shape[0]}")
+        super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype, None, path))
+        self._labels = None
+
+    def _archive(self):
+        return zipfile.ZipFile(self.path)
+
+    def labels(self):
+        if self._labels is None:
+            with self._archive() as archive:
+                self._labels = _read_member(archive, self.y_name, self.path)
+        return self._labels
+
+    def indices(self):
+        return np.arange(self.header.count, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        labels = self.labels()
+        h = self.header
+        with self._archive() as archive:
+            if self.fortran:  # rare; column-major data cannot be streamed by rows
+                images = _read_member(archive, self.x_name, self.path)
+                for start in range(0, h.count, batch_size):
+                    end = start + batch_size
+                    yield Batch(images[start:end], labels[start:end],
+                                np.arange(start, min(end, h.count), dtype=np.int64))
+                return
+            f, *_ = _open_member(archive, self.x_name, self.path)
+            with f:
+                for start in range(0, h.count, batch_size):
+                    n = min(batch_size, h.count - start)
+                    data = np.empty((n,) + h.shape, h.dtype)
+                    got = f.readinto(memoryview(data).cast("B"))
+                    if got != data.nbytes:
+                        raise FormatError(self.path, f"member {self.x_name} is truncated "
+                                                     f"at row {start}")
+                    yield Batch(data, labels[start:start + n],
+                                np.arange(start, start + n, dtype=np.int64))
+
+
+def _split_names(names, path):
+    """Split names in Keras' order: train, test, then the rest as stored."""
+    xs = [n[2:-4] for n in names if n.startswith("x_") and n.endswith(".npy")]
+    ys = {n[2:-4] for n in names if n.startswith("y_") and n.endswith(".npy")}
+    for s in xs:
+        if s not in ys:
+            raise FormatError(path, f"has x_{s} but no y_{s}")
+    for s in ys:
+        if s not in xs:
+            raise FormatError(path, f"has y_{s} but no x_{s}")
+    if not xs:
+        raise FormatError(path, "holds no x_<split>/y_<split> arrays (Keras' layout)",
+                          f"it has: {', '.join(n[:-4] for n in names) or 'nothing'}")
+    return sorted(xs, key=lambda s: ({"train": 0, "test": 1}.get(s, 2), xs.index(s)))
+
+
+def read(path) -> Dataset:
+    check_input_file(path)
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise FormatError(path, f"not a valid npz (zip) file ({e})") from None
+    with archive:
+        names = archive.namelist()
+        splits = {s: NpzSplit(s, path, archive) for s in _split_names(names, path)}
+    return Dataset("npz", splits, [path])
+
+
+def sniff(path) -> bool:
+    if not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        return f.read(4) == ZIP_MAGIC
+
+
+def _layout_shape(shape, layout, where):
+    if layout == "nhw":
+        return tuple(shape)
+    if len(shape) == 2:
+        return tuple(shape) + (1,) if layout == "nhwc" else (1,) + tuple(shape)
+    if len(shape) == 3 and layout == "nchw":
+        return (shape[2], shape[0], shape[1])  # channels-last images become channels-first
+    if len(shape) == 3 and layout == "nhwc":
+        return tuple(shape)
+    raise UsageError(where, f"--layout {layout} needs images of 2 or 3 dimensions, "
+                            f"these are {shape}")
+
+
+def _arrange(images, layout, to_float, where):
+    """A batch in the requested layout and pixel type."""
+    if to_float:
+        if images.dtype == np.uint8:
+            images = images.astype(np.float32) / np.float32(255)
+        elif images.dtype.kind == "f":
+            images = images.astype(np.float32)
+        else:
+            raise UsageError(where, f"--float scales uint8 pixels; these are "
+                                    f"{images.dtype.name}")
+    if layout == "nchw" and images.ndim == 4:
+        return np.ascontiguousarray(np.moveaxis(images, 3, 1))
+    n = len(images)
+    return np.ascontiguousarray(images).reshape((n,) + _layout_shape(images.shape[1:],
+                                                                     layout, where))
+
+
+def _member(archive, name, compress):
+    info = zipfile.ZipInfo(name, date_time=FIXED_DATE)
+    info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    info.external_attr = 0o644 << 16
+    return archive.open(info, "w", force_zip64=True)
+
+
+def _write_header(f, shape, dtype):
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(f, header)
+
+
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress=False,
+          layout="nhw", to_float=False):
+    if layout not in LAYOUTS:
+        raise UsageError(path, f"unknown layout '{layout}'", f"choose {', '.join(LAYOUTS)}")
+    with StagedOutput(force) as out:
+        tmp = out.file(path)
+        # zipfile seeks back to patch each member's sizes, so the file is hashed
+        # after it is written rather than through a HashingWriter.
+        with zipfile.ZipFile(tmp, "w", allowZip64=True) as archive:
+            for split in dataset.splits.values():
+                _write_split(archive, split, compress, layout, to_float, progress)
+        written = output_file_info(tmp)
+    return [OutputFile(path, written.bytes, written.sha256)]
+
+
+def _write_split(archive, split, compress, layout, to_float, progress):
+    h = split.header
+    dtype = np.dtype(np.float32) if to_float else h.dtype
+    shape = (h.count,) + _layout_shape(h.shape, layout, h.source)
+    labels = []
+    with _member(archive, f"x_{split.name}.npy", compress) as f:
+        _write_header(f, shape, dtype)
+        for batch in iter_batches(split, progress, split.name):
+            f.write(_arrange(batch.images, layout, to_float, h.source).tobytes())
+            labels.append(batch.labels)
+    y = np.concatenate(labels) if labels else np.zeros(0, h.label_dtype)
+    if len(y) != h.count:
+        raise FormatError(h.source, f"yielded {len(y)} examples, its header says {h.count}")
+    with _member(archive, f"y_{split.name}.npy", compress) as f:
+        _write_header(f, y.shape, y.dtype)
+        f.write(np.ascontiguousarray(y).tobytes())
