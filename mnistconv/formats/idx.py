@@ -209,9 +209,11 @@ class IdxSplit(Split):
         return images.astype(self.header.dtype, copy=False)
 
     def check(self):
-        """Read everything once: gzip content can only be checked by decompressing it."""
-        for _ in self.batches():
-            pass
+        """Read a gzip file once: its content can only be checked by decompressing it
+        (an uncompressed file's size was checked against its header already)."""
+        if self.images.compressed:
+            for _ in self.batches():
+                pass
 
 
 def _scan_directory(path, prefix):
