@@ -1,0 +1,51 @@
+# Set-up and everyday commands. Everything installs itself on a fresh machine:
+#   make demo   - a virtual environment, mnistconv, and the bundled sample in every format
+#   make test   - everything the tests need (TensorFlow, Chromium), then the tests
+#   make bench  - whole-process timings against the baselines users have today
+#   make fuzz   - the long fuzzing pass
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DEMO_OUT ?= demo-out
+
+.PHONY: demo test bench fuzz install install-test system-test-deps clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# Stamps make re-runs instant; they are redone whenever pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[tfrecord]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[tfrecord,tensorflow,test]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+# Headless Chromium for the browser test (Debian's package; test tools cannot download
+# browsers here).
+system-test-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "install Chromium for the browser test" >&2; fi; }
+
+demo: install
+	$(PY) examples/demo.py $(DEMO_OUT)
+
+test: install-test system-test-deps
+	$(PY) -m pytest -q
+
+bench: install-test
+	$(PY) benchmarks/run.py
+
+fuzz: install-test
+	$(PY) -m pytest -q tests/fuzz --fuzz-long
+
+clean:
+	rm -rf $(DEMO_OUT) .pytest_cache build *.egg-info
