@@ -22,6 +22,7 @@ COMMANDS = {
     "convert": "mnistconv.cli.convert:convert",
     "info": "mnistconv.cli.convert:info",
     "formats": "mnistconv.cli.convert:formats_command",
+    "download": "mnistconv.cli.download:download",
 }
 
 

@@ -1,0 +1,153 @@
+"""`mnistconv download`: fetch MNIST, Fashion-MNIST, KMNIST or EMNIST, verified."""
+
+import os
+
+import click
+
+from .. import download as dl
+from ..errors import MnistconvError, UsageError
+from ..records import Progress
+from .common import emit_json, force_option, json_option, note, quiet_option, \
+    stderr_is_terminal
+
+
+class ByteProgress(Progress):
+    """One rich bar per file on stderr: bytes done and total, rate, time left."""
+
+    def __init__(self):
+        from rich.console import Console
+        from rich.progress import (BarColumn, DownloadColumn, Progress as Bars, TextColumn,
+                                   TimeRemainingColumn, TransferSpeedColumn)
+        self.bars = Bars(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                         TransferSpeedColumn(), TimeRemainingColumn(),
+                         console=Console(stderr=True))
+        self.task = None
+
+    def start(self, description, total):
+        self.bars.start()
+        # total 0: the size is unknown (no Content-Length); rich then shows a pulse.
+        self.task = self.bars.add_task(description, total=total or None)
+
+    def advance(self, n):
+        self.bars.advance(self.task, n)
+
+    def finish(self):
+        self.bars.stop()
+
+
+def _human(n):
+    if n is None:
+        return "?"
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+
+
+def _list(as_json):
+    if as_json:
+        emit_json([{
+            "name": f.name, "title": f.title, "homepage": f.homepage,
+            "mirrors": list(f.mirrors), "checksums_from": f.checksums_from,
+            "note": f.note,
+            "files": [{"name": s.name, "bytes": s.size, "md5": s.md5, "sha256": s.sha256}
+                      for s in f.files]} for f in dl.FAMILIES.values()])
+        return
+    for f in dl.FAMILIES.values():
+        sizes = [s.size for s in f.files]
+        total = _human(sum(sizes)) if all(sizes) else "size not published"
+        click.echo(f"{f.name:<14} {f.title}")
+        click.echo(f"{'':<14} {len(f.files)} file(s), {total}; {f.homepage}")
+        if f.note:
+            click.echo(f"{'':<14} {f.note}")
+
+
+def _result_json(r, directory):
+    out = {"path": os.path.relpath(r.path, directory) if directory else r.path,
+           "action": r.action, "bytes": r.bytes}
+    if r.sha256:
+        out["sha256"] = r.sha256
+    if r.digests.get("md5"):
+        out["md5"] = r.digests["md5"]
+    if r.url:
+        out["url"] = r.url
+    if r.problem:
+        out["problem"] = r.problem
+    return out
+
+
+@click.command("download")
+@click.argument("name", required=False)
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--list", "list_", is_flag=True, help="List the datasets that can be fetched.")
+@click.option("--verify-only", is_flag=True,
+              help="Check the files in DIRECTORY against the published checksums; "
+                   "download nothing.")
+@click.option("--base-url", multiple=True, envvar="MNISTCONV_BASE_URL", metavar="URL",
+              help="Fetch from this mirror instead of the publishers' (repeat to try "
+                   "several in order; env MNISTCONV_BASE_URL, space-separated).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              default=dl.DEFAULT_TIMEOUT, show_default=True,
+              help="Seconds to wait for a connection or for the next bytes.")
+@click.option("--retries", type=click.IntRange(min=0), default=dl.DEFAULT_RETRIES,
+              show_default=True,
+              help="Extra attempts per mirror after a timeout or a cut connection.")
+@force_option
+@quiet_option
+@json_option
+def download(name, directory, list_, verify_only, base_url, timeout, retries, force, quiet,
+             as_json):
+    """Download a dataset's IDX files into DIRECTORY, verified against the checksums
+    its publishers give. Files already present and valid are not fetched again.
+
+    NAME is one of mnist, fashion-mnist, kmnist, emnist (see --list).
+
+    \b
+    Examples:
+      mnistconv download mnist data/
+      mnistconv idx-to-npz data/ mnist.npz
+      mnistconv download fashion-mnist fashion/ --verify-only
+      mnistconv download mnist data/ --base-url https://mirror.example.org/mnist/
+      mnistconv download --list
+    """
+    if list_:
+        _list(as_json)
+        return 0
+    if not name or not directory:
+        raise UsageError(None, "expected NAME and DIRECTORY",
+                         "for example: mnistconv download mnist data/ (or --list)")
+    family = dl.get_family(name)
+    progress = Progress() if quiet or not stderr_is_terminal() else ByteProgress()
+
+    if verify_only:
+        results = dl.verify(family, directory, progress)
+        bad = [r for r in results if r.action != "verified"]
+        if as_json:
+            emit_json({"dataset": family.name, "directory": directory,
+                       "ok": not bad, "files": [_result_json(r, directory) for r in results]})
+        for r in results:
+            note(f"{'ok' if r.action == 'verified' else r.action:<8} "
+                 f"{os.path.relpath(r.path, directory)}"
+                 f"{': ' + r.problem if r.problem and r.problem != 'missing' else ''}",
+                 quiet)
+        if bad:
+            more = f" ({len(bad) - 1} more file(s) not valid)" if len(bad) > 1 else ""
+            raise MnistconvError(bad[0].path, bad[0].problem + more,
+                                 f"run: mnistconv download {family.name} {directory}"
+                                 + (" --force" if any(r.action == "invalid" for r in bad)
+                                    else ""))
+        note(f"All {len(results)} files of {family.name} in {directory} are valid.", quiet)
+        return 0
+
+    results = dl.download(family, directory, base_urls=base_url or None, timeout=timeout,
+                          retries=retries, force=force, progress=progress)
+    if as_json:
+        emit_json({"dataset": family.name, "directory": directory,
+                   "files": [_result_json(r, os.path.abspath(directory)) for r in results]})
+    for r in results:
+        where = f" from {r.url}" if r.url else ""
+        note(f"{r.action:<10} {os.path.relpath(r.path, os.path.abspath(directory))} "
+             f"({_human(r.bytes)}){where}", quiet)
+    if family.extract is None:
+        note(f"Next: mnistconv idx-to-npz {directory} {family.name}.npz", quiet)
+    return 0

@@ -1,0 +1,520 @@
+"""Fetch the IDX-distributed MNIST family from their publishers, verified by checksum.
+
+A Family is data: its files (name, published MD5 and, where known, SHA-256 and size) and
+the mirrors that serve them, tried in order. Nothing is trusted until it is checked: each
+file is streamed to a temporary name beside its target, hashed on the way, and renamed
+into place only when every published digest matches. A transfer that stops short, a
+mirror that serves other bytes (a captive portal's HTML, a stale copy), a 404 or a dead
+host leave nothing behind. Files already present and valid are not fetched again; a
+present file that does not match is never replaced without force.
+
+Transient failures (timeouts, resets, a connection cut half-way, HTTP 5xx) are retried
+from the start (no ranged resume: a restarted transfer cannot splice two different copies)
+a bounded number of times; permanent ones (404, refused, unknown host, wrong bytes) move
+on to the next mirror at once.
+
+EMNIST is published as one zip (gzip.zip) holding every split. It is kept in the
+directory as the verified source and its IDX .gz members are extracted beside it, one
+sub-directory per split (DIR/balanced/emnist-balanced-train-images-idx3-ubyte.gz, ...),
+each checked against the CRC-32 and size the archive records.
+
+The library uses only the standard library (urllib), reports progress in bytes through
+records.Progress, and raises MnistconvError kinds; it never prints.
+"""
+
+import hashlib
+import http.client
+import os
+import shutil
+import socket
+import time
+import urllib.error
+import urllib.request
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .errors import MnistconvError, UsageError
+from .fileio import STAGING_MARK, StagedOutput
+from .records import NO_PROGRESS, Progress
+
+CHUNK = 1 << 16
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    name: str  # the file's name on every mirror and in the target directory
+    md5: Optional[str] = None  # as published by the project
+    sha256: Optional[str] = None
+    size: Optional[int] = None  # bytes, where published; progress total and --list
+
+    def digests(self):
+        """(algorithm, expected hex) pairs to check, strongest first."""
+        return [(alg, value) for alg, value in (("sha256", self.sha256), ("md5", self.md5))
+                if value]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    title: str
+    homepage: str
+    mirrors: tuple  # base URLs, tried in order; a file's URL is base + "/" + name
+    files: tuple  # of RemoteFile
+    checksums_from: str = ""  # where the published digests were taken from
+    # For an archive: maps a member name to its path relative to the directory (None to
+    # skip the member). None means the files are used as they are.
+    extract: Optional[Callable[[str], Optional[str]]] = None
+    note: str = ""
+
+
+@dataclass
+class Result:
+    """One file of a family after download or verification."""
+    path: str
+    action: str  # downloaded | present | extracted | verified | missing | invalid
+    bytes: int = 0
+    sha256: str = ""
+    url: str = ""
+    problem: str = ""  # for missing/invalid (verify only)
+    digests: dict = field(default_factory=dict)
+
+
+def _emnist_member(member):
+    """gzip/emnist-<split>-<part>-... -> <split>/emnist-<split>-<part>-... for the IDX
+    files and the label mappings; the zip holds nothing else we need."""
+    base = member.rsplit("/", 1)[-1]
+    if not base.startswith("emnist-") or not base.endswith((".gz", "-mapping.txt")):
+        return None
+    split = base.split("-")[1]
+    return f"{split}/{base}"
+
+
+_IDX = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+
+def _files(md5s, sha256s=None, sizes=None):
+    return tuple(RemoteFile(name, md5, (sha256s or {}).get(name), (sizes or {}).get(name))
+                 for name, md5 in zip(_IDX, md5s))
+
+
+FAMILIES = {
+    f.name: f for f in (
+        Family(
+            "mnist", "MNIST handwritten digits (LeCun, Cortes, Burges)",
+            "http://yann.lecun.com/exdb/mnist/",
+            # ossci-datasets is PyTorch's copy (the one the browser pack was built from);
+            # cvdf-datasets is the copy TensorFlow's tutorials read; LeCun's own site
+            # has refused anonymous downloads at times, so it comes last.
+            ("https://ossci-datasets.s3.amazonaws.com/mnist",
+             "https://storage.googleapis.com/cvdf-datasets/mnist",
+             "http://yann.lecun.com/exdb/mnist"),
+            _files(
+                ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
+                 "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"),
+                {"train-images-idx3-ubyte.gz":
+                 "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+                 "train-labels-idx1-ubyte.gz":
+                 "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+                 "t10k-images-idx3-ubyte.gz":
+                 "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+                 "t10k-labels-idx1-ubyte.gz":
+                 "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
+                {"train-images-idx3-ubyte.gz": 9912422, "train-labels-idx1-ubyte.gz": 28881,
+                 "t10k-images-idx3-ubyte.gz": 1648877, "t10k-labels-idx1-ubyte.gz": 4542}),
+            # MD5s as in torchvision/datasets/mnist.py (MNIST.resources); SHA-256 and sizes
+            # from the project's browser-v1 manifest (split_provenance.files), which
+            # recorded the ossci-datasets copies.
+            checksums_from="torchvision/datasets/mnist.py (MD5); browser-v1 manifest "
+                           "split_provenance.files (SHA-256, sizes)"),
+        Family(
+            "fashion-mnist", "Fashion-MNIST: Zalando article images, 10 classes",
+            "https://github.com/zalandoresearch/fashion-mnist",
+            # The project's download links; its GitHub repository holds the same files.
+            ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com",
+             "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion"),
+            # MD5s as published in the Fashion-MNIST README and torchvision's
+            # FashionMNIST.resources.
+            _files(("8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
+                    "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310")),
+            checksums_from="Fashion-MNIST README; torchvision/datasets/mnist.py "
+                           "(FashionMNIST.resources)"),
+        Family(
+            "kmnist", "Kuzushiji-MNIST: cursive Japanese characters, 10 classes",
+            "https://github.com/rois-codh/kmnist",
+            ("https://codh.rois.ac.jp/kmnist/dataset/kmnist",
+             "http://codh.rois.ac.jp/kmnist/dataset/kmnist"),
+            # MD5s as in torchvision/datasets/mnist.py (KMNIST.resources).
+            _files(("bdb82020997e1d708af4cf47b453dcf7", "e144d726b3acfaa3e44228e80efcd344",
+                    "5c965bf0a639b31b8f53240b1b52f4d7", "7320c461ea6c1c855c0b718fb2a4b134")),
+            checksums_from="torchvision/datasets/mnist.py (KMNIST.resources)"),
+        Family(
+            "emnist", "EMNIST: NIST Special Database 19 in MNIST form, all six splits",
+            "https://www.nist.gov/itl/products-and-services/emnist-dataset",
+            # NIST moved the file from www.itl.nist.gov to biometrics.nist.gov; the old
+            # address now redirects to a web page (which the checksum rejects).
+            ("https://biometrics.nist.gov/cs_links/EMNIST",
+             "https://www.itl.nist.gov/iaui/vip/cs_links/EMNIST"),
+            # MD5 as in torchvision/datasets/mnist.py (EMNIST.md5) for the gzip.zip archive.
+            (RemoteFile("gzip.zip", "58c8d27c78d21e728a6bc7b3cc06412e"),),
+            checksums_from="torchvision/datasets/mnist.py (EMNIST.md5)",
+            extract=_emnist_member,
+            note="about 560 MB; the splits are extracted to DIR/<split>/ "
+                 "(byclass, bymerge, balanced, letters, digits, mnist); EMNIST images "
+                 "are stored transposed"),
+    )
+}
+
+
+def get_family(name) -> Family:
+    key = str(name).lower().replace("_", "-")
+    key = {"fashion": "fashion-mnist", "fashionmnist": "fashion-mnist"}.get(key, key)
+    try:
+        return FAMILIES[key]
+    except KeyError:
+        raise UsageError(None, f"unknown dataset '{name}'",
+                         f"choose one of: {', '.join(FAMILIES)}") from None
+
+
+# --- failures -------------------------------------------------------------------------
+
+class _Attempt(Exception):
+    """One failed attempt at one URL; transient ones are retried on the same mirror."""
+
+    def __init__(self, reason, transient, kind="network"):
+        super().__init__(reason)
+        self.reason = reason
+        self.transient = transient
+        self.kind = kind  # network | http | checksum | truncated
+
+
+def _describe(exc, timeout):
+    """An OSError/HTTP failure as (reason, transient)."""
+    if isinstance(exc, urllib.error.HTTPError):
+        transient = exc.code >= 500 or exc.code in (408, 429)
+        return f"HTTP {exc.code} {exc.reason}", transient
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, socket.gaierror):
+        return "cannot resolve the host name (offline or no DNS?)", False
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused", False
+    if isinstance(reason, (socket.timeout, TimeoutError)):
+        return f"no response within {timeout:g} s", True
+    if isinstance(reason, http.client.IncompleteRead):
+        return (f"connection closed after {len(reason.partial)} bytes of a chunk "
+                "(truncated transfer)"), True
+    if isinstance(reason, http.client.RemoteDisconnected):
+        return "the server closed the connection without a response", True
+    if isinstance(reason, (ConnectionError, http.client.HTTPException)):
+        return f"connection failed ({reason})", True
+    if isinstance(reason, OSError):
+        return f"network error ({reason.strerror or reason})", True
+    return str(reason), True
+
+
+def _hashers():
+    return {"md5": hashlib.md5(), "sha256": hashlib.sha256()}
+
+
+def _check_digests(spec, hexes):
+    """The first published digest that does not match, as a message, else None."""
+    for alg, expected in spec.digests():
+        if hexes[alg] != expected.lower():
+            return f"checksum mismatch: expected {alg} {expected}, got {hexes[alg]}"
+    return None
+
+
+def _attempt_failed(exc, timeout):
+    if isinstance(exc, urllib.error.HTTPError):
+        exc.close()
+    reason, transient = _describe(exc, timeout)
+    kind = "http" if isinstance(exc, urllib.error.HTTPError) else "network"
+    return _Attempt(reason, transient, kind)
+
+
+_NET_ERRORS = (OSError, http.client.HTTPException)
+
+
+def _fetch_once(url, staged, spec, timeout, progress):
+    """Stream url to staged, hashing as it goes. Returns (bytes, {alg: hex}).
+    Network failures become _Attempt; local ones (disk full) propagate as they are."""
+    request = urllib.request.Request(url, headers={
+        "User-Agent": "mnistconv",
+        # Hash exactly what the publisher stores, never a transfer re-encoding.
+        "Accept-Encoding": "identity"})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except _NET_ERRORS as e:
+        raise _attempt_failed(e, timeout) from None
+    hashers = _hashers()
+    got = 0
+    with response:
+        length = response.headers.get("Content-Length")
+        length = int(length) if length and length.isdigit() else None
+        progress.start(spec.name, length or spec.size or 0)
+        try:
+            with open(staged, "wb") as out:
+                while True:
+                    try:
+                        chunk = response.read(CHUNK)
+                    except _NET_ERRORS as e:
+                        raise _attempt_failed(e, timeout) from None
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    for h in hashers.values():
+                        h.update(chunk)
+                    got += len(chunk)
+                    progress.advance(len(chunk))
+        finally:
+            progress.finish()
+    # http.client returns a short body without complaint when the peer closes early,
+    # so the length is checked here.
+    if length is not None and got != length:
+        raise _Attempt(f"truncated transfer: the connection closed after {got} of "
+                       f"{length} bytes", True, "truncated")
+    hexes = {alg: h.hexdigest() for alg, h in hashers.items()}
+    mismatch = _check_digests(spec, hexes)
+    if mismatch:
+        raise _Attempt(mismatch, False, "checksum")
+    return got, hexes
+
+
+def _hint(kinds):
+    if kinds == {"checksum"}:
+        return ("nothing was saved: the mirror serves different bytes from the ones "
+                "published")
+    if "checksum" in kinds or "truncated" in kinds:
+        return "nothing was saved; try again, or raise --retries"
+    if kinds <= {"network"}:
+        return ("nothing was saved; check the network connection, or point --base-url "
+                "(or MNISTCONV_BASE_URL) at a reachable mirror")
+    return "nothing was saved; check --base-url (or MNISTCONV_BASE_URL)"
+
+
+def _url(base, name):
+    return base.rstrip("/") + "/" + name
+
+
+def _fetch(spec, target, mirrors, *, timeout, retries, retry_delay, progress):
+    """Download one file through the mirrors into target, verified. Returns Result."""
+    failures = []  # (url, _Attempt)
+    for base in mirrors:
+        url = _url(base, spec.name)
+        for attempt in range(retries + 1):
+            with StagedOutput(force=True) as staged_output:
+                staged = staged_output.file(target)
+                try:
+                    size, hexes = _fetch_once(url, staged, spec, timeout, progress)
+                except _Attempt as failure:
+                    staged_output.abort()
+                    last = failure
+                else:
+                    return Result(target, "downloaded", size, hexes["sha256"], url,
+                                  digests=hexes)
+            if not last.transient:
+                break
+            if attempt < retries and retry_delay:
+                time.sleep(retry_delay * 2 ** attempt)
+        if last.transient and retries:
+            last = _Attempt(f"{last.reason} ({retries + 1} attempts)", True, last.kind)
+        failures.append((url, last))
+    kinds = {f.kind for _, f in failures}
+    if len(failures) == 1:
+        url, failure = failures[0]
+        raise MnistconvError(url, failure.reason, _hint(kinds))
+    reasons = {f.reason for _, f in failures}
+    if len(reasons) == 1:  # offline: say it once, then list where we looked
+        message = (f"{reasons.pop()} for every mirror "
+                   f"({', '.join(url for url, _ in failures)})")
+    else:
+        message = ("no mirror could provide it ("
+                   + ", ".join(f"{url}: {f.reason}" for url, f in failures) + ")")
+    raise MnistconvError(spec.name, message, _hint(kinds))
+
+
+# --- checking what is on disk ------------------------------------------------------------
+
+def _file_digests(path, progress=NO_PROGRESS, description=None):
+    hashers = _hashers()
+    size = os.path.getsize(path)
+    progress.start(description or os.path.basename(path), size)
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                for h in hashers.values():
+                    h.update(block)
+                progress.advance(len(block))
+    finally:
+        progress.finish()
+    return size, {alg: h.hexdigest() for alg, h in hashers.items()}
+
+
+def check_file(spec, path, progress=NO_PROGRESS) -> Result:
+    """Is path the published file? action is verified, missing or invalid."""
+    if not os.path.lexists(path):
+        return Result(path, "missing", problem="missing")
+    if not os.path.isfile(path):
+        return Result(path, "invalid", problem="is not a regular file")
+    size, hexes = _file_digests(path, progress, f"check {spec.name}")
+    problem = _check_digests(spec, hexes) or ""
+    return Result(path, "invalid" if problem else "verified", size, hexes["sha256"],
+                  problem=problem, digests=hexes)
+
+
+def _crc32_file(path):
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _members(family, archive_path):
+    """(ZipInfo, relative target) for the archive members the family extracts."""
+    try:
+        with zipfile.ZipFile(archive_path) as archive:
+            infos = archive.infolist()
+    except zipfile.BadZipFile as e:
+        raise MnistconvError(archive_path, f"not a readable zip archive ({e})") from None
+    out = []
+    for info in infos:
+        rel = None if info.is_dir() else family.extract(info.filename)
+        if rel:
+            if os.path.isabs(rel) or ".." in rel.split("/"):
+                raise MnistconvError(archive_path, f"unsafe member name {info.filename!r}")
+            out.append((info, rel))
+    if not out:
+        raise MnistconvError(archive_path, "the archive holds none of the expected files")
+    return out
+
+
+def _check_member(info, path) -> Result:
+    if not os.path.lexists(path):
+        return Result(path, "missing", problem="missing")
+    if not os.path.isfile(path):
+        return Result(path, "invalid", problem="is not a regular file")
+    size = os.path.getsize(path)
+    if size != info.file_size:
+        return Result(path, "invalid", size,
+                      problem=f"size {size} differs from the archive's {info.file_size}")
+    crc = _crc32_file(path)
+    if crc != info.CRC:
+        return Result(path, "invalid", size, problem=f"checksum mismatch: expected "
+                      f"crc32 {info.CRC:08x} (from the archive), got {crc:08x}")
+    return Result(path, "verified", size)
+
+
+def _extract(family, archive_path, directory, *, force, progress):
+    results = []
+    members = _members(family, archive_path)
+    with zipfile.ZipFile(archive_path) as archive:
+        for info, rel in members:
+            target = os.path.join(directory, *rel.split("/"))
+            state = _check_member(info, target)
+            if state.action == "verified" and not force:
+                state.action = "present"
+                results.append(state)
+                continue
+            if state.action == "invalid" and not force:
+                raise UsageError(target, f"exists and does not match the archive "
+                                         f"({state.problem})", "use --force to replace it")
+            with StagedOutput(force=True) as staged_output:
+                staged = staged_output.file(target)
+                progress.start(f"extract {rel}", info.file_size)
+                try:
+                    # zipfile checks each member's CRC-32 as it reaches the end.
+                    with archive.open(info) as src, open(staged, "wb") as out:
+                        while block := src.read(1 << 20):
+                            out.write(block)
+                            progress.advance(len(block))
+                except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+                    raise MnistconvError(archive_path, f"member {info.filename} is "
+                                                       f"corrupt ({e})") from None
+                finally:
+                    progress.finish()
+            results.append(Result(target, "extracted", info.file_size))
+    return results
+
+
+# --- the public functions --------------------------------------------------------------
+
+def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
+    """Check every file of the family in directory against the published digests (and,
+    for an archive, every extracted member against the archive). Never raises for a
+    bad or missing file: each Result says verified, missing or invalid."""
+    directory = str(directory)
+    if not os.path.isdir(directory):
+        raise UsageError(directory, "no such directory")
+    results = []
+    for spec in family.files:
+        result = check_file(spec, os.path.join(directory, spec.name), progress)
+        results.append(result)
+        if family.extract and result.action == "verified":
+            for info, rel in _members(family, result.path):
+                results.append(_check_member(info, os.path.join(directory, *rel.split("/"))))
+    return results
+
+
+def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEOUT,
+             retries=DEFAULT_RETRIES, force=False, progress: Progress = NO_PROGRESS,
+             retry_delay=1.0) -> list:
+    """Make directory hold the family's files, verified. Files present and valid are
+    kept; the rest are fetched from base_urls (default: the family's mirrors), in order.
+
+    force re-fetches everything and replaces files that do not match. Returns a Result
+    per file (downloaded, present, extracted). Raises MnistconvError naming the file or
+    URL on any failure; files completed before it stay (they are verified)."""
+    if retries < 0:
+        raise UsageError(None, "--retries must be 0 or more")
+    if timeout <= 0:
+        raise UsageError(None, "--timeout must be positive")
+    mirrors = tuple(base_urls) if base_urls else family.mirrors
+    directory = os.path.abspath(str(directory))
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise UsageError(directory, "exists and is not a directory")
+
+    # Look at everything already there before touching the network, so a file that
+    # would be refused stops the run before anything is downloaded.
+    plan = []
+    for spec in family.files:
+        target = os.path.join(directory, spec.name)
+        state = (check_file(spec, target, progress) if os.path.lexists(target)
+                 else Result(target, "missing"))
+        if state.action == "invalid" and not force:
+            raise UsageError(target, f"exists and is not the published file "
+                                     f"({state.problem})", "use --force to replace it")
+        plan.append((spec, target, state))
+
+    created = not os.path.isdir(directory)
+    os.makedirs(directory, exist_ok=True)
+    results = []
+    try:
+        for spec, target, state in plan:
+            if state.action == "verified" and not force:
+                state.action = "present"
+                results.append(state)
+            else:
+                results.append(_fetch(spec, target, mirrors, timeout=timeout,
+                                      retries=retries, retry_delay=retry_delay,
+                                      progress=progress))
+            if family.extract:
+                results.extend(_extract(family, target, directory, force=force,
+                                        progress=progress))
+    except BaseException:
+        # A directory we made and left empty is not an output.
+        if created and not _has_files(directory):
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return results
+
+
+def _has_files(directory):
+    for _, _, files in os.walk(directory):
+        if any(STAGING_MARK not in f for f in files):
+            return True
+    return False

@@ -1,0 +1,645 @@
+"""`mnistconv download` against local HTTP servers on 127.0.0.1 only.
+
+The servers serve generated IDX files (or the official MNIST files from ../shared when
+present) and misbehave on request: cut the connection half-way, serve wrong bytes, 404,
+stall. A refused connection is a port on 127.0.0.1 that nothing listens on. The real
+catalogue's published checksums describe bytes no test can have (the network is closed),
+so the tests pass the library a Family built from the served files' digests; the CLI
+tests put that family in the catalogue's place with monkeypatch, and the tests that keep
+the real catalogue expect its checksums to reject what the local server serves.
+"""
+
+import dataclasses
+import gzip
+import hashlib
+import http.server
+import io
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mnistconv import download as dl
+from mnistconv.cli import main
+from mnistconv.errors import MnistconvError, UsageError
+from mnistconv.fileio import STAGING_MARK
+from mnistconv.records import Progress
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"
+IDX_NAMES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+             "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+# SHA-256 of the decompressed official files (the MNIST database as published).
+OFFICIAL_IDX_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+
+
+# --- generated data -----------------------------------------------------------------------
+
+def idx_bytes(array):
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    header = struct.pack(">HBB", 0, 8, array.ndim) + struct.pack(f">{array.ndim}I",
+                                                                   *array.shape)
+    return header + array.tobytes()
+
+
+def generated_files(n_train=30, n_test=10):
+    rng = np.random.default_rng(7)
+    out = {}
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
+        labels = (np.arange(n) % 10).astype(np.uint8)
+        out[f"{split}-images-idx3-ubyte.gz"] = gzip.compress(idx_bytes(images), 9, mtime=0)
+        out[f"{split}-labels-idx1-ubyte.gz"] = gzip.compress(idx_bytes(labels), 9, mtime=0)
+    return out
+
+
+def spec_for(name, data, md5_only=False):
+    return dl.RemoteFile(name, hashlib.md5(data).hexdigest(),
+                         None if md5_only else hashlib.sha256(data).hexdigest(), len(data))
+
+
+def family_for(served, base_url, **changes):
+    fam = dl.Family("test", "generated test data", "http://127.0.0.1/", (base_url,),
+                    tuple(spec_for(name, data) for name, data in served.items()))
+    return dataclasses.replace(fam, **changes)
+
+
+# --- the local server ------------------------------------------------------------------
+
+class Server:
+    """A threaded HTTP server on 127.0.0.1. `files` maps a path (without the leading
+    slash) to bytes; `behaviour` maps a path to one of:
+      "cut"            send the full Content-Length, half the body, then close
+      ("cut", n)       cut the first n requests, serve the rest whole
+      "wrong"          serve other bytes of the same length
+      "stall"          send headers, then wait until the server stops
+    Missing paths get 404. Every request is recorded as (path, headers)."""
+
+    def __init__(self, files=None, behaviour=None):
+        self.files = dict(files or {})
+        self.behaviour = dict(behaviour or {})
+        self.requests = []
+        self.stop = threading.Event()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = self.path.lstrip("/")
+                server.requests.append((path, dict(self.headers)))
+                data = server.files.get(path)
+                if data is None:
+                    self.send_error(404, "Not Found")
+                    return
+                how = server.behaviour.get(path)
+                if isinstance(how, tuple) and how[0] == "cut":
+                    served = sum(1 for p, _ in server.requests if p == path)
+                    how = "cut" if served <= how[1] else None
+                if how == "wrong":
+                    data = bytes(b ^ 0x55 for b in data)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if how == "cut":
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                elif how == "stall":
+                    self.wfile.flush()
+                    server.stop.wait(30)
+                else:
+                    self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever,
+                                       kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def count(self, path):
+        return sum(1 for p, _ in self.requests if p == path)
+
+    def close(self):
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def start(files=None, behaviour=None):
+        s = Server(files, behaviour)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch):
+    # A proxy from the environment would carry 127.0.0.1 requests elsewhere.
+    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy",
+                "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("MNISTCONV_BASE_URL", raising=False)
+
+
+@pytest.fixture
+def closed_port():
+    """A port on 127.0.0.1 with nothing listening: connections are refused."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def staging_leftovers(root):
+    return [os.path.join(d, f) for d, dirs, files in os.walk(root)
+            for f in files + dirs if STAGING_MARK in f]
+
+
+class Recorder(Progress):
+    def __init__(self):
+        self.events = []
+
+    def start(self, description, total):
+        self.events.append(["start", description, total, 0])
+
+    def advance(self, n):
+        self.events[-1][3] += n
+
+    def finish(self):
+        self.events.append(["finish"])
+
+
+def run_cli(capsys, *args):
+    """The real entry point in-process (so monkeypatch reaches the catalogue)."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+# --- the library ------------------------------------------------------------------------
+
+def test_download_success_verifies_and_reports_bytes(serve, tmp_path):
+    files = generated_files()
+    server = serve(files)
+    progress = Recorder()
+    target = tmp_path / "data"
+    results = dl.download(family_for(files, server.url), target, progress=progress,
+                          retry_delay=0)
+    assert [r.action for r in results] == ["downloaded"] * 4
+    for r, (name, data) in zip(results, files.items()):
+        assert Path(r.path) == target / name
+        assert (target / name).read_bytes() == data
+        assert r.bytes == len(data)
+        assert r.sha256 == hashlib.sha256(data).hexdigest()
+        assert r.url == f"{server.url}/{name}"
+    starts = [e for e in progress.events if e[0] == "start"]
+    assert [(e[1], e[2], e[3]) for e in starts] == [
+        (name, len(data), len(data)) for name, data in files.items()]
+    assert sorted(os.listdir(target)) == sorted(files)
+    # The transfer asks for the stored bytes, never a re-encoding of them.
+    assert all(h.get("Accept-Encoding") == "identity" for _, h in server.requests)
+
+
+def test_present_and_valid_files_are_not_fetched_again(serve, tmp_path):
+    files = generated_files()
+    server = serve(files)
+    fam = family_for(files, server.url)
+    dl.download(fam, tmp_path, retry_delay=0)
+    os.unlink(tmp_path / "t10k-labels-idx1-ubyte.gz")
+    results = dl.download(fam, tmp_path, retry_delay=0)
+    assert [r.action for r in results] == ["present", "present", "present", "downloaded"]
+    assert [server.count(n) for n in files] == [1, 1, 1, 2]
+
+
+def test_cut_connection_is_retried_from_the_start(serve, tmp_path):
+    files = generated_files()
+    name = "train-images-idx3-ubyte.gz"
+    server = serve(files, {name: ("cut", 2)})
+    results = dl.download(family_for(files, server.url), tmp_path, retries=2, retry_delay=0)
+    assert results[0].action == "downloaded"
+    assert (tmp_path / name).read_bytes() == files[name]
+    assert server.count(name) == 3
+    # Resume-free: every attempt asked for the whole file.
+    assert all("Range" not in h for p, h in server.requests if p == name)
+    assert staging_leftovers(tmp_path) == []
+
+
+def test_cut_connection_every_time_fails_and_leaves_nothing(serve, tmp_path):
+    files = generated_files()
+    name = "train-images-idx3-ubyte.gz"
+    server = serve(files, {name: "cut"})
+    target = tmp_path / "data"
+    with pytest.raises(MnistconvError) as e:
+        dl.download(family_for(files, server.url), target, retries=2, retry_delay=0)
+    size = len(files[name])
+    assert str(e.value) == (
+        f"{server.url}/{name}: truncated transfer: the connection closed after "
+        f"{size // 2} of {size} bytes (3 attempts); nothing was saved; try again, "
+        f"or raise --retries")
+    assert server.count(name) == 3
+    assert not target.exists()  # made for the download, removed when it failed
+
+
+def test_checksum_mismatch_names_file_and_digests(serve, tmp_path):
+    files = generated_files()
+    name = "train-labels-idx1-ubyte.gz"
+    server = serve(files, {name: "wrong"})
+    fam = family_for(files, server.url)
+    with pytest.raises(MnistconvError) as e:
+        dl.download(fam, tmp_path, retry_delay=0)
+    wrong = bytes(b ^ 0x55 for b in files[name])
+    assert str(e.value) == (
+        f"{server.url}/{name}: checksum mismatch: expected sha256 "
+        f"{hashlib.sha256(files[name]).hexdigest()}, got {hashlib.sha256(wrong).hexdigest()}"
+        f"; nothing was saved: the mirror serves different bytes from the ones published")
+    assert server.count(name) == 1  # wrong bytes are not retried on the same mirror
+    # The file before it was complete and verified, so it stays; the bad one does not.
+    assert os.listdir(tmp_path) == ["train-images-idx3-ubyte.gz"]
+
+
+def test_md5_only_catalogue_entry_is_checked(serve, tmp_path):
+    files = {"train-labels-idx1-ubyte.gz": generated_files()["train-labels-idx1-ubyte.gz"]}
+    server = serve(files)
+    spec = dataclasses.replace(spec_for("train-labels-idx1-ubyte.gz", files[
+        "train-labels-idx1-ubyte.gz"], md5_only=True), md5="0" * 32)
+    fam = family_for(files, server.url, files=(spec,))
+    with pytest.raises(MnistconvError, match="checksum mismatch: expected md5 0{32}, got"):
+        dl.download(fam, tmp_path, retry_delay=0)
+    assert os.listdir(tmp_path) == []
+
+
+def test_404_and_refused_fall_through_to_the_next_mirror(serve, tmp_path, closed_port):
+    files = generated_files()
+    empty = serve({})
+    good = serve(files)
+    mirrors = (f"http://127.0.0.1:{closed_port}/", empty.url, good.url + "/")
+    results = dl.download(family_for(files, good.url), tmp_path, base_urls=mirrors,
+                          retry_delay=0)
+    assert [r.url for r in results] == [f"{good.url}/{n}" for n in files]
+    assert [empty.count(n) for n in files] == [1, 1, 1, 1]
+
+
+def test_every_mirror_failing_is_one_line_listing_them(serve, tmp_path, closed_port):
+    files = generated_files()
+    empty = serve({})
+    name = "train-images-idx3-ubyte.gz"
+    refused = f"http://127.0.0.1:{closed_port}"
+    with pytest.raises(MnistconvError) as e:
+        dl.download(family_for(files, empty.url), tmp_path,
+                    base_urls=(refused, empty.url), retry_delay=0)
+    assert str(e.value) == (
+        f"{name}: no mirror could provide it ({refused}/{name}: connection refused, "
+        f"{empty.url}/{name}: HTTP 404 Not Found); nothing was saved; check --base-url "
+        f"(or MNISTCONV_BASE_URL)")
+    assert os.listdir(tmp_path) == []
+
+
+def test_stalled_server_times_out(serve, tmp_path):
+    files = generated_files()
+    name = "train-images-idx3-ubyte.gz"
+    server = serve(files, {name: "stall"})
+    with pytest.raises(MnistconvError) as e:
+        dl.download(family_for(files, server.url), tmp_path, timeout=0.3, retries=1,
+                    retry_delay=0)
+    assert str(e.value).startswith(f"{server.url}/{name}: no response within 0.3 s "
+                                   f"(2 attempts); nothing was saved")
+    assert server.count(name) == 2
+    assert staging_leftovers(tmp_path) == []
+
+
+def test_present_file_that_does_not_match_is_refused_without_force(serve, tmp_path):
+    files = generated_files()
+    server = serve(files)
+    fam = family_for(files, server.url)
+    name = "t10k-images-idx3-ubyte.gz"
+    (tmp_path / name).write_bytes(b"not the file")
+    with pytest.raises(UsageError) as e:
+        dl.download(fam, tmp_path, retry_delay=0)
+    assert str(e.value) == (
+        f"{tmp_path / name}: exists and is not the published file (checksum mismatch: "
+        f"expected sha256 {hashlib.sha256(files[name]).hexdigest()}, got "
+        f"{hashlib.sha256(b'not the file').hexdigest()}); use --force to replace it")
+    assert server.requests == []  # refused before anything was fetched
+    results = dl.download(fam, tmp_path, force=True, retry_delay=0)
+    assert [r.action for r in results] == ["downloaded"] * 4
+    assert (tmp_path / name).read_bytes() == files[name]
+
+
+def test_verify_reports_each_file(tmp_path):
+    files = generated_files()
+    fam = family_for(files, "http://127.0.0.1:9")
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    assert [r.action for r in dl.verify(fam, tmp_path)] == ["verified"] * 4
+    os.unlink(tmp_path / "train-labels-idx1-ubyte.gz")
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(b"x")
+    results = dl.verify(fam, tmp_path)
+    assert [r.action for r in results] == ["verified", "missing", "verified", "invalid"]
+    assert results[3].problem.startswith("checksum mismatch: expected sha256 ")
+
+
+def test_get_family_names():
+    assert dl.get_family("MNIST").name == "mnist"
+    assert dl.get_family("fashion_mnist").name == "fashion-mnist"
+    with pytest.raises(UsageError, match="unknown dataset 'cifar'; choose one of: mnist, "
+                                         "fashion-mnist, kmnist, emnist"):
+        dl.get_family("cifar")
+
+
+def test_catalogue_is_complete():
+    for fam in dl.FAMILIES.values():
+        assert fam.mirrors and fam.checksums_from
+        for spec in fam.files:
+            assert spec.md5 and len(spec.md5) == 32
+    mnist = dl.FAMILIES["mnist"]
+    assert [s.name for s in mnist.files] == list(IDX_NAMES)
+    assert mnist.mirrors[0] == "https://ossci-datasets.s3.amazonaws.com/mnist"
+
+
+def test_mnist_catalogue_matches_the_manifest():
+    manifest = REPO.parent / "shared" / "specs" / "browser-v1-manifest.json"
+    if not manifest.exists():
+        pytest.skip("../shared/specs is not present")
+    import json
+    published = json.loads(manifest.read_text())["split_provenance"]["files"]
+    for spec in dl.FAMILIES["mnist"].files:
+        entry = published[spec.name]
+        assert (spec.md5, spec.sha256, spec.size) == (entry["md5"], entry["sha256"],
+                                                     entry["bytes"])
+        assert entry["url"] == f"{dl.FAMILIES['mnist'].mirrors[0]}/{spec.name}"
+
+
+# --- EMNIST's archive ------------------------------------------------------------------------
+
+def emnist_zip():
+    buffer = io.BytesIO()
+    gen = generated_files(20, 10)
+    members = {}
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as z:
+        for split in ("digits", "letters"):
+            for name, data in gen.items():
+                member = f"gzip/emnist-{split}-{name.replace('t10k', 'test')}"
+                z.writestr(member, data)
+                members[member] = data
+            z.writestr(f"gzip/emnist-{split}-mapping.txt", "0 48\n1 49\n")
+        z.writestr("gzip/README", "not extracted")
+    return buffer.getvalue(), members
+
+
+def test_emnist_archive_is_verified_then_extracted_per_split(serve, tmp_path):
+    archive, members = emnist_zip()
+    server = serve({"gzip.zip": archive})
+    fam = dataclasses.replace(dl.FAMILIES["emnist"], mirrors=(server.url,),
+                              files=(spec_for("gzip.zip", archive, md5_only=True),))
+    results = dl.download(fam, tmp_path, retry_delay=0)
+    assert [r.action for r in results] == ["downloaded"] + ["extracted"] * 10
+    for member, data in members.items():
+        base = member.split("/")[-1]
+        split = base.split("-")[1]
+        assert (tmp_path / split / base).read_bytes() == data
+    assert (tmp_path / "digits" / "emnist-digits-mapping.txt").read_text() == "0 48\n1 49\n"
+    assert sorted(os.listdir(tmp_path)) == ["digits", "gzip.zip", "letters"]
+
+    # A lost member is restored from the verified archive, without a download.
+    lost = tmp_path / "letters" / "emnist-letters-test-images-idx3-ubyte.gz"
+    os.unlink(lost)
+    again = dl.download(fam, tmp_path, retry_delay=0)
+    assert [r.action for r in again].count("extracted") == 1
+    assert server.count("gzip.zip") == 1
+    assert lost.exists()
+
+    # verify checks the members against the archive's CRC-32.
+    damaged = bytearray(lost.read_bytes())
+    damaged[20] ^= 0xFF
+    lost.write_bytes(bytes(damaged))
+    bad = [r for r in dl.verify(fam, tmp_path) if r.action != "verified"]
+    assert len(bad) == 1 and bad[0].path == str(lost)
+    assert bad[0].problem.startswith("checksum mismatch: expected crc32 ")
+
+
+def test_emnist_archive_with_wrong_checksum_is_not_extracted(serve, tmp_path):
+    archive, _ = emnist_zip()
+    server = serve({"gzip.zip": archive}, {"gzip.zip": "wrong"})
+    fam = dataclasses.replace(dl.FAMILIES["emnist"], mirrors=(server.url,),
+                              files=(spec_for("gzip.zip", archive, md5_only=True),))
+    with pytest.raises(MnistconvError, match="gzip.zip: checksum mismatch: expected md5 "):
+        dl.download(fam, tmp_path / "emnist", retry_delay=0)
+    assert not (tmp_path / "emnist").exists()
+
+
+# --- the command line ----------------------------------------------------------------------
+
+@pytest.fixture
+def test_mnist(monkeypatch):
+    """Put a catalogue entry describing the generated files in MNIST's place."""
+    files = generated_files()
+    fam = dataclasses.replace(dl.FAMILIES["mnist"], files=tuple(
+        spec_for(n, d) for n, d in files.items()))
+    monkeypatch.setitem(dl.FAMILIES, "mnist", fam)
+    return files
+
+
+def test_cli_download_then_verify(serve, tmp_path, capsys, test_mnist):
+    server = serve(test_mnist)
+    out_dir = tmp_path / "data"
+    code, out, err = run_cli(capsys, "download", "mnist", out_dir, "--base-url", server.url)
+    assert (code, out) == (0, "")
+    assert f"downloaded train-images-idx3-ubyte.gz" in err
+    assert f"Next: mnistconv idx-to-npz {out_dir} mnist.npz" in err
+    for name, data in test_mnist.items():
+        assert (out_dir / name).read_bytes() == data
+
+    code, out, err = run_cli(capsys, "download", "mnist", out_dir, "--base-url", server.url,
+                             "--json")
+    assert code == 0
+    import json
+    summary = json.loads(out)
+    assert [f["action"] for f in summary["files"]] == ["present"] * 4
+    assert summary["files"][0]["sha256"] == hashlib.sha256(
+        test_mnist["train-images-idx3-ubyte.gz"]).hexdigest()
+    assert len(server.requests) == 4
+
+    code, out, err = run_cli(capsys, "download", "mnist", out_dir, "--verify-only", "-q")
+    assert (code, out, err) == (0, "", "")
+
+
+def test_cli_base_url_from_environment(serve, tmp_path, capsys, test_mnist, monkeypatch):
+    server = serve(test_mnist)
+    monkeypatch.setenv("MNISTCONV_BASE_URL", server.url)
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path, "-q")
+    assert (code, err) == (0, "")
+    assert len(server.requests) == 4
+
+
+def test_cli_verify_only_names_the_bad_file(tmp_path, capsys, test_mnist):
+    for name, data in test_mnist.items():
+        (tmp_path / name).write_bytes(data)
+    name = "train-labels-idx1-ubyte.gz"
+    (tmp_path / name).write_bytes(b"junk")
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path, "--verify-only")
+    assert code == 1 and out == ""
+    expected = hashlib.sha256(test_mnist[name]).hexdigest()
+    actual = hashlib.sha256(b"junk").hexdigest()
+    assert err.splitlines()[-1] == (
+        f"Error: {tmp_path / name}: checksum mismatch: expected sha256 {expected}, got "
+        f"{actual}; run: mnistconv download mnist {tmp_path} --force")
+    assert f"ok       train-images-idx3-ubyte.gz" in err
+
+
+def test_cli_truncated_transfer(serve, tmp_path, capsys, test_mnist):
+    name = "train-images-idx3-ubyte.gz"
+    server = serve(test_mnist, {name: "cut"})
+    out_dir = tmp_path / "data"
+    code, out, err = run_cli(capsys, "download", "mnist", out_dir, "--base-url", server.url,
+                             "--retries", "0")
+    size = len(test_mnist[name])
+    assert (code, out) == (1, "")
+    assert err == (f"Error: {server.url}/{name}: truncated transfer: the connection closed "
+                   f"after {size // 2} of {size} bytes; nothing was saved; try again, or "
+                   f"raise --retries\n")
+    assert not out_dir.exists()
+
+
+def test_cli_cut_then_retried(serve, tmp_path, capsys, test_mnist):
+    name = "t10k-images-idx3-ubyte.gz"
+    server = serve(test_mnist, {name: ("cut", 1)})
+    # The default back-off before a retry is 1 s; one retry keeps the test short.
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path, "--base-url", server.url,
+                           "--retries", "1", "-q")
+    assert (code, err) == (0, "")
+    assert server.count(name) == 2
+    assert (tmp_path / name).read_bytes() == test_mnist[name]
+
+
+def test_cli_404(serve, tmp_path, capsys, test_mnist):
+    server = serve({})
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path / "d", "--base-url",
+                             server.url + "/mnist/")
+    assert (code, out) == (1, "")
+    assert err == (f"Error: {server.url}/mnist/train-images-idx3-ubyte.gz: HTTP 404 Not "
+                   f"Found; nothing was saved; check --base-url (or MNISTCONV_BASE_URL)\n")
+    assert not (tmp_path / "d").exists()
+
+
+def test_cli_existing_invalid_file_needs_force(serve, tmp_path, capsys, test_mnist):
+    server = serve(test_mnist)
+    (tmp_path / "train-images-idx3-ubyte.gz").write_bytes(b"")
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path, "--base-url", server.url)
+    assert code == 2
+    assert err.startswith(f"Error: {tmp_path / 'train-images-idx3-ubyte.gz'}: exists and is "
+                          f"not the published file (checksum mismatch: expected sha256 ")
+    assert err.endswith("; use --force to replace it\n")
+    code, _, _ = run_cli(capsys, "download", "mnist", tmp_path, "--base-url", server.url,
+                         "--force", "-q")
+    assert code == 0
+    assert (tmp_path / "train-images-idx3-ubyte.gz").read_bytes() == test_mnist[
+        "train-images-idx3-ubyte.gz"]
+
+
+def test_cli_usage_errors(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "download", "cifar", tmp_path)
+    assert code == 2
+    assert err == ("Error: unknown dataset 'cifar'; choose one of: mnist, fashion-mnist, "
+                   "kmnist, emnist\n")
+    code, _, err = run_cli(capsys, "download", "mnist")
+    assert code == 2
+    assert err == ("Error: expected NAME and DIRECTORY; for example: mnistconv download "
+                   "mnist data/ (or --list)\n")
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path, "--retries", "-1")
+    assert code == 2
+
+
+def test_cli_list(capsys):
+    code, out, _ = run_cli(capsys, "download", "--list")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert names == ["mnist", "fashion-mnist", "kmnist", "emnist"]
+    assert "4 file(s), 11.6 MB" in out
+    code, out, _ = run_cli(capsys, "download", "--list", "--json")
+    import json
+    listing = json.loads(out)
+    assert listing[0]["files"][0] == {
+        "name": "train-images-idx3-ubyte.gz", "bytes": 9912422,
+        "md5": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+        "sha256": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"}
+
+
+def cli_process(*args, env=None):
+    """The installed-style entry point in a fresh process, real catalogue."""
+    full_env = {k: v for k, v in os.environ.items()
+                if k.lower() not in ("http_proxy", "https_proxy", "all_proxy",
+                                     "mnistconv_base_url")}
+    full_env["PYTHONPATH"] = str(REPO)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
+                          capture_output=True, text=True, env=full_env, cwd=REPO, timeout=120)
+
+
+def test_process_refused_connection_is_one_line(tmp_path, closed_port):
+    url = f"http://127.0.0.1:{closed_port}"
+    done = cli_process("download", "mnist", tmp_path / "data", "--base-url", url)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"Error: {url}/train-images-idx3-ubyte.gz: connection refused; nothing was saved; "
+        f"check the network connection, or point --base-url (or MNISTCONV_BASE_URL) at "
+        f"a reachable mirror\n")
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.skipif(not SHARED_MNIST.is_dir(), reason="../shared/data/mnist is not present")
+def test_process_real_catalogue_rejects_recompressed_copies(serve, tmp_path):
+    """The shared copies hold the official IDX bytes in other gzip wrappers, so the
+    published checksums must refuse them: the check is of the bytes, not the name."""
+    name = "train-images-idx3-ubyte.gz"
+    server = serve({name: (SHARED_MNIST / name).read_bytes()})
+    done = cli_process("download", "mnist", tmp_path / "data",
+                       env={"MNISTCONV_BASE_URL": server.url})
+    assert done.returncode == 1
+    actual = hashlib.sha256((SHARED_MNIST / name).read_bytes()).hexdigest()
+    assert done.stderr == (
+        f"Error: {server.url}/{name}: checksum mismatch: expected sha256 "
+        f"440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609, got {actual}; "
+        f"nothing was saved: the mirror serves different bytes from the ones published\n")
+    assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.skipif(not SHARED_MNIST.is_dir(), reason="../shared/data/mnist is not present")
+def test_real_mnist_files_through_the_library(serve, tmp_path):
+    files = {n: (SHARED_MNIST / n).read_bytes() for n in IDX_NAMES}
+    server = serve(files)
+    progress = Recorder()
+    results = dl.download(family_for(files, server.url), tmp_path, progress=progress,
+                          retry_delay=0)
+    assert [r.action for r in results] == ["downloaded"] * 4
+    for name in IDX_NAMES:
+        content = gzip.decompress((tmp_path / name).read_bytes())
+        assert hashlib.sha256(content).hexdigest() == OFFICIAL_IDX_SHA256[name[:-3]]
+    assert sum(e[3] for e in progress.events if e[0] == "start") == sum(
+        map(len, files.values()))
