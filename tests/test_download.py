@@ -643,3 +643,62 @@ def test_real_mnist_files_through_the_library(serve, tmp_path):
         assert hashlib.sha256(content).hexdigest() == OFFICIAL_IDX_SHA256[name[:-3]]
     assert sum(e[3] for e in progress.events if e[0] == "start") == sum(
         map(len, files.values()))
+
+
+# --- the download is directly usable ---------------------------------------------------------
+
+def idx_arrays(files, name):
+    """An IDX .gz's array, decoded with numpy at the fixed offsets users rely on."""
+    raw = gzip.decompress(files[name])
+    return np.frombuffer(raw, np.uint8, offset=16 if "images" in name else 8)
+
+
+def test_cli_download_then_idx_to_npz(serve, tmp_path, capsys, test_mnist):
+    server = serve(test_mnist)
+    data = tmp_path / "data"
+    code, _, _ = run_cli(capsys, "download", "mnist", data, "--base-url", server.url, "-q")
+    assert code == 0
+    code, _, err = run_cli(capsys, "idx-to-npz", data, tmp_path / "x.npz", "-q")
+    assert (code, err) == (0, "")
+    with np.load(tmp_path / "x.npz", allow_pickle=False) as npz:
+        assert npz["x_train"].shape == (30, 28, 28)
+        assert np.array_equal(npz["x_train"].ravel(),
+                              idx_arrays(test_mnist, "train-images-idx3-ubyte.gz"))
+        assert np.array_equal(npz["y_test"], idx_arrays(test_mnist, "t10k-labels-idx1-ubyte.gz"))
+
+
+def test_emnist_split_directory_converts(serve, tmp_path, capsys):
+    archive, members = emnist_zip()
+    server = serve({"gzip.zip": archive})
+    fam = dataclasses.replace(dl.FAMILIES["emnist"], mirrors=(server.url,),
+                              files=(spec_for("gzip.zip", archive, md5_only=True),))
+    dl.download(fam, tmp_path / "emnist", retry_delay=0)
+    code, _, err = run_cli(capsys, "idx-to-npz", tmp_path / "emnist" / "digits",
+                           tmp_path / "digits.npz", "-q")
+    assert (code, err) == (0, "")
+    with np.load(tmp_path / "digits.npz", allow_pickle=False) as npz:
+        assert sorted(npz.files) == ["x_test", "x_train", "y_test", "y_train"]
+        assert np.array_equal(npz["y_train"], idx_arrays(
+            members, "gzip/emnist-digits-train-labels-idx1-ubyte.gz"))
+
+
+@pytest.mark.skipif(not SHARED_MNIST.is_dir(), reason="../shared/data/mnist is not present")
+def test_real_mnist_download_then_idx_to_npz(serve, tmp_path, capsys, monkeypatch):
+    files = {n: (SHARED_MNIST / n).read_bytes() for n in IDX_NAMES}
+    server = serve(files)
+    monkeypatch.setitem(dl.FAMILIES, "mnist", dataclasses.replace(
+        dl.FAMILIES["mnist"], files=tuple(spec_for(n, d) for n, d in files.items())))
+    data = tmp_path / "data"
+    code, _, _ = run_cli(capsys, "download", "mnist", data, "--base-url", server.url, "-q")
+    assert code == 0
+    code, _, err = run_cli(capsys, "idx-to-npz", data, tmp_path / "mnist.npz", "-q")
+    assert (code, err) == (0, "")
+    with np.load(tmp_path / "mnist.npz", allow_pickle=False) as npz:
+        assert npz["x_train"].shape == (60000, 28, 28)
+        assert npz["x_test"].shape == (10000, 28, 28)
+        header = struct.pack(">HBBIII", 0, 8, 3, 60000, 28, 28)
+        assert hashlib.sha256(header + npz["x_train"].tobytes()).hexdigest() == \
+            OFFICIAL_IDX_SHA256["train-images-idx3-ubyte"]
+        assert hashlib.sha256(struct.pack(">HBBI", 0, 8, 1, 10000)
+                              + npz["y_test"].tobytes()).hexdigest() == \
+            OFFICIAL_IDX_SHA256["t10k-labels-idx1-ubyte"]
