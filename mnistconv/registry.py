@@ -133,3 +133,13 @@ register(Format(
     ),
     stdio=True,
 ))
+
+register(Format(
+    "gdmnist", "mnistconv.formats.gdmnist",
+    "GDMNIST1 browser binaries (.bin, .bin.gz; a directory of them or a browser pack)",
+    extensions=(".bin", ".bin.gz"),
+    write_options=(
+        Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
+    ),
+    stdio=True,
+))
