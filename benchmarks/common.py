@@ -1,0 +1,198 @@
+"""What every benchmark shares: whole-process timing, peak memory, the official data, and a
+table of ratios.
+
+Every measurement is a whole command run as a subprocess, the way a user or a Makefile runs
+it, so start-up (interpreter, imports) counts. Each command runs `repeat` times after one
+untimed warm-up run; commands measured together are interleaved run by run, so a burst of
+load on the machine hits them alike. The figure reported is the median wall time; peak
+memory is the largest "Maximum resident set size" GNU time (`/usr/bin/time -v`) saw.
+
+A bench script imports this module (benchmarks/ is on sys.path when run.py starts it) and
+exits 0 (all targets met), 1 (a target missed or a command failed) or SKIP_EXIT (it could
+not run here, e.g. no ../shared data), which run.py reports as skipped.
+"""
+
+import gzip
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+BASELINES = BENCH_DIR / "baselines"
+# The official MNIST files live beside the repository in the project's shared folder; a
+# user's clone has none, so benches that need them skip. MNIST_DIR points elsewhere.
+OFFICIAL_MNIST = Path(os.environ.get("MNIST_DIR", REPO.parent / "shared" / "data" / "mnist"))
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+GNU_TIME = "/usr/bin/time"
+SKIP_EXIT = 77  # automake's "skipped" code
+REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
+PY = sys.executable
+MB = 1e6
+
+
+def mnistconv(*args):
+    """The command line a user types, as `python -m mnistconv` from this checkout (the
+    console script does the same import; -m also works before `pip install -e`)."""
+    return [PY, "-m", "mnistconv", *map(str, args)]
+
+
+def python(script, *args):
+    """A baseline script run with the same interpreter."""
+    return [PY, str(BASELINES / script), *map(str, args)]
+
+
+def env():
+    """The environment for every measured command: the repo importable, no progress bars
+    (stderr is a pipe anyway), nothing inherited that changes Python's start-up."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = str(REPO) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    for var in ("PYTHONPROFILEIMPORTTIME", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
+        e.pop(var, None)
+    return e
+
+
+def skip(message):
+    print(f"SKIPPED: {message}")
+    sys.exit(SKIP_EXIT)
+
+
+def require_gnu_time():
+    if not os.access(GNU_TIME, os.X_OK):
+        print(f"error: {GNU_TIME} is missing (Debian package `time`; `make bench` installs "
+              "it)", file=sys.stderr)
+        sys.exit(1)
+
+
+class Result:
+    def __init__(self, name, times, peak_kb):
+        self.name, self.times, self.peak_kb = name, times, peak_kb
+
+    @property
+    def seconds(self):
+        return statistics.median(self.times)
+
+    @property
+    def peak_mb(self):
+        return self.peak_kb * 1024 / MB
+
+
+class CommandFailed(Exception):
+    pass
+
+
+_MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+
+
+def run_once(cmd, cwd=None):
+    """One run under GNU time: (wall seconds, peak RSS in KB). Raises CommandFailed with
+    the command's own stderr when it fails."""
+    started = time.perf_counter()
+    proc = subprocess.run([GNU_TIME, "-v", *cmd], cwd=cwd or REPO, env=env(),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, errors="replace")
+    wall = time.perf_counter() - started
+    m = _MAX_RSS.search(proc.stderr)
+    if proc.returncode != 0 or not m:
+        own = proc.stderr.split("\tCommand being timed:")[0].strip()
+        raise CommandFailed(f"{' '.join(cmd)} exited {proc.returncode}:\n{own[-2000:]}")
+    return wall, int(m.group(1))
+
+
+def measure(commands, repeat=REPEAT, before=None, fewer=None):
+    """Time named commands {name: argv}, interleaved, `repeat` timed runs each after one
+    warm-up. `before(name)` runs untimed before every run (e.g. to delete an output).
+    `fewer` = {name: n} gives slow baselines n timed runs instead (their median moves
+    little and each run costs seconds)."""
+    fewer = fewer or {}
+    times = {name: [] for name in commands}
+    peaks = {name: 0 for name in commands}
+    for i in range(repeat + 1):
+        for name, cmd in commands.items():
+            if i > fewer.get(name, repeat):
+                continue
+            if before:
+                before(name)
+            wall, peak = run_once(cmd)
+            if i:  # the first round warms the page cache and .pyc files
+                times[name].append(wall)
+            peaks[name] = max(peaks[name], peak)
+    return {name: Result(name, times[name], peaks[name]) for name in commands}
+
+
+def print_table(title, results, reference):
+    """Rows of median time, spread, peak memory and the speed ratio against `reference`
+    (the mnistconv command of the comparison): ratio > 1 means mnistconv is faster."""
+    ref = results[reference].seconds
+    width = max(len(r) for r in results) + 2
+    print(f"\n{title}")
+    print(f"  {'command':<{width}} {'median s':>9} {'min..max s':>13} {'peak MB':>8} "
+          f"{'vs mnistconv':>13}")
+    for name, r in results.items():
+        ratio = "1.00 (ref)" if name == reference else f"{r.seconds / ref:.2f}x"
+        print(f"  {name:<{width}} {r.seconds:>9.3f} {min(r.times):>6.3f}..{max(r.times):<6.3f} "
+              f"{r.peak_mb:>8.1f} {ratio:>13}")
+    sys.stdout.flush()
+
+
+class Targets:
+    """Speed and memory targets: each printed as met or MISSED; exit 1 if any missed."""
+
+    def __init__(self):
+        self.missed = []
+
+    def check(self, ok, description):
+        print(f"  [{'met' if ok else 'MISSED'}] {description}")
+        if not ok:
+            self.missed.append(description)
+
+    def exit(self):
+        if self.missed:
+            print(f"\n{len(self.missed)} target(s) missed")
+            sys.exit(1)
+        sys.exit(0)
+
+
+@contextmanager
+def workdir(prefix="mnistconv-bench-"):
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def official_gz_dir():
+    """The shared folder of the four official .gz files, or skip."""
+    missing = [f for f in MNIST_FILES if not (OFFICIAL_MNIST / (f + ".gz")).is_file()]
+    if missing:
+        skip(f"the official MNIST files are not in {OFFICIAL_MNIST} (missing "
+             f"{', '.join(m + '.gz' for m in missing)}); set MNIST_DIR to a folder holding "
+             "them to run this benchmark")
+    return OFFICIAL_MNIST
+
+
+def decompressed_copy(into: Path):
+    """The four official files decompressed into `into` (canonical names, as python-mnist
+    and the numpy recipes expect them). Returns the folder."""
+    src = official_gz_dir()
+    into.mkdir(parents=True, exist_ok=True)
+    for name in MNIST_FILES:
+        with gzip.open(src / (name + ".gz"), "rb") as f, open(into / name, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+    return into
+
+
+def remove(path: Path):
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
