@@ -41,7 +41,12 @@ demo: install
 test: install-test system-test-deps
 	$(PY) -m pytest -q
 
+# Peak memory comes from GNU time (`/usr/bin/time -v`), Debian's package `time`.
 bench: install-test
+	@test -x /usr/bin/time || { \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; \
+	  else echo "install GNU time (/usr/bin/time) for make bench" >&2; exit 1; fi; }
 	$(PY) benchmarks/run.py
 
 fuzz: install-test
