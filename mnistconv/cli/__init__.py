@@ -22,6 +22,9 @@ COMMANDS = {
     "convert": "mnistconv.cli.convert:convert",
     "info": "mnistconv.cli.convert:info",
     "formats": "mnistconv.cli.convert:formats_command",
+    "pack": "mnistconv.cli.pack:pack",
+    "verify": "mnistconv.cli.pack:verify",
+    "serve": "mnistconv.cli.pack:serve",
     "download": "mnistconv.cli.download:download",
 }
 

@@ -1,0 +1,137 @@
+"""pack browser, verify and serve: browser packs of GDMNIST1 files and their manifest."""
+
+import click
+
+from .. import pack as packlib
+from .common import emit_json, files_json, force_option, json_option, make_progress, note, \
+    quiet_option
+
+
+def _split_list(ctx, param, value):
+    names = [s.strip() for s in value.split(",") if s.strip()]
+    unknown = [s for s in names if s not in packlib.ALL_SPLITS]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown split {', '.join(unknown) or '(none)'}; "
+                                 f"choose from {','.join(packlib.ALL_SPLITS)}")
+    return tuple(names)
+
+
+@click.group("pack")
+def pack():
+    """Build asset packs from a dataset (see `mnistconv pack browser --help`)."""
+
+
+@pack.command("browser")
+@click.argument("src")
+@click.argument("out")
+@click.option("--train-per-class", type=click.IntRange(min=1), default=packlib.TRAIN_PER_CLASS,
+              show_default=True, help="Examples of each digit in train.")
+@click.option("--validation-per-class", type=click.IntRange(min=1),
+              default=packlib.VALIDATION_PER_CLASS, show_default=True,
+              help="Examples of each digit in validation.")
+@click.option("--test-per-class", type=click.IntRange(min=1), default=packlib.TEST_PER_CLASS,
+              show_default=True, help="Examples of each digit in test.")
+@click.option("--validation-size", type=click.IntRange(min=1),
+              default=packlib.VALIDATION_SIZE, show_default=True,
+              help="Size of the validation pool: the last N of the seeded permutation of "
+                   "the training split.")
+@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=packlib.SEED,
+              show_default=True, help="torch.manual_seed value of the parent split.")
+@click.option("--splits", "splits", default=",".join(packlib.ALL_SPLITS), show_default=True,
+              callback=_split_list, help="Comma-separated splits to build.")
+@click.option("--preview-count", type=click.IntRange(min=0), default=packlib.PREVIEW_COUNT,
+              show_default=True, help="Examples in preview.json.")
+@click.option("--preview-split", default=None,
+              help="Split whose first examples preview.json shows [default: test].")
+@click.option("--asset-version", default=packlib.ASSET_VERSION, show_default=True,
+              help="asset_version written in the manifest.")
+@force_option
+@quiet_option
+@json_option
+def browser(src, out, train_per_class, validation_per_class, test_per_class,
+            validation_size, seed, splits, preview_count, preview_split, asset_version,
+            force, quiet, as_json):
+    """Build a browser pack in OUT from SRC (the official MNIST IDX directory): a .bin
+    and a deterministic .bin.gz per split, preview.json and manifest.json. With no
+    options it reproduces the published browser-v1 pack byte for byte (no PyTorch
+    needed: its seeded torch.randperm is rebuilt with numpy).
+
+    \b
+    Examples:
+      mnistconv pack browser data/mnist out/
+      mnistconv pack browser data/mnist small/ --train-per-class 100 --splits train,test
+      mnistconv verify out/manifest.json
+    """
+    result = packlib.build_browser_pack(
+        src, out, seed=seed, train_per_class=train_per_class,
+        validation_per_class=validation_per_class, test_per_class=test_per_class,
+        validation_size=validation_size, splits=splits, preview_count=preview_count,
+        preview_split=preview_split, asset_version=asset_version, force=force,
+        progress=make_progress(quiet))
+    if as_json:
+        emit_json({"out": result.out, "files": files_json(result.files)})
+        return 0
+    note(f"browser pack in {result.out}: "
+         + ", ".join(f"{e['id']} {e['count']}" for group in ("splits", "optional_splits")
+                     for e in result.manifest.get(group, {}).values()), quiet)
+    for f in result.files:
+        note(f"  {f.sha256}  {f.bytes:>9}  {f.path}", quiet)
+    return 0
+
+
+@click.command("verify")
+@click.argument("manifest")
+@quiet_option
+@json_option
+def verify(manifest, quiet, as_json):
+    """Check every file MANIFEST lists (a pack's manifest.json, or its directory): byte
+    sizes, SHA-256 of .bin and .bin.gz, header fields, counts, class counts, the hash of
+    the original indices, and that each .bin.gz holds exactly its .bin. Names each file
+    and field that differs; exit code 1 if any does.
+
+    \b
+    Example:
+      mnistconv verify out/manifest.json
+    """
+    report = packlib.verify(manifest)
+    if as_json:
+        emit_json(report.as_dict())
+    else:
+        for path in report.checked:
+            note(f"ok  {path}", quiet)
+        for problem in report.problems:
+            click.echo(f"Error: {problem}", err=True)
+    if report.ok:
+        note(f"{report.manifest}: all {len(report.checked)} files verified", quiet)
+        return 0
+    if not as_json:
+        click.echo(f"Error: {report.manifest}: {len(report.problems)} check(s) failed",
+                   err=True)
+    return 1
+
+
+@click.command("serve")
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port on 127.0.0.1 (0: any free port).")
+@quiet_option
+def serve(directory, port, quiet):
+    """Serve DIRECTORY (a pack, or examples/browser with a pack inside) on
+    http://127.0.0.1:PORT/ until interrupted. .bin.gz files are sent as they are
+    (no Content-Encoding), for the page to decompress with DecompressionStream.
+
+    \b
+    Example:
+      mnistconv pack browser data/mnist examples/browser/pack/
+      mnistconv serve examples/browser      # open http://127.0.0.1:8000/
+    """
+    server = packlib.make_server(directory, "127.0.0.1", port,
+                                 log=None if quiet else lambda line: note(line))
+    host, bound = server.server_address[:2]
+    # Always said, even under --quiet: with --port 0 it is the only way to learn the port.
+    click.echo(f"Serving {directory} on http://{host}:{bound}/ (Ctrl-C to stop)", err=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+    return 0
