@@ -1,0 +1,318 @@
+"""Compare two datasets split by split: how a user checks a conversion.
+
+For each pair of splits: the counts, label agreement, and the pixel error over the
+examples both have (position by position): mean and maximum absolute difference, the
+share of pixels that differ at all, and PSNR, all on the 0..255 scale; plus the few
+worst examples (largest maximum difference, then largest mean) by original index.
+
+Both sides are read batch by batch in lockstep, so memory is bounded by the batch size
+whatever the formats (a TFRecord reader and an IDX reader may yield different batch
+sizes; batches are re-cut to line up). Only the worst-k list is kept across batches.
+
+Pixels: uint8 and integers are compared as they are; floats in [0, 1] (npz --float)
+are scaled by 255 first, other floats are taken as 0..255; differences below 1/1000 of
+a grey level are float rounding from that scaling, not a change, and count as 0.
+Shapes that differ only by a channel axis of 1 (28x28 against 28x28x1 or 1x28x28) are
+compared as 28x28.
+
+Which splits pair up: by name. When one side has a single split and the other several,
+the single split pairs with the split of the same name, or, if there is none, must be
+named (pairs=[("train", "images")]). Splits present on one side only make two
+multi-split datasets unequal.
+"""
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from .errors import UsageError
+from .records import DEFAULT_BATCH, NO_PROGRESS
+
+NOISE = 1e-3  # grey levels: float rounding from scaling [0, 1] pixels by 255
+
+
+@dataclass
+class Example:
+    position: int
+    index_a: int
+    index_b: int
+    label_a: int
+    label_b: int
+    max_error: float
+    mean_error: float
+
+
+@dataclass
+class SplitComparison:
+    name_a: str
+    name_b: str
+    count_a: int
+    count_b: int
+    shape_a: tuple
+    shape_b: tuple
+    compared: int = 0  # examples compared (the smaller count; 0 if shapes differ)
+    label_mismatches: int = 0
+    first_label_mismatches: list = field(default_factory=list)  # Examples, at most 10
+    pixels: int = 0
+    pixels_differing: int = 0
+    sum_abs: float = 0.0
+    sum_sq: float = 0.0
+    max_error: float = 0.0
+    worst: list = field(default_factory=list)  # Examples, worst first
+    tolerance: float = 0.0
+
+    @property
+    def shapes_match(self):
+        return _squeeze(self.shape_a) == _squeeze(self.shape_b)
+
+    @property
+    def label_agreement(self) -> Optional[float]:
+        return 1 - self.label_mismatches / self.compared if self.compared else None
+
+    @property
+    def mean_error(self) -> Optional[float]:
+        return self.sum_abs / self.pixels if self.pixels else None
+
+    @property
+    def share_differing(self) -> Optional[float]:
+        return self.pixels_differing / self.pixels if self.pixels else None
+
+    @property
+    def psnr(self) -> Optional[float]:
+        """Peak signal-to-noise ratio in dB for peak 255; inf when identical."""
+        if not self.pixels:
+            return None
+        mse = self.sum_sq / self.pixels
+        return math.inf if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
+
+    @property
+    def equal(self) -> bool:
+        """Same count, same shape, every label equal, every pixel within tolerance."""
+        return (self.count_a == self.count_b and self.shapes_match
+                and self.label_mismatches == 0 and self.max_error <= self.tolerance)
+
+    def problems(self) -> list:
+        """Why the pair is not equal, one phrase each (empty when equal)."""
+        out = []
+        if self.count_a != self.count_b:
+            out.append(f"counts differ ({self.count_a} vs {self.count_b})")
+        if not self.shapes_match:
+            out.append(f"image shapes differ ({_shape_text(self.shape_a)} vs "
+                       f"{_shape_text(self.shape_b)})")
+        if self.label_mismatches:
+            out.append(f"{self.label_mismatches} label(s) differ")
+        if self.max_error > self.tolerance:
+            out.append(f"pixels differ by up to {_number(self.max_error)} "
+                       f"(tolerance {_number(self.tolerance)})")
+        return out
+
+    def to_json(self):
+        return {
+            "a": self.name_a, "b": self.name_b,
+            "count_a": self.count_a, "count_b": self.count_b,
+            "shape_a": list(self.shape_a), "shape_b": list(self.shape_b),
+            "compared": self.compared,
+            "label_mismatches": self.label_mismatches,
+            "label_agreement": self.label_agreement,
+            "first_label_mismatches": [vars(e) for e in self.first_label_mismatches],
+            "pixel_error": {
+                "mean": self.mean_error, "max": self.max_error if self.pixels else None,
+                "share_differing": self.share_differing,
+                # JSON has no infinity: identical pixels are psnr null, "identical" true
+                "psnr_db": None if self.psnr in (None, math.inf) else self.psnr,
+                "identical": self.pixels > 0 and self.pixels_differing == 0,
+            },
+            "worst": [vars(e) for e in self.worst],
+            "equal": self.equal, "problems": self.problems(),
+        }
+
+
+@dataclass
+class Comparison:
+    splits: list  # SplitComparison, in pairing order
+    only_a: list  # split names of A that were not compared
+    only_b: list
+    missing_counts: bool  # True when splits on one side only make the result unequal
+    tolerance: float
+
+    @property
+    def equal(self) -> bool:
+        if self.missing_counts and (self.only_a or self.only_b):
+            return False
+        return bool(self.splits) and all(s.equal for s in self.splits)
+
+    def to_json(self):
+        return {"equal": self.equal, "tolerance": self.tolerance,
+                "splits": [s.to_json() for s in self.splits],
+                "only_in_a": self.only_a, "only_in_b": self.only_b}
+
+
+def _squeeze(shape):
+    """The image shape without channel axes of 1 at either end."""
+    shape = tuple(shape)
+    if len(shape) == 3 and shape[-1] == 1:
+        return shape[:-1]
+    if len(shape) == 3 and shape[0] == 1:
+        return shape[1:]
+    return shape
+
+
+def _shape_text(shape):
+    return "x".join(map(str, shape)) or "scalar"
+
+
+def _number(x):
+    return f"{x:g}"
+
+
+def pair_splits(a, b, pairs=None):
+    """[(name in A, name in B)], plus the names left out on each side and whether those
+    count against equality (see the module docstring)."""
+    names_a, names_b = list(a.splits), list(b.splits)
+    if pairs:
+        for name_a, name_b in pairs:
+            if name_a not in a.splits:
+                raise UsageError(_where(a), f"no split named {name_a}",
+                                 f"splits present: {', '.join(names_a) or 'none'}")
+            if name_b not in b.splits:
+                raise UsageError(_where(b), f"no split named {name_b}",
+                                 f"splits present: {', '.join(names_b) or 'none'}")
+        used_a = {p[0] for p in pairs}
+        used_b = {p[1] for p in pairs}
+        return (list(pairs), [n for n in names_a if n not in used_a],
+                [n for n in names_b if n not in used_b], False)
+    if len(names_a) == 1 and len(names_b) == 1:
+        return [(names_a[0], names_b[0])], [], [], False
+    if len(names_a) == 1 or len(names_b) == 1:
+        single, many = (names_a[0], names_b) if len(names_a) == 1 else (names_b[0], names_a)
+        if single not in many:
+            side, other = ("A", b) if len(names_a) == 1 else ("B", a)
+            raise UsageError(None, f"{side} has the single split '{single}' and the other "
+                                   f"side has {', '.join(many)}",
+                             f"choose one with --split NAME (or --split {single}:NAME / "
+                             f"NAME:{single})")
+        pairs = [(single, single)]
+        return (pairs, [n for n in names_a if n != single],
+                [n for n in names_b if n != single], False)
+    common = [n for n in names_a if n in b.splits]
+    if not common:
+        raise UsageError(None, f"no split names in common (A: {', '.join(names_a)}; "
+                               f"B: {', '.join(names_b)})",
+                         "pair them with --split A_NAME:B_NAME")
+    return ([(n, n) for n in common], [n for n in names_a if n not in b.splits],
+            [n for n in names_b if n not in a.splits], True)
+
+
+def _where(dataset):
+    return dataset.paths[0] if dataset.paths else None
+
+
+def _aligned(split_a, split_b, batch_size):
+    """Batches of both splits cut to the same lengths, position by position."""
+    it_a, it_b = split_a.batches(batch_size), split_b.batches(batch_size)
+    pending_a = pending_b = None
+    while True:
+        if pending_a is None or len(pending_a[1]) == 0:
+            b = next(it_a, None)
+            pending_a = None if b is None else (b.images, b.labels, b.indices)
+        if pending_b is None or len(pending_b[1]) == 0:
+            b = next(it_b, None)
+            pending_b = None if b is None else (b.images, b.labels, b.indices)
+        if pending_a is None or pending_b is None:
+            return
+        n = min(len(pending_a[1]), len(pending_b[1]))
+        yield tuple(x[:n] for x in pending_a), tuple(x[:n] for x in pending_b)
+        pending_a = tuple(x[n:] for x in pending_a)
+        pending_b = tuple(x[n:] for x in pending_b)
+
+
+class _Scale:
+    """How one side's pixel values map to 0..255, decided on its first batch."""
+
+    def __init__(self):
+        self.factor = None
+
+    def __call__(self, images):
+        images = np.asarray(images)
+        if images.dtype.kind != "f":
+            return images.astype(np.float32)
+        if self.factor is None:
+            self.factor = 255.0 if (images.size == 0 or np.nanmax(images) <= 1.0) else 1.0
+        return images.astype(np.float32) * np.float32(self.factor)
+
+
+def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=DEFAULT_BATCH,
+                   progress=NO_PROGRESS) -> SplitComparison:
+    result = SplitComparison(split_a.name, split_b.name, split_a.header.count,
+                             split_b.header.count, tuple(split_a.header.shape),
+                             tuple(split_b.header.shape), tolerance=float(tolerance))
+    if not result.shapes_match:
+        return result
+    shape = _squeeze(result.shape_a)
+    scale_a, scale_b = _Scale(), _Scale()
+    heap = []  # (max, mean, -position, Example): the `worst` largest
+    position = 0
+    progress.start(f"{split_a.name} ~ {split_b.name}", min(result.count_a, result.count_b))
+    try:
+        for aligned in _aligned(split_a, split_b, batch_size):
+            _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
+            position += len(aligned[0][1])
+            progress.advance(len(aligned[0][1]))
+    finally:
+        progress.finish()
+    result.compared = position
+    result.worst = [e for _, e in sorted(heap, key=lambda t: t[0], reverse=True)]
+    return result
+
+
+def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst):
+    (xa, ya, ia), (xb, yb, ib) = aligned
+    n = len(ya)
+    a = scale_a(xa).reshape((n,) + shape)
+    b = scale_b(xb).reshape((n,) + shape)
+    diff = np.abs(a - b).reshape(n, -1)
+    diff[diff < NOISE] = 0
+    per_max = diff.max(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
+    per_mean = diff.mean(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
+    result.pixels += diff.size
+    result.pixels_differing += int(np.count_nonzero(diff))
+    result.sum_abs += float(diff.sum(dtype=np.float64))
+    result.sum_sq += float(np.square(diff, dtype=np.float64).sum())
+    if n and diff.size:
+        result.max_error = max(result.max_error, float(per_max.max()))
+    ya, yb = np.asarray(ya).astype(np.int64), np.asarray(yb).astype(np.int64)
+    wrong = np.flatnonzero(ya != yb)
+    result.label_mismatches += len(wrong)
+
+    def example(k):
+        return Example(position + int(k), int(ia[k]), int(ib[k]), int(ya[k]),
+                       int(yb[k]), float(per_max[k]), float(per_mean[k]))
+
+    for k in wrong[:max(0, 10 - len(result.first_label_mismatches))]:
+        result.first_label_mismatches.append(example(k))
+    if worst and n:
+        # Only the batch's own top candidates can enter the running top-k; ties go to
+        # the earlier position, as in the heap.
+        top = np.lexsort((-np.arange(n), per_mean, per_max))[::-1][:worst]
+        for k in top:
+            if per_max[k] == 0:
+                break
+            item = (float(per_max[k]), float(per_mean[k]), -(position + int(k)))
+            if len(heap) < worst:
+                heapq.heappush(heap, (item, example(k)))
+            elif item > heap[0][0]:
+                heapq.heapreplace(heap, (item, example(k)))
+
+
+def compare(a, b, pairs=None, tolerance=0.0, worst=5, batch_size=DEFAULT_BATCH,
+            progress=NO_PROGRESS) -> Comparison:
+    """Compare datasets a and b (see the module docstring for how splits pair up)."""
+    pairs, only_a, only_b, strict = pair_splits(a, b, pairs)
+    results = []
+    for name_a, name_b in pairs:
+        results.append(compare_splits(a.splits[name_a], b.splits[name_b], tolerance,
+                                      worst, batch_size, progress))
+    return Comparison(results, only_a, only_b, strict, float(tolerance))

@@ -1,0 +1,340 @@
+"""Seeing the data: images as terminal text, contact sheets, and an orientation check.
+
+Terminal drawing uses two pixel rows per character cell: the upper half block U+2580
+with the upper pixel as foreground colour and the lower one as background, so a 28x28
+digit takes 28 columns and 14 lines and keeps its proportions (a cell is about twice as
+tall as wide). Without colour (NO_COLOR, output not a terminal) the same two rows become
+one ASCII shading character, so logs and pipes get plain text.
+
+A contact sheet is a uint8 array, one row per class, with the class drawn on the left
+and each image's original index under it in a built-in 3x5 bitmap font (no font files).
+The caller encodes it (PNG through mnistconv.codecs).
+
+The library returns text, rich renderables and arrays; it never prints.
+"""
+
+import numpy as np
+
+UPPER_HALF = "\u2580"
+# Dark to bright; a space is black, so MNIST's black background stays empty.
+ASCII_RAMP = " .:-=+*#%@"
+GAP = 2  # spaces between terminal tiles
+
+# 3x5 glyphs, '#' on. Enough for class numbers, indices and short letter labels.
+_GLYPHS = {
+    "0": "### #.# #.# #.# ###", "1": ".#. ##. .#. .#. ###", "2": "### ..# ### #.. ###",
+    "3": "### ..# .## ..# ###", "4": "#.# #.# ### ..# ..#", "5": "### #.. ### ..# ###",
+    "6": "### #.. ### #.# ###", "7": "### ..# .#. .#. .#.", "8": "### #.# ### #.# ###",
+    "9": "### #.# ### ..# ###",
+    "A": ".#. #.# ### #.# #.#", "B": "##. #.# ##. #.# ##.", "C": ".## #.. #.. #.. .##",
+    "D": "##. #.# #.# #.# ##.", "E": "### #.. ##. #.. ###", "F": "### #.. ##. #.. #..",
+    "G": ".## #.. #.# #.# .##", "H": "#.# #.# ### #.# #.#", "I": "### .#. .#. .#. ###",
+    "J": "..# ..# ..# #.# .#.", "K": "#.# #.# ##. #.# #.#", "L": "#.. #.. #.. #.. ###",
+    "M": "#.# ### ### #.# #.#", "N": "##. #.# #.# #.# #.#", "O": ".#. #.# #.# #.# .#.",
+    "P": "##. #.# ##. #.. #..", "Q": ".#. #.# #.# ##. .##", "R": "##. #.# ##. #.# #.#",
+    "S": ".## #.. .#. ..# ##.", "T": "### .#. .#. .#. .#.", "U": "#.# #.# #.# #.# ###",
+    "V": "#.# #.# #.# #.# .#.", "W": "#.# #.# ### ### #.#", "X": "#.# #.# .#. #.# #.#",
+    "Y": "#.# #.# .#. .#. .#.", "Z": "### ..# .#. #.. ###",
+    "#": "#.# ### #.# ### #.#", "-": "... ... ### ... ...", ":": "... .#. ... .#. ...",
+    ".": "... ... ... ... .#.", " ": "... ... ... ... ...", "?": "### ..# .## ... .#.",
+}
+FONT = {ch: np.array([[c == "#" for c in row] for row in rows.split()], bool)
+        for ch, rows in _GLYPHS.items()}
+GLYPH_W, GLYPH_H = 3, 5
+
+
+# --- pixels ----------------------------------------------------------------------------
+
+def to_gray_uint8(images) -> np.ndarray:
+    """n x H x W uint8 for display, from any image layout mnistconv reads.
+
+    Layouts: n x H x W; n x H x W x C and n x C x H x W with C of 1 (squeezed) or 3/4
+    (RGB(A), converted to luminance). Values: uint8 as is; floats in [0, 1] scaled by
+    255 (the --float convention), other floats and integers clipped to 0..255.
+    """
+    images = np.asarray(images)
+    if images.ndim == 4:
+        if images.shape[-1] in (1, 3, 4):
+            channels_last = images
+        elif images.shape[1] in (1, 3, 4):
+            channels_last = np.moveaxis(images, 1, -1)
+        else:
+            raise ValueError(f"cannot display images of shape {images.shape[1:]}")
+        if channels_last.shape[-1] == 1:
+            images = channels_last[..., 0]
+        else:
+            rgb = channels_last[..., :3].astype(np.float64)
+            images = rgb @ np.array([0.299, 0.587, 0.114])
+    elif images.ndim == 2:  # flat vectors (e.g. 784) cannot be drawn without a shape
+        raise ValueError(f"cannot display images of shape {images.shape[1:]}")
+    elif images.ndim != 3:
+        raise ValueError(f"cannot display images of shape {images.shape[1:]}")
+    if images.dtype == np.uint8:
+        return images
+    values = images.astype(np.float64)
+    if images.dtype.kind == "f" and values.size and np.nanmax(values) <= 1.0:
+        values = values * 255.0
+    return np.clip(np.nan_to_num(values), 0, 255).round().astype(np.uint8)
+
+
+def _shrink(images, max_width):
+    """Keep every f-th pixel so an image fits max_width columns (huge images only)."""
+    width = images.shape[2]
+    step = -(-width // max(1, max_width))
+    return images[:, ::step, ::step] if step > 1 else images
+
+
+def _pair_rows(image):
+    """(top, bottom) rows of an image padded with black to an even height."""
+    if image.shape[0] % 2:
+        image = np.vstack([image, np.zeros((1, image.shape[1]), image.dtype)])
+    return image[0::2], image[1::2]
+
+
+# --- terminal --------------------------------------------------------------------------
+
+def caption(label, index) -> str:
+    return f"{label} #{index}"
+
+
+def _layout(images, captions, width, columns):
+    """Shrunk images, tile width and the number of tiles per terminal line."""
+    images = _shrink(images, width)
+    tile = max([images.shape[2]] + [len(c) for c in captions])
+    tile = min(tile, max(1, width))
+    fit = max(1, (width + GAP) // (tile + GAP))
+    cols = min(fit, columns) if columns else fit
+    return images, tile, max(1, cols)
+
+
+def _ascii_lines(image):
+    top, bottom = _pair_rows(image.astype(np.uint16))
+    levels = ((top + bottom) * len(ASCII_RAMP)) // 512
+    return ["".join(ASCII_RAMP[v] for v in row) for row in levels]
+
+
+def render_ascii(images, captions, width=80, columns=None) -> str:
+    """Plain-text grid: one shading character per pixel column and pair of rows,
+    captions under each image, tiles wrapped to `width` (at most `columns` per line)."""
+    images = to_gray_uint8(images)
+    images, tile, cols = _layout(images, captions, width, columns)
+    out = []
+    for start in range(0, len(images), cols):
+        group = range(start, min(start + cols, len(images)))
+        tiles = [_ascii_lines(images[i]) + [captions[i][:tile]] for i in group]
+        for line in zip(*tiles):
+            out.append((" " * GAP).join(part.ljust(tile) for part in line).rstrip())
+        out.append("")
+    return "\n".join(out[:-1]) + "\n" if out else ""
+
+
+def render_blocks(images, captions, width=80, columns=None):
+    """The same grid as a rich Text of half blocks in grayscale (rich downsamples the
+    colours to what the terminal supports)."""
+    from rich.color import Color
+    from rich.style import Style
+    from rich.text import Text
+
+    images = to_gray_uint8(images)
+    images, tile, cols = _layout(images, captions, width, columns)
+    styles = {}
+
+    def style(t, b):
+        key = (t, b)
+        if key not in styles:
+            styles[key] = Style(color=Color.from_rgb(t, t, t),
+                                bgcolor=Color.from_rgb(b, b, b))
+        return styles[key]
+
+    text = Text(no_wrap=True, overflow="crop", end="")
+    for start in range(0, len(images), cols):
+        group = list(range(start, min(start + cols, len(images))))
+        pairs = [_pair_rows(images[i]) for i in group]
+        for row in range(len(pairs[0][0])):
+            for k, i in enumerate(group):
+                if k:
+                    text.append(" " * GAP)
+                top, bottom = pairs[k][0][row], pairs[k][1][row]
+                # Runs of equal cells share one span: one escape sequence per run, not
+                # per cell (most of a digit is black background).
+                cells = list(zip(top.tolist(), bottom.tolist()))
+                run = 1
+                for j, cell in enumerate(cells):
+                    if j + 1 < len(cells) and cells[j + 1] == cell:
+                        run += 1
+                        continue
+                    text.append(UPPER_HALF * run, style(*cell))
+                    run = 1
+                text.append(" " * (tile - len(top)))
+            text.append("\n")
+        labels = (" " * GAP).join(captions[i][:tile].ljust(tile) for i in group)
+        text.append(labels.rstrip() + "\n")
+        if start + cols < len(images):
+            text.append("\n")
+    return text
+
+
+_EIGHTHS = " \u258f\u258e\u258d\u258c\u258b\u258a\u2589"  # left blocks 1/8 .. 7/8
+
+
+def histogram_rows(class_counts, width=80, ascii=False):
+    """(label, bar, count) per class, each padded to its column, so that
+    "label bar count" fits `width`. Bars are scaled so the largest class fills the
+    space; unicode bars have eighth-character resolution, ASCII bars are '#'."""
+    if not class_counts:
+        return []
+    labels = [str(c) for c in class_counts]
+    counts = [int(n) for n in class_counts.values()]
+    lw, nw = max(map(len, labels)), max(len(str(n)) for n in counts)
+    room = max(1, width - lw - nw - 2)
+    top = max(counts) or 1
+    rows = []
+    for label, n in zip(labels, counts):
+        eighths = round(n * room * 8 / top)
+        if ascii:
+            bar = "#" * round(eighths / 8)
+        else:
+            bar = "\u2588" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
+        rows.append((label.rjust(lw), bar.ljust(room), str(n).rjust(nw)))
+    return rows
+
+
+def histogram_lines(class_counts, width=80, ascii=False):
+    return [" ".join(row) for row in histogram_rows(class_counts, width, ascii)]
+
+
+# --- contact sheet ---------------------------------------------------------------------
+
+BACKGROUND = 48  # margins: dark grey, so black image backgrounds show their edges
+INK = 230
+
+
+def text_size(text, scale=1):
+    """(height, width) in pixels of text drawn with the built-in font."""
+    if not text:
+        return 0, 0
+    return GLYPH_H * scale, (len(text) * (GLYPH_W + 1) - 1) * scale
+
+
+def draw_text(canvas, text, y, x, scale=1, value=INK):
+    """Draw text into a uint8 canvas at (y, x), clipped to the canvas. Letters are
+    drawn upper-case; characters without a glyph as '?'."""
+    for k, ch in enumerate(str(text).upper()):
+        glyph = FONT.get(ch, FONT["?"])
+        block = np.kron(glyph, np.ones((scale, scale), bool))
+        gy, gx = y, x + k * (GLYPH_W + 1) * scale
+        h = max(0, min(block.shape[0], canvas.shape[0] - gy))
+        w = max(0, min(block.shape[1], canvas.shape[1] - gx))
+        if h and w and gy >= 0 and gx >= 0:
+            region = canvas[gy:gy + h, gx:gx + w]
+            region[block[:h, :w]] = value
+
+
+def contact_sheet(rows, scale=1):
+    """Compose a sheet from rows of (row label, images n x H x W, captions).
+
+    Returns (sheet, cells): sheet is a 2-D uint8 array; cells lists, for each image,
+    (row, column, y, x, height, width) of where its pixels (each repeated scale x scale)
+    are. Layout, with pad = 2*scale: a left column holding each row's label at font
+    scale 2*scale; cells of the widest of the image and its caption; the caption
+    (font scale max(1, scale // 2)) under the image; pad around everything.
+    """
+    pad = 2 * scale
+    label_scale, caption_scale = 2 * scale, max(1, scale // 2)
+    prepared = [(str(label), to_gray_uint8(images), list(captions))
+                for label, images, captions in rows]
+    shapes = {im.shape[1:] for _, im, _ in prepared if len(im)}
+    if len(shapes) > 1:
+        raise ValueError(f"images of different shapes: {sorted(shapes)}")
+    h, w = shapes.pop() if shapes else (0, 0)
+    img_h, img_w = h * scale, w * scale
+    all_captions = [c for _, _, caps in prepared for c in caps]
+    cell_w = max([img_w] + [text_size(c, caption_scale)[1] for c in all_captions])
+    caption_h = GLYPH_H * caption_scale if all_captions else 0
+    label_w = max([text_size(label, label_scale)[1] for label, _, _ in prepared] + [0])
+    row_h = img_h + pad + caption_h
+    per_row = max([len(im) for _, im, _ in prepared] + [0])
+    left = pad + label_w + pad
+    height = pad + len(prepared) * (row_h + pad)
+    width = left + per_row * (cell_w + pad)
+    sheet = np.full((max(height, 1), max(width, 1)), BACKGROUND, np.uint8)
+    cells = []
+    for r, (label, images, captions) in enumerate(prepared):
+        top = pad + r * (row_h + pad)
+        draw_text(sheet, label, top + (img_h - GLYPH_H * label_scale) // 2, pad,
+                  label_scale)
+        for c, image in enumerate(images):
+            x0 = left + c * (cell_w + pad)
+            x = x0 + (cell_w - img_w) // 2
+            sheet[top:top + img_h, x:x + img_w] = np.kron(
+                image, np.ones((scale, scale), np.uint8))
+            cells.append((r, c, top, x, img_h, img_w))
+            if c < len(captions):
+                tw = text_size(captions[c], caption_scale)[1]
+                draw_text(sheet, captions[c], top + img_h + pad, x0 + (cell_w - tw) // 2,
+                          caption_scale)
+    return sheet, cells
+
+
+def per_class_positions(labels, per_class):
+    """{class: the first `per_class` positions of that class}, classes in order. A class
+    with fewer examples gives what it has."""
+    labels = np.asarray(labels)
+    return {c.item(): np.flatnonzero(labels == c)[:per_class] for c in np.unique(labels)}
+
+
+# --- orientation -----------------------------------------------------------------------
+
+def taller_share(images):
+    """Among images whose ink is not square, the share that is taller than wide.
+
+    Handwriting is taller than wide: MNIST and EMNIST fit each character into a 20x20
+    box keeping its aspect ratio, so most have ink 20 pixels tall and narrower than
+    that (a '1' is a few pixels wide). Stored transposed (as EMNIST is), the same
+    images are wider than tall. Ink is what is brighter than half the image's maximum.
+    Returns (share, number of images that counted).
+    """
+    images = to_gray_uint8(images)
+    if len(images) == 0:
+        return None, 0
+    peak = images.reshape(len(images), -1).max(axis=1)
+    ink = images > (peak // 2)[:, None, None]
+    rows, cols = ink.any(axis=2), ink.any(axis=1)
+
+    def extent(mask):
+        first = mask.argmax(axis=1)
+        last = mask.shape[1] - 1 - mask[:, ::-1].argmax(axis=1)
+        return np.where(mask.any(axis=1), last - first + 1, 0)
+
+    tall, wide = extent(rows), extent(cols)
+    taller, wider = int((tall > wide).sum()), int((wide > tall).sum())
+    counted = taller + wider
+    return (taller / counted if counted else None), counted
+
+
+# A hint, not a verdict: shown when fewer than this share of images are taller than
+# wide (upright MNIST: about 0.9; transposed: about 0.1; see tests/test_view.py).
+TRANSPOSED_BELOW = 0.3
+MIN_COUNTED = 20
+
+
+def looks_transposed(split, sample=2000):
+    """(verdict, share) from the first `sample` images of a split of 2-D images:
+    verdict True when they look transposed, as EMNIST's are. None verdict when the
+    images are not 2-D or too few have non-square ink to say."""
+    shape = tuple(split.header.shape)
+    if not (len(shape) == 2 or (len(shape) == 3 and 1 in (shape[0], shape[-1]))):
+        return None, None
+    n = min(sample, split.header.count)
+    if n == 0:
+        return None, None
+    parts, have = [], 0
+    for batch in split.batches(min(n, 8192)):
+        parts.append(batch.images[:n - have])
+        have += len(parts[-1])
+        if have >= n:
+            break
+    share, counted = taller_share(np.concatenate(parts))
+    if share is None or counted < MIN_COUNTED:
+        return None, share
+    return share < TRANSPOSED_BELOW, share
