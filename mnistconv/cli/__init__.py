@@ -26,6 +26,9 @@ COMMANDS = {
     "verify": "mnistconv.cli.pack:verify",
     "serve": "mnistconv.cli.pack:serve",
     "download": "mnistconv.cli.download:download",
+    "show": "mnistconv.cli.view:show",
+    "preview": "mnistconv.cli.view:preview",
+    "compare": "mnistconv.cli.view:compare",
 }
 
 

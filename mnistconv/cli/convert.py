@@ -238,6 +238,9 @@ def info(path, from_name, as_json, **values):
                             values["transpose"])
     facts = describe(dataset)
     facts = {"path": path, **facts}
+    from .view import orientation_hint, print_histogram
+    for name, split in dataset.splits.items():
+        facts["splits"][name]["orientation"] = orientation_hint(split, values["transpose"])
     if as_json:
         emit_json(facts)
         return 0
@@ -247,8 +250,8 @@ def info(path, from_name, as_json, **values):
         low, high = s["label_range"] or ("-", "-")
         click.echo(f"  {name}: {s['count']} images {shape} {s['dtype']}, labels "
                    f"{s['label_dtype']} {low}..{high}")
-        click.echo("    per class: " + "  ".join(f"{c}:{n}"
-                                                 for c, n in s["class_counts"].items()))
+        click.echo("    per class:")
+        print_histogram(s["class_counts"], "      ")
     for f in facts["files"]:
         click.echo(f"  {f['sha256']}  {f['bytes']:>10}  {f['path']}")
     return 0
