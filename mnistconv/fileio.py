@@ -89,8 +89,9 @@ class InputFile:
                                          f"found {len(data)}")
         return data
 
-    def readinto_exact(self, buffer, what):
-        """Fill a writable buffer (a numpy array's memory) completely, or raise."""
+    def readinto_full(self, buffer) -> int:
+        """Fill a writable buffer (a numpy array's memory) as far as the data goes;
+        returns the number of bytes filled (short only at the end of the data)."""
         view = memoryview(buffer).cast("B")
         filled = 0
         try:
@@ -101,8 +102,13 @@ class InputFile:
                 filled += got
         except _GZIP_ERRORS as e:
             raise FormatError(self.path, f"not a valid gzip stream ({e})") from None
-        if filled != len(view):
-            raise FormatError(self.path, f"truncated {what}: expected {len(view)} bytes, "
+        return filled
+
+    def readinto_exact(self, buffer, what):
+        filled = self.readinto_full(buffer)
+        want = memoryview(buffer).nbytes
+        if filled != want:
+            raise FormatError(self.path, f"truncated {what}: expected {want} bytes, "
                                          f"found {filled}")
 
     def expect_end(self):

@@ -53,6 +53,11 @@ class IdxHeader:
     def count(self):
         return self.dims[0]
 
+    def truncated(self, have):
+        return FormatError(self.path, f"truncated data: header declares "
+                                      f"{' x '.join(map(str, self.dims))} {self.dtype.name} "
+                                      f"({self.data_bytes} bytes), the file holds {have}")
+
 
 def read_header(path, f: InputFile = None) -> IdxHeader:
     """Parse and check an IDX header; for an uncompressed file, check the declared data
@@ -77,9 +82,7 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
         if not f.compressed:
             have = f.size() - header.offset
             if have < header.data_bytes:
-                raise FormatError(path, f"truncated data: header declares "
-                                        f"{' x '.join(map(str, dims))} {header.dtype.name} "
-                                        f"({header.data_bytes} bytes), the file holds {have}")
+                raise header.truncated(have)
             if have > header.data_bytes:
                 raise FormatError(path, f"trailing bytes: {have - header.data_bytes} bytes "
                                         f"after the {' x '.join(map(str, dims))} data the "
@@ -95,7 +98,9 @@ def read_array(path) -> np.ndarray:
     with InputFile(path) as f:
         h = read_header(path, f)
         data = np.empty(h.dims, h.dtype)
-        f.readinto_exact(data, "data")
+        got = f.readinto_full(data)
+        if got != data.nbytes:
+            raise h.truncated(got)
         f.expect_end()
     return data.astype(h.dtype.newbyteorder("="), copy=False)
 
@@ -194,7 +199,9 @@ class IdxSplit(Split):
             for start in range(0, h.count, batch_size):
                 n = min(batch_size, h.count - start)
                 data = np.empty((n,) + self.header.shape, h.dtype)
-                f.readinto_exact(data, f"data at item {start}")
+                got = f.readinto_full(data)
+                if got != data.nbytes:
+                    raise h.truncated(start * per_item + got)
                 yield Batch(data.astype(self.header.dtype, copy=False),
                             labels[start:start + n],
                             np.arange(start, start + n, dtype=np.int64))
@@ -279,6 +286,11 @@ def read(path, labels=None, prefix=None) -> Dataset:
         paths = [p for s in splits.values() for p in (s.images.path, s.labels_header.path)]
         return Dataset("idx", splits, paths)
     check_input_file(path)
+    # The images file's own header first: a wrong file should be named as such, not
+    # reported as missing its labels.
+    if len(read_header(path).dims) < 2:
+        raise FormatError(path, "is a labels file (1 dimension), not images",
+                          "give it with --labels")
     labels = labels or _labels_for(path)
     split = IdxSplit(_split_name(path), path, labels)
     return Dataset("idx", {split.name: split}, [path, labels])

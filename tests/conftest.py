@@ -1,0 +1,93 @@
+"""Shared test helpers: the official MNIST files (when ../shared is beside the clone),
+generated IDX data, and running the real command line as a subprocess."""
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+OFFICIAL = REPO.parent / "shared" / "data" / "mnist"
+SAMPLE = REPO / "examples" / "data" / "mnist-sample"
+
+# SHA-256 of the decompressed official files (../shared/data/mnist/README.md).
+OFFICIAL_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+
+
+@pytest.fixture(scope="session")
+def official_dir():
+    """The official MNIST .gz files; tests using them skip in a clone without ../shared."""
+    if not all((OFFICIAL / f"{name}.gz").is_file() for name in OFFICIAL_SHA256):
+        pytest.skip(f"official MNIST files not found in {OFFICIAL}")
+    return OFFICIAL
+
+
+@pytest.fixture(scope="session")
+def official_arrays(official_dir):
+    """The official files decoded independently of mnistconv (gzip + numpy at offsets)."""
+    def load(name, offset):
+        return np.frombuffer(gzip.decompress((official_dir / f"{name}.gz").read_bytes()),
+                             np.uint8, offset=offset)
+    return {
+        "x_train": load("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
+        "y_train": load("train-labels-idx1-ubyte", 8),
+        "x_test": load("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28),
+        "y_test": load("t10k-labels-idx1-ubyte", 8),
+    }
+
+
+def run(*args, stdin=None, env=None, cwd=None):
+    """Run `python -m mnistconv ARGS` as users do; returns the CompletedProcess."""
+    full_env = dict(os.environ, **(env or {}))
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
+                          input=stdin, capture_output=True, env=full_env, cwd=cwd)
+
+
+def stderr_of(result):
+    return result.stderr.decode()
+
+
+def idx_bytes(array, dtype_code=None):
+    """Independent IDX encoder for tests (not mnistconv's)."""
+    codes = {"uint8": 8, "int8": 9, "int16": 11, "int32": 12, "float32": 13, "float64": 14}
+    array = np.asarray(array)
+    code = dtype_code if dtype_code is not None else codes[array.dtype.name]
+    header = bytes([0, 0, code, array.ndim]) + b"".join(
+        int(d).to_bytes(4, "big") for d in array.shape)
+    return header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+
+
+def make_idx_dir(folder, images, labels, split="train", gz=False, prefix=""):
+    """Write an images/labels pair with canonical names into folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{prefix}{'t10k' if split == 'test' else split}"
+    ext = ".gz" if gz else ""
+    for kind, arr in (("images", images), ("labels", labels)):
+        data = idx_bytes(arr)
+        if gz:
+            data = gzip.compress(data, mtime=0)
+        (folder / f"{stem}-{kind}-idx{np.ndim(arr)}-ubyte{ext}").write_bytes(data)
+    return folder
+
+
+def small_digits(n=50, seed=1, classes=10):
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = (np.arange(n) % classes).astype(np.uint8)
+    rng.shuffle(labels)
+    return images, labels
+
+
+def files_in(folder):
+    return sorted(p.name for p in Path(folder).iterdir())
