@@ -1,0 +1,155 @@
+"""JPEG and PNG encoding and decoding of grayscale uint8 images, through Pillow.
+
+Pillow is imported on first use (it is the `tfrecord` extra), so commands that never
+touch an image codec do not pay for it.
+
+Why Pillow: measured on this project's 2-core machine for the 60000 MNIST training
+images, Pillow's libjpeg-turbo and OpenCV's (the users' recipe, `cv2.imencode('.jpg',
+img)`) produce byte-identical JPEGs at the same quality, encode at the same speed, and
+Pillow imports in about 20 ms against OpenCV's 30-150 ms, a large share of a 0.35 s
+budget. Both are mature libjpeg-turbo wrappers; tests compare against cv2 when present.
+
+Batch JPEG encoding (encode_jpeg_batch) does not call the encoder once per image: most
+of the ~14 us a 28x28 encode costs is libjpeg set-up, not coding. Instead the images are
+edge-padded to whole 8x8 blocks (exactly the padding libjpeg applies to a partial block),
+stacked into one tall image and encoded once with a restart marker after every image's
+blocks. A restart resets the DC predictor and byte-aligns the bit stream, so the
+entropy-coded segment between two markers is byte for byte what encoding that image
+alone produces; each image's JPEG is the standalone header + its segment + EOI. The
+result is checked (one segment per image) and tests compare it with per-image encodes.
+"""
+
+import io
+
+import numpy as np
+
+from .errors import MissingDependency
+
+EOI = b"\xff\xd9"
+SOS = b"\xff\xda"
+# libjpeg refuses images taller than this (JPEG_MAX_DIMENSION).
+_MAX_DIMENSION = 65500
+
+
+def _pil():
+    try:
+        from PIL import Image
+    except ImportError:
+        raise MissingDependency("pillow", "tfrecord", "JPEG/PNG images") from None
+    return Image
+
+
+def _check_2d_uint8(image):
+    image = np.asarray(image)
+    if image.dtype != np.uint8 or image.ndim != 2:
+        raise ValueError(f"expected a 2-D uint8 image, got {image.dtype} {image.shape}")
+    return np.ascontiguousarray(image)
+
+
+def encode_png(image_uint8_2d) -> bytes:
+    """A grayscale PNG (lossless; deterministic: no timestamp or text chunks)."""
+    image = _check_2d_uint8(image_uint8_2d)
+    out = io.BytesIO()
+    _pil().fromarray(image, "L").save(out, "PNG")
+    return out.getvalue()
+
+
+def encode_jpeg(image_uint8_2d, quality=95) -> bytes:
+    """A baseline grayscale JPEG, the bytes cv2.imencode('.jpg', img) gives at the same
+    quality (95 is OpenCV's default)."""
+    image = _check_2d_uint8(image_uint8_2d)
+    out = io.BytesIO()
+    _pil().fromarray(image, "L").save(out, "JPEG", quality=int(quality))
+    return out.getvalue()
+
+
+def _scan_start(data: bytes) -> int:
+    """Offset of the entropy-coded data: just after the SOS segment."""
+    sos = data.index(SOS)
+    return sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
+
+
+def _pad_to_blocks(images):
+    """Edge-replicate each image to a multiple of 8 in both axes, as libjpeg does."""
+    n, h, w = images.shape
+    hp, wp = -(-h // 8) * 8, -(-w // 8) * 8
+    if (hp, wp) == (h, w):
+        return images
+    out = np.empty((n, hp, wp), np.uint8)
+    out[:, :h, :w] = images
+    out[:, :h, w:] = images[:, :, w - 1:w]
+    out[:, h:, :] = out[:, h - 1:h, :]
+    return out
+
+
+def encode_jpeg_batch(images, quality=95, decoded=False):
+    """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
+    to encode_jpeg() of each. With decoded=True also return the pixels a decoder gets
+    back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
+    import re
+
+    Image = _pil()
+    images = np.asarray(images)
+    if images.dtype != np.uint8 or images.ndim != 3:
+        raise ValueError(f"expected n x h x w uint8 images, got {images.dtype} "
+                         f"{images.shape}")
+    n, h, w = images.shape
+    if n == 0:
+        return [], (np.zeros((0, h, w), np.uint8) if decoded else None)
+    header = encode_jpeg(images[0], quality)
+    header = header[:_scan_start(header)]
+    padded = _pad_to_blocks(images)
+    hp, wp = padded.shape[1:]
+    blocks = (hp // 8) * (wp // 8)
+    per_tile = max(1, _MAX_DIMENSION // hp) if blocks <= 0xFFFF else 1
+    marker = re.compile(b"\xff[\xd0-\xd7]")
+    jpegs = []
+    pixels = np.empty((n, h, w), np.uint8) if decoded else None
+    for start in range(0, n, per_tile):
+        tile = padded[start:start + per_tile]
+        count = len(tile)
+        out = io.BytesIO()
+        Image.fromarray(tile.reshape(count * hp, wp), "L").save(
+            out, "JPEG", quality=int(quality), restart_marker_blocks=blocks)
+        data = out.getvalue()
+        segments = marker.split(data[_scan_start(data):-2]) if count > 1 else None
+        if segments is None or len(segments) != count:
+            # One image per tile, or a Pillow without restart-marker support: encode
+            # each image on its own (same bytes, slower).
+            segments = None
+            tile_jpegs = [encode_jpeg(im, quality) for im in images[start:start + count]]
+        else:
+            tile_jpegs = [header + seg + EOI for seg in segments]
+        jpegs.extend(tile_jpegs)
+        if decoded:
+            if segments is None:
+                pixels[start:start + count] = [decode_image(j) for j in tile_jpegs]
+            else:
+                # Decoding the tile decodes every image's blocks exactly as decoding
+                # that image alone: the restart resets the predictor, and baseline
+                # grayscale has no smoothing or upsampling across blocks.
+                whole = np.asarray(Image.open(io.BytesIO(data)))
+                pixels[start:start + count] = whole.reshape(count, hp, wp)[:, :h, :w]
+    return jpegs, pixels
+
+
+def decode_image(data: bytes) -> np.ndarray:
+    """Decode a JPEG or PNG to a 2-D uint8 array (grayscale; colour is converted to L).
+    Raises ValueError for data that is not a decodable image."""
+    Image = _pil()
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.mode != "L":
+                image = image.convert("L")
+            return np.asarray(image)
+    except (OSError, SyntaxError, ValueError) as e:
+        raise ValueError(str(e) or type(e).__name__) from None
+
+
+def image_kind(data: bytes) -> str:
+    """'jpeg', 'png' or 'raw', from the first bytes."""
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    return "raw"

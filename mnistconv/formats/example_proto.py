@@ -1,0 +1,132 @@
+"""tf.train.Example messages without TensorFlow, and the feature conventions in use.
+
+The messages are TensorFlow's own (tensorflow/core/example/{feature,example}.proto),
+declared here in a private descriptor pool so that importing TensorFlow in the same
+process (the tests do) never collides with them:
+
+    syntax = "proto3";
+    package tensorflow;
+    message BytesList { repeated bytes value = 1; }
+    message FloatList { repeated float value = 1 [packed = true]; }
+    message Int64List { repeated int64 value = 1 [packed = true]; }
+    message Feature { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2;
+                                   Int64List int64_list = 3; } }
+    message Features { map<string, Feature> feature = 1; }
+    message Example { Features features = 1; }
+
+On the wire an Example is field 1 (Features), whose map entries are field 1 each: key
+(field 1, string) and value (field 2, Feature). Map entries have no defined order, so
+every serialization here passes deterministic=True, which sorts them by key: the same
+input always gives the same bytes.
+
+_FILE_DESCRIPTOR below is the serialized FileDescriptorProto of the text above; a test
+rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..errors import MissingDependency
+
+_FILE_DESCRIPTOR = (
+    b'\n\x17mnistconv/example.proto\x12\ntensorflow"\x1a\n\tBytesList\x12\r\n\x05value'
+    b'\x18\x01 \x03(\x0c"\x1e\n\tFloatList\x12\x11\n\x05value\x18\x01 \x03(\x02B\x02\x10'
+    b'\x01"\x1e\n\tInt64List\x12\x11\n\x05value\x18\x01 \x03(\x03B\x02\x10\x01"\x98\x01'
+    b'\n\x07Feature\x12+\n\nbytes_list\x18\x01 \x01(\x0b2\x15.tensorflow.BytesListH\x00'
+    b'\x12+\n\nfloat_list\x18\x02 \x01(\x0b2\x15.tensorflow.FloatListH\x00\x12+\n\n'
+    b'int64_list\x18\x03 \x01(\x0b2\x15.tensorflow.Int64ListH\x00B\x06\n\x04kind"\x83'
+    b'\x01\n\x08Features\x122\n\x07feature\x18\x01 \x03(\x0b2!.tensorflow.Features.'
+    b'FeatureEntry\x1aC\n\x0cFeatureEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12"\n\x05'
+    b'value\x18\x02 \x01(\x0b2\x13.tensorflow.Feature:\x028\x01"1\n\x07Example\x12&\n'
+    b'\x08features\x18\x01 \x01(\x0b2\x14.tensorflow.Featuresb\x06proto3'
+)
+
+_CLASSES = None
+
+
+def example_class():
+    """The Example message class (protobuf imported on first use)."""
+    global _CLASSES
+    if _CLASSES is None:
+        try:
+            from google.protobuf import descriptor_pool, message_factory
+        except ImportError:
+            raise MissingDependency("protobuf", "tfrecord", "TFRecord Example records") \
+                from None
+        pool = descriptor_pool.DescriptorPool()
+        pool.AddSerializedFile(_FILE_DESCRIPTOR)
+        _CLASSES = message_factory.GetMessageClass(
+            pool.FindMessageTypeByName("tensorflow.Example"))
+    return _CLASSES
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Feature names and defaults of one convention."""
+    name: str
+    image_key: str
+    label_key: str
+    image_format: str  # default: jpeg | png | raw
+    label_format: str  # default: onehot (int64 list over the classes) | index (one int64)
+    index_key: str  # the original index, with --with-index
+    format_key: Optional[str] = None  # bytes feature naming the image encoding
+    height_key: Optional[str] = None
+    width_key: Optional[str] = None
+
+
+PRESETS = {
+    # The users' data-prep recipe: cv2 JPEG under "image", one-hot int64 "label".
+    "recipe": Schema("recipe", "image", "label", "jpeg", "onehot", "index"),
+    # TensorFlow Datasets' mnist: PNG "image", scalar int64 "label".
+    "tfds": Schema("tfds", "image", "label", "png", "index", "index"),
+    # TF-slim's dataset_utils.image_to_tfexample.
+    "slim": Schema("slim", "image/encoded", "image/class/label", "jpeg", "index",
+                   "image/index", "image/format", "image/height", "image/width"),
+}
+
+# Raw pixels carry no shape, so presets without height/width features get these.
+RAW_HEIGHT_KEY, RAW_WIDTH_KEY = "height", "width"
+
+
+class ExampleBuilder:
+    """Serializes Examples of one schema fast: one template message per class holds the
+    features that depend only on the class (label, format, height, width); per record
+    only the image bytes (and the index) are set before a deterministic serialization."""
+
+    def __init__(self, schema: Schema, image_format: str, label_format: str,
+                 num_classes: int, shape, with_index: bool):
+        Example = example_class()
+        height, width = shape
+        height_key, width_key = schema.height_key, schema.width_key
+        if image_format == "raw" and height_key is None:
+            height_key, width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY
+        self.templates = []
+        self.image_values = []
+        self.index_values = []
+        for label in range(num_classes):
+            example = Example()
+            feature = example.features.feature
+            feature[schema.image_key].bytes_list.value.append(b"")
+            if label_format == "onehot":
+                onehot = [0] * num_classes
+                onehot[label] = 1
+                feature[schema.label_key].int64_list.value.extend(onehot)
+            else:
+                feature[schema.label_key].int64_list.value.append(label)
+            if schema.format_key:
+                feature[schema.format_key].bytes_list.value.append(image_format.encode())
+            if height_key:
+                feature[height_key].int64_list.value.append(height)
+                feature[width_key].int64_list.value.append(width)
+            if with_index:
+                feature[schema.index_key].int64_list.value.append(0)
+                self.index_values.append(feature[schema.index_key].int64_list.value)
+            self.templates.append(example)
+            self.image_values.append(feature[schema.image_key].bytes_list.value)
+        self.with_index = with_index
+
+    def serialize(self, label: int, image: bytes, index: int) -> bytes:
+        self.image_values[label][0] = image
+        if self.with_index:
+            self.index_values[label][0] = index
+        return self.templates[label].SerializeToString(deterministic=True)

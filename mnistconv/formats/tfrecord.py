@@ -1,0 +1,855 @@
+"""TFRecord files of tf.train.Example records, read and written without TensorFlow.
+
+Byte layout of a TFRecord file: records back to back, each
+    uint64  length of the data, little-endian
+    uint32  masked CRC-32C of those 8 length bytes, little-endian
+    bytes   data (length bytes): here a serialized tf.train.Example
+    uint32  masked CRC-32C of the data, little-endian
+where mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, modulo 2**32. A whole file may be
+GZIP- or ZLIB-compressed (TensorFlow is told which: compression_type="GZIP"); this module
+detects that from content on read. A shard set is name-00000-of-00004 ...
+name-00003-of-00004 (TensorFlow's naming), records in shard order.
+
+Each Example (see example_proto.py for the message layout) follows one of these
+conventions ("presets"); all int64 features are int64_list, all bytes bytes_list:
+    recipe (default)  image: one JPEG; label: one-hot over the classes (10 for MNIST)
+    tfds              image: one PNG; label: the class index (one value)
+    slim              image/encoded, image/format (b"jpeg"/b"png"/b"raw"),
+                      image/class/label (index), image/height, image/width
+Options change the image encoding (jpeg, png, raw: the H*W uint8 pixels row-major, with
+height and width features added when the preset has none) and the label (onehot,
+index), and add the original index as "index" ("image/index" for slim). JPEG is lossy:
+the writer reports the mean and max absolute pixel error of the records it wrote.
+
+Writing: work is cut into chunks of consecutive records; worker processes each encode a
+chunk into a part file of framed records, and the parent appends the parts in order
+(compressing and hashing as it goes). Record bytes never depend on the chunking or the
+number of workers, so the output is the same on every run and machine.
+
+Reading checks both CRCs of every record and names the first bad record (counting from
+0) with its byte offset; one-hot labels become class indices.
+"""
+
+import glob
+import os
+import re
+import shutil
+import struct
+import tempfile
+import zlib
+
+import numpy as np
+
+from ..errors import FormatError, MissingDependency, UsageError
+from ..fileio import GzipWriter, HashingWriter, StagedOutput, check_input_file
+from ..records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
+                       Split)
+
+_MASK_DELTA = 0xA282EAD8
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+# Records per work unit: big enough that a worker's set-up is amortized, small enough
+# that memory stays flat and two workers stay evenly loaded.
+CHUNK = 4096
+# A record this long is not MNIST-like data; refuse before allocating for it.
+_MAX_RECORD = 1 << 30
+SHARD_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})$")
+_EXTENSIONS = (".tfrecord", ".tfrecords", ".tfrec")
+_SPLIT_WORDS = {"train": "train", "test": "test", "t10k": "test", "validation": "validation",
+                "valid": "validation", "val": "validation"}
+IMAGE_FORMATS = ("jpeg", "png", "raw")
+LABEL_FORMATS = ("onehot", "index")
+COMPRESSIONS = ("none", "gzip", "zlib")
+
+
+# --- framing -------------------------------------------------------------------------
+
+def _crc32c():
+    try:
+        import google_crc32c
+    except ImportError:
+        raise MissingDependency("google-crc32c", "tfrecord", "TFRecord framing") from None
+    return google_crc32c.value
+
+
+def masked_crc(data, crc=None) -> int:
+    c = (crc or _crc32c())(data)
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+class Framer:
+    """Frames records; the 12-byte length header is cached per length (JPEGs of one
+    size class share a few hundred lengths)."""
+
+    def __init__(self):
+        self.crc = _crc32c()
+        self.headers = {}
+
+    def header(self, n):
+        h = self.headers.get(n)
+        if h is None:
+            length = _U64.pack(n)
+            h = self.headers[n] = length + _U32.pack(masked_crc(length, self.crc))
+        return h
+
+    def frame_all(self, records) -> bytes:
+        crc, pack, header = self.crc, _U32.pack, self.header
+        parts = []
+        for data in records:
+            c = crc(data)
+            parts += (header(len(data)), data,
+                      pack(((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + _MASK_DELTA)
+                           & 0xFFFFFFFF))
+        return b"".join(parts)
+
+
+# --- names ---------------------------------------------------------------------------
+
+def matches_name(path) -> bool:
+    name = os.path.basename(str(path).rstrip("/")).lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return name.endswith(_EXTENSIONS) or ".tfrecord" in name or \
+        SHARD_RE.match(name) is not None
+
+
+def shard_names(base, shards):
+    if shards == 1:
+        return [base]
+    return [f"{base}-{i:05d}-of-{shards:05d}" for i in range(shards)]
+
+
+def _split_target(path, split_name, several):
+    """Where a split goes: the path itself for a single split, else name-<split>.ext."""
+    if not several:
+        return path
+    directory, name = os.path.split(path)
+    for ext in _EXTENSIONS:
+        if name.lower().endswith(ext):
+            stem, ext = name[:-len(ext)], name[-len(ext):]
+            break
+    else:
+        stem, ext = name, ""
+    return os.path.join(directory, f"{stem}-{split_name}{ext}")
+
+
+def _split_name_of(base, default="train"):
+    """train/test/validation from a file name (t10k -> test), else the default."""
+    name = os.path.basename(base).lower()
+    for ext in _EXTENSIONS:
+        if name.endswith(ext):
+            name = name[:-len(ext)]
+    for word in re.split(r"[-_.]", name)[::-1]:
+        if word in _SPLIT_WORDS:
+            return _SPLIT_WORDS[word]
+    return default
+
+
+# --- writing -------------------------------------------------------------------------
+
+class _Settings:
+    """What a worker needs to encode records (picklable)."""
+
+    def __init__(self, schema, image_format, label_format, quality, num_classes, shape,
+                 with_index):
+        self.schema, self.image_format, self.label_format = schema, image_format, label_format
+        self.quality, self.num_classes, self.shape = quality, num_classes, shape
+        self.with_index = with_index
+
+    def key(self):
+        return (self.schema.name, self.image_format, self.label_format, self.quality,
+                self.num_classes, self.shape, self.with_index)
+
+
+_BUILDERS = {}
+
+
+def _builder(settings):
+    from .example_proto import ExampleBuilder
+    key = settings.key()
+    if key not in _BUILDERS:
+        _BUILDERS[key] = (ExampleBuilder(settings.schema, settings.image_format,
+                                         settings.label_format, settings.num_classes,
+                                         settings.shape, settings.with_index), Framer())
+    return _BUILDERS[key]
+
+
+def encode_records(settings, images, labels, indices):
+    """Framed TFRecord bytes of a chunk, and (sum, max) of the JPEG pixel error."""
+    from .. import codecs
+    n = len(labels)
+    images = np.ascontiguousarray(images).reshape((n,) + settings.shape)
+    err_sum, err_max = 0, 0
+    if settings.image_format == "jpeg":
+        blobs, decoded = codecs.encode_jpeg_batch(images, settings.quality, decoded=True)
+        if n:
+            diff = np.abs(decoded.astype(np.int16) - images)
+            err_sum, err_max = int(diff.sum(dtype=np.int64)), int(diff.max())
+    elif settings.image_format == "png":
+        blobs = [codecs.encode_png(im) for im in images]
+    else:
+        blobs = [im.tobytes() for im in images]
+    builder, framer = _builder(settings)
+    serialize = builder.serialize
+    examples = [serialize(label, blob, index) for label, blob, index
+                in zip(labels.tolist(), blobs, indices.tolist())]
+    return framer.frame_all(examples), err_sum, err_max
+
+
+def _encode_part(job):
+    """Worker: encode one chunk into its part file; return its size and error stats."""
+    settings, part, images, labels, indices = job
+    data, err_sum, err_max = encode_records(settings, images, labels, indices)
+    with open(part, "wb") as f:
+        f.write(data)
+    return part, len(labels), err_sum, err_max
+
+
+class _ZlibWriter:
+    """ZLIB container (TensorFlow's compression_type="ZLIB"), level 9, deterministic."""
+
+    def __init__(self, file):
+        self.file = file
+        self.zlib = zlib.compressobj(9, zlib.DEFLATED, 15)
+
+    def write(self, data):
+        self.file.write(self.zlib.compress(data))
+        return len(data)
+
+    def close(self):
+        self.file.write(self.zlib.flush())
+
+
+class _Output:
+    """One output file being written: staged path, hashing, optional compression."""
+
+    def __init__(self, target, staged_path, compression):
+        self.target = target
+        self.file = open(staged_path, "wb")
+        self.hashing = HashingWriter(self.file)
+        self.sink = {"none": lambda f: f, "gzip": GzipWriter, "zlib": _ZlibWriter}[
+            compression](self.hashing)
+
+    def write(self, data):
+        self.sink.write(data)
+
+    def close(self) -> OutputFile:
+        if self.sink is not self.hashing:
+            self.sink.close()
+        self.file.close()
+        return OutputFile(str(self.target), self.hashing.bytes, self.hashing.sha256())
+
+    def discard(self):
+        self.file.close()
+
+
+def _check_split(split):
+    h = split.header
+    shape = tuple(h.shape)
+    if len(shape) == 3 and shape[-1] == 1:
+        shape = shape[:2]
+    if len(shape) != 2:
+        raise UsageError(h.source or split.name, f"TFRecord images must be grayscale "
+                         f"H x W (or H x W x 1), split {split.name} has shape {h.shape}")
+    if np.dtype(h.dtype) != np.uint8:
+        raise UsageError(h.source or split.name, f"TFRecord images must be uint8, split "
+                         f"{split.name} has {np.dtype(h.dtype).name}",
+                         "convert without --float, or from a uint8 source")
+    return shape
+
+
+def _chunks(split, bounds):
+    """(output number, images, labels, indices) pieces of at most CHUNK records that
+    never cross an output boundary (bounds: the end position of each output)."""
+    position, out = 0, 0
+    for batch in split.batches(CHUNK):
+        start = 0
+        n = len(batch)
+        while start < n:
+            while out < len(bounds) - 1 and position >= bounds[out]:
+                out += 1
+            end = min(n, start + bounds[out] - position) if bounds[out] > position else n
+            yield (out, batch.images[start:end], np.asarray(batch.labels[start:end]),
+                   np.asarray(batch.indices[start:end], dtype=np.int64))
+            position += end - start
+            start = end
+
+
+def _labels_as_ints(labels, where, num_classes):
+    labels = np.asarray(labels)
+    if labels.dtype.kind not in "iu" or (len(labels) and (labels.min() < 0 or
+                                                          labels.max() >= num_classes)):
+        raise UsageError(where, f"labels must be integers in 0..{num_classes - 1} to "
+                                "write TFRecord")
+    return labels.astype(np.int64)
+
+
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
+          image_format=None, jpeg_quality=95, label_format=None, with_index=False,
+          shards=1, compression="none", workers=None, stats=None):
+    """Write every split as TFRecord: one split to `path`, several to
+    `<stem>-<split><ext>` beside it; --shards N cuts each into TensorFlow-named shards.
+    Fills `stats` (if given) with "records" and, for JPEG, "jpeg_mean_abs_error" and
+    "jpeg_max_abs_error" over every pixel written."""
+    from .example_proto import PRESETS
+    if preset not in PRESETS:
+        raise UsageError(None, f"unknown preset '{preset}'", f"choose one of: "
+                                                              f"{', '.join(PRESETS)}")
+    schema = PRESETS[preset]
+    image_format = image_format or schema.image_format
+    label_format = label_format or schema.label_format
+    compression = compression or "none"
+    for value, allowed, what in ((image_format, IMAGE_FORMATS, "image format"),
+                                 (label_format, LABEL_FORMATS, "label format"),
+                                 (compression, COMPRESSIONS, "compression")):
+        if value not in allowed:
+            raise UsageError(None, f"unknown {what} '{value}'",
+                             f"choose one of: {', '.join(allowed)}")
+    if not 1 <= int(jpeg_quality) <= 100:
+        raise UsageError(None, f"--jpeg-quality must be 1..100, not {jpeg_quality}")
+    shards = int(shards or 1)
+    if shards < 1:
+        raise UsageError(None, f"--shards must be 1 or more, not {shards}")
+    workers = int(workers or os.cpu_count() or 1)
+    if workers < 1:
+        raise UsageError(None, f"--workers must be 1 or more, not {workers}")
+    if not dataset.splits:
+        raise UsageError(path, "nothing to write: the input has no splits")
+
+    several = len(dataset.splits) > 1
+    plan = []  # (split, settings, targets, bounds)
+    for name, split in dataset.splits.items():
+        shape = _check_split(split)
+        num_classes = split.num_classes()
+        settings = _Settings(schema, image_format, label_format, int(jpeg_quality),
+                             num_classes, shape, bool(with_index))
+        base = _split_target(path, name, several)
+        targets = shard_names(base, shards)
+        count = split.header.count
+        bounds = [count * (i + 1) // shards for i in range(shards)]
+        plan.append((split, settings, targets, bounds))
+
+    total_records, err_sum, err_max, pixels = 0, 0, 0, 0
+    files = []
+    with StagedOutput(force) as staged:
+        staged_paths = [[staged.file(t) for t in targets] for _, _, targets, _ in plan]
+        parts_dir = tempfile.mkdtemp(prefix=".mnistconv-parts-",
+                                     dir=os.path.dirname(staged_paths[0][0]))
+        pool = None
+        try:
+            big = sum(s.header.count for s, _, _, _ in plan) > CHUNK
+            if workers > 1 and big:
+                pool = _make_pool(workers)
+            for (split, settings, targets, bounds), paths in zip(plan, staged_paths):
+                labels = _labels_as_ints(split.labels(), split.header.source or split.name,
+                                         settings.num_classes)
+                del labels  # checked up front so a bad label leaves no output behind
+                outputs = [_Output(t, p, compression) for t, p in zip(targets, paths)]
+                try:
+                    progress.start(f"{split.name} -> tfrecord", split.header.count)
+                    for out, n, esum, emax in _run(split, settings, bounds, outputs,
+                                                   pool, workers, parts_dir):
+                        total_records += n
+                        err_sum += esum
+                        err_max = max(err_max, emax)
+                        progress.advance(n)
+                    pixels += split.header.count * int(np.prod(settings.shape))
+                finally:
+                    progress.finish()
+                files += [o.close() for o in outputs]
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+            shutil.rmtree(parts_dir, ignore_errors=True)
+    if stats is not None:
+        stats["records"] = total_records
+        if image_format == "jpeg":
+            stats["jpeg_mean_abs_error"] = round(err_sum / pixels, 4) if pixels else 0.0
+            stats["jpeg_max_abs_error"] = err_max
+    return files
+
+
+def _make_pool(workers):
+    import multiprocessing
+    # fork: workers inherit the imported codecs and start in milliseconds.
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return context.Pool(workers)
+
+
+def _run(split, settings, bounds, outputs, pool, workers, parts_dir):
+    """Encode a split's chunks (in workers when there is a pool), append them in order
+    to their outputs, and yield (output, records, error sum, error max) per chunk."""
+    chunks = _chunks(split, bounds)
+    if pool is None:
+        for out, images, labels, indices in chunks:
+            data, esum, emax = encode_records(settings, images, labels, indices)
+            outputs[out].write(data)
+            yield out, len(labels), esum, emax
+        return
+    from collections import deque
+    pending = deque()
+    serial = 0
+
+    def submit():
+        nonlocal serial
+        piece = next(chunks, None)
+        if piece is None:
+            return False
+        out, images, labels, indices = piece
+        part = os.path.join(parts_dir, f"{serial:08d}.part")
+        serial += 1
+        pending.append((out, pool.apply_async(_encode_part, ((settings, part, images,
+                                                               labels, indices),))))
+        return True
+
+    # Two chunks in flight per worker keeps both busy while memory stays flat.
+    while len(pending) < 2 * workers and submit():
+        pass
+    while pending:
+        out, result = pending.popleft()
+        part, n, esum, emax = result.get()
+        submit()
+        with open(part, "rb") as f:
+            outputs[out].write(f.read())
+        os.unlink(part)
+        yield out, n, esum, emax
+
+
+# --- reading -------------------------------------------------------------------------
+
+def _detect_compression(path, head: bytes) -> str:
+    """none if the first record's length CRC holds (or the file is empty), else gzip or
+    zlib by their headers, else raise: not TFRecord."""
+    if len(head) == 0:
+        return "none"
+    if len(head) >= 12 and _U32.unpack(head[8:12])[0] == masked_crc(head[:8]):
+        return "none"
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "zlib"
+    raise FormatError(path, "not a TFRecord file: the first record's length CRC does not "
+                            "match", "is it compressed with something other than gzip "
+                            "or zlib, or another format?")
+
+
+class _Stream:
+    """A TFRecord file's decompressed bytes, read sequentially."""
+
+    def __init__(self, path, compression):
+        self.path = path
+        self.raw = open(path, "rb")
+        self.compression = compression
+        self.size = os.fstat(self.raw.fileno()).st_size
+        if compression == "none":
+            self.read = self.raw.read
+        else:
+            wbits = 31 if compression == "gzip" else 15
+            self.inflate = zlib.decompressobj(wbits)
+            self.buffer = bytearray()
+            self.read = self._read_compressed
+
+    def _read_compressed(self, n):
+        while len(self.buffer) < n:
+            if self.inflate.eof:
+                # Concatenated gzip members (gzip's own multi-member streams) go on.
+                rest = self.inflate.unused_data
+                if not rest:
+                    rest = self.raw.read(1 << 20)
+                if not rest:
+                    break
+                self.inflate = zlib.decompressobj(31 if self.compression == "gzip" else 15)
+                self._feed(rest)
+                continue
+            block = self.raw.read(1 << 20)
+            if not block:
+                raise FormatError(self.path, f"truncated {self.compression} stream: it "
+                                             "ends before its end marker")
+            self._feed(block)
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
+
+    def _feed(self, block):
+        try:
+            self.buffer += self.inflate.decompress(block)
+        except zlib.error as e:
+            raise FormatError(self.path, f"not a valid {self.compression} stream "
+                                         f"({e})") from None
+
+    def remaining_known(self, offset):
+        """Bytes left after offset, when knowable without decompressing (raw files)."""
+        return self.size - offset if self.compression == "none" else None
+
+    def close(self):
+        self.raw.close()
+
+
+def iter_records(path, compression="auto", start_number=0):
+    """Yield (record number, byte offset, data) of a TFRecord file, checking both CRCs.
+    Errors name the record (counting from 0 in this file, or from start_number)."""
+    check_input_file(path)
+    if compression in (None, "auto"):
+        with open(path, "rb") as f:
+            compression = _detect_compression(path, f.read(12))
+    crc = _crc32c()
+    stream = _Stream(path, compression)
+    try:
+        number, offset = start_number, 0
+        while True:
+            head = stream.read(12)
+            if not head:
+                return
+            where = f"record {number} (counting from 0, at byte {offset})"
+            if len(head) < 12:
+                raise FormatError(path, f"{where}: truncated: {len(head)} bytes of a "
+                                        "12-byte record header")
+            length = _U64.unpack_from(head)[0]
+            if _U32.unpack_from(head, 8)[0] != masked_crc(head[:8], crc):
+                if number == start_number and offset == 0:
+                    raise FormatError(path, "not a TFRecord file: the first record's "
+                                            "length CRC does not match",
+                                      "check --input-compression, or the file's format")
+                raise FormatError(path, f"{where}: length CRC mismatch, the record "
+                                        "header is corrupt")
+            left = stream.remaining_known(offset + 12)
+            if length > _MAX_RECORD or (left is not None and length + 4 > left):
+                have = f" ({left} bytes left)" if left is not None else ""
+                raise FormatError(path, f"{where}: length {length} runs past the end of "
+                                        f"the file{have}")
+            body = stream.read(length + 4)
+            if len(body) < length + 4:
+                raise FormatError(path, f"{where}: truncated: expected {length + 4} "
+                                        f"bytes of data and CRC, found {len(body)}")
+            data = body[:length]
+            if _U32.unpack_from(body, length)[0] != masked_crc(data, crc):
+                raise FormatError(path, f"{where}: data CRC mismatch, the record is "
+                                        "corrupt")
+            yield number, offset, data
+            number += 1
+            offset += 12 + length + 4
+    finally:
+        stream.close()
+
+
+def sniff(path) -> bool:
+    """Content says TFRecord: the first record's length CRC holds (after gunzip or
+    zlib inflate when the file is compressed). A directory: it holds such files."""
+    path = str(path)
+    if os.path.isdir(path):
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            return False
+        return any(matches_name(n) and _sniff_file(os.path.join(path, n)) for n in names)
+    return _sniff_file(path)
+
+
+def _sniff_file(path):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if len(head) < 12:
+        return False
+    if _U32.unpack(head[8:12])[0] == masked_crc(head[:8]):
+        return True
+    for wbits in (31, 15):
+        try:
+            inner = zlib.decompressobj(wbits).decompress(head, 12)
+        except zlib.error:
+            continue
+        if len(inner) >= 12 and _U32.unpack(inner[8:12])[0] == masked_crc(inner[:8]):
+            return True
+    return False
+
+
+def _expand_shards(path):
+    """All files of the shard set `path` belongs to, checking none is missing."""
+    directory, name = os.path.split(path)
+    m = SHARD_RE.match(name)
+    total = int(m["total"])
+    files = [os.path.join(directory, f"{m['base']}-{i:05d}-of-{total:05d}")
+             for i in range(total)]
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        raise FormatError(path, f"shard set incomplete: {len(missing)} of {total} shards "
+                                f"missing, first {os.path.basename(missing[0])}")
+    return files
+
+
+def _group(files):
+    """{base name: [files in order]}, grouping TensorFlow-named shards."""
+    groups = {}
+    for f in sorted(files):
+        m = SHARD_RE.match(os.path.basename(f))
+        base = os.path.join(os.path.dirname(f), m["base"]) if m else f
+        groups.setdefault(base, []).append(f)
+    for base, members in groups.items():
+        if len(members) > 1 or SHARD_RE.match(os.path.basename(members[0])):
+            groups[base] = _expand_shards(members[0])
+    return groups
+
+
+def resolve(path):
+    """{split name: [files]} for a file, a shard (-of- name), a glob, a directory, or a
+    name that was written as shards or per-split files."""
+    path = str(path)
+    if os.path.isdir(path):
+        files = [os.path.join(path, n) for n in os.listdir(path)
+                 if matches_name(n) and os.path.isfile(os.path.join(path, n))]
+        if not files:
+            raise UsageError(path, "directory holds no .tfrecord files")
+        return _name_groups(_group(files))
+    if os.path.exists(path):
+        check_input_file(path)
+        if SHARD_RE.match(os.path.basename(path)):
+            base = SHARD_RE.match(os.path.basename(path))["base"]
+            return {_split_name_of(base): _expand_shards(path)}
+        return {_split_name_of(path): [path]}
+    if glob.has_magic(path):
+        files = sorted(f for f in glob.glob(path) if os.path.isfile(f))
+        if not files:
+            raise UsageError(path, "no file matches this pattern")
+        return {_split_name_of(path.replace("*", "").replace("?", "")): files}
+    # What write() makes of this name: shards of it, or one file (set) per split.
+    shards = sorted(glob.glob(glob.escape(path) + "-[0-9][0-9][0-9][0-9][0-9]-of-*"))
+    if shards:
+        return {_split_name_of(path): _expand_shards(shards[0])}
+    directory, name = os.path.split(path)
+    stem, ext = name, ""
+    for e in _EXTENSIONS:
+        if name.lower().endswith(e):
+            stem, ext = name[:-len(e)], name[-len(e):]
+    siblings = glob.glob(os.path.join(glob.escape(directory) or ".",
+                                      glob.escape(stem) + "-*" + glob.escape(ext) + "*"))
+    siblings = [s for s in siblings if os.path.isfile(s) and matches_name(s)]
+    if siblings:
+        return _name_groups(_group(siblings))
+    raise UsageError(path, "no such file or directory")
+
+
+def _name_groups(groups):
+    named = {}
+    for base, files in groups.items():
+        name = _split_name_of(base, default=os.path.basename(base))
+        if name in named:
+            name = os.path.basename(base)
+        named[name] = files
+    return dict(sorted(named.items(), key=lambda kv: _split_order(kv[0])))
+
+
+def _split_order(name):
+    return (["train", "validation", "test"].index(name) if name in
+            ("train", "validation", "test") else 3, name)
+
+
+class _Layout:
+    """How to find image and label in an Example (from a preset or the first record)."""
+
+    def __init__(self, image_key, label_key, label_format, index_key, format_key,
+                 height_key, width_key):
+        self.image_key, self.label_key, self.label_format = image_key, label_key, \
+            label_format
+        self.index_key, self.format_key = index_key, format_key
+        self.height_key, self.width_key = height_key, width_key
+
+
+def _layout(example, schema, where):
+    from .example_proto import PRESETS, RAW_HEIGHT_KEY, RAW_WIDTH_KEY
+    feature = example.features.feature
+    if schema in (None, "auto"):
+        preset = PRESETS["slim"] if "image/encoded" in feature else PRESETS["recipe"]
+        if preset.label_key not in feature or preset.image_key not in feature:
+            raise FormatError(where, f"no image/label features this reader knows "
+                                     f"(features: {', '.join(sorted(feature)) or 'none'})",
+                              "the conventions read are recipe, tfds and slim")
+        n = len(feature[preset.label_key].int64_list.value)
+        label_format = "onehot" if n > 1 else "index"
+    else:
+        preset = PRESETS[schema]
+        label_format = preset.label_format
+        for key in (preset.image_key, preset.label_key):
+            if key not in feature:
+                raise FormatError(where, f"no '{key}' feature, which the {schema} "
+                                         f"convention has (features: "
+                                         f"{', '.join(sorted(feature))})")
+    height_key, width_key = preset.height_key, preset.width_key
+    if height_key is None and RAW_HEIGHT_KEY in feature:
+        height_key, width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY
+    index_key = preset.index_key if preset.index_key in feature else None
+    format_key = preset.format_key if preset.format_key in feature else None
+    return _Layout(preset.image_key, preset.label_key, label_format, index_key,
+                   format_key, height_key, width_key)
+
+
+class TFRecordSplit(Split):
+    """One split: a file or a shard set, read in order."""
+
+    def __init__(self, name, files, schema="auto", compression="auto"):
+        self.files = list(files)
+        self.compression = compression
+        self.schema = schema
+        self.Example = None
+        count = 0
+        first = None
+        for path in self.files:
+            for number, _, data in iter_records(path, compression):
+                if first is None:
+                    first = (path, number, data)
+                count += 1
+        if first is None:
+            raise FormatError(self.files[0], "contains no records")
+        path, number, data = first
+        self.Example = _example_class()
+        example = self._parse(path, number, data)
+        self.layout = _layout(example, schema, path)
+        image, label = self._decode(path, number, example)
+        num_classes = len(example.features.feature[self.layout.label_key].int64_list.value) \
+            if self.layout.label_format == "onehot" else None
+        self._labels = self._indices = None
+        header = Header(count, image.shape, np.dtype(np.uint8), np.dtype(np.uint8),
+                        num_classes, ", ".join(self.files))
+        super().__init__(name, header)
+
+    def _parse(self, path, number, data):
+        try:
+            return self.Example.FromString(data)
+        except Exception as e:  # protobuf's DecodeError, whatever the backend
+            raise FormatError(path, f"record {number} (counting from 0): not a "
+                                    f"tf.train.Example ({e})") from None
+
+    def _label(self, path, number, feature):
+        values = feature[self.layout.label_key].int64_list.value
+        if self.layout.label_format == "onehot":
+            ones = [i for i, v in enumerate(values) if v]
+            if len(ones) != 1 or values[ones[0]] != 1:
+                raise FormatError(path, f"record {number} (counting from 0): label is not "
+                                        f"one-hot ({list(values)[:20]})")
+            return ones[0]
+        if len(values) != 1:
+            raise FormatError(path, f"record {number} (counting from 0): expected one "
+                                    f"label value, found {len(values)}")
+        return values[0]
+
+    def _decode(self, path, number, example):
+        from .. import codecs
+        feature = example.features.feature
+        where = f"record {number} (counting from 0)"
+        values = feature[self.layout.image_key].bytes_list.value
+        if len(values) != 1:
+            raise FormatError(path, f"{where}: expected one image, found {len(values)}")
+        data = values[0]
+        kind = None
+        if self.layout.format_key:
+            kind = bytes(feature[self.layout.format_key].bytes_list.value[0]).decode(
+                "ascii", "replace").lower().replace("jpg", "jpeg")
+        shape = None
+        if self.layout.height_key and self.layout.height_key in feature:
+            shape = (feature[self.layout.height_key].int64_list.value[0],
+                     feature[self.layout.width_key].int64_list.value[0])
+        if kind is None:
+            kind = "raw" if shape and len(data) == shape[0] * shape[1] else \
+                codecs.image_kind(data)
+        if kind == "raw":
+            if shape is None:
+                side = int(round(len(data) ** 0.5))
+                if side * side != len(data):
+                    raise FormatError(path, f"{where}: raw image of {len(data)} bytes with "
+                                            "no height/width features")
+                shape = (side, side)
+            if len(data) != shape[0] * shape[1]:
+                raise FormatError(path, f"{where}: raw image of {len(data)} bytes, "
+                                        f"expected {shape[0]} x {shape[1]}")
+            image = np.frombuffer(data, np.uint8).reshape(shape)
+        else:
+            try:
+                image = codecs.decode_image(data)
+            except ValueError as e:
+                raise FormatError(path, f"{where}: image does not decode ({e})") from None
+        return image, self._label(path, number, feature)
+
+    def _records(self):
+        for path in self.files:
+            for number, _, data in iter_records(path, self.compression):
+                yield path, number, data
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        shape = tuple(self.header.shape)
+        images = np.empty((batch_size,) + shape, np.uint8)
+        labels = np.empty(batch_size, np.int64)
+        indices = np.empty(batch_size, np.int64)
+        fill, position = 0, 0
+        index_key = self.layout.index_key
+        for path, number, data in self._records():
+            example = self._parse(path, number, data)
+            image, label = self._decode(path, number, example)
+            if image.shape != shape:
+                raise FormatError(path, f"record {number} (counting from 0): image is "
+                                        f"{image.shape}, the first was {shape}")
+            images[fill] = image
+            labels[fill] = label
+            indices[fill] = example.features.feature[index_key].int64_list.value[0] \
+                if index_key else position
+            fill += 1
+            position += 1
+            if fill == batch_size:
+                yield Batch(images.copy(), self._cast(labels), indices.copy())
+                fill = 0
+        if position != self.header.count:
+            raise FormatError(self.files[0], f"changed while reading: {position} records, "
+                                             f"{self.header.count} before")
+        if fill:
+            yield Batch(images[:fill].copy(), self._cast(labels[:fill]),
+                        indices[:fill].copy())
+
+    def _cast(self, labels):
+        return labels.astype(np.uint8) if len(labels) and labels.min() >= 0 and \
+            labels.max() < 256 else labels.copy()
+
+    def _scan_labels(self):
+        labels = np.empty(self.header.count, np.int64)
+        indices = np.arange(self.header.count, dtype=np.int64)
+        index_key = self.layout.index_key
+        for i, (path, number, data) in enumerate(self._records()):
+            feature = self._parse(path, number, data).features.feature
+            labels[i] = self._label(path, number, feature)
+            if index_key:
+                indices[i] = feature[index_key].int64_list.value[0]
+        self._labels, self._indices = self._cast(labels), indices
+
+    def labels(self):
+        if self._labels is None:
+            self._scan_labels()
+        return self._labels
+
+    def indices(self):
+        if self._indices is None:
+            self._scan_labels()
+        return self._indices
+
+
+def _example_class():
+    from .example_proto import example_class
+    return example_class()
+
+
+def read(path, schema="auto", input_compression="auto", split_name=None) -> Dataset:
+    """A file, a shard set (any shard's name, or a glob), a directory of TFRecord files,
+    or the name write() was given (finding its shards or per-split files)."""
+    from .example_proto import PRESETS
+    if schema not in (None, "auto") and schema not in PRESETS:
+        raise UsageError(None, f"unknown schema '{schema}'",
+                         f"choose one of: auto, {', '.join(PRESETS)}")
+    if input_compression not in (None, "auto") + COMPRESSIONS:
+        raise UsageError(None, f"unknown compression '{input_compression}'")
+    groups = resolve(path)
+    if split_name and len(groups) == 1:
+        groups = {split_name: next(iter(groups.values()))}
+    splits = {name: TFRecordSplit(name, files, schema, input_compression)
+              for name, files in groups.items()}
+    paths = [f for files in groups.values() for f in files]
+    return Dataset("tfrecord", splits, paths)
