@@ -202,3 +202,18 @@ def test_sample_converts_to_every_writer(tmp_path):
         # One split: some single-file formats (GDMNIST1) hold one split per file.
         result = run("convert", SAMPLE, out, "--to", w.name, "--split", "train", "-q")
         assert result.returncode == 0, (w.name, result.stderr)
+
+
+def test_progress_only_for_a_terminal(monkeypatch, capsys):
+    from mnistconv.cli import common
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: False)
+    assert type(common.make_progress(quiet=False)) is mnistconv.records.Progress
+    monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)
+    assert type(common.make_progress(quiet=True)) is mnistconv.records.Progress
+    bars = common.make_progress(quiet=False)
+    assert isinstance(bars, common.RichProgress)
+    bars.start("train", 10)
+    bars.advance(10)
+    task = bars.bars.tasks[0]
+    assert (task.description, task.completed, task.total) == ("train", 10, 10)
+    bars.finish()

@@ -45,20 +45,22 @@ class RichProgress(Progress):
     """rich progress bars on stderr: count, rate and time left. One bar per task."""
 
     def __init__(self):
+        # rich is imported here, not at the top: commands that draw nothing skip it.
         from rich.console import Console
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bars,
-                                   TaskProgressColumn, TextColumn, TimeRemainingColumn)
+                                   ProgressColumn, TextColumn, TimeRemainingColumn)
+        from rich.text import Text
 
-        class RateColumn(TextColumn):
+        class RateColumn(ProgressColumn):
+            """Examples per second (rich's own speed column counts bytes)."""
+
             def render(self, task):
                 speed = task.finished_speed or task.speed
-                return TextColumn("{task.description}").render(task).__class__(
-                    f"{speed:,.0f}/s" if speed else "")
+                return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
 
         self.bars = Bars(TextColumn("{task.description}"), BarColumn(),
-                         MofNCompleteColumn(), TaskProgressColumn(), RateColumn(""),
-                         TimeRemainingColumn(), console=Console(stderr=True),
-                         transient=False)
+                         MofNCompleteColumn(), RateColumn(), TimeRemainingColumn(),
+                         console=Console(stderr=True))
         self.task = None
 
     def start(self, description, total):
