@@ -54,7 +54,8 @@ def to_gray_uint8(images) -> np.ndarray:
     """
     images = np.asarray(images)
     if images.ndim == 4:
-        if images.shape[-1] in (1, 3, 4):
+        # A channel axis of 1 decides first: 1 x 3 x 4 is one 3x4 image, not RGBA.
+        if images.shape[-1] == 1 or (images.shape[1] != 1 and images.shape[-1] in (3, 4)):
             channels_last = images
         elif images.shape[1] in (1, 3, 4):
             channels_last = np.moveaxis(images, 1, -1)
