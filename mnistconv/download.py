@@ -27,6 +27,7 @@ import http.client
 import os
 import shutil
 import socket
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -198,12 +199,15 @@ def _describe(exc, timeout):
         transient = exc.code >= 500 or exc.code in (408, 429)
         return f"HTTP {exc.code} {exc.reason}", transient
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    if isinstance(reason, ssl.SSLError):
+        # A certificate or TLS failure will not heal by retrying the same host.
+        return f"TLS error ({getattr(reason, 'reason', None) or reason})", False
     if isinstance(reason, socket.gaierror):
         return "cannot resolve the host name (offline or no DNS?)", False
     if isinstance(reason, ConnectionRefusedError):
         return "connection refused", False
     if isinstance(reason, (socket.timeout, TimeoutError)):
-        return f"no response within {timeout:g} s", True
+        return f"timed out: nothing received for {timeout:g} s", True
     if isinstance(reason, http.client.IncompleteRead):
         return (f"connection closed after {len(reason.partial)} bytes of a chunk "
                 "(truncated transfer)"), True
@@ -255,6 +259,11 @@ def _fetch_once(url, staged, spec, timeout, progress):
     with response:
         length = response.headers.get("Content-Length")
         length = int(length) if length and length.isdigit() else None
+        if length is not None and spec.size is not None and length != spec.size:
+            # Not the published file (an error page, another version): say so before
+            # spending the transfer on it.
+            raise _Attempt(f"the mirror offers {length} bytes, the published file has "
+                           f"{spec.size}", False, "checksum")
         progress.start(spec.name, length or spec.size or 0)
         try:
             with open(staged, "wb") as out:
@@ -270,6 +279,9 @@ def _fetch_once(url, staged, spec, timeout, progress):
                         h.update(chunk)
                     got += len(chunk)
                     progress.advance(len(chunk))
+                    if spec.size is not None and got > spec.size:
+                        raise _Attempt(f"the mirror sent more than the published "
+                                       f"{spec.size} bytes", False, "checksum")
         finally:
             progress.finish()
     # http.client returns a short body without complaint when the peer closes early,

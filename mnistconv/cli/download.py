@@ -150,4 +150,7 @@ def download(name, directory, list_, verify_only, base_url, timeout, retries, fo
              f"({_human(r.bytes)}){where}", quiet)
     if family.extract is None:
         note(f"Next: mnistconv idx-to-npz {directory} {family.name}.npz", quiet)
+    else:
+        note(f"Next: mnistconv idx-to-npz {os.path.join(directory, 'balanced')} "
+             f"{family.name}-balanced.npz (one directory per split)", quiet)
     return 0
