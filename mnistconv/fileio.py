@@ -18,6 +18,9 @@ import zlib
 from .errors import FormatError, UsageError
 
 GZIP_MAGIC = b"\x1f\x8b"
+# Deflate expands at most 1032:1 (a 258-byte match per ~2 bits), so a gzip file of n
+# bytes cannot hold more than this many times n: a header declaring more is lying.
+GZIP_MAX_RATIO = 1032
 STAGING_MARK = ".mnistconv-tmp-"
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
@@ -92,7 +95,10 @@ class InputFile:
     def readinto_full(self, buffer) -> int:
         """Fill a writable buffer (a numpy array's memory) as far as the data goes;
         returns the number of bytes filled (short only at the end of the data)."""
-        view = memoryview(buffer).cast("B")
+        view = memoryview(buffer)
+        if view.nbytes == 0:  # cast() refuses views with a zero in their shape
+            return 0
+        view = view.cast("B")
         filled = 0
         try:
             while filled < len(view):

@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import (GzipWriter, HashingWriter, InputFile, StagedOutput,
+from ..fileio import (GZIP_MAX_RATIO, GzipWriter, HashingWriter, InputFile, StagedOutput,
                       check_input_file, output_file_info)
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
@@ -34,6 +34,9 @@ ELEMENT_TYPES = {
     0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
 }
 TYPE_CODES = {dt.newbyteorder("="): code for code, dt in ELEMENT_TYPES.items()}
+# One item (image) larger than this is a corrupt header, not data; batches hold at least
+# one item, so this also bounds a batch's memory.
+MAX_ITEM_BYTES = 1 << 30
 TYPE_NAMES = "0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64"
 
 NAME = re.compile(r"^(?:(?P<prefix>.+)-)?(?P<split>train|t10k|test)-(?P<kind>images|labels)"
@@ -79,6 +82,18 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
             raise FormatError(path, "IDX header declares 0 dimensions")
         dims = struct.unpack(f">{ndim}I", f.read_exact(4 * ndim, "IDX header"))
         header = IdxHeader(path, ELEMENT_TYPES[code], dims, f.compressed)
+        item_bytes = header.data_bytes // dims[0] if dims[0] else \
+            int(np.prod(dims[1:], dtype=object)) * header.dtype.itemsize
+        if item_bytes > MAX_ITEM_BYTES:
+            # Checked even for 0 items: numpy cannot even describe (0, 4e9, 4e9, 4e9).
+            raise FormatError(path, f"header declares {' x '.join(map(str, dims))}: items "
+                                    f"of {item_bytes} bytes each are not images")
+        if f.compressed and header.offset + header.data_bytes > GZIP_MAX_RATIO * f.size():
+            # Before any allocation: the data cannot be there, however it decompresses.
+            raise FormatError(path, f"truncated data: header declares "
+                                    f"{' x '.join(map(str, dims))} {header.dtype.name} "
+                                    f"({header.data_bytes} bytes), more than a gzip file of "
+                                    f"{f.size()} bytes can hold")
         if not f.compressed:
             have = f.size() - header.offset
             if have < header.data_bytes:
