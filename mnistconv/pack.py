@@ -196,8 +196,13 @@ def plan(train_labels, test_labels, *, seed=SEED, train_per_class=TRAIN_PER_CLAS
             continue
         if name in picks:
             labels, order, per_class = picks[name]
-            plans[name].positions = balanced_positions(labels, order, per_class,
-                                                       f"{where} ({name})")
+            have = np.bincount(labels[order].astype(np.int64))
+            short = [c for c, n in enumerate(have) if n and n < per_class]
+            if short:  # named here with this command's flag, not stream's --per-class
+                raise UsageError(where, f"{name}: digit {short[0]} has only "
+                                        f"{have[short[0]]} examples in its pool, fewer than "
+                                        f"--{name}-per-class {per_class}")
+            plans[name].positions = balanced_positions(labels, order, per_class, where)
         chosen[name] = plans[name]
     separated = not np.intersect1d(train_pool, validation_pool).size
     if "train" in chosen and "validation" in chosen:
