@@ -753,3 +753,23 @@ def test_real_mnist_download_then_idx_to_npz(serve, tmp_path, capsys, monkeypatc
         assert hashlib.sha256(struct.pack(">HBBI", 0, 8, 1, 10000)
                               + npz["y_test"].tobytes()).hexdigest() == \
             OFFICIAL_IDX_SHA256["t10k-labels-idx1-ubyte"]
+
+
+def test_cli_download_then_idx_to_tfrecord(serve, tmp_path, capsys, test_mnist):
+    server = serve(test_mnist)
+    data = tmp_path / "data"
+    code, _, _ = run_cli(capsys, "download", "mnist", data, "--base-url", server.url, "-q")
+    assert code == 0
+    code, _, err = run_cli(capsys, "idx-to-tfrecord", data, tmp_path / "out" / "mnist.tfrecord",
+                           "-q")
+    assert (code, err) == (0, "")
+    assert sorted(os.listdir(tmp_path / "out")) == ["mnist-test.tfrecord",
+                                                    "mnist-train.tfrecord"]
+    # Read back through mnistconv: labels exact, images within JPEG's error.
+    code, _, err = run_cli(capsys, "tfrecord-to-npz", tmp_path / "out", tmp_path / "back.npz",
+                           "-q")
+    assert (code, err) == (0, "")
+    with np.load(tmp_path / "back.npz", allow_pickle=False) as npz:
+        assert np.array_equal(npz["y_train"],
+                              idx_arrays(test_mnist, "train-labels-idx1-ubyte.gz"))
+        assert npz["x_test"].shape == (10, 28, 28)
