@@ -533,6 +533,12 @@ def test_cli_verify_only_names_the_bad_file(tmp_path, capsys, test_mnist):
         f"Error: {tmp_path / name}: checksum mismatch: expected sha256 {expected}, got "
         f"{actual}; run: mnistconv download mnist {tmp_path} --force")
     assert f"ok       train-images-idx3-ubyte.gz" in err
+    os.unlink(tmp_path / "t10k-images-idx3-ubyte.gz")
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path, "--verify-only", "-q")
+    assert code == 1
+    assert err == (f"Error: {tmp_path / name}: checksum mismatch: expected sha256 {expected}, "
+                   f"got {actual} (and 1 more file(s) missing or not valid); run: mnistconv "
+                   f"download mnist {tmp_path} --force\n")
 
 
 def test_cli_truncated_transfer(serve, tmp_path, capsys, test_mnist):

@@ -131,7 +131,8 @@ def download(name, directory, list_, verify_only, base_url, timeout, retries, fo
                  f"{': ' + r.problem if r.problem and r.problem != 'missing' else ''}",
                  quiet)
         if bad:
-            more = f" ({len(bad) - 1} more file(s) not valid)" if len(bad) > 1 else ""
+            more = (f" (and {len(bad) - 1} more file(s) missing or not valid)"
+                    if len(bad) > 1 else "")
             raise MnistconvError(bad[0].path, bad[0].problem + more,
                                  f"run: mnistconv download {family.name} {directory}"
                                  + (" --force" if any(r.action == "invalid" for r in bad)
