@@ -564,6 +564,21 @@ def test_cli_cut_then_retried(serve, tmp_path, capsys, test_mnist):
     assert (code, err) == (0, "")
     assert server.count(name) == 2
     assert (tmp_path / name).read_bytes() == test_mnist[name]
+    assert sorted(os.listdir(tmp_path)) == sorted(test_mnist)
+
+
+def test_cli_wrong_bytes(serve, tmp_path, capsys, test_mnist):
+    name = "train-labels-idx1-ubyte.gz"
+    server = serve(test_mnist, {name: "wrong"})
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path, "--base-url", server.url,
+                             "-q")
+    wrong = bytes(b ^ 0x55 for b in test_mnist[name])
+    assert (code, out) == (1, "")
+    assert err == (f"Error: {server.url}/{name}: checksum mismatch: expected sha256 "
+                   f"{hashlib.sha256(test_mnist[name]).hexdigest()}, got "
+                   f"{hashlib.sha256(wrong).hexdigest()}; nothing was saved: the mirror "
+                   f"serves different bytes from the ones published\n")
+    assert os.listdir(tmp_path) == ["train-images-idx3-ubyte.gz"]  # verified before it
 
 
 def test_cli_404(serve, tmp_path, capsys, test_mnist):
