@@ -170,6 +170,18 @@ def no_proxy(monkeypatch):
     monkeypatch.delenv("MNISTCONV_BASE_URL", raising=False)
 
 
+REAL_FAMILIES = dict(dl.FAMILIES)
+
+
+@pytest.fixture(autouse=True)
+def local_mirrors_only(monkeypatch):
+    """In-process, the catalogue's mirrors point at 127.0.0.1:1 (nothing listens there),
+    so a test that forgot --base-url fails instead of reaching the internet."""
+    for name, fam in REAL_FAMILIES.items():
+        monkeypatch.setitem(dl.FAMILIES, name,
+                            dataclasses.replace(fam, mirrors=("http://127.0.0.1:1",)))
+
+
 @pytest.fixture
 def closed_port():
     """A port on 127.0.0.1 with nothing listening: connections are refused."""
@@ -310,6 +322,19 @@ def test_404_and_refused_fall_through_to_the_next_mirror(serve, tmp_path, closed
     assert [empty.count(n) for n in files] == [1, 1, 1, 1]
 
 
+def test_default_mirrors_offline_is_one_line(tmp_path, capsys, closed_port):
+    url = f"http://127.0.0.1:{closed_port}"
+    dl.FAMILIES["kmnist"] = dataclasses.replace(dl.FAMILIES["kmnist"],
+                                                mirrors=(url, url + "/again"))
+    code, out, err = run_cli(capsys, "download", "kmnist", tmp_path / "k", "--retries", "0")
+    assert (code, out) == (1, "")
+    assert err == (f"Error: train-images-idx3-ubyte.gz: connection refused for every mirror "
+                   f"({url}/train-images-idx3-ubyte.gz, {url}/again/train-images-idx3-ubyte.gz)"
+                   f"; nothing was saved; check the network connection, or point --base-url "
+                   f"(or MNISTCONV_BASE_URL) at a reachable mirror\n")
+    assert not (tmp_path / "k").exists()
+
+
 def test_every_mirror_failing_is_one_line_listing_them(serve, tmp_path, closed_port):
     files = generated_files()
     empty = serve({})
@@ -396,11 +421,11 @@ def test_get_family_names():
 
 
 def test_catalogue_is_complete():
-    for fam in dl.FAMILIES.values():
+    for fam in REAL_FAMILIES.values():
         assert fam.mirrors and fam.checksums_from
         for spec in fam.files:
             assert spec.md5 and len(spec.md5) == 32
-    mnist = dl.FAMILIES["mnist"]
+    mnist = REAL_FAMILIES["mnist"]
     assert [s.name for s in mnist.files] == list(IDX_NAMES)
     assert mnist.mirrors[0] == "https://ossci-datasets.s3.amazonaws.com/mnist"
 
@@ -411,11 +436,11 @@ def test_mnist_catalogue_matches_the_manifest():
         pytest.skip("../shared/specs is not present")
     import json
     published = json.loads(manifest.read_text())["split_provenance"]["files"]
-    for spec in dl.FAMILIES["mnist"].files:
+    for spec in REAL_FAMILIES["mnist"].files:
         entry = published[spec.name]
         assert (spec.md5, spec.sha256, spec.size) == (entry["md5"], entry["sha256"],
                                                      entry["bytes"])
-        assert entry["url"] == f"{dl.FAMILIES['mnist'].mirrors[0]}/{spec.name}"
+        assert entry["url"] == f"{REAL_FAMILIES['mnist'].mirrors[0]}/{spec.name}"
 
 
 # --- EMNIST's archive ------------------------------------------------------------------------
