@@ -819,3 +819,37 @@ def test_cli_download_then_idx_to_tfrecord(serve, tmp_path, capsys, test_mnist):
         assert np.array_equal(npz["y_train"],
                               idx_arrays(test_mnist, "train-labels-idx1-ubyte.gz"))
         assert npz["x_test"].shape == (10, 28, 28)
+
+
+def test_progress_bar_in_bytes_on_a_terminal(serve, tmp_path):
+    """On a terminal, the bar counts bytes (done/total, rate); the zeros served here
+    have the published size, so the transfer runs and the checksum then refuses it."""
+    import pty
+    name = "train-images-idx3-ubyte.gz"
+    server = serve({name: bytes(REAL_FAMILIES["mnist"].files[0].size)})
+    env = {k: v for k, v in os.environ.items()
+           if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    env.update(PYTHONPATH=str(REPO), MNISTCONV_BASE_URL=server.url, COLUMNS="120",
+               TERM="xterm")
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "mnistconv", "download", "mnist",
+                               str(tmp_path / "d")], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=slave, timeout=120)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the other side is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    screen = b"".join(chunks).decode("utf-8", "replace")
+    assert done.returncode == 1
+    assert name in screen and "9.9/9.9 MB" in screen
+    assert "checksum mismatch: expected sha256 440fcabf" in screen
+    assert not (tmp_path / "d").exists()
