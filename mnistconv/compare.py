@@ -168,17 +168,19 @@ def _number(x):
     return f"{x:g}"
 
 
-def pair_splits(a, b, pairs=None):
+def pair_splits(a, b, pairs=None, where=(None, None)):
     """[(name in A, name in B)], plus the names left out on each side and whether those
-    count against equality (see the module docstring)."""
+    count against equality (see the module docstring). `where` names A and B in
+    messages (default: their first file)."""
     names_a, names_b = list(a.splits), list(b.splits)
+    where_a, where_b = where[0] or _where(a), where[1] or _where(b)
     if pairs:
         for name_a, name_b in pairs:
             if name_a not in a.splits:
-                raise UsageError(_where(a), f"no split named {name_a}",
+                raise UsageError(where_a, f"no split named {name_a}",
                                  f"splits present: {', '.join(names_a) or 'none'}")
             if name_b not in b.splits:
-                raise UsageError(_where(b), f"no split named {name_b}",
+                raise UsageError(where_b, f"no split named {name_b}",
                                  f"splits present: {', '.join(names_b) or 'none'}")
         used_a = {p[0] for p in pairs}
         used_b = {p[1] for p in pairs}
@@ -308,9 +310,9 @@ def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
 
 
 def compare(a, b, pairs=None, tolerance=0.0, worst=5, batch_size=DEFAULT_BATCH,
-            progress=NO_PROGRESS) -> Comparison:
+            progress=NO_PROGRESS, where=(None, None)) -> Comparison:
     """Compare datasets a and b (see the module docstring for how splits pair up)."""
-    pairs, only_a, only_b, strict = pair_splits(a, b, pairs)
+    pairs, only_a, only_b, strict = pair_splits(a, b, pairs, where)
     results = []
     for name_a, name_b in pairs:
         results.append(compare_splits(a.splits[name_a], b.splits[name_b], tolerance,

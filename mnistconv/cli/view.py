@@ -263,9 +263,10 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
                          f"{_fmt(s.max_error)}, {100 * s.share_differing:.2f}% differ, "
                          f"PSNR {psnr}")
             if s.worst:
-                lines.append("  worst: " + "; ".join(
-                    f"#{e.index_a} (label {e.label_a}) max {_fmt(e.max_error)} mean "
-                    f"{_fmt(e.mean_error)}" for e in s.worst))
+                lines.append("  worst (by max, then mean error):")
+                lines.extend(f"    position {e.position} (#{e.index_a}, label {e.label_a}): "
+                             f"max {_fmt(e.max_error)}, mean {_fmt(e.mean_error)}"
+                             for e in s.worst)
         problems = s.problems()
         lines.append("  " + ("equal" if not problems else "DIFFERENT: " +
                              "; ".join(problems)))
@@ -319,7 +320,8 @@ def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json):
     dataset_a = mnistconv.read(a, fmt_a.name)
     dataset_b = mnistconv.read(b, fmt_b.name)
     result = comparing.compare(dataset_a, dataset_b, _pairs(splits) or None, tolerance,
-                               worst, progress=make_progress(quiet or as_json))
+                               worst, progress=make_progress(quiet or as_json),
+                               where=(a, b))
     if as_json:
         emit_json({"a": {"path": a, "format": fmt_a.name},
                    "b": {"path": b, "format": fmt_b.name}, **result.to_json()})
