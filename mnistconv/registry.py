@@ -82,6 +82,9 @@ def detect_input(path) -> Format:
         raise UsageError("-", "cannot detect the format of stdin", "name it with --from")
     if not os.path.exists(path):
         raise UsageError(path, "no such file or directory")
+    if not os.path.isdir(path) and not os.path.isfile(path):
+        # Sniffing reads a file's first bytes: opening a FIFO blocks until a writer comes.
+        raise UsageError(path, "is not a regular file (device, FIFO or socket)")
     for fmt in readers():
         if fmt.load().sniff(path):
             return fmt
