@@ -324,6 +324,19 @@ class DeterministicGzip:
         self.file.write(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
 
 
+def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
+    """Write the deterministic gzip of file src to dst; returns dst's HashingWriter.
+    zlib releases the GIL while compressing, so several of these run in parallel
+    threads (level 9 is the slow part of building a pack)."""
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        hashed = HashingWriter(out)
+        gz = DeterministicGzip(hashed)
+        while block := f.read(chunk):
+            gz.write(block)
+        gz.close()
+    return hashed
+
+
 def gzip_bytes(data: bytes) -> bytes:
     """The deterministic .bin.gz of a .bin held in memory."""
     import io
