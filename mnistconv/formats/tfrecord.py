@@ -60,6 +60,8 @@ _SPLIT_WORDS = {"train": "train", "test": "test", "t10k": "test", "validation": 
 IMAGE_FORMATS = ("jpeg", "png", "raw")
 LABEL_FORMATS = ("onehot", "index")
 COMPRESSIONS = ("none", "gzip", "zlib")
+NOT_TFRECORD = "not a TFRecord file: the first record's length CRC does not match"
+NOT_TFRECORD_HINT = "is it another format, or compressed other than gzip or zlib?"
 
 
 # --- framing -------------------------------------------------------------------------
@@ -336,6 +338,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         parts_dir = tempfile.mkdtemp(prefix=".mnistconv-parts-",
                                      dir=os.path.dirname(staged_paths[0][0]))
         pool = None
+        finished = False
         try:
             big = sum(s.header.count for s, _, _, _ in plan) > CHUNK
             if workers > 1 and big:
@@ -357,9 +360,14 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
                 finally:
                     progress.finish()
                 files += [o.close() for o in outputs]
+            finished = True
         finally:
             if pool is not None:
-                pool.terminate()
+                # Idle workers leave on their own; busy ones (an error) are stopped.
+                if finished:
+                    pool.close()
+                else:
+                    pool.terminate()
                 pool.join()
             shutil.rmtree(parts_dir, ignore_errors=True)
     if stats is not None:
@@ -370,12 +378,21 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     return files
 
 
+def _worker_signals():
+    """Workers die on SIGTERM (the CLI turns it into an exception for the parent's
+    clean-up, which in a worker could stop it inside a queue lock) and leave Ctrl-C to
+    the parent."""
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _make_pool(workers):
     import multiprocessing
     # fork: workers inherit the imported codecs and start in milliseconds.
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    return context.Pool(workers)
+    return context.Pool(workers, initializer=_worker_signals)
 
 
 def _run(split, settings, bounds, outputs, pool, workers, parts_dir):
@@ -430,9 +447,7 @@ def _detect_compression(path, head: bytes) -> str:
         return "gzip"
     if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
         return "zlib"
-    raise FormatError(path, "not a TFRecord file: the first record's length CRC does not "
-                            "match", "is it compressed with something other than gzip "
-                            "or zlib, or another format?")
+    raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
 
 
 class _Stream:
@@ -509,9 +524,7 @@ def iter_records(path, compression="auto", start_number=0):
             length = _U64.unpack_from(head)[0]
             if _U32.unpack_from(head, 8)[0] != masked_crc(head[:8], crc):
                 if number == start_number and offset == 0:
-                    raise FormatError(path, "not a TFRecord file: the first record's "
-                                            "length CRC does not match",
-                                      "check --input-compression, or the file's format")
+                    raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
                 raise FormatError(path, f"{where}: length CRC mismatch, the record "
                                         "header is corrupt")
             left = stream.remaining_known(offset + 12)
@@ -667,21 +680,22 @@ def _layout(example, schema, where):
             raise FormatError(where, f"no image/label features this reader knows "
                                      f"(features: {', '.join(sorted(feature)) or 'none'})",
                               "the conventions read are recipe, tfds and slim")
-        n = len(feature[preset.label_key].int64_list.value)
-        label_format = "onehot" if n > 1 else "index"
     else:
         preset = PRESETS[schema]
-        label_format = preset.label_format
         for key in (preset.image_key, preset.label_key):
             if key not in feature:
                 raise FormatError(where, f"no '{key}' feature, which the {schema} "
                                          f"convention has (features: "
                                          f"{', '.join(sorted(feature))})")
+    # One value is a class index, several a one-hot row, whatever the convention.
+    n = len(feature[preset.label_key].int64_list.value)
+    label_format = "onehot" if n > 1 else "index"
     height_key, width_key = preset.height_key, preset.width_key
     if height_key is None and RAW_HEIGHT_KEY in feature:
         height_key, width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY
     index_key = preset.index_key if preset.index_key in feature else None
-    format_key = preset.format_key if preset.format_key in feature else None
+    format_key = preset.format_key if preset.format_key and preset.format_key in feature \
+        else None
     return _Layout(preset.image_key, preset.label_key, label_format, index_key,
                    format_key, height_key, width_key)
 

@@ -1,0 +1,439 @@
+"""TFRecord without TensorFlow: framing, round trips, options, determinism, shard sets,
+compression, corrupt inputs through the command line, and the JPEG codec against
+OpenCV (the users' recipe's encoder). TensorFlow's own reading is in
+test_tfrecord_tensorflow.py."""
+
+import gzip
+import hashlib
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+import mnistconv
+from mnistconv import codecs, registry
+from mnistconv.formats import tfrecord
+from conftest import make_idx_dir, run, stderr_of
+from tfrecord_helpers import dataset, digit_like, write
+
+
+def records_of(path, opener=open):
+    """An independent TFRecord parser (struct + zlib-free CRC check through the library
+    under test only for the mask), returning the record payloads."""
+    data = opener(path, "rb").read()
+    out, pos = [], 0
+    while pos < len(data):
+        (length,) = struct.unpack_from("<Q", data, pos)
+        out.append(data[pos + 12:pos + 12 + length])
+        pos += 12 + length + 4
+    assert pos == len(data)
+    return out
+
+
+def read_all(path, **options):
+    ds = mnistconv.read(str(path), "tfrecord", **options)
+    result = {}
+    for name, split in ds.splits.items():
+        batches = list(split.batches(100))
+        result[name] = (np.concatenate([b.images for b in batches]),
+                        np.concatenate([b.labels for b in batches]),
+                        np.concatenate([b.indices for b in batches]))
+    return result
+
+
+# --- framing and messages ----------------------------------------------------------
+
+def test_masked_crc_matches_the_published_examples():
+    # CRC-32C check value of "123456789" is 0xE3069283 (RFC 3720); mask from the spec.
+    c = 0xE3069283
+    expected = ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    assert tfrecord.masked_crc(b"123456789") == expected
+
+
+def test_framing_layout(tmp_path):
+    files, _ = write(dataset(3), tmp_path / "a.tfrecord", image_format="raw")
+    data = (tmp_path / "a.tfrecord").read_bytes()
+    length = struct.unpack_from("<Q", data)[0]
+    assert struct.unpack_from("<I", data, 8)[0] == tfrecord.masked_crc(data[:8])
+    payload = data[12:12 + length]
+    assert struct.unpack_from("<I", data, 12 + length)[0] == tfrecord.masked_crc(payload)
+    assert len(records_of(tmp_path / "a.tfrecord")) == 3
+    assert files[0].bytes == len(data)
+    assert files[0].sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_descriptor_is_tensorflows_example_proto():
+    """The embedded descriptor equals one rebuilt field by field with descriptor_pb2."""
+    from google.protobuf import descriptor_pb2 as d
+    from mnistconv.formats import example_proto
+    T = d.FieldDescriptorProto
+    f = d.FileDescriptorProto(name="mnistconv/example.proto", package="tensorflow",
+                              syntax="proto3")
+    for name, typ in (("BytesList", T.TYPE_BYTES), ("FloatList", T.TYPE_FLOAT),
+                      ("Int64List", T.TYPE_INT64)):
+        field = f.message_type.add(name=name).field.add(
+            name="value", number=1, label=T.LABEL_REPEATED, type=typ)
+        if typ != T.TYPE_BYTES:
+            field.options.packed = True
+    m = f.message_type.add(name="Feature")
+    for number, name in enumerate(("bytes_list", "float_list", "int64_list"), 1):
+        m.field.add(name=name, number=number, label=T.LABEL_OPTIONAL, type=T.TYPE_MESSAGE,
+                    type_name=f".tensorflow.{name.title().replace('_', '')}",
+                    oneof_index=0)
+    m.oneof_decl.add(name="kind")
+    m = f.message_type.add(name="Features")
+    m.field.add(name="feature", number=1, label=T.LABEL_REPEATED, type=T.TYPE_MESSAGE,
+                type_name=".tensorflow.Features.FeatureEntry")
+    e = m.nested_type.add(name="FeatureEntry")
+    e.field.add(name="key", number=1, label=T.LABEL_OPTIONAL, type=T.TYPE_STRING)
+    e.field.add(name="value", number=2, label=T.LABEL_OPTIONAL, type=T.TYPE_MESSAGE,
+                type_name=".tensorflow.Feature")
+    e.options.map_entry = True
+    f.message_type.add(name="Example").field.add(
+        name="features", number=1, label=T.LABEL_OPTIONAL, type=T.TYPE_MESSAGE,
+        type_name=".tensorflow.Features")
+    assert f.SerializeToString() == example_proto._FILE_DESCRIPTOR
+
+
+def test_map_entries_are_serialized_sorted_by_key(tmp_path):
+    write(dataset(5), tmp_path / "a.tfrecord", preset="slim", with_index=True)
+    record = records_of(tmp_path / "a.tfrecord")[0]
+    keys = [k.encode() for k in ("image/class/label", "image/encoded", "image/format",
+                                 "image/height", "image/index", "image/width")]
+    positions = [record.index(k) for k in keys]
+    assert positions == sorted(positions)
+
+
+# --- JPEG codec ------------------------------------------------------------------
+
+def test_batch_jpegs_are_byte_identical_to_opencv_and_to_single_encodes():
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(3)
+    for shape, quality in (((40, 28, 28), 95), ((9, 7, 13), 75), ((3, 8, 8), 50),
+                           ((2, 1, 1), 100), ((5, 64, 3), 90)):
+        images = rng.integers(0, 256, shape, dtype=np.uint8)
+        if shape[1:] == (28, 28):
+            images[:20] = digit_like(20)
+        jpegs, decoded = codecs.encode_jpeg_batch(images, quality, decoded=True)
+        for image, jpeg, pixels in zip(images, jpegs, decoded):
+            assert jpeg == cv2.imencode(".jpg", image,
+                                        [cv2.IMWRITE_JPEG_QUALITY, quality])[1].tobytes()
+            assert jpeg == codecs.encode_jpeg(image, quality)
+            np.testing.assert_array_equal(pixels, codecs.decode_image(jpeg))
+            np.testing.assert_array_equal(
+                pixels, cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_GRAYSCALE))
+
+
+def test_encode_png_is_lossless_and_deterministic():
+    image = digit_like(1)[0]
+    png = codecs.encode_png(image)
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and png == codecs.encode_png(image)
+    np.testing.assert_array_equal(codecs.decode_image(png), image)
+
+
+# --- round trips -------------------------------------------------------------------
+
+@pytest.mark.parametrize("image_format", ["png", "raw"])
+@pytest.mark.parametrize("preset", ["recipe", "tfds", "slim"])
+def test_lossless_round_trip_every_preset(tmp_path, image_format, preset):
+    ds = dataset(57)
+    write(ds, tmp_path / "a.tfrecord", preset=preset, image_format=image_format)
+    images, labels, indices = read_all(tmp_path / "a.tfrecord")["train"]
+    source = ds.splits["train"]
+    np.testing.assert_array_equal(images, source._images)
+    np.testing.assert_array_equal(labels, source.labels())
+    np.testing.assert_array_equal(indices, np.arange(57))
+
+
+@pytest.mark.parametrize("preset", ["recipe", "tfds", "slim"])
+def test_jpeg_round_trip_reports_the_error_it_made(tmp_path, preset):
+    ds = dataset(120)
+    _, stats = write(ds, tmp_path / "a.tfrecord", preset=preset, image_format="jpeg",
+                     jpeg_quality=90)
+    images, labels, _ = read_all(tmp_path / "a.tfrecord")["train"]
+    source = ds.splits["train"]
+    diff = np.abs(images.astype(int) - source._images)
+    assert stats["records"] == 120
+    assert stats["jpeg_max_abs_error"] == diff.max() > 0
+    assert stats["jpeg_mean_abs_error"] == round(diff.mean(), 4)
+    np.testing.assert_array_equal(labels, source.labels())
+
+
+def test_label_formats_and_index_feature(tmp_path):
+    ds = dataset(30, classes=7)
+    ds.splits["train"]._indices = np.arange(30, dtype=np.int64) * 3 + 1000
+    write(ds, tmp_path / "a.tfrecord", label_format="index", with_index=True,
+          image_format="png")
+    ex = mnistconv.formats.example_proto.example_class().FromString(
+        records_of(tmp_path / "a.tfrecord")[4])
+    f = ex.features.feature
+    assert list(f["label"].int64_list.value) == [ds.splits["train"].labels()[4]]
+    assert list(f["index"].int64_list.value) == [1012]
+    _, labels, indices = read_all(tmp_path / "a.tfrecord")["train"]
+    np.testing.assert_array_equal(labels, ds.splits["train"].labels())
+    np.testing.assert_array_equal(indices, np.arange(30) * 3 + 1000)
+    # One-hot width: 10 at least for the MNIST family, even with 7 classes present.
+    write(ds, tmp_path / "b.tfrecord", image_format="png")
+    ex = mnistconv.formats.example_proto.example_class().FromString(
+        records_of(tmp_path / "b.tfrecord")[0])
+    assert len(ex.features.feature["label"].int64_list.value) == 10
+    assert mnistconv.read(tmp_path / "b.tfrecord").splits["train"].header.num_classes == 10
+
+
+def test_several_splits_become_named_files_and_read_back(tmp_path):
+    ds = dataset(40, splits=("train", "test"))
+    files, _ = write(ds, tmp_path / "m.tfrecord", image_format="png")
+    assert [os.path.basename(f.path) for f in files] == ["m-train.tfrecord",
+                                                         "m-test.tfrecord"]
+    # The name given to write() reads back as both splits; so does the directory.
+    for source in (tmp_path / "m.tfrecord", tmp_path):
+        back = read_all(source)
+        assert list(back) == ["train", "test"]
+        for name in ("train", "test"):
+            np.testing.assert_array_equal(back[name][0], ds.splits[name]._images)
+
+
+def test_shards_follow_tensorflow_naming_and_read_as_one_split(tmp_path):
+    ds = dataset(103)
+    files, _ = write(ds, tmp_path / "m.tfrecord", shards=4, image_format="raw")
+    names = [os.path.basename(f.path) for f in files]
+    assert names == [f"m.tfrecord-0000{i}-of-00004" for i in range(4)]
+    assert [len(records_of(f.path)) for f in files] == [25, 26, 26, 26]
+    for source in (tmp_path / "m.tfrecord", tmp_path / "m.tfrecord-00002-of-00004",
+                   str(tmp_path / "m.tfrecord-*")):
+        images, labels, indices = read_all(source)["train"]
+        np.testing.assert_array_equal(images, ds.splits["train"]._images)
+        np.testing.assert_array_equal(indices, np.arange(103))
+
+
+def test_missing_shard_is_an_error(tmp_path):
+    write(dataset(20), tmp_path / "m.tfrecord", shards=3, image_format="raw")
+    os.unlink(tmp_path / "m.tfrecord-00001-of-00003")
+    with pytest.raises(mnistconv.FormatError, match="shard set incomplete: 1 of 3 shards "
+                                                    "missing, first m.tfrecord-00001"):
+        mnistconv.read(tmp_path / "m.tfrecord-00000-of-00003", "tfrecord")
+
+
+@pytest.mark.parametrize("compression,opener", [("gzip", gzip.open),
+                                                ("zlib", None)])
+def test_compressed_files_hold_the_same_records(tmp_path, compression, opener):
+    ds = dataset(50)
+    write(ds, tmp_path / "plain.tfrecord")
+    write(ds, tmp_path / "packed.tfrecord", compression=compression)
+    plain = (tmp_path / "plain.tfrecord").read_bytes()
+    packed = (tmp_path / "packed.tfrecord").read_bytes()
+    assert (gzip.decompress(packed) if compression == "gzip" else
+            zlib.decompress(packed)) == plain
+    if compression == "gzip":
+        assert packed[4:8] == b"\0\0\0\0"  # mtime 0: same bytes on every run
+    images, _, _ = read_all(tmp_path / "packed.tfrecord")["train"]
+    plain_images, _, _ = read_all(tmp_path / "plain.tfrecord")["train"]
+    np.testing.assert_array_equal(images, plain_images)
+    assert tfrecord.sniff(tmp_path / "packed.tfrecord")
+
+
+def test_output_does_not_depend_on_workers_or_chunking(tmp_path, monkeypatch):
+    ds = dataset(700)
+    write(ds, tmp_path / "one.tfrecord", workers=1, shards=3, with_index=True)
+    monkeypatch.setattr(tfrecord, "CHUNK", 64)  # many chunks, several per shard
+    _, stats = write(ds, tmp_path / "two.tfrecord", workers=2, shards=3, with_index=True)
+    _, again = write(ds, tmp_path / "three.tfrecord", workers=2, shards=3, with_index=True)
+    for i in range(3):
+        a = (tmp_path / f"one.tfrecord-0000{i}-of-00003").read_bytes()
+        assert a == (tmp_path / f"two.tfrecord-0000{i}-of-00003").read_bytes()
+        assert a == (tmp_path / f"three.tfrecord-0000{i}-of-00003").read_bytes()
+    assert stats == again and stats["records"] == 700
+    assert not [p for p in os.listdir(tmp_path) if "mnistconv" in p]  # no parts left
+
+
+def test_cli_convert_twice_gives_identical_bytes(tmp_path):
+    make_idx_dir(tmp_path / "src", digit_like(5000, seed=4),
+                 np.arange(5000, dtype=np.uint8) % 10)
+    for name in ("a", "b"):
+        r = run("idx-to-tfrecord", tmp_path / "src", tmp_path / f"{name}.tfrecord", "-q")
+        assert r.returncode == 0, stderr_of(r)
+    assert (tmp_path / "a.tfrecord").read_bytes() == (tmp_path / "b.tfrecord").read_bytes()
+
+
+def test_writing_never_imports_tensorflow(tmp_path):
+    make_idx_dir(tmp_path / "src", digit_like(20), np.arange(20, dtype=np.uint8) % 10)
+    code = ("import sys, mnistconv\n"
+            f"mnistconv.convert({str(tmp_path / 'src')!r}, "
+            f"{str(tmp_path / 'o.tfrecord')!r})\n"
+            f"mnistconv.read({str(tmp_path / 'o.tfrecord')!r})\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'cv2')]\n"
+            "assert not bad, bad\n")
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=str(tmp_path.parents[0]) + os.pathsep +
+               os.path.dirname(os.path.dirname(mnistconv.__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
+    assert r.returncode == 0, r.stderr.decode()
+
+
+def test_json_summary_reports_jpeg_error(tmp_path):
+    import json
+    make_idx_dir(tmp_path / "src", digit_like(30), np.arange(30, dtype=np.uint8) % 10)
+    r = run("idx-to-tfrecord", tmp_path / "src", tmp_path / "o.tfrecord", "--json")
+    assert r.returncode == 0, stderr_of(r)
+    stats = json.loads(r.stdout)["stats"]
+    assert set(stats) == {"records", "jpeg_mean_abs_error", "jpeg_max_abs_error"}
+    assert stats["records"] == 30 and 0 < stats["jpeg_mean_abs_error"] < 3
+
+
+def test_existing_output_is_kept_without_force(tmp_path):
+    write(dataset(10), tmp_path / "a.tfrecord")
+    before = (tmp_path / "a.tfrecord").read_bytes()
+    with pytest.raises(mnistconv.UsageError, match="already exists"):
+        write(dataset(12, seed=5), tmp_path / "a.tfrecord")
+    assert (tmp_path / "a.tfrecord").read_bytes() == before
+    write(dataset(12, seed=5), tmp_path / "a.tfrecord", force=True)
+    assert len(records_of(tmp_path / "a.tfrecord")) == 12
+
+
+def test_non_uint8_images_are_refused(tmp_path):
+    ds = mnistconv.Dataset("x", {"train": mnistconv.ArraySplit(
+        "train", np.zeros((3, 28, 28), np.float32), np.zeros(3, np.uint8))})
+    with pytest.raises(mnistconv.UsageError, match="TFRecord images must be uint8"):
+        write(ds, tmp_path / "a.tfrecord")
+    assert not os.listdir(tmp_path)
+
+
+# --- detection ---------------------------------------------------------------------
+
+def test_detection_by_content_and_by_name(tmp_path):
+    write(dataset(5), tmp_path / "no-extension")
+    assert registry.detect_input(tmp_path / "no-extension").name == "tfrecord"
+    write(dataset(5), tmp_path / "z.bin", compression="gzip")
+    assert tfrecord.sniff(tmp_path / "z.bin")
+    assert registry.detect_output("x/out.tfrecord").name == "tfrecord"
+    assert registry.detect_output("x/out.tfrecords").name == "tfrecord"
+    assert tfrecord.matches_name("train.tfrecord-00001-of-00004")
+    (tmp_path / "idx.gz").write_bytes(gzip.compress(b"\0\0\x08\x01\0\0\0\x05" + bytes(5)))
+    assert not tfrecord.sniff(tmp_path / "idx.gz")
+    (tmp_path / "text.tfrecord").write_bytes(b"hello, this is not a record file")
+    assert not tfrecord.sniff(tmp_path / "text.tfrecord")
+
+
+# --- corrupt input through the command line ---------------------------------------
+
+def corrupt_cases(path):
+    data = bytearray(path.read_bytes())
+    lengths, pos = [], 0
+    while pos < len(data):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        lengths.append((pos, n))
+        pos += 16 + n
+    third_at, third_len = lengths[3]
+    flipped = bytearray(data)
+    flipped[third_at + 12 + 100] ^= 0x01
+    bad_length = bytearray(data)
+    bad_length[third_at + 2] ^= 0x40
+    past_end = bytearray(data[:third_at])
+    past_end += struct.pack("<Q", 1 << 20)
+    past_end += struct.pack("<I", tfrecord.masked_crc(bytes(past_end[-8:])))
+    past_end += bytes(50)
+    return {
+        "flipped byte": (bytes(flipped), f"record 3 (counting from 0, at byte {third_at}): "
+                                         "data CRC mismatch, the record is corrupt"),
+        "length field": (bytes(bad_length), f"record 3 (counting from 0, at byte "
+                                            f"{third_at}): length CRC mismatch, the "
+                                            "record header is corrupt"),
+        "truncated": (bytes(data[:third_at + 40]), f"record 3 (counting from 0, at byte "
+                                                   f"{third_at}): length {third_len} runs "
+                                                   "past the end of the file (28 bytes "
+                                                   "left)"),
+        "length past the end": (bytes(past_end), f"record 3 (counting from 0, at byte "
+                                                 f"{third_at}): length 1048576 runs past "
+                                                 "the end of the file (50 bytes left)"),
+        "not tfrecord": (b"\x89PNG\r\n\x1a\n" + bytes(200),
+                         "not a TFRecord file: the first record's length CRC does not "
+                         "match; is it another format, or compressed other than gzip or "
+                         "zlib?"),
+    }
+
+
+@pytest.fixture(scope="module")
+def good_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("good") / "good.tfrecord"
+    write(dataset(8), path)
+    return path
+
+
+@pytest.mark.parametrize("case", ["flipped byte", "length field", "truncated",
+                                  "length past the end", "not tfrecord"])
+def test_corrupt_input_gives_one_line_and_exit_1(tmp_path, good_file, case):
+    data, message = corrupt_cases(good_file)[case]
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(data)
+    r = run("tfrecord-to-npz", bad, tmp_path / "out.npz")
+    assert r.returncode == 1
+    assert stderr_of(r) == f"Error: {bad}: {message}\n"
+    assert not (tmp_path / "out.npz").exists()
+    assert sorted(os.listdir(tmp_path)) == ["bad.tfrecord"]
+
+
+def test_corrupt_gzip_file_names_the_record(tmp_path, good_file):
+    data, message = corrupt_cases(good_file)["flipped byte"]
+    bad = tmp_path / "bad.tfrecord.gz"
+    bad.write_bytes(gzip.compress(data, mtime=0))
+    r = run("tfrecord-to-npz", bad, tmp_path / "out.npz")
+    assert (r.returncode, stderr_of(r)) == (1, f"Error: {bad}: {message}\n")
+    truncated = tmp_path / "cut.tfrecord"
+    truncated.write_bytes(gzip.compress(good_file.read_bytes(), mtime=0)[:-30])
+    r = run("tfrecord-to-npz", truncated, tmp_path / "out.npz")
+    assert r.returncode == 1
+    assert stderr_of(r).startswith(f"Error: {truncated}: ") and "\n" == stderr_of(r)[-1]
+    assert stderr_of(r).count("\n") == 1
+
+
+def test_info_and_conversions_to_other_formats(tmp_path):
+    ds = dataset(25, splits=("train", "test"))
+    write(ds, tmp_path / "m.tfrecord", image_format="png")
+    r = run("tfrecord-to-npz", tmp_path / "m.tfrecord", tmp_path / "m.npz")
+    assert r.returncode == 0, stderr_of(r)
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["x_train"], ds.splits["train"]._images)
+        np.testing.assert_array_equal(z["y_test"], ds.splits["test"].labels())
+    r = run("info", tmp_path / "m-train.tfrecord", "--json")
+    assert r.returncode == 0, stderr_of(r)
+    import json
+    facts = json.loads(r.stdout)
+    assert facts["format"] == "tfrecord"
+    assert facts["splits"]["train"]["count"] == 25
+    assert facts["splits"]["train"]["shape"] == [28, 28]
+
+
+# --- the official files -------------------------------------------------------------
+
+def test_official_training_set_is_byte_identical_to_the_recipe(tmp_path, official_dir,
+                                                               official_arrays):
+    """The whole 60000-image training set, written by the CLI with both workers, equals
+    what the users' recipe (cv2 JPEG, one-hot label) gives, built here record by record
+    with protobuf instead of TensorFlow; reading it back gives the labels and the
+    decoded pixels the summary reported."""
+    import json
+    cv2 = pytest.importorskip("cv2")
+    out = tmp_path / "train.tfrecord"
+    r = run("idx-to-tfrecord", official_dir, out, "--split", "train", "--json")
+    assert r.returncode == 0, stderr_of(r)
+    summary = json.loads(r.stdout)
+    from mnistconv.formats.example_proto import example_class
+    Example = example_class()
+    records = records_of(out)
+    assert len(records) == 60000
+    x, y = official_arrays["x_train"], official_arrays["y_train"]
+    for i in range(0, 60000, 997):
+        ex = Example()
+        ex.features.feature["image"].bytes_list.value.append(
+            cv2.imencode(".jpg", x[i])[1].tobytes())
+        ex.features.feature["label"].int64_list.value.extend(np.eye(10, dtype=int)[y[i]])
+        assert records[i] == ex.SerializeToString(deterministic=True)
+    images, labels, _ = read_all(out)["train"]
+    np.testing.assert_array_equal(labels, y)
+    diff = np.abs(images.astype(int) - x)
+    assert summary["stats"] == {"records": 60000,
+                                "jpeg_mean_abs_error": round(diff.mean(), 4),
+                                "jpeg_max_abs_error": int(diff.max())}

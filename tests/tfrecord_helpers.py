@@ -1,0 +1,38 @@
+"""Data for the TFRecord tests: digit-like images (black background, bright smooth
+strokes, like MNIST) so JPEG errors are those of real digits, not of noise."""
+
+import numpy as np
+
+import mnistconv
+from mnistconv import ArraySplit, Dataset
+
+
+def digit_like(n, seed=0, size=28):
+    rng = np.random.default_rng(seed)
+    images = np.zeros((n, size, size), np.float64)
+    yy, xx = np.mgrid[0:size, 0:size]
+    for i in range(n):
+        for _ in range(3):
+            (y0, x0), (y1, x1) = rng.uniform(5, size - 5, (2, 2))
+            # distance from each pixel to the segment (y0,x0)-(y1,x1)
+            dy, dx = y1 - y0, x1 - x0
+            t = np.clip(((yy - y0) * dy + (xx - x0) * dx) / max(dy * dy + dx * dx, 1e-9),
+                        0, 1)
+            d = np.hypot(yy - (y0 + t * dy), xx - (x0 + t * dx))
+            images[i] = np.maximum(images[i], np.clip(2.2 - d, 0, 1))
+    return (images * 255).round().astype(np.uint8)
+
+
+def dataset(n=300, seed=0, splits=("train",), classes=10):
+    out = {}
+    for k, name in enumerate(splits):
+        images = digit_like(n, seed + k)
+        labels = (np.random.default_rng(seed + k).permutation(n) % classes).astype(np.uint8)
+        out[name] = ArraySplit(name, images, labels, source=f"generated {name}")
+    return Dataset("generated", out)
+
+
+def write(ds, path, **options):
+    stats = {}
+    files = mnistconv.write(ds, str(path), "tfrecord", stats=stats, **options)
+    return files, stats
