@@ -29,8 +29,11 @@ from typing import Optional
 import numpy as np
 
 from .errors import UsageError
-from .records import DEFAULT_BATCH, NO_PROGRESS
+from .records import NO_PROGRESS
 
+# Each compared image costs ~20 bytes per pixel in float temporaries (both sides, the
+# difference, its square in float64), so batches are smaller than readers' default.
+COMPARE_BATCH = 2048
 NOISE = 1e-3  # grey levels: float rounding from scaling [0, 1] pixels by 255
 
 
@@ -246,7 +249,7 @@ class _Scale:
         return images.astype(np.float32) * np.float32(self.factor)
 
 
-def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=DEFAULT_BATCH,
+def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
                    progress=NO_PROGRESS) -> SplitComparison:
     result = SplitComparison(split_a.name, split_b.name, split_a.header.count,
                              split_b.header.count, tuple(split_a.header.shape),
@@ -309,7 +312,7 @@ def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
                 heapq.heapreplace(heap, (item, example(k)))
 
 
-def compare(a, b, pairs=None, tolerance=0.0, worst=5, batch_size=DEFAULT_BATCH,
+def compare(a, b, pairs=None, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
             progress=NO_PROGRESS, where=(None, None)) -> Comparison:
     """Compare datasets a and b (see the module docstring for how splits pair up)."""
     pairs, only_a, only_b, strict = pair_splits(a, b, pairs, where)
