@@ -51,11 +51,15 @@ def python(script, *args):
 
 
 def env():
-    """The environment for every measured command: the repo importable, no progress bars
-    (stderr is a pipe anyway), nothing inherited that changes Python's start-up."""
+    """The environment for every measured command: the repo importable and nothing
+    inherited that changes Python's start-up. PYTHONDONTWRITEBYTECODE (set in some CI and
+    sandbox shells) would make every run recompile mnistconv's modules from source while
+    numpy's come precompiled from its wheel, which no installed user sees; the warm-up
+    run writes the .pyc files (to the git-ignored __pycache__)."""
     e = dict(os.environ)
     e["PYTHONPATH"] = str(REPO) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
-    for var in ("PYTHONPROFILEIMPORTTIME", "PYTHONTRACEMALLOC", "PYTHONDEVMODE"):
+    for var in ("PYTHONDONTWRITEBYTECODE", "PYTHONPROFILEIMPORTTIME", "PYTHONTRACEMALLOC",
+                "PYTHONDEVMODE"):
         e.pop(var, None)
     return e
 
@@ -73,12 +77,17 @@ def require_gnu_time():
 
 
 class Result:
-    def __init__(self, name, times, peak_kb):
-        self.name, self.times, self.peak_kb = name, times, peak_kb
+    def __init__(self, name, times, cpu, peak_kb):
+        self.name, self.times, self.cpu, self.peak_kb = name, times, cpu, peak_kb
 
     @property
     def seconds(self):
         return statistics.median(self.times)
+
+    @property
+    def cpu_seconds(self):
+        """Median user + system CPU time: steadier than wall time on a busy machine."""
+        return statistics.median(self.cpu)
 
     @property
     def peak_mb(self):
@@ -90,11 +99,12 @@ class CommandFailed(Exception):
 
 
 _MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
+_CPU = re.compile(r"(?:User|System) time \(seconds\): ([\d.]+)")
 
 
 def run_once(cmd, cwd=None):
-    """One run under GNU time: (wall seconds, peak RSS in KB). Raises CommandFailed with
-    the command's own stderr when it fails."""
+    """One run under GNU time: (wall seconds, CPU seconds, peak RSS in KB). Raises
+    CommandFailed with the command's own stderr when it fails."""
     started = time.perf_counter()
     proc = subprocess.run([GNU_TIME, "-v", *cmd], cwd=cwd or REPO, env=env(),
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -104,7 +114,7 @@ def run_once(cmd, cwd=None):
     if proc.returncode != 0 or not m:
         own = proc.stderr.split("\tCommand being timed:")[0].strip()
         raise CommandFailed(f"{' '.join(cmd)} exited {proc.returncode}:\n{own[-2000:]}")
-    return wall, int(m.group(1))
+    return wall, sum(map(float, _CPU.findall(proc.stderr))), int(m.group(1))
 
 
 def measure(commands, repeat=REPEAT, before=None, fewer=None):
@@ -114,6 +124,7 @@ def measure(commands, repeat=REPEAT, before=None, fewer=None):
     little and each run costs seconds)."""
     fewer = fewer or {}
     times = {name: [] for name in commands}
+    cpu = {name: [] for name in commands}
     peaks = {name: 0 for name in commands}
     for i in range(repeat + 1):
         for name, cmd in commands.items():
@@ -121,25 +132,27 @@ def measure(commands, repeat=REPEAT, before=None, fewer=None):
                 continue
             if before:
                 before(name)
-            wall, peak = run_once(cmd)
+            wall, used, peak = run_once(cmd)
             if i:  # the first round warms the page cache and .pyc files
                 times[name].append(wall)
+                cpu[name].append(used)
             peaks[name] = max(peaks[name], peak)
-    return {name: Result(name, times[name], peaks[name]) for name in commands}
+    return {name: Result(name, times[name], cpu[name], peaks[name]) for name in commands}
 
 
 def print_table(title, results, reference):
-    """Rows of median time, spread, peak memory and the speed ratio against `reference`
-    (the mnistconv command of the comparison): ratio > 1 means mnistconv is faster."""
+    """Rows of median wall time, its spread, median CPU time, peak memory and the
+    wall-time ratio against `reference` (the mnistconv command of the comparison):
+    a ratio above 1 means that command takes longer than mnistconv."""
     ref = results[reference].seconds
     width = max(len(r) for r in results) + 2
     print(f"\n{title}")
-    print(f"  {'command':<{width}} {'median s':>9} {'min..max s':>13} {'peak MB':>8} "
-          f"{'vs mnistconv':>13}")
+    print(f"  {'command':<{width}} {'median s':>9} {'min..max s':>13} {'cpu s':>6} "
+          f"{'peak MB':>8} {'time / mnistconv':>17}")
     for name, r in results.items():
         ratio = "1.00 (ref)" if name == reference else f"{r.seconds / ref:.2f}x"
         print(f"  {name:<{width}} {r.seconds:>9.3f} {min(r.times):>6.3f}..{max(r.times):<6.3f} "
-              f"{r.peak_mb:>8.1f} {ratio:>13}")
+              f"{r.cpu_seconds:>6.2f} {r.peak_mb:>8.1f} {ratio:>17}")
     sys.stdout.flush()
 
 
