@@ -325,3 +325,22 @@ def test_noise_gives_no_verdict():
     images, labels = small_digits(100)
     from mnistconv import ArraySplit
     assert view.looks_transposed(ArraySplit("train", images, labels))[0] is None
+
+
+# --- the README's pictures stay true -----------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def test_readme_artifacts_match_the_current_drawing(tmp_path):
+    """docs/sample-show.txt and docs/sample-sheet.png are what the README shows; they
+    must be what the commands draw today. Regenerate with:
+      COLUMNS=100 mnistconv show examples/data/mnist-sample --index 0:3 > docs/sample-show.txt
+      mnistconv preview examples/data/mnist-sample -o docs/sample-sheet.png --force"""
+    from PIL import Image
+    shown = run_clean("show", SAMPLE, "--index", "0:3", COLUMNS="100")
+    assert shown.stdout.decode() == (DOCS / "sample-show.txt").read_text()
+    assert run("preview", SAMPLE, "-o", tmp_path / "s.png", "-q").returncode == 0
+    np.testing.assert_array_equal(np.asarray(Image.open(DOCS / "sample-sheet.png")),
+                                  np.asarray(Image.open(tmp_path / "s.png")))
+    assert (DOCS / "sample-sheet.png").stat().st_size < 100_000
