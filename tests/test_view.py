@@ -300,6 +300,11 @@ def test_info_histogram_in_plain_text(tmp_path):
         " 10\n" in out
     facts = json.loads(run_clean("info", tmp_path, "--json").stdout)
     assert facts["splits"]["train"]["class_counts"] == {"0": 20, "1": 10}
+    # on a terminal: unicode bars, coloured
+    coloured = run_clean("info", tmp_path, FORCE_COLOR="1").stdout.decode()
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", coloured)
+    assert "      0 " + "\u2588" * 60 + " 20\n      1 " + "\u2588" * 30 in plain
+    assert "\x1b[36m" in coloured
 
 
 def test_transposed_images_are_detected_and_hinted(tmp_path):
