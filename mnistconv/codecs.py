@@ -9,6 +9,13 @@ img)`) produce byte-identical JPEGs at the same quality, encode at the same spee
 Pillow imports in about 20 ms against OpenCV's 30-150 ms, a large share of a 0.35 s
 budget. Both are mature libjpeg-turbo wrappers; tests compare against cv2 when present.
 
+Decoding JPEG goes through simplejpeg (libjpeg-turbo) with its fast integer IDCT,
+because that is what tf.io.decode_jpeg does with its defaults (dct_method "" means
+INTEGER_FAST): the pixels mnistconv reads back, and the JPEG error it reports, are the
+ones the users' TensorFlow input pipelines see. (Pillow and OpenCV use the accurate
+IDCT; on MNIST at quality 95 the fast one roughly doubles the largest pixel error.)
+Tests compare these pixels with TensorFlow's.
+
 Batch JPEG encoding (encode_jpeg_batch) does not call the encoder once per image: most
 of the ~14 us a 28x28 encode costs is libjpeg set-up, not coding. Instead the images are
 edge-padded to whole 8x8 blocks (exactly the padding libjpeg applies to a partial block),
@@ -29,6 +36,24 @@ EOI = b"\xff\xd9"
 SOS = b"\xff\xda"
 # libjpeg refuses images taller than this (JPEG_MAX_DIMENSION).
 _MAX_DIMENSION = 65500
+
+
+def _simplejpeg():
+    try:
+        import simplejpeg
+    except ImportError:
+        raise MissingDependency("simplejpeg", "tfrecord", "JPEG decoding") from None
+    return simplejpeg
+
+
+def decode_jpeg(data: bytes) -> np.ndarray:
+    """Grayscale pixels as tf.io.decode_jpeg(data, channels=1) gives them with its
+    defaults (2-D uint8). Raises ValueError for data that does not decode."""
+    try:
+        pixels = _simplejpeg().decode_jpeg(data, colorspace="GRAY", fastdct=True)
+    except ValueError as e:
+        raise ValueError(str(e) or "not a JPEG") from None
+    return pixels[:, :, 0]
 
 
 def _pil():
@@ -84,8 +109,8 @@ def _pad_to_blocks(images):
 
 def encode_jpeg_batch(images, quality=95, decoded=False):
     """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
-    to encode_jpeg() of each. With decoded=True also return the pixels a decoder gets
-    back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
+    to encode_jpeg() of each. With decoded=True also return the pixels decode_jpeg()
+    gets back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
     import re
 
     Image = _pil()
@@ -128,14 +153,17 @@ def encode_jpeg_batch(images, quality=95, decoded=False):
                 # Decoding the tile decodes every image's blocks exactly as decoding
                 # that image alone: the restart resets the predictor, and baseline
                 # grayscale has no smoothing or upsampling across blocks.
-                whole = np.asarray(Image.open(io.BytesIO(data)))
+                whole = decode_jpeg(data)
                 pixels[start:start + count] = whole.reshape(count, hp, wp)[:, :h, :w]
     return jpegs, pixels
 
 
 def decode_image(data: bytes) -> np.ndarray:
-    """Decode a JPEG or PNG to a 2-D uint8 array (grayscale; colour is converted to L).
-    Raises ValueError for data that is not a decodable image."""
+    """Decode a JPEG (as TensorFlow's defaults do, see decode_jpeg) or a PNG to a 2-D
+    uint8 array; colour is converted to grayscale. Raises ValueError for data that is
+    not a decodable image."""
+    if data[:3] == b"\xff\xd8\xff":
+        return decode_jpeg(data)
     Image = _pil()
     try:
         with Image.open(io.BytesIO(data)) as image:

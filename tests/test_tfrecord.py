@@ -122,9 +122,8 @@ def test_batch_jpegs_are_byte_identical_to_opencv_and_to_single_encodes():
             assert jpeg == cv2.imencode(".jpg", image,
                                         [cv2.IMWRITE_JPEG_QUALITY, quality])[1].tobytes()
             assert jpeg == codecs.encode_jpeg(image, quality)
+            # The tile's decode is each record's own decode (TensorFlow's fast IDCT).
             np.testing.assert_array_equal(pixels, codecs.decode_image(jpeg))
-            np.testing.assert_array_equal(
-                pixels, cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_GRAYSCALE))
 
 
 def test_encode_png_is_lossless_and_deterministic():
