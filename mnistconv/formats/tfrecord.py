@@ -561,6 +561,8 @@ def sniff(path) -> bool:
 
 
 def _sniff_file(path):
+    if not os.path.isfile(path):  # opening a FIFO would block until a writer comes
+        return False
     try:
         with open(path, "rb") as f:
             head = f.read(4096)
