@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -39,7 +40,7 @@ import numpy as np
 from .errors import FormatError, UsageError
 from .fileio import StagedOutput, sha256_file
 from .formats import gdmnist
-from .records import NO_PROGRESS, iter_batches
+from .records import NO_PROGRESS
 from .stream import SelectionSplit, balanced_positions
 
 SEED = 20260909
@@ -267,6 +268,15 @@ def dumps(obj) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("ascii")
 
 
+@contextmanager
+def _threads(workers):
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 @dataclass
 class PackResult:
     out: str
@@ -317,8 +327,10 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
     entries, optional_entries, written = {}, {}, []
     gz_jobs, gz_entries = {}, {}
     preview = None
-    pool = ThreadPoolExecutor(max_workers=max(1, min(len(plans), os.cpu_count() or 1)))
-    with StagedOutput(force) as staged:
+    workers = max(1, min(len(plans), os.cpu_count() or 1))
+    # The pool is left (its threads joined) before the staging is committed or removed,
+    # so no compression is still writing into a staging directory being deleted.
+    with StagedOutput(force) as staged, _threads(workers) as pool:
         stage = staged.directory(out, names)
         for name, p in plans.items():
             base = train if p.base == "train" else test
@@ -372,7 +384,6 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
                 progress.advance(1)
         finally:
             progress.finish()
-            pool.shutdown(wait=True, cancel_futures=True)
         preview_bytes = dumps(preview)
         with open(os.path.join(stage, "preview.json"), "wb") as f:
             f.write(preview_bytes)

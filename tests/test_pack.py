@@ -346,3 +346,16 @@ def test_serve_sends_gzip_bytes_untouched(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_failure_mid_build_leaves_nothing(tmp_path, monkeypatch):
+    from mnistconv.formats import gdmnist
+
+    def failing_gzip(src, dst):
+        raise OSError(28, "No space left on device", dst)
+    monkeypatch.setattr(gdmnist, "gzip_file", failing_gzip)
+    with pytest.raises(OSError):
+        pack.build_browser_pack(SAMPLE, tmp_path / "out", train_per_class=5,
+                                validation_size=300, validation_per_class=5,
+                                test_per_class=5)
+    assert files_in(tmp_path) == []  # neither the pack nor its staging directory
