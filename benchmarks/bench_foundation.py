@@ -47,10 +47,10 @@ def idx_to_npz(raw, gz, out_dir, targets):
         "numpy script (np.fromfile + np.savez)": out_dir / "numpy.npz",
     }
     commands = {
-        "mnistconv idx-to-npz DIR out.npz": mnistconv("idx-to-npz", "-q", raw,
+        "mnistconv idx-to-npz DIR out.npz": mnistconv("idx-to-npz", raw,
                                                       outputs["mnistconv idx-to-npz DIR out.npz"]),
         "mnistconv idx-to-npz DIR (.gz files)": mnistconv(
-            "idx-to-npz", "-q", gz, outputs["mnistconv idx-to-npz DIR (.gz files)"]),
+            "idx-to-npz", gz, outputs["mnistconv idx-to-npz DIR (.gz files)"]),
         "numpy script (np.fromfile + np.savez)": python(
             "numpy_idx_to_npz.py", raw, outputs["numpy script (np.fromfile + np.savez)"]),
     }
@@ -92,7 +92,8 @@ def startup():
         "mnistconv --help": mnistconv("--help"),
         "python -c pass": [common.PY, "-c", "pass"],
         "python -c 'import numpy'": [common.PY, "-c", "import numpy"],
-        "python -c 'import click, rich'": [common.PY, "-c", "import click, rich"],
+        "python -c 'import click'": [common.PY, "-c", "import click"],
+        "python -c 'import mnistconv.cli'": [common.PY, "-c", "import mnistconv.cli"],
     }, repeat=max(common.REPEAT, 9))
     common.print_table("Start-up", results, "mnistconv --help")
 
