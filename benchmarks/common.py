@@ -112,7 +112,11 @@ def run_once(cmd, cwd=None):
     wall = time.perf_counter() - started
     m = _MAX_RSS.search(proc.stderr)
     if proc.returncode != 0 or not m:
-        own = proc.stderr.split("\tCommand being timed:")[0].strip()
+        # The command's own stderr, without GNU time's report and exit-status line.
+        own = proc.stderr.split("\tCommand being timed:")[0]
+        own = "\n".join(line for line in own.splitlines()
+                        if not line.startswith(("Command exited with non-zero status",
+                                                "Command terminated by signal"))).strip()
         raise CommandFailed(f"{' '.join(cmd)} exited {proc.returncode}:\n{own[-2000:]}")
     return wall, sum(map(float, _CPU.findall(proc.stderr))), int(m.group(1))
 
