@@ -265,6 +265,8 @@ CORRUPT = {
         lambda: gzip.compress(bytes(gdmnist.header_bytes(5_000_000, 28, 28))),
         None),
     "truncated gzip": (lambda: gzip.compress(bytes(good()))[:-20], None),
+    "trailing bytes in gzip": (lambda: gzip.compress(bytes(good()) + b"xyz"),
+                               "trailing bytes after the 2400 the header declares"),
 }
 
 

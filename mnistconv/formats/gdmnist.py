@@ -117,7 +117,7 @@ def _size_check(h: GdmnistHeader, size, path):
 
 
 def _open_checked(path):
-    """(header, raw file object positioned anywhere, description) for a GDMNIST1 file.
+    """(header, open binary file holding the whole .bin) for a GDMNIST1 file.
     A gzip file is decompressed into an anonymous temporary file first, never into
     memory, and never beyond the size its header declares (plus one byte to notice
     trailing data)."""
@@ -143,6 +143,9 @@ def _open_checked(path):
                 spool.write(block)
                 remaining -= len(block)
             spool.flush()
+            if spool.tell() > h.total:  # read one byte past the end only: count unknown
+                raise FormatError(path, f"trailing bytes after the {h.total} the header "
+                                        "declares")
             _size_check(h, spool.tell(), path)
         except BaseException:
             spool.close()
