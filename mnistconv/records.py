@@ -163,7 +163,8 @@ def gather_from_file(file, offset, header: Header, positions) -> np.ndarray:
     """Gather images by position from a raw C-order array stored at `offset` in a file.
     The map is dropped before returning so touched pages leave this process's RSS."""
     positions = np.asarray(positions, dtype=np.int64)
-    if header.count == 0 or len(positions) == 0:
+    if header.count == 0 or len(positions) == 0 or 0 in tuple(header.shape):
+        # Nothing to map (mmap refuses a zero-length region): the answer is empty images.
         return np.zeros((len(positions),) + tuple(header.shape), header.dtype)
     mapped = np.memmap(file, dtype=header.dtype, mode="r", offset=offset,
                        shape=(header.count,) + tuple(header.shape))
