@@ -296,7 +296,7 @@ def taller_share(images):
     Returns (share, number of images that counted).
     """
     images = to_gray_uint8(images)
-    if len(images) == 0:
+    if images.size == 0:  # no images, or images without pixels (a 3 x 0 x 28 header)
         return None, 0
     peak = images.reshape(len(images), -1).max(axis=1)
     ink = images > (peak // 2)[:, None, None]
