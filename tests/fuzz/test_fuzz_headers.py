@@ -1,0 +1,132 @@
+"""Headers built from scratch rather than mutated: huge and zero dimensions, counts that
+disagree between images and labels, element types that do not exist, payloads shorter
+or longer than declared, each raw or gzip'd. Where mutation of a real file rarely lands
+on a consistent-but-absurd header, these generate them directly.
+"""
+
+import gzip
+import io
+import struct
+import warnings
+import zipfile
+
+import pytest
+from hypothesis import given, strategies as st
+
+from .harness import Workspace, check_case
+from .mutations import INTERESTING
+from .test_fuzz_readers import fuzz_settings
+
+SIZES = st.one_of(st.sampled_from([v for v in INTERESTING if v < 1 << 32]),
+                  st.integers(0, 40), st.integers(0, (1 << 32) - 1))
+
+
+def idx_file(code, dims, payload_len, fill):
+    header = bytes([0, 0, code, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims)
+    return header + bytes([fill]) * payload_len
+
+
+@st.composite
+def idx_files(draw, kind):
+    """An IDX file whose header may disagree with its payload in every way."""
+    code = draw(st.one_of(st.sampled_from([0x08, 0x09, 0x0B, 0x0C, 0x0D, 0x0E]),
+                          st.integers(0, 255)))
+    ndim = draw(st.integers(0, 4)) if kind == "images" else draw(st.integers(0, 2))
+    dims = draw(st.lists(SIZES, min_size=ndim, max_size=ndim))
+    itemsize = {0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}.get(code, 1)
+    declared = itemsize
+    for d in dims:
+        declared *= d
+    exact = declared if declared <= 1 << 16 else 0
+    payload = draw(st.one_of(st.just(exact), st.integers(0, 4096),
+                             st.integers(max(0, exact - 3), exact + 3)))
+    data = idx_file(code, dims, payload, draw(st.integers(0, 255)))
+    return gzip.compress(data, 1, mtime=0) if draw(st.booleans()) else data
+
+
+@given(images=idx_files("images"), labels=idx_files("labels"),
+       test_images=st.none() | idx_files("images"), test_labels=st.none() | idx_files("labels"),
+       single_file=st.booleans())
+def _idx_case(images, labels, test_images, test_labels, single_file):
+    with Workspace() as work:
+        (work / "train-images-idx3-ubyte").write_bytes(images)
+        (work / "train-labels-idx1-ubyte").write_bytes(labels)
+        if test_images is not None:
+            (work / "t10k-images-idx3-ubyte").write_bytes(test_images)
+        if test_labels is not None:
+            (work / "t10k-labels-idx1-ubyte").write_bytes(test_labels)
+        target = work / "train-images-idx3-ubyte" if single_file else work
+        check_case(target, "idx")
+
+
+def test_idx_headers(fuzz_cases):
+    fuzz_settings(fuzz_cases)(_idx_case)()
+
+
+DESCRS = ["|u1", "<u2", ">u2", "<i4", ">i8", "<f4", ">f8", "|b1", "|i1", "<c8", "|O",
+          "<U4", "|S3", "|V8", "<M8[s]", "|V0", "<f2"]
+SHAPES = st.one_of(st.tuples(), st.lists(st.one_of(SIZES, st.integers(-3, -1)),
+                                        min_size=1, max_size=4).map(tuple))
+
+
+@st.composite
+def npy_members(draw):
+    """A .npy member: header fields drawn independently of the payload's length."""
+    descr = draw(st.one_of(st.sampled_from(DESCRS),
+                           st.just([("a", "<i4"), ("b", "|u1")])))
+    shape = draw(SHAPES)
+    fortran = draw(st.booleans())
+    text = f"{{'descr': {descr!r}, 'fortran_order': {fortran}, 'shape': {shape!r}, }}"
+    version = draw(st.sampled_from([(1, 0), (2, 0), (3, 0)]))
+    length_bytes = 2 if version == (1, 0) else 4
+    pad = -(10 + length_bytes - 2 + len(text) + 1) % 64
+    header = (text + " " * pad + "\n").encode("latin1")
+    prefix = b"\x93NUMPY" + bytes(version) + len(header).to_bytes(length_bytes, "little")
+    payload = draw(st.integers(0, 6000))
+    return prefix + header + bytes(payload)
+
+
+@given(members=st.lists(st.tuples(st.sampled_from(["x_train", "y_train", "x_test", "y_test",
+                                                   "x_", "y_", "notes"]), npy_members()),
+                        min_size=1, max_size=5),
+       deflate=st.booleans())
+def _npz_case(members, deflate):
+    with Workspace() as work:
+        target = work / "case.npz"
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED if deflate
+                             else zipfile.ZIP_STORED) as z, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # duplicate member names are wanted here
+            for name, content in members:
+                z.writestr(name + ".npy", content)
+        target.write_bytes(buffer.getvalue())
+        check_case(target, "npz")
+
+
+def test_npz_headers(fuzz_cases):
+    fuzz_settings(fuzz_cases)(_npz_case)()
+
+
+@pytest.mark.parametrize("declared", [10, 1 << 20, (1 << 32) - 1])
+def test_zip_member_size_lies(declared, tmp_path):
+    """A stored member whose central-directory size claims more (or less) than the bytes
+    it has: the reader must not size an allocation from the claim."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("x_train.npy", _npy("|u1", (4, 28, 28), 4 * 784))
+        z.writestr("y_train.npy", _npy("|u1", (4,), 4))
+    data = bytearray(buffer.getvalue())
+    # Patch y_train's uncompressed size in its central-directory entry.
+    central = data.rfind(b"PK\x01\x02")
+    struct.pack_into("<I", data, central + 24, declared)
+    target = tmp_path / "lie.npz"
+    target.write_bytes(bytes(data))
+    kind, message = check_case(target, "npz")
+    assert kind == "error"
+
+
+def _npy(descr, shape, payload):
+    text = f"{{'descr': {descr!r}, 'fortran_order': False, 'shape': {shape!r}, }}"
+    pad = -(10 + len(text) + 1) % 64
+    header = (text + " " * pad + "\n").encode("latin1")
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bytes(payload)
