@@ -17,6 +17,8 @@ Cases run in-process so that hypothesis can shrink them quickly:
   without overcommit. Exceeding the budget shows up as MemoryError.
 """
 
+import contextlib
+import io
 import os
 import resource
 import shutil
@@ -134,6 +136,36 @@ def outcome(path, fmt):
             from e
 
 
+def cli_outcome(path, fmt):
+    """`mnistconv info PATH --from FMT` in-process, as a user would run it: exit 0, or
+    exit 1/2 with one 'Error: ' line on stderr; never a traceback, a hang or a
+    MemoryError. Returns the exit code."""
+    from mnistconv.cli import main
+    args = ["info", str(path), "--json"] + (["--from", fmt] if fmt else [])
+    err, out = io.StringIO(), io.StringIO()
+    try:
+        with Bounded(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            main(args)
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    except Hang:
+        raise AssertionError(f"mnistconv {' '.join(args)} took longer than {CASE_SECONDS} s")
+    except MemoryError:
+        raise AssertionError(f"mnistconv {' '.join(args)} allocated more than "
+                             f"{MEMORY_BUDGET >> 20} MiB (address space)")
+    except BaseException as e:
+        raise AssertionError(f"mnistconv {' '.join(args)} raised {type(e).__name__}: {e}") \
+            from e
+    message = err.getvalue()
+    if code == 0:
+        return code
+    assert code in (1, 2), f"mnistconv {' '.join(args)}: exit {code}: {message}"
+    assert message.startswith("Error: ") and message.count("\n") == 1, \
+        f"mnistconv {' '.join(args)}: exit {code} with {message!r}"
+    return code
+
+
 def save_failure(case_path, fmt):
     """Keep the latest failing input (hypothesis replays the shrunk one last) for adding
     to tests/fuzz/corpus/."""
@@ -148,10 +180,13 @@ def save_failure(case_path, fmt):
     return target
 
 
-def check_case(case_path, fmt):
-    """outcome(), saving the input when it misbehaves."""
+def check_case(case_path, fmt, cli=False):
+    """outcome() (and cli_outcome() when asked), saving the input when it misbehaves."""
     try:
-        return outcome(case_path, fmt)
+        result = outcome(case_path, fmt)
+        if cli:
+            cli_outcome(case_path, fmt)
+        return result
     except AssertionError as e:
         saved = save_failure(case_path, fmt)
         raise AssertionError(f"{e}\n(input saved to {saved})") from None

@@ -46,8 +46,8 @@ def idx_files(draw, kind):
 
 @given(images=idx_files("images"), labels=idx_files("labels"),
        test_images=st.none() | idx_files("images"), test_labels=st.none() | idx_files("labels"),
-       single_file=st.booleans())
-def _idx_case(images, labels, test_images, test_labels, single_file):
+       single_file=st.booleans(), cli=st.booleans())
+def _idx_case(images, labels, test_images, test_labels, single_file, cli):
     with Workspace() as work:
         (work / "train-images-idx3-ubyte").write_bytes(images)
         (work / "train-labels-idx1-ubyte").write_bytes(labels)
@@ -56,7 +56,7 @@ def _idx_case(images, labels, test_images, test_labels, single_file):
         if test_labels is not None:
             (work / "t10k-labels-idx1-ubyte").write_bytes(test_labels)
         target = work / "train-images-idx3-ubyte" if single_file else work
-        check_case(target, "idx")
+        check_case(target, "idx", cli)
 
 
 def test_idx_headers(fuzz_cases):
@@ -89,8 +89,8 @@ def npy_members(draw):
 @given(members=st.lists(st.tuples(st.sampled_from(["x_train", "y_train", "x_test", "y_test",
                                                    "x_", "y_", "notes"]), npy_members()),
                         min_size=1, max_size=5),
-       deflate=st.booleans())
-def _npz_case(members, deflate):
+       deflate=st.booleans(), cli=st.booleans())
+def _npz_case(members, deflate, cli):
     with Workspace() as work:
         target = work / "case.npz"
         buffer = io.BytesIO()
@@ -100,7 +100,7 @@ def _npz_case(members, deflate):
             for name, content in members:
                 z.writestr(name + ".npy", content)
         target.write_bytes(buffer.getvalue())
-        check_case(target, "npz")
+        check_case(target, "npz", cli)
 
 
 def test_npz_headers(fuzz_cases):

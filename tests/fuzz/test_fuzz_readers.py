@@ -44,14 +44,15 @@ def _mutated_case(work, fmt, seed_index, file_index, ops, layer, member):
 def test_mutated_files(fmt, fuzz_cases):
     """Flipped bits, overwritten integers (huge, zero, off-by-one counts and sizes in both
     byte orders), inserted, deleted and duplicated ranges, in the raw file or inside its
-    gzip/zip container; read as the format, or detected by content as the CLI does."""
+    gzip/zip container; read as the format, or detected by content as the CLI does;
+    half the cases also through `mnistconv info` (histogram, orientation hint, hashes)."""
     @fuzz_settings(fuzz_cases)
     @given(seed_index=st.integers(0, 63), file_index=st.integers(0, 15), ops=MUTATIONS,
-           layer=LAYERS, member=st.integers(0, 7), detect=st.booleans())
-    def case(seed_index, file_index, ops, layer, member, detect):
+           layer=LAYERS, member=st.integers(0, 7), detect=st.booleans(), cli=st.booleans())
+    def case(seed_index, file_index, ops, layer, member, detect, cli):
         with Workspace() as work:
             path = _mutated_case(work, fmt, seed_index, file_index, ops, layer, member)
-            check_case(path, None if detect else fmt)
+            check_case(path, None if detect else fmt, cli)
     case()
 
 
