@@ -349,3 +349,17 @@ def test_readme_artifacts_match_the_current_drawing(tmp_path):
     np.testing.assert_array_equal(np.asarray(Image.open(DOCS / "sample-sheet.png")),
                                   np.asarray(Image.open(tmp_path / "s.png")))
     assert (DOCS / "sample-sheet.png").stat().st_size < 100_000
+
+
+def test_wide_images_shrink_to_the_width():
+    image = np.full((1, 60, 200), 255, np.uint8)
+    lines = view.render_ascii(image, ["0 #0"], width=80).splitlines()
+    assert max(map(len, lines)) == 67 and len(lines) == 10 + 1  # every 3rd pixel
+
+
+def test_preview_of_an_empty_split(tmp_path):
+    make_idx_dir(tmp_path, np.zeros((0, 28, 28), np.uint8), np.zeros(0, np.uint8))
+    result = run("preview", tmp_path, "-o", tmp_path / "s.png")
+    assert (result.returncode, result.stderr.decode()) == (
+        2, f"Error: {tmp_path}: split train holds no images to preview\n")
+    assert not (tmp_path / "s.png").exists()

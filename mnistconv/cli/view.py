@@ -192,6 +192,8 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     _, dataset = _read(path, from_name, values, transpose)
     split = _one_split(dataset, path, split_name, quiet or as_json)
     groups = view.per_class_positions(split.labels(), per_class)
+    if not groups:
+        raise UsageError(path, f"split {split.name} holds no images to preview")
     import numpy as np
     order = np.concatenate(list(groups.values()) or [np.zeros(0, np.int64)])
     # One gather for the whole sheet, in increasing order (sequential for streams).
@@ -294,9 +296,10 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
               help="Largest pixel difference (0..255 scale) still counted as equal.")
 @click.option("--worst", type=click.IntRange(min=0), default=5, show_default=True,
               metavar="N", help="List the N examples that differ most.")
+@format_options(_all_options("read"))
 @quiet_option
 @json_option
-def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json):
+def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json, **values):
     """Compare datasets A and B (any formats) split by split: counts, label agreement,
     pixel error (mean, max, share of pixels that differ, PSNR) and the worst examples.
     Exit code 0 when they are equal within --tolerance, 1 when not.
@@ -305,7 +308,8 @@ def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json):
     single split is compared with the one of the same name (the rest is not compared);
     if there is none, name it: --split NAME or --split A_NAME:B_NAME. Two multi-split
     datasets must have the same splits. Pixels are compared position by position on
-    the 0..255 scale (float pixels in [0, 1] are scaled by 255).
+    the 0..255 scale (float pixels in [0, 1] are scaled by 255). Read options such as
+    --prefix apply to each side whose format takes them.
 
     \b
     Examples:
@@ -317,8 +321,9 @@ def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json):
     from .. import compare as comparing
     fmt_a = registry.get(from_a) if from_a else registry.detect_input(a)
     fmt_b = registry.get(from_b) if from_b else registry.detect_input(b)
-    dataset_a = mnistconv.read(a, fmt_a.name)
-    dataset_b = mnistconv.read(b, fmt_b.name)
+    # A read option (--prefix, --schema, ...) applies to each side whose format has it.
+    dataset_a = mnistconv.read(a, fmt_a.name, **_options_for(fmt_a.read_options, values))
+    dataset_b = mnistconv.read(b, fmt_b.name, **_options_for(fmt_b.read_options, values))
     result = comparing.compare(dataset_a, dataset_b, _pairs(splits) or None, tolerance,
                                worst, progress=make_progress(quiet or as_json),
                                where=(a, b))
