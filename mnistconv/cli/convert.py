@@ -92,11 +92,53 @@ class _Stdin:
             os.unlink(self.path)
 
 
+def sha256sums_option(f):
+    return click.option("--sha256sums", is_flag=True,
+                        help="Also write SHA256SUMS beside the output (checked with "
+                             "`sha256sum -c SHA256SUMS` in its directory).")(f)
+
+
+def _sums_line(digest, name):
+    """One line as GNU sha256sum prints it: a name with a backslash or newline is
+    escaped and the line marked with a leading backslash."""
+    if "\\" in name or "\n" in name:
+        return "\\" + digest + "  " + name.replace("\\", "\\\\").replace("\n", "\\n") + "\n"
+    return f"{digest}  {name}\n"
+
+
+def write_sha256sums(files):
+    """SHA256SUMS in the directory holding all the written files, names relative to it.
+    Entries of an existing SHA256SUMS for other files are kept, so several outputs in
+    one directory share one file; ours replace their old lines. Staged and renamed like
+    every output. Returns its path."""
+    from ..fileio import StagedOutput
+    paths = [os.path.abspath(f.path) for f in files]
+    folder = os.path.commonpath([os.path.dirname(p) for p in paths])
+    target = os.path.join(folder, "SHA256SUMS")
+    ours = {os.path.relpath(p, folder): f.sha256 for p, f in zip(paths, files)}
+    lines = []
+    if os.path.isfile(target):
+        with open(target, encoding="utf-8", errors="surrogateescape") as old:
+            for line in old:
+                name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
+                if name is None or name not in ours:
+                    lines.append(line if line.endswith("\n") else line + "\n")
+    lines += [_sums_line(digest, name) for name, digest in ours.items()]
+    with StagedOutput(force=True) as out:
+        with open(out.file(target), "w", encoding="utf-8",
+                  errors="surrogateescape") as f:
+            f.writelines(lines)
+    return target
+
+
 def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     import mnistconv
     from .. import stream
     if dst == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the data")
+    sums = values.pop("sha256sums", False)
+    if dst == "-" and sums:
+        raise UsageError(None, "--sha256sums needs an output file, not stdout")
     started = time.perf_counter()
     with _Stdin(src) as src_path:
         reader = registry.get(from_name) if from_name else registry.detect_input(src_path)
@@ -117,12 +159,14 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             write_options["stats"] = stats
         files = mnistconv.write(dataset, dst, writer.name, force=force,
                                 progress=make_progress(quiet), **write_options)
+        sums_path = write_sha256sums(files) if sums and files else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
     if as_json:
         emit_json({"input": {"path": src, "format": reader.name},
                    "output": {"path": dst, "format": writer.name},
-                   "splits": splits, "files": files_json(files), "stats": stats})
+                   "splits": splits, "files": files_json(files), "stats": stats,
+                   **({"sha256sums": sums_path} if sums_path else {})})
         return 0
     counts = ", ".join(f"{n} {s['count']}" for n, s in splits.items())
     note(f"{reader.name} -> {writer.name}: {counts} in "
@@ -131,6 +175,8 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         note(f"  {f.path}  {f.bytes:,} bytes  sha256 {f.sha256}", quiet)
     for key, value in stats.items():
         note(f"  {key}: {value}", quiet)
+    if sums_path:
+        note(f"  {sums_path}  (sha256sum -c)", quiet)
     return 0
 
 
@@ -149,6 +195,7 @@ def _all_options(role):
 @selection_options
 @format_options(_all_options("read") + _all_options("write"))
 @force_option
+@sha256sums_option
 @quiet_option
 @json_option
 def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
@@ -182,7 +229,7 @@ def pair_command(reader_name, writer_name):
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, quiet_option, json_option,
+        force_option, sha256sums_option, quiet_option, json_option,
     ]):
         command = decorator(command)
     return command
