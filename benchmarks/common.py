@@ -127,6 +127,7 @@ def measure(commands, repeat=REPEAT, before=None, fewer=None):
     `fewer` = {name: n} gives slow baselines n timed runs instead (their median moves
     little and each run costs seconds)."""
     fewer = fewer or {}
+    load_before = os.getloadavg()[0]
     times = {name: [] for name in commands}
     cpu = {name: [] for name in commands}
     peaks = {name: 0 for name in commands}
@@ -141,7 +142,10 @@ def measure(commands, repeat=REPEAT, before=None, fewer=None):
                 times[name].append(wall)
                 cpu[name].append(used)
             peaks[name] = max(peaks[name], peak)
-    return {name: Result(name, times[name], cpu[name], peaks[name]) for name in commands}
+    results = {name: Result(name, times[name], cpu[name], peaks[name]) for name in commands}
+    for r in results.values():
+        r.load = (load_before, os.getloadavg()[0])
+    return results
 
 
 def print_table(title, results, reference):
@@ -157,6 +161,11 @@ def print_table(title, results, reference):
         ratio = "1.00 (ref)" if name == reference else f"{r.seconds / ref:.2f}x"
         print(f"  {name:<{width}} {r.seconds:>9.3f} {min(r.times):>6.3f}..{max(r.times):<6.3f} "
               f"{r.cpu_seconds:>6.2f} {r.peak_mb:>8.1f} {ratio:>17}")
+    load = getattr(results[reference], "load", None)
+    if load:
+        # Other work on the machine stretches wall times (not CPU times): say how busy it was.
+        print(f"  ({os.cpu_count()} cores; load average {load[0]:.1f} before these runs, "
+              f"{load[1]:.1f} after)")
     sys.stdout.flush()
 
 
