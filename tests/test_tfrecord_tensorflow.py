@@ -26,13 +26,17 @@ def users_pipeline(tf, files, compression_type=None):
     int64, decode_jpeg(channels=1) with TensorFlow's defaults."""
     spec = {"image": tf.io.FixedLenFeature((), tf.string),
             "label": tf.io.VarLenFeature(tf.int64)}
-    images, labels = [], []
-    ds = tf.data.TFRecordDataset([str(f) for f in files], compression_type=compression_type)
-    for record in ds:
+    def parse(record):
         ex = tf.io.parse_single_example(record, spec)
-        images.append(tf.io.decode_jpeg(ex["image"], channels=1).numpy()[:, :, 0])
-        labels.append(tf.sparse.to_dense(ex["label"]).numpy())
-    return np.array(images), np.array(labels)
+        return (tf.io.decode_jpeg(ex["image"], channels=1)[:, :, 0],
+                tf.sparse.to_dense(ex["label"]))
+
+    ds = tf.data.TFRecordDataset([str(f) for f in files], compression_type=compression_type)
+    images, labels = [], []
+    for image, label in ds.map(parse).batch(1000):  # map: the pipelines' graph mode
+        images.append(image.numpy())
+        labels.append(label.numpy())
+    return np.concatenate(images), np.concatenate(labels)
 
 
 @pytest.fixture(scope="module")

@@ -185,16 +185,16 @@ def encode_records(settings, images, labels, indices):
     if settings.image_format == "jpeg":
         blobs, decoded = codecs.encode_jpeg_batch(images, settings.quality, decoded=True)
         if n:
-            diff = np.abs(decoded.astype(np.int16) - images)
-            err_sum, err_max = int(diff.sum(dtype=np.int64)), int(diff.max())
+            # |a - b| in uint8 without widening: 5x faster than through int16.
+            diff = np.maximum(decoded, images)
+            diff -= np.minimum(decoded, images)
+            err_sum, err_max = int(diff.sum(dtype=np.uint64)), int(diff.max())
     elif settings.image_format == "png":
         blobs = [codecs.encode_png(im) for im in images]
     else:
         blobs = [im.tobytes() for im in images]
     builder, framer = _builder(settings)
-    serialize = builder.serialize
-    examples = [serialize(label, blob, index) for label, blob, index
-                in zip(labels.tolist(), blobs, indices.tolist())]
+    examples = map(builder.serialize, labels.tolist(), blobs, indices.tolist())
     return framer.frame_all(examples), err_sum, err_max
 
 
