@@ -49,7 +49,7 @@ def to_gray_uint8(images) -> np.ndarray:
     """n x H x W uint8 for display, from any image layout mnistconv reads.
 
     Layouts: n x H x W; n x H x W x C and n x C x H x W with C of 1 (squeezed) or 3/4
-    (RGB(A), converted to luminance). Values: uint8 as is; floats in [0, 1] scaled by
+    (RGB(A), converted to luminance); n x K*K flat vectors as K x K. Values: uint8 as is; floats in [0, 1] scaled by
     255 (the --float convention), other floats and integers clipped to 0..255.
     """
     images = np.asarray(images)
@@ -66,8 +66,13 @@ def to_gray_uint8(images) -> np.ndarray:
         else:
             rgb = channels_last[..., :3].astype(np.float64)
             images = rgb @ np.array([0.299, 0.587, 0.114])
-    elif images.ndim == 2:  # flat vectors (e.g. 784) cannot be drawn without a shape
-        raise ValueError(f"cannot display images of shape {images.shape[1:]}")
+    elif images.ndim == 2:
+        # Flat vectors (784 per image, as some pipelines store MNIST) are drawn square
+        # when their length is a square; other lengths have no shape to draw.
+        side = int(round(images.shape[1] ** 0.5))
+        if side == 0 or side * side != images.shape[1]:
+            raise ValueError(f"cannot display images of shape {images.shape[1:]}")
+        images = images.reshape(len(images), side, side)
     elif images.ndim != 3:
         raise ValueError(f"cannot display images of shape {images.shape[1:]}")
     if images.dtype == np.uint8:

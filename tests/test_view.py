@@ -127,8 +127,12 @@ def test_to_gray_uint8_layouts_and_floats():
     np.testing.assert_array_equal(view.to_gray_uint8(img.astype(np.float32) / 255), img)
     rgb = np.stack([img] * 3, axis=-1)
     np.testing.assert_array_equal(view.to_gray_uint8(rgb), img)
-    with pytest.raises(ValueError):
-        view.to_gray_uint8(np.zeros((2, 784)))
+    flat = np.arange(2 * 784).reshape(2, 784) % 256
+    np.testing.assert_array_equal(view.to_gray_uint8(flat.astype(np.uint8)),
+                                  flat.reshape(2, 28, 28))
+    for shape in ((2, 783), (2, 5, 5, 5)):
+        with pytest.raises(ValueError):
+            view.to_gray_uint8(np.zeros(shape))
 
 
 # --- the show command --------------------------------------------------------------
