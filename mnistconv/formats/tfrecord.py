@@ -48,9 +48,10 @@ from ..records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
-# Records per work unit: big enough that a worker's set-up is amortized, small enough
-# that memory stays flat and two workers stay evenly loaded.
-CHUNK = 4096
+# Records per work unit: big enough that per-chunk costs (a JPEG tile, a part file, a
+# round trip to the worker) stay small, small enough that memory stays flat and the
+# workers finish together (the last chunk runs alone).
+CHUNK = 1000
 # A record this long is not MNIST-like data; refuse before allocating for it.
 _MAX_RECORD = 1 << 30
 SHARD_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})$")
@@ -198,9 +199,19 @@ def encode_records(settings, images, labels, indices):
     return framer.frame_all(examples), err_sum, err_max
 
 
+# Shared memory the parent copies each chunk's pixels into, so that workers read them
+# without pickling 47 MB through pipes. Created before the pool forks; each of its
+# slots holds one chunk and is reused once that chunk's result is back.
+_SLOTS = None
+
+
 def _encode_part(job):
     """Worker: encode one chunk into its part file; return its size and error stats."""
     settings, part, images, labels, indices = job
+    if isinstance(images, tuple):  # (slot offset, count): the pixels are in _SLOTS
+        offset, n = images
+        images = np.frombuffer(_SLOTS, np.uint8, n * int(np.prod(settings.shape)),
+                               offset).reshape((n,) + settings.shape)
     data, err_sum, err_max = encode_records(settings, images, labels, indices)
     with open(part, "wb") as f:
         f.write(data)
@@ -341,8 +352,12 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         finished = False
         try:
             big = sum(s.header.count for s, _, _, _ in plan) > CHUNK
+            # Import the codecs and protobuf and build the Example templates here, once:
+            # forked workers inherit them instead of each paying for the imports.
+            _warm_up([settings for _, settings, _, _ in plan])
             if workers > 1 and big:
-                pool = _make_pool(workers)
+                pool = _make_pool(workers, CHUNK * max(int(np.prod(settings.shape))
+                                                       for _, settings, _, _ in plan))
             for (split, settings, targets, bounds), paths in zip(plan, staged_paths):
                 labels = _labels_as_ints(split.labels(), split.header.source or split.name,
                                          settings.num_classes)
@@ -363,12 +378,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
             finished = True
         finally:
             if pool is not None:
-                # Idle workers leave on their own; busy ones (an error) are stopped.
-                if finished:
-                    pool.close()
-                else:
-                    pool.terminate()
-                pool.join()
+                _free_pool(pool, finished)
             shutil.rmtree(parts_dir, ignore_errors=True)
     if stats is not None:
         stats["records"] = total_records
@@ -376,6 +386,16 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
             stats["jpeg_mean_abs_error"] = round(err_sum / pixels, 4) if pixels else 0.0
             stats["jpeg_max_abs_error"] = err_max
     return files
+
+
+def _warm_up(all_settings):
+    from .. import codecs
+    for settings in all_settings:
+        _builder(settings)
+        if settings.image_format != "raw":
+            codecs._pil()
+        if settings.image_format == "jpeg":
+            codecs._simplejpeg()
 
 
 def _worker_signals():
@@ -387,12 +407,31 @@ def _worker_signals():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _make_pool(workers):
+def _make_pool(workers, slot_bytes):
+    """Worker processes; with fork (Linux) they also share the chunk slots."""
+    global _SLOTS
+    import mmap
     import multiprocessing
     # fork: workers inherit the imported codecs and start in milliseconds.
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    return context.Pool(workers, initializer=_worker_signals)
+    if "fork" in methods:
+        _SLOTS = mmap.mmap(-1, max(1, 2 * workers * slot_bytes))
+        return multiprocessing.get_context("fork").Pool(workers,
+                                                        initializer=_worker_signals)
+    return multiprocessing.get_context().Pool(workers, initializer=_worker_signals)
+
+
+def _free_pool(pool, finished):
+    global _SLOTS
+    # Idle workers leave on their own; busy ones (an error) are stopped.
+    if finished:
+        pool.close()
+    else:
+        pool.terminate()
+    pool.join()
+    if _SLOTS is not None:
+        _SLOTS.close()
+        _SLOTS = None
 
 
 def _run(split, settings, bounds, outputs, pool, workers, parts_dir):
@@ -406,6 +445,11 @@ def _run(split, settings, bounds, outputs, pool, workers, parts_dir):
             yield out, len(labels), esum, emax
         return
     from collections import deque
+    # Two chunks in flight per worker keeps both busy while memory stays flat.
+    window = 2 * workers
+    slot_bytes = CHUNK * int(np.prod(settings.shape))
+    shared = _SLOTS is not None and len(_SLOTS) >= window * slot_bytes
+    free_slots = deque(range(window))
     pending = deque()
     serial = 0
 
@@ -417,16 +461,25 @@ def _run(split, settings, bounds, outputs, pool, workers, parts_dir):
         out, images, labels, indices = piece
         part = os.path.join(parts_dir, f"{serial:08d}.part")
         serial += 1
-        pending.append((out, pool.apply_async(_encode_part, ((settings, part, images,
-                                                               labels, indices),))))
+        slot = None
+        if shared:
+            slot = free_slots.popleft()
+            n = len(labels)
+            view = np.frombuffer(_SLOTS, np.uint8, n * images[0].size if n else 0,
+                                 slot * slot_bytes)
+            view[:] = np.asarray(images).reshape(-1)
+            images = (slot * slot_bytes, n)
+        job = (settings, part, images, labels, indices)
+        pending.append((out, slot, pool.apply_async(_encode_part, (job,))))
         return True
 
-    # Two chunks in flight per worker keeps both busy while memory stays flat.
-    while len(pending) < 2 * workers and submit():
+    while len(pending) < window and submit():
         pass
     while pending:
-        out, result = pending.popleft()
+        out, slot, result = pending.popleft()
         part, n, esum, emax = result.get()
+        if slot is not None:
+            free_slots.append(slot)
         submit()
         with open(part, "rb") as f:
             outputs[out].write(f.read())
