@@ -111,6 +111,13 @@ def encode_jpeg_batch(images, quality=95, decoded=False):
     """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
     to encode_jpeg() of each. With decoded=True also return the pixels decode_jpeg()
     gets back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
+    header, segments, pixels = jpeg_segments(images, quality, decoded)
+    return [header + seg + EOI for seg in segments], pixels
+
+
+def jpeg_segments(images, quality=95, decoded=False):
+    """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI (the
+    header is the same for every image of one size and quality). See encode_jpeg_batch."""
     import re
 
     Image = _pil()
@@ -120,7 +127,7 @@ def encode_jpeg_batch(images, quality=95, decoded=False):
                          f"{images.shape}")
     n, h, w = images.shape
     if n == 0:
-        return [], (np.zeros((0, h, w), np.uint8) if decoded else None)
+        return b"", [], (np.zeros((0, h, w), np.uint8) if decoded else None)
     header = encode_jpeg(images[0], quality)
     header = header[:_scan_start(header)]
     padded = _pad_to_blocks(images)
@@ -128,7 +135,7 @@ def encode_jpeg_batch(images, quality=95, decoded=False):
     blocks = (hp // 8) * (wp // 8)
     per_tile = max(1, _MAX_DIMENSION // hp) if blocks <= 0xFFFF else 1
     marker = re.compile(b"\xff[\xd0-\xd7]")
-    jpegs = []
+    segments = []
     pixels = np.empty((n, h, w), np.uint8) if decoded else None
     for start in range(0, n, per_tile):
         tile = padded[start:start + per_tile]
@@ -137,25 +144,27 @@ def encode_jpeg_batch(images, quality=95, decoded=False):
         Image.fromarray(tile.reshape(count * hp, wp), "L").save(
             out, "JPEG", quality=int(quality), restart_marker_blocks=blocks)
         data = out.getvalue()
-        segments = marker.split(data[_scan_start(data):-2]) if count > 1 else None
-        if segments is None or len(segments) != count:
-            # One image per tile, or a Pillow without restart-marker support: encode
-            # each image on its own (same bytes, slower).
-            segments = None
-            tile_jpegs = [encode_jpeg(im, quality) for im in images[start:start + count]]
-        else:
-            tile_jpegs = [header + seg + EOI for seg in segments]
-        jpegs.extend(tile_jpegs)
-        if decoded:
-            if segments is None:
-                pixels[start:start + count] = [decode_image(j) for j in tile_jpegs]
-            else:
+        tile_segments = marker.split(data[_scan_start(data):-2]) if count > 1 else []
+        if len(tile_segments) == count:
+            if decoded:
                 # Decoding the tile decodes every image's blocks exactly as decoding
                 # that image alone: the restart resets the predictor, and baseline
                 # grayscale has no smoothing or upsampling across blocks.
                 whole = decode_jpeg(data)
                 pixels[start:start + count] = whole.reshape(count, hp, wp)[:, :h, :w]
-    return jpegs, pixels
+        else:
+            # One image per tile, or a Pillow without restart-marker support: encode
+            # each image on its own (same bytes, slower).
+            tile_segments = []
+            for i, image in enumerate(images[start:start + count]):
+                jpeg = encode_jpeg(image, quality)
+                if not (jpeg.startswith(header) and jpeg.endswith(EOI)):
+                    raise AssertionError("JPEG headers differ between images")
+                tile_segments.append(jpeg[len(header):-2])
+                if decoded:
+                    pixels[start + i] = decode_jpeg(jpeg)
+        segments.extend(tile_segments)
+    return header, segments, pixels
 
 
 def decode_image(data: bytes) -> np.ndarray:

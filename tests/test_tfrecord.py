@@ -98,6 +98,36 @@ def test_descriptor_is_tensorflows_example_proto():
     assert f.SerializeToString() == example_proto._FILE_DESCRIPTOR
 
 
+@pytest.mark.parametrize("preset", ["recipe", "tfds", "slim"])
+@pytest.mark.parametrize("image_format", ["jpeg", "png", "raw"])
+def test_every_record_is_the_librarys_own_serialization(tmp_path, preset, image_format):
+    """Records reuse the library's framing per (class, image length); each must equal a
+    fresh deterministic serialization of the Example built field by field."""
+    from mnistconv.formats.example_proto import PRESETS, example_class
+    ds = dataset(150, seed=9)
+    source = ds.splits["train"]
+    write(ds, tmp_path / "a.tfrecord", preset=preset, image_format=image_format)
+    schema = PRESETS[preset]
+    label_format = schema.label_format
+    Example = example_class()
+    for i, record in enumerate(records_of(tmp_path / "a.tfrecord")):
+        image = source._images[i]
+        blob = {"jpeg": codecs.encode_jpeg(image, 95), "png": codecs.encode_png(image),
+                "raw": image.tobytes()}[image_format]
+        ex = Example()
+        f = ex.features.feature
+        f[schema.image_key].bytes_list.value.append(blob)
+        label = int(source.labels()[i])
+        f[schema.label_key].int64_list.value.extend(
+            np.eye(10, dtype=int)[label].tolist() if label_format == "onehot" else [label])
+        if schema.format_key:
+            f[schema.format_key].bytes_list.value.append(image_format.encode())
+        if schema.height_key or image_format == "raw":
+            f[schema.height_key or "height"].int64_list.value.append(28)
+            f[schema.width_key or "width"].int64_list.value.append(28)
+        assert record == ex.SerializeToString(deterministic=True), i
+
+
 def test_map_entries_are_serialized_sorted_by_key(tmp_path):
     write(dataset(5), tmp_path / "a.tfrecord", preset="slim", with_index=True)
     record = records_of(tmp_path / "a.tfrecord")[0]

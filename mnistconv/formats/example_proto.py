@@ -125,6 +125,24 @@ class ExampleBuilder:
             self.image_values.append(feature[schema.image_key].bytes_list.value)
         self.with_index = with_index
 
+    def split_at_image(self, label: int, length: int):
+        """(before, after) such that serialize(label, image, 0) == before + image + after
+        for every image of `length` bytes. The protobuf library decides: two
+        serializations with placeholder images of that length, all 0x00 and all 0xFF,
+        differ exactly where the image lies (a bytes field is stored verbatim)."""
+        values = self.image_values[label]
+        values[0] = b"\x00" * length
+        zeros = self.templates[label].SerializeToString(deterministic=True)
+        if length == 0:
+            return zeros, b""
+        values[0] = b"\xff" * length
+        ones = self.templates[label].SerializeToString(deterministic=True)
+        start = next(i for i, (a, b) in enumerate(zip(zeros, ones)) if a != b)
+        end = start + length
+        if zeros[end:] != ones[end:] or ones[start:end].count(0xFF) != length:
+            raise AssertionError("image bytes are not contiguous in the serialization")
+        return zeros[:start], zeros[end:]
+
     def serialize(self, label: int, image: bytes, index: int) -> bytes:
         self.image_values[label][0] = image
         if self.with_index:
