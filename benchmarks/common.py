@@ -40,8 +40,12 @@ MB = 1e6
 
 
 def mnistconv(*args):
-    """The command line a user types, as `python -m mnistconv` from this checkout (the
-    console script does the same import; -m also works before `pip install -e`)."""
+    """The command line a user types: the `mnistconv` console script installed beside this
+    Python (`make bench` installs it), else `python -m mnistconv`. Either way PYTHONPATH
+    (env() below) makes it run this checkout's code."""
+    script = Path(PY).parent / "mnistconv"
+    if os.access(script, os.X_OK):
+        return [str(script), *map(str, args)]
     return [PY, "-m", "mnistconv", *map(str, args)]
 
 
