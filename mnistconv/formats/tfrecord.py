@@ -431,9 +431,13 @@ def _worker_signals():
     """Workers die on SIGTERM (the CLI turns it into an exception for the parent's
     clean-up, which in a worker could stop it inside a queue lock) and leave Ctrl-C to
     the parent."""
+    import gc
     import signal
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Workers make no reference cycles; collections would only walk (and copy-on-write)
+    # the objects inherited from the parent.
+    gc.disable()
 
 
 def _make_pool(workers, slot_bytes):
@@ -444,6 +448,8 @@ def _make_pool(workers, slot_bytes):
     # fork: workers inherit the imported codecs and start in milliseconds.
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods:
+        import gc
+        gc.freeze()  # inherited objects stay out of every collection: no COW faults
         _SLOTS = mmap.mmap(-1, max(1, 2 * workers * slot_bytes))
         return multiprocessing.get_context("fork").Pool(workers,
                                                         initializer=_worker_signals)
@@ -458,6 +464,8 @@ def _free_pool(pool, finished):
     else:
         pool.terminate()
     pool.join()
+    import gc
+    gc.unfreeze()
     if _SLOTS is not None:
         _SLOTS.close()
         _SLOTS = None
