@@ -153,33 +153,33 @@ register(Format(
     "needed)",
     extensions=(".tfrecord", ".tfrecords", ".tfrec"),
     read_options=(
-        Option("schema", "--schema", "feature convention of the records (default: "
+        Option("schema", "--schema", "Feature convention of the records (default: "
                "detected from the first record)", "choice",
                ("auto", "recipe", "tfds", "slim"), "auto"),
-        Option("input_compression", "--input-compression", "compression of the input "
+        Option("input_compression", "--input-compression", "Compression of the input "
                "files (default: detected from content)", "choice",
                ("auto", "none", "gzip", "zlib"), "auto"),
-        Option("split_name", "--split-name", "name of the split read from a single file "
+        Option("split_name", "--split-name", "Name of the split read from a single file "
                "or shard set (default: train/test/validation from the name, else train)",
                "str"),
     ),
     write_options=(
-        Option("preset", "--preset", "feature convention: recipe (image JPEG, one-hot "
+        Option("preset", "--preset", "Feature convention: recipe (image JPEG, one-hot "
                "label), tfds (image PNG, scalar label), slim (image/encoded, image/format, "
                "image/class/label, image/height, image/width)", "choice",
                ("recipe", "tfds", "slim"), "recipe"),
-        Option("image_format", "--image-format", "image encoding (default: the preset's; "
+        Option("image_format", "--image-format", "Image encoding (default: the preset's; "
                "jpeg is lossy, png and raw are exact)", "choice", ("jpeg", "png", "raw")),
         Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is OpenCV's "
                "default, the recipe's)", "int", (), 95),
-        Option("label_format", "--label-format", "label as a one-hot int64 list or a "
+        Option("label_format", "--label-format", "Label as a one-hot int64 list or a "
                "class index (default: the preset's)", "choice", ("onehot", "index")),
-        Option("with_index", "--with-index", "add each example's original index as an "
+        Option("with_index", "--with-index", "Add each example's original index as an "
                "int64 feature 'index'"),
-        Option("shards", "--shards", "cut each split into N files "
+        Option("shards", "--shards", "Cut each split into N files "
                "name-00000-of-0000N", "int", (), 1),
-        Option("compression", "--compression", "compress whole files as TensorFlow's "
+        Option("compression", "--compression", "Compress whole files as TensorFlow's "
                "compression_type GZIP or ZLIB", "choice", ("none", "gzip", "zlib"), "none"),
-        Option("workers", "--workers", "encoding processes (default: one per core)", "int"),
+        Option("workers", "--workers", "Encoding processes (default: one per core)", "int"),
     ),
 ))
