@@ -426,6 +426,12 @@ def test_info_and_conversions_to_other_formats(tmp_path):
     with np.load(tmp_path / "m.npz", allow_pickle=False) as z:
         np.testing.assert_array_equal(z["x_train"], ds.splits["train"]._images)
         np.testing.assert_array_equal(z["y_test"], ds.splits["test"].labels())
+    r = run("tfrecord-to-idx", tmp_path / "m.tfrecord", tmp_path / "idx")
+    assert r.returncode == 0, stderr_of(r)
+    back = mnistconv.read(tmp_path / "idx")
+    np.testing.assert_array_equal(back.splits["test"].take(np.arange(25)),
+                                  ds.splits["test"]._images)
+    np.testing.assert_array_equal(back.splits["train"].labels(), ds.splits["train"].labels())
     r = run("info", tmp_path / "m-train.tfrecord", "--json")
     assert r.returncode == 0, stderr_of(r)
     import json

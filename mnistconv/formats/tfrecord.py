@@ -111,6 +111,8 @@ class Framer:
             key = (label, len(middle))
             hit = cache.get(key)
             if hit is None:
+                if len(cache) > 100_000:  # bounded for images of any size spread
+                    cache.clear()
                 before, after = builder.split_at_image(label, len(middle) + extra)
                 size = len(before) + extra + len(middle) + len(after)
                 hit = cache[key] = (self.header(size) + before + prefix,
