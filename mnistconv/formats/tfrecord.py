@@ -6,9 +6,16 @@ Byte layout of a TFRecord file: records back to back, each
     bytes   data (length bytes): here a serialized tf.train.Example
     uint32  masked CRC-32C of the data, little-endian
 where mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, modulo 2**32. A whole file may be
-GZIP- or ZLIB-compressed (TensorFlow is told which: compression_type="GZIP"); this module
-detects that from content on read. A shard set is name-00000-of-00004 ...
-name-00003-of-00004 (TensorFlow's naming), records in shard order.
+GZIP- or ZLIB-compressed (TensorFlow is told which: compression_type="GZIP"); written at
+level 9 with mtime 0, detected from content on read. A shard set is name-00000-of-00004
+... name-00003-of-00004 (TensorFlow's naming), records in shard order; several splits are
+written as name-train.tfrecord, name-test.tfrecord (and read back from `name`).
+
+The data of a record, for the default convention (protobuf wire format; map entries in
+key order, as serialize(deterministic=True) writes them):
+    0A len Features
+      0A len { 0A 05 "image"  12 len { 0A len BytesList { 0A len <JPEG bytes> } } }
+      0A len { 0A 05 "label"  12 len { 1A len Int64List { 0A 0A <10 varints 0/1> } } }
 
 Each Example (see example_proto.py for the message layout) follows one of these
 conventions ("presets"); all int64 features are int64_list, all bytes bytes_list:
@@ -19,7 +26,8 @@ conventions ("presets"); all int64 features are int64_list, all bytes bytes_list
 Options change the image encoding (jpeg, png, raw: the H*W uint8 pixels row-major, with
 height and width features added when the preset has none) and the label (onehot,
 index), and add the original index as "index" ("image/index" for slim). JPEG is lossy:
-the writer reports the mean and max absolute pixel error of the records it wrote.
+the writer reports the mean and max absolute pixel error of the records it wrote, with
+the pixels tf.io.decode_jpeg's defaults decode (codecs.decode_jpeg), as the reader does.
 
 Writing: work is cut into chunks of consecutive records; worker processes each encode a
 chunk into a part file of framed records, and the parent appends the parts in order
