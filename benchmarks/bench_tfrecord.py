@@ -163,11 +163,10 @@ def startup():
 def main():
     common.require_gnu_time()
     gz = common.official_gz_dir()
-    try:
-        import tensorflow  # noqa: F401  (the recipe needs it; checked before timing)
-        import cv2  # noqa: F401
-    except ImportError as e:
-        common.skip(f"the recipe needs TensorFlow and OpenCV ({e}); pip install "
+    import importlib.util
+    missing = [m for m in ("tensorflow", "cv2") if importlib.util.find_spec(m) is None]
+    if missing:
+        common.skip(f"the recipe needs {' and '.join(missing)}; pip install "
                     "'mnistconv[tensorflow,test]'")
     targets = common.Targets()
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of "
