@@ -501,3 +501,42 @@ def test_official_training_set_matches_the_recipe_record_for_record(
     assert summary["stats"] == {"records": 60000,
                                 "jpeg_mean_abs_error": round(diff.mean(), 4),
                                 "jpeg_max_abs_error": int(diff.max())}
+
+
+def framed(payloads):
+    out = b""
+    for p in payloads:
+        length = struct.pack("<Q", len(p))
+        out += length + struct.pack("<I", tfrecord.masked_crc(length)) + p + \
+            struct.pack("<I", tfrecord.masked_crc(p))
+    return out
+
+
+@pytest.mark.parametrize("payload,message", [
+    (b"\xff\xff\xff", "record 0 (counting from 0): not a tf.train.Example"),
+    (b"", "no image/label features this reader knows (features: none); the conventions "
+          "read are recipe, tfds and slim"),
+])
+def test_records_that_are_not_examples_are_named(tmp_path, payload, message):
+    bad = tmp_path / "x.tfrecord"
+    bad.write_bytes(framed([payload, payload]))
+    r = run("tfrecord-to-npz", bad, tmp_path / "o.npz")
+    assert r.returncode == 1
+    assert stderr_of(r).startswith(f"Error: {bad}: {message}")
+    assert stderr_of(r).count("\n") == 1 and not (tmp_path / "o.npz").exists()
+
+
+def test_image_that_does_not_decode_names_its_record(tmp_path):
+    from mnistconv.formats.example_proto import example_class
+    records = []
+    for i, blob in enumerate([codecs.encode_png(digit_like(1)[0]), b"\x89PNG\r\n\x1a\nbad"]):
+        ex = example_class()()
+        ex.features.feature["image"].bytes_list.value.append(blob)
+        ex.features.feature["label"].int64_list.value.append(i)
+        records.append(ex.SerializeToString(deterministic=True))
+    bad = tmp_path / "x.tfrecord"
+    bad.write_bytes(framed(records))
+    r = run("tfrecord-to-npz", bad, tmp_path / "o.npz")
+    assert r.returncode == 1
+    assert stderr_of(r).startswith(f"Error: {bad}: record 1 (counting from 0): image does "
+                                   "not decode")
