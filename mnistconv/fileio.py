@@ -6,13 +6,16 @@ output that did not exist is staged as a whole and renamed in one step. An exist
 target is never replaced without force=True.
 """
 
+import contextlib
 import gzip
 import hashlib
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
+import threading
 import zlib
 
 from .errors import FormatError, UsageError
@@ -178,10 +181,43 @@ def sha256_file(path, chunk=1 << 20) -> str:
     return h.hexdigest()
 
 
+@contextlib.contextmanager
+def signals_deferred():
+    """SIGINT and SIGTERM that arrive during the body take effect right after it.
+
+    Python runs signal handlers in the main thread between bytecodes, so swapping the
+    handlers (rather than masking, which other threads would ignore) holds them back.
+    Elsewhere than the main thread handlers cannot be swapped and nothing is deferred."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not None:  # None: a handler not set from Python
+            previous[signum] = signal.signal(signum, lambda n, frame: caught.append(n))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
 class StagedOutput:
     """Collects staged files and directories; commit() moves them into place,
     abort() removes every temporary. Use as a context manager: commit on success,
-    abort on any exception (including KeyboardInterrupt)."""
+    abort on any exception (including KeyboardInterrupt).
+
+    What holds when the run is interrupted or fails: every output file is whole, old or
+    new, never partial, and no temporary is left behind (only SIGKILL or a crash can
+    leave a staging file or directory, named with STAGING_MARK). A new directory appears
+    in one rename. Files replacing those of an existing directory (--force), or several
+    targets, are renamed one by one; SIGINT and SIGTERM are held back until the last
+    rename, so the set changes all at once unless the process is killed outright or a
+    rename itself fails in those microseconds. Files of an existing directory that the
+    new output does not write stay as they were."""
 
     def __init__(self, force=False):
         self.force = force
@@ -196,9 +232,7 @@ class StagedOutput:
         """A temporary path beside target; write the file there. For '-' (stdout) the
         file is spooled in the temporary directory and copied to stdout on commit."""
         if is_stdio(target):
-            fd, tmp = tempfile.mkstemp(prefix="mnistconv-stdout-")
-            os.close(fd)
-            self._temps.append(tmp)
+            tmp = self._temporary(tempfile.mkstemp, prefix="mnistconv-stdout-")
             self._moves.append((tmp, "-", False))
             return tmp
         target = os.path.abspath(target)
@@ -207,12 +241,21 @@ class StagedOutput:
             raise UsageError(target, "is a directory, expected a file name")
         parent = os.path.dirname(target)
         os.makedirs(parent, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + STAGING_MARK,
-                                   dir=parent)
-        os.close(fd)
-        self._temps.append(tmp)
+        tmp = self._temporary(tempfile.mkstemp, dir=parent,
+                              prefix="." + os.path.basename(target) + STAGING_MARK)
         self._moves.append((tmp, target, False))
         return tmp
+
+    def _temporary(self, make, **where):
+        """Create a temporary and register it for abort() with no gap in between where
+        an interrupt would leave it unregistered and so never removed."""
+        with signals_deferred():
+            made = make(**where)
+            if isinstance(made, tuple):  # mkstemp: (fd, path)
+                os.close(made[0])
+                made = made[1]
+            self._temps.append(made)
+        return made
 
     def directory(self, target, names) -> str:
         """A staging directory whose files named `names` become target/<name>. Refuses
@@ -223,44 +266,47 @@ class StagedOutput:
         for name in names:
             self._refuse_existing(os.path.join(target, name))
         if os.path.isdir(target):
-            stage = tempfile.mkdtemp(prefix=STAGING_MARK, dir=target)
-            self._temps.append(stage)
+            stage = self._temporary(tempfile.mkdtemp, prefix=STAGING_MARK, dir=target)
             for name in names:
                 self._moves.append((os.path.join(stage, name), os.path.join(target, name),
                                     False))
         else:
             parent = os.path.dirname(target)
             os.makedirs(parent, exist_ok=True)
-            stage = tempfile.mkdtemp(prefix="." + os.path.basename(target) + STAGING_MARK,
-                                     dir=parent)
-            self._temps.append(stage)
+            stage = self._temporary(tempfile.mkdtemp, dir=parent,
+                                    prefix="." + os.path.basename(target) + STAGING_MARK)
             self._moves.append((stage, target, True))
         return stage
 
     def commit(self):
         for staged, target, whole_dir in self._moves:
-            if whole_dir:
-                os.rename(staged, target)
-            elif is_stdio(target):
+            if not whole_dir and not is_stdio(target) and os.path.isdir(target) \
+                    and not os.path.islink(target):
+                raise UsageError(target, "is a directory, expected a file name")
+        with signals_deferred():  # an interrupt now would leave a mix of old and new
+            for staged, target, whole_dir in self._moves:
+                if whole_dir:
+                    os.rename(staged, target)
+                elif not is_stdio(target):
+                    os.replace(staged, target)
+            for tmp in self._temps:  # emptied staging directories inside existing targets
+                if os.path.isdir(tmp):
+                    shutil.rmtree(tmp, ignore_errors=True)
+        for staged, target, whole_dir in self._moves:
+            if is_stdio(target):
                 with open(staged, "rb") as f:
                     shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
                 sys.stdout.buffer.flush()
                 os.unlink(staged)
-            else:
-                if os.path.isdir(target) and not os.path.islink(target):
-                    raise UsageError(target, "is a directory, expected a file name")
-                os.replace(staged, target)
-        for tmp in self._temps:  # emptied staging directories inside existing targets
-            if os.path.isdir(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
         self._moves = self._temps = []
 
     def abort(self):
-        for tmp in self._temps:
-            if os.path.isdir(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
-            elif os.path.lexists(tmp):
-                os.unlink(tmp)
+        with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
+            for tmp in self._temps:
+                if os.path.isdir(tmp):
+                    shutil.rmtree(tmp, ignore_errors=True)
+                elif os.path.lexists(tmp):
+                    os.unlink(tmp)
         self._moves = self._temps = []
 
     def __enter__(self):
@@ -268,9 +314,17 @@ class StagedOutput:
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
+            try:
+                self.commit()
+            except BaseException:  # a failed rename, or stdout gone: no stray temporaries
+                self.abort()
+                raise
+            return False
+        targets = [target for _, target, _ in self._moves if not is_stdio(target)]
+        self.abort()
+        if isinstance(exc, OSError) and exc.filename is None and targets:
+            # A failed write (ENOSPC, EIO) carries no file name: name the output.
+            exc.filename = targets[0]
         return False
 
 
