@@ -82,9 +82,15 @@ class _Stdin:
         if self.src == "-":
             import shutil
             import sys
-            fd, self.path = tempfile.mkstemp(prefix="mnistconv-stdin-")
-            with os.fdopen(fd, "wb") as f:
-                shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+            from ..fileio import signals_deferred
+            with signals_deferred():  # no interrupt between creating and remembering it
+                fd, self.path = tempfile.mkstemp(prefix="mnistconv-stdin-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+            except BaseException:  # __exit__ does not run when __enter__ fails
+                os.unlink(self.path)
+                raise
         return self.path
 
     def __exit__(self, *exc):
