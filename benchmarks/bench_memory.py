@@ -2,8 +2,9 @@
 raw and gzip, converted to every writer that streams; peak RSS from GNU time.
 
 Target (issue 6): under 400 MB peak for IDX, GDMNIST1 and TFRecord outputs (npz streams
-its images too and is held to the same bound). Peak memory counts the whole process
-tree GNU time waits for, so TFRecord's encoding workers are included.
+its images too and is held to the same bound). GNU time reports the largest peak among
+the process and the children it waited for (a maximum, not a sum): for TFRecord, whose
+encoding workers are separate processes, the figure is the largest single process.
 
 The images are the bundled sample's 1000 training digits, each copy shifted by a few
 pixels so that no two consecutive blocks are identical (compressors cannot shortcut
