@@ -1,4 +1,5 @@
-"""JPEG and PNG encoding and decoding of grayscale uint8 images, through Pillow.
+"""JPEG and PNG encoding and decoding of grayscale uint8 images: Pillow encodes (and
+decodes PNG), simplejpeg decodes JPEG; both are libjpeg-turbo underneath.
 
 Pillow is imported on first use (it is the `tfrecord` extra), so commands that never
 touch an image codec do not pay for it.
@@ -13,7 +14,8 @@ Decoding JPEG goes through simplejpeg (libjpeg-turbo) with its fast integer IDCT
 because that is what tf.io.decode_jpeg does with its defaults (dct_method "" means
 INTEGER_FAST): the pixels mnistconv reads back, and the JPEG error it reports, are the
 ones the users' TensorFlow input pipelines see. (Pillow and OpenCV use the accurate
-IDCT; on MNIST at quality 95 the fast one roughly doubles the largest pixel error.)
+IDCT: on the 60000 MNIST training images at quality 95 the mean absolute error is 0.57
+with it and 1.06 with the fast one, the largest 10 and 27.)
 Tests compare these pixels with TensorFlow's.
 
 Batch JPEG encoding (encode_jpeg_batch) does not call the encoder once per image: most
