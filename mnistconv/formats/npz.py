@@ -10,18 +10,24 @@ x_test uint8 (10000, 28, 28), y_test uint8 (10000,); other splits are x_<split>,
 
 Both directions stream through the zip members batch by batch (np.savez would need the
 whole array in memory). Writing is deterministic: members carry a fixed 1980-01-01 date.
-Only plain arrays are read or written (no pickled object arrays).
+The archive is written front to back without seeking, so each member's CRC-32 and sizes
+follow its data in a data descriptor (general purpose flag bit 3; zip64 sizes) and are in
+the central directory, as zipfile writes to any unseekable stream; numpy, zipfile and
+unzip read it as usual. Only plain arrays are read or written (no pickled object arrays).
 """
 
 import contextlib
+import hashlib
 import os
+import queue
+import threading
 import zipfile
 import zlib
 
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, output_file_info
+from ..fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
 
@@ -240,14 +246,64 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
     if layout not in LAYOUTS:
         raise UsageError(path, f"unknown layout '{layout}'", f"choose {', '.join(LAYOUTS)}")
     with StagedOutput(force) as out:
-        tmp = out.file(path)
-        # zipfile seeks back to patch each member's sizes, so the file is hashed
-        # after it is written rather than through a HashingWriter.
-        with zipfile.ZipFile(tmp, "w", allowZip64=True) as archive:
-            for split in dataset.splits.values():
-                _write_split(archive, split, compress, layout, to_float, progress)
-        written = output_file_info(tmp)
-    return [OutputFile(path, written.bytes, written.sha256)]
+        with open(out.file(path), "wb") as raw:
+            stream = _HashedStream(raw)
+            try:
+                with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:
+                    for split in dataset.splits.values():
+                        _write_split(archive, split, compress, layout, to_float, progress)
+            finally:
+                digest = stream.finish()
+    return [OutputFile(path, stream.size, digest)]
+
+
+class _HashedStream:
+    """The output file as zipfile sees it: tell() but no seek(). zipfile then never goes
+    back to patch a member's local header (it writes a data descriptor after the data),
+    so every byte is final when written and is hashed on the way, on a second thread
+    (SHA-256, the CRC and the write all release the GIL), instead of reading the file
+    back afterwards (about 50 ms of the official set's ~0.4 s idx-to-npz)."""
+
+    def __init__(self, file):
+        self.file = file
+        self.size = 0
+        self._hash = hashlib.sha256()
+        self._error = None
+        # Holds at most 4 written buffers (batches) waiting to be hashed.
+        self._pending = queue.Queue(maxsize=4)
+        self._thread = threading.Thread(target=self._run, name="npz-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while (data := self._pending.get()) is not None:
+            if self._error is None:  # keep draining after a failure: write() never blocks
+                try:
+                    self._hash.update(data)
+                except BaseException as e:
+                    self._error = e
+
+    def write(self, data):
+        # Queued by reference: what zipfile writes here is immutable bytes or a batch's
+        # own array, which nothing modifies afterwards.
+        self.file.write(data)
+        self._pending.put(data)
+        n = memoryview(data).nbytes
+        self.size += n
+        return n
+
+    def tell(self):
+        return self.size
+
+    def flush(self):
+        self.file.flush()
+
+    def finish(self):
+        """The SHA-256 of everything written (waits for the hashing thread)."""
+        self._pending.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._hash.hexdigest()
 
 
 def _write_split(archive, split, compress, layout, to_float, progress):
