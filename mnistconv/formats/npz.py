@@ -269,8 +269,9 @@ class _HashedStream:
         self.size = 0
         self._hash = hashlib.sha256()
         self._error = None
-        # Holds at most 4 written buffers (batches) waiting to be hashed.
-        self._pending = queue.Queue(maxsize=4)
+        # At most 2 written buffers (batches) wait to be hashed: hashing is faster than
+        # the CRC and write it runs beside, so a longer queue would only hold memory.
+        self._pending = queue.Queue(maxsize=2)
         self._thread = threading.Thread(target=self._run, name="npz-sha256", daemon=True)
         self._thread.start()
 
