@@ -4,8 +4,10 @@ table of ratios.
 Every measurement is a whole command run as a subprocess, the way a user or a Makefile runs
 it, so start-up (interpreter, imports) counts. Each command runs `repeat` times after one
 untimed warm-up run; commands measured together are interleaved run by run, so a burst of
-load on the machine hits them alike. The figure reported is the median wall time; peak
-memory is the largest "Maximum resident set size" GNU time (`/usr/bin/time -v`) saw.
+load on the machine hits them alike. The figure reported is the median wall time, with
+the median CPU time (user + system, steadier when other work shares the machine) beside
+it; peak memory is the largest "Maximum resident set size" GNU time (`/usr/bin/time -v`)
+saw. Sizes are in MB of 10^6 bytes.
 
 A bench script imports this module (benchmarks/ is on sys.path when run.py starts it) and
 exits 0 (all targets met), 1 (a target missed or a command failed) or SKIP_EXIT (it could
