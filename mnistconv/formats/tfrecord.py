@@ -362,7 +362,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     shards = int(shards or 1)
     if shards < 1:
         raise UsageError(None, f"--shards must be 1 or more, not {shards}")
-    workers = int(workers or os.cpu_count() or 1)
+    workers = int(workers or _usable_cores())
     if workers < 1:
         raise UsageError(None, f"--workers must be 1 or more, not {workers}")
     if not dataset.splits:
@@ -425,6 +425,14 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
             stats["jpeg_mean_abs_error"] = round(err_sum / pixels, 4) if pixels else 0.0
             stats["jpeg_max_abs_error"] = err_max
     return files
+
+
+def _usable_cores():
+    """Cores this process may run on (a CPU affinity mask or container cpuset counts)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _warm_up(all_settings):
