@@ -10,7 +10,19 @@ Errors are raised as mnistconv.MnistconvError with the file and what is wrong.
 
 from . import registry
 from .errors import FormatError, MnistconvError, UsageError
-from .records import NO_PROGRESS, ArraySplit, Batch, Dataset, Header, OutputFile, Split
+
+# The record types need numpy; they are loaded on first use so that `mnistconv --help`
+# (which imports this package) does not pay for numpy.
+_RECORD_TYPES = ("NO_PROGRESS", "ArraySplit", "Batch", "Dataset", "Header", "OutputFile",
+                 "Split")
+
+
+def __getattr__(name):
+    if name in _RECORD_TYPES:
+        from . import records
+        return getattr(records, name)
+    raise AttributeError(f"module 'mnistconv' has no attribute '{name}'")
+
 
 __version__ = "0.1.0"
 
@@ -23,21 +35,22 @@ def formats():
     return dict(registry.FORMATS)
 
 
-def read(path, format=None, **options) -> Dataset:
+def read(path, format=None, **options):
     fmt = registry.get(format) if format else registry.detect_input(path)
     return fmt.load().read(str(path), **options)
 
 
-def write(dataset, path, format=None, *, force=False, progress=NO_PROGRESS,
-          **options) -> list:
+def write(dataset, path, format=None, *, force=False, progress=None, **options) -> list:
+    from .records import NO_PROGRESS
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
-    return fmt.load().write(dataset, str(path), force=force, progress=progress, **options)
+    return fmt.load().write(dataset, str(path), force=force,
+                            progress=progress or NO_PROGRESS, **options)
 
 
 def convert(src, dst, from_=None, to=None, *, read_options=None, select=None,
-            force=False, progress=NO_PROGRESS, **write_options) -> list:
+            force=False, progress=None, **write_options) -> list:
     """Read src, apply a selection (a dict of stream.select arguments), write dst."""
     from . import stream
     dataset = read(src, from_, **(read_options or {}))

@@ -168,11 +168,16 @@ def test_formats_lists_the_registry():
 
 
 def test_every_pair_command_exists_and_helps():
+    from click.testing import CliRunner
+    from mnistconv.cli import cli
     listing = run("--help").stdout.decode()
     for r in registry.readers():
-        for w in registry.writers():
-            if r.name != w.name:
-                assert f"{r.name}-to-{w.name}" in listing
+        writers = [w.name for w in registry.writers() if w.name != r.name]
+        assert f"{r.name}-to-WRITER" in listing and ", ".join(sorted(writers)) in listing
+        for w in writers:
+            result = CliRunner().invoke(cli, [f"{r.name}-to-{w}", "--help"])
+            assert result.exit_code == 0
+            assert f"mnistconv {r.name}-to-{w} " in result.output  # its example
 
 
 def test_every_reader_writer_pair_round_trips(tmp_path):
