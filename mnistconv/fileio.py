@@ -205,6 +205,22 @@ def signals_deferred():
             signal.raise_signal(caught[0])
 
 
+def _give_usual_modes(path):
+    """mkstemp/mkdtemp make owner-only entries; an output gets the modes any new file
+    would (0666/0777 less the umask), so a pack served by a web server is readable."""
+    umask = os.umask(0)
+    os.umask(umask)
+    if not os.path.isdir(path):
+        os.chmod(path, 0o666 & ~umask)
+        return
+    os.chmod(path, 0o777 & ~umask)
+    for root, dirs, files in os.walk(path):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o777 & ~umask)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o666 & ~umask)
+
+
 class StagedOutput:
     """Collects staged files and directories; commit() moves them into place,
     abort() removes every temporary. Use as a context manager: commit on success,
@@ -283,6 +299,8 @@ class StagedOutput:
             if not whole_dir and not is_stdio(target) and os.path.isdir(target) \
                     and not os.path.islink(target):
                 raise UsageError(target, "is a directory, expected a file name")
+            if not is_stdio(target):
+                _give_usual_modes(staged)
         with signals_deferred():  # an interrupt now would leave a mix of old and new
             for staged, target, whole_dir in self._moves:
                 if whole_dir:

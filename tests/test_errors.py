@@ -168,3 +168,18 @@ def test_failure_mid_write_leaves_nothing(tmp_path, good):
     assert result.returncode == 1
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [src]
+
+
+def test_outputs_get_the_usual_file_modes(tmp_path, good):
+    """Staged files start owner-only; what lands must be readable like any new file."""
+    import os
+    src, *_ = good
+    old = os.umask(0o022)
+    try:
+        assert run("idx-to-npz", src, tmp_path / "x.npz").returncode == 0
+        assert run("convert", src, tmp_path / "new", "--to", "idx").returncode == 0
+    finally:
+        os.umask(old)
+    assert (tmp_path / "x.npz").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "new" / "train-images-idx3-ubyte").stat().st_mode & 0o777 == 0o644
