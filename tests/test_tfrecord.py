@@ -540,3 +540,21 @@ def test_image_that_does_not_decode_names_its_record(tmp_path):
     assert r.returncode == 1
     assert stderr_of(r).startswith(f"Error: {bad}: record 1 (counting from 0): image does "
                                    "not decode")
+
+
+def test_directory_output_gets_one_file_per_split(tmp_path):
+    """`idx-to-tfrecord data/ out/` writes out/train.tfrecord and out/test.tfrecord,
+    which read back as the same splits."""
+    images = digit_like(30)
+    labels = (np.arange(30) % 10).astype(np.uint8)
+    make_idx_dir(tmp_path / "src", images, labels)
+    make_idx_dir(tmp_path / "src", images[:10], labels[:10], split="test")
+    result = run("idx-to-tfrecord", tmp_path / "src", f"{tmp_path / 'out'}/",
+                 "--image-format", "png", "-q")
+    assert result.returncode == 0, stderr_of(result)
+    assert sorted(os.listdir(tmp_path / "out")) == ["test.tfrecord", "train.tfrecord"]
+    back = mnistconv.read(tmp_path / "out")
+    assert list(back.splits) == ["train", "test"]
+    np.testing.assert_array_equal(back.splits["test"].labels(), labels[:10])
+    got = np.concatenate([b.images for b in back.splits["train"].batches()])
+    np.testing.assert_array_equal(got, images)

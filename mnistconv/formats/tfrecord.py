@@ -160,7 +160,11 @@ def shard_names(base, shards):
 
 
 def _split_target(path, split_name, several):
-    """Where a split goes: the path itself for a single split, else name-<split>.ext."""
+    """Where a split goes: <dir>/<split>.tfrecord for a directory (existing, or a path
+    ending in '/'); else the path itself for a single split, name-<split>.ext for
+    several."""
+    if str(path).endswith(os.sep) or os.path.isdir(path):
+        return os.path.join(path, f"{split_name}.tfrecord")
     if not several:
         return path
     directory, name = os.path.split(path)
