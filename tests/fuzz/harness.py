@@ -83,9 +83,10 @@ class Bounded:
         return False
 
 
-def read_everything(path, fmt):
+def read_everything(path, fmt, gather=True):
     """What `info` and a conversion do with an input: every label, every batch, a gather.
-    Returns the number of examples read."""
+    Returns the number of examples read. (A gather memory-maps the file or a spool of
+    it: address space, but file-backed pages rather than memory.)"""
     dataset = mnistconv.read(path, fmt)
     total = 0
     for split in dataset.splits.values():
@@ -105,7 +106,7 @@ def read_everything(path, fmt):
             f"split {split.name}: read {seen} examples without an error, header says {h.count}"
         assert len(labels) == h.count, \
             f"split {split.name}: {len(labels)} labels, header says {h.count}"
-        if h.count:
+        if h.count and gather:
             split.take(np.array([h.count - 1, 0], dtype=np.int64))
         if hasattr(split, "check"):
             split.check()

@@ -13,7 +13,7 @@ import zipfile
 import pytest
 from hypothesis import given, strategies as st
 
-from .harness import Workspace, check_case
+from .harness import Bounded, Workspace, check_case, read_everything
 from .mutations import INTERESTING
 from .test_fuzz_readers import fuzz_settings
 
@@ -130,3 +130,38 @@ def _npy(descr, shape, payload):
     pad = -(10 + len(text) + 1) % 64
     header = (text + " " * pad + "\n").encode("latin1")
     return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bytes(payload)
+
+
+def _deflated_npz(path, x_shape, x_payload_bytes, y_count):
+    """x_train deflated from x_payload_bytes of zeros (about 1000:1), y_train plain."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        with z.open("x_train.npy", "w", force_zip64=True) as f:
+            f.write(_npy("|u1", x_shape, 0))
+            block = bytes(1 << 20)
+            left = x_payload_bytes
+            while left:
+                f.write(block[:min(left, len(block))])
+                left -= min(left, len(block))
+        z.writestr("y_train.npy", _npy("|u1", (y_count,), y_count))
+
+
+def test_zip_bomb_member_inconsistent_with_its_header(tmp_path):
+    """256 MiB of zeros behind a header declaring 3 images: refused from the sizes alone,
+    before anything is decompressed."""
+    target = tmp_path / "bomb.npz"
+    _deflated_npz(target, (3, 28, 28), 256 << 20, 3)
+    assert target.stat().st_size < 1 << 20
+    kind, message = check_case(target, "npz")
+    assert kind == "error" and "the member holds 268435456" in message
+
+
+def test_zip_bomb_member_consistent_with_its_header(tmp_path):
+    """A 300 KB npz whose header honestly declares 342000 images (256 MiB of zeros): the
+    data is there, so it reads, batch by batch, within 160 MiB of address space (less
+    than the data: holding it whole would fail)."""
+    target = tmp_path / "bomb.npz"
+    count = (256 << 20) // 784
+    _deflated_npz(target, (count, 28, 28), count * 784, count)
+    assert target.stat().st_size < 1 << 20
+    with Bounded(budget=160 << 20):
+        assert read_everything(str(target), "npz", gather=False) == count
