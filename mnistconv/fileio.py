@@ -238,6 +238,7 @@ class StagedOutput:
     def __init__(self, force=False):
         self.force = force
         self._moves = []  # (staged path, target path, is a whole directory)
+        self._removals = []  # superseded files removed on commit (see directory())
         self._temps = []  # staged paths to remove on abort
 
     def _refuse_existing(self, target):
@@ -273,15 +274,18 @@ class StagedOutput:
             self._temps.append(made)
         return made
 
-    def directory(self, target, names) -> str:
+    def directory(self, target, names, replaces=()) -> str:
         """A staging directory whose files named `names` become target/<name>. Refuses
-        (without force) if any of them exists already."""
+        (without force) if any of them exists already. `replaces` names other files of
+        target that the new ones supersede (the same data under another compression,
+        which a reader might prefer): refused the same way, removed on commit."""
         target = os.path.abspath(target)
         if os.path.exists(target) and not os.path.isdir(target):
             raise UsageError(target, "exists and is not a directory")
-        for name in names:
+        for name in list(names) + list(replaces):
             self._refuse_existing(os.path.join(target, name))
         if os.path.isdir(target):
+            self._removals += [os.path.join(target, name) for name in replaces]
             stage = self._temporary(tempfile.mkdtemp, prefix=STAGING_MARK, dir=target)
             for name in names:
                 self._moves.append((os.path.join(stage, name), os.path.join(target, name),
@@ -302,6 +306,11 @@ class StagedOutput:
             if not is_stdio(target):
                 _give_usual_modes(staged)
         with signals_deferred():  # an interrupt now would leave a mix of old and new
+            # Superseded files go first: killed outright in between, a file is missing
+            # (an error on read) rather than an old one read in place of the new.
+            for path in self._removals:
+                if os.path.lexists(path) and not os.path.isdir(path):
+                    os.unlink(path)
             for staged, target, whole_dir in self._moves:
                 if whole_dir:
                     os.rename(staged, target)

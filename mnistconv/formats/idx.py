@@ -361,7 +361,11 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
     written = []
     with StagedOutput(force) as out:
-        stage = out.directory(path, [n for pair in names.values() for n in pair])
+        files = [n for pair in names.values() for n in pair]
+        # The same files with the other compression would be read instead of (raw) or
+        # beside (gz) the new ones: they go when these replace them.
+        others = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
+        stage = out.directory(path, files, replaces=others)
         for name, split in dataset.splits.items():
             images_name, labels_name = names[name]
             written += _write_split(split, os.path.join(stage, images_name),
