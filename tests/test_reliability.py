@@ -513,3 +513,32 @@ def test_sha256sums_refused_for_stdout(tmp_path):
     assert result.stderr.decode() == \
         "Error: --sha256sums needs an output file, not stdout\n"
     assert result.stdout == b""
+
+
+@pytest.mark.parametrize("first,second", [([], ["--gzip"]), (["--gzip"], [])],
+                         ids=["raw-then-gzip", "gzip-then-raw"])
+def test_idx_directory_rewritten_with_other_compression(first, second, tmp_path):
+    """IDX reads train-images-idx3-ubyte in preference to its .gz: rewriting a directory
+    with the other compression must not leave the old files to be read (or sit beside
+    the new ones) - refused without --force, replaced with it."""
+    target = tmp_path / "out"
+    env = cli_env(tmp_path)
+
+    def convert(*args):
+        return subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
+                               str(target), "--to", "idx", "-q", *args],
+                              capture_output=True, env=env)
+    assert convert("--limit", "10", *first).returncode == 0
+    before = tree_hashes(target)
+    refused = convert(*second)
+    assert refused.returncode == 2
+    assert "already exists; use --force to overwrite it" in refused.stderr.decode()
+    assert tree_hashes(target) == before
+    assert convert("--force", *second).returncode == 0
+    gz = ".gz" if second else ""
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        f"{n}{gz}" for n in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
+    dataset = mnistconv.read(str(target))
+    assert {n: s.header.count for n, s in dataset.splits.items()} == \
+        {"train": 1000, "test": 200}
