@@ -456,7 +456,11 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     names = {name: name + suffix for name in dataset.splits}
     written = []
     with StagedOutput(force) as out:
-        stage = out.directory(path, list(names.values()))
+        # The reader prefers x.bin to x.bin.gz: the other-compression twins of these
+        # files would shadow (or sit beside) the new ones, so they are replaced too.
+        stage = out.directory(path, list(names.values()),
+                              replaces=[n[:-3] if n.endswith(".gz") else n + ".gz"
+                                        for n in names.values()])
         for name, split in dataset.splits.items():
             target = os.path.join(stage, names[name])
             bin_hash, gz_hash = write_split_files(
