@@ -515,18 +515,26 @@ def test_sha256sums_refused_for_stdout(tmp_path):
     assert result.stdout == b""
 
 
+DIRECTORY_NAMES = {
+    "idx": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+            "t10k-labels-idx1-ubyte"),
+    "gdmnist": ("train.bin", "test.bin"),
+}
+
+
+@pytest.mark.parametrize("fmt_name", sorted(DIRECTORY_NAMES))
 @pytest.mark.parametrize("first,second", [([], ["--gzip"]), (["--gzip"], [])],
                          ids=["raw-then-gzip", "gzip-then-raw"])
-def test_idx_directory_rewritten_with_other_compression(first, second, tmp_path):
-    """IDX reads train-images-idx3-ubyte in preference to its .gz: rewriting a directory
-    with the other compression must not leave the old files to be read (or sit beside
-    the new ones) - refused without --force, replaced with it."""
+def test_directory_rewritten_with_other_compression(fmt_name, first, second, tmp_path):
+    """IDX and GDMNIST1 read x in preference to x.gz: rewriting a directory with the
+    other compression must not leave the old files to be read (or sit beside the new
+    ones) - refused without --force, replaced with it."""
     target = tmp_path / "out"
     env = cli_env(tmp_path)
 
     def convert(*args):
         return subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                               str(target), "--to", "idx", "-q", *args],
+                               str(target) + "/", "--to", fmt_name, "-q", *args],
                               capture_output=True, env=env)
     assert convert("--limit", "10", *first).returncode == 0
     before = tree_hashes(target)
@@ -536,9 +544,8 @@ def test_idx_directory_rewritten_with_other_compression(first, second, tmp_path)
     assert tree_hashes(target) == before
     assert convert("--force", *second).returncode == 0
     gz = ".gz" if second else ""
-    assert sorted(p.name for p in target.iterdir()) == sorted(
-        f"{n}{gz}" for n in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                             "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
-    dataset = mnistconv.read(str(target))
+    assert sorted(p.name for p in target.iterdir()) == \
+        sorted(f"{n}{gz}" for n in DIRECTORY_NAMES[fmt_name])
+    dataset = mnistconv.read(str(target), fmt_name)
     assert {n: s.header.count for n, s in dataset.splits.items()} == \
         {"train": 1000, "test": 200}
