@@ -39,7 +39,7 @@ NUMERIC_KINDS = "biuf"
 # What zipfile and zlib raise for a corrupt archive, some of it only when a member is
 # read to its end (a bad CRC): all of it is bad data in the file being read.
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
-               NotImplementedError, RuntimeError)
+               NotImplementedError, RuntimeError, UnicodeDecodeError)
 
 
 @contextlib.contextmanager
