@@ -123,7 +123,9 @@ def _old_output(fmt_name, work):
 def _interrupt(args, work, signum, when, stdin=None):
     """Start the CLI, wait for the moment `when`, send the signal; returns the process
     after it ended and its stderr."""
-    proc = subprocess.Popen([sys.executable, "-m", "mnistconv", *map(str, args)],
+    # faulthandler: if it hangs, SIGABRT below makes it print every thread's stack.
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "mnistconv",
+                             *map(str, args)],
                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=cli_env(work / "tmp"), start_new_session=True)
@@ -141,7 +143,13 @@ def _interrupt(args, work, signum, when, stdin=None):
             os.killpg(proc.pid, signum)  # Ctrl-C reaches the whole process group
         else:
             proc.send_signal(signum)
-        _, err = proc.communicate(timeout=120)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            raise AssertionError(f"still running 120 s after the signal; its stacks:\n"
+                                 f"{err.decode()[-6000:]}") from None
         return proc, err.decode()
     finally:
         if proc.poll() is None:
