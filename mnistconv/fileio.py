@@ -47,21 +47,10 @@ def check_input_file(path):
     return st.st_size
 
 
-def spool_stdin():
-    """Copy stdin to an anonymous temporary file so readers can seek and re-read it."""
-    spool = tempfile.TemporaryFile()
-    shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
-    spool.seek(0)
-    return spool
 
 
-def peek(path, n=8) -> bytes:
-    with open(path, "rb") as f:
-        return f.read(n)
 
 
-def is_gzip(path) -> bool:
-    return peek(path, 2) == GZIP_MAGIC
 
 
 class InputFile:

@@ -119,9 +119,6 @@ class Dataset:
     splits: dict  # name -> Split, in order
     paths: list = field(default_factory=list)  # input files, for info and messages
 
-    def split(self, name):
-        return self.splits[name]
-
 
 @dataclass(frozen=True)
 class OutputFile:

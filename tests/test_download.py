@@ -518,7 +518,7 @@ def test_cli_download_then_verify(serve, tmp_path, capsys, test_mnist):
     out_dir = tmp_path / "data"
     code, out, err = run_cli(capsys, "download", "mnist", out_dir, "--base-url", server.url)
     assert (code, out) == (0, "")
-    assert f"downloaded train-images-idx3-ubyte.gz" in err
+    assert "downloaded train-images-idx3-ubyte.gz" in err
     assert f"Next: mnistconv idx-to-npz {out_dir} mnist.npz" in err
     for name, data in test_mnist.items():
         assert (out_dir / name).read_bytes() == data
@@ -557,7 +557,7 @@ def test_cli_verify_only_names_the_bad_file(tmp_path, capsys, test_mnist):
     assert err.splitlines()[-1] == (
         f"Error: {tmp_path / name}: checksum mismatch: expected sha256 {expected}, got "
         f"{actual}; run: mnistconv download mnist {tmp_path} --force")
-    assert f"ok       train-images-idx3-ubyte.gz" in err
+    assert "ok       train-images-idx3-ubyte.gz" in err
     os.unlink(tmp_path / "t10k-images-idx3-ubyte.gz")
     code, _, err = run_cli(capsys, "download", "mnist", tmp_path, "--verify-only", "-q")
     assert code == 1
