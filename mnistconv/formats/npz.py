@@ -16,11 +16,12 @@ the central directory, as zipfile writes to any unseekable stream; numpy, zipfil
 unzip read it as usual. Only plain arrays are read or written (no pickled object arrays).
 """
 
+import collections
 import contextlib
 import hashlib
 import os
-import queue
 import threading
+import time
 import zipfile
 import zlib
 
@@ -252,8 +253,10 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
                 with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:
                     for split in dataset.splits.values():
                         _write_split(archive, split, compress, layout, to_float, progress)
-            finally:
-                digest = stream.finish()
+            except BaseException:
+                stream.abandon()
+                raise
+            digest = stream.finish()
     return [OutputFile(path, stream.size, digest)]
 
 
@@ -262,32 +265,46 @@ class _HashedStream:
     back to patch a member's local header (it writes a data descriptor after the data),
     so every byte is final when written and is hashed on the way, on a second thread
     (SHA-256, the CRC and the write all release the GIL), instead of reading the file
-    back afterwards (about 50 ms of the official set's ~0.4 s idx-to-npz)."""
+    back afterwards (about 50 ms of the official set's ~0.4 s idx-to-npz).
+
+    The hand-over is a deque polled by the thread, not a queue.Queue: the writing thread
+    takes no lock, so a Ctrl-C landing inside a hand-over cannot leave a lock held and
+    hang the clean-up that follows (seen once with queue.Queue)."""
+
+    MAX_PENDING = 2  # hashing outruns the CRC and write beside it; more only holds memory
+    POLL = 0.0005
 
     def __init__(self, file):
         self.file = file
         self.size = 0
         self._hash = hashlib.sha256()
         self._error = None
-        # At most 2 written buffers (batches) wait to be hashed: hashing is faster than
-        # the CRC and write it runs beside, so a longer queue would only hold memory.
-        self._pending = queue.Queue(maxsize=2)
+        self._pending = collections.deque()
         self._thread = threading.Thread(target=self._run, name="npz-sha256", daemon=True)
         self._thread.start()
 
     def _run(self):
-        while (data := self._pending.get()) is not None:
-            if self._error is None:  # keep draining after a failure: write() never blocks
-                try:
-                    self._hash.update(data)
-                except BaseException as e:
-                    self._error = e
+        while True:
+            try:
+                data = self._pending.popleft()
+            except IndexError:
+                time.sleep(self.POLL)
+                continue
+            if data is None:
+                return
+            try:
+                self._hash.update(data)
+            except BaseException as e:
+                self._error = e
+                return
 
     def write(self, data):
         # Queued by reference: what zipfile writes here is immutable bytes or a batch's
         # own array, which nothing modifies afterwards.
         self.file.write(data)
-        self._pending.put(data)
+        while len(self._pending) >= self.MAX_PENDING and self._error is None:
+            time.sleep(self.POLL)
+        self._pending.append(data)
         n = memoryview(data).nbytes
         self.size += n
         return n
@@ -300,11 +317,15 @@ class _HashedStream:
 
     def finish(self):
         """The SHA-256 of everything written (waits for the hashing thread)."""
-        self._pending.put(None)
+        self._pending.append(None)
         self._thread.join()
         if self._error is not None:
             raise self._error
         return self._hash.hexdigest()
+
+    def abandon(self):
+        """The write failed: let the thread end without waiting for it."""
+        self._pending.append(None)
 
 
 def _write_split(archive, split, compress, layout, to_float, progress):
