@@ -146,13 +146,14 @@ class HashingWriter:
         return self.hash.hexdigest()
 
 
-class GzipWriter:
-    """Deterministic gzip: level 9, mtime 0, no file name. Same bytes as
-    gzip.compress(data, 9, mtime=0) and `gzip -9n`, whatever the write sizes."""
+class DeflateWriter:
+    """Deterministic deflate, level 9, in a gzip container (mtime 0, no file name: the
+    same bytes as gzip.compress(data, 9, mtime=0) and `gzip -9n`, whatever the write
+    sizes) or, with container="zlib", a ZLIB one (TFRecord's compression_type "ZLIB")."""
 
-    def __init__(self, file):
+    def __init__(self, file, container="gzip"):
         self.file = file
-        self.zlib = zlib.compressobj(9, zlib.DEFLATED, 31)
+        self.zlib = zlib.compressobj(9, zlib.DEFLATED, {"gzip": 31, "zlib": 15}[container])
 
     def write(self, data):
         self.file.write(self.zlib.compress(data))

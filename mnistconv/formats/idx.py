@@ -24,8 +24,8 @@ import struct
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import (GZIP_MAX_RATIO, GzipWriter, HashingWriter, InputFile, StagedOutput,
-                      check_input_file, output_file_info)
+from ..fileio import (GZIP_MAX_RATIO, DeflateWriter, HashingWriter, InputFile,
+                      StagedOutput, check_input_file, output_file_info)
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 
@@ -124,7 +124,7 @@ def write_array(path, array, gzip=False):
     """Write one array as an IDX file (used for generated data and by the writer)."""
     array = np.asarray(array)
     with open(path, "wb") as raw:
-        out = GzipWriter(raw) if gzip else raw
+        out = DeflateWriter(raw) if gzip else raw
         out.write(_header_bytes(array.dtype, array.shape, path))
         out.write(np.ascontiguousarray(array, _big_endian(array.dtype, path)).tobytes())
         if gzip:
@@ -384,8 +384,8 @@ def _write_split(split, images_path, labels_path, gzip, progress):
     image_type = _big_endian(h.dtype, h.source)
     with open(images_path, "wb") as image_file, open(labels_path, "wb") as label_file:
         image_hash, label_hash = HashingWriter(image_file), HashingWriter(label_file)
-        images = GzipWriter(image_hash) if gzip else image_hash
-        labels = GzipWriter(label_hash) if gzip else label_hash
+        images = DeflateWriter(image_hash) if gzip else image_hash
+        labels = DeflateWriter(label_hash) if gzip else label_hash
         label_type = _label_dtype(split)
         images.write(_header_bytes(h.dtype, (h.count,) + tuple(h.shape), h.source))
         labels.write(_header_bytes(label_type, (h.count,), h.source))

@@ -49,7 +49,7 @@ import zlib
 import numpy as np
 
 from ..errors import FormatError, MissingDependency, UsageError
-from ..fileio import GzipWriter, HashingWriter, StagedOutput, check_input_file
+from ..fileio import DeflateWriter, HashingWriter, StagedOutput, check_input_file
 from ..records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                        Split)
 
@@ -261,21 +261,6 @@ def _encode_part(job):
     return part, len(labels), err_sum, err_max
 
 
-class _ZlibWriter:
-    """ZLIB container (TensorFlow's compression_type="ZLIB"), level 9, deterministic."""
-
-    def __init__(self, file):
-        self.file = file
-        self.zlib = zlib.compressobj(9, zlib.DEFLATED, 15)
-
-    def write(self, data):
-        self.file.write(self.zlib.compress(data))
-        return len(data)
-
-    def close(self):
-        self.file.write(self.zlib.flush())
-
-
 class _Output:
     """One output file being written: staged path, hashing, optional compression."""
 
@@ -283,7 +268,8 @@ class _Output:
         self.target = target
         self.file = open(staged_path, "wb")
         self.hashing = HashingWriter(self.file)
-        self.sink = {"none": lambda f: f, "gzip": GzipWriter, "zlib": _ZlibWriter}[
+        self.sink = {"none": lambda f: f, "gzip": DeflateWriter,
+                     "zlib": lambda f: DeflateWriter(f, "zlib")}[
             compression](self.hashing)
 
     def write(self, data):
