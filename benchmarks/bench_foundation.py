@@ -115,15 +115,11 @@ def main():
     with common.workdir() as tmp:
         raw = common.decompressed_copy(tmp / "mnist")
         (tmp / "out").mkdir()
-        try:
-            reading(raw, gz, targets)
-            idx_to_npz(raw, gz, tmp / "out", targets)
-            startup()
-        except common.CommandFailed as e:
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(1)
+        reading(raw, gz, targets)
+        idx_to_npz(raw, gz, tmp / "out", targets)
+        startup()
     targets.exit()
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

@@ -172,14 +172,10 @@ def main():
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of "
           f"{common.REPEAT} runs after a warm-up (recipe: 3), interleaved")
     with common.workdir() as tmp:
-        try:
-            idx_to_tfrecord(gz, tmp, targets)
-            startup()
-        except common.CommandFailed as e:
-            print(f"error: {e}", file=sys.stderr)
-            sys.exit(1)
+        idx_to_tfrecord(gz, tmp, targets)
+        startup()
     targets.exit()
 
 
 if __name__ == "__main__":
-    main()
+    common.run(main)

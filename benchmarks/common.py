@@ -104,6 +104,16 @@ class CommandFailed(Exception):
     pass
 
 
+def run(main):
+    """Run a bench's main(): a command that fails ends the bench with its error, exit 1
+    (the temporary directory is removed on the way out)."""
+    try:
+        main()
+    except CommandFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
 _MAX_RSS = re.compile(r"Maximum resident set size \(kbytes\): (\d+)")
 _CPU = re.compile(r"(?:User|System) time \(seconds\): ([\d.]+)")
 

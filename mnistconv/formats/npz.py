@@ -38,7 +38,9 @@ LAYOUTS = ("nhw", "nhwc", "nchw")
 # Images and labels are numbers: bool, integers, floats (no strings, records, dates).
 NUMERIC_KINDS = "biuf"
 # What zipfile and zlib raise for a corrupt archive, some of it only when a member is
-# read to its end (a bad CRC): all of it is bad data in the file being read.
+# read to its end (a bad CRC): all of it is bad data in the file being read. zipfile
+# raises NotImplementedError for a compression method it does not support, and
+# RuntimeError for an encrypted member.
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
                NotImplementedError, RuntimeError, UnicodeDecodeError)
 
