@@ -28,7 +28,7 @@ import zlib
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file
+from ..fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, open_staged
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
 
@@ -249,7 +249,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
     if layout not in LAYOUTS:
         raise UsageError(path, f"unknown layout '{layout}'", f"choose {', '.join(LAYOUTS)}")
     with StagedOutput(force) as out:
-        with open(out.file(path), "wb") as raw:
+        with open_staged(out.file(path)) as raw:
             stream = _HashedStream(raw)
             try:
                 with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:

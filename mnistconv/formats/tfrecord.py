@@ -47,7 +47,8 @@ import zlib
 import numpy as np
 
 from ..errors import FormatError, MissingDependency, UsageError
-from ..fileio import DeflateWriter, HashingWriter, StagedOutput, check_input_file
+from ..fileio import (DeflateWriter, HashingWriter, StagedOutput, check_input_file,
+                      open_staged)
 from ..records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                        Split)
 
@@ -241,10 +242,15 @@ def encode_records(settings, images, labels, indices):
                                                       decoded=True)
         suffix = codecs.EOI
         if n:
-            # |a - b| in uint8 without widening: 5x faster than through int16.
-            diff = np.maximum(decoded, images)
-            diff -= np.minimum(decoded, images)
-            err_sum, err_max = int(diff.sum(dtype=np.uint64)), int(diff.max())
+            # |a - b| in uint8, in place, without widening: 5x faster than via int16.
+            low = np.minimum(decoded, images)
+            diff = np.maximum(decoded, images, out=decoded)
+            diff -= low
+            # A uint32 sum is half the time of a uint64 one, and cannot overflow
+            # below 2**24 pixels of at most 255.
+            total = np.uint32 if diff.size < 1 << 24 else np.uint64
+            err_sum = int(np.add.reduce(diff.reshape(-1), dtype=total))
+            err_max = int(diff.max())
     elif settings.image_format == "png":
         blobs = [codecs.encode_png(im) for im in images]
     else:
@@ -321,7 +327,7 @@ class _Output:
 
     def __init__(self, target, staged_path, compression):
         self.target = target
-        self.file = open(staged_path, "wb")
+        self.file = open_staged(staged_path)
         self.hashing = HashingWriter(self.file)
         self.sink = {"none": lambda f: f, "gzip": DeflateWriter,
                      "zlib": lambda f: DeflateWriter(f, "zlib")}[
