@@ -19,13 +19,18 @@ HEAVY = ("tensorflow", "keras", "cv2", "PIL", "google.protobuf")
 
 # argv: LISTING then either `-m ARGS...` (mnistconv's command line) or `-c CODE`.
 WRAPPER = """
-import atexit, runpy, sys
+import atexit, os, runpy, sys
 
 def dump(listing=sys.argv[1]):
     with open(listing, "w") as f:
         f.write(" ".join(sorted(sys.modules)))
 
+def leave(code, _exit=os._exit):  # the CLI ends with os._exit, which skips atexit
+    dump()
+    _exit(code)
+
 atexit.register(dump)
+os._exit = leave
 if sys.argv[2] == "-m":
     sys.argv = ["mnistconv", *sys.argv[3:]]
     runpy.run_module("mnistconv", run_name="__main__", alter_sys=True)

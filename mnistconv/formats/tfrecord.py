@@ -504,6 +504,23 @@ def _worker_signals():
     # Workers make no reference cycles; collections would only walk (and copy-on-write)
     # the objects inherited from the parent.
     gc.disable()
+    _reuse_freed_memory()
+
+
+def _reuse_freed_memory():
+    """Every chunk allocates ~8 MB of short-lived buffers (tile, decoded pixels, joined
+    records). glibc hands blocks that big straight back to the kernel when freed, so
+    each chunk page-faults them in again: for MNIST ~40000 faults and 0.15 s of system
+    time. Raising its thresholds keeps them in the heap for the next chunk (the worker
+    lives for one conversion, and its chunks are of bounded size)."""
+    try:
+        import ctypes
+        mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 64 << 20)
+    mallopt(m_trim_threshold, 128 << 20)
 
 
 def _make_pool(workers, image_bytes):
