@@ -48,11 +48,13 @@ def _simplejpeg():
     return simplejpeg
 
 
-def decode_jpeg(data: bytes) -> np.ndarray:
+def decode_jpeg(data: bytes, out=None) -> np.ndarray:
     """Grayscale pixels as tf.io.decode_jpeg(data, channels=1) gives them with its
-    defaults (2-D uint8). Raises ValueError for data that does not decode."""
+    defaults (2-D uint8), decoded into `out` if given (a contiguous uint8 array of the
+    image's size). Raises ValueError for data that does not decode."""
     try:
-        pixels = _simplejpeg().decode_jpeg(data, colorspace="GRAY", fastdct=True)
+        pixels = _simplejpeg().decode_jpeg(data, colorspace="GRAY", fastdct=True,
+                                           buffer=out)
     except ValueError as e:
         raise ValueError(str(e) or "not a JPEG") from None
     return pixels[:, :, 0]
@@ -96,13 +98,20 @@ def _scan_start(data: bytes) -> int:
     return sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
 
 
-def _pad_to_blocks(images):
-    """Edge-replicate each image to a multiple of 8 in both axes, as libjpeg does."""
+def block_padded_shape(h, w):
+    """The size libjpeg codes an h x w image at: whole 8x8 blocks."""
+    return -(-h // 8) * 8, -(-w // 8) * 8
+
+
+def pad_to_blocks(images, out=None):
+    """Edge-replicate each image of a stack (n x h x w) to whole 8x8 blocks, exactly the
+    padding libjpeg applies to a partial block; into `out` (n x hp x wp) if given."""
     n, h, w = images.shape
-    hp, wp = -(-h // 8) * 8, -(-w // 8) * 8
-    if (hp, wp) == (h, w):
-        return images
-    out = np.empty((n, hp, wp), np.uint8)
+    hp, wp = block_padded_shape(h, w)
+    if out is None:
+        if (hp, wp) == (h, w):
+            return images
+        out = np.empty((n, hp, wp), np.uint8)
     out[:, :h, :w] = images
     out[:, :h, w:] = images[:, :, w - 1:w]
     out[:, h:, :] = out[:, h - 1:h, :]
@@ -113,13 +122,19 @@ def encode_jpeg_batch(images, quality=95, decoded=False):
     """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
     to encode_jpeg() of each. With decoded=True also return the pixels decode_jpeg()
     gets back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
+    images = np.asarray(images)
     header, segments, pixels = jpeg_segments(images, quality, decoded)
+    if pixels is not None:
+        pixels = pixels[:, :images.shape[1], :images.shape[2]]
     return [header + seg + EOI for seg in segments], pixels
 
 
-def jpeg_segments(images, quality=95, decoded=False):
+def jpeg_segments(images, quality=95, decoded=False, size=None):
     """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI (the
-    header is the same for every image of one size and quality). See encode_jpeg_batch."""
+    header is the same for every image of one size and quality). See encode_jpeg_batch.
+    `images` is n x h x w, or already padded by pad_to_blocks when size=(h, w) gives
+    the images' own size. pixels (decoded=True) keep the padding: n x hp x wp, the
+    images' decoded pixels in [:, :h, :w]."""
     import re
 
     Image = _pil()
@@ -127,18 +142,22 @@ def jpeg_segments(images, quality=95, decoded=False):
     if images.dtype != np.uint8 or images.ndim != 3:
         raise ValueError(f"expected n x h x w uint8 images, got {images.dtype} "
                          f"{images.shape}")
-    n, h, w = images.shape
+    n = len(images)
+    h, w = size or images.shape[1:]
+    hp, wp = block_padded_shape(h, w)
+    padded = images if size else pad_to_blocks(images)
+    if padded.shape[1:] != (hp, wp):
+        raise ValueError(f"images of {h}x{w} padded to blocks are {hp}x{wp}, not "
+                         f"{padded.shape[1]}x{padded.shape[2]}")
     if n == 0:
-        return b"", [], (np.zeros((0, h, w), np.uint8) if decoded else None)
-    header = encode_jpeg(images[0], quality)
+        return b"", [], (np.zeros((0, hp, wp), np.uint8) if decoded else None)
+    header = encode_jpeg(padded[0, :h, :w], quality)
     header = header[:_scan_start(header)]
-    padded = _pad_to_blocks(images)
-    hp, wp = padded.shape[1:]
     blocks = (hp // 8) * (wp // 8)
     per_tile = max(1, _MAX_DIMENSION // hp) if blocks <= 0xFFFF else 1
     marker = re.compile(b"\xff[\xd0-\xd7]")
     segments = []
-    pixels = np.empty((n, h, w), np.uint8) if decoded else None
+    pixels = np.empty((n, hp, wp), np.uint8) if decoded else None
     for start in range(0, n, per_tile):
         tile = padded[start:start + per_tile]
         count = len(tile)
@@ -152,19 +171,18 @@ def jpeg_segments(images, quality=95, decoded=False):
                 # Decoding the tile decodes every image's blocks exactly as decoding
                 # that image alone: the restart resets the predictor, and baseline
                 # grayscale has no smoothing or upsampling across blocks.
-                whole = decode_jpeg(data)
-                pixels[start:start + count] = whole.reshape(count, hp, wp)[:, :h, :w]
+                decode_jpeg(data, out=pixels[start:start + count])
         else:
             # One image per tile, or a Pillow without restart-marker support: encode
             # each image on its own (same bytes, slower).
             tile_segments = []
-            for i, image in enumerate(images[start:start + count]):
+            for i, image in enumerate(padded[start:start + count, :h, :w]):
                 jpeg = encode_jpeg(image, quality)
                 if not (jpeg.startswith(header) and jpeg.endswith(EOI)):
                     raise AssertionError("JPEG headers differ between images")
                 tile_segments.append(jpeg[len(header):-2])
                 if decoded:
-                    pixels[start + i] = decode_jpeg(jpeg)
+                    pixels[start + i, :h, :w] = decode_jpeg(jpeg)
         segments.extend(tile_segments)
     return header, segments, pixels
 

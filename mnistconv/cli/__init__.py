@@ -124,6 +124,8 @@ def console():
     is ending anyway. Nothing of ours waits for exit: outputs are committed, worker
     pools joined and temporaries removed before main() returns; only stdout and stderr
     are flushed here. (Tests and library users call main(), which exits normally.)"""
+    from ..process import reuse_freed_memory
+    reuse_freed_memory()
     try:
         main()
         code = 0

