@@ -26,8 +26,6 @@ rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
-
 from ..errors import MissingDependency
 
 _FILE_DESCRIPTOR = (
@@ -86,6 +84,12 @@ PRESETS = {
                    "image/index", "image/format", "image/height", "image/width"),
 }
 
+# Stands in for an image while finding where images go in a serialization: 16 bytes
+# that all carry a varint's continuation bit, so no tag, length or int64 of the rest
+# of an Example can contain them (a varint has at most 10 bytes); split_at_image still
+# checks that the placeholder is found exactly once.
+_PLACEHOLDER = bytes(range(0xF0, 0x100))
+
 # Raw pixels carry no shape, so presets without height/width features get these.
 RAW_HEIGHT_KEY, RAW_WIDTH_KEY = "height", "width"
 
@@ -129,24 +133,24 @@ class ExampleBuilder:
 
     def split_at_image(self, label: int, length: int):
         """(before, after) such that serialize(label, image, 0) == before + image + after
-        for every image of `length` bytes. The protobuf library decides: two
-        serializations with placeholder images of that length, all 0x00 and all 0xFF,
-        differ exactly where the image lies (a bytes field is stored verbatim)."""
+        for every image of `length` bytes. The protobuf library decides: the image is
+        found in a serialization with a placeholder image in its place (a bytes field is
+        stored verbatim). Called once per (class, image length): thousands of times."""
         values = self.image_values[label]
-        values[0] = b"\x00" * length
-        zeros = self.templates[label].SerializeToString(deterministic=True)
-        if length == 0:
-            return zeros, b""
-        values[0] = b"\xff" * length
-        ones = self.templates[label].SerializeToString(deterministic=True)
-        # The first differing byte, found by numpy: a Python loop over the bytes was
-        # most of the cost of a cache miss (thousands per conversion).
-        start = int(np.flatnonzero(np.frombuffer(zeros, np.uint8)
-                                   != np.frombuffer(ones, np.uint8))[0])
-        end = start + length
-        if zeros[end:] != ones[end:] or ones[start:end].count(0xFF) != length:
-            raise AssertionError("image bytes are not contiguous in the serialization")
-        return zeros[:start], zeros[end:]
+        placeholder = (_PLACEHOLDER * (length // len(_PLACEHOLDER) + 1))[:length]
+        values[0] = placeholder
+        data = self.templates[label].SerializeToString(deterministic=True)
+        start = data.find(placeholder) if length >= 8 else -1
+        if start < 0 or data.find(placeholder, start + 1) >= 0:
+            # Too short to be unique: two serializations whose images differ in every
+            # byte differ exactly where the image lies.
+            values[0] = bytes(255 - b for b in placeholder)
+            other = self.templates[label].SerializeToString(deterministic=True)
+            start = next(i for i, (a, b) in enumerate(zip(data, other)) if a != b) \
+                if length else len(data)
+            if data[start + length:] != other[start + length:]:
+                raise AssertionError("image bytes are not contiguous in the serialization")
+        return data[:start], data[start + length:]
 
     def serialize(self, label: int, image: bytes, index: int) -> bytes:
         self.image_values[label][0] = image
