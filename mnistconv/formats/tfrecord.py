@@ -286,9 +286,10 @@ def encode_records(settings, images, labels, indices):
 def _encode_part(job):
     """Worker: encode one chunk; return its framed bytes (or, when they fit in the
     chunk's shared slot, their length there), its record count and error stats."""
-    settings, slot, images, labels, indices = job
-    if slot is not None:  # the pixels are in the shared slot
-        images = _SHARED.pixels(slot, len(labels), settings.input_shape())
+    settings, slot, chunk = job
+    if slot is not None:  # the chunk is in the shared slot; `chunk` is its length
+        chunk = _SHARED.get_chunk(slot, chunk, settings.input_shape())
+    images, labels, indices = chunk
     data, err_sum, err_max = encode_records(settings, images, labels, indices)
     if slot is not None:
         data = _SHARED.put_output(slot, data)
@@ -297,28 +298,49 @@ def _encode_part(job):
 
 class _SharedSlots:
     """Memory the parent and its forked workers share, one slot per chunk in flight:
-    the parent copies a chunk's pixels in, the worker leaves its framed records there,
-    and the parent appends them to the output straight from the slot. Nothing is
-    pickled or written to a temporary file on the way (part files cost a create, a
-    write, a read and an unlink per chunk)."""
+    the parent copies a chunk's labels, indices and pixels in, the worker leaves its
+    framed records there, and the parent appends them to the output straight from the
+    slot. Only a slot number goes through the pool's pipe (part files cost a create,
+    a write, a read and an unlink per chunk; pickled arrays a copy and a pipe write)."""
 
     def __init__(self, slots, pixel_bytes, output_bytes):
         import mmap
+        self.numbers_bytes = 2 * 8 * CHUNK  # labels and indices, int64
         self.pixel_bytes, self.output_bytes = pixel_bytes, output_bytes
-        self.slot_bytes = pixel_bytes + output_bytes
+        # Slots start 8-byte aligned, so the int64 arrays at their start are aligned.
+        self.slot_bytes = -(-(self.numbers_bytes + pixel_bytes + output_bytes) // 8) * 8
         self.memory = mmap.mmap(-1, max(1, slots * self.slot_bytes))
         self.view = memoryview(self.memory)
 
-    def pixels(self, slot, n, shape):
-        return np.frombuffer(self.memory, np.uint8, n * int(np.prod(shape)),
-                             slot * self.slot_bytes).reshape((n,) + tuple(shape))
+    def _arrays(self, slot, n, shape):
+        base = slot * self.slot_bytes
+        labels = np.frombuffer(self.memory, np.int64, n, base)
+        indices = np.frombuffer(self.memory, np.int64, n, base + 8 * CHUNK)
+        pixels = np.frombuffer(self.memory, np.uint8, n * int(np.prod(shape)),
+                               base + self.numbers_bytes).reshape((n,) + tuple(shape))
+        return pixels, labels, indices
+
+    def put_chunk(self, slot, images, labels, indices, shape):
+        """Parent side: copy a chunk in; images of another shape than `shape` are
+        padded to it (codecs.pad_to_blocks)."""
+        from ..codecs import pad_to_blocks
+        pixels, slot_labels, slot_indices = self._arrays(slot, len(labels), shape)
+        slot_labels[:], slot_indices[:] = labels, indices
+        if pixels.shape[1:] != images.shape[1:]:
+            pad_to_blocks(images, out=pixels)
+        else:
+            pixels[:] = images
+
+    def get_chunk(self, slot, n, shape):
+        """Worker side: (images, labels, indices) of the chunk in the slot."""
+        return self._arrays(slot, n, shape)
 
     def put_output(self, slot, data):
         """Worker side: the length of data once stored in the slot, or data itself when
         it does not fit (records far larger than MNIST's travel through the pipe)."""
         if len(data) > self.output_bytes:
             return data
-        start = slot * self.slot_bytes + self.pixel_bytes
+        start = (slot + 1) * self.slot_bytes - self.output_bytes
         self.memory[start:start + len(data)] = data
         return len(data)
 
@@ -326,7 +348,7 @@ class _SharedSlots:
         """Parent side: the bytes a worker's put_output returned for this slot."""
         if not isinstance(data, int):
             return data
-        start = slot * self.slot_bytes + self.pixel_bytes
+        start = (slot + 1) * self.slot_bytes - self.output_bytes
         return self.view[start:start + data]
 
     def close(self):
@@ -575,8 +597,6 @@ def _run(split, settings, bounds, outputs, pool, workers):
             yield out, len(labels), esum, emax
         return
     from collections import deque
-
-    from .. import codecs
     shared = _SHARED
     free_slots = deque(range(_window(workers)))
     pending = deque()
@@ -586,16 +606,13 @@ def _run(split, settings, bounds, outputs, pool, workers):
         if piece is None:
             return False
         out, images, labels, indices = piece
-        slot = None
         if shared is not None:
             slot = free_slots.popleft()
-            into = shared.pixels(slot, len(labels), settings.input_shape())
-            if into.shape[1:] != images.shape[1:]:
-                codecs.pad_to_blocks(images, out=into)
-            else:
-                into[:] = images
-            images = None
-        job = (settings, slot, images, labels, indices)
+            shared.put_chunk(slot, images, labels, indices, settings.input_shape())
+            job = (settings, slot, len(labels))
+        else:
+            slot = None
+            job = (settings, None, (images, labels, indices))
         pending.append((out, slot, pool.apply_async(_encode_part, (job,))))
         return True
 
