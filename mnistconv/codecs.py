@@ -133,7 +133,8 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI (the
     header is the same for every image of one size and quality). See encode_jpeg_batch.
     `images` is n x h x w, or already padded by pad_to_blocks when size=(h, w) gives
-    the images' own size. pixels (decoded=True) keep the padding: n x hp x wp, the
+    the images' own size. decoded: True, or a number m to decode only the first m
+    images (the rest cost no decoding). pixels keep the padding: m x hp x wp, the
     images' decoded pixels in [:, :h, :w]."""
     import re
 
@@ -149,17 +150,23 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     if padded.shape[1:] != (hp, wp):
         raise ValueError(f"images of {h}x{w} padded to blocks are {hp}x{wp}, not "
                          f"{padded.shape[1]}x{padded.shape[2]}")
+    decode_count = 0 if decoded is False else n if decoded is True else min(n, decoded)
     if n == 0:
-        return b"", [], (np.zeros((0, hp, wp), np.uint8) if decoded else None)
+        return b"", [], (np.zeros((0, hp, wp), np.uint8) if decoded is not False
+                         else None)
     header = encode_jpeg(padded[0, :h, :w], quality)
     header = header[:_scan_start(header)]
     blocks = (hp // 8) * (wp // 8)
     per_tile = max(1, _MAX_DIMENSION // hp) if blocks <= 0xFFFF else 1
     marker = re.compile(b"\xff[\xd0-\xd7]")
     segments = []
-    pixels = np.empty((n, hp, wp), np.uint8) if decoded else None
-    for start in range(0, n, per_tile):
-        tile = padded[start:start + per_tile]
+    pixels = np.empty((decode_count, hp, wp), np.uint8) if decoded is not False else None
+    # Tiles of per_tile images, the first decode_count of them in tiles of their own.
+    starts = sorted(set(range(0, decode_count, per_tile)) | set(range(decode_count, n,
+                                                                        per_tile)))
+    for start, end in zip(starts, starts[1:] + [n]):
+        tile = padded[start:end]
+        decode_tile = start < decode_count
         count = len(tile)
         out = io.BytesIO()
         Image.fromarray(tile.reshape(count * hp, wp), "L").save(
@@ -167,7 +174,7 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
         data = out.getvalue()
         tile_segments = marker.split(data[_scan_start(data):-2]) if count > 1 else []
         if len(tile_segments) == count:
-            if decoded:
+            if decode_tile:
                 # Decoding the tile decodes every image's blocks exactly as decoding
                 # that image alone: the restart resets the predictor, and baseline
                 # grayscale has no smoothing or upsampling across blocks.
@@ -181,7 +188,7 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
                 if not (jpeg.startswith(header) and jpeg.endswith(EOI)):
                     raise AssertionError("JPEG headers differ between images")
                 tile_segments.append(jpeg[len(header):-2])
-                if decoded:
+                if decode_tile:
                     pixels[start + i, :h, :w] = decode_jpeg(jpeg)
         segments.extend(tile_segments)
     return header, segments, pixels

@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import codecs, registry
 from mnistconv.formats import tfrecord
 from conftest import make_idx_dir, run, stderr_of
-from tfrecord_helpers import dataset, digit_like, write
+from tfrecord_helpers import dataset, digit_like, error_stats, measured, write
 
 
 def records_of(path, opener=open):
@@ -184,11 +184,24 @@ def test_jpeg_round_trip_reports_the_error_it_made(tmp_path, preset):
                      jpeg_quality=90)
     images, labels, _ = read_all(tmp_path / "a.tfrecord")["train"]
     source = ds.splits["train"]
-    diff = np.abs(images.astype(int) - source._images)
     assert stats["records"] == 120
-    assert stats["jpeg_max_abs_error"] == diff.max() > 0
-    assert stats["jpeg_mean_abs_error"] == round(diff.mean(), 4)
+    # By default the first quarter of every chunk is measured: here records 0..29.
+    assert measured(120).nonzero()[0].tolist() == list(range(30))
+    assert stats == {"records": 120, **error_stats(images, source._images, measured(120))}
+    assert stats["jpeg_max_abs_error"] > 0
     np.testing.assert_array_equal(labels, source.labels())
+
+
+def test_exact_jpeg_error_measures_every_record_and_writes_the_same_bytes(tmp_path):
+    ds = dataset(300, seed=5)
+    _, sampled = write(ds, tmp_path / "s.tfrecord", jpeg_quality=80)
+    _, exact = write(ds, tmp_path / "e.tfrecord", jpeg_quality=80, exact_jpeg_error=True)
+    assert (tmp_path / "s.tfrecord").read_bytes() == (tmp_path / "e.tfrecord").read_bytes()
+    images, _, _ = read_all(tmp_path / "e.tfrecord")["train"]
+    source = ds.splits["train"]._images
+    assert exact == {"records": 300, **error_stats(images, source)}
+    assert sampled == {"records": 300, **error_stats(images, source, measured(300))}
+    assert sampled["jpeg_error_records"] == 75 and exact["jpeg_error_records"] == 300
 
 
 @settings(max_examples=25, deadline=None,
@@ -213,9 +226,7 @@ def test_any_shape_and_label_round_trips(tmp_path, n, height, width, classes,
     got_images, got_labels, _ = read_all(out)["train"]
     np.testing.assert_array_equal(got_labels, labels)
     if image_format == "jpeg":
-        diff = np.abs(got_images.astype(int) - images)
-        assert stats["jpeg_max_abs_error"] == diff.max()
-        assert stats["jpeg_mean_abs_error"] == round(diff.mean(), 4)
+        assert stats == {"records": n, **error_stats(got_images, images, measured(n))}
     else:
         np.testing.assert_array_equal(got_images, images)
 
@@ -336,8 +347,10 @@ def test_json_summary_reports_jpeg_error(tmp_path):
     r = run("idx-to-tfrecord", tmp_path / "src", tmp_path / "o.tfrecord", "--json")
     assert r.returncode == 0, stderr_of(r)
     stats = json.loads(r.stdout)["stats"]
-    assert set(stats) == {"records", "jpeg_mean_abs_error", "jpeg_max_abs_error"}
+    assert set(stats) == {"records", "jpeg_mean_abs_error", "jpeg_max_abs_error",
+                          "jpeg_error_records"}
     assert stats["records"] == 30 and 0 < stats["jpeg_mean_abs_error"] < 3
+    assert stats["jpeg_error_records"] == 8
 
 
 def test_existing_output_is_kept_without_force(tmp_path):
@@ -481,7 +494,8 @@ def test_official_training_set_matches_the_recipe_record_for_record(
     import json
     cv2 = pytest.importorskip("cv2")
     out = tmp_path / "train.tfrecord"
-    r = run("idx-to-tfrecord", official_dir, out, "--split", "train", "--json")
+    r = run("idx-to-tfrecord", official_dir, out, "--split", "train", "--json",
+            "--exact-jpeg-error")
     assert r.returncode == 0, stderr_of(r)
     summary = json.loads(r.stdout)
     from mnistconv.formats.example_proto import example_class
@@ -497,10 +511,7 @@ def test_official_training_set_matches_the_recipe_record_for_record(
         assert records[i] == ex.SerializeToString(deterministic=True)
     images, labels, _ = read_all(out)["train"]
     np.testing.assert_array_equal(labels, y)
-    diff = np.abs(images.astype(int) - x)
-    assert summary["stats"] == {"records": 60000,
-                                "jpeg_mean_abs_error": round(diff.mean(), 4),
-                                "jpeg_max_abs_error": int(diff.max())}
+    assert summary["stats"] == {"records": 60000, **error_stats(images, x)}
 
 
 def framed(payloads):

@@ -36,3 +36,26 @@ def write(ds, path, **options):
     stats = {}
     files = mnistconv.write(ds, str(path), "tfrecord", stats=stats, **options)
     return files, stats
+
+
+def measured(count, shards=1):
+    """The records whose JPEG error the writer measures by default (a boolean mask),
+    computed here from its documented rule: the first quarter (rounded up) of every
+    chunk, chunks starting at every multiple of CHUNK and at every shard's start."""
+    from mnistconv.formats.tfrecord import CHUNK
+    starts = set(range(0, count, CHUNK)) | {count * i // shards for i in range(shards)}
+    starts = sorted(s for s in starts if s < count)
+    mask = np.zeros(count, bool)
+    for start, end in zip(starts, starts[1:] + [count]):
+        mask[start:start - (-(end - start) // 4)] = True
+    return mask
+
+
+def error_stats(decoded, source, mask=None):
+    """The JPEG error figures the writer reports, computed from another decoder's pixels
+    over the records in mask (all of them when None)."""
+    diff = np.abs(decoded.astype(int) - source)
+    if mask is not None:
+        diff = diff[mask]
+    return {"jpeg_mean_abs_error": round(diff.mean(), 4),
+            "jpeg_max_abs_error": int(diff.max()), "jpeg_error_records": len(diff)}
