@@ -272,6 +272,15 @@ class StagedOutput:
         self._moves.append((tmp, target, False))
         return tmp
 
+    def supersede(self, path):
+        """Remove path when the output is committed: an earlier output of the same name
+        that the new files replace without overwriting it (a TFRecord shard set of
+        another size, which a glob would read with the new one). Refused without force
+        like any existing target."""
+        path = os.path.abspath(path)
+        self._refuse_existing(path)
+        self._removals.append(path)
+
     def _temporary(self, make, **where):
         """Create a temporary and register it for abort() with no gap in between where
         an interrupt would leave it unregistered and so never removed."""

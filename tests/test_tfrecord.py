@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import mnistconv
 from mnistconv import codecs, registry
 from mnistconv.formats import tfrecord
-from conftest import make_idx_dir, run, stderr_of
+from conftest import SAMPLE, make_idx_dir, run, stderr_of
 from tfrecord_helpers import dataset, digit_like, error_stats, measured, write
 
 
@@ -361,6 +361,48 @@ def test_existing_output_is_kept_without_force(tmp_path):
     assert (tmp_path / "a.tfrecord").read_bytes() == before
     write(dataset(12, seed=5), tmp_path / "a.tfrecord", force=True)
     assert len(records_of(tmp_path / "a.tfrecord")) == 12
+
+
+def test_a_shard_set_of_another_size_is_replaced_only_with_force(tmp_path):
+    """A glob over name.tfrecord-* must never read an earlier shard set with the new
+    one: other sizes (and the unsharded file) count as this output's existing files."""
+    out = tmp_path / "d.tfrecord"
+    write(dataset(40), out, shards=4)
+    old = sorted(os.listdir(tmp_path))
+    r = run("idx-to-tfrecord", SAMPLE, out, "--split", "train", "--shards", "2", "-q")
+    assert r.returncode == 2
+    assert stderr_of(r) == (f"Error: {tmp_path}/d.tfrecord-00000-of-00004: already "
+                            "exists; use --force to overwrite it\n")
+    assert sorted(os.listdir(tmp_path)) == old
+    write(dataset(30, seed=2), out, shards=2, force=True)
+    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("d.")) == [
+        "d.tfrecord-00000-of-00002", "d.tfrecord-00001-of-00002"]
+    write(dataset(20, seed=3), out, force=True)
+    assert sorted(p for p in os.listdir(tmp_path) if p.startswith("d.")) == ["d.tfrecord"]
+    assert len(records_of(out)) == 20
+
+
+def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path):
+    """1 MiB of gzip that inflates to 1 GiB of zeros: the reader decompresses only what
+    it reads (a 12-byte record header here), not the whole first block."""
+    bomb = tmp_path / "bomb.tfrecord.gz"
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(bomb, "wb") as f:
+        for _ in range(64):
+            f.write(deflate.compress(bytes(16 << 20)))
+        f.write(deflate.flush())
+    code = ("import resource, sys, mnistconv\n"
+            "try:\n"
+            f"    mnistconv.read({str(bomb)!r})\n"
+            "except mnistconv.FormatError as e:\n"
+            "    print(e)\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    import subprocess
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(mnistconv.__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
+    message, peak_kb = r.stdout.decode().splitlines()
+    assert message.startswith(f"{bomb}: not a TFRecord file")
+    assert int(peak_kb) < 200_000  # the bomb alone would be over 1,000,000
 
 
 def test_non_uint8_images_are_refused(tmp_path):
