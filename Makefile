@@ -51,6 +51,11 @@ bench: install-test
 	  if command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; \
 	  else echo "install GNU time (/usr/bin/time) for make bench" >&2; exit 1; fi; }
+	@{ command -v gcc >/dev/null 2>&1 && test -f /usr/include/jpeglib.h && test -f /usr/include/zlib.h; } || { \
+	  if command -v apt-get >/dev/null 2>&1; then \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libjpeg62-turbo-dev zlib1g-dev >/dev/null; } \
+	      || echo "could not install gcc libjpeg62-turbo-dev zlib1g-dev: bench_tfrecord skips its C reference" >&2; \
+	  fi; }
 	$(PY) benchmarks/run.py
 
 fuzz: install-test

@@ -194,6 +194,79 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     return header, segments, pixels
 
 
+def _jpeg_layout(header):
+    """(offset of the SOF marker, offset of the SOS marker) of a JPEG header that a tile
+    can be built from: baseline or extended sequential, one component, no restart
+    interval of its own; else None."""
+    pos, sof = 2, None
+    while pos + 4 <= len(header):
+        if header[pos] != 0xFF:
+            return None
+        marker = header[pos + 1]
+        if marker == 0xDA:
+            return (sof, pos) if sof is not None else None
+        if marker == 0xDD or (0xC2 <= marker <= 0xCF and marker not in (0xC4, 0xC8,
+                                                                         0xCC)):
+            return None  # a restart interval, or progressive/lossless/arithmetic
+        if marker in (0xC0, 0xC1):
+            if pos + 10 > len(header) or header[pos + 9] != 1:
+                return None
+            sof = pos
+        pos += 2 + int.from_bytes(header[pos + 2:pos + 4], "big")
+    return None
+
+
+def decode_jpeg_tiles(jpegs, h, w):
+    """Decode JPEGs that share one header (the same encoder, size and quality: what
+    cv2, Pillow and mnistconv write for a dataset) as decode_jpeg() would each, but as
+    tall images of many: n x h x w uint8. It is jpeg_segments in reverse: each image's
+    entropy-coded data, restart markers between them and a restart interval of one
+    image's blocks make a valid JPEG whose decode is, block for block, each image's own
+    (a restart resets the DC predictor as a new image does). Decoding one 28x28 JPEG
+    costs ~30 us, mostly set-up; this ~7 us. Returns None when the JPEGs cannot be
+    decoded so (other headers, colour, progressive, or anything in the data that does
+    not decode cleanly): decode those one by one."""
+    if not jpegs:
+        return np.zeros((0, h, w), np.uint8)
+    first = jpegs[0]
+    try:
+        start = _scan_start(first)
+    except ValueError:
+        return None
+    header = first[:start]
+    layout = _jpeg_layout(header)
+    if layout is None:
+        return None
+    sof, sos = layout
+    if (int.from_bytes(header[sof + 5:sof + 7], "big"),
+            int.from_bytes(header[sof + 7:sof + 9], "big")) != (h, w):
+        return None
+    if not all(j.startswith(header) and j.endswith(EOI) for j in jpegs):
+        return None
+    hp, wp = block_padded_shape(h, w)
+    blocks = (hp // 8) * (wp // 8)
+    if blocks > 0xFFFF:
+        return None
+    per_tile = max(1, _MAX_DIMENSION // hp)
+    out = np.empty((len(jpegs), hp, w), np.uint8)
+    restart = b"\xff\xdd\x00\x04" + blocks.to_bytes(2, "big")
+    markers = [bytes((0xFF, 0xD0 + i % 8)) for i in range(per_tile)]
+    for first_image in range(0, len(jpegs), per_tile):
+        group = jpegs[first_image:first_image + per_tile]
+        count = len(group)
+        parts = [b""] * (2 * count)
+        parts[0::2] = [j[start:-2] for j in group]
+        parts[1::2] = markers[:count]
+        parts[-1] = EOI
+        tile = b"".join([header[:sof + 5], (count * hp).to_bytes(2, "big"),
+                         header[sof + 7:sos], restart, header[sos:], *parts])
+        try:
+            decode_jpeg(tile, out=out[first_image:first_image + count])
+        except ValueError:
+            return None
+    return out[:, :h, :]
+
+
 def decode_image(data: bytes) -> np.ndarray:
     """Decode a JPEG (as TensorFlow's defaults do, see decode_jpeg) or a PNG to a 2-D
     uint8 array; colour is converted to grayscale. Raises ValueError for data that is

@@ -224,7 +224,9 @@ static void read_exact(gzFile gz, void *buf, size_t n, const char *path)
     if (got < 0 || (size_t)got != n) {
         int err;
         const char *msg = gzerror(gz, &err);
-        die(path, got >= 0 && err == Z_OK ? "file is truncated" : msg);
+        if (got >= 0 && err == Z_OK)
+            die(path, "file is truncated");
+        die(msg, NULL); /* zlib's message already names the file */
     }
 }
 

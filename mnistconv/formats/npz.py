@@ -269,12 +269,15 @@ class _HashedStream:
     (SHA-256, the CRC and the write all release the GIL), instead of reading the file
     back afterwards (about 50 ms of the official set's ~0.4 s idx-to-npz).
 
-    The hand-over is a deque polled by the thread, not a queue.Queue: the writing thread
-    takes no lock, so a Ctrl-C landing inside a hand-over cannot leave a lock held and
-    hang the clean-up that follows (seen once with queue.Queue)."""
+    The hand-over is a deque, and the thread sleeps in os.read on a pipe the writer
+    writes a byte to per item: no lock anywhere, so a Ctrl-C landing inside a hand-over
+    cannot leave one held and hang the clean-up that follows (seen once with
+    queue.Queue). Not a polling loop either: a thread waking every 0.5 ms takes the GIL
+    from a slow producer (the TFRecord reader, Python-bound) hundreds of times a
+    second, and tfrecord-to-npz ran at half speed."""
 
     MAX_PENDING = 2  # hashing outruns the CRC and write beside it; more only holds memory
-    POLL = 0.0005
+    POLL = 0.0005  # the writer's wait when MAX_PENDING items are queued
 
     def __init__(self, file):
         self.file = file
@@ -282,23 +285,36 @@ class _HashedStream:
         self._hash = hashlib.sha256()
         self._error = None
         self._pending = collections.deque()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
         self._thread = threading.Thread(target=self._run, name="npz-sha256", daemon=True)
         self._thread.start()
 
     def _run(self):
-        while True:
-            try:
-                data = self._pending.popleft()
-            except IndexError:
-                time.sleep(self.POLL)
-                continue
-            if data is None:
-                return
-            try:
-                self._hash.update(data)
-            except BaseException as e:
-                self._error = e
-                return
+        try:
+            while True:
+                try:
+                    data = self._pending.popleft()
+                except IndexError:
+                    if not os.read(self._wake_read, 4096):
+                        return  # the writer is gone
+                    continue
+                if data is None:
+                    return
+                try:
+                    self._hash.update(data)
+                except BaseException as e:
+                    self._error = e
+                    return
+        finally:
+            os.close(self._wake_read)
+
+    def _hand_over(self, item):
+        self._pending.append(item)
+        try:
+            os.write(self._wake_write, b"\0")
+        except BlockingIOError:  # the pipe is full of wake-ups: the thread is awake
+            pass
 
     def write(self, data):
         # Queued by reference: what zipfile writes here is immutable bytes or a batch's
@@ -306,7 +322,7 @@ class _HashedStream:
         self.file.write(data)
         while len(self._pending) >= self.MAX_PENDING and self._error is None:
             time.sleep(self.POLL)
-        self._pending.append(data)
+        self._hand_over(data)
         n = memoryview(data).nbytes
         self.size += n
         return n
@@ -319,15 +335,17 @@ class _HashedStream:
 
     def finish(self):
         """The SHA-256 of everything written (waits for the hashing thread)."""
-        self._pending.append(None)
+        self._hand_over(None)
         self._thread.join()
+        os.close(self._wake_write)
         if self._error is not None:
             raise self._error
         return self._hash.hexdigest()
 
     def abandon(self):
         """The write failed: let the thread end without waiting for it."""
-        self._pending.append(None)
+        self._hand_over(None)
+        os.close(self._wake_write)
 
 
 def _write_split(archive, split, compress, layout, to_float, progress):

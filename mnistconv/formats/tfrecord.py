@@ -46,6 +46,7 @@ import zlib
 
 import numpy as np
 
+from .. import codecs
 from ..errors import FormatError, MissingDependency, UsageError
 from ..fileio import (DeflateWriter, HashingWriter, StagedOutput, check_input_file,
                       open_staged)
@@ -55,6 +56,8 @@ from ..records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
+_HEADER = struct.Struct("<QI")  # a record's length and the masked CRC of its 8 bytes
+_READ_AHEAD = 1 << 20
 # Records per work unit: big enough that per-chunk costs (a JPEG tile, a part file, a
 # round trip to the worker) stay small, small enough that memory stays flat and the
 # workers finish together (the last chunk runs alone).
@@ -238,8 +241,7 @@ class _Settings:
         blocks (codecs.pad_to_blocks), which the parent does while it copies the pixels
         into the shared slot anyway."""
         if self.image_format == "jpeg":
-            from ..codecs import block_padded_shape
-            return block_padded_shape(*self.shape)
+            return codecs.block_padded_shape(*self.shape)
         return self.shape
 
     def key(self):
@@ -263,7 +265,6 @@ def _builder(settings):
 def encode_records(settings, images, labels, indices):
     """Framed TFRecord bytes of a chunk, and the JPEG pixel error as (sum, max, number
     of records measured). images: n x settings.shape, or n x settings.input_shape()."""
-    from .. import codecs
     n = len(labels)
     images = np.asarray(images)
     err_sum, err_max, measured = 0, 0, 0
@@ -348,11 +349,10 @@ class _SharedSlots:
     def put_chunk(self, slot, images, labels, indices, shape):
         """Parent side: copy a chunk in; images of another shape than `shape` are
         padded to it (codecs.pad_to_blocks)."""
-        from ..codecs import pad_to_blocks
         pixels, slot_labels, slot_indices = self._arrays(slot, len(labels), shape)
         slot_labels[:], slot_indices[:] = labels, indices
         if pixels.shape[1:] != images.shape[1:]:
-            pad_to_blocks(images, out=pixels)
+            codecs.pad_to_blocks(images, out=pixels)
         else:
             pixels[:] = images
 
@@ -560,7 +560,6 @@ def _usable_cores():
 
 
 def _warm_up(all_settings):
-    from .. import codecs
     for settings in all_settings:
         _builder(settings)
         if settings.image_format != "raw":
@@ -757,7 +756,9 @@ class _Stream:
 
 def iter_records(path, compression="auto", start_number=0):
     """Yield (record number, byte offset, data) of a TFRecord file, checking both CRCs.
-    Errors name the record (counting from 0 in this file, or from start_number)."""
+    Errors name the record (counting from 0 in this file, or from start_number).
+    The file is read in blocks of _READ_AHEAD bytes and the records cut from them:
+    two reads and a slice per record cost more than checking it."""
     check_input_file(path)
     if compression in (None, "auto"):
         with open(path, "rb") as f:
@@ -766,16 +767,18 @@ def iter_records(path, compression="auto", start_number=0):
     stream = _Stream(path, compression)
     try:
         number, offset = start_number, 0
+        block, pos = b"", 0  # read-ahead, and where the next record starts in it
         while True:
-            head = stream.read(12)
-            if not head:
-                return
+            if len(block) - pos < 12:
+                block, pos = block[pos:] + stream.read(_READ_AHEAD), 0
+                if not block:
+                    return
             where = f"record {number} (counting from 0, at byte {offset})"
-            if len(head) < 12:
-                raise FormatError(path, f"{where}: truncated: {len(head)} bytes of a "
+            if len(block) < 12:
+                raise FormatError(path, f"{where}: truncated: {len(block)} bytes of a "
                                         "12-byte record header")
-            length = _U64.unpack_from(head)[0]
-            if _U32.unpack_from(head, 8)[0] != masked_crc(head[:8], crc):
+            length, stored = _HEADER.unpack_from(block, pos)
+            if stored != _mask(crc(block[pos:pos + 8])):
                 if number == start_number and offset == 0:
                     raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
                 raise FormatError(path, f"{where}: length CRC mismatch, the record "
@@ -785,19 +788,29 @@ def iter_records(path, compression="auto", start_number=0):
                 have = f" ({left} bytes left)" if left is not None else ""
                 raise FormatError(path, f"{where}: length {length} runs past the end of "
                                         f"the file{have}")
-            body = stream.read(length + 4)
-            if len(body) < length + 4:
-                raise FormatError(path, f"{where}: truncated: expected {length + 4} "
-                                        f"bytes of data and CRC, found {len(body)}")
-            data = body[:length]
-            if _U32.unpack_from(body, length)[0] != masked_crc(data, crc):
+            end = pos + 16 + length
+            if end > len(block):
+                block, pos = block[pos:], 0
+                block += stream.read(max(16 + length - len(block), _READ_AHEAD))
+                end = 16 + length
+                if end > len(block):
+                    raise FormatError(path, f"{where}: truncated: expected {length + 4} "
+                                            f"bytes of data and CRC, found "
+                                            f"{len(block) - 12}")
+            data = block[pos + 12:end - 4]
+            if _U32.unpack_from(block, end - 4)[0] != _mask(crc(data)):
                 raise FormatError(path, f"{where}: data CRC mismatch, the record is "
                                         "corrupt")
             yield number, offset, data
             number += 1
-            offset += 12 + length + 4
+            offset += 16 + length
+            pos = end
     finally:
         stream.close()
+
+
+def _mask(c):
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 def sniff(path) -> bool:
@@ -994,18 +1007,19 @@ class TFRecordSplit(Split):
     def _label(self, path, number, feature):
         values = feature[self.layout.label_key].int64_list.value
         if self.layout.label_format == "onehot":
-            ones = [i for i, v in enumerate(values) if v]
-            if len(ones) != 1 or values[ones[0]] != 1:
+            values = list(values)
+            if values.count(0) != len(values) - 1 or 1 not in values:
                 raise FormatError(path, f"record {number} (counting from 0): label is not "
-                                        f"one-hot ({list(values)[:20]})")
-            return ones[0]
+                                        f"one-hot ({values[:20]})")
+            return values.index(1)
         if len(values) != 1:
             raise FormatError(path, f"record {number} (counting from 0): expected one "
                                     f"label value, found {len(values)}")
         return values[0]
 
-    def _decode(self, path, number, example):
-        from .. import codecs
+    def _decode(self, path, number, example, defer_jpeg=False):
+        """(image, label) of a record; with defer_jpeg, a JPEG image is returned as
+        its bytes, for batches() to decode many at once."""
         feature = example.features.feature
         where = f"record {number} (counting from 0)"
         values = feature[self.layout.image_key].bytes_list.value
@@ -1034,12 +1048,39 @@ class TFRecordSplit(Split):
                 raise FormatError(path, f"{where}: raw image of {len(data)} bytes, "
                                         f"expected {shape[0]} x {shape[1]}")
             image = np.frombuffer(data, np.uint8).reshape(shape)
+        elif defer_jpeg and data[:3] == b"\xff\xd8\xff":
+            image = data
         else:
             try:
                 image = codecs.decode_image(data)
             except ValueError as e:
                 raise FormatError(path, f"{where}: image does not decode ({e})") from None
         return image, self._label(path, number, feature)
+
+    @staticmethod
+    def _check_shape(path, number, image, shape):
+        if image.shape != shape:
+            raise FormatError(path, f"record {number} (counting from 0): image is "
+                                    f"{image.shape}, the first was {shape}")
+
+    def _decode_jpegs(self, jpegs, images, shape):
+        """Decode a batch's JPEGs into their places: together when they share a header
+        (codecs.decode_jpeg_tiles), else, or to name the record that fails, one by one."""
+        if not jpegs:
+            return
+        places = [place for place, _, _, _ in jpegs]
+        together = codecs.decode_jpeg_tiles([data for _, _, _, data in jpegs], *shape)
+        if together is not None:
+            images[places] = together
+            return
+        for place, path, number, data in jpegs:
+            try:
+                image = codecs.decode_jpeg(data)
+            except ValueError as e:
+                raise FormatError(path, f"record {number} (counting from 0): image does "
+                                        f"not decode ({e})") from None
+            self._check_shape(path, number, image, shape)
+            images[place] = image
 
     def _records(self):
         for path in self.files:
@@ -1053,21 +1094,26 @@ class TFRecordSplit(Split):
         indices = np.empty(batch_size, np.int64)
         fill, position = 0, 0
         index_key = self.layout.index_key
+        jpegs = []  # (place in the batch, path, record number, JPEG bytes)
         for path, number, data in self._records():
             example = self._parse(path, number, data)
-            image, label = self._decode(path, number, example)
-            if image.shape != shape:
-                raise FormatError(path, f"record {number} (counting from 0): image is "
-                                        f"{image.shape}, the first was {shape}")
-            images[fill] = image
+            image, label = self._decode(path, number, example, defer_jpeg=True)
+            if isinstance(image, bytes):
+                jpegs.append((fill, path, number, image))
+            else:
+                self._check_shape(path, number, image, shape)
+                images[fill] = image
             labels[fill] = label
             indices[fill] = example.features.feature[index_key].int64_list.value[0] \
                 if index_key else position
             fill += 1
             position += 1
             if fill == batch_size:
+                self._decode_jpegs(jpegs, images, shape)
+                jpegs = []
                 yield Batch(images.copy(), self._cast(labels), indices.copy())
                 fill = 0
+        self._decode_jpegs(jpegs, images, shape)
         if position != self.header.count:
             raise FormatError(self.files[0], f"changed while reading: {position} records, "
                                              f"{self.header.count} before")
