@@ -5,6 +5,7 @@ test_tfrecord_tensorflow.py."""
 
 import gzip
 import hashlib
+import io
 import os
 import struct
 import sys
@@ -154,6 +155,58 @@ def test_batch_jpegs_are_byte_identical_to_opencv_and_to_single_encodes():
             assert jpeg == codecs.encode_jpeg(image, quality)
             # The tile's decode is each record's own decode (TensorFlow's fast IDCT).
             np.testing.assert_array_equal(pixels, codecs.decode_image(jpeg))
+
+
+@pytest.mark.parametrize("shape, quality", [((28, 28), 95), ((13, 7), 90), ((64, 40), 75),
+                                            ((1, 1), 100)])
+def test_tiled_decode_gives_each_jpegs_own_pixels(shape, quality):
+    """JPEGs from one encoder (here OpenCV's, as the users' recipe writes them) decoded
+    as tiles: the pixels of decoding each alone, with TensorFlow's default IDCT."""
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(sum(shape))
+    images = rng.integers(0, 256, (70,) + shape, dtype=np.uint8)
+    if shape == (28, 28):
+        images = digit_like(3000, seed=6)  # more than one tile of 2046 images
+    jpegs = [cv2.imencode(".jpg", im, [cv2.IMWRITE_JPEG_QUALITY, quality])[1].tobytes()
+             for im in images]
+    one_by_one = np.stack([codecs.decode_jpeg(j) for j in jpegs])
+    np.testing.assert_array_equal(codecs.decode_jpeg_tiles(jpegs, *shape), one_by_one)
+
+
+def test_tiled_decode_declines_what_it_cannot_decode_exactly():
+    images = digit_like(6, seed=1)
+    jpegs = [codecs.encode_jpeg(im, 90) for im in images]
+    assert codecs.decode_jpeg_tiles(jpegs, 28, 28) is not None
+    mixed = jpegs[:3] + [codecs.encode_jpeg(images[3], 80)] + jpegs[4:]
+    assert codecs.decode_jpeg_tiles(mixed, 28, 28) is None  # another quality table
+    assert codecs.decode_jpeg_tiles(jpegs, 27, 28) is None  # not the size they have
+    cut = jpegs[:2] + [jpegs[2][:-40] + codecs.EOI] + jpegs[3:]
+    assert codecs.decode_jpeg_tiles(cut, 28, 28) is None  # data missing in one
+    Image = codecs._pil()
+    progressive = []
+    for im in images:
+        out = io.BytesIO()
+        Image.fromarray(im).save(out, "JPEG", quality=90, progressive=True)
+        progressive.append(out.getvalue())
+    assert codecs.decode_jpeg_tiles(progressive, 28, 28) is None
+
+
+def test_a_jpeg_that_does_not_decode_is_named_by_its_record(tmp_path):
+    """A batch with one broken JPEG is decoded one by one to name the record."""
+    ds = dataset(50)
+    write(ds, tmp_path / "a.tfrecord", workers=1)
+    from mnistconv.formats.example_proto import example_class
+    Example = example_class()
+    records = records_of(tmp_path / "a.tfrecord")
+    broken = Example.FromString(records[37])
+    jpeg = broken.features.feature["image"].bytes_list.value[0]
+    broken.features.feature["image"].bytes_list.value[0] = jpeg[:200]
+    records[37] = broken.SerializeToString(deterministic=True)
+    (tmp_path / "b.tfrecord").write_bytes(framed(records))
+    r = run("tfrecord-to-npz", tmp_path / "b.tfrecord", tmp_path / "b.npz")
+    assert r.returncode == 1 and not (tmp_path / "b.npz").exists()
+    assert stderr_of(r).startswith(f"Error: {tmp_path / 'b.tfrecord'}: record 37 (counting "
+                                   "from 0): image does not decode (")
 
 
 def test_encode_png_is_lossless_and_deterministic():
