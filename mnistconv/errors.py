@@ -20,6 +20,17 @@ class MnistconvError(Exception):
         text = f"{self.path}: {self.message}" if self.path else self.message
         return f"{text}; {self.hint}" if self.hint else text
 
+    def __reduce__(self):
+        # Picklable, so that an error raised in a TFRecord worker process reaches the
+        # parent as itself (the default would call __init__ with one argument).
+        return _rebuild, (type(self), self.path, self.message, self.hint)
+
+
+def _rebuild(cls, path, message, hint):
+    error = cls.__new__(cls)
+    MnistconvError.__init__(error, path, message, hint)
+    return error
+
 
 class FormatError(MnistconvError):
     """The input is not what its format says: bad magic, truncated, inconsistent."""

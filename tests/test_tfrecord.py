@@ -371,6 +371,34 @@ def test_output_does_not_depend_on_workers_or_chunking(tmp_path, monkeypatch):
     assert not [p for p in os.listdir(tmp_path) if "mnistconv" in p]  # no parts left
 
 
+def test_a_worker_killed_outright_is_an_error_not_a_hang(tmp_path, monkeypatch):
+    """An OOM-killed worker: the conversion stops with one error naming how the worker
+    ended, and leaves nothing (multiprocessing.Pool waited forever for its chunk)."""
+    import signal
+    real = tfrecord.encode_records
+
+    def killed_on_the_third_chunk(settings, images, labels, indices):
+        if indices[0] == 2 * tfrecord.CHUNK:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(settings, images, labels, indices)
+
+    monkeypatch.setattr(tfrecord, "encode_records", killed_on_the_third_chunk)
+    with pytest.raises(mnistconv.MnistconvError,
+                       match=r"^a worker process ended unexpectedly \(killed by signal 9\)$"):
+        write(dataset(4500), tmp_path / "a.tfrecord", workers=2)
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_error_in_a_worker_reaches_the_caller(tmp_path, monkeypatch):
+    def fails(settings, images, labels, indices):
+        raise mnistconv.FormatError("x", f"chunk at {indices[0]} cannot be encoded")
+
+    monkeypatch.setattr(tfrecord, "encode_records", fails)
+    with pytest.raises(mnistconv.FormatError, match="^x: chunk at 0 cannot be encoded$"):
+        write(dataset(2500), tmp_path / "a.tfrecord", workers=2)
+    assert os.listdir(tmp_path) == []
+
+
 def test_cli_convert_twice_gives_identical_bytes(tmp_path):
     make_idx_dir(tmp_path / "src", digit_like(5000, seed=4),
                  np.arange(5000, dtype=np.uint8) % 10)
@@ -444,12 +472,15 @@ def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path):
         for _ in range(64):
             f.write(deflate.compress(bytes(16 << 20)))
         f.write(deflate.flush())
-    code = ("import resource, sys, mnistconv\n"
+    # VmHWM, not getrusage's maxrss: that one carries over the RSS of the process
+    # that forked this one (pytest, with TensorFlow loaded by other tests).
+    code = ("import mnistconv\n"
             "try:\n"
             f"    mnistconv.read({str(bomb)!r})\n"
             "except mnistconv.FormatError as e:\n"
             "    print(e)\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+            "print(next(line.split()[1] for line in open('/proc/self/status')\n"
+            "           if line.startswith('VmHWM:')))\n")
     import subprocess
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(mnistconv.__file__)))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
