@@ -309,12 +309,12 @@ def encode_records(settings, images, labels, indices):
             (err_sum, err_max, measured))
 
 
-def _encode_part(settings, slot, n):
+def _encode_part(shared, settings, slot, n):
     """Worker: encode the chunk of n records in a shared slot; return its framed bytes
     (or, when they fit in the slot, their length there) and its JPEG error."""
-    data, error = encode_records(settings, *_SHARED.get_chunk(slot, n,
-                                                              settings.input_shape()))
-    return _SHARED.put_output(slot, data), error
+    data, error = encode_records(settings, *shared.get_chunk(slot, n,
+                                                             settings.input_shape()))
+    return shared.put_output(slot, data), error
 
 
 class _SharedSlots:
@@ -379,7 +379,6 @@ class _SharedSlots:
             pass
 
 
-_SHARED = None
 
 
 class _Output:
@@ -577,13 +576,12 @@ class _Workers:
     _REPLY = struct.Struct("<iQQQQ")  # kind (0 in the slot, 1 data follows, 2 error)
 
     def __init__(self, count, all_settings, image_bytes):
-        global _SHARED
         import gc
         self.settings = list(all_settings)
         # Output room per record: a JPEG or PNG of noise stays under twice the pixels,
         # and the Example, framing and JPEG header under 2 KB.
-        _SHARED = _SharedSlots(2 * count, CHUNK * image_bytes,
-                               CHUNK * (2 * image_bytes + 2048))
+        self.shared = _SharedSlots(2 * count, CHUNK * image_bytes,
+                                   CHUNK * (2 * image_bytes + 2048))
         self.slots = 2 * count  # two chunks in flight per worker keeps every core busy
         self.children = []  # [pid, job pipe, reply pipe]
         gc.freeze()  # inherited objects stay out of every collection: no COW faults
@@ -628,7 +626,8 @@ class _Workers:
                 return
             settings, slot, n = self._JOB.unpack(job)
             try:
-                data, (esum, emax, ecount) = _encode_part(self.settings[settings], slot, n)
+                data, (esum, emax, ecount) = _encode_part(
+                    self.shared, self.settings[settings], slot, n)
                 kind, extra = (0, b"") if isinstance(data, int) else (1, data)
                 length = data if kind == 0 else len(data)
             except BaseException as e:
@@ -657,12 +656,12 @@ class _Workers:
         extra = _read_exact(replies, length) if kind else b""
         if kind == 2:
             raise pickle.loads(extra)
-        return _SHARED.output(slot, length if kind == 0 else extra), (esum, emax, ecount)
+        return (self.shared.output(slot, length if kind == 0 else extra),
+                (esum, emax, ecount))
 
     def close(self, finished):
         """Let the workers leave (their pipes close) or, after a failure, kill them;
         wait for them either way, then free the slots."""
-        global _SHARED
         import gc
         import signal
         for pid, jobs, replies in self.children:
@@ -680,9 +679,7 @@ class _Workers:
                 pass
         self.children = []
         gc.unfreeze()
-        if _SHARED is not None:
-            _SHARED.close()
-            _SHARED = None
+        self.shared.close()
 
 
 def _read_exact(fd, n) -> bytes:
@@ -734,7 +731,7 @@ def _run(split, settings, bounds, outputs, pool):
             return False
         out, images, labels, indices = piece
         slot = free_slots.popleft()
-        _SHARED.put_chunk(slot, images, labels, indices, settings.input_shape())
+        pool.shared.put_chunk(slot, images, labels, indices, settings.input_shape())
         pool.submit(settings, slot, len(labels))
         pending.append((out, slot, len(labels)))
         return True
