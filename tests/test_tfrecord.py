@@ -357,6 +357,23 @@ def test_compressed_files_hold_the_same_records(tmp_path, compression, opener):
     assert tfrecord.sniff(tmp_path / "packed.tfrecord")
 
 
+@pytest.mark.parametrize("image_format", ["jpeg", "png", "raw"])
+def test_images_of_h_w_1_write_as_their_h_w_pixels(tmp_path, image_format):
+    """N x H x W x 1 input (npz --layout nhwc) writes the records N x H x W does, in
+    process (workers=1) and through the workers (more than one chunk)."""
+    flat = dataset(2100)
+    images = flat.splits["train"]._images
+    deep = mnistconv.Dataset("x", {"train": mnistconv.ArraySplit(
+        "train", images[..., None], flat.splits["train"].labels())})
+    for workers in (1, 2):
+        write(flat, tmp_path / f"flat{workers}.tfrecord", image_format=image_format,
+              workers=workers)
+        write(deep, tmp_path / f"deep{workers}.tfrecord", image_format=image_format,
+              workers=workers)
+        assert (tmp_path / f"flat{workers}.tfrecord").read_bytes() == \
+            (tmp_path / f"deep{workers}.tfrecord").read_bytes()
+
+
 def test_output_does_not_depend_on_workers_or_chunking(tmp_path, monkeypatch):
     ds = dataset(700)
     write(ds, tmp_path / "one.tfrecord", workers=1, shards=3, with_index=True)

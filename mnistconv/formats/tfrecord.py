@@ -31,8 +31,8 @@ the pixels tf.io.decode_jpeg's defaults decode (codecs.decode_jpeg), as the read
 
 Writing: work is cut into chunks of consecutive records; forked worker processes each
 encode a chunk into framed records in memory shared with the parent, which appends the
-chunks in order (compressing and hashing as it goes). Record bytes never depend on the chunking or the
-number of workers, so the output is the same on every run and machine.
+chunks in order (compressing and hashing as it goes). Record bytes never depend on the
+chunking or the number of workers, so the output is the same on every run and machine.
 
 Reading checks both CRCs of every record and names the first bad record (counting from
 0) with its byte offset; one-hot labels become class indices.
@@ -271,8 +271,10 @@ def encode_records(settings, images, labels, indices):
     prefix, suffix = b"", b""
     if settings.image_format == "jpeg":
         h, w = settings.shape
-        padded = images if images.shape[1:] != settings.shape else \
-            codecs.pad_to_blocks(images.reshape((n,) + settings.shape))
+        if images.shape[1:] == settings.input_shape():  # padded already (shared slot)
+            padded = images
+        else:  # n x h x w, or n x h x w x 1
+            padded = codecs.pad_to_blocks(images.reshape((n,) + settings.shape))
         # Decoding is 40% of the encoding work: unless asked for every record, the
         # error is measured on the first quarter of each chunk.
         measured = n if settings.exact_error else -(-n // ERROR_SAMPLE)
@@ -731,6 +733,7 @@ def _run(split, settings, bounds, outputs, pool):
             return False
         out, images, labels, indices = piece
         slot = free_slots.popleft()
+        images = np.asarray(images).reshape((len(labels),) + settings.shape)  # H x W x 1
         pool.shared.put_chunk(slot, images, labels, indices, settings.input_shape())
         pool.submit(settings, slot, len(labels))
         pending.append((out, slot, len(labels)))
