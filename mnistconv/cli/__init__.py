@@ -120,9 +120,9 @@ def main(argv=None):
 def console():
     """The `mnistconv` program: main(), then leave with os._exit. The interpreter's
     normal exit tears down every module and object first, 0.05-0.1 s after a TFRecord
-    conversion (protobuf, numpy, PIL, the worker pool's bookkeeping), for a process that
+    conversion (protobuf, numpy, PIL and everything they hold), for a process that
     is ending anyway. Nothing of ours waits for exit: outputs are committed, worker
-    pools joined and temporaries removed before main() returns; only stdout and stderr
+    processes reaped and temporaries removed before main() returns; only stdout and stderr
     are flushed here. (Tests and library users call main(), which exits normally.)"""
     from ..process import reuse_freed_memory
     reuse_freed_memory()
