@@ -122,8 +122,9 @@ def console():
     normal exit tears down every module and object first, 0.05-0.1 s after a TFRecord
     conversion (protobuf, numpy, PIL and everything they hold), for a process that
     is ending anyway. Nothing of ours waits for exit: outputs are committed, worker
-    processes reaped and temporaries removed before main() returns; only stdout and stderr
-    are flushed here. (Tests and library users call main(), which exits normally.)"""
+    processes reaped and temporaries removed before main() returns; only stdout and
+    stderr are flushed here. (Tests and library users call main(), which exits
+    normally.)"""
     from ..process import reuse_freed_memory
     reuse_freed_memory()
     try:
