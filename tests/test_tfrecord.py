@@ -406,6 +406,26 @@ def test_a_worker_killed_outright_is_an_error_not_a_hang(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_job_for_a_worker_that_just_died_is_the_same_error():
+    """The parent writes a job to a worker right after its last reply; if it died in
+    between, the broken pipe becomes the same one-line error, not an EPIPE."""
+    import signal
+    from mnistconv.formats.example_proto import PRESETS
+    settings = tfrecord._Settings(PRESETS["recipe"], "jpeg", "onehot", 95, 10, (28, 28),
+                                  False, False)
+    workers = tfrecord._Workers(1, [settings], 32 * 32)
+    pid = workers.children[0][0]
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
+        with pytest.raises(mnistconv.MnistconvError,
+                           match=r"^a worker process ended unexpectedly \(killed by "
+                                 r"signal 9\)$"):
+            workers.submit(settings, 0, 10)
+    finally:
+        workers.close(False)
+
+
 def test_an_error_in_a_worker_reaches_the_caller(tmp_path, monkeypatch):
     def fails(settings, images, labels, indices):
         raise mnistconv.FormatError("x", f"chunk at {indices[0]} cannot be encoded")

@@ -641,8 +641,11 @@ class _Workers:
             _write_all(replies, self._REPLY.pack(kind, length, esum, emax, ecount) + extra)
 
     def submit(self, settings, slot, n):
-        child = self.children[self.submitted % len(self.children)]
-        _write_all(child[1], self._JOB.pack(self.settings.index(settings), slot, n))
+        pid, jobs, _ = self.children[self.submitted % len(self.children)]
+        try:
+            _write_all(jobs, self._JOB.pack(self.settings.index(settings), slot, n))
+        except BrokenPipeError:  # it died since its last reply
+            raise self._died(pid) from None
         self.submitted += 1
 
     def result(self, slot):
@@ -652,14 +655,18 @@ class _Workers:
         self.received += 1
         head = _read_exact(replies, self._REPLY.size)
         if len(head) < self._REPLY.size:
-            raise MnistconvError(None, f"a worker process ended unexpectedly "
-                                       f"({_exit_status(pid)})")
+            raise self._died(pid)
         kind, length, esum, emax, ecount = self._REPLY.unpack(head)
         extra = _read_exact(replies, length) if kind else b""
         if kind == 2:
             raise pickle.loads(extra)
         return (self.shared.output(slot, length if kind == 0 else extra),
                 (esum, emax, ecount))
+
+    @staticmethod
+    def _died(pid):
+        return MnistconvError(None, f"a worker process ended unexpectedly "
+                                    f"({_exit_status(pid)})")
 
     def close(self, finished):
         """Let the workers leave (their pipes close) or, after a failure, kill them;
