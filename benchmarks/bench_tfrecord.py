@@ -159,8 +159,9 @@ def idx_to_tfrecord(gz, out_dir, targets):
         outputs[C_NAME] = out_dir / "c.tfrecord"
         commands[C_NAME] = [c_exe, gz, outputs[C_NAME]]
     commands = {k: list(map(str, v)) for k, v in commands.items()}
-    results = common.measure(commands, before=lambda name: common.remove(outputs[name]),
-                             fewer={recipe_name: 3})
+    # The recipe gets as many runs as mnistconv: its time moves by 2-3 s between runs
+    # here (TensorFlow's import), and the ratio is the target.
+    results = common.measure(commands, before=lambda name: common.remove(outputs[name]))
     common.print_table("idx-to-tfrecord, official training set (60000 images, .gz input)",
                        results, ours_name)
     same_records(outputs[recipe_name], outputs[ours_name])
@@ -234,7 +235,7 @@ def main():
                     "'mnistconv[tensorflow,test]'")
     targets = common.Targets()
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of "
-          f"{common.REPEAT} runs after a warm-up (recipe: 3), interleaved")
+          f"{common.REPEAT} runs after a warm-up, interleaved")
     with common.workdir() as tmp:
         idx_to_tfrecord(gz, tmp, targets)
         startup()

@@ -98,6 +98,11 @@ def _scan_start(data: bytes) -> int:
     return sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
 
 
+# JPEG headers (everything up to the scan data) by image size and quality: the same for
+# every image, whatever its pixels.
+_HEADERS = {}
+
+
 def block_padded_shape(h, w):
     """The size libjpeg codes an h x w image at: whole 8x8 blocks."""
     return -(-h // 8) * 8, -(-w // 8) * 8
@@ -154,8 +159,10 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     if n == 0:
         return b"", [], (np.zeros((0, hp, wp), np.uint8) if decoded is not False
                          else None)
-    header = encode_jpeg(padded[0, :h, :w], quality)
-    header = header[:_scan_start(header)]
+    header = _HEADERS.get((h, w, quality))
+    if header is None:
+        header = encode_jpeg(padded[0, :h, :w], quality)
+        header = _HEADERS[h, w, quality] = header[:_scan_start(header)]
     blocks = (hp // 8) * (wp // 8)
     per_tile = max(1, _MAX_DIMENSION // hp) if blocks <= 0xFFFF else 1
     marker = re.compile(b"\xff[\xd0-\xd7]")

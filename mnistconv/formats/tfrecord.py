@@ -510,8 +510,6 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         finished = False
         try:
             big = sum(s.header.count for s, _, _, _ in plan) > CHUNK
-            # Import the codecs and protobuf and build the Example templates here, once:
-            # forked workers inherit them instead of each paying for the imports.
             _warm_up([settings for _, settings, _, _ in plan])
             if workers > 1 and big and hasattr(os, "fork"):
                 pool = _Workers(workers, [settings for _, settings, _, _ in plan],
@@ -557,10 +555,13 @@ def _usable_cores():
 
 
 def _warm_up(all_settings):
+    """Import the codecs and protobuf and build the Example templates, in the parent
+    once: forked workers inherit them instead of each paying for them."""
     for settings in all_settings:
         _builder(settings)
         if settings.image_format != "raw":
-            codecs._pil()
+            # Pillow loads its common format plugins on the first save (35 ms here).
+            codecs._pil().preinit()
         if settings.image_format == "jpeg":
             codecs._simplejpeg()
 
