@@ -568,7 +568,7 @@ def _warm_up(all_settings):
 
 class _Workers:
     """Forked worker processes, each fed through a pipe of its own: a job is 12 bytes
-    (settings, slot, record count), a reply 40 (how the output came back, its length,
+    (settings, slot, record count), a reply 36 (how the output came back, its length,
     the JPEG error). Chunk k goes to worker k mod N and the replies are read in chunk
     order. (multiprocessing.Pool did the same with three threads, pickling and a 66 ms
     import: about 0.1 s of the 60000-image conversion's CPU.) Workers inherit the
@@ -608,6 +608,7 @@ class _Workers:
             os.close(reply_write)
             self.children.append([pid, job_write, reply_read])
         self.submitted = self.received = 0
+        self.gone = set()  # workers already reaped (by _died)
 
     def _serve(self, jobs, replies):
         """The worker's loop, until its job pipe closes."""
@@ -664,10 +665,13 @@ class _Workers:
         return (self.shared.output(slot, length if kind == 0 else extra),
                 (esum, emax, ecount))
 
-    @staticmethod
-    def _died(pid):
-        return MnistconvError(None, f"a worker process ended unexpectedly "
-                                    f"({_exit_status(pid)})")
+    def _died(self, pid):
+        """The error for a worker that is gone; it is reaped here, so close() must
+        neither signal nor wait for its pid again (it may belong to another process
+        by then)."""
+        status = _exit_status(pid)
+        self.gone.add(pid)
+        return MnistconvError(None, f"a worker process ended unexpectedly ({status})")
 
     def close(self, finished):
         """Let the workers leave (their pipes close) or, after a failure, kill them;
@@ -675,7 +679,7 @@ class _Workers:
         import gc
         import signal
         for pid, jobs, replies in self.children:
-            if not finished:
+            if not finished and pid not in self.gone:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -683,10 +687,11 @@ class _Workers:
             os.close(jobs)
             os.close(replies)
         for pid, _, _ in self.children:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
+            if pid not in self.gone:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
         self.children = []
         gc.unfreeze()
         self.shared.close()
