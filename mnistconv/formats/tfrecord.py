@@ -49,7 +49,7 @@ import numpy as np
 from .. import codecs
 from ..errors import FormatError, MissingDependency, MnistconvError, UsageError
 from ..fileio import (DeflateWriter, HashingWriter, StagedOutput, check_input_file,
-                      open_staged)
+                      fast_zlib, open_staged)
 from ..records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                        Split)
 
@@ -90,7 +90,10 @@ def _crc32c():
 
 
 def masked_crc(data, crc=None) -> int:
-    c = (crc or _crc32c())(data)
+    return _mask((crc or _crc32c())(data))
+
+
+def _mask(c):
     return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
 
 
@@ -486,6 +489,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
 
     several = len(dataset.splits) > 1
     plan = []  # (split, settings, targets, bounds)
+    bases = []  # each split's output name before sharding
     for name, split in dataset.splits.items():
         shape = _check_split(split)
         num_classes = split.num_classes()
@@ -497,13 +501,13 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         count = split.header.count
         bounds = [count * (i + 1) // shards for i in range(shards)]
         plan.append((split, settings, targets, bounds))
+        bases.append(base)
 
     total_records, err_sum, err_max, measured, pixels = 0, 0, 0, 0, 0
     files = []
     with StagedOutput(force) as staged:
         staged_paths = [[staged.file(t) for t in targets] for _, _, targets, _ in plan]
-        for _, _, targets, _ in plan:
-            base = targets[0] if len(targets) == 1 else SHARD_RE.match(targets[0])["base"]
+        for base, (_, _, targets, _) in zip(bases, plan):
             for stale in _other_shard_sets(base, targets):
                 staged.supersede(stale)
         pool = None
@@ -779,22 +783,9 @@ def _detect_compression(path, head: bytes) -> str:
     raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
 
 
-def _zlib_ng_errors():
-    try:
-        from zlib_ng import zlib_ng
-    except ImportError:
-        return ()
-    return (zlib_ng.error,)
-
-
 def _inflater(compression):
-    """A decompressor for a gzip or zlib stream (zlib-ng's when installed: twice as
-    fast; see fileio._gzip_reader)."""
-    try:
-        from zlib_ng import zlib_ng as inflate
-    except ImportError:
-        inflate = zlib
-    return inflate.decompressobj(31 if compression == "gzip" else 15)
+    """A decompressor for a gzip or zlib stream (zlib-ng's when installed)."""
+    return fast_zlib()[0].decompressobj(31 if compression == "gzip" else 15)
 
 
 class _Stream:
@@ -805,7 +796,7 @@ class _Stream:
         self.raw = open(path, "rb")
         self.compression = compression
         self.size = os.fstat(self.raw.fileno()).st_size
-        self.errors = (zlib.error,) + _zlib_ng_errors()
+        self.errors = fast_zlib()[1]
         if compression == "none":
             self.read = self.raw.read
         else:
@@ -905,10 +896,6 @@ def iter_records(path, compression="auto", start_number=0):
             pos = end
     finally:
         stream.close()
-
-
-def _mask(c):
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 def sniff(path) -> bool:
@@ -1149,11 +1136,16 @@ class TFRecordSplit(Split):
         elif defer_jpeg and data[:3] == b"\xff\xd8\xff":
             image = data
         else:
-            try:
-                image = codecs.decode_image(data)
-            except ValueError as e:
-                raise FormatError(path, f"{where}: image does not decode ({e})") from None
+            image = self._decode_image(path, number, data)
         return image, self._label(path, number, feature)
+
+    @staticmethod
+    def _decode_image(path, number, data):
+        try:
+            return codecs.decode_image(data)
+        except ValueError as e:
+            raise FormatError(path, f"record {number} (counting from 0): image does not "
+                                    f"decode ({e})") from None
 
     @staticmethod
     def _check_shape(path, number, image, shape):
@@ -1172,11 +1164,7 @@ class TFRecordSplit(Split):
             images[places] = together
             return
         for place, path, number, data in jpegs:
-            try:
-                image = codecs.decode_jpeg(data)
-            except ValueError as e:
-                raise FormatError(path, f"record {number} (counting from 0): image does "
-                                        f"not decode ({e})") from None
+            image = self._decode_image(path, number, data)
             self._check_shape(path, number, image, shape)
             images[place] = image
 
