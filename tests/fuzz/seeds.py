@@ -49,8 +49,7 @@ def small_dataset():
 
 def sample_dataset(limit=20):
     from mnistconv import stream
-    return stream.select(mnistconv.read(str(SAMPLE), "idx"), [], limit, None, False, 0,
-                         False)
+    return stream.select(mnistconv.read(str(SAMPLE), "idx"), [], limit)
 
 
 def option_variants(fmt):

@@ -165,3 +165,23 @@ def test_zip_bomb_member_consistent_with_its_header(tmp_path):
     assert target.stat().st_size < 1 << 20
     with Bounded(budget=160 << 20):
         assert read_everything(str(target), "npz", gather=False) == count
+
+
+@pytest.mark.parametrize("member", ["x_train", "y_train"])
+def test_pickled_object_member(member, tmp_path):
+    """An object array (np.save pickles it) is refused with one exact line, before any
+    unpickling: loading it would run whatever code the file's author chose."""
+    import numpy as np
+    from .runner import new_work, run_cli
+    work = new_work(tmp_path, "case")
+    target = tmp_path / "case" / "in" / "objects.npz"
+    arrays = {"x_train": np.zeros((2, 28, 28), np.uint8), "y_train": np.zeros(2, np.uint8)}
+    arrays[member] = np.array([{"a": 1}, None], dtype=object) if member == "y_train" else \
+        np.empty((2, 28, 28), dtype=object)
+    np.savez(target, **arrays)
+    args = ["convert", str(target), f"{work}/out/converted.npz", "--quiet"]
+    code, out, err, problems = run_cli(args, work, expect_file=target, expect_code=(1,))
+    assert problems == []
+    assert err == (f"Error: {target}: member {member}.npy holds Python objects (pickled); "
+                   "mnistconv reads only plain numeric arrays\n")
+    assert out == ""

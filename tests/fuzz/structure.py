@@ -1,0 +1,174 @@
+"""Where each format's structures end, to cut a file one byte short of every one of them.
+
+A boundary is the offset just past a structure (a header field, a section, a record's
+length, CRC or data). Cutting at boundary - 1 leaves that structure one byte short,
+which a reader must notice from the sizes it has (a header's count, a length field, a
+zip's directory), never by running off the end. Offsets are into the format's own bytes:
+for a gzip or zlib file, into the decompressed payload (the cut payload is compressed
+again, so the container is valid and the format's parser is what gets tested); the
+container's own structure (gzip header, deflate data, CRC, size) is cut separately.
+"""
+
+import ast
+import gzip
+import io
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+
+
+def container(data: bytes):
+    """('gzip'|'zlib'|'raw', payload)."""
+    if data[:2] == b"\x1f\x8b":
+        return "gzip", gzip.decompress(data)
+    if len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0:
+        try:
+            return "zlib", zlib.decompress(data)
+        except zlib.error:
+            pass
+    return "raw", data
+
+
+def wrap(kind, payload: bytes) -> bytes:
+    if kind == "gzip":
+        return gzip.compress(payload, 9, mtime=0)
+    if kind == "zlib":
+        return zlib.compress(payload, 9)
+    return payload
+
+
+def container_boundaries(kind, data):
+    """The compressed file's own structures: gzip's 10-byte header, the deflate stream,
+    the CRC-32 and the size; zlib's 2-byte header, the stream and the Adler-32."""
+    if kind == "gzip":
+        return [10, len(data) - 8, len(data) - 4, len(data)]
+    if kind == "zlib":
+        return [2, len(data) - 4, len(data)]
+    return []
+
+
+def idx_boundaries(payload):
+    """The zero bytes, the element type, the dimension count, each dimension, the first
+    item, the whole data."""
+    ndim = payload[3]
+    dims = struct.unpack(f">{ndim}I", payload[4:4 + 4 * ndim])
+    itemsize = {0x0B: 2, 0x0C: 4, 0x0D: 4, 0x0E: 8}.get(payload[2], 1)
+    offset = 4 + 4 * ndim
+    item = itemsize
+    for d in dims[1:]:
+        item *= d
+    return [1, 2, 3, 4] + [4 + 4 * (i + 1) for i in range(ndim)] + \
+        [offset + item, len(payload)]
+
+
+def gdmnist_boundaries(payload):
+    """The magic, each uint32 header field, the first image, the pixel section, the
+    labels, the padding, the first index, the indices."""
+    count, rows, columns, pixels, labels, indices = struct.unpack("<6I", payload[8:32])
+    return sorted({8, 12, 16, 20, 24, 28, 32, 32 + rows * columns, labels,
+                   labels + count, indices, indices + 4, len(payload)})
+
+
+def tfrecord_boundaries(payload):
+    """For every record: its length, the length's CRC, its data, the data's CRC."""
+    out, pos = [], 0
+    while pos + 12 <= len(payload):
+        (length,) = struct.unpack("<Q", payload[pos:pos + 8])
+        out += [pos + 8, pos + 12, pos + 12 + length, pos + 16 + length]
+        pos += 16 + length
+    return out
+
+
+def npy_boundaries(member):
+    """The magic, the version, the header length, the header, the first row, the data."""
+    major = member[6]
+    width = 2 if major == 1 else 4
+    start = 8 + width
+    (hlen,) = struct.unpack("<H" if width == 2 else "<I", member[8:start])
+    end = start + hlen
+    header = ast.literal_eval(member[start:end].decode("latin1"))
+    dtype = np.dtype(header["descr"])
+    row = dtype.itemsize
+    for d in header["shape"][1:]:
+        row *= d
+    return [6, 8, start, end, end + row, len(member)]
+
+
+def zip_boundaries(data):
+    """For every member: its local header's fixed part, its name and extra field, its
+    data, its data descriptor; then each central directory entry, the zip64 end record
+    and locator (when present) and the end-of-central-directory record."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        infos = sorted(z.infolist(), key=lambda i: i.header_offset)
+    eocd = data.rfind(b"PK\x05\x06")
+    (cd_start,) = struct.unpack("<I", data[eocd + 16:eocd + 20])
+    if cd_start == 0xFFFFFFFF:  # zip64: the locator before the end record says where
+        (z64,) = struct.unpack("<Q", data[eocd - 12:eocd - 4])
+        (cd_start,) = struct.unpack("<Q", data[z64 + 48:z64 + 56])
+    out = []
+    for k, info in enumerate(infos):
+        h = info.header_offset
+        name_len, extra_len = struct.unpack("<HH", data[h + 26:h + 30])
+        start = h + 30 + name_len + extra_len
+        nxt = infos[k + 1].header_offset if k + 1 < len(infos) else cd_start
+        out += [h + 30, start, start + info.compress_size, nxt]
+    pos = cd_start
+    while data[pos:pos + 4] == b"PK\x01\x02":
+        n, m, c = struct.unpack("<HHH", data[pos + 28:pos + 34])
+        pos += 46 + n + m + c
+        out.append(pos)
+    if data[pos:pos + 4] == b"PK\x06\x06":
+        (size,) = struct.unpack("<Q", data[pos + 4:pos + 12])
+        pos += 12 + size
+        out.append(pos)
+    if data[pos:pos + 4] == b"PK\x06\x07":
+        pos += 20
+        out.append(pos)
+    out.append(len(data))
+    return sorted(set(out))
+
+
+def rebuild_zip(data, member_name, new_bytes):
+    """The same archive with one member's content replaced (same compression)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            content = new_bytes if info.filename == member_name else src.read(info)
+            copy = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            copy.compress_type = info.compress_type
+            dst.writestr(copy, content)
+    return out.getvalue()
+
+
+def cuts(boundaries, length):
+    """Lengths one byte short of each boundary (never the whole file)."""
+    return sorted({b - 1 for b in boundaries if 0 < b <= length})
+
+
+PAYLOAD_BOUNDARIES = {"idx": idx_boundaries, "gdmnist": gdmnist_boundaries,
+                      "tfrecord": tfrecord_boundaries}
+
+
+def file_cuts(fmt, data):
+    """[(what, cut bytes)] for one file of a seed: every payload boundary (through the
+    container), every container boundary, and for npz every zip and .npy boundary."""
+    cases = []
+    if fmt == "npz":
+        for n in cuts(zip_boundaries(data), len(data)):
+            cases.append((f"zip cut to {n} of {len(data)} bytes", data[:n]))
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            members = [(i.filename, z.read(i)) for i in z.infolist()]
+        for name, content in members:
+            for n in cuts(npy_boundaries(content), len(content)):
+                cases.append((f"member {name} cut to {n} of {len(content)} bytes",
+                              rebuild_zip(data, name, content[:n])))
+        return cases
+    kind, payload = container(data)
+    for n in cuts(PAYLOAD_BOUNDARIES[fmt](payload), len(payload)):
+        cases.append((f"{kind} payload cut to {n} of {len(payload)} bytes",
+                      wrap(kind, payload[:n])))
+    for n in cuts(container_boundaries(kind, data), len(data)):
+        cases.append((f"{kind} file cut to {n} of {len(data)} bytes", data[:n]))
+    return cases
