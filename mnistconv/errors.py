@@ -10,25 +10,35 @@ class MnistconvError(Exception):
 
     exit_code = 1
 
-    def __init__(self, path, message, hint=None):
+    def __init__(self, path, message, hint=None, cli_hint=None):
         self.path = str(path) if path is not None else None
         self.message = message
         self.hint = hint
+        # What to do, said the command line's way (`use --force`) where the library's
+        # way differs (`pass force=True`): each caller is told what applies to it.
+        self.cli_hint = cli_hint
         super().__init__(str(self))
 
-    def __str__(self):
+    def _text(self, hint):
         text = f"{self.path}: {self.message}" if self.path else self.message
-        return f"{text}; {self.hint}" if self.hint else text
+        return f"{text}; {hint}" if hint else text
+
+    def __str__(self):
+        return self._text(self.hint)
+
+    def cli_message(self):
+        """The message as the command line prints it."""
+        return self._text(self.cli_hint or self.hint)
 
     def __reduce__(self):
         # Picklable, so that an error raised in a TFRecord worker process reaches the
         # parent as itself (the default would call __init__ with one argument).
-        return _rebuild, (type(self), self.path, self.message, self.hint)
+        return _rebuild, (type(self), self.path, self.message, self.hint, self.cli_hint)
 
 
-def _rebuild(cls, path, message, hint):
+def _rebuild(cls, path, message, hint, cli_hint=None):
     error = cls.__new__(cls)
-    MnistconvError.__init__(error, path, message, hint)
+    MnistconvError.__init__(error, path, message, hint, cli_hint)
     return error
 
 

@@ -76,10 +76,51 @@ def writers():
     return [f for f in FORMATS.values() if f.can_write]
 
 
-def detect_input(path) -> Format:
-    """By content first (magic bytes, directory contents), then by name."""
+# Files people give by mistake, by their first bytes: said for what they are.
+_NOT_DATASETS = ((b"\xff\xd8\xff", "a JPEG image"), (b"\x89PNG", "a PNG image"),
+                 (b"GIF8", "a GIF image"), (b"%PDF", "a PDF document"),
+                 (b"BZh", "a bzip2 file"), (b"\xfd7zXZ", "an xz file"),
+                 (b"\x28\xb5\x2f\xfd", "a zstd file"))
+
+
+def _what_it_is(path):
+    """'a JPEG image', 'text', ... for a file that is no dataset, or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return None
+    for magic, what in _NOT_DATASETS:
+        if head.startswith(magic):
+            return what
+    if not head:
+        return "empty"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return "text" if all(c.isprintable() or c in "\r\n\t" for c in text) else None
+
+
+def _unrecognized(path, from_flag):
+    reads = ", ".join(f.name for f in readers())
+    what = None if os.path.isdir(path) else _what_it_is(path)
+    if what == "empty":
+        return UsageError(path, "is empty, not a dataset")
+    if what:
+        return UsageError(path, f"is {what}, not a dataset",
+                          f"mnistconv reads {reads} (see `mnistconv formats`)")
+    return UsageError(path, f"not a dataset mnistconv recognizes (it reads {reads})",
+                      f"if it is one of these under another name, say which with "
+                      f"{from_flag}")
+
+
+def detect_input(path, from_flag="--from") -> Format:
+    """By content first (magic bytes, directory contents), then by name. `from_flag`
+    is the option that names the format, for the message when detection fails."""
     if str(path) == "-":
-        raise UsageError("-", "cannot detect the format of stdin", "name it with --from")
+        raise UsageError("-", "cannot detect the format of stdin",
+                         f"name it with {from_flag}")
     if not os.path.exists(path):
         raise UsageError(path, "no such file or directory")
     if not os.path.isdir(path) and not os.path.isfile(path):
@@ -91,8 +132,7 @@ def detect_input(path) -> Format:
     for fmt in readers():
         if fmt.matches_name(path):
             return fmt
-    raise UsageError(path, "not a format mnistconv recognizes",
-                     f"name it with --from ({', '.join(f.name for f in readers())})")
+    raise _unrecognized(path, from_flag)
 
 
 def detect_output(path) -> Format:
@@ -119,6 +159,9 @@ register(Format(
     ),
     write_options=(
         Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
+        Option("gzip_level", "--gzip-level", "deflate level of --gzip: 1 (fastest) to 9 "
+               "(smallest); the same bytes for the same data and level, on any number "
+               "of cores", "int", (), 9),
     ),
     output_is_directory=True,
 ))

@@ -120,8 +120,22 @@ def select_split(split: Split, limit=None, per_class=None, shuffle=False, seed=0
 
 
 def select(dataset: Dataset, splits=None, limit=None, per_class=None, shuffle=False,
-           seed=0, transpose=False) -> Dataset:
-    """The dataset with the chosen splits, each transformed alike."""
+           seed=None, transpose=False) -> Dataset:
+    """The dataset with the chosen splits, each transformed alike: shuffled (with
+    `seed`, 0 by default), balanced to `per_class` examples of each class, cut to
+    `limit`, transposed.
+
+        subset = select(mnistconv.read("data/mnist"), ["train"], per_class=100)
+    """
+    if seed is not None and not shuffle:
+        raise UsageError(None, "--seed applies only with --shuffle",
+                         "add --shuffle, or drop --seed")
+    if seed is not None and not 0 <= seed < 2 ** 128:
+        raise UsageError(None, f"--seed must be between 0 and 2**128 - 1, not {seed}")
+    for value, flag, low in ((limit, "--limit", 0), (per_class, "--per-class", 1)):
+        if value is not None and value < low:
+            raise UsageError(None, f"{flag} must be {low} or more, not {value}")
+    seed = 0 if seed is None else seed
     chosen = dataset.splits
     if splits:
         missing = [s for s in splits if s not in dataset.splits]

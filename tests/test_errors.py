@@ -100,7 +100,7 @@ def test_invalid_gzip(tmp_path, good):
     assert err.count("\n") == 1
 
 
-def test_missing_input_and_unknown_format(tmp_path):
+def test_missing_input_and_unknown_format(tmp_path, good):
     result = run("convert", tmp_path / "nope", tmp_path / "x.npz")
     assert (result.returncode, result.stderr.decode()) == (
         2, f"Error: {tmp_path / 'nope'}: no such file or directory\n")
@@ -111,8 +111,22 @@ def test_missing_input_and_unknown_format(tmp_path):
            "start with two zero bytes\n")
     result = run("info", tmp_path / "junk.dat")
     assert (result.returncode, result.stderr.decode()) == (
-        2, f"Error: {tmp_path / 'junk.dat'}: not a format mnistconv recognizes; name it "
-           "with --from (" + ", ".join(__import__("mnistconv").registry.FORMATS) + ")\n")
+        2, f"Error: {tmp_path / 'junk.dat'}: is text, not a dataset; mnistconv reads "
+           + ", ".join(__import__("mnistconv").registry.FORMATS)
+           + " (see `mnistconv formats`)\n")
+    (tmp_path / "junk.dat").write_bytes(bytes(range(256)))
+    result = run("info", tmp_path / "junk.dat")
+    assert (result.returncode, result.stderr.decode()) == (
+        2, f"Error: {tmp_path / 'junk.dat'}: not a dataset mnistconv recognizes (it reads "
+           + ", ".join(__import__("mnistconv").registry.FORMATS)
+           + "); if it is one of these under another name, say which with --from\n")
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF")
+    result = run("compare", tmp_path / "photo.jpg", tmp_path / "junk.dat")
+    assert result.returncode == 2
+    assert result.stderr.decode().startswith(f"Error: {tmp_path / 'photo.jpg'}: is a JPEG "
+                                             "image, not a dataset; mnistconv reads ")
+    result = run("compare", good[0], tmp_path / "junk.dat")
+    assert result.stderr.decode().endswith("say which with --from-b\n")
 
 
 def test_usage_errors_exit_2(tmp_path, good):

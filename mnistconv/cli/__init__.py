@@ -46,7 +46,30 @@ def _pair_commands():
             for r in registry.readers() for w in registry.writers() if r.name != w.name}
 
 
+class StdoutGone(Exception):
+    """The reader of stdout went away (`| head`). Raised in place of BrokenPipeError,
+    which click would turn into a plain exit 1."""
+
+
 class LazyGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise StdoutGone() from None
+
+    def resolve_command(self, ctx, args):
+        """click's, with "did you mean" for a mistyped command."""
+        name = args[0] if args else None
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3,
+                                              cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command '{name}'. Did you mean "
+                         f"{' or '.join(repr(c) for c in close)}?")
+        return super().resolve_command(ctx, args)
+
     def list_commands(self, ctx):
         return list(COMMANDS) + sorted(_pair_commands())
 
@@ -83,38 +106,116 @@ def cli():
     """
 
 
+# The signal that ended the run, if one did. A handler's exception can surface inside
+# code that turns it into another (a SIGTERM during protobuf's first import came out as
+# "TypeError: expected a message argument"): whatever the exception, a run that a signal
+# ended exits as that signal says.
+_signalled = []
+
+
 def _terminate(signum, frame):
     # Turn SIGTERM into an exception so staged outputs are cleaned up on the way out.
+    _signalled.append(signum)
     raise SystemExit(128 + signum)
+
+
+def _interrupt(signum, frame):
+    _signalled.append(signum)
+    raise KeyboardInterrupt
+
+
+def one_line(text) -> str:
+    """A message as one line: a newline or other control character in a file name
+    (which a file from elsewhere may hold) would split or garble the error line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+def _fail(message, code):
+    click.echo(f"Error: {one_line(message)}", err=True)
+    sys.exit(code)
+
+
+def _guard_standard_streams():
+    """A closed stdout or stderr (`mnistconv info x >&-`): keep file descriptors 1 and
+    2 taken, so no file mnistconv opens lands on them (a later write to "stdout" would
+    go into it), and make writing to a closed stdout the one-line error it is."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
+            if name == "stdout":
+                sys.stdout = _ClosedStdout()
+            else:
+                sys.stderr = open(fd, "w", closefd=False)
+
+
+class _ClosedStdout:
+    """Stands for a stdout the caller closed: writing to it is an error, naming it."""
+
+    def write(self, data):
+        raise MnistconvError("stdout", "standard output is closed",
+                             "redirect it (> file) instead of closing it (>&-)")
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    @property
+    def buffer(self):
+        return self
+
+
+def _die_of_sigpipe():
+    """End as a Unix filter does when its reader goes away (`| head`): killed by
+    SIGPIPE, which a shell shows as exit status 141 and `set -o pipefail` reports."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    sys.exit(128 + signal.SIGPIPE)  # not reached where SIGPIPE kills
 
 
 def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
+    _guard_standard_streams()
     try:
         # A command may return an int exit code (compare: 1 when the datasets differ).
         code = cli.main(args=argv, prog_name="mnistconv", standalone_mode=False)
-    except MnistconvError as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except BaseException as e:
+        if _signalled:
+            signum = _signalled[0]
+            if signum == signal.SIGINT:
+                click.echo("Interrupted.", err=True)
+            sys.exit(128 + signum)
+        _exit_for(e)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_for(e):
+    """The exit for an exception a run ended with: one line and a code, or nothing
+    (a SystemExit, or a bug, which keeps its traceback)."""
+    if isinstance(e, MnistconvError):
+        _fail(e.cli_message(), e.exit_code)
+    if isinstance(e, (click.exceptions.Abort, KeyboardInterrupt)):
         click.echo("Interrupted.", err=True)
         sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        sys.exit(130)
-    except click.ClickException as e:
+    if isinstance(e, click.ClickException):
         e.show()
         sys.exit(e.exit_code)
-    except BrokenPipeError:
-        # The reader of our stdout went away (`| head`): not an error of ours.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
-    except OSError as e:
+    if isinstance(e, (BrokenPipeError, StdoutGone)):
+        _die_of_sigpipe()
+    if isinstance(e, OSError):
         where = f"{e.filename}: " if e.filename else ""
         hint = "; free some space and run again" if e.errno == errno.ENOSPC else ""
-        click.echo(f"Error: {where}{e.strerror or e}{hint}", err=True)
-        sys.exit(1)
-    sys.exit(code if isinstance(code, int) else 0)
+        _fail(f"{where}{e.strerror or e}{hint}", 1)
 
 
 def console():
@@ -140,6 +241,9 @@ def console():
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (BrokenPipeError, ValueError):  # reader gone, or stream closed
+        except BrokenPipeError:  # the reader went away after the last write
+            if stream is sys.stdout:
+                _die_of_sigpipe()
+        except (OSError, ValueError):  # stream closed, or full (ENOSPC on stdout)
             code = code or 1
     os._exit(code)

@@ -26,8 +26,8 @@ def selection_options(f):
         click.option("--per-class", type=click.IntRange(min=1), metavar="N",
                      help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
         click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed for --shuffle; same seed, same order."),
+        click.option("--seed", type=click.IntRange(min=0), default=None,
+                     help="Seed for --shuffle (default 0); same seed, same order."),
         click.option("--transpose", is_flag=True,
                      help="Swap image rows and columns (EMNIST is stored transposed)."),
     ]):
@@ -82,9 +82,13 @@ class _Stdin:
         if self.src == "-":
             import shutil
             import sys
-            from ..fileio import signals_deferred
+            from ..fileio import remove_dead_leftovers, signals_deferred, staging_prefix
+            if sys.stdin is None or sys.stdin.isatty():
+                raise UsageError("-", "stdin is a terminal, not a dataset",
+                                 "pipe one in: cat mnist.npz | mnistconv convert - out/")
+            remove_dead_leftovers(tempfile.gettempdir())
             with signals_deferred():  # no interrupt between creating and remembering it
-                fd, self.path = tempfile.mkstemp(prefix="mnistconv-stdin-")
+                fd, self.path = tempfile.mkstemp(prefix=staging_prefix("stdin")[1:])
             try:
                 with os.fdopen(fd, "wb") as f:
                     shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
@@ -93,9 +97,17 @@ class _Stdin:
                 raise
         return self.path
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         if self.path != self.src:
             os.unlink(self.path)
+            # Errors name what the user gave, '-', not our spool file.
+            from ..errors import MnistconvError
+            if isinstance(exc, MnistconvError) and exc.path \
+                    and exc.path.startswith(self.path):
+                exc.path = "-" + exc.path[len(self.path):]
+            elif isinstance(exc, OSError) and exc.filename == self.path:
+                exc.filename = "-"
+        return False
 
 
 def sha256sums_option(f):
@@ -251,7 +263,7 @@ def describe(dataset, check=True):
             split.check()
         labels = split.labels()
         h = split.header
-        classes = np.bincount(labels.astype(np.int64)) if len(labels) and \
+        classes = np.bincount(labels.astype(np.int64, copy=False)) if len(labels) and \
             labels.dtype.kind in "iu" and labels.min() >= 0 else np.zeros(0, np.int64)
         splits[name] = {
             "count": h.count, "shape": list(h.shape), "dtype": h.dtype.name,

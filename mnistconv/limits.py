@@ -1,0 +1,81 @@
+"""What mnistconv will accept from a file it did not write: the limits behind the
+README's "Safety" section, in one place so every reader and writer applies the same.
+
+Files come from elsewhere (a download, a colleague's bucket, a pull request). A name
+read from inside a file is data, never a path; work and memory are bounded by what the
+input really holds, never by what a header, a label value or a compressed stream claims.
+"""
+
+import re
+
+from .errors import FormatError, UsageError
+
+# One image: at most 16384 x 16384 pixels (Pillow's own bomb limit is 89.5 M pixels;
+# an MNIST-like image is 28 x 28), and at most this many bytes in any one record.
+MAX_IMAGE_PIXELS = 16384 * 16384
+MAX_RECORD_BYTES = 256 << 20
+# A one-hot label or a per-class table has at most this many columns or rows.
+MAX_CLASSES = 65536
+# Examples in one split (MNIST8M has 8.1M). All of a split's labels are held in memory,
+# and `info` counts them as int64: at this many a 1 MB file of zeros stays within
+# ~200 MB, where 10**9 labels (deflated into 1 MB) took 8.7 GB.
+MAX_EXAMPLES = 1 << 24
+# Encoding processes (each holds its own buffers: 256 workers took 711 MB).
+MAX_WORKERS = 64
+# Files in one shard set (each is written, hashed and renamed; TFDS' own sets stay far
+# below this).
+MAX_SHARDS = 10000
+# A split name read from a file: letters, digits, '_', '-', '.', not leading '.' or '-',
+# at most 64 characters. It becomes part of file names (x_<split>, <name>-<split>...),
+# so it must never hold a path separator, '..', NUL, a newline or a drive letter.
+MAX_NAME_LENGTH = 64
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\Z")
+
+
+def is_safe_name(name) -> bool:
+    """True for a split name that is safe to put into a file name."""
+    return isinstance(name, str) and bool(_SAFE_NAME.match(name)) and ".." not in name
+
+
+def safe_split_name(name, path, what="split name"):
+    """The name itself if safe, else a FormatError naming the file: a name from inside a
+    file (an npz member, a manifest id, a shard name) is data, never a path."""
+    if not is_safe_name(name):
+        raise FormatError(path, f"{what} {printable(name)} is not a safe name",
+                          "split names are letters, digits, '_', '-' and '.' "
+                          f"(not leading), at most {MAX_NAME_LENGTH} characters")
+    return name
+
+
+def check_option_name(name, option):
+    """A split name given on the command line (--split-name): the same rule, exit 2."""
+    if not is_safe_name(name):
+        raise UsageError(None, f"{option} {printable(name)} is not a safe name",
+                         "use letters, digits, '_', '-' and '.' (not leading), at most "
+                         f"{MAX_NAME_LENGTH} characters")
+    return name
+
+
+def check_image_size(shape, path, what="image"):
+    """Refuse one image larger than MAX_IMAGE_PIXELS (before anything is allocated)."""
+    pixels = 1
+    for d in shape:
+        pixels *= int(d)
+    if pixels > MAX_IMAGE_PIXELS:
+        raise FormatError(path, f"{what} of {'x'.join(str(int(d)) for d in shape)} "
+                                f"exceeds mnistconv's limit of {MAX_IMAGE_PIXELS:,} pixels "
+                                "per image")
+
+
+def check_num_classes(n, path, what="labels"):
+    """Refuse a class count (one-hot width, max label + 1) over MAX_CLASSES."""
+    if n > MAX_CLASSES:
+        raise FormatError(path, f"{what} need {n:,} classes, more than mnistconv's limit "
+                                f"of {MAX_CLASSES:,}")
+
+
+def printable(text, limit=80) -> str:
+    """A name from a file as it can appear in a one-line message: quoted, control
+    characters (a newline would split the error line) escaped, long names cut."""
+    text = repr(str(text))
+    return text if len(text) <= limit else text[:limit - 4] + "...'"
