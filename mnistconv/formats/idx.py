@@ -24,8 +24,9 @@ import struct
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import (GZIP_MAX_RATIO, DeflateWriter, HashingWriter, InputFile,
+from ..fileio import (GZIP_MAX_RATIO, HashingWriter, InputFile,
                       StagedOutput, check_input_file, output_file_info)
+from ..parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 
@@ -124,7 +125,7 @@ def write_array(path, array, gzip=False):
     """Write one array as an IDX file (used for generated data and by the writer)."""
     array = np.asarray(array)
     with open(path, "wb") as raw:
-        out = DeflateWriter(raw) if gzip else raw
+        out = ParallelGzipWriter(raw) if gzip else raw
         out.write(_header_bytes(array.dtype, array.shape, path))
         out.write(np.ascontiguousarray(array, _big_endian(array.dtype, path)).tobytes())
         if gzip:
@@ -357,7 +358,11 @@ def file_names(split, image_shape, gzip=False):
             f"{stem}-labels-idx1-ubyte{gz}")
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False):
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False,
+          gzip_level=DEFAULT_LEVEL):
+    check_level(gzip_level)
+    if gzip_level != DEFAULT_LEVEL and not gzip:
+        raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")
     names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
     written = []
     with StagedOutput(force) as out:
@@ -369,7 +374,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
         for name, split in dataset.splits.items():
             images_name, labels_name = names[name]
             written += _write_split(split, os.path.join(stage, images_name),
-                                    os.path.join(stage, labels_name), gzip, progress)
+                                    os.path.join(stage, labels_name), gzip, progress,
+                                    gzip_level)
     return [output_file_info(os.path.join(path, os.path.basename(f.path)), f.writer)
             for f in written]
 
@@ -379,13 +385,14 @@ class _Written:
         self.path, self.writer = path, writer
 
 
-def _write_split(split, images_path, labels_path, gzip, progress):
+def _write_split(split, images_path, labels_path, gzip, progress, level=DEFAULT_LEVEL):
     h = split.header
     image_type = _big_endian(h.dtype, h.source)
     with open(images_path, "wb") as image_file, open(labels_path, "wb") as label_file:
         image_hash, label_hash = HashingWriter(image_file), HashingWriter(label_file)
-        images = DeflateWriter(image_hash) if gzip else image_hash
-        labels = DeflateWriter(label_hash) if gzip else label_hash
+        # Deflated on every core, bytes set by the data and level alone (parallel_gzip).
+        images = ParallelGzipWriter(image_hash, level) if gzip else image_hash
+        labels = ParallelGzipWriter(label_hash, level) if gzip else label_hash
         label_type = _label_dtype(split)
         images.write(_header_bytes(h.dtype, (h.count,) + tuple(h.shape), h.source))
         labels.write(_header_bytes(label_type, (h.count,), h.source))
