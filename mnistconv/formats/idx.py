@@ -24,6 +24,7 @@ import struct
 import numpy as np
 
 from ..errors import FormatError, UsageError
+from ..limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
 from ..fileio import (GZIP_MAX_RATIO, HashingWriter, InputFile,
                       StagedOutput, check_input_file, output_file_info)
 from ..parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
@@ -38,6 +39,12 @@ TYPE_CODES = {dt.newbyteorder("="): code for code, dt in ELEMENT_TYPES.items()}
 # One item (image) larger than this is a corrupt header, not data; batches hold at least
 # one item, so this also bounds a batch's memory.
 MAX_ITEM_BYTES = 1 << 30
+# numpy 1.x arrays have at most 32 dimensions (2.x: 64); an image has 2 or 3.
+MAX_DIMS = 32
+# Labels are read this many at a time, each part checked as it arrives: a header that
+# claims more than the stream holds fails at the first short part, having held only
+# what the stream really had.
+LABEL_CHUNK = 1 << 22
 TYPE_NAMES = "0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64"
 
 NAME = re.compile(r"^(?:(?P<prefix>.+)-)?(?P<split>train|t10k|test)-(?P<kind>images|labels)"
@@ -81,6 +88,9 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
                               f"IDX defines {TYPE_NAMES}")
         if ndim == 0:
             raise FormatError(path, "IDX header declares 0 dimensions")
+        if ndim > MAX_DIMS:
+            raise FormatError(path, f"IDX header declares {ndim} dimensions, more than the "
+                                    f"{MAX_DIMS} an array can have")
         dims = struct.unpack(f">{ndim}I", f.read_exact(4 * ndim, "IDX header"))
         header = IdxHeader(path, ELEMENT_TYPES[code], dims, f.compressed)
         item_bytes = header.data_bytes // dims[0] if dims[0] else \
@@ -178,6 +188,64 @@ def _labels_as(labels, dtype, where):
     return np.ascontiguousarray(labels, _big_endian(dtype, where))
 
 
+def check_split_header(count, shape, dtype, path, who="header"):
+    """Bound a split by its header, before anything is allocated or read: the example
+    count (all labels are held), one image's pixels and bytes."""
+    if count > MAX_EXAMPLES:
+        raise FormatError(path, f"{who} declares {count:,} examples, more than "
+                                f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
+    check_image_size(shape, path)
+    item = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+    if item > MAX_RECORD_BYTES:
+        raise FormatError(path, f"images of {'x'.join(map(str, shape))} "
+                                f"{np.dtype(dtype).name} are {item:,} bytes each, more "
+                                f"than mnistconv's limit of {MAX_RECORD_BYTES:,}")
+
+
+def check_labels(labels, path, first=0, where=""):
+    """Refuse label values no class can have: NaN, infinities, fractions, and MAX_CLASSES
+    or more (one label of 2**31 - 1 made `info` count 2**31 classes; one of 10**8 made
+    the TFRecord writer build 10**8 one-hot templates). Negative labels (-1 for
+    'unlabelled', or any signed IDX type's values) pass: the writers that cannot store
+    them say so. `first` is the position of labels[0] in the split, for the message."""
+    if not len(labels) or labels.dtype.kind == "b" or \
+            (labels.dtype.kind in "iu" and labels.dtype.itemsize < 4):
+        return  # no value of these types can be out of range
+    if labels.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(labels) | (labels != np.floor(labels)) | \
+                (labels >= MAX_CLASSES)
+    elif labels.max() >= MAX_CLASSES:
+        bad = labels >= MAX_CLASSES
+    else:
+        return
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise FormatError(path, f"{where}label {labels[i].item()!r} of example {first + i} "
+                                "is not a class number",
+                          f"labels are whole numbers below {MAX_CLASSES:,}")
+
+
+def _read_labels(h: IdxHeader):
+    """A labels file's values, read and checked LABEL_CHUNK at a time. The array is
+    sized by the header (at most MAX_EXAMPLES, checked before) but its pages are only
+    touched as the stream fills them; big-endian values are swapped in place (no copy)."""
+    native = h.dtype.newbyteorder("=")
+    labels = np.empty(h.count, native)
+    with InputFile(h.path) as f:
+        f.read_exact(h.offset, "IDX header")
+        for start in range(0, h.count, LABEL_CHUNK):
+            part = labels[start:start + LABEL_CHUNK]
+            got = f.readinto_full(part)
+            if got != part.nbytes:
+                raise h.truncated(start * h.dtype.itemsize + got)
+            if native != h.dtype:
+                part.byteswap(inplace=True)
+            check_labels(part, h.path, start)
+        f.expect_end()
+    return labels
+
+
 class IdxSplit(Split):
     def __init__(self, name, images_path, labels_path):
         images = read_header(images_path)
@@ -191,6 +259,7 @@ class IdxSplit(Split):
         if images.count != labels.count:
             raise FormatError(images_path, f"image/label count mismatch: {images.count} "
                                            f"images, {labels.count} labels in {labels_path}")
+        check_split_header(images.count, images.dims[1:], images.dtype, images_path)
         super().__init__(name, Header(images.count, tuple(images.dims[1:]),
                                       images.dtype.newbyteorder("="),
                                       labels.dtype.newbyteorder("="), None, images_path))
@@ -199,7 +268,7 @@ class IdxSplit(Split):
 
     def labels(self):
         if self._labels is None:
-            self._labels = read_array(self.labels_header.path)
+            self._labels = _read_labels(self.labels_header)
         return self._labels
 
     def indices(self):

@@ -29,14 +29,19 @@ import numpy as np
 
 from ..errors import FormatError, UsageError
 from ..fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, open_staged
+from ..limits import printable, safe_split_name
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
+from .idx import MAX_DIMS, check_labels, check_split_header
 
 ZIP_MAGIC = b"PK\x03\x04"
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 LAYOUTS = ("nhw", "nhwc", "nchw")
 # Images and labels are numbers: bool, integers, floats (no strings, records, dates).
 NUMERIC_KINDS = "biuf"
+# Column-major (Fortran-order) images cannot be streamed by rows: they are read whole,
+# so only up to this size (a batch's bound; MNIST's training images are 47 MB).
+FORTRAN_MAX_BYTES = 64 << 20
 # What zipfile and zlib raise for a corrupt archive, some of it only when a member is
 # read to its end (a bad CRC): all of it is bad data in the file being read. zipfile
 # raises NotImplementedError for a compression method it does not support, and
@@ -101,25 +106,43 @@ def _open_member(archive: zipfile.ZipFile, name, path):
     return f, shape, dtype, fortran
 
 
-def _read_member(archive, name, path):
+def _read_member(archive, name, path, check=None):
+    """A whole member in its own order, read 1 MiB at a time (zipfile copies what it
+    reads through a bytes object of the size asked for). Callers bound the size first.
+    check(part, first_item) is called on each part of a 1-D member as it is read."""
     f, shape, dtype, fortran = _open_member(archive, name, path)
     with f:
         data = np.empty(shape, dtype, order="F" if fortran else "C")
         want = data.nbytes
-        got = f.readinto(memoryview(data.reshape(-1, order="A")).cast("B")) if want else 0
+        flat = memoryview(data.reshape(-1, order="A")).cast("B") if want else None
+        step = 1 << 20  # a whole number of items: item sizes are powers of two
+        got = 0
+        while got < want:
+            n = f.readinto(flat[got:got + step])
+            if n and check:
+                check(data[got // dtype.itemsize:(got + n) // dtype.itemsize],
+                      got // dtype.itemsize)
+            if not n:
+                break
+            got += n
         if got != want:
             raise FormatError(path, f"member {name} is truncated: {got} of {want} bytes")
-    return np.ascontiguousarray(data)
+    return data
 
 
 class NpzSplit(Split):
     def __init__(self, name, path, archive: zipfile.ZipFile):
         self.path = path
         self.x_name, self.y_name = f"x_{name}.npy", f"y_{name}.npy"
-        f, shape, dtype, self.fortran = _open_member(archive, self.x_name, path)
+        f, shape, dtype, fortran = _open_member(archive, self.x_name, path)
         f.close()
         if len(shape) < 1:
             raise FormatError(path, f"x_{name} is a scalar, expected one image per row")
+        if len(shape) > MAX_DIMS:
+            raise FormatError(path, f"x_{name} has {len(shape)} dimensions, more than the "
+                                    f"{MAX_DIMS} an array can have")
+        # One dimension is the same bytes in either order.
+        self.fortran = fortran and len(shape) > 1
         f, y_shape, y_dtype, _ = _open_member(archive, self.y_name, path)
         f.close()
         if len(y_shape) != 1:
@@ -128,6 +151,13 @@ class NpzSplit(Split):
         if y_shape[0] != shape[0]:
             raise FormatError(path, f"image/label count mismatch: x_{name} has {shape[0]}, "
                                     f"y_{name} has {y_shape[0]}")
+        check_split_header(shape[0], shape[1:], dtype, path, f"x_{name}")
+        size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if self.fortran and size > FORTRAN_MAX_BYTES:
+            raise FormatError(path, f"x_{name} is stored in Fortran (column) order, which "
+                                    f"is read whole: {size:,} bytes, more than mnistconv's "
+                                    f"limit of {FORTRAN_MAX_BYTES:,}",
+                              "save it in C order (np.ascontiguousarray) first")
         super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype, None, path))
         self._labels = None
 
@@ -137,7 +167,10 @@ class NpzSplit(Split):
     def labels(self):
         if self._labels is None:
             with _zip_errors(self.path), self._archive() as archive:
-                self._labels = _read_member(archive, self.y_name, self.path)
+                self._labels = _read_member(
+                    archive, self.y_name, self.path,
+                    lambda part, first: check_labels(part, self.path, first,
+                                                     f"member {self.y_name}: "))
         return self._labels
 
     def indices(self):
@@ -154,7 +187,7 @@ class NpzSplit(Split):
                 images = _read_member(archive, self.x_name, self.path)
                 for start in range(0, h.count, batch_size):
                     end = start + batch_size
-                    yield Batch(images[start:end], labels[start:end],
+                    yield Batch(np.ascontiguousarray(images[start:end]), labels[start:end],
                                 np.arange(start, min(end, h.count), dtype=np.int64))
                 return
             f, *_ = _open_member(archive, self.x_name, self.path)
@@ -174,6 +207,10 @@ def _split_names(names, path):
     """Split names in Keras' order: train, test, then the rest as stored."""
     xs = [n[2:-4] for n in names if n.startswith("x_") and n.endswith(".npy")]
     ys = {n[2:-4] for n in names if n.startswith("y_") and n.endswith(".npy")}
+    for s in xs + sorted(ys - set(xs)):
+        # Split names become output file names (x_<split>, <split>-images-...): a member
+        # x_../../evil.npy must not write outside the output.
+        safe_split_name(s, path)
     for s in xs:
         if s not in ys:
             raise FormatError(path, f"has x_{s} but no y_{s}")
@@ -182,8 +219,14 @@ def _split_names(names, path):
             raise FormatError(path, f"has y_{s} but no x_{s}")
     if not xs:
         raise FormatError(path, "holds no x_<split>/y_<split> arrays (Keras' layout)",
-                          f"it has: {', '.join(n[:-4] for n in names) or 'nothing'}")
+                          f"it has: {_listed(names) or 'nothing'}")
     return sorted(xs, key=lambda s: ({"train": 0, "test": 1}.get(s, 2), xs.index(s)))
+
+
+def _listed(names, limit=10):
+    """Member names as they can appear in a one-line message (a name may hold a newline)."""
+    shown = [printable(n[:-4] if n.endswith(".npy") else n, 40) for n in names[:limit]]
+    return ", ".join(shown + (["..."] if len(names) > limit else []))
 
 
 def read(path) -> Dataset:
