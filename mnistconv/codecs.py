@@ -57,6 +57,8 @@ def decode_jpeg(data: bytes, out=None) -> np.ndarray:
                                            buffer=out)
     except ValueError as e:
         raise ValueError(str(e) or "not a JPEG") from None
+    except (TypeError, OverflowError, MemoryError, RuntimeError) as e:
+        raise ValueError(str(e) or type(e).__name__) from None
     return pixels[:, :, 0]
 
 
@@ -274,19 +276,54 @@ def decode_jpeg_tiles(jpegs, h, w):
     return out[:, :h, :]
 
 
+def image_size(data: bytes):
+    """(height, width) an image's header claims, read before anything is decoded (a
+    945-byte JPEG can claim 65500 x 65500: 4 GB of pixels); None when the header says
+    nothing readable (the decoder then reports what is wrong)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
+        return int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
+    if data[:3] == b"\xff\xd8\xff":
+        try:
+            height, width, _, _ = _simplejpeg().decode_jpeg_header(data)
+        except Exception:  # simplejpeg raises ValueError, or others on odd input
+            return None
+        return int(height), int(width)
+    return None
+
+
+def _check_size(data):
+    """ValueError for an image larger than limits.MAX_IMAGE_PIXELS (a backstop: readers
+    check image_size() themselves to name the record)."""
+    from .limits import MAX_IMAGE_PIXELS
+    size = image_size(data)
+    if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
+        raise ValueError(f"image of {size[0]}x{size[1]} exceeds mnistconv's limit of "
+                         f"{MAX_IMAGE_PIXELS:,} pixels per image")
+
+
 def decode_image(data: bytes) -> np.ndarray:
     """Decode a JPEG (as TensorFlow's defaults do, see decode_jpeg) or a PNG to a 2-D
     uint8 array; colour is converted to grayscale. Raises ValueError for data that is
-    not a decodable image."""
+    not a decodable image, is larger than limits.MAX_IMAGE_PIXELS, or is a 16-bit PNG
+    (converting it to 8 bits would silently clip every value above 255)."""
+    _check_size(data)
     if data[:3] == b"\xff\xd8\xff":
         return decode_jpeg(data)
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 24 and data[24] == 16:
+        raise ValueError("16-bit PNG; mnistconv keeps 8-bit pixels and will not clip "
+                         "values above 255")
     Image = _pil()
+    # Pillow's own decompression-bomb limits stay on (Image.MAX_IMAGE_PIXELS is never
+    # changed here); its warning between the two limits is an error like the rest.
+    import warnings
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            if image.mode != "L":
-                image = image.convert("L")
-            return np.asarray(image)
-    except (OSError, SyntaxError, ValueError) as e:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:
+                if image.mode != "L":
+                    image = image.convert("L")
+                return np.asarray(image)
+    except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
         raise ValueError(str(e) or type(e).__name__) from None
 
 

@@ -79,8 +79,9 @@ PRESETS = {
     "recipe": Schema("recipe", "image", "label", "jpeg", "onehot", "index"),
     # TensorFlow Datasets' mnist: PNG "image", scalar int64 "label".
     "tfds": Schema("tfds", "image", "label", "png", "index", "index"),
-    # TF-slim's dataset_utils.image_to_tfexample.
-    "slim": Schema("slim", "image/encoded", "image/class/label", "jpeg", "index",
+    # TF-slim's dataset_utils.image_to_tfexample, as its download_and_convert_mnist.py
+    # writes MNIST: PNG, image/format b"png".
+    "slim": Schema("slim", "image/encoded", "image/class/label", "png", "index",
                    "image/index", "image/format", "image/height", "image/width"),
 }
 
@@ -95,57 +96,83 @@ RAW_HEIGHT_KEY, RAW_WIDTH_KEY = "height", "width"
 
 
 class ExampleBuilder:
-    """Serializes Examples of one schema fast: one template message per class holds the
+    """Serializes Examples of one schema fast: a template message per class holds the
     features that depend only on the class (label, format, height, width); per record
-    only the image bytes (and the index) are set before a deterministic serialization."""
+    only the image bytes (and the index) are set before a deterministic serialization.
+
+    Templates are built when a class is first seen and kept in a bounded cache: a
+    one-hot template holds num_classes values, so one per class up front would be
+    num_classes squared (4 GB at 65536 classes)."""
+
+    # int64 values the cached templates may hold in all (each costs ~8 bytes and more).
+    CACHE_VALUES = 1 << 21
 
     def __init__(self, schema: Schema, image_format: str, label_format: str,
                  num_classes: int, shape, with_index: bool):
-        Example = example_class()
-        height, width = shape
-        height_key, width_key = schema.height_key, schema.width_key
-        if image_format == "raw" and height_key is None:
-            height_key, width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY
-        self.templates = []
-        self.image_values = []
-        self.index_values = []
-        for label in range(num_classes):
-            example = Example()
-            feature = example.features.feature
-            feature[schema.image_key].bytes_list.value.append(b"")
-            if label_format == "onehot":
-                onehot = [0] * num_classes
-                onehot[label] = 1
-                feature[schema.label_key].int64_list.value.extend(onehot)
-            else:
-                feature[schema.label_key].int64_list.value.append(label)
-            if schema.format_key:
-                feature[schema.format_key].bytes_list.value.append(image_format.encode())
-            if height_key:
-                feature[height_key].int64_list.value.append(height)
-                feature[width_key].int64_list.value.append(width)
-            if with_index:
-                feature[schema.index_key].int64_list.value.append(0)
-                self.index_values.append(feature[schema.index_key].int64_list.value)
-            self.templates.append(example)
-            self.image_values.append(feature[schema.image_key].bytes_list.value)
+        self.Example = example_class()
+        self.height, self.width = shape
+        self.height_key, self.width_key = schema.height_key, schema.width_key
+        if image_format == "raw" and self.height_key is None:
+            self.height_key, self.width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY
+        self.schema, self.image_format, self.label_format = schema, image_format, \
+            label_format
+        self.num_classes = num_classes
         self.with_index = with_index
+        width = num_classes if label_format == "onehot" else 1
+        self.cache_size = max(16, self.CACHE_VALUES // (width + 8))
+        self.cache = {}  # label -> (template, image values, index values)
+
+    def _template(self, label):
+        hit = self.cache.get(label)
+        if hit is not None:
+            return hit
+        if not 0 <= label < self.num_classes:
+            raise ValueError(f"label {label} is not in 0..{self.num_classes - 1}")
+        schema = self.schema
+        example = self.Example()
+        feature = example.features.feature
+        feature[schema.image_key].bytes_list.value.append(b"")
+        if self.label_format == "onehot":
+            onehot = [0] * self.num_classes
+            onehot[label] = 1
+            feature[schema.label_key].int64_list.value.extend(onehot)
+        else:
+            feature[schema.label_key].int64_list.value.append(label)
+        if schema.format_key:
+            feature[schema.format_key].bytes_list.value.append(self.image_format.encode())
+        if self.height_key:
+            feature[self.height_key].int64_list.value.append(self.height)
+            feature[self.width_key].int64_list.value.append(self.width)
+        index_values = None
+        if self.with_index:
+            feature[schema.index_key].int64_list.value.append(0)
+            index_values = feature[schema.index_key].int64_list.value
+        if len(self.cache) >= self.cache_size:
+            self.cache.clear()
+        hit = self.cache[label] = (example, feature[schema.image_key].bytes_list.value,
+                                   index_values)
+        return hit
+
+    def warm(self, classes=256):
+        """Build the first classes' templates now (forked workers then inherit them)."""
+        for label in range(min(self.num_classes, self.cache_size, classes)):
+            self._template(label)
 
     def split_at_image(self, label: int, length: int):
         """(before, after) such that serialize(label, image, 0) == before + image + after
         for every image of `length` bytes. The protobuf library decides: the image is
         found in a serialization with a placeholder image in its place (a bytes field is
         stored verbatim). Called once per (class, image length): thousands of times."""
-        values = self.image_values[label]
+        template, values, _ = self._template(label)
         placeholder = (_PLACEHOLDER * (length // len(_PLACEHOLDER) + 1))[:length]
         values[0] = placeholder
-        data = self.templates[label].SerializeToString(deterministic=True)
+        data = template.SerializeToString(deterministic=True)
         start = data.find(placeholder) if length >= 8 else -1
         if start < 0 or data.find(placeholder, start + 1) >= 0:
             # Too short to be unique: two serializations whose images differ in every
             # byte differ exactly where the image lies.
             values[0] = bytes(255 - b for b in placeholder)
-            other = self.templates[label].SerializeToString(deterministic=True)
+            other = template.SerializeToString(deterministic=True)
             start = next(i for i, (a, b) in enumerate(zip(data, other)) if a != b) \
                 if length else len(data)
             if data[start + length:] != other[start + length:]:
@@ -153,7 +180,8 @@ class ExampleBuilder:
         return data[:start], data[start + length:]
 
     def serialize(self, label: int, image: bytes, index: int) -> bytes:
-        self.image_values[label][0] = image
+        template, values, index_values = self._template(label)
+        values[0] = image
         if self.with_index:
-            self.index_values[label][0] = index
-        return self.templates[label].SerializeToString(deterministic=True)
+            index_values[0] = index
+        return template.SerializeToString(deterministic=True)

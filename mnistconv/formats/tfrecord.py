@@ -9,7 +9,9 @@ where mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, modulo 2**32. A whole file
 GZIP- or ZLIB-compressed (TensorFlow is told which: compression_type="GZIP"); written at
 level 9 with mtime 0, detected from content on read. A shard set is name-00000-of-00004
 ... name-00003-of-00004 (TensorFlow's naming), records in shard order; several splits are
-written as name-train.tfrecord, name-test.tfrecord (and read back from `name`).
+written as name-train.tfrecord, name-test.tfrecord (and read back from `name`). Hidden
+files and staging leftovers (fileio.STAGING_MARK) are never read as shards or splits.
+'-' is one unsharded split on stdout, or a file read from stdin.
 
 The data of a record, for the default convention (protobuf wire format; map entries in
 key order, as serialize(deterministic=True) writes them):
@@ -21,8 +23,9 @@ Each Example (see example_proto.py for the message layout) follows one of these
 conventions ("presets"); all int64 features are int64_list, all bytes bytes_list:
     recipe (default)  image: one JPEG; label: one-hot over the classes (10 for MNIST)
     tfds              image: one PNG; label: the class index (one value)
-    slim              image/encoded, image/format (b"jpeg"/b"png"/b"raw"),
-                      image/class/label (index), image/height, image/width
+    slim              image/encoded: one PNG (TF-slim's download_and_convert_mnist.py),
+                      image/format (b"png"/b"jpeg"/b"raw"), image/class/label
+                      (index), image/height, image/width
 Options change the image encoding (jpeg, png, raw: the H*W uint8 pixels row-major, with
 height and width features added when the preset has none) and the label (onehot,
 index), and add the original index as "index" ("image/index" for slim). JPEG is lossy:
@@ -35,7 +38,11 @@ chunks in order (compressing and hashing as it goes). Record bytes never depend 
 chunking or the number of workers, so the output is the same on every run and machine.
 
 Reading checks both CRCs of every record and names the first bad record (counting from
-0) with its byte offset; one-hot labels become class indices.
+0) with its byte offset; one-hot labels become class indices. What a file claims is
+checked before it is believed (limits.py): a record's length against MAX_RECORD_BYTES and
+what the (possibly compressed) stream can still hold, an image's size from its header
+against MAX_IMAGE_PIXELS, a one-hot width against MAX_CLASSES, shard names' counts; and
+every record must have the features of the first, with their kinds.
 """
 
 import glob
@@ -48,8 +55,10 @@ import numpy as np
 
 from .. import codecs
 from ..errors import FormatError, MissingDependency, MnistconvError, UsageError
-from ..fileio import (DeflateWriter, HashingWriter, StagedOutput, check_input_file,
-                      fast_zlib, open_staged)
+from ..fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter,
+                      StagedOutput, check_input_file, fast_zlib, is_stdio, open_staged)
+from ..limits import (MAX_CLASSES, MAX_IMAGE_PIXELS, MAX_RECORD_BYTES, MAX_SHARDS,
+                      MAX_WORKERS, check_image_size, check_num_classes, printable)
 from ..records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                        Split)
 
@@ -66,8 +75,10 @@ CHUNK = 1000
 # first quarter of every chunk): decoding is 40% of the encoding work, and a quarter
 # of the records pins the mean to within about 0.01 on MNIST.
 ERROR_SAMPLE = 4
-# A record this long is not MNIST-like data; refuse before allocating for it.
-_MAX_RECORD = 1 << 30
+# What the framer's per-(class, image length) cache may hold.
+_SPLICED_BYTES = 64 << 20
+# A batch of decoded images stays within this (as IDX's and npz's do).
+_BATCH_BYTES = 64 << 20
 SHARD_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})$")
 _EXTENSIONS = (".tfrecord", ".tfrecords", ".tfrec")
 _SPLIT_WORDS = {"train": "train", "test": "test", "t10k": "test", "validation": "validation",
@@ -89,6 +100,12 @@ def _crc32c():
     return google_crc32c.value
 
 
+def _crc32c_extend():
+    _crc32c()
+    import google_crc32c
+    return google_crc32c.extend
+
+
 def masked_crc(data, crc=None) -> int:
     return _mask((crc or _crc32c())(data))
 
@@ -107,6 +124,7 @@ class Framer:
         self.extend = google_crc32c.extend
         self.headers = {}
         self.spliced = {}
+        self.spliced_bytes = 0
 
     def header(self, n):
         h = self.headers.get(n)
@@ -127,8 +145,11 @@ class Framer:
         hits = list(map(cache.get, keys))
         if None in hits:
             extra = len(prefix) + len(suffix)
-            if len(cache) > 100_000:  # bounded for images of any size spread
+            # Bounded for images of any size spread, and for one-hot labels of many
+            # classes (each entry holds the label's serialization).
+            if len(cache) > 100_000 or self.spliced_bytes > _SPLICED_BYTES:
                 cache.clear()
+                self.spliced_bytes = 0
             for i, key in enumerate(keys):
                 if hits[i] is None:
                     hit = cache.get(key)
@@ -138,6 +159,7 @@ class Framer:
                         size = len(before) + extra + length + len(after)
                         hit = cache[key] = (self.header(size) + before + prefix,
                                             self.crc(before + prefix), suffix + after)
+                        self.spliced_bytes += size - length
                     hits[i] = hit
         heads, head_crcs, tails = zip(*hits) if hits else ((), (), ())
         extend = self.extend
@@ -175,8 +197,8 @@ def matches_name(path) -> bool:
         SHARD_RE.match(name) is not None
 
 
-def shard_names(base, shards):
-    if shards == 1:
+def shard_names(base, shards, suffix_one=False):
+    if shards == 1 and not suffix_one:
         return [base]
     return [f"{base}-{i:05d}-of-{shards:05d}" for i in range(shards)]
 
@@ -202,18 +224,23 @@ def _split_target(path, split_name, several):
     """Where a split goes: <dir>/<split>.tfrecord for a directory (existing, or a path
     ending in '/'); else the path itself for a single split, name-<split>.ext for
     several."""
+    if is_stdio(path):
+        return path
     if str(path).endswith(os.sep) or os.path.isdir(path):
         return os.path.join(path, f"{split_name}.tfrecord")
     if not several:
         return path
     directory, name = os.path.split(path)
+    # A compression suffix stays last: m.tfrecord.gz -> m-train.tfrecord.gz.
+    compressed = next((c for c in (".gz", ".zz", ".zlib") if name.lower().endswith(c)), "")
+    core, compressed = name[:len(name) - len(compressed)], name[len(name) - len(compressed):]
     for ext in _EXTENSIONS:
-        if name.lower().endswith(ext):
-            stem, ext = name[:-len(ext)], name[-len(ext):]
+        if core.lower().endswith(ext):
+            stem, ext = core[:-len(ext)], core[-len(ext):]
             break
     else:
-        stem, ext = name, ""
-    return os.path.join(directory, f"{stem}-{split_name}{ext}")
+        stem, ext = core, ""
+    return os.path.join(directory, f"{stem}-{split_name}{ext}{compressed}")
 
 
 def _split_name_of(base, default="train"):
@@ -425,35 +452,56 @@ def _check_split(split):
     return shape
 
 
-def _chunks(split, bounds):
-    """(output number, images, labels, indices) pieces of at most CHUNK records that
+def _chunk_records(image_bytes):
+    """Records per chunk: CHUNK, fewer for large images (a chunk's pixels, and each
+    worker slot, stay within _BATCH_BYTES)."""
+    return max(1, min(CHUNK, _BATCH_BYTES // max(1, image_bytes)))
+
+
+def _chunks(split, bounds, chunk=CHUNK):
+    """(output number, images, labels, indices) pieces of at most `chunk` records that
     never cross an output boundary (bounds: the end position of each output)."""
     position, out = 0, 0
-    for batch in split.batches(CHUNK):
+    for batch in split.batches(chunk):
         start = 0
         n = len(batch)
         while start < n:
             while out < len(bounds) - 1 and position >= bounds[out]:
                 out += 1
             end = min(n, start + bounds[out] - position) if bounds[out] > position else n
+            end = min(end, start + chunk)
             yield (out, batch.images[start:end], np.asarray(batch.labels[start:end]),
                    np.asarray(batch.indices[start:end], dtype=np.int64))
             position += end - start
             start = end
 
 
-def _labels_as_ints(labels, where, num_classes):
+def _labels_as_ints(labels, where):
+    """A split's labels as int64, checked before anything is written: integers from 0,
+    and few enough classes (a one-hot label is a row of max label + 1 values)."""
     labels = np.asarray(labels)
-    if labels.dtype.kind not in "iu" or (len(labels) and (labels.min() < 0 or
-                                                          labels.max() >= num_classes)):
-        raise UsageError(where, f"labels must be integers in 0..{num_classes - 1} to "
-                                "write TFRecord")
+    if labels.ndim != 1:
+        raise FormatError(where, f"labels of shape {labels.shape}: TFRecord labels are "
+                                 "one class per example")
+    if labels.dtype.kind not in "iu":
+        what = labels.dtype.name
+        if labels.dtype.kind == "f" and len(labels) and not np.isfinite(labels).all():
+            what += " holding NaN or infinity"
+        raise FormatError(where, f"labels are {what}; TFRecord labels are integer classes "
+                                 "0, 1, 2, ...")
+    if len(labels) == 0:
+        return labels.astype(np.int64)
+    low, high = int(labels.min()), int(labels.max())
+    if low < 0:
+        raise FormatError(where, f"label {low} is negative; TFRecord labels are classes "
+                                 "0, 1, 2, ...")
+    check_num_classes(high + 1, where, "labels")
     return labels.astype(np.int64)
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
           image_format=None, jpeg_quality=95, label_format=None, with_index=False,
-          shards=1, compression="none", workers=None, exact_jpeg_error=False,
+          shards=None, compression="none", workers=None, exact_jpeg_error=False,
           stats=None):
     """Write every split as TFRecord: one split to `path`, several to
     `<stem>-<split><ext>` beside it; --shards N cuts each into TensorFlow-named shards.
@@ -478,26 +526,40 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
                              f"choose one of: {', '.join(allowed)}")
     if not 1 <= int(jpeg_quality) <= 100:
         raise UsageError(None, f"--jpeg-quality must be 1..100, not {jpeg_quality}")
-    shards = int(shards or 1)
-    if shards < 1:
-        raise UsageError(None, f"--shards must be 1 or more, not {shards}")
-    workers = int(workers or _usable_cores())
-    if workers < 1:
-        raise UsageError(None, f"--workers must be 1 or more, not {workers}")
+    # TFDS names even a single shard -00000-of-00001; asked for explicitly, so is it.
+    suffix_one = preset == "tfds" and shards is not None
+    shards = _in_range(1 if shards is None else shards, "--shards", MAX_SHARDS)
+    workers = min(_usable_cores(), MAX_WORKERS) if workers is None else \
+        _in_range(workers, "--workers", MAX_WORKERS)
+    path = str(path)
     if not dataset.splits:
         raise UsageError(path, "nothing to write: the input has no splits")
+    if is_stdio(path):
+        if len(dataset.splits) > 1:
+            raise UsageError(path, f"TFRecord on stdout is one split; the input has "
+                                   f"{len(dataset.splits)} ({', '.join(dataset.splits)})",
+                             "choose one with --split")
+        if shards > 1:
+            raise UsageError(path, "TFRecord on stdout is one stream, not --shards "
+                                   f"{shards}", "write to a file name to get shards")
 
     several = len(dataset.splits) > 1
     plan = []  # (split, settings, targets, bounds)
     bases = []  # each split's output name before sharding
     for name, split in dataset.splits.items():
         shape = _check_split(split)
+        where = split.header.source or split.name
+        # Labels are checked before the class count is taken from them (max + 1 of
+        # NaN or 2**64 - 1 would fail or build a template per class) and before any
+        # output exists.
+        _labels_as_ints(split.labels(), where)
         num_classes = split.num_classes()
+        check_num_classes(num_classes, where, "labels")
         settings = _Settings(schema, image_format, label_format, int(jpeg_quality),
                              num_classes, shape, bool(with_index),
                              bool(exact_jpeg_error))
         base = _split_target(path, name, several)
-        targets = shard_names(base, shards)
+        targets = shard_names(base, shards, suffix_one)
         count = split.header.count
         bounds = [count * (i + 1) // shards for i in range(shards)]
         plan.append((split, settings, targets, bounds))
@@ -508,26 +570,25 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     with StagedOutput(force) as staged:
         staged_paths = [[staged.file(t) for t in targets] for _, _, targets, _ in plan]
         for base, (_, _, targets, _) in zip(bases, plan):
-            for stale in _other_shard_sets(base, targets):
+            for stale in [] if is_stdio(base) else _other_shard_sets(base, targets):
                 staged.supersede(stale)
         pool = None
         finished = False
         try:
-            big = sum(s.header.count for s, _, _, _ in plan) > CHUNK
+            image_bytes = max(int(np.prod(settings.input_shape()))
+                              for _, settings, _, _ in plan)
+            chunk = _chunk_records(image_bytes)
+            big = sum(s.header.count for s, _, _, _ in plan) > chunk
             _warm_up([settings for _, settings, _, _ in plan])
             if workers > 1 and big and hasattr(os, "fork"):
                 pool = _Workers(workers, [settings for _, settings, _, _ in plan],
-                                max(int(np.prod(settings.input_shape()))
-                                    for _, settings, _, _ in plan))
+                                image_bytes, chunk)
             for (split, settings, targets, bounds), paths in zip(plan, staged_paths):
-                labels = _labels_as_ints(split.labels(), split.header.source or split.name,
-                                         settings.num_classes)
-                del labels  # checked up front so a bad label leaves no output behind
                 outputs = [_Output(t, p, compression) for t, p in zip(targets, paths)]
                 try:
                     progress.start(f"{split.name} -> tfrecord", split.header.count)
                     for out, n, (esum, emax, ecount) in _run(split, settings, bounds,
-                                                             outputs, pool):
+                                                             outputs, pool, chunk):
                         total_records += n
                         err_sum += esum
                         err_max = max(err_max, emax)
@@ -550,6 +611,18 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     return files
 
 
+def _in_range(value, option, limit):
+    """An int option in 1..limit, else a one-line usage error (exit 2)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not 1 <= number <= limit:
+        raise UsageError(None, f"{option} must be between 1 and {limit}, not "
+                               f"{printable(value)}")
+    return number
+
+
 def _usable_cores():
     """Cores this process may run on (a CPU affinity mask or container cpuset counts)."""
     try:
@@ -562,7 +635,7 @@ def _warm_up(all_settings):
     """Import the codecs and protobuf and build the Example templates, in the parent
     once: forked workers inherit them instead of each paying for them."""
     for settings in all_settings:
-        _builder(settings)
+        _builder(settings)[0].warm()
         if settings.image_format != "raw":
             # Pillow loads its common format plugins on the first save (35 ms here).
             codecs._pil().preinit()
@@ -582,13 +655,13 @@ class _Workers:
     _JOB = struct.Struct("<iiI")
     _REPLY = struct.Struct("<iQQQQ")  # kind (0 in the slot, 1 data follows, 2 error)
 
-    def __init__(self, count, all_settings, image_bytes):
+    def __init__(self, count, all_settings, image_bytes, chunk=CHUNK):
         import gc
         self.settings = list(all_settings)
         # Output room per record: a JPEG or PNG of noise stays under twice the pixels,
         # and the Example, framing and JPEG header under 2 KB.
-        self.shared = _SharedSlots(2 * count, CHUNK * image_bytes,
-                                   CHUNK * (2 * image_bytes + 2048))
+        self.shared = _SharedSlots(2 * count, chunk * image_bytes,
+                                   chunk * (2 * image_bytes + 2048))
         self.slots = 2 * count  # two chunks in flight per worker keeps every core busy
         self.children = []  # [pid, job pipe, reply pipe]
         gc.freeze()  # inherited objects stay out of every collection: no COW faults
@@ -730,10 +803,10 @@ def _exit_status(pid):
     return f"exit code {os.WEXITSTATUS(status)}"
 
 
-def _run(split, settings, bounds, outputs, pool):
+def _run(split, settings, bounds, outputs, pool, chunk=CHUNK):
     """Encode a split's chunks (in the worker processes when there are some), append
     them in order to their outputs, and yield (output, records, JPEG error) per chunk."""
-    chunks = _chunks(split, bounds)
+    chunks = _chunks(split, bounds, chunk)
     if pool is None:
         for out, images, labels, indices in chunks:
             data, error = encode_records(settings, images, labels, indices)
@@ -821,7 +894,8 @@ class _Stream:
                 raise FormatError(self.path, f"truncated {self.compression} stream: it "
                                              "ends before its end marker")
             self._feed(block, n)
-        data = bytes(self.buffer[:n])
+        with memoryview(self.buffer) as view:
+            data = bytes(view[:n])
         del self.buffer[:n]
         return data
 
@@ -835,9 +909,27 @@ class _Stream:
             raise FormatError(self.path, f"not a valid {self.compression} stream "
                                          f"({e})") from None
 
-    def remaining_known(self, offset):
-        """Bytes left after offset, when knowable without decompressing (raw files)."""
-        return self.size - offset if self.compression == "none" else None
+    def remaining_at_most(self):
+        """At most how many bytes read() can still return: exact for a raw file; for a
+        compressed one, the compressed bytes left times deflate's largest expansion
+        (GZIP_MAX_RATIO), so a length is checked before anything is allocated for it."""
+        left = self.size - self.raw.tell()
+        if self.compression == "none":
+            return max(left, 0)
+        pending = len(self.inflate.unconsumed_tail) + len(self.inflate.unused_data)
+        return len(self.buffer) + (max(left, 0) + pending) * GZIP_MAX_RATIO
+
+    def read_into(self, view):
+        """Fill a memoryview in pieces of at most _READ_AHEAD (a large record is then
+        held once, not once per copy); returns how many bytes it holds."""
+        filled = 0
+        while filled < len(view):
+            piece = self.read(min(len(view) - filled, _READ_AHEAD))
+            if not piece:
+                break
+            view[filled:filled + len(piece)] = piece
+            filled += len(piece)
+        return filled
 
     def close(self):
         self.raw.close()
@@ -872,28 +964,48 @@ def iter_records(path, compression="auto", start_number=0):
                     raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
                 raise FormatError(path, f"{where}: length CRC mismatch, the record "
                                         "header is corrupt")
-            left = stream.remaining_known(offset + 12)
-            if length > _MAX_RECORD or (left is not None and length + 4 > left):
-                have = f" ({left} bytes left)" if left is not None else ""
+            if length > MAX_RECORD_BYTES:
+                raise FormatError(path, f"{where}: length {length:,} is more than "
+                                        f"mnistconv's limit of {MAX_RECORD_BYTES:,} bytes "
+                                        "per record")
+            left = len(block) - pos - 12 + stream.remaining_at_most()
+            if length + 4 > left:
+                have = f" ({left} bytes left)" if compression == "none" else \
+                    f" (its {compression} stream holds at most {left:,} more bytes)"
                 raise FormatError(path, f"{where}: length {length} runs past the end of "
                                         f"the file{have}")
             end = pos + 16 + length
             if end > len(block):
-                block, pos = block[pos:], 0
-                block += stream.read(max(16 + length - len(block), _READ_AHEAD))
-                end = 16 + length
-                if end > len(block):
+                # A record longer than what is buffered: read into one buffer of its
+                # own size (only as far as the stream really holds it).
+                record = bytearray(16 + length)
+                have = len(block) - pos
+                record[:have] = block[pos:]
+                with memoryview(record) as view:
+                    got = have + stream.read_into(view[have:])
+                if got < len(record):
                     raise FormatError(path, f"{where}: truncated: expected {length + 4} "
-                                            f"bytes of data and CRC, found "
-                                            f"{len(block) - 12}")
-            data = block[pos + 12:end - 4]
-            if _U32.unpack_from(block, end - 4)[0] != _mask(crc(data)):
+                                            f"bytes of data and CRC, found {got - 12}")
+                block, pos, end = record, 0, 16 + length
+            if isinstance(block, bytearray) and length > _READ_AHEAD:
+                # Yielded as a view: a copy would hold the record twice.
+                data = memoryview(block)[12:end - 4]
+                value = crc(b"")
+                for i in range(0, length, _READ_AHEAD):
+                    value = _crc32c_extend()(value, bytes(data[i:i + _READ_AHEAD]))
+            else:
+                data = bytes(block[pos + 12:end - 4])
+                value = crc(data)
+            if _U32.unpack_from(block, end - 4)[0] != _mask(value):
                 raise FormatError(path, f"{where}: data CRC mismatch, the record is "
                                         "corrupt")
             yield number, offset, data
             number += 1
             offset += 16 + length
-            pos = end
+            if isinstance(block, bytearray):
+                block, pos = b"", 0  # the large record's buffer is not kept
+            else:
+                pos = end
     finally:
         stream.close()
 
@@ -907,7 +1019,8 @@ def sniff(path) -> bool:
             names = sorted(os.listdir(path))
         except OSError:
             return False
-        return any(matches_name(n) and _sniff_file(os.path.join(path, n)) for n in names)
+        return any(matches_name(n) and _is_data_name(n) and
+                   _sniff_file(os.path.join(path, n)) for n in names)
     return _sniff_file(path)
 
 
@@ -933,12 +1046,32 @@ def _sniff_file(path):
     return False
 
 
+def _is_data_name(name) -> bool:
+    """Not a staging leftover (a write killed outright leaves `.<name>.mnistconv-tmp-*`
+    beside its target) nor any other hidden file: those are never shards or splits."""
+    name = os.path.basename(name)
+    return not name.startswith(".") and STAGING_MARK not in name
+
+
+def _shard_numbers(path):
+    """(base, index, total) of a TensorFlow-named shard, checked: a name read from
+    disk says how many files to look for, so 0 shards, an index past the total or more
+    than MAX_SHARDS is an error, not a loop or an empty set."""
+    name = os.path.basename(path)
+    m = SHARD_RE.match(name)
+    index, total = int(m["index"]), int(m["total"])
+    if not 1 <= total <= MAX_SHARDS or index >= total:
+        raise FormatError(path, f"shard name {printable(name)} says shard {index} of "
+                                f"{total}", f"a shard set has 1 to {MAX_SHARDS} files, "
+                                "numbered from 00000 below the total")
+    return m["base"], index, total
+
+
 def _expand_shards(path):
     """All files of the shard set `path` belongs to, checking none is missing."""
-    directory, name = os.path.split(path)
-    m = SHARD_RE.match(name)
-    total = int(m["total"])
-    files = [os.path.join(directory, f"{m['base']}-{i:05d}-of-{total:05d}")
+    directory = os.path.dirname(path)
+    base, _, total = _shard_numbers(path)
+    files = [os.path.join(directory, f"{base}-{i:05d}-of-{total:05d}")
              for i in range(total)]
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
@@ -966,23 +1099,27 @@ def resolve(path):
     path = str(path)
     if os.path.isdir(path):
         files = [os.path.join(path, n) for n in os.listdir(path)
-                 if matches_name(n) and os.path.isfile(os.path.join(path, n))]
+                 if matches_name(n) and _is_data_name(n)
+                 and os.path.isfile(os.path.join(path, n))]
         if not files:
             raise UsageError(path, "directory holds no .tfrecord files")
         return _name_groups(_group(files))
     if os.path.exists(path):
         check_input_file(path)
         if SHARD_RE.match(os.path.basename(path)):
-            base = SHARD_RE.match(os.path.basename(path))["base"]
+            base = _shard_numbers(path)[0]
             return {_split_name_of(base): _expand_shards(path)}
         return {_split_name_of(path): [path]}
     if glob.has_magic(path):
-        files = sorted(f for f in glob.glob(path) if os.path.isfile(f))
+        files = sorted(f for f in glob.glob(path) if os.path.isfile(f)
+                       and _is_data_name(f))
         if not files:
             raise UsageError(path, "no file matches this pattern")
         return {_split_name_of(path.replace("*", "").replace("?", "")): files}
     # What write() makes of this name: shards of it, or one file (set) per split.
-    shards = sorted(glob.glob(glob.escape(path) + "-[0-9][0-9][0-9][0-9][0-9]-of-*"))
+    shards = sorted(f for f in glob.glob(glob.escape(path) +
+                                         "-[0-9][0-9][0-9][0-9][0-9]-of-*")
+                    if SHARD_RE.match(os.path.basename(f)) and _is_data_name(f))
     if shards:
         return {_split_name_of(path): _expand_shards(shards[0])}
     directory, name = os.path.split(path)
@@ -992,7 +1129,8 @@ def resolve(path):
             stem, ext = name[:-len(e)], name[-len(e):]
     siblings = glob.glob(os.path.join(glob.escape(directory) or ".",
                                       glob.escape(stem) + "-*" + glob.escape(ext) + "*"))
-    siblings = [s for s in siblings if os.path.isfile(s) and matches_name(s)]
+    siblings = [s for s in siblings if os.path.isfile(s) and matches_name(s)
+                and _is_data_name(s)]
     if siblings:
         return _name_groups(_group(siblings))
     raise UsageError(path, "no such file or directory")
@@ -1014,42 +1152,88 @@ def _split_order(name):
 
 
 class _Layout:
-    """How to find image and label in an Example (from a preset or the first record)."""
+    """How to find image and label in an Example (from a preset or the first record).
+    A feature the first record has (height, width, format, index) every record must
+    have, with the same kind."""
 
-    def __init__(self, image_key, label_key, label_format, index_key, format_key,
-                 height_key, width_key):
+    def __init__(self, image_key, label_key, label_format, label_width, index_key,
+                 format_key, height_key, width_key):
         self.image_key, self.label_key, self.label_format = image_key, label_key, \
             label_format
+        self.label_width = label_width
         self.index_key, self.format_key = index_key, format_key
         self.height_key, self.width_key = height_key, width_key
 
 
-def _layout(example, schema, where):
+def _record(number):
+    return f"record {number} (counting from 0)"
+
+
+def _feature_names(feature):
+    """The feature names of a record as one line can show them (names are data)."""
+    names = sorted(feature)
+    shown = ", ".join(printable(n, 40) for n in names[:20])
+    return (shown + (f", ... ({len(names)} in all)" if len(names) > 20 else "")) or "none"
+
+
+def _values(path, number, feature, key, kind):
+    """The values of feature `key`, which must be there and hold `kind` (bytes_list or
+    int64_list). (feature[key] alone would add an empty feature, and a mistyped one
+    reads as no values.)"""
+    if key not in feature:
+        raise FormatError(path, f"{_record(number)}: no {printable(key)} feature, which "
+                                "the first record has")
+    actual = feature[key].WhichOneof("kind")
+    if actual != kind:
+        raise FormatError(path, f"{_record(number)}: feature {printable(key)} is "
+                                f"{actual or 'empty'}, expected {kind}")
+    return getattr(feature[key], kind).value
+
+
+def _one(path, number, feature, key, kind):
+    values = _values(path, number, feature, key, kind)
+    if len(values) != 1:
+        raise FormatError(path, f"{_record(number)}: feature {printable(key)} has "
+                                f"{len(values)} values, expected one")
+    return values[0]
+
+
+def _layout(example, schema, path, number):
     from .example_proto import PRESETS, RAW_HEIGHT_KEY, RAW_WIDTH_KEY
     feature = example.features.feature
     if schema in (None, "auto"):
         preset = PRESETS["slim"] if "image/encoded" in feature else PRESETS["recipe"]
         if preset.label_key not in feature or preset.image_key not in feature:
-            raise FormatError(where, f"no image/label features this reader knows "
-                                     f"(features: {', '.join(sorted(feature)) or 'none'})",
+            raise FormatError(path, f"no image/label features this reader knows "
+                                    f"(features: {_feature_names(feature)})",
                               "the conventions read are recipe, tfds and slim")
     else:
         preset = PRESETS[schema]
         for key in (preset.image_key, preset.label_key):
             if key not in feature:
-                raise FormatError(where, f"no '{key}' feature, which the {schema} "
-                                         f"convention has (features: "
-                                         f"{', '.join(sorted(feature))})")
+                raise FormatError(path, f"no '{key}' feature, which the {schema} "
+                                        f"convention has (features: "
+                                        f"{_feature_names(feature)})")
     # One value is a class index, several a one-hot row, whatever the convention.
-    n = len(feature[preset.label_key].int64_list.value)
-    label_format = "onehot" if n > 1 else "index"
+    width = len(_values(path, number, feature, preset.label_key, "int64_list"))
+    label_format = "onehot" if width > 1 else "index"
+    if width > 1:
+        check_num_classes(width, path, f"{_record(number)}: one-hot labels")
     height_key, width_key = preset.height_key, preset.width_key
     if height_key is None and RAW_HEIGHT_KEY in feature:
         height_key, width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY
+    if height_key is not None:
+        present = [key in feature for key in (height_key, width_key)]
+        if present == [False, False]:
+            height_key = width_key = None
+        elif present != [True, True]:
+            have, lack = (height_key, width_key) if present[0] else (width_key, height_key)
+            raise FormatError(path, f"{_record(number)}: has a {printable(have)} feature "
+                                    f"but no {printable(lack)}")
     index_key = preset.index_key if preset.index_key in feature else None
     format_key = preset.format_key if preset.format_key and preset.format_key in feature \
         else None
-    return _Layout(preset.image_key, preset.label_key, label_format, index_key,
+    return _Layout(preset.image_key, preset.label_key, label_format, width, index_key,
                    format_key, height_key, width_key)
 
 
@@ -1073,10 +1257,10 @@ class TFRecordSplit(Split):
         path, number, data = first
         self.Example = _example_class()
         example = self._parse(path, number, data)
-        self.layout = _layout(example, schema, path)
+        self.layout = _layout(example, schema, path, number)
         image, label = self._decode(path, number, example)
-        num_classes = len(example.features.feature[self.layout.label_key].int64_list.value) \
-            if self.layout.label_format == "onehot" else None
+        num_classes = self.layout.label_width if self.layout.label_format == "onehot" \
+            else None
         self._labels = self._indices = None
         header = Header(count, image.shape, np.dtype(np.uint8), np.dtype(np.uint8),
                         num_classes, ", ".join(self.files))
@@ -1090,8 +1274,12 @@ class TFRecordSplit(Split):
                                     f"tf.train.Example ({e})") from None
 
     def _label(self, path, number, feature):
-        values = feature[self.layout.label_key].int64_list.value
+        values = _values(path, number, feature, self.layout.label_key, "int64_list")
         if self.layout.label_format == "onehot":
+            if len(values) != self.layout.label_width:
+                raise FormatError(path, f"{_record(number)}: one-hot label of "
+                                        f"{len(values)} values, the first record's has "
+                                        f"{self.layout.label_width}")
             values = list(values)
             if values.count(0) != len(values) - 1 or 1 not in values:
                 raise FormatError(path, f"record {number} (counting from 0): label is not "
@@ -1102,23 +1290,42 @@ class TFRecordSplit(Split):
                                     f"label value, found {len(values)}")
         return values[0]
 
+    def _index(self, path, number, feature):
+        index = _one(path, number, feature, self.layout.index_key, "int64_list")
+        if index < 0:
+            raise FormatError(path, f"{_record(number)}: index {index} is negative",
+                              "indices count examples from 0")
+        return index
+
+    def _shape(self, path, number, feature):
+        """(height, width) from the record's features, checked, or None."""
+        if not self.layout.height_key:
+            return None
+        shape = tuple(_one(path, number, feature, key, "int64_list")
+                      for key in (self.layout.height_key, self.layout.width_key))
+        if min(shape) < 1:
+            raise FormatError(path, f"{_record(number)}: height and width must be 1 or "
+                                    f"more, not {shape[0]} x {shape[1]}")
+        check_image_size(shape, path, f"{_record(number)}: image")
+        return shape
+
     def _decode(self, path, number, example, defer_jpeg=False):
         """(image, label) of a record; with defer_jpeg, a JPEG image is returned as
         its bytes, for batches() to decode many at once."""
         feature = example.features.feature
-        where = f"record {number} (counting from 0)"
-        values = feature[self.layout.image_key].bytes_list.value
+        where = _record(number)
+        values = _values(path, number, feature, self.layout.image_key, "bytes_list")
         if len(values) != 1:
             raise FormatError(path, f"{where}: expected one image, found {len(values)}")
         data = values[0]
         kind = None
         if self.layout.format_key:
-            kind = bytes(feature[self.layout.format_key].bytes_list.value[0]).decode(
-                "ascii", "replace").lower().replace("jpg", "jpeg")
-        shape = None
-        if self.layout.height_key and self.layout.height_key in feature:
-            shape = (feature[self.layout.height_key].int64_list.value[0],
-                     feature[self.layout.width_key].int64_list.value[0])
+            kind = bytes(_one(path, number, feature, self.layout.format_key,
+                              "bytes_list")).decode("ascii", "replace").lower()
+            kind = {"jpg": "jpeg"}.get(kind, kind)
+            if kind not in IMAGE_FORMATS:
+                kind = None  # an encoding named otherwise: found from the bytes
+        shape = self._shape(path, number, feature)
         if kind is None:
             kind = "raw" if shape and len(data) == shape[0] * shape[1] else \
                 codecs.image_kind(data)
@@ -1141,6 +1348,10 @@ class TFRecordSplit(Split):
 
     @staticmethod
     def _decode_image(path, number, data):
+        # The size the header claims is checked before anything is decoded.
+        size = codecs.image_size(data)
+        if size is not None:
+            check_image_size(size, path, f"{_record(number)}: image")
         try:
             return codecs.decode_image(data)
         except ValueError as e:
@@ -1175,6 +1386,9 @@ class TFRecordSplit(Split):
 
     def batches(self, batch_size=DEFAULT_BATCH):
         shape = tuple(self.header.shape)
+        # Large images mean fewer per batch (as IDX and npz do): a batch of 8192
+        # 4096 x 4096 images would be 128 GiB.
+        batch_size = max(1, min(batch_size, _BATCH_BYTES // max(1, int(np.prod(shape)))))
         images = np.empty((batch_size,) + shape, np.uint8)
         labels = np.empty(batch_size, np.int64)
         indices = np.empty(batch_size, np.int64)
@@ -1190,7 +1404,7 @@ class TFRecordSplit(Split):
                 self._check_shape(path, number, image, shape)
                 images[fill] = image
             labels[fill] = label
-            indices[fill] = example.features.feature[index_key].int64_list.value[0] \
+            indices[fill] = self._index(path, number, example.features.feature) \
                 if index_key else position
             fill += 1
             position += 1
@@ -1216,10 +1430,13 @@ class TFRecordSplit(Split):
         indices = np.arange(self.header.count, dtype=np.int64)
         index_key = self.layout.index_key
         for i, (path, number, data) in enumerate(self._records()):
+            if i == len(labels):
+                raise FormatError(self.files[0], f"changed while reading: more than "
+                                                 f"{len(labels)} records")
             feature = self._parse(path, number, data).features.feature
             labels[i] = self._label(path, number, feature)
             if index_key:
-                indices[i] = feature[index_key].int64_list.value[0]
+                indices[i] = self._index(path, number, feature)
         self._labels, self._indices = self._cast(labels), indices
 
     def labels(self):
