@@ -208,8 +208,9 @@ register(Format(
     ),
     write_options=(
         Option("preset", "--preset", "Feature convention: recipe (image JPEG, one-hot "
-               "label), tfds (image PNG, scalar label), slim (image/encoded, image/format, "
-               "image/class/label, image/height, image/width)", "choice",
+               "label), tfds (image PNG, scalar label), slim (TF-slim's MNIST converter: "
+               "PNG image/encoded, image/format, image/class/label, image/height, "
+               "image/width)", "choice",
                ("recipe", "tfds", "slim"), "recipe"),
         Option("image_format", "--image-format", "Image encoding (default: the preset's; "
                "jpeg is lossy, png and raw are exact)", "choice", ("jpeg", "png", "raw")),
@@ -219,13 +220,18 @@ register(Format(
                "class index (default: the preset's)", "choice", ("onehot", "index")),
         Option("with_index", "--with-index", "Add each example's original index as an "
                "int64 feature 'index'"),
-        Option("shards", "--shards", "Cut each split into N files "
-               "name-00000-of-0000N", "int", (), 1),
+        Option("shards", "--shards", "Cut each split into N files (1..10000), named as "
+               "TensorFlow does: DST-00000-of-0000N for one split, "
+               "<stem>-<split>.tfrecord-00000-of-0000N for several; with --preset tfds even "
+               "--shards 1 gets the -00000-of-00001 suffix TFDS expects (default: one file "
+               "per split, no suffix)", "int"),
         Option("compression", "--compression", "Compress whole files as TensorFlow's "
                "compression_type GZIP or ZLIB", "choice", ("none", "gzip", "zlib"), "none"),
         Option("exact_jpeg_error", "--exact-jpeg-error", "Measure the JPEG pixel error on "
                "every record, not the first quarter of every 1000 (decodes them all: "
                "about 20% slower)"),
-        Option("workers", "--workers", "Encoding processes (default: one per core)", "int"),
+        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
+               "core)", "int"),
     ),
+    stdio=True,
 ))
