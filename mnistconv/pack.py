@@ -28,6 +28,7 @@ digit for the default 20).
 """
 
 import base64
+import errno
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ import numpy as np
 from .errors import FormatError, UsageError
 from .fileio import StagedOutput, sha256_file
 from .formats import gdmnist
+from .limits import printable
 from .records import NO_PROGRESS
 from .stream import SelectionSplit, balanced_positions
 
@@ -439,7 +441,15 @@ class Problem:
     found: object
 
     def __str__(self):
-        return f"{self.file}: {self.field}: expected {self.expected}, found {self.found}"
+        return (f"{self.file}: {self.field}: expected {_shown(self.expected)}, "
+                f"found {_shown(self.found)}")
+
+
+def _shown(value):
+    """A value from a manifest as it can appear in one line: as it is when plain,
+    quoted and escaped when it holds a newline or other control character."""
+    text = str(value)
+    return text if text.isprintable() and len(text) <= 200 else printable(text, 200)
 
 
 @dataclass
@@ -472,70 +482,85 @@ def _verify_gdmnist(report, path, entry, file_key):
     ok = _check(report, path, bytes_key, entry.get(bytes_key), os.path.getsize(path))
     ok &= _check(report, path, hash_key, entry.get(hash_key), sha256_file(path))
     try:
-        split = gdmnist.GdmnistSplit(entry.get("id"), path)
+        split = gdmnist.GdmnistSplit(entry.get("id") or "split", path)
     except FormatError as e:
         report.problems.append(Problem(path, "format", "a valid GDMNIST1 file", e.message))
         return False
-    h = split.gdmnist
-    for key, value in h.as_dict().items():
-        if key in entry:
-            ok &= _check(report, path, key, entry[key], value)
-    labels = split.labels()
-    counts = np.bincount(labels.astype(np.int64), minlength=10).tolist()
-    ok &= _check(report, path, "class_counts", entry.get("class_counts"), counts)
-    ok &= _check(report, path, "original_indices_sha256_uint32_le",
-                 entry.get("original_indices_sha256_uint32_le"),
-                 sha256_of(split.indices(), "<u4"))
-    if file_key == "gzip_file":
-        # The .gz must hold exactly the .bin: its content hashes to the .bin's SHA-256.
-        digest = hashlib.sha256(gdmnist.header_bytes(h.count, h.rows, h.columns))
-        split.file.seek(gdmnist.HEADER_BYTES)
-        while block := split.file.read(1 << 20):
+    try:
+        h = split.gdmnist
+        for key, value in h.as_dict().items():
+            if key in entry:
+                ok &= _check(report, path, key, entry[key], value)
+        # Counted and hashed from the file a block at a time: the labels and indices
+        # of a split are never held whole (a 1 MB .bin.gz of 1 x 1 images holds 170
+        # million of each). The indices' hash is of their uint32 bytes as stored.
+        counts = np.zeros(256, np.int64)
+        for block in split.blocks(h.label_offset, h.count):
+            counts += np.bincount(np.frombuffer(block, np.uint8), minlength=256)
+        used = max(10, int(np.flatnonzero(counts).max(initial=-1)) + 1)
+        ok &= _check(report, path, "class_counts", entry.get("class_counts"),
+                     counts[:used].tolist())
+        digest = hashlib.sha256()
+        for block in split.blocks(h.index_offset, 4 * h.count):
             digest.update(block)
-        ok &= _check(report, path, "sha256 (of the decompressed content)",
-                     entry.get("sha256"), digest.hexdigest())
-    split.file.close()
+        ok &= _check(report, path, "original_indices_sha256_uint32_le",
+                     entry.get("original_indices_sha256_uint32_le"), digest.hexdigest())
+        if file_key == "gzip_file":
+            # The .gz must hold exactly the .bin: its content hashes to the .bin's SHA-256.
+            digest = hashlib.sha256(gdmnist.header_bytes(h.count, h.rows, h.columns))
+            split.file.seek(gdmnist.HEADER_BYTES)
+            while block := split.file.read(1 << 20):
+                digest.update(block)
+            ok &= _check(report, path, "sha256 (of the decompressed content)",
+                         entry.get("sha256"), digest.hexdigest())
+    finally:
+        split.file.close()
     return ok
+
+
+def _present(report, path):
+    """True for a regular file; else the problem is recorded (missing, or a device,
+    FIFO or socket, which is never opened: a FIFO would block the run)."""
+    if not os.path.exists(path):
+        report.problems.append(Problem(path, "file", "present", "missing"))
+        return False
+    if not os.path.isfile(path):
+        report.problems.append(Problem(path, "file", "a regular file",
+                                       "a directory, device, FIFO or socket"))
+        return False
+    return True
 
 
 def verify(manifest_path) -> VerifyReport:
     """Check every file a manifest lists. Failures are collected, not raised, so one
-    run names every file and field that differs; an unreadable manifest raises."""
+    run names every file and field that differs. A manifest that cannot be trusted to
+    name files (wrong JSON types, unsafe split ids, paths outside its directory)
+    raises before any file is read."""
     manifest_path = str(manifest_path)
     if os.path.isdir(manifest_path):
         manifest_path = os.path.join(manifest_path, "manifest.json")
-    if not os.path.isfile(manifest_path):
-        raise UsageError(manifest_path, "no such file")
-    manifest = gdmnist.load_manifest(manifest_path)
-    folder = os.path.dirname(os.path.abspath(manifest_path))
+    opened = gdmnist.open_manifest(manifest_path)
+    manifest = opened.data
     report = VerifyReport(manifest_path)
     totals = {"default_total_bytes": 0, "default_total_gzip_bytes": 0}
-    for entry, optional in gdmnist.manifest_entries(manifest):
-        if not optional:
+    for split in opened.splits:
+        entry = split.entry
+        if not split.optional:
             totals["default_total_bytes"] += entry.get("bytes") or 0
             totals["default_total_gzip_bytes"] += entry.get("gzip_bytes") or 0
-        for file_key in ("file", "gzip_file"):
-            name = entry.get(file_key)
-            if not name:
-                continue
-            path = os.path.join(folder, name)
-            if not os.path.isfile(path):
-                report.problems.append(Problem(path, "file", "present", "missing"))
-            elif _verify_gdmnist(report, path, entry, file_key):
+        for file_key, path in split.paths.items():
+            if _present(report, path) and _verify_gdmnist(report, path, entry, file_key):
                 report.checked.append(path)
     for key, total in totals.items():
         if key in manifest:
             _check(report, manifest_path, key, manifest[key], total)
-    preview = manifest.get("preview")
-    if isinstance(preview, dict) and preview.get("file"):
-        path = os.path.join(folder, preview["file"])
-        if not os.path.isfile(path):
-            report.problems.append(Problem(path, "file", "present", "missing"))
-        else:
-            ok = _check(report, path, "bytes", preview.get("bytes"), os.path.getsize(path))
-            ok &= _check(report, path, "sha256", preview.get("sha256"), sha256_file(path))
-            if ok:
-                report.checked.append(path)
+    preview = manifest.get("preview") or {}
+    if opened.preview and _present(report, opened.preview):
+        path = opened.preview
+        ok = _check(report, path, "bytes", preview.get("bytes"), os.path.getsize(path))
+        ok &= _check(report, path, "sha256", preview.get("sha256"), sha256_file(path))
+        if ok:
+            report.checked.append(path)
     return report
 
 
@@ -566,4 +591,16 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
                 log(f"{self.address_string()} {fmt % args}")
 
     handler = functools.partial(Handler, directory=os.path.abspath(directory))
-    return ThreadingHTTPServer((host, port), handler)
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(None, f"port {port} on {host} is already in use",
+                             "choose another with --port (--port 0 picks a free one)") \
+                from None
+        if e.errno == errno.EACCES:
+            raise UsageError(None, f"not allowed to listen on port {port} on {host} "
+                                   "(ports below 1024 need privileges)",
+                             "choose another with --port (--port 0 picks a free one)") \
+                from None
+        raise

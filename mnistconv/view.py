@@ -331,7 +331,9 @@ def looks_transposed(split, sample=2000):
     shape = tuple(split.header.shape)
     if not (len(shape) == 2 or (len(shape) == 3 and 1 in (shape[0], shape[-1]))):
         return None, None
-    n = min(sample, split.header.count)
+    # At most 16 MiB of pixels sampled (2000 MNIST images are 1.5 MB): images larger
+    # than that are not handwritten characters, and holding them is unbounded work.
+    n = min(sample, split.header.count, (16 << 20) // max(1, int(np.prod(shape))))
     if n == 0:
         return None, None
     parts, have = [], 0

@@ -53,8 +53,11 @@ def browser(src, out, train_per_class, validation_per_class, test_per_class,
             force, quiet, as_json):
     """Build a browser pack in OUT from SRC (the official MNIST IDX directory): a .bin
     and a deterministic .bin.gz per split, preview.json and manifest.json. With no
-    options it reproduces the published browser-v1 pack byte for byte (no PyTorch
-    needed: its seeded torch.randperm is rebuilt with numpy).
+    options its eight .bin and .bin.gz files are those of the published browser-v1
+    pack byte for byte (no PyTorch needed: its seeded torch.randperm is rebuilt with
+    numpy), and manifest.json has the published values for every split and format
+    field; manifest.json names mnistconv as producer, and preview.json is mnistconv's
+    own layout, so those two files differ from the published ones.
 
     \b
     Examples:
@@ -87,7 +90,9 @@ def verify(manifest, quiet, as_json):
     """Check every file MANIFEST lists (a pack's manifest.json, or its directory): byte
     sizes, SHA-256 of .bin and .bin.gz, header fields, counts, class counts, the hash of
     the original indices, and that each .bin.gz holds exactly its .bin. Names each file
-    and field that differs; exit code 1 if any does.
+    and field that differs; exit code 1 if any does. A manifest naming a file outside
+    its directory (absolute, '..', or a symbolic link leading out), an unsafe split id
+    or a field of the wrong JSON type is refused before any file is read (exit 1).
 
     \b
     Example:

@@ -31,10 +31,20 @@ Paths this module reads:
     in the order train, validation, test, then the rest by name.
 It writes one split to a `.bin`/`.bin.gz` file (or '-'), or each split to
 `<dir>/<split>.bin` (`<split>.bin.gz` with gzip=True).
+
+A manifest and a file name are data from elsewhere, never paths to follow: split names
+(a manifest `id`, a file name without its suffix) must be safe names (limits.py);
+manifest file names must be plain relative names that resolve, symbolic links
+included, inside the pack directory; every manifest field has its JSON type checked
+before any listed file is opened. A .bin.gz is never inflated beyond what its header
+declares (which must fit the gzip file's 1032:1 deflate bound), images are read in
+batches of at most BATCH_BYTES (one image when a single image is larger), and one
+image is capped by limits.MAX_IMAGE_PIXELS.
 """
 
 import json
 import os
+import stat
 import struct
 import tempfile
 import zlib
@@ -42,8 +52,9 @@ import zlib
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import (STAGING_MARK, HashingWriter, InputFile, StagedOutput,
+from ..fileio import (GZIP_MAX_RATIO, STAGING_MARK, HashingWriter, InputFile, StagedOutput,
                       check_input_file, is_stdio, output_file_info)
+from ..limits import check_image_size, printable, safe_split_name
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 
@@ -51,9 +62,12 @@ MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
 HEADER_BYTES = HEADER.size  # 32
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
-# Deflate cannot expand more than 1032:1, so a gzip file of n bytes holds at most
-# about 1032 n: a header claiming more is refused before decompressing anything.
-DEFLATE_MAX_RATIO = 1032
+# Images are read this many bytes at a time (at least one image): a batch of 8192
+# images is 6.4 MB for MNIST, but 8192 images of a few megapixels would be gigabytes.
+BATCH_BYTES = 32 << 20
+# A manifest is a few kilobytes (browser-v1's is 9 KB); json.load holds all of it and
+# more, so a larger one is refused before it is read.
+MAX_MANIFEST_BYTES = 1 << 20
 SPLIT_ORDER = ("train", "validation", "test")
 
 
@@ -96,6 +110,7 @@ def parse_header(data: bytes, path) -> GdmnistHeader:
     if rows == 0 or columns == 0:
         raise FormatError(path, f"image size {rows} x {columns} in the header: rows and "
                                 "columns must be positive")
+    check_image_size((rows, columns), path)
     want_pix, want_lab, want_idx, _ = layout(count, rows, columns)
     for field, found, want in (("pixel offset", pix, want_pix),
                                ("label offset", lab, want_lab),
@@ -128,7 +143,7 @@ def _open_checked(path):
         if not f.compressed:
             _size_check(h, size, path)
             return h, f.raw
-        if h.total > DEFLATE_MAX_RATIO * size + (1 << 16):
+        if h.total > GZIP_MAX_RATIO * size + (1 << 16):
             raise FormatError(path, f"truncated: the header declares {h.count} images of "
                                     f"{h.rows} x {h.columns} ({h.total} bytes in all), more "
                                     f"than a {size}-byte gzip file can hold")
@@ -158,8 +173,9 @@ def _open_checked(path):
 
 
 class GdmnistSplit(Split):
-    """One GDMNIST1 file. Labels and indices (5 bytes an example) are read at open;
-    images are streamed or gathered through a memory map."""
+    """One GDMNIST1 file. Labels and indices are read when first asked for, straight
+    into their arrays (no copy of the file's tail); images are streamed in batches of
+    at most BATCH_BYTES or gathered through a memory map."""
 
     def __init__(self, name, path):
         h, file = _open_checked(path)
@@ -168,14 +184,25 @@ class GdmnistSplit(Split):
         self.path = str(path)
         super().__init__(name, Header(h.count, (h.rows, h.columns), np.dtype(np.uint8),
                                       np.dtype(np.uint8), None, self.path))
-        tail = self._read_at(h.label_offset, h.total - h.label_offset)
-        self._labels = np.frombuffer(tail, np.uint8, h.count).copy()
-        padding = tail[h.count:h.index_offset - h.label_offset]
+        padding = self._read_at(h.label_offset + h.count,
+                                h.index_offset - h.label_offset - h.count)
         if padding.strip(b"\0"):
             raise FormatError(path, f"padding after the labels is {padding.hex()}, expected "
                                     "zero bytes")
-        self._indices = np.frombuffer(tail, "<u4", h.count,
-                                      h.index_offset - h.label_offset).astype(np.int64)
+        self._labels = self._indices = None
+
+    def _read_array(self, offset, dtype, count):
+        """count items of dtype at offset, read in 1 MiB blocks into the array itself."""
+        out = np.empty(count, dtype)
+        view = memoryview(out).cast("B") if count else memoryview(b"")
+        self.file.seek(offset)
+        done = 0
+        while done < len(view):
+            got = self.file.readinto(view[done:done + (1 << 20)])
+            if not got:  # the size was checked; only a file changed under us gets here
+                raise FormatError(self.path, f"truncated at byte {offset + done}")
+            done += got
+        return out
 
     def _read_at(self, offset, n):
         self.file.seek(offset)
@@ -184,20 +211,43 @@ class GdmnistSplit(Split):
             raise FormatError(self.path, f"truncated at byte {offset + len(data)}")
         return data
 
+    def blocks(self, offset, n, block=1 << 20):
+        """The n bytes at offset, in blocks of at most `block` bytes (for hashing and
+        counting a region without holding it)."""
+        end = offset + n
+        while offset < end:
+            data = self._read_at(offset, min(block, end - offset))
+            yield data
+            offset += len(data)
+
     def labels(self):
+        if self._labels is None:
+            self._labels = self._read_array(self.gdmnist.label_offset, np.uint8,
+                                            self.gdmnist.count)
         return self._labels
 
     def indices(self):
+        if self._indices is None:
+            h = self.gdmnist
+            self._indices = self._read_array(h.index_offset, "<u4", h.count) \
+                .astype(np.int64)
         return self._indices
 
     def batches(self, batch_size=DEFAULT_BATCH):
+        """Images, labels and indices a batch at a time, read from the file: streaming
+        a split does not need its whole label and index arrays in memory."""
         h = self.gdmnist
         size = h.rows * h.columns
+        batch_size = max(1, min(batch_size, BATCH_BYTES // size))
         for start in range(0, h.count, batch_size):
             n = min(batch_size, h.count - start)
             data = self._read_at(HEADER_BYTES + start * size, n * size)
+            labels = self._labels[start:start + n] if self._labels is not None else \
+                self._read_array(h.label_offset + start, np.uint8, n)
+            indices = self._indices[start:start + n] if self._indices is not None else \
+                self._read_array(h.index_offset + 4 * start, "<u4", n).astype(np.int64)
             yield Batch(np.frombuffer(data, np.uint8).reshape(n, h.rows, h.columns),
-                        self._labels[start:start + n], self._indices[start:start + n])
+                        labels, indices)
 
     def take(self, positions):
         return gather_from_file(self.file, HEADER_BYTES, self.header, positions)
@@ -233,13 +283,37 @@ def _scan(path):
     return {s: found[s] for s in known + sorted(set(found) - set(known))}
 
 
-def load_manifest(path):
-    """The manifest as a dict, or a FormatError naming the file."""
+def _read_small_file(path, limit):
+    """The bytes of a regular file of at most `limit` bytes. Opened without blocking
+    and checked on the open descriptor: a FIFO named manifest.json neither blocks nor
+    is read, and a file swapped in after a check is still the one checked."""
+    check_input_file(path)
     try:
-        with open(path, "rb") as f:
-            manifest = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FormatError(path, f"not valid JSON ({e})") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise UsageError(path, e.strerror or str(e)) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(path, "is not a regular file (device, FIFO or socket)")
+        if st.st_size > limit:
+            raise FormatError(path, f"is {st.st_size:,} bytes, more than a manifest may "
+                                    f"hold ({limit:,})")
+        return f.read(limit + 1)
+
+
+def load_manifest(path):
+    """The manifest as a dict, or a FormatError naming the file. Types are not checked
+    here (open_manifest does)."""
+    data = _read_small_file(path, MAX_MANIFEST_BYTES)
+    try:
+        manifest = json.loads(data)
+    except RecursionError:
+        raise FormatError(path, "not valid JSON (nested deeper than mnistconv reads)") \
+            from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+        reason = str(e).split(";")[0] if "integer string conversion" in str(e) else e
+        raise FormatError(path, f"not valid JSON ({reason})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
         raise FormatError(path, "not a browser-pack manifest: no 'splits' object")
     return manifest
@@ -256,22 +330,132 @@ def manifest_entries(manifest):
                 yield entry, key == "optional_splits" or bool(entry.get("optional"))
 
 
+# The JSON type of every manifest field mnistconv reads or compares. A field may be
+# absent or null; anything else of another type is refused before any file is opened.
+def _count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+_TYPES = {"an object": lambda v: isinstance(v, dict),
+          "a string": lambda v: isinstance(v, str),
+          "true or false": lambda v: isinstance(v, bool),
+          "a non-negative integer": _count,
+          "an array of non-negative integers":
+              lambda v: isinstance(v, list) and all(_count(x) for x in v)}
+_ENTRY_FIELDS = {
+    **{k: "a non-negative integer" for k in (
+        "bytes", "gzip_bytes", "count", "rows", "columns", "pixel_offset",
+        "label_offset", "original_index_offset")},
+    **{k: "a string" for k in ("id", "file", "gzip_file", "sha256", "gzip_sha256",
+                               "original_indices_sha256_uint32_le")},
+    "class_counts": "an array of non-negative integers",
+    "optional": "true or false",
+}
+_PREVIEW_FIELDS = {"file": "a string", "sha256": "a string",
+                   "bytes": "a non-negative integer", "count": "a non-negative integer"}
+_TOP_FIELDS = {"splits": "an object", "optional_splits": "an object",
+               "preview": "an object", "default_total_bytes": "a non-negative integer",
+               "default_total_gzip_bytes": "a non-negative integer"}
+_FIX = "a manifest is the JSON `mnistconv pack browser` writes"
+
+
+def _json_type(value):
+    for name, kind in ((dict, "an object"), (list, "an array"), (str, "a string"),
+                       (bool, "true/false"), (int, "a number"), (float, "a number")):
+        if isinstance(value, name):
+            return kind
+    return "null"
+
+
+def _check_fields(obj, fields, path, where):
+    for key, want in fields.items():
+        value = obj.get(key)
+        if value is not None and not _TYPES[want](value):
+            raise FormatError(path, f"{where}{key!r} is {_json_type(value)}, expected "
+                                    f"{want}", _FIX)
+
+
+def member_path(folder, name, manifest_path, what):
+    """The path of a file a manifest names: a plain, normalised, relative name that
+    resolves (symbolic links followed) inside the pack directory, or a FormatError
+    naming the manifest and the entry. Nothing is opened here."""
+    problem = None
+    if not name or any(c in name for c in "\0\\") or not name.isprintable():
+        problem = "is not a plain file name"
+    elif os.path.isabs(name):
+        problem = "is an absolute path"
+    elif ".." in name.split("/") or os.path.normpath(name) != name:
+        problem = "is not a normalised path inside the pack ('..', '.' or '//')"
+    else:
+        inside = os.path.realpath(folder)
+        real = os.path.realpath(os.path.join(inside, name))
+        if real == inside or os.path.commonpath([inside, real]) != inside:
+            problem = "resolves outside the pack directory (through a symbolic link)"
+    if problem:
+        raise FormatError(manifest_path, f"{what} {printable(name)} {problem}",
+                          "a manifest names files inside its own directory only")
+    return os.path.join(folder, name)
+
+
+class PackSplitFiles:
+    """One split a manifest lists: its safe name, its entry, whether it is optional,
+    and the checked paths of its `file` and `gzip_file` (a key absent when unset)."""
+
+    def __init__(self, name, entry, optional, paths):
+        self.name, self.entry, self.optional, self.paths = name, entry, optional, paths
+
+
+class Manifest:
+    def __init__(self, path, data, splits, preview):
+        self.path, self.data, self.splits, self.preview = path, data, splits, preview
+
+
+def open_manifest(manifest_path) -> Manifest:
+    """Read a pack manifest and check all of it before any file it lists is opened:
+    JSON types, split names (safe names, each once) and file paths (inside the pack)."""
+    manifest_path = str(manifest_path)
+    data = load_manifest(manifest_path)
+    folder = os.path.dirname(os.path.abspath(manifest_path))
+    _check_fields(data, _TOP_FIELDS, manifest_path, "")
+    splits, names = [], set()
+    for group in ("splits", "optional_splits"):
+        for key, entry in (data.get(group) or {}).items():
+            where = f"{group} {printable(key)}: "
+            if not isinstance(entry, dict):
+                raise FormatError(manifest_path, f"{where}is {_json_type(entry)}, expected "
+                                                 "an object", _FIX)
+            _check_fields(entry, _ENTRY_FIELDS, manifest_path, where)
+            files = [entry.get(k) for k in ("file", "gzip_file") if entry.get(k)]
+            name = entry.get("id") or (split_name(files[0]) if files else key)
+            safe_split_name(name, manifest_path, f"{where}split id")
+            if name in names:
+                raise FormatError(manifest_path, f"{where}split id {printable(name)} is "
+                                                 "listed twice", _FIX)
+            names.add(name)
+            paths = {k: member_path(folder, entry[k], manifest_path,
+                                    f"split {printable(name)} {k}")
+                     for k in ("file", "gzip_file") if entry.get(k)}
+            splits.append(PackSplitFiles(name, entry, group == "optional_splits"
+                                         or bool(entry.get("optional")), paths))
+    preview = data.get("preview") or {}
+    _check_fields(preview, _PREVIEW_FIELDS, manifest_path, "preview: ")
+    preview_path = member_path(folder, preview["file"], manifest_path, "preview file") \
+        if preview.get("file") else None
+    return Manifest(manifest_path, data, splits, preview_path)
+
+
 def _from_manifest(folder, manifest_path):
-    manifest = load_manifest(manifest_path)
     files = {}
-    for entry, optional in manifest_entries(manifest):
-        names = [n for n in (entry.get("file"), entry.get("gzip_file"))
-                 if isinstance(n, str) and n]
-        present = [n for n in names if os.path.isfile(os.path.join(folder, n))]
+    for split in open_manifest(manifest_path).splits:
+        names = [split.entry[k] for k in split.paths]
+        present = [p for p in split.paths.values() if os.path.exists(p)]
         if not present:
-            if optional:
+            if split.optional:
                 continue
-            raise FormatError(manifest_path, f"lists split "
-                                             f"'{entry.get('id')}' but "
+            raise FormatError(manifest_path, f"lists split {printable(split.name)} but "
                                              f"{' and '.join(names) or 'no file'} "
                                              "is missing")
-        name = entry.get("id") or split_name(present[0])
-        files[name] = os.path.join(folder, present[0])
+        files[split.name] = present[0]  # not a regular file: GdmnistSplit says so
     return files
 
 
@@ -279,11 +463,17 @@ def read(path) -> Dataset:
     path = str(path)
     if os.path.isdir(path):
         manifest = os.path.join(path, "manifest.json")
-        files = _from_manifest(path, manifest) if os.path.isfile(manifest) else _scan(path)
+        if os.path.lexists(manifest):
+            files = _from_manifest(path, manifest)
+        else:
+            files = _scan(path)
+            for name, file in files.items():
+                safe_split_name(name, file, "split name (from the file name)")
         if not files:
             raise UsageError(path, "no GDMNIST1 files (*.bin, *.bin.gz) in this directory")
     else:
-        files = {split_name(path): path}
+        files = {safe_split_name(split_name(path), path,
+                                 "split name (from the file name)"): path}
     splits = {name: GdmnistSplit(name, file) for name, file in files.items()}
     return Dataset("gdmnist", splits, list(files.values()))
 
