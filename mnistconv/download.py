@@ -51,6 +51,10 @@ class RemoteFile:
     md5: Optional[str] = None  # as published by the project
     sha256: Optional[str] = None
     size: Optional[int] = None  # bytes, where published; progress total and --list
+    # The decompressed file's SHA-256 and size, where known: a copy recompressed with
+    # other gzip settings, or gunzipped, holds the same data under other archive hashes.
+    content_sha256: Optional[str] = None
+    content_size: Optional[int] = None
 
     def digests(self):
         """(algorithm, expected hex) pairs to check, strongest first."""
@@ -82,6 +86,7 @@ class Result:
     url: str = ""
     problem: str = ""  # for missing/invalid (verify only)
     digests: dict = field(default_factory=dict)
+    check: str = ""  # for verified/present: which digest matched, e.g. "archive sha256 matches"
 
 
 def _emnist_member(member):
@@ -98,9 +103,24 @@ _IDX = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 
 
-def _files(md5s, sha256s=None, sizes=None):
-    return tuple(RemoteFile(name, md5, (sha256s or {}).get(name), (sizes or {}).get(name))
+def _files(md5s, sha256s=None, sizes=None, contents=None):
+    return tuple(RemoteFile(name, md5, (sha256s or {}).get(name), (sizes or {}).get(name),
+                            *(contents or {}).get(name, (None, None)))
                  for name, md5 in zip(_IDX, md5s))
+
+
+# SHA-256 and size of the decompressed official MNIST files (the same values as
+# pack.OFFICIAL_MNIST): every copy of MNIST holds these bytes, whatever its gzip wrapper.
+_MNIST_CONTENT = {
+    "train-images-idx3-ubyte.gz":
+    ("ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", 47040016),
+    "train-labels-idx1-ubyte.gz":
+    ("65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", 60008),
+    "t10k-images-idx3-ubyte.gz":
+    ("0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", 7840016),
+    "t10k-labels-idx1-ubyte.gz":
+    ("ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", 10008),
+}
 
 
 FAMILIES = {
@@ -126,12 +146,15 @@ FAMILIES = {
                  "t10k-labels-idx1-ubyte.gz":
                  "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
                 {"train-images-idx3-ubyte.gz": 9912422, "train-labels-idx1-ubyte.gz": 28881,
-                 "t10k-images-idx3-ubyte.gz": 1648877, "t10k-labels-idx1-ubyte.gz": 4542}),
+                 "t10k-images-idx3-ubyte.gz": 1648877, "t10k-labels-idx1-ubyte.gz": 4542},
+                _MNIST_CONTENT),
             # MD5s as in torchvision/datasets/mnist.py (MNIST.resources); SHA-256 and sizes
             # from the project's browser-v1 manifest (split_provenance.files), which
-            # recorded the ossci-datasets copies.
+            # recorded the ossci-datasets copies; the content hashes are those of the
+            # decompressed files of the MNIST database.
             checksums_from="torchvision/datasets/mnist.py (MD5); browser-v1 manifest "
-                           "split_provenance.files (SHA-256, sizes)"),
+                           "split_provenance.files (SHA-256, sizes); the decompressed "
+                           "files' SHA-256 (content)"),
         Family(
             "fashion-mnist", "Fashion-MNIST: Zalando article images, 10 classes",
             "https://github.com/zalandoresearch/fashion-mnist",
@@ -367,15 +390,79 @@ def _file_digests(path, progress=NO_PROGRESS, description=None):
 
 
 def check_file(spec, path, progress=NO_PROGRESS) -> Result:
-    """Is path the published file? action is verified, missing or invalid."""
+    """Is path the published file, or, where the content's SHA-256 is known, the same
+    content in another gzip wrapper or not compressed at all? action is verified,
+    missing or invalid; check says which digest matched."""
     if not os.path.lexists(path):
         return Result(path, "missing", problem="missing")
     if not os.path.isfile(path):
         return Result(path, "invalid", problem="is not a regular file")
     size, hexes = _file_digests(path, progress, f"check {spec.name}")
-    problem = _check_digests(spec, hexes) or ""
-    return Result(path, "invalid" if problem else "verified", size, hexes["sha256"],
-                  problem=problem, digests=hexes)
+    problem = _check_digests(spec, hexes)
+    if not problem:
+        return Result(path, "verified", size, hexes["sha256"], digests=hexes,
+                      check=f"archive {spec.digests()[0][0]} matches")
+    if spec.content_sha256:
+        with open(path, "rb") as f:
+            compressed = f.read(2) == b"\x1f\x8b"
+        if not compressed:
+            # Gunzipped but kept its .gz name: the file is the content itself.
+            if hexes["sha256"] == spec.content_sha256:
+                return Result(path, "verified", size, hexes["sha256"], digests=hexes,
+                              check="uncompressed file, content sha256 matches")
+            problem += (f" (nor is it the uncompressed file: expected content sha256 "
+                        f"{spec.content_sha256})")
+        else:
+            content, failure = _content_sha256(spec, path, progress)
+            if content == spec.content_sha256:
+                return Result(path, "verified", size, hexes["sha256"], digests=hexes,
+                              check="content sha256 matches (recompressed)")
+            problem += f" ({failure})" if failure else (
+                f" (decompressed content: sha256 {content}, expected {spec.content_sha256})")
+    return Result(path, "invalid", size, hexes["sha256"], problem=problem, digests=hexes)
+
+
+def _content_sha256(spec, path, progress):
+    """(sha256 of the decompressed file, None) or (None, why it cannot be the content).
+    Reading stops one byte past the known content size: a gzip bomb costs no more."""
+    import gzip
+    h = hashlib.sha256()
+    got = 0
+    limit = spec.content_size
+    progress.start(f"check {spec.name} content", limit or 0)
+    try:
+        with gzip.open(path, "rb") as f:
+            while block := f.read(1 << 20 if limit is None else min(1 << 20, limit + 1 - got)):
+                h.update(block)
+                got += len(block)
+                progress.advance(len(block))
+                if limit is not None and got > limit:
+                    return None, (f"its decompressed content is longer than the official "
+                                  f"{limit} bytes")
+    except (OSError, EOFError, zlib.error) as e:
+        return None, f"and it does not decompress: {e}"
+    finally:
+        progress.finish()
+    return h.hexdigest(), None
+
+
+def check_present(spec, directory, progress=NO_PROGRESS) -> Result:
+    """The file of spec in directory as check_file sees it; when it is absent and the
+    content's SHA-256 is known, its uncompressed copy (the name without .gz) instead."""
+    path = os.path.join(directory, spec.name)
+    raw = path[:-3] if spec.name.endswith(".gz") else None
+    if os.path.lexists(path) or not spec.content_sha256 or not raw \
+            or not os.path.lexists(raw):
+        return check_file(spec, path, progress)
+    if not os.path.isfile(raw):
+        return Result(raw, "invalid", problem="is not a regular file")
+    size, hexes = _file_digests(raw, progress, f"check {os.path.basename(raw)}")
+    if hexes["sha256"] == spec.content_sha256:
+        return Result(raw, "verified", size, hexes["sha256"], digests=hexes,
+                      check="uncompressed file, content sha256 matches")
+    return Result(raw, "invalid", size, hexes["sha256"], digests=hexes,
+                  problem=f"checksum mismatch: expected content sha256 "
+                          f"{spec.content_sha256}, got {hexes['sha256']}")
 
 
 def _crc32_file(path):
@@ -418,7 +505,7 @@ def _check_member(info, path) -> Result:
     if crc != info.CRC:
         return Result(path, "invalid", size, problem=f"checksum mismatch: expected "
                       f"crc32 {info.CRC:08x} (from the archive), got {crc:08x}")
-    return Result(path, "verified", size)
+    return Result(path, "verified", size, check="crc32 matches the archive's")
 
 
 def _extract(family, archive_path, directory, *, force, progress):
@@ -464,7 +551,7 @@ def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
         raise UsageError(directory, "no such directory")
     results = []
     for spec in family.files:
-        result = check_file(spec, os.path.join(directory, spec.name), progress)
+        result = check_present(spec, directory, progress)
         results.append(result)
         if family.extract and result.action == "verified":
             for info, rel in _members(family, result.path):
@@ -495,8 +582,10 @@ def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEO
     plan = []
     for spec in family.files:
         target = os.path.join(directory, spec.name)
-        state = (check_file(spec, target, progress) if os.path.lexists(target)
-                 else Result(target, "missing"))
+        state = check_present(spec, directory, progress)
+        if state.path != target and (state.action != "verified" or force):
+            # A wrong uncompressed copy is not ours to replace: fetch the .gz beside it.
+            state = Result(target, "missing")
         if state.action == "invalid" and not force:
             raise UsageError(target, f"exists and is not the published file "
                                      f"({state.problem})", "use --force to replace it")

@@ -853,3 +853,210 @@ def test_progress_bar_in_bytes_on_a_terminal(serve, tmp_path):
     assert name in screen and "9.9/9.9 MB" in screen
     assert "checksum mismatch: expected sha256 440fcabf" in screen
     assert not (tmp_path / "d").exists()
+
+
+# --- verification by content: recompressed and gunzipped copies (MNIST) -------------------
+
+def content_spec(name, data):
+    """A catalogue entry like MNIST's: archive digests plus the decompressed content's."""
+    content = gzip.decompress(data)
+    return dataclasses.replace(spec_for(name, data),
+                               content_sha256=hashlib.sha256(content).hexdigest(),
+                               content_size=len(content))
+
+
+@pytest.fixture
+def content_mnist(monkeypatch):
+    """The generated files in MNIST's catalogue place, with content hashes as MNIST's."""
+    files = generated_files()
+    monkeypatch.setitem(dl.FAMILIES, "mnist", dataclasses.replace(
+        dl.FAMILIES["mnist"], files=tuple(content_spec(n, d) for n, d in files.items())))
+    return files
+
+
+def recompressed(data, level=1):
+    """The same content in another gzip wrapper: other level, a name and an mtime."""
+    out = io.BytesIO()
+    with gzip.GzipFile("renamed", "wb", level, out, mtime=1234567890) as f:
+        f.write(gzip.decompress(data))
+    assert out.getvalue() != data
+    return out.getvalue()
+
+
+def test_catalogue_content_hashes_are_the_official_ones():
+    from mnistconv.pack import OFFICIAL_MNIST
+    mnist = REAL_FAMILIES["mnist"]
+    assert {s.name[:-3]: s.content_sha256 for s in mnist.files} == OFFICIAL_MNIST \
+        == OFFICIAL_IDX_SHA256
+    assert [s.content_size for s in mnist.files] == [47040016, 60008, 7840016, 10008]
+    # Families whose content hashes are not known keep the archive check only.
+    for name in ("fashion-mnist", "kmnist", "emnist"):
+        assert all(s.content_sha256 is None for s in REAL_FAMILIES[name].files)
+
+
+def test_verify_by_archive_or_content(tmp_path):
+    files = generated_files()
+    fam = family_for(files, "http://127.0.0.1:9",
+                     files=tuple(content_spec(n, d) for n, d in files.items()))
+    names = list(files)
+    (tmp_path / names[0]).write_bytes(files[names[0]])
+    (tmp_path / names[1]).write_bytes(recompressed(files[names[1]]))
+    (tmp_path / names[2][:-3]).write_bytes(gzip.decompress(files[names[2]]))
+    # Gunzipped, but still named .gz.
+    (tmp_path / names[3]).write_bytes(gzip.decompress(files[names[3]]))
+    results = dl.verify(fam, tmp_path)
+    assert [(Path(r.path).name, r.action, r.check, r.problem) for r in results] == [
+        (names[0], "verified", "archive sha256 matches", ""),
+        (names[1], "verified", "content sha256 matches (recompressed)", ""),
+        (names[2][:-3], "verified", "uncompressed file, content sha256 matches", ""),
+        (names[3], "verified", "uncompressed file, content sha256 matches", "")]
+    assert results[1].sha256 == hashlib.sha256(recompressed(files[names[1]])).hexdigest()
+    # Without a content hash (Fashion-MNIST, KMNIST) only the archive's bytes count.
+    plain = family_for(files, "http://127.0.0.1:9")
+    assert [(r.action, r.check or r.problem[:17]) for r in dl.verify(plain, tmp_path)] == [
+        ("verified", "archive sha256 matches"), ("invalid", "checksum mismatch"),
+        ("missing", "missing"), ("invalid", "checksum mismatch")]
+    md5_only = family_for(files, "http://127.0.0.1:9", files=(
+        spec_for(names[0], files[names[0]], md5_only=True),))
+    assert dl.verify(md5_only, tmp_path)[0].check == "archive md5 matches"
+
+
+def test_verify_by_content_names_what_is_wrong(tmp_path):
+    files = generated_files()
+    specs = {n: content_spec(n, d) for n, d in files.items()}
+    fam = family_for(files, "http://127.0.0.1:9", files=tuple(specs.values()))
+    names = list(files)
+    other = gzip.compress(gzip.decompress(files[names[0]])[:-1] + b"\xff", 9, mtime=0)
+    (tmp_path / names[0]).write_bytes(other)  # recompressed, one pixel changed
+    cut = recompressed(files[names[1]])[:-20]
+    (tmp_path / names[1]).write_bytes(cut)  # recompressed, then cut short
+    (tmp_path / names[2][:-3]).write_bytes(b"not MNIST")  # uncompressed, wrong
+    # A bomb: far more than the content's known size once decompressed; reading stops
+    # one byte past it.
+    bomb = gzip.compress(bytes(50 << 20), 9, mtime=0)
+    (tmp_path / names[3]).write_bytes(bomb)
+    progress = Recorder()
+    results = dl.verify(fam, tmp_path, progress)
+
+    def mismatch(name, data):
+        return (f"checksum mismatch: expected sha256 {specs[name].sha256}, got "
+                f"{hashlib.sha256(data).hexdigest()}")
+    assert [(Path(r.path).name, r.action, r.problem) for r in results] == [
+        (names[0], "invalid", mismatch(names[0], other) + " (decompressed content: sha256 "
+         f"{hashlib.sha256(gzip.decompress(other)).hexdigest()}, expected "
+         f"{specs[names[0]].content_sha256})"),
+        (names[1], "invalid", mismatch(names[1], cut) + " (and it does not decompress: "
+         "Compressed file ended before the end-of-stream marker was reached)"),
+        (names[2][:-3], "invalid", "checksum mismatch: expected content sha256 "
+         f"{specs[names[2]].content_sha256}, got {hashlib.sha256(b'not MNIST').hexdigest()}"),
+        (names[3], "invalid", mismatch(names[3], bomb) + " (its decompressed content is "
+         f"longer than the official {specs[names[3]].content_size} bytes)")]
+    bomb_check = [e for e in progress.events if e[0] == "start"][-1]
+    assert bomb_check[1] == f"check {names[3]} content"
+    assert bomb_check[3] <= specs[names[3]].content_size + 1
+    # A junk file under the .gz name is neither the archive nor the content.
+    (tmp_path / names[3]).write_bytes(b"junk")
+    assert dl.verify(fam, tmp_path)[3].problem == mismatch(names[3], b"junk") + (
+        f" (nor is it the uncompressed file: expected content sha256 "
+        f"{specs[names[3]].content_sha256})")
+
+
+def test_cli_verify_only_says_which_digest_matched(tmp_path, capsys, content_mnist):
+    names = list(content_mnist)
+    (tmp_path / names[0]).write_bytes(content_mnist[names[0]])
+    (tmp_path / names[1]).write_bytes(recompressed(content_mnist[names[1]], 9))
+    (tmp_path / names[2][:-3]).write_bytes(gzip.decompress(content_mnist[names[2]]))
+    (tmp_path / names[3][:-3]).write_bytes(gzip.decompress(content_mnist[names[3]]))
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path, "--verify-only")
+    assert (code, out) == (0, "")
+    assert err == (
+        "ok       train-images-idx3-ubyte.gz: archive sha256 matches\n"
+        "ok       train-labels-idx1-ubyte.gz: content sha256 matches (recompressed)\n"
+        "ok       t10k-images-idx3-ubyte: uncompressed file, content sha256 matches\n"
+        "ok       t10k-labels-idx1-ubyte: uncompressed file, content sha256 matches\n"
+        f"All 4 files of mnist in {tmp_path} are valid.\n")
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path, "--verify-only", "--json")
+    import json
+    report = json.loads(out)
+    assert (code, report["ok"]) == (0, True)
+    assert [(f["path"], f["check"]) for f in report["files"]] == [
+        ("train-images-idx3-ubyte.gz", "archive sha256 matches"),
+        ("train-labels-idx1-ubyte.gz", "content sha256 matches (recompressed)"),
+        ("t10k-images-idx3-ubyte", "uncompressed file, content sha256 matches"),
+        ("t10k-labels-idx1-ubyte", "uncompressed file, content sha256 matches")]
+
+    # One wrong uncompressed file: exit 1, its line and the one-line error name it.
+    (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(b"\0\0\x08\x01\0\0\0\0")
+    got = hashlib.sha256(b"\0\0\x08\x01\0\0\0\0").hexdigest()
+    expected = hashlib.sha256(gzip.decompress(content_mnist[names[3]])).hexdigest()
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path, "--verify-only")
+    assert (code, out) == (1, "")
+    assert err.splitlines()[3:] == [
+        f"invalid  t10k-labels-idx1-ubyte: checksum mismatch: expected content sha256 "
+        f"{expected}, got {got}",
+        f"Error: {tmp_path / 't10k-labels-idx1-ubyte'}: checksum mismatch: expected content "
+        f"sha256 {expected}, got {got}; run: mnistconv download mnist {tmp_path} --force"]
+    # Neither name present: missing, as before.
+    os.unlink(tmp_path / "t10k-labels-idx1-ubyte")
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path, "--verify-only")
+    assert code == 1
+    assert err.splitlines()[3] == "missing  t10k-labels-idx1-ubyte.gz"
+    assert err.splitlines()[4] == (f"Error: {tmp_path / 't10k-labels-idx1-ubyte.gz'}: "
+                                   f"missing; run: mnistconv download mnist {tmp_path}")
+
+
+def test_cli_download_keeps_valid_copies_by_content(serve, tmp_path, capsys, content_mnist):
+    """Copies that verify by content are present: not fetched, not refused; a wrong
+    uncompressed copy is left alone and the .gz is fetched beside it."""
+    server = serve(content_mnist)
+    names = list(content_mnist)
+    (tmp_path / names[0]).write_bytes(recompressed(content_mnist[names[0]]))
+    (tmp_path / names[1][:-3]).write_bytes(gzip.decompress(content_mnist[names[1]]))
+    (tmp_path / names[2][:-3]).write_bytes(b"stale")
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path, "--base-url", server.url)
+    assert (code, out) == (0, "")
+    lines = err.splitlines()
+    assert lines[0].startswith("present    train-images-idx3-ubyte.gz (")
+    assert lines[1].startswith("present    train-labels-idx1-ubyte (")
+    assert lines[2].startswith("downloaded t10k-images-idx3-ubyte.gz (")
+    assert lines[3].startswith("downloaded t10k-labels-idx1-ubyte.gz (")
+    assert [server.count(n) for n in names] == [0, 0, 1, 1]
+    assert (tmp_path / names[2][:-3]).read_bytes() == b"stale"
+    assert (tmp_path / names[2]).read_bytes() == content_mnist[names[2]]
+    assert staging_leftovers(tmp_path) == []
+
+
+@pytest.mark.skipif(not SHARED_MNIST.is_dir(), reason="../shared/data/mnist is not present")
+def test_official_files_recompressed_or_uncompressed_verify(tmp_path, capsys):
+    """The real catalogue: the shared copies (gzip -9n, not the published archives),
+    one of them recompressed again at level 1, and two gunzipped, all verify OK."""
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    shared_copy = (SHARED_MNIST / "train-images-idx3-ubyte.gz").read_bytes()
+    (folder / "train-images-idx3-ubyte.gz").write_bytes(shared_copy)
+    (folder / "train-labels-idx1-ubyte.gz").write_bytes(
+        recompressed((SHARED_MNIST / "train-labels-idx1-ubyte.gz").read_bytes()))
+    for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (folder / name).write_bytes(gzip.decompress((SHARED_MNIST / f"{name}.gz").read_bytes()))
+    code, out, err = run_cli(capsys, "download", "mnist", folder, "--verify-only")
+    assert (code, out) == (0, "")
+    assert err == (
+        "ok       train-images-idx3-ubyte.gz: content sha256 matches (recompressed)\n"
+        "ok       train-labels-idx1-ubyte.gz: content sha256 matches (recompressed)\n"
+        "ok       t10k-images-idx3-ubyte: uncompressed file, content sha256 matches\n"
+        "ok       t10k-labels-idx1-ubyte: uncompressed file, content sha256 matches\n"
+        f"All 4 files of mnist in {folder} are valid.\n")
+    # One changed byte of the uncompressed images: its content hash no longer matches.
+    images = bytearray((folder / "t10k-images-idx3-ubyte").read_bytes())
+    images[1000] ^= 1
+    (folder / "t10k-images-idx3-ubyte").write_bytes(bytes(images))
+    code, _, err = run_cli(capsys, "download", "mnist", folder, "--verify-only", "-q")
+    assert code == 1
+    assert err == (
+        f"Error: {folder / 't10k-images-idx3-ubyte'}: checksum mismatch: expected content "
+        f"sha256 {OFFICIAL_IDX_SHA256['t10k-images-idx3-ubyte']}, got "
+        f"{hashlib.sha256(images).hexdigest()}; run: mnistconv download mnist {folder} "
+        f"--force\n")
+    assert sorted(os.listdir(folder)) == ["t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+                                          "train-images-idx3-ubyte.gz",
+                                          "train-labels-idx1-ubyte.gz"]

@@ -73,6 +73,8 @@ def _result_json(r, directory):
         out["url"] = r.url
     if r.problem:
         out["problem"] = r.problem
+    if r.check:
+        out["check"] = r.check
     return out
 
 
@@ -81,7 +83,8 @@ def _result_json(r, directory):
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @click.option("--list", "list_", is_flag=True, help="List the datasets that can be fetched.")
 @click.option("--verify-only", is_flag=True,
-              help="Check the files in DIRECTORY against the published checksums; "
+              help="Check the files in DIRECTORY against the published checksums "
+                   "(MNIST: also by content, so recompressed or gunzipped copies pass); "
                    "download nothing.")
 @click.option("--base-url", multiple=True, envvar="MNISTCONV_BASE_URL", metavar="URL",
               help="Fetch from this mirror instead of the publishers' (repeat to try "
@@ -126,9 +129,12 @@ def download(name, directory, list_, verify_only, base_url, timeout, retries, fo
             emit_json({"dataset": family.name, "directory": directory,
                        "ok": not bad, "files": [_result_json(r, directory) for r in results]})
         for r in results:
+            # Say which digest matched: the published archive's, or the content's of a
+            # copy recompressed or gunzipped since.
+            detail = r.check if r.action == "verified" else \
+                r.problem if r.problem != "missing" else ""
             note(f"{'ok' if r.action == 'verified' else r.action:<8} "
-                 f"{os.path.relpath(r.path, directory)}"
-                 f"{': ' + r.problem if r.problem and r.problem != 'missing' else ''}",
+                 f"{os.path.relpath(r.path, directory)}{': ' + detail if detail else ''}",
                  quiet)
         if bad:
             more = (f" (and {len(bad) - 1} more file(s) missing or not valid)"
