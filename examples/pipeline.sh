@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Conversions chained through pipes: '-' is stdin or stdout for the single-stream
-# formats (npz, GDMNIST1), so no intermediate file is written.
+# formats (npz, TFRecord, GDMNIST1), so no intermediate file is written.
 #
 #   examples/pipeline.sh [SRC] [OUT]    (defaults: the bundled sample, pipeline-out/)
 #
@@ -24,3 +24,9 @@ mkdir -p "$OUT"
 # Data arriving on stdin (here a file; in practice `curl -sL URL | ...` or
 # `ssh host cat mnist.npz | ...`) unpacked as gzip IDX for PyTorch's torchvision.
 "$MNISTCONV" npz-to-idx - "$OUT/subset-idx" --gzip -q --force < "$OUT/subset.npz"
+
+# TFRecord is one split per stream: records written to stdout (as to
+# `gsutil cp - gs://bucket/test.tfrecord`) and read back from stdin, where nothing
+# names the split. PNG (--preset tfds) keeps the pixels exact.
+"$MNISTCONV" idx-to-tfrecord "$SRC" - --split test --preset tfds -q \
+  | "$MNISTCONV" tfrecord-to-npz - "$OUT/test-via-tfrecord.npz" --split-name test -q --force

@@ -227,7 +227,7 @@ def test_pipeline_script_outputs_equal_the_sample(examples, sample, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "" and result.stderr == ""
     assert set(files_under(out)) == {
-        "test.bin", "subset.npz", "subset.npz.sha256",
+        "test.bin", "subset.npz", "subset.npz.sha256", "test-via-tfrecord.npz",
         *(f"subset-idx/{stem}-{kind}.gz" for stem in ("train", "t10k")
           for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"))}
 
@@ -235,6 +235,11 @@ def test_pipeline_script_outputs_equal_the_sample(examples, sample, tmp_path):
     assert np.array_equal(images, sample["x_test"])
     assert np.array_equal(labels, sample["y_test"])
     assert np.array_equal(indices, np.arange(200))
+
+    with np.load(out / "test-via-tfrecord.npz") as npz:
+        assert sorted(npz.files) == ["x_test", "y_test"]
+        assert np.array_equal(npz["x_test"], sample["x_test"])
+        assert np.array_equal(npz["y_test"], sample["y_test"])
 
     check = subprocess.run(["sha256sum", "-c", "subset.npz.sha256"], cwd=out,
                            capture_output=True, text=True)
