@@ -12,6 +12,9 @@ sizes; batches are re-cut to line up). Only the worst-k list is kept across batc
 Pixels: uint8 and integers are compared as they are; floats in [0, 1] (npz --float)
 are scaled by 255 first, other floats are taken as 0..255; differences below 1/1000 of
 a grey level are float rounding from that scaling, not a change, and count as 0.
+A pixel that is NaN or infinite on one side only differs by infinity (so mean, max and
+PSNR say inf, and the pair is unequal at any tolerance); the same NaN or infinity on
+both sides is no difference. Such values never raise numpy warnings.
 Shapes that differ only by a channel axis of 1 (28x28 against 28x28x1 or 1x28x28) are
 compared as 28x28.
 
@@ -66,6 +69,7 @@ class SplitComparison:
     max_error: float = 0.0
     worst: list = field(default_factory=list)  # Examples, worst first
     tolerance: float = 0.0
+    non_finite: int = 0  # pixel pairs where one side is NaN or infinite and the other not
 
     @property
     def shapes_match(self):
@@ -89,7 +93,9 @@ class SplitComparison:
         if not self.pixels:
             return None
         mse = self.sum_sq / self.pixels
-        return math.inf if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
+        if mse == 0:
+            return math.inf
+        return -math.inf if math.isinf(mse) else 10 * math.log10(255.0 ** 2 / mse)
 
     @property
     def equal(self) -> bool:
@@ -107,6 +113,8 @@ class SplitComparison:
                        f"{_shape_text(self.shape_b)})")
         if self.label_mismatches:
             out.append(f"{self.label_mismatches} label(s) differ")
+        if self.non_finite:
+            out.append(f"{self.non_finite} pixel(s) NaN or infinite on one side only")
         if self.max_error > self.tolerance:
             out.append(f"pixels differ by up to {_number(self.max_error)} "
                        f"(tolerance {_number(self.tolerance)})")
@@ -120,15 +128,19 @@ class SplitComparison:
             "compared": self.compared,
             "label_mismatches": self.label_mismatches,
             "label_agreement": self.label_agreement,
-            "first_label_mismatches": [vars(e) for e in self.first_label_mismatches],
+            "first_label_mismatches": [_example_json(e)
+                                       for e in self.first_label_mismatches],
+            # JSON has no infinity: identical pixels are psnr null, "identical" true;
+            # NaN or infinity on one side only makes the errors null, "non_finite" > 0.
             "pixel_error": {
-                "mean": self.mean_error, "max": self.max_error if self.pixels else None,
+                "mean": _finite(self.mean_error),
+                "max": _finite(self.max_error) if self.pixels else None,
                 "share_differing": self.share_differing,
-                # JSON has no infinity: identical pixels are psnr null, "identical" true
-                "psnr_db": None if self.psnr in (None, math.inf) else self.psnr,
+                "psnr_db": _finite(self.psnr),
                 "identical": self.pixels > 0 and self.pixels_differing == 0,
+                "non_finite": self.non_finite,
             },
-            "worst": [vars(e) for e in self.worst],
+            "worst": [_example_json(e) for e in self.worst],
             "equal": self.equal, "problems": self.problems(),
         }
 
@@ -151,6 +163,15 @@ class Comparison:
         return {"equal": self.equal, "tolerance": self.tolerance,
                 "splits": [s.to_json() for s in self.splits],
                 "only_in_a": self.only_a, "only_in_b": self.only_b}
+
+
+def _finite(x):
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _example_json(e):
+    return {**vars(e), "max_error": _finite(e.max_error),
+            "mean_error": _finite(e.mean_error)}
 
 
 def _squeeze(shape):
@@ -242,11 +263,17 @@ class _Scale:
 
     def __call__(self, images):
         images = np.asarray(images)
+        # float32 holds 8- and 16-bit values exactly; wider types (float64, int32, ...)
+        # are compared in float64, so a large value is not cast to infinity.
+        exact = np.float32 if images.dtype.itemsize <= 2 or images.dtype == np.float32 \
+            else np.float64
         if images.dtype.kind != "f":
-            return images.astype(np.float32)
+            return images.astype(exact)
         if self.factor is None:
-            self.factor = 255.0 if (images.size == 0 or np.nanmax(images) <= 1.0) else 1.0
-        return images.astype(np.float32) * np.float32(self.factor)
+            # The largest finite value decides (NaN and infinity say nothing of scale).
+            top = np.max(images, where=np.isfinite(images), initial=-np.inf)
+            self.factor = 255.0 if top <= 1.0 else 1.0
+        return images.astype(exact) * exact(self.factor)
 
 
 def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
@@ -260,7 +287,9 @@ def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_
     scale_a, scale_b = _Scale(), _Scale()
     heap = []  # (max, mean, -position, Example): the `worst` largest
     position = 0
-    progress.start(f"{split_a.name} ~ {split_b.name}", min(result.count_a, result.count_b))
+    names = split_a.name if split_a.name == split_b.name else \
+        f"{split_a.name} ~ {split_b.name}"
+    progress.start(names, min(result.count_a, result.count_b))
     try:
         for aligned in _aligned(split_a, split_b, batch_size):
             _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
@@ -276,16 +305,27 @@ def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_
 def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst):
     (xa, ya, ia), (xb, yb, ib) = aligned
     n = len(ya)
-    a = scale_a(xa).reshape((n,) + shape)
-    b = scale_b(xb).reshape((n,) + shape)
-    diff = np.abs(a - b).reshape(n, -1)
-    diff[diff < NOISE] = 0
-    per_max = diff.max(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
-    per_mean = diff.mean(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
+    size = int(np.prod(shape))
+    a = scale_a(xa).reshape(n, size)
+    b = scale_b(xb).reshape(n, size)
+    # NaN and infinity are data here, not accidents to warn about (see the docstring).
+    with np.errstate(all="ignore"):
+        diff = np.abs(a - b)
+        odd = ~np.isfinite(diff)
+        if odd.any():
+            same = (a == b) | (np.isnan(a) & np.isnan(b))  # the same NaN or infinity
+            unlike = odd & ~same & ~(np.isfinite(a) & np.isfinite(b))
+            result.non_finite += int(np.count_nonzero(unlike))
+            diff[odd & same] = 0
+            diff[unlike] = np.inf
+        diff[diff < NOISE] = 0
+        per_max = diff.max(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
+        per_mean = diff.mean(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
     result.pixels += diff.size
     result.pixels_differing += int(np.count_nonzero(diff))
-    result.sum_abs += float(diff.sum(dtype=np.float64))
-    result.sum_sq += float(np.square(diff, dtype=np.float64).sum())
+    with np.errstate(over="ignore"):  # differences near float64's limit sum to inf
+        result.sum_abs += float(diff.sum(dtype=np.float64))
+        result.sum_sq += float(np.square(diff, dtype=np.float64).sum())
     if n and diff.size:
         result.max_error = max(result.max_error, float(per_max.max()))
     ya, yb = np.asarray(ya).astype(np.int64), np.asarray(yb).astype(np.int64)

@@ -71,7 +71,8 @@ def test_idx_and_npz_of_the_same_data_are_equal(tmp_path, data):
         for s in facts["splits"]:
             assert s["label_agreement"] == 1.0 and s["label_mismatches"] == 0
             assert s["pixel_error"] == {"mean": 0.0, "max": 0.0, "share_differing": 0.0,
-                                        "psnr_db": None, "identical": True}
+                                        "psnr_db": None, "identical": True,
+                                        "non_finite": 0}
             assert s["worst"] == [] and s["problems"] == []
     text = run("compare", folder, tmp_path / "copy0.npz")
     assert text.returncode == 0
@@ -272,3 +273,86 @@ def test_read_options_apply_to_each_side(tmp_path):
     np.savez(tmp_path / "x.npz", x_train=images, y_train=labels)
     code, facts, _ = compare_json(folder, tmp_path / "x.npz", "--prefix", "emnist-x")
     assert (code, facts["equal"], facts["splits"][0]["compared"]) == (0, True, 30)
+
+
+def _npz(path, images, labels=None):
+    labels = np.arange(len(images)) % 10 if labels is None else labels
+    np.savez(path, x_train=images, y_train=labels.astype(np.uint8))
+    return path
+
+
+def _no_constant(name):
+    raise AssertionError(f"{name} is not JSON")
+
+
+def test_nan_infinity_overflow_and_empty_inputs_print_no_warning(tmp_path):
+    """Float pixels that are NaN or infinite, too large for float32, or images without
+    pixels are data: compare reports them and numpy never warns on stderr."""
+    rng = np.random.default_rng(0)
+    x = rng.random((6, 4, 4), dtype=np.float32)
+    odd = x.copy()
+    odd[0, 0, 0], odd[1, 1, 1], odd[2, 2, 2] = np.nan, np.inf, -np.inf
+    huge = x.astype(np.float64)
+    huge[3, 0, 0] = 1e300
+    files = {
+        "plain": _npz(tmp_path / "plain.npz", x),
+        "odd": _npz(tmp_path / "odd.npz", odd),
+        "odd2": _npz(tmp_path / "odd2.npz", odd.copy()),
+        "huge": _npz(tmp_path / "huge.npz", huge),
+        "nan": _npz(tmp_path / "nan.npz", np.full((3, 4, 4), np.nan, np.float32)),
+        "empty": _npz(tmp_path / "empty.npz", np.zeros((0, 4, 4), np.float32)),
+        "empty8": _npz(tmp_path / "empty8.npz", np.zeros((0, 4, 4), np.uint8)),
+        "nopixels": _npz(tmp_path / "nopixels.npz", np.zeros((3, 0, 4), np.float32)),
+    }
+    cases = {
+        ("plain", "odd"): (1, "  pixels: mean error inf, max inf, 3.12% differ, "
+                              "PSNR -inf dB\n"),
+        ("odd", "plain"): (1, "  pixels: mean error inf, max inf, 3.12% differ, "
+                              "PSNR -inf dB\n"),
+        ("odd", "odd2"): (0, "  pixels: mean error 0, max 0, 0.00% differ, "
+                             "PSNR inf (identical)\n"),
+        ("huge", "huge"): (0, "  pixels: mean error 0, max 0, 0.00% differ, "
+                              "PSNR inf (identical)\n"),
+        ("nan", "nan"): (0, "  pixels: mean error 0, max 0, 0.00% differ, "
+                            "PSNR inf (identical)\n"),
+        ("empty", "empty8"): (0, "train: 0 vs 0 images, 4x4\n  equal\n"),
+        ("nopixels", "nopixels"): (0, "  pixels: none (the images have no pixels)\n"),
+    }
+    for (a, b), (code, line) in cases.items():
+        result = run("compare", files[a], files[b])
+        out, err = result.stdout.decode(), result.stderr.decode()
+        assert (result.returncode, err) == (code, ""), (a, b, err)
+        assert line in out, (a, b, out)
+        assert "Warning" not in out + err
+        result = run("compare", files[a], files[b], "--json")
+        assert result.returncode == code and result.stderr == b""
+        json.loads(result.stdout, parse_constant=_no_constant)  # strict JSON
+    # The three pixels that are NaN or infinite on one side only are the reason.
+    result = run("compare", files["plain"], files["odd"], "--json")
+    s = json.loads(result.stdout)["splits"][0]
+    assert s["pixel_error"] == {"mean": None, "max": None, "share_differing": 3 / 96,
+                                "psnr_db": None, "identical": False, "non_finite": 3}
+    assert s["problems"] == ["3 pixel(s) NaN or infinite on one side only",
+                             "pixels differ by up to inf (tolerance 0)"]
+    assert [w["position"] for w in s["worst"]] == [0, 1, 2]
+    assert {w["max_error"] for w in s["worst"]} == {None}
+    # A finite value beyond float32 is compared as itself, not as infinity.
+    result = run("compare", files["plain"], files["huge"])
+    assert (result.returncode, result.stderr) == (1, b"")
+    assert "  DIFFERENT: pixels differ by up to 1e+300 (tolerance 0)\n" in \
+        result.stdout.decode()
+    result = run("compare", files["plain"], files["huge"], "--json")
+    assert json.loads(result.stdout)["splits"][0]["pixel_error"]["non_finite"] == 0
+
+
+def test_an_undetected_side_names_its_own_option(tmp_path):
+    notes = tmp_path / "notes.dat"
+    notes.write_bytes(b"\x00\x01 not a dataset")
+    npz = _npz(tmp_path / "a.npz", np.zeros((2, 4, 4), np.uint8))
+    for args, option in [((notes, npz), "--from-a"), ((npz, notes), "--from-b")]:
+        result = run("compare", *args)
+        err = result.stderr.decode()
+        assert result.returncode == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"Error: {notes}: ") and option in err, err
+        assert "--from " not in err and "--from (" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz", "notes.dat"]

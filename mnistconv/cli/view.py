@@ -239,8 +239,10 @@ def _pairs(specs):
 def _fmt(x, digits=3):
     if x is None:
         return "-"
-    if x == math.inf:
-        return "inf"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if isinstance(x, float) and abs(x) >= 1e6:  # float64 pixels can be huge
+        return f"{x:.4g}"
     return f"{x:.{digits}f}".rstrip("0").rstrip(".") if isinstance(x, float) else str(x)
 
 
@@ -260,10 +262,13 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
             for e in s.first_label_mismatches[:5]:
                 lines.append(f"    position {e.position} (#{e.index_a}): label "
                              f"{e.label_a} vs {e.label_b}")
-            psnr = "inf (identical)" if s.psnr == math.inf else f"{s.psnr:.2f} dB"
-            lines.append(f"  pixels: mean error {_fmt(s.mean_error)}, max "
-                         f"{_fmt(s.max_error)}, {100 * s.share_differing:.2f}% differ, "
-                         f"PSNR {psnr}")
+            if s.pixels:
+                psnr = "inf (identical)" if s.psnr == math.inf else f"{s.psnr:.2f} dB"
+                lines.append(f"  pixels: mean error {_fmt(s.mean_error)}, max "
+                             f"{_fmt(s.max_error)}, {100 * s.share_differing:.2f}% differ, "
+                             f"PSNR {psnr}")
+            else:
+                lines.append("  pixels: none (the images have no pixels)")
             if s.worst:
                 lines.append("  worst (by max, then mean error):")
                 lines.extend(f"    position {e.position} (#{e.index_a}, label {e.label_a}): "
@@ -319,14 +324,15 @@ def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json, **va
     """
     import mnistconv
     from .. import compare as comparing
-    fmt_a = registry.get(from_a) if from_a else registry.detect_input(a)
-    fmt_b = registry.get(from_b) if from_b else registry.detect_input(b)
+    fmt_a = registry.get(from_a) if from_a else registry.detect_input(a, "--from-a")
+    fmt_b = registry.get(from_b) if from_b else registry.detect_input(b, "--from-b")
     # A read option (--prefix, --schema, ...) applies to each side whose format has it.
     dataset_a = mnistconv.read(a, fmt_a.name, **_options_for(fmt_a.read_options, values))
     dataset_b = mnistconv.read(b, fmt_b.name, **_options_for(fmt_b.read_options, values))
-    result = comparing.compare(dataset_a, dataset_b, _pairs(splits) or None, tolerance,
-                               worst, progress=make_progress(quiet or as_json),
-                               where=(a, b))
+    # The bars stop (their final lines kept) before the report goes to stdout.
+    with make_progress(quiet or as_json) as progress:
+        result = comparing.compare(dataset_a, dataset_b, _pairs(splits) or None,
+                                   tolerance, worst, progress=progress, where=(a, b))
     if as_json:
         emit_json({"a": {"path": a, "format": fmt_a.name},
                    "b": {"path": b, "format": fmt_b.name}, **result.to_json()})
