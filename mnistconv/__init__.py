@@ -35,9 +35,40 @@ def formats():
     return dict(registry.FORMATS)
 
 
-def read(path, format=None, **options):
+def read(path, format=None, *, split_name=None, **options):
+    """Read a dataset: a directory, a file or a shard set, its format detected by
+    content (then by name) unless `format` names it. `split_name` names the split of a
+    single-split input whose file does not record it (IDX, GDMNIST1 and TFRecord files
+    do not: the name is otherwise taken from the file name, and a note says so).
+
+        ds = mnistconv.read("data/mnist")
+        ds = mnistconv.read("conv3.bin", split_name="test")
+        ds.splits["test"].header.count
+    """
+    import os
+    from .limits import check_option_name, is_safe_name
     fmt = registry.get(format) if format else registry.detect_input(path)
-    return fmt.load().read(str(path), **options)
+    if split_name is not None:
+        check_option_name(split_name, "--split-name")
+    dataset = fmt.load().read(str(path), **options)
+    single = len(dataset.splits) == 1
+    if split_name is not None:
+        if not single:
+            raise UsageError(path, f"--split-name names the split of a single-split input; "
+                                   f"this one has {len(dataset.splits)} "
+                                   f"({', '.join(dataset.splits)})",
+                             "choose splits with --split")
+        split = next(iter(dataset.splits.values()))
+        split.name = split_name
+        dataset.splits = {split_name: split}
+    elif single and fmt.split_names_from_file_names and not os.path.isdir(path):
+        name = next(iter(dataset.splits))
+        if not is_safe_name(name):
+            raise FormatError(path, "its split name, taken from the file name, is not a "
+                                    "safe name", "name it with --split-name")
+        dataset.notes.append(f"{path}: split name '{name}' assumed (the file does not "
+                             "record it); choose another with --split-name")
+    return dataset
 
 
 def write(dataset, path, format=None, *, force=False, progress=None, **options) -> list:
@@ -45,7 +76,8 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
-    return fmt.load().write(dataset, str(path), force=force,
+    path, options = registry.resolve_output(path, fmt, options)
+    return fmt.load().write(dataset, path, force=force,
                             progress=progress or NO_PROGRESS, **options)
 
 

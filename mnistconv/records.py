@@ -118,6 +118,9 @@ class Dataset:
     format: str
     splits: dict  # name -> Split, in order
     paths: list = field(default_factory=list)  # input files, for info and messages
+    # What the reader assumed and the user should know (a split name taken from a file
+    # name); the CLI prints them under the summary and in --json.
+    notes: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,10 @@ class Progress:
     """How writers report progress; the CLI supplies a rich implementation.
     The library itself never draws anything."""
 
+    # At most this many examples between two advances (None: as the reader yields
+    # them), so a display can move while a slow writer works through a big batch.
+    step: Optional[int] = None
+
     def start(self, description: str, total: int) -> None:
         pass
 
@@ -139,6 +146,15 @@ class Progress:
 
     def finish(self) -> None:
         pass
+
+    def close(self) -> None:
+        """The caller is done with it (after its last task)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 NO_PROGRESS = Progress()
@@ -150,8 +166,18 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=Non
     progress.start(description or split.name, split.header.count)
     try:
         for batch in split.batches(batch_size):
-            yield batch
-            progress.advance(len(batch))
+            step = progress.step or len(batch)
+            if len(batch) <= step:
+                yield batch
+                progress.advance(len(batch))
+                continue
+            # Writers get the same examples in smaller pieces (their output does not
+            # depend on the batch sizes they see).
+            for at in range(0, len(batch), step):
+                piece = Batch(batch.images[at:at + step], batch.labels[at:at + step],
+                              batch.indices[at:at + step])
+                yield piece
+                progress.advance(len(piece))
     finally:
         progress.finish()
 

@@ -41,6 +41,14 @@ class Format:
     can_write: bool = True
     stdio: bool = False  # '-' works (a single stream)
     output_is_directory: bool = False
+    # A single file does not record its split's name, which is then taken from the
+    # file name (train-images-idx3-ubyte, conv3.bin, t.tfrecord) and noted as assumed.
+    split_names_from_file_names: bool = False
+    # The output is one file holding every split (npz): never a directory.
+    output_is_one_file: bool = False
+    # Compression suffixes an output name may end with, and the write option each
+    # sets: {".gz": ("compression", "gzip")}. Kept last in the names written.
+    compression_suffixes: tuple = ()
 
     def load(self):
         return importlib.import_module(self.module)
@@ -135,23 +143,116 @@ def detect_input(path, from_flag="--from") -> Format:
     raise _unrecognized(path, from_flag)
 
 
+def names_a_directory(path) -> bool:
+    """An output name stands for a directory when it ends in '/', is one, or has no
+    extension and does not exist (`out` as `out/`)."""
+    path = str(path)
+    name = os.path.basename(path.rstrip(os.sep))
+    return path.endswith(os.sep) or os.path.isdir(path) or \
+        ("." not in name.lstrip(".") and not os.path.lexists(path))
+
+
 def detect_output(path) -> Format:
-    """By name: the extension, or a directory (existing, or ending in '/') for IDX."""
+    """By name: the extension, or a directory (existing, ending in '/', or a name
+    without an extension that does not exist) for IDX."""
     for fmt in writers():
         if not fmt.output_is_directory and fmt.matches_name(path):
             return fmt
-    if str(path).endswith(os.sep) or os.path.isdir(path):
+    if names_a_directory(path):
         return get("idx")
     raise UsageError(path, "cannot tell the output format from the name",
                      f"name it with --to ({', '.join(f.name for f in writers())})")
 
 
+_ALL_COMPRESSION_SUFFIXES = (".gz", ".zz", ".zlib", ".xz", ".bz2", ".zst")
+
+
+def resolve_output(path, fmt: Format, options: dict):
+    """The one rule for output names, for every writer: (path, options).
+
+    - '-' and /dev/stdout-style paths are streams, left as they are;
+    - a compression suffix the format knows (.gz, and .zz/.zlib for TFRecord) selects
+      that compression (refused if an option says otherwise) and stays last in every
+      name written (m.tfrecord.gz -> m-train.tfrecord.gz); any other is refused;
+    - an extension that belongs to another format is a usage error naming it
+      (`idx-to-tfrecord DATA x.npz` meant npz);
+    - a name without an extension that does not exist is a directory, as `out/` is
+      (returned with a trailing '/'); a one-file format (npz) refuses a directory."""
+    from .fileio import is_stream_path
+    if is_stream_path(path):
+        return str(path), options
+    path = str(path)
+    options = dict(options)
+    name = os.path.basename(path.rstrip(os.sep))
+    core = name.lower()
+    for suffix, (option, value) in dict(fmt.compression_suffixes).items():
+        if core.endswith(suffix) and len(core) > len(suffix):
+            if options.get(option) not in (None, False, "none", value):
+                raise UsageError(path, f"the name says {suffix} but {_flag(fmt, option)} "
+                                       f"says {options[option]}",
+                                 "make them agree, or drop one")
+            options[option] = value
+            core = core[:-len(suffix)]
+            break
+    else:
+        for suffix in _ALL_COMPRESSION_SUFFIXES:
+            if core.endswith(suffix) and len(core) > len(suffix):
+                known = ", ".join(s for s, _ in fmt.compression_suffixes)
+                raise UsageError(path, f"{fmt.name} output does not take a {suffix} "
+                                       "suffix", f"it takes {known}" if known else
+                                 _compression_hint(fmt))
+    ext = os.path.splitext(core)[1]
+    if ext and ext not in fmt.extensions:
+        for other in writers():
+            if other is not fmt and any(e.split(".")[-1] == ext[1:]
+                                        for e in other.extensions):
+                stem = name[:len(core) - len(ext)]
+                better = f"name it {stem}{fmt.extensions[0]}" if fmt.extensions else \
+                    f"name a directory such as {stem}/"
+                raise UsageError(path, f"the name says {other.name} ({ext}), but the "
+                                       f"output format is {fmt.name}",
+                                 f"write {other.name} with format='{other.name}', or "
+                                 f"{better}",
+                                 cli_hint=f"write {other.name} with --to {other.name} or "
+                                          f"a *-to-{other.name} command, or {better}")
+    if names_a_directory(path):
+        if fmt.output_is_one_file:
+            raise UsageError(path, f"{fmt.name} writes one file holding every split, "
+                                   "not a directory",
+                             f"name the file, e.g. {name or 'out'}{fmt.extensions[0]}")
+        if not path.endswith(os.sep):
+            path += os.sep
+    return path, options
+
+
+def _flag(fmt, option):
+    for o in fmt.write_options:
+        if o.name == option:
+            return o.flag
+    return option
+
+
+def _compression_hint(fmt):
+    flags = [o.flag for o in fmt.write_options if o.name in ("gzip", "compress")]
+    return f"use {flags[0]} instead" if flags else "name the output without it"
+
+
 # --- the formats ---------------------------------------------------------------------
+
+# Every reader takes it; mnistconv.read() applies it (see there).
+SPLIT_NAME = Option("split_name", "--split-name", "Name of the split of a single-split "
+                    "input (default: recorded in the file, else from the file name: "
+                    "train/test/validation, t10k -> test; a note says it was assumed)",
+                    "str")
+
+# ---------------------------------------------------------------------
 
 register(Format(
     "idx", "mnistconv.formats.idx",
     "IDX, the MNIST database's own format (a directory of images/labels files)",
+    split_names_from_file_names=True,
     read_options=(
+        SPLIT_NAME,
         Option("labels", "--labels", "labels file for a single images file "
                "(default: found by name)", "path"),
         Option("prefix", "--prefix", "file family in a directory, e.g. emnist-balanced "
@@ -170,6 +271,8 @@ register(Format(
     "npz", "mnistconv.formats.npz",
     "numpy .npz in Keras' layout (x_train, y_train, x_test, y_test)",
     extensions=(".npz",),
+    output_is_one_file=True,
+    read_options=(SPLIT_NAME,),
     write_options=(
         Option("compress", "--compress", "deflate the arrays (np.savez_compressed)"),
         Option("layout", "--layout", "array layout of x_*: N,H,W (Keras), N,H,W,1 "
@@ -184,6 +287,9 @@ register(Format(
     "gdmnist", "mnistconv.formats.gdmnist",
     "GDMNIST1 browser binaries (.bin, .bin.gz; a directory of them or a browser pack)",
     extensions=(".bin", ".bin.gz"),
+    compression_suffixes=((".gz", ("gzip", True)),),
+    split_names_from_file_names=True,
+    read_options=(SPLIT_NAME,),
     write_options=(
         Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
     ),
@@ -195,16 +301,17 @@ register(Format(
     "TFRecord of tf.train.Example (JPEG image + one-hot label by default; no TensorFlow "
     "needed)",
     extensions=(".tfrecord", ".tfrecords", ".tfrec"),
+    compression_suffixes=((".gz", ("compression", "gzip")), (".zz", ("compression", "zlib")),
+                          (".zlib", ("compression", "zlib"))),
+    split_names_from_file_names=True,
     read_options=(
+        SPLIT_NAME,
         Option("schema", "--schema", "Feature convention of the records (default: "
                "detected from the first record)", "choice",
                ("auto", "recipe", "tfds", "slim"), "auto"),
         Option("input_compression", "--input-compression", "Compression of the input "
                "files (default: detected from content)", "choice",
                ("auto", "none", "gzip", "zlib"), "auto"),
-        Option("split_name", "--split-name", "Name of the split read from a single file "
-               "or shard set (default: train/test/validation from the name, else train)",
-               "str"),
     ),
     write_options=(
         Option("preset", "--preset", "Feature convention: recipe (image JPEG, one-hot "

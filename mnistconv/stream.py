@@ -150,4 +150,4 @@ def select(dataset: Dataset, splits=None, limit=None, per_class=None, shuffle=Fa
         if transpose:
             split = TransposedSplit(split)
         result[name] = split
-    return Dataset(dataset.format, result, dataset.paths)
+    return Dataset(dataset.format, result, dataset.paths, list(dataset.notes))

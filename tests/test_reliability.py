@@ -244,7 +244,7 @@ def test_sigint_during_renames_is_held_until_the_output_is_complete(tmp_path, mo
     takes effect after the last rename."""
     target = tmp_path / "out"
     from mnistconv import stream
-    small = stream.select(_sample_dataset(), [], 10, None, False, 0, False)
+    small = stream.select(_sample_dataset(), [], 10)
     mnistconv.write(small, str(target), "idx")
     old = tree_hashes(target)
     expected_dir = tmp_path / "expected"

@@ -537,9 +537,13 @@ def test_non_uint8_images_are_refused(tmp_path):
 # --- detection ---------------------------------------------------------------------
 
 def test_detection_by_content_and_by_name(tmp_path):
-    write(dataset(5), tmp_path / "no-extension")
+    # Named by content whatever the name says (written under a TFRecord name, then
+    # renamed: an output name of another format is refused).
+    write(dataset(5), tmp_path / "a.tfrecord")
+    os.rename(tmp_path / "a.tfrecord", tmp_path / "no-extension")
     assert registry.detect_input(tmp_path / "no-extension").name == "tfrecord"
-    write(dataset(5), tmp_path / "z.bin", compression="gzip")
+    write(dataset(5), tmp_path / "z.tfrecord", compression="gzip")
+    os.rename(tmp_path / "z.tfrecord", tmp_path / "z.bin")
     assert tfrecord.sniff(tmp_path / "z.bin")
     assert registry.detect_output("x/out.tfrecord").name == "tfrecord"
     assert registry.detect_output("x/out.tfrecords").name == "tfrecord"

@@ -149,6 +149,18 @@ def write_sha256sums(files):
     return target
 
 
+def _check_sums_target(dst, writer):
+    """--sha256sums is written after the data is committed: what would make it fail
+    there (SHA256SUMS a directory or a device) is refused before anything is written."""
+    from ..fileio import refuse_replacing_special
+    folder = dst if writer.output_is_directory or registry.names_a_directory(dst) \
+        else os.path.dirname(os.path.abspath(dst))
+    target = os.path.join(folder, "SHA256SUMS")
+    if os.path.isdir(target):
+        raise UsageError(target, "is a directory; --sha256sums writes a file there")
+    refuse_replacing_special(target)
+
+
 def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     import mnistconv
     from .. import stream
@@ -166,6 +178,8 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         if dst == "-" and not writer.stdio:
             raise UsageError("-", f"{writer.name} cannot be written to stdout")
         _refuse_foreign(values, reader, writer)
+        if sums:
+            _check_sums_target(dst, writer)
         dataset = mnistconv.read(src_path, reader.name, **_options_for(reader.read_options,
                                                                         values))
         dataset = stream.select(dataset, list(values["splits"]), values["limit"],
@@ -184,6 +198,7 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         emit_json({"input": {"path": src, "format": reader.name},
                    "output": {"path": dst, "format": writer.name},
                    "splits": splits, "files": files_json(files), "stats": stats,
+                   "notes": dataset.notes,
                    **({"sha256sums": sums_path} if sums_path else {})})
         return 0
     counts = ", ".join(f"{n} {s['count']}" for n, s in splits.items())
@@ -193,9 +208,22 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         note(f"  {f.path}  {f.bytes:,} bytes  sha256 {f.sha256}", quiet)
     for key, value in stats.items():
         note(f"  {key}: {value}", quiet)
+    for text in dataset.notes + _unrecorded_split_name(dataset, dst, writer):
+        note(f"  note: {text}", quiet)
     if sums_path:
         note(f"  {sums_path}  (sha256sum -c)", quiet)
     return 0
+
+
+def _unrecorded_split_name(dataset, dst, writer):
+    """One split written to one file of a format that does not record split names:
+    say how to get the name back."""
+    if len(dataset.splits) != 1 or not writer.split_names_from_file_names \
+            or writer.output_is_directory or registry.names_a_directory(dst):
+        return []
+    name = next(iter(dataset.splits))
+    return [f"{dst} does not record the split name '{name}'; read it back with "
+            f"--split-name {name}"] if name != "train" else []
 
 
 def _all_options(role):
@@ -274,7 +302,8 @@ def describe(dataset, check=True):
         }
     files = [{"path": p, "bytes": os.path.getsize(p), "sha256": sha256_file(p)}
              for p in dataset.paths if os.path.isfile(p)]
-    return {"format": dataset.format, "splits": splits, "files": files}
+    return {"format": dataset.format, "splits": splits, "files": files,
+            "notes": dataset.notes}
 
 
 @click.command()
@@ -319,6 +348,8 @@ def info(path, from_name, as_json, **values):
         print_histogram(s["class_counts"], "      ")
     for f in facts["files"]:
         click.echo(f"  {f['sha256']}  {f['bytes']:>10}  {f['path']}")
+    for text in facts["notes"]:
+        click.echo(f"  note: {text}")
     return 0
 
 
