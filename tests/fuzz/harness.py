@@ -193,12 +193,21 @@ def check_case(case_path, fmt, cli=False):
         raise AssertionError(f"{e}\n(input saved to {saved})") from None
 
 
+def scratch_dir(prefix):
+    """A new temporary directory, on /dev/shm when there is one: a case creates and
+    removes a handful of directories, and rmdir on an overlay /tmp costs ~4 ms each
+    (measured: most of a small case's time), on tmpfs microseconds."""
+    shm = "/dev/shm"
+    base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    return tempfile.mkdtemp(prefix=prefix, dir=base)
+
+
 class Workspace:
     """A fresh temporary directory per case (hypothesis forbids function-scoped
     fixtures across examples)."""
 
     def __enter__(self):
-        self.path = Path(tempfile.mkdtemp(prefix="mnistconv-fuzz-"))
+        self.path = Path(scratch_dir("mnistconv-fuzz-"))
         return self.path
 
     def __exit__(self, *exc):

@@ -78,6 +78,8 @@ def hostile_name(rng, top, filesystem=False):
         name = name.replace("/", rng.choice(["", "_", "\\", ".."])).replace("\0", "")
         while len(os.fsencode(name)) > 200:
             name = name[:len(name) // 2]
+        if name in ("", ".", ".."):
+            name = "x" + name
     return name
 
 
@@ -222,7 +224,9 @@ def names_gdmnist(rng, work, top):
         entries[victim][how] = value
         if how == "file":
             entries[victim].pop("gzip_file", None)
-        if not _is_safe(value):
+        # A file name is not a split name ('train.bin.gz' is fine, so is 'é.bin'), but
+        # one that leaves the pack directory is never to be followed.
+        if any(c in value for c in "/\\\0") or value in (".", ".."):
             expect = (1,)
         evil = value
     manifest = {"asset_version": "browser-v1", "schema_version": 1, "splits": entries}
@@ -387,6 +391,44 @@ def records(payload):
     return out
 
 
+def _varint(n):
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _field(number, payload):
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def label_feature(rng):
+    """(serialized Feature, description) of a hostile label. Built as bytes: a one-hot
+    row of 10^6 values is 1 MB on the wire, but 10^6 Python ints to build through the
+    protobuf API (seconds per case)."""
+    how = rng.choice(["index", "index", "onehot", "float", "many", "bytes"])
+    if how == "index":
+        value = rng.choice([v for v in LABEL_VALUES if isinstance(v, int)])
+        return _field(3, _field(1, _varint(value))), f"index {value}"
+    if how == "onehot":
+        width = rng.choice([2, 10, 11, 256, 65536, 65537, 10 ** 5, 10 ** 6])
+        hot = rng.randrange(width)
+        row = b"\0" * hot + b"\1" + b"\0" * (width - hot - 1)
+        return _field(3, _field(1, row)), f"one-hot of {width} at {hot}"
+    if how == "float":
+        value = rng.choice([float("nan"), float("inf"), 1e30, -1.0, 3.0])
+        return _field(2, _field(1, struct.pack("<f", value))), f"float {value}"
+    if how == "many":
+        width = rng.choice([10 ** 5, 10 ** 6, 4 * 10 ** 6])
+        value = rng.choice([1, -1, 2 ** 63 - 1])
+        return _field(3, _field(1, _varint(value) * width)), f"{width} values {value}"
+    return _field(1, _field(1, b"9")), "bytes b'9'"
+
+
 def labels_tfrecord(rng, work, top):
     from mnistconv.formats.example_proto import example_class
     Example = example_class()
@@ -394,47 +436,24 @@ def labels_tfrecord(rng, work, top):
     victim = seedlib.files_of(seed)[0]
     kind, payload = container(victim.read_bytes())
     out = []
-    described = None
+    described = []
     for k, data in enumerate(records(payload)):
-        example = Example.FromString(data)
-        feature = example.features.feature
-        key = "image/class/label" if "image/class/label" in feature else "label"
         if k == 0 or rng.random() < 0.5:
-            how = rng.choice(["index", "index", "onehot", "float", "many", "bytes"])
-            f = feature[key]
-            if how == "index":
-                value = rng.choice([v for v in LABEL_VALUES if isinstance(v, int)])
-                value = value - 2 ** 64 if value >= 2 ** 63 else value
-                f.ClearField("int64_list")
-                f.int64_list.value.append(value)
-            elif how == "onehot":
-                width = rng.choice([2, 10, 11, 256, 65536, 65537, 10 ** 5, 10 ** 6])
-                row = np.zeros(width, np.int64)
-                row[rng.randrange(width)] = 1
-                f.ClearField("int64_list")
-                f.int64_list.value.extend(row.tolist())
-                value = f"one-hot of {width}"
-            elif how == "float":
-                value = rng.choice([float("nan"), float("inf"), 1e30, -1.0, 3.0])
-                f.ClearField("int64_list")
-                f.float_list.value.append(value)
-            elif how == "many":
-                width = rng.choice([10 ** 5, 10 ** 6, 4 * 10 ** 6])
-                f.ClearField("int64_list")
-                f.int64_list.value.extend([1] * width if rng.random() < 0.5 else
-                                          [-1] * width)
-                value = f"{width} values"
-            else:
-                f.ClearField("int64_list")
-                f.bytes_list.value.append(b"9")
-                value = "bytes b'9'"
-            described = described or f"record {k} label {how} {value}"
-            data = example.SerializeToString(deterministic=True)
+            example = Example.FromString(data)
+            feature = example.features.feature
+            key = "image/class/label" if "image/class/label" in feature else "label"
+            del feature[key]
+            value, what = label_feature(rng)
+            entry = _field(1, key.encode()) + _field(2, value)
+            # A second Features field merges into the first: the label entry is added.
+            data = example.SerializeToString(deterministic=True) + \
+                _field(1, _field(1, entry))
+            described.append(f"record {k} label {what}")
         out.append(frame(data))
     target = os.path.join(work, "in", victim.name)
     with open(target, "wb") as f:
         f.write(wrap(kind, b"".join(out)))
-    return Case(target, f"TFRecord ({kind}) {described}")
+    return Case(target, f"TFRecord ({kind}): {'; '.join(described)}")
 
 
 # --- compression ratio -------------------------------------------------------------------
@@ -484,7 +503,7 @@ def zlib_parts(parts):
 
 def bomb_mib(rng):
     """Expanded size: mostly small, now and then 64 or 256 MiB."""
-    return rng.choices([1, 4, 16, 64, 256], weights=[40, 25, 20, 12, 3])[0]
+    return rng.choices([1, 4, 16, 64, 256], weights=[50, 25, 15, 8, 2])[0]
 
 
 def ratio_idx(rng, work, top):

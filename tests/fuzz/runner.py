@@ -20,9 +20,9 @@ import tempfile
 import traceback
 
 try:  # worker.py imports this module as a top-level module, pytest as tests.fuzz.runner
-    from .harness import Bounded, Hang
+    from .harness import Bounded, Hang, scratch_dir  # noqa: F401 (scratch_dir: for users)
 except ImportError:
-    from harness import Bounded, Hang
+    from harness import Bounded, Hang, scratch_dir  # noqa: F401
 
 
 def new_work(top, name):

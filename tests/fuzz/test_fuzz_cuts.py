@@ -19,7 +19,7 @@ import pytest
 
 from mnistconv import registry
 from .harness import FAILURES
-from .runner import new_work, run_cli
+from .runner import new_work, run_cli, scratch_dir
 from .seeds import copy_seed, files_of, option_variants, seeds
 from .structure import file_cuts
 
@@ -56,7 +56,15 @@ def test_every_format_has_cut_cases():
 
 
 @pytest.mark.parametrize("fmt", sorted(VARIANTS))
-def test_cut_at_every_boundary(fmt, tmp_path):
+def test_cut_at_every_boundary(fmt):
+    scratch = scratch_dir("mnistconv-fuzz-cuts-")
+    try:
+        _cut_every_boundary(fmt, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _cut_every_boundary(fmt, tmp_path):
     failures = []
     count = 0
     for k, (seed, victim, what, data) in enumerate(cases(fmt)):

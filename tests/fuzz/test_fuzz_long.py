@@ -22,12 +22,12 @@ import selectors
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from .runner import scratch_dir
 from .seeds import readers
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
@@ -81,7 +81,7 @@ class Pool:
     """Workers fed one case at a time; a dead or silent worker is replaced."""
 
     def __init__(self, jobs):
-        self.root = tempfile.mkdtemp(prefix="mnistconv-fuzz-pool-")
+        self.root = scratch_dir("mnistconv-fuzz-pool-")
         self.count = 0
         self.workers = [self._spawn() for _ in range(jobs)]
 

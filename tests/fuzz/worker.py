@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import hostile  # noqa: E402
 import seeds as seedlib  # noqa: E402
-from runner import new_work, run_cli  # noqa: E402
+from runner import new_work, run_cli, scratch_dir  # noqa: E402
 
 CASE_SECONDS = float(os.environ.get("MNISTCONV_FUZZ_SECONDS", 20))
 MAX_PEAK_MB = int(os.environ.get("MNISTCONV_FUZZ_PEAK_MB", 300))
@@ -130,8 +130,7 @@ def main(argv):
         serve(argv[1])
     elif argv[:1] == ["replay"]:
         reader, family, index, run = argv[1], argv[2], int(argv[3]), argv[4]
-        import tempfile
-        top = tempfile.mkdtemp(prefix="mnistconv-fuzz-replay-")
+        top = scratch_dir("mnistconv-fuzz-replay-")
         result = run_case({"reader": reader, "family": family, "index": index, "run": run},
                           top)
         print(json.dumps(result, indent=2))
