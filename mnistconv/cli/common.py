@@ -6,6 +6,7 @@ go to stderr, so `mnistconv ... --json | jq` and `mnistconv ... - | other` stay 
 
 import json
 import sys
+import time
 
 import click
 
@@ -28,13 +29,28 @@ def force_option(f):
 
 
 def note(message, quiet=False):
-    """A human-readable line on stderr (never stdout, which may carry data or JSON)."""
+    """A human-readable line on stderr (never stdout, which may carry data or JSON).
+    Progress bars still drawn are finished first, so the line comes below them."""
     if not quiet:
+        close_progress()
         click.echo(message, err=True)
 
 
 def emit_json(obj):
-    click.echo(json.dumps(obj, indent=2, sort_keys=False))
+    close_progress()
+    click.echo(json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False))
+
+
+def _finite(obj):
+    """NaN and infinities (a float label range, a statistic) as null: json.dumps would
+    write NaN/Infinity, which is not JSON and which jq and JSON.parse refuse."""
+    if isinstance(obj, float):
+        return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def stderr_is_terminal():
@@ -42,46 +58,168 @@ def stderr_is_terminal():
 
 
 class RichProgress(Progress):
-    """rich progress bars on stderr: count, rate and time left. One bar per task."""
+    """rich progress bars on stderr: one live display for the whole command, one line
+    per task (split), each with its count, rate and time left.
+
+    The display starts on the first start() and stays up across splits; close() (or
+    leaving a `with` block, or the end of the click command, or the next note())
+    stops it. Stopping and restarting it per split made rich print every earlier
+    line again below the last. It redraws 10 times a second, and `step` asks
+    iter_batches for pieces of about 0.05 s of work, so a count moves several times a
+    second even when a writer takes seconds over one reader batch (8192 images).
+    """
+
+    REFRESH_HZ = 10
+    PIECE_SECONDS = 0.05
+    MIN_STEP, FIRST_STEP = 64, 512
 
     def __init__(self):
         # rich is imported here, not at the top: commands that draw nothing skip it.
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bars,
-                                   ProgressColumn, TextColumn, TimeRemainingColumn)
-        from rich.text import Text
-
-        class RateColumn(ProgressColumn):
-            """Examples per second (rich's own speed column counts bytes)."""
-
-            def render(self, task):
-                speed = task.finished_speed or task.speed
-                return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
-
-        self.bars = Bars(TextColumn("{task.description}"), BarColumn(),
-                         MofNCompleteColumn(), RateColumn(), TimeRemainingColumn(),
-                         console=Console(stderr=True))
+        self.bars = _fitted_bars(Console(stderr=True), self.REFRESH_HZ)
         self.task = None
+        self.started = self.closed = False
+        self._began = None
+
+    @property
+    def step(self):
+        """At most this many examples between two advances (see iter_batches): about
+        PIECE_SECONDS of work at the rate seen so far in this task."""
+        if self.task is None or self._began is None:
+            return self.FIRST_STEP
+        task = self.bars._tasks[self.task]
+        elapsed = time.monotonic() - self._began
+        if task.completed <= 0 or elapsed <= 0:
+            return self.FIRST_STEP
+        return max(self.MIN_STEP, int(task.completed / elapsed * self.PIECE_SECONDS))
 
     def start(self, description, total):
-        if self.task is None:
+        if self.closed:  # a note came between two tasks: a new display below it
+            self.closed = self.started = False
+        if not self.started:
             self.bars.start()
+            self.started = True
+            _open.append(self)
         self.task = self.bars.add_task(description, total=total)
+        self._began = time.monotonic()
 
     def advance(self, n):
         if self.task is not None:
             self.bars.advance(self.task, n)
 
     def finish(self):
-        self.bars.stop()
+        if self.task is not None:
+            # A task that got all its examples (or had none) shows as done: its
+            # elapsed time instead of time left.
+            task = self.bars._tasks[self.task]
+            self.bars.update(self.task, completed=task.completed)
         self.task = None
+
+    def close(self):
+        """Stop the display, leaving its final lines on the terminal."""
+        if self.started and not self.closed:
+            self.closed = True
+            self.bars.stop()
+        if self in _open:
+            _open.remove(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        # A forgotten display must not keep drawing from its thread.
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+_open = []  # RichProgress displays drawing now
+
+
+def close_progress():
+    """Stop every progress display still drawing (before printing below it)."""
+    for progress in list(_open):
+        progress.close()
+
+
+def _fitted_bars(console, refresh_hz):
+    """A rich Progress whose columns fit the terminal at every refresh: when the line
+    would not fit, the bar goes first, then the time left, then the rate; the
+    description (shortened with an ellipsis if it must be) and n/total stay."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bars,
+                               ProgressColumn, TimeRemainingColumn)
+    from rich.table import Column
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Examples per second (rich's own speed column counts bytes)."""
+
+        def render(self, task):
+            # A finished task shows its overall rate (rich's needs two samples, which
+            # a task done in one advance never has).
+            speed = (task.completed / task.finished_time if task.finished_time
+                     else task.speed)
+            return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
+
+    class Description(ProgressColumn):
+        max_refresh = None
+
+        def render(self, task):
+            return Text(task.description, no_wrap=True, overflow="ellipsis")
+
+    class Fitted(Bars):
+        description = Description(table_column=Column(no_wrap=True, overflow="ellipsis"))
+        bar = BarColumn()
+        count = MofNCompleteColumn(table_column=Column(no_wrap=True))
+        rate = RateColumn(table_column=Column(no_wrap=True))
+        left = TimeRemainingColumn(elapsed_when_finished=True,
+                                   table_column=Column(no_wrap=True))
+
+        def make_tasks_table(self, tasks):
+            tasks = [t for t in tasks if t.visible]
+            width = console.width
+            longest = max((len(t.description) for t in tasks), default=0)
+            count = max((2 * len(str(int(t.total or 0))) + 1 for t in tasks), default=3)
+            rate, left = 11, 7  # "1,234,567/s", "0:00:00"
+            kept = [(self.rate, rate), (self.left, left)]
+
+            def used():
+                return longest + 1 + count + sum(w + 1 for _, w in kept)
+
+            room = width - used() - 1
+            bar = None
+            if room >= 10:
+                self.bar.bar_width = min(40, room)
+                bar = self.bar
+            else:
+                while kept and used() > width:
+                    kept.pop()
+            self.description.get_table_column().max_width = max(
+                1, width - used() + longest)
+            self.columns = tuple(c for c in (self.description, bar, self.count)
+                                 if c is not None) + tuple(c for c, _ in kept)
+            return super().make_tasks_table(tasks)
+
+    return Fitted(console=console, refresh_per_second=refresh_hz,
+                  redirect_stdout=False, redirect_stderr=False)
 
 
 def make_progress(quiet: bool) -> Progress:
-    """Bars only for a person watching: not under --quiet, not when stderr is a log."""
+    """Bars only for a person watching: not under --quiet, not when stderr is a log.
+
+    The result is a context manager; inside a click command it is also closed when
+    the command ends, however it ends, so one display serves every split."""
     if quiet or not stderr_is_terminal():
         return Progress()
-    return RichProgress()
+    progress = RichProgress()
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(progress.close)
+    return progress
 
 
 def files_json(files):
