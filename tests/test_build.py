@@ -1,0 +1,39 @@
+"""The project's own build prints no deprecation banner on a newcomer's first screen
+(`make demo`, `make test` install mnistconv the way this test does)."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+def _makefile_install_command():
+    """The pip command `make install` runs, as make expands it."""
+    dry = subprocess.run(["make", "-n", "-B", "-C", str(REPO), "VENV=/nonexistent-venv",
+                          "/nonexistent-venv/.installed"], capture_output=True, text=True)
+    lines = [l for l in dry.stdout.splitlines() if "pip install" in l and "-e" in l]
+    assert lines, dry.stdout + dry.stderr
+    return lines[0]
+
+
+def test_editable_install_prints_no_deprecation(tmp_path):
+    command = _makefile_install_command()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # The same command with this venv, without the dependencies (they are not the
+    # project's build) and without -q, so that anything the build says is seen.
+    command = command.replace("/nonexistent-venv/bin/python", str(venv / "bin" / "python"))
+    command = command.replace(" -q ", " --no-deps ").replace("'.[tfrecord]'", ".")
+    result = subprocess.run(command, shell=True, cwd=REPO, capture_output=True, text=True,
+                            timeout=300)
+    if result.returncode and "Could not find a version" in result.stderr:
+        pytest.skip("no package index for the build requirements")
+    assert result.returncode == 0, result.stderr
+    said = result.stdout + result.stderr
+    # This machine's pip configuration warns about its own index locations; that is
+    # not the project's build.
+    said = "\n".join(l for l in said.splitlines() if "is ignored: it is neither" not in l)
+    assert not re.search(r"deprecat|transitional|Warning", said, re.I), said
