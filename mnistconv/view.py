@@ -8,7 +8,7 @@ one ASCII shading character, so logs and pipes get plain text.
 
 A contact sheet is a uint8 array, one row per class, with the class drawn on the left
 and each image's original index under it in a built-in 3x5 bitmap font (no font files).
-The caller encodes it (PNG through mnistconv.codecs).
+encode_sheet() writes it as PNG, JPEG or WebP (Pillow).
 
 The library returns text, rich renderables and arrays; it never prints.
 """
@@ -280,6 +280,36 @@ def contact_sheet(rows, scale=1):
                 draw_text(sheet, captions[c], top + img_h + pad, x0 + (cell_w - tw) // 2,
                           caption_scale)
     return sheet, cells
+
+
+# Contact sheet files by extension: (format name, Pillow format, save options).
+# JPEG at OpenCV's default quality; WebP lossless, so it holds the pixels as PNG does.
+SHEET_FORMATS = {
+    ".png": ("PNG", "PNG", {}),
+    ".jpg": ("JPEG", "JPEG", {"quality": 95}),
+    ".jpeg": ("JPEG", "JPEG", {"quality": 95}),
+    ".webp": ("WebP", "WEBP", {"lossless": True, "quality": 100, "method": 4}),
+}
+
+
+def sheet_format(path):
+    """The SHEET_FORMATS key for an output name ('-', stdout, is PNG), or None when
+    the name says no image format the sheet can be written in."""
+    if str(path) == "-":
+        return ".png"
+    name = str(path).lower()
+    return next((ext for ext in SHEET_FORMATS if name.endswith(ext)), None)
+
+
+def encode_sheet(sheet, ext) -> bytes:
+    """A sheet (2-D uint8) as the bytes of the image format SHEET_FORMATS names.
+    Deterministic: no timestamps or metadata (Pillow writes none for these)."""
+    import io
+    from .codecs import _check_2d_uint8, _pil
+    _, kind, options = SHEET_FORMATS[ext]
+    out = io.BytesIO()
+    _pil().fromarray(_check_2d_uint8(sheet), "L").save(out, kind, **options)
+    return out.getvalue()
 
 
 def per_class_positions(labels, per_class):

@@ -367,3 +367,41 @@ def test_preview_of_an_empty_split(tmp_path):
     assert (result.returncode, result.stderr.decode()) == (
         2, f"Error: {tmp_path}: split train holds no images to preview\n")
     assert not (tmp_path / "s.png").exists()
+
+
+def test_preview_writes_the_format_its_name_says(tmp_path):
+    """-o sheet.jpg used to get PNG bytes. The extension decides (any case); '-' is
+    PNG; any other name is refused before anything is read or written."""
+    from PIL import Image
+    magic = {"PNG": lambda b: b[:8] == b"\x89PNG\r\n\x1a\n",
+             "JPEG": lambda b: b[:3] == b"\xff\xd8\xff",
+             "WebP": lambda b: b[:4] == b"RIFF" and b[8:12] == b"WEBP"}
+    reference = None
+    for name, kind in [("s.png", "PNG"), ("s.jpg", "JPEG"), ("s.JPEG", "JPEG"),
+                       ("s.webp", "WebP")]:
+        out = tmp_path / name
+        result = run("preview", SAMPLE, "-o", out, "--json")
+        assert result.returncode == 0, result.stderr
+        facts = json.loads(result.stdout)
+        data = out.read_bytes()
+        assert magic[kind](data) and facts["format"] == kind, name
+        assert facts["bytes"] == len(data)
+        pixels = np.asarray(Image.open(out).convert("L"))
+        if reference is None:
+            reference = pixels
+        elif kind == "WebP":  # lossless: the PNG's pixels
+            np.testing.assert_array_equal(pixels, reference)
+        else:  # JPEG at quality 95: close to them
+            assert pixels.shape == reference.shape
+            assert np.abs(pixels.astype(int) - reference).mean() < 2
+        again = run("preview", SAMPLE, "-o", out, "-q", "--force")
+        assert again.returncode == 0 and out.read_bytes() == data  # deterministic
+    stdout = run("preview", SAMPLE, "-o", "-", "-q")
+    assert stdout.returncode == 0 and magic["PNG"](stdout.stdout)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for name in ("s.gif", "s.txt", "sheet", "s.png.bak"):
+        result = run("preview", SAMPLE, "-o", tmp_path / name)
+        assert (result.returncode, result.stderr.decode(), result.stdout) == (
+            2, f"Error: {tmp_path / name}: cannot tell the image format from the name; "
+               "end it in .png, .jpg, .jpeg or .webp\n", b"")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
