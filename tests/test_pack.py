@@ -140,6 +140,29 @@ def test_manifest_has_the_published_schema_and_values(official_pack):
     assert ours["preview"]["count"] == published["preview"]["count"] == 20
 
 
+def test_manifest_differs_from_published_only_where_it_describes_its_producer(
+        official_pack):
+    """What is byte-exact and what is not: the eight .bin/.bin.gz files are (above);
+    manifest.json is not, and these are the only keys where it differs: the published
+    one names its own build (script, torch and numpy versions, archive paths of the
+    experiment it came from, a cache directory, md5 and URL of the .gz it downloaded)
+    and another preview.json, whose layout was never published (only its size and
+    hash). preview.json therefore cannot be rebuilt byte for byte either."""
+    if not PUBLISHED_MANIFEST.is_file():
+        pytest.skip("../shared/specs/browser-v1-manifest.json not found")
+    published = json.loads(PUBLISHED_MANIFEST.read_text())
+    ours = json.loads((official_pack / "manifest.json").read_text())
+    differ = {k for k in set(published) | set(ours) if published.get(k) != ours.get(k)}
+    assert differ == {"description", "preview", "producer", "split_provenance"}
+    a, b = published["split_provenance"], ours["split_provenance"]
+    assert {k for k in set(a) | set(b) if a.get(k) != b.get(k)} <= {
+        "archive_data_path", "archive_data_sha256", "archive_record_path",
+        "archive_record_sha256", "cached_source_directory", "files",
+        "test_archive_equal_to_verified_idx", "test_selection_policy"}
+    assert {k for k in published["preview"]
+            if published["preview"][k] != ours["preview"][k]} == {"bytes", "sha256"}
+
+
 def test_published_manifest_verifies_our_files(official_pack, tmp_path):
     """The published manifest itself, beside the files we built: every split file passes;
     only preview.json (whose layout is ours) differs."""
