@@ -5,6 +5,11 @@
 for each fuzz test. MNISTCONV_FUZZ_CASES=N sets the number of cases per test explicitly
 (it also works when pytest is started from another directory, where this conftest's
 option is not registered).
+
+What runs where: test_fuzz_cuts (every structural boundary, always whole) and the short
+pass of everything else run in-process; test_fuzz_long's hostile names, labels and
+compression bombs run in worker processes (worker.py), MNISTCONV_FUZZ_JOBS of them (one
+per core by default), each measuring its cases' peak memory.
 """
 
 import os
