@@ -113,6 +113,12 @@ def _layout(images, captions, width, columns):
     return images, tile, max(1, cols)
 
 
+def tiles_per_line(images, captions, width=80, columns=None) -> int:
+    """How many tiles the renderers put on one line: as many as fit `width`, at most
+    `columns`. A COLSxROWS grid shows this many times ROWS images."""
+    return _layout(np.asarray(images), captions, width, columns)[2]
+
+
 def _ascii_lines(image):
     top, bottom = _pair_rows(image.astype(np.uint16))
     levels = ((top + bottom) * len(ASCII_RAMP)) // 512

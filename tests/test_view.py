@@ -405,3 +405,28 @@ def test_preview_writes_the_format_its_name_says(tmp_path):
             2, f"Error: {tmp_path / name}: cannot tell the image format from the name; "
                "end it in .png, .jpg, .jpeg or .webp\n", b"")
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_show_grid_keeps_its_row_count_in_a_narrow_terminal():
+    """--grid COLSxROWS is at most COLS images a line and ROWS lines of images. 80
+    columns fit 2 tiles (28 wide, 2 apart): 5x1 is one line of 2 images, not the 5
+    images wrapped to 3 lines."""
+    for grid, columns, expected in [("5x1", "80", [["0", "1"]]),
+                                    ("3x2", "80", [["0", "1"], ["2", "3"]]),
+                                    ("5x1", "1000", [["0", "1", "2", "3", "4"]]),
+                                    ("5x2", "1000", [["0", "1", "2", "3", "4"],
+                                                     ["5", "6", "7", "8", "9"]]),
+                                    ("4x3", "20", [["0"], ["1"], ["2"]])]:
+        for colour in ({}, {"FORCE_COLOR": "1", "COLORTERM": "truecolor"}):
+            result = run_clean("show", SAMPLE, "--grid", grid, COLUMNS=columns, **colour)
+            assert result.returncode == 0, result.stderr
+            text = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout.decode())
+            lines = text.splitlines()
+            captions = [re.findall(r"\d #(\d+)", ln) for ln in lines
+                        if re.match(r"^\d #\d", ln)]
+            assert captions == expected, (grid, columns, colour)
+            # Each line of images is 14 text rows (28 pixel rows, two per row; 7 when
+            # 20 columns shrink the digits to 14 x 14) and its caption; lines are one
+            # blank line apart.
+            rows = 14 if int(columns) >= 28 else 7
+            assert len(lines) == (rows + 1) * len(expected) + len(expected) - 1

@@ -71,15 +71,16 @@ def parse_grid(spec):
 
 
 def _chosen(split, path, index, per_class, grid):
-    """Positions to show and, when --grid is given, the number of columns."""
+    """Positions to show and, when --grid is given, the numbers of columns and rows
+    (None, None without it). The positions are at most COLS x ROWS; show() keeps ROWS
+    lines' worth once it knows how many tiles fit the terminal's width."""
     import numpy as np
     from .. import view
     if index is not None and per_class is not None:
         raise UsageError(None, "--index and --per-class choose images in different ways",
                          "give one of them")
-    cols, limit = (None, None) if grid is None else parse_grid(grid)
-    if limit is not None:
-        limit *= cols
+    cols, rows = (None, None) if grid is None else parse_grid(grid)
+    limit = None if rows is None else cols * rows
     count = split.header.count
     if index is not None:
         positions = parse_index(index, count, path)
@@ -90,7 +91,7 @@ def _chosen(split, path, index, per_class, grid):
         positions = np.arange(min(count, limit or DEFAULT_SHOW), dtype=np.int64)
     if limit is not None:
         positions = positions[:limit]
-    return positions, cols
+    return positions, cols, rows
 
 
 def _split_options(f):
@@ -139,7 +140,7 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     from .. import view
     _, dataset = _read(path, from_name, values, transpose)
     split = _one_split(dataset, path, split_name, quiet)
-    positions, cols = _chosen(split, path, index, per_class, grid)
+    positions, cols, rows = _chosen(split, path, index, per_class, grid)
     if len(positions) == 0:
         note(f"{path}: no images to show", quiet)
         return 0
@@ -153,6 +154,11 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     captions = [view.caption(lab.item(), i.item()) for lab, i in zip(labels, indices)]
     console = Console(highlight=False, soft_wrap=False)
     width = console.width
+    if rows is not None:
+        # ROWS lines of images: fewer per line when the terminal is narrower than
+        # COLS tiles, so fewer images (5x1 in 80 columns is 2 images, not 3 lines).
+        keep = view.tiles_per_line(images, captions, width, cols) * rows
+        images, captions = images[:keep], captions[:keep]
     colour = (console.is_terminal and not console.no_color
               and console.color_system is not None and not force_ascii)
     if colour:
