@@ -455,8 +455,8 @@ def test_idx_with_too_many_dimensions(tmp_path, ndim, gz):
     write(tmp_path / "src" / "train-labels-idx1-ubyte", idx_bytes(np.zeros(2, np.uint8)))
     r = run("info", tmp_path / "src")
     assert (r.returncode, r.stderr.decode()) == (
-        1, f"Error: {src}: IDX header declares {ndim} dimensions, more than the 32 an array "
-           "can have\n")
+        1, f"Error: {src}: IDX header declares {ndim} dimensions, more than mnistconv's "
+           "limit of 32\n")
 
 
 def test_idx_with_32_dimensions_still_reads(tmp_path):
@@ -499,7 +499,7 @@ def test_npz_with_too_many_dimensions(tmp_path):
         "y_train.npy": npy(np.zeros(1, np.uint8))}))
     r = run("info", src)
     assert (r.returncode, r.stderr.decode()) == (
-        1, f"Error: {src}: x_train has 40 dimensions, more than the 32 an array can have\n")
+        1, f"Error: {src}: x_train has 40 dimensions, more than mnistconv's limit of 32\n")
 
 
 def test_hostile_files_here_are_valid_archives(tmp_path):

@@ -39,7 +39,8 @@ TYPE_CODES = {dt.newbyteorder("="): code for code, dt in ELEMENT_TYPES.items()}
 # One item (image) larger than this is a corrupt header, not data; batches hold at least
 # one item, so this also bounds a batch's memory.
 MAX_ITEM_BYTES = 1 << 30
-# numpy 1.x arrays have at most 32 dimensions (2.x: 64); an image has 2 or 3.
+# numpy 1.x arrays have at most 32 dimensions (2.x: 64); an image has 2 or 3, so
+# more is a corrupt header, refused before numpy is asked to describe it.
 MAX_DIMS = 32
 # Labels are read this many at a time, each part checked as it arrives: a header that
 # claims more than the stream holds fails at the first short part, having held only
@@ -89,8 +90,8 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
         if ndim == 0:
             raise FormatError(path, "IDX header declares 0 dimensions")
         if ndim > MAX_DIMS:
-            raise FormatError(path, f"IDX header declares {ndim} dimensions, more than the "
-                                    f"{MAX_DIMS} an array can have")
+            raise FormatError(path, f"IDX header declares {ndim} dimensions, more than "
+                                    f"mnistconv's limit of {MAX_DIMS}")
         dims = struct.unpack(f">{ndim}I", f.read_exact(4 * ndim, "IDX header"))
         header = IdxHeader(path, ELEMENT_TYPES[code], dims, f.compressed)
         item_bytes = header.data_bytes // dims[0] if dims[0] else \

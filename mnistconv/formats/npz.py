@@ -139,8 +139,8 @@ class NpzSplit(Split):
         if len(shape) < 1:
             raise FormatError(path, f"x_{name} is a scalar, expected one image per row")
         if len(shape) > MAX_DIMS:
-            raise FormatError(path, f"x_{name} has {len(shape)} dimensions, more than the "
-                                    f"{MAX_DIMS} an array can have")
+            raise FormatError(path, f"x_{name} has {len(shape)} dimensions, more than "
+                                    f"mnistconv's limit of {MAX_DIMS}")
         # One dimension is the same bytes in either order.
         self.fortran = fortran and len(shape) > 1
         f, y_shape, y_dtype, _ = _open_member(archive, self.y_name, path)
