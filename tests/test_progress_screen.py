@@ -191,3 +191,36 @@ def test_an_interrupted_command_ends_its_display_before_the_message(tmp_path):
     (name, done, total), = counts(final[:1])
     assert (name, total) == ("train", 10000) and done < total
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_iter_batches_asks_for_small_pieces_only_while_drawing():
+    """What the display relies on: Progress.batch caps the reader's batches and
+    Progress.step cuts them for the writer; without a display, batches are as read."""
+    from mnistconv.records import ArraySplit, Progress, iter_batches
+
+    class Recording(ArraySplit):
+        def batches(self, batch_size=8192):
+            self.asked = batch_size
+            return super().batches(batch_size)
+
+    class Drawing(Progress):
+        batch, step = 300, 128
+
+        def __init__(self):
+            self.advances = []
+
+        def advance(self, n):
+            self.advances.append(n)
+
+    images = np.arange(1000 * 4, dtype=np.uint8).reshape(1000, 2, 2)
+    split = Recording("train", images, np.arange(1000) % 10)
+    plain = [len(b) for b in iter_batches(split)]
+    assert (split.asked, plain) == (8192, [1000])
+    drawing = Drawing()
+    pieces = list(iter_batches(split, drawing))
+    assert split.asked == 300
+    assert [len(b) for b in pieces] == [128, 128, 44] * 3 + [100]
+    assert drawing.advances == [len(b) for b in pieces]
+    np.testing.assert_array_equal(np.concatenate([b.images for b in pieces]), images)
+    np.testing.assert_array_equal(np.concatenate([b.indices for b in pieces]),
+                                  np.arange(1000))
