@@ -618,8 +618,8 @@ def _in_range(value, option, limit):
     except (TypeError, ValueError):
         number = None
     if number is None or not 1 <= number <= limit:
-        raise UsageError(None, f"{option} must be between 1 and {limit}, not "
-                               f"{printable(value)}")
+        shown = value if isinstance(value, int) else printable(value)
+        raise UsageError(None, f"{option} must be between 1 and {limit}, not {shown}")
     return number
 
 
