@@ -51,6 +51,12 @@ class StdoutGone(Exception):
     which click would turn into a plain exit 1."""
 
 
+class Interrupted(BaseException):
+    """Ctrl-C, raised by mnistconv's SIGINT handler in place of KeyboardInterrupt, which
+    click would catch and answer with an empty line on stderr. A BaseException like
+    KeyboardInterrupt, so no `except Exception` in between takes it for an error."""
+
+
 class LazyGroup(click.Group):
     def invoke(self, ctx):
         try:
@@ -121,7 +127,27 @@ def _terminate(signum, frame):
 
 def _interrupt(signum, frame):
     _signalled.append(signum)
-    raise KeyboardInterrupt
+    raise Interrupted()
+
+
+def _unraisable(hook_args):
+    """The exception a signal handler raised inside a callback that cannot raise (a
+    weakref callback of the import system, a __del__) is printed as "Exception ignored"
+    and dropped, and the run would go on. Deliver the signal again instead: its handler
+    then raises at the next point that can."""
+    if _signalled and isinstance(hook_args.exc_value, (SystemExit, Interrupted)):
+        # Not raise_signal(): its handler would run inside this hook, which cannot
+        # raise either. A timer's handler runs once the callback has returned.
+        signal.signal(signal.SIGALRM, _redeliver)
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+        return
+    sys.__unraisablehook__(hook_args)
+
+
+def _redeliver(signum, frame):
+    if _signalled[-1] == signal.SIGINT:
+        raise Interrupted()
+    raise SystemExit(128 + _signalled[-1])
 
 
 def one_line(text) -> str:
@@ -181,6 +207,7 @@ def _die_of_sigpipe():
 
 
 def main(argv=None):
+    sys.unraisablehook = _unraisable
     signal.signal(signal.SIGTERM, _terminate)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
@@ -204,7 +231,7 @@ def _exit_for(e):
     (a SystemExit, or a bug, which keeps its traceback)."""
     if isinstance(e, MnistconvError):
         _fail(e.cli_message(), e.exit_code)
-    if isinstance(e, (click.exceptions.Abort, KeyboardInterrupt)):
+    if isinstance(e, (click.exceptions.Abort, KeyboardInterrupt, Interrupted)):
         click.echo("Interrupted.", err=True)
         sys.exit(130)
     if isinstance(e, click.ClickException):

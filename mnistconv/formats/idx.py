@@ -213,7 +213,9 @@ def check_labels(labels, path, first=0, where=""):
             (labels.dtype.kind in "iu" and labels.dtype.itemsize < 4):
         return  # no value of these types can be out of range
     if labels.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
+        # errstate "all": MAX_CLASSES does not fit float16, whose comparison with it
+        # warns of an overflow (a RuntimeWarning line before the one-line error).
+        with np.errstate(all="ignore"):
             bad = ~np.isfinite(labels) | (labels != np.floor(labels)) | \
                 (labels >= MAX_CLASSES)
     elif labels.max() >= MAX_CLASSES:
