@@ -24,13 +24,13 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # `mnistconv --help` lists every command without importing any of them.
 COMMANDS = {
     "convert": ("mnistconv.cli.convert:convert", "Convert SRC to DST, any format to any format."),
-    "info": ("mnistconv.cli.convert:info",
+    "info": ("mnistconv.cli.info:info",
              "Format, splits, counts, labels, per-class histogram, SHA-256 of each file."),
-    "formats": ("mnistconv.cli.convert:formats_command",
+    "formats": ("mnistconv.cli.formats:formats_command",
                 "List the formats mnistconv reads and writes, with their options."),
-    "show": ("mnistconv.cli.view:show", "Draw images in the terminal with label and index."),
-    "preview": ("mnistconv.cli.view:preview", "Write a PNG contact sheet, one row per class."),
-    "compare": ("mnistconv.cli.view:compare",
+    "show": ("mnistconv.cli.show:show", "Draw images in the terminal with label and index."),
+    "preview": ("mnistconv.cli.preview:preview", "Write a PNG contact sheet, one row per class."),
+    "compare": ("mnistconv.cli.compare:compare",
                 "Compare two datasets split by split; exit 1 when they differ."),
     "download": ("mnistconv.cli.download:download",
                  "Download MNIST, Fashion-MNIST, KMNIST or EMNIST, checksums verified."),
@@ -57,12 +57,46 @@ class Interrupted(BaseException):
     KeyboardInterrupt, so no `except Exception` in between takes it for an error."""
 
 
+class CliError(click.ClickException):
+    """A failure a user can cause, as the command line shows it: `Error: <message>` on
+    one line of stderr (control characters escaped) and its exit code, 1 for bad data
+    or a failed write, 2 for usage. The group raises it inside click for every
+    MnistconvError and OSError, so click's own runner shows exactly what a user sees:
+
+        CliRunner().invoke(cli, ["info", "missing"]).output == \
+            "Error: missing: no such file or directory\n"
+    """
+
+    def __init__(self, message, exit_code):
+        super().__init__(one_line(message))
+        self.exit_code = exit_code
+
+    @classmethod
+    def of(cls, error):
+        """The CliError for a MnistconvError or an OSError (with the hint to free
+        space when the disk is full)."""
+        if isinstance(error, MnistconvError):
+            return cls(error.cli_message(), error.exit_code)
+        where = f"{error.filename}: " if error.filename else ""
+        hint = "; free some space and run again" if error.errno == errno.ENOSPC else ""
+        return cls(f"{where}{error.strerror or error}{hint}", 1)
+
+    def show(self, file=None):
+        click.echo(f"Error: {self.message}", file=file, err=True)
+
+
 class LazyGroup(click.Group):
+    """The mnistconv group: commands imported when run (COMMANDS, and an a-to-b command
+    for every reader and writer pair), "did you mean" for a mistyped name, and every
+    error a user can cause raised as a CliError."""
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
             raise StdoutGone() from None
+        except (MnistconvError, OSError) as e:
+            raise CliError.of(e) from e
 
     def resolve_command(self, ctx, args):
         """click's, with "did you mean" for a mistyped command."""
@@ -156,9 +190,6 @@ def one_line(text) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
-def _fail(message, code):
-    click.echo(f"Error: {one_line(message)}", err=True)
-    sys.exit(code)
 
 
 def _guard_standard_streams():
@@ -229,20 +260,18 @@ def main(argv=None):
 def _exit_for(e):
     """The exit for an exception a run ended with: one line and a code, or nothing
     (a SystemExit, or a bug, which keeps its traceback)."""
-    if isinstance(e, MnistconvError):
-        _fail(e.cli_message(), e.exit_code)
     if isinstance(e, (click.exceptions.Abort, KeyboardInterrupt, Interrupted)):
         click.echo("Interrupted.", err=True)
         sys.exit(130)
+    if isinstance(e, (BrokenPipeError, StdoutGone)):
+        _die_of_sigpipe()
+    # Most errors arrive as CliError from the group; these are raised outside any
+    # command (writing `--help` to a closed stdout).
+    if isinstance(e, (MnistconvError, OSError)):
+        e = CliError.of(e)
     if isinstance(e, click.ClickException):
         e.show()
         sys.exit(e.exit_code)
-    if isinstance(e, (BrokenPipeError, StdoutGone)):
-        _die_of_sigpipe()
-    if isinstance(e, OSError):
-        where = f"{e.filename}: " if e.filename else ""
-        hint = "; free some space and run again" if e.errno == errno.ENOSPC else ""
-        _fail(f"{where}{e.strerror or e}{hint}", 1)
 
 
 def console():

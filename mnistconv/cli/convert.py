@@ -1,4 +1,4 @@
-"""convert, the <reader>-to-<writer> commands, info and formats.
+"""convert and the <reader>-to-<writer> commands: read, select, write, report.
 
 The format options and the a-to-b commands come from the registry, so a new format
 appears here by registering it.
@@ -6,7 +6,6 @@ appears here by registering it.
 
 import inspect
 import os
-import tempfile
 import time
 
 import click
@@ -15,51 +14,8 @@ from .. import registry
 from ..errors import UsageError
 from .common import (emit_json, files_json, force_option, json_option, make_progress, note,
                      quiet_option)
-
-
-def selection_options(f):
-    for decorator in reversed([
-        click.option("--split", "splits", multiple=True, metavar="NAME",
-                     help="Only this split (repeatable): train, test, validation, ..."),
-        click.option("--limit", type=click.IntRange(min=0), metavar="N",
-                     help="At most N examples per split (after shuffling/balancing)."),
-        click.option("--per-class", type=click.IntRange(min=1), metavar="N",
-                     help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
-        click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
-        click.option("--seed", type=click.IntRange(min=0), default=None,
-                     help="Seed for --shuffle (default 0); same seed, same order."),
-        click.option("--transpose", is_flag=True,
-                     help="Swap image rows and columns (EMNIST is stored transposed)."),
-    ]):
-        f = decorator(f)
-    return f
-
-
-def _click_option(opt: registry.Option):
-    kinds = {"int": int, "float": float, "str": str, "path": click.Path(),
-             "choice": click.Choice(opt.choices)}
-    if opt.type == "flag":
-        return click.option(opt.flag, opt.name, is_flag=True, default=False, help=opt.help)
-    return click.option(opt.flag, opt.name, type=kinds[opt.type], default=opt.default,
-                        show_default=opt.default is not None, help=opt.help)
-
-
-def format_options(options):
-    """Decorator adding each registry option once (formats may share a flag)."""
-    unique = {}
-    for opt in options:
-        unique.setdefault(opt.flag, opt)
-
-    def decorate(f):
-        for opt in reversed(list(unique.values())):
-            f = _click_option(opt)(f)
-        return f
-    return decorate
-
-
-def _options_for(declared, values):
-    return {o.name: values[o.name] for o in declared
-            if o.name in values and values[o.name] is not None}
+from .inputs import (Input, StdinSpool, all_options, format_options, from_option,
+                     options_for, selection, selection_options)
 
 
 def _refuse_foreign(values, reader, writer):
@@ -72,45 +28,8 @@ def _refuse_foreign(values, reader, writer):
                                        f"or writing {writer.name}")
 
 
-class _Stdin:
-    """'-' as the source: stdin spooled to a temporary file, detected by content."""
-
-    def __init__(self, src):
-        self.src, self.path = src, src
-
-    def __enter__(self):
-        if self.src == "-":
-            import shutil
-            import sys
-            from ..fileio import remove_dead_leftovers, signals_deferred, staging_prefix
-            if sys.stdin is None or sys.stdin.isatty():
-                raise UsageError("-", "stdin is a terminal, not a dataset",
-                                 "pipe one in: cat mnist.npz | mnistconv convert - out/")
-            remove_dead_leftovers(tempfile.gettempdir())
-            with signals_deferred():  # no interrupt between creating and remembering it
-                fd, self.path = tempfile.mkstemp(prefix=staging_prefix("stdin")[1:])
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
-            except BaseException:  # __exit__ does not run when __enter__ fails
-                os.unlink(self.path)
-                raise
-        return self.path
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.path != self.src:
-            os.unlink(self.path)
-            # Errors name what the user gave, '-', not our spool file.
-            from ..errors import MnistconvError
-            if isinstance(exc, MnistconvError) and exc.path \
-                    and exc.path.startswith(self.path):
-                exc.path = "-" + exc.path[len(self.path):]
-            elif isinstance(exc, OSError) and exc.filename == self.path:
-                exc.filename = "-"
-        return False
-
-
 def sha256sums_option(f):
+    """--sha256sums: write SHA256SUMS beside the output."""
     return click.option("--sha256sums", is_flag=True,
                         help="Also write SHA256SUMS beside the output (checked with "
                              "`sha256sum -c SHA256SUMS` in its directory).")(f)
@@ -162,16 +81,18 @@ def _check_sums_target(dst, writer):
 
 
 def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
+    """What convert and every a-to-b command do: check, read SRC with the selection,
+    write DST, then report (notes on stderr, or --json on stdout). Returns 0."""
     import mnistconv
-    from .. import stream
     if dst == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the data")
     sums = values.pop("sha256sums", False)
     if dst == "-" and sums:
         raise UsageError(None, "--sha256sums needs an output file, not stdout")
     started = time.perf_counter()
-    with _Stdin(src) as src_path:
-        reader = registry.get(from_name) if from_name else registry.detect_input(src_path)
+    with StdinSpool(src) as src_path:
+        source = Input(src_path, from_name)
+        reader = source.format
         writer = registry.get(to_name) if to_name else registry.detect_output(dst)
         if src == "-" and not reader.stdio:
             raise UsageError("-", f"{reader.name} cannot be read from stdin")
@@ -180,12 +101,8 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         _refuse_foreign(values, reader, writer)
         if sums:
             _check_sums_target(dst, writer)
-        dataset = mnistconv.read(src_path, reader.name, **_options_for(reader.read_options,
-                                                                        values))
-        dataset = stream.select(dataset, list(values["splits"]), values["limit"],
-                                values["per_class"], values["shuffle"], values["seed"],
-                                values["transpose"])
-        write_options = _options_for(writer.write_options, values)
+        dataset = source.read(values, selection(values))
+        write_options = options_for(writer.write_options, values)
         stats = {}
         if "stats" in inspect.signature(writer.load().write).parameters:
             write_options["stats"] = stats
@@ -226,20 +143,14 @@ def _unrecorded_split_name(dataset, dst, writer):
             f"--split-name {name}"] if name != "train" else []
 
 
-def _all_options(role):
-    return [o for f in registry.FORMATS.values()
-            for o in (f.read_options if role == "read" else f.write_options)]
-
-
 @click.command()
 @click.argument("src")
 @click.argument("dst")
-@click.option("--from", "from_name", type=click.Choice(list(registry.FORMATS)),
-              help="Input format (default: detected from content, then name).")
+@from_option(help="Input format (default: detected from content, then name).")
 @click.option("--to", "to_name", type=click.Choice(list(registry.FORMATS)),
               help="Output format (default: from DST's name; a directory is IDX).")
 @selection_options
-@format_options(_all_options("read") + _all_options("write"))
+@format_options(all_options("read") + all_options("write"))
 @force_option
 @sha256sums_option
 @quiet_option
@@ -259,6 +170,11 @@ def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
 
 
 def pair_command(reader_name, writer_name):
+    """The click command `<reader>-to-<writer> SRC DST`: convert with both formats named,
+    only their options, and its own help and example.
+
+        pair_command("idx", "npz")  # mnistconv idx-to-npz data/mnist out.npz
+    """
     reader, writer = registry.get(reader_name), registry.get(writer_name)
     example_dst = "out/" if writer.output_is_directory else \
         f"out{writer.extensions[0] if writer.extensions else ''}"
@@ -279,98 +195,3 @@ def pair_command(reader_name, writer_name):
     ]):
         command = decorator(command)
     return command
-
-
-def describe(dataset, check=True):
-    """The facts `info` shows, as plain data (also the --json output)."""
-    import numpy as np
-    from ..fileio import sha256_file
-    splits = {}
-    for name, split in dataset.splits.items():
-        if check and hasattr(split, "check"):
-            split.check()
-        labels = split.labels()
-        h = split.header
-        classes = np.bincount(labels.astype(np.int64, copy=False)) if len(labels) and \
-            labels.dtype.kind in "iu" and labels.min() >= 0 else np.zeros(0, np.int64)
-        splits[name] = {
-            "count": h.count, "shape": list(h.shape), "dtype": h.dtype.name,
-            "label_dtype": labels.dtype.name,
-            "label_range": [labels.min().item(), labels.max().item()] if len(labels) else None,
-            "class_counts": {str(c): int(n) for c, n in enumerate(classes) if n},
-            "source": h.source,
-        }
-    files = [{"path": p, "bytes": os.path.getsize(p), "sha256": sha256_file(p)}
-             for p in dataset.paths if os.path.isfile(p)]
-    return {"format": dataset.format, "splits": splits, "files": files,
-            "notes": dataset.notes}
-
-
-@click.command()
-@click.argument("path")
-@click.option("--from", "from_name", type=click.Choice(list(registry.FORMATS)),
-              help="Input format (default: detected).")
-@format_options(_all_options("read"))
-@selection_options
-@json_option
-def info(path, from_name, as_json, **values):
-    """Show a dataset's format, splits, counts, element type, shape, labels and
-    per-class counts, and the SHA-256 of each file. Reads everything once, so a
-    truncated or corrupt file is reported here.
-
-    \b
-    Examples:
-      mnistconv info data/mnist
-      mnistconv info mnist.npz --json
-    """
-    import mnistconv
-    from .. import stream
-    reader = registry.get(from_name) if from_name else registry.detect_input(path)
-    dataset = mnistconv.read(path, reader.name, **_options_for(reader.read_options, values))
-    dataset = stream.select(dataset, list(values["splits"]), values["limit"],
-                            values["per_class"], values["shuffle"], values["seed"],
-                            values["transpose"])
-    facts = describe(dataset)
-    facts = {"path": path, **facts}
-    from .view import orientation_hint, print_histogram
-    for name, split in dataset.splits.items():
-        facts["splits"][name]["orientation"] = orientation_hint(split, values["transpose"])
-    if as_json:
-        emit_json(facts)
-        return 0
-    click.echo(f"{path}: {facts['format']}, {len(facts['splits'])} split(s)")
-    for name, s in facts["splits"].items():
-        shape = "x".join(map(str, s["shape"]))
-        low, high = s["label_range"] or ("-", "-")
-        click.echo(f"  {name}: {s['count']} images {shape} {s['dtype']}, labels "
-                   f"{s['label_dtype']} {low}..{high}")
-        click.echo("    per class:")
-        print_histogram(s["class_counts"], "      ")
-    for f in facts["files"]:
-        click.echo(f"  {f['sha256']}  {f['bytes']:>10}  {f['path']}")
-    for text in facts["notes"]:
-        click.echo(f"  note: {text}")
-    return 0
-
-
-@click.command("formats")
-@json_option
-def formats_command(as_json):
-    """List the formats mnistconv reads and writes, with their options."""
-    rows = []
-    for f in registry.FORMATS.values():
-        rows.append({"name": f.name, "read": f.can_read, "write": f.can_write,
-                     "stdio": f.stdio, "description": f.description,
-                     "extensions": list(f.extensions),
-                     "read_options": [o.flag for o in f.read_options],
-                     "write_options": [o.flag for o in f.write_options]})
-    if as_json:
-        emit_json(rows)
-        return 0
-    for r in rows:
-        modes = "".join(m for m, ok in (("r", r["read"]), ("w", r["write"])) if ok)
-        click.echo(f"{r['name']:<10} {modes:<3} {r['description']}")
-        opts = r["read_options"] + r["write_options"]
-        if opts:
-            click.echo(f"{'':<14} options: {' '.join(opts)}")
-    return 0

@@ -1,0 +1,105 @@
+"""info: what a dataset holds, split by split, and the SHA-256 of each file."""
+
+import os
+
+import click
+
+from .common import emit_json, json_option, note
+from .inputs import Input, all_options, format_options, from_option, selection, \
+    selection_options
+
+
+def describe(dataset, check=True):
+    """The facts `info` shows, as plain data (also the --json output)."""
+    import numpy as np
+    from ..fileio import sha256_file
+    splits = {}
+    for name, split in dataset.splits.items():
+        if check and hasattr(split, "check"):
+            split.check()
+        labels = split.labels()
+        h = split.header
+        classes = np.bincount(labels.astype(np.int64, copy=False)) if len(labels) and \
+            labels.dtype.kind in "iu" and labels.min() >= 0 else np.zeros(0, np.int64)
+        splits[name] = {
+            "count": h.count, "shape": list(h.shape), "dtype": h.dtype.name,
+            "label_dtype": labels.dtype.name,
+            "label_range": [labels.min().item(), labels.max().item()] if len(labels) else None,
+            "class_counts": {str(c): int(n) for c, n in enumerate(classes) if n},
+            "source": h.source,
+        }
+    files = [{"path": p, "bytes": os.path.getsize(p), "sha256": sha256_file(p)}
+             for p in dataset.paths if os.path.isfile(p)]
+    return {"format": dataset.format, "splits": splits, "files": files,
+            "notes": dataset.notes}
+
+
+@click.command()
+@click.argument("path")
+@from_option()
+@format_options(all_options("read"))
+@selection_options
+@json_option
+def info(path, from_name, as_json, **values):
+    """Show a dataset's format, splits, counts, element type, shape, labels and
+    per-class counts, and the SHA-256 of each file. Reads everything once, so a
+    truncated or corrupt file is reported here.
+
+    \b
+    Examples:
+      mnistconv info data/mnist
+      mnistconv info mnist.npz --json
+    """
+    dataset = Input(path, from_name).read(values, selection(values))
+    facts = {"path": path, **describe(dataset)}
+    for name, split in dataset.splits.items():
+        facts["splits"][name]["orientation"] = orientation_hint(split, values["transpose"])
+    if as_json:
+        emit_json(facts)
+        return 0
+    click.echo(f"{path}: {facts['format']}, {len(facts['splits'])} split(s)")
+    for name, s in facts["splits"].items():
+        shape = "x".join(map(str, s["shape"]))
+        low, high = s["label_range"] or ("-", "-")
+        click.echo(f"  {name}: {s['count']} images {shape} {s['dtype']}, labels "
+                   f"{s['label_dtype']} {low}..{high}")
+        click.echo("    per class:")
+        print_histogram(s["class_counts"], "      ")
+    for f in facts["files"]:
+        click.echo(f"  {f['sha256']}  {f['bytes']:>10}  {f['path']}")
+    for text in facts["notes"]:
+        click.echo(f"  note: {text}")
+    return 0
+
+
+def print_histogram(class_counts, indent="    "):
+    """Per-class bars on stdout: unicode blocks (coloured unless NO_COLOR) on a terminal,
+    '#' bars in plain ASCII otherwise (logs, pipes)."""
+    from rich.console import Console
+    from .. import view
+    console = Console(highlight=False, soft_wrap=False)
+    terminal = console.is_terminal
+    # Bars longer than ~60 columns read no better; keep them short on wide terminals.
+    rows = view.histogram_rows(class_counts, min(console.width, 72) - len(indent) - 1,
+                               ascii=not terminal)
+    for label, bar, count in rows:
+        if terminal:
+            from rich.text import Text
+            console.print(Text.assemble(indent, label, " ", (bar, "cyan"), " ", count))
+        else:
+            click.echo(f"{indent}{label} {bar} {count}")
+
+
+def orientation_hint(split, transposed=False, quiet=False):
+    """{looks_transposed, taller_share} for --json, and a hint on stderr when the
+    images look transposed (EMNIST), or upright but read with --transpose."""
+    from .. import view
+    verdict, share = view.looks_transposed(split)
+    if verdict:
+        fix = ("they were read with --transpose: drop it" if transposed else
+               "read with --transpose (show, convert, info, ...)")
+        note(f"hint: {split.name}: images look transposed, as EMNIST's are (only "
+             f"{100 * share:.0f}% of them are taller than wide, against about 90% for "
+             f"upright handwriting); {fix}", quiet)
+    return {"looks_transposed": verdict,
+            "taller_share": None if share is None else round(share, 3)}

@@ -1,0 +1,192 @@
+"""The input side of every command that reads a dataset: the options that say how to
+read it (--from, the formats' read options, the selection) and `Input`, which detects
+a path's format once and reads it with those options.
+
+The format options come from the registry's declarations, so a new format's options
+appear on every command by registering it. Nothing here imports numpy until a dataset
+is read.
+"""
+
+import os
+import tempfile
+
+import click
+
+from .. import registry
+from ..errors import UsageError
+from .common import note
+
+# The selection options' names: the keyword arguments of mnistconv.stream.select.
+SELECTION = ("splits", "limit", "per_class", "shuffle", "seed", "transpose")
+
+
+def from_option(flag="--from", dest="from_name", help="Input format (default: detected)."):
+    """--from FORMAT (or --from-a/--from-b): the input's format, when detection should
+    not choose it."""
+    return click.option(flag, dest, type=click.Choice(list(registry.FORMATS)), help=help)
+
+
+def selection_options(f):
+    """--split, --limit, --per-class, --shuffle, --seed and --transpose: which examples
+    of the input, in which order (see mnistconv.stream.select and `selection`)."""
+    for decorator in reversed([
+        click.option("--split", "splits", multiple=True, metavar="NAME",
+                     help="Only this split (repeatable): train, test, validation, ..."),
+        click.option("--limit", type=click.IntRange(min=0), metavar="N",
+                     help="At most N examples per split (after shuffling/balancing)."),
+        click.option("--per-class", type=click.IntRange(min=1), metavar="N",
+                     help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
+        click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
+        click.option("--seed", type=click.IntRange(min=0), default=None,
+                     help="Seed for --shuffle (default 0); same seed, same order."),
+        click.option("--transpose", is_flag=True,
+                     help="Swap image rows and columns (EMNIST is stored transposed)."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+def selection(values) -> dict:
+    """The keyword arguments of mnistconv.stream.select from the values of
+    `selection_options`."""
+    chosen = {name: values[name] for name in SELECTION}
+    chosen["splits"] = list(chosen["splits"])
+    return chosen
+
+
+def _click_option(opt: registry.Option):
+    kinds = {"int": int, "float": float, "str": str, "path": click.Path(),
+             "choice": click.Choice(opt.choices)}
+    if opt.type == "flag":
+        return click.option(opt.flag, opt.name, is_flag=True, default=False, help=opt.help)
+    return click.option(opt.flag, opt.name, type=kinds[opt.type], default=opt.default,
+                        show_default=opt.default is not None, help=opt.help)
+
+
+def format_options(options):
+    """Decorator adding each registry option as a click option, once (formats may
+    share a flag).
+
+        @format_options(all_options("read"))
+        def command(path, **values): ...
+    """
+    unique = {}
+    for opt in options:
+        unique.setdefault(opt.flag, opt)
+
+    def decorate(f):
+        for opt in reversed(list(unique.values())):
+            f = _click_option(opt)(f)
+        return f
+    return decorate
+
+
+def all_options(role):
+    """Every format's "read" or "write" options, in registry order."""
+    return [o for f in registry.FORMATS.values()
+            for o in (f.read_options if role == "read" else f.write_options)]
+
+
+def options_for(declared, values) -> dict:
+    """The keyword arguments for one format: those of `declared` set in `values`."""
+    return {o.name: values[o.name] for o in declared
+            if o.name in values and values[o.name] is not None}
+
+
+class Input:
+    """A dataset named on the command line: its path and its format, named with
+    --from or detected (content first, then name) once, here.
+
+        source = Input("data/mnist", None)
+        dataset = source.read(values, selection(values))
+    """
+
+    def __init__(self, path, from_name=None, from_flag="--from"):
+        self.path = path
+        self.format = registry.get(from_name) if from_name else \
+            registry.detect_input(path, from_flag)
+
+    def read(self, values, select=None):
+        """The dataset, read with the read options in `values` that this format takes
+        (a read option applies to each input whose format has it), then chosen and
+        ordered by `select` (keyword arguments of mnistconv.stream.select)."""
+        import mnistconv
+        dataset = mnistconv.read(self.path, self.format.name,
+                                 **options_for(self.format.read_options, values))
+        if select is not None:
+            from .. import stream
+            dataset = stream.select(dataset, **select)
+        return dataset
+
+
+def one_split_options(f):
+    """What show and preview read: --from, the read options, one --split, --transpose."""
+    for decorator in reversed([
+        from_option(),
+        format_options(all_options("read")),
+        click.option("--split", "split_name", metavar="NAME",
+                     help="The split to draw (default: the first, e.g. train)."),
+        click.option("--transpose", is_flag=True,
+                     help="Swap rows and columns first (EMNIST is stored transposed)."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+def one_split(dataset, path, name, quiet):
+    """The split asked for, or the first one (saying which, when there are several)."""
+    if name:
+        if name not in dataset.splits:
+            raise UsageError(path, f"no split named {name}",
+                             f"splits present: {', '.join(dataset.splits) or 'none'}")
+        return dataset.splits[name]
+    if not dataset.splits:
+        raise UsageError(path, "holds no splits")
+    first, *others = dataset.splits
+    if others:
+        note(f"showing split {first}; also in {path}: {', '.join(others)} "
+             "(choose with --split)", quiet)
+    return dataset.splits[first]
+
+
+class StdinSpool:
+    """'-' as the source: stdin spooled to a temporary file (detected by content like
+    any file), removed on leaving; errors then name '-', not the spool file.
+
+        with StdinSpool(src) as path:
+            dataset = Input(path, from_name).read(values)
+    """
+
+    def __init__(self, src):
+        self.src, self.path = src, src
+
+    def __enter__(self):
+        if self.src == "-":
+            import shutil
+            import sys
+            from ..fileio import remove_dead_leftovers, signals_deferred, staging_prefix
+            if sys.stdin is None or sys.stdin.isatty():
+                raise UsageError("-", "stdin is a terminal, not a dataset",
+                                 "pipe one in: cat mnist.npz | mnistconv convert - out/")
+            remove_dead_leftovers(tempfile.gettempdir())
+            with signals_deferred():  # no interrupt between creating and remembering it
+                fd, self.path = tempfile.mkstemp(prefix=staging_prefix("stdin")[1:])
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+            except BaseException:  # __exit__ does not run when __enter__ fails
+                os.unlink(self.path)
+                raise
+        return self.path
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.path != self.src:
+            os.unlink(self.path)
+            # Errors name what the user gave, '-', not our spool file.
+            from ..errors import MnistconvError
+            if isinstance(exc, MnistconvError) and exc.path \
+                    and exc.path.startswith(self.path):
+                exc.path = "-" + exc.path[len(self.path):]
+            elif isinstance(exc, OSError) and exc.filename == self.path:
+                exc.filename = "-"
+        return False

@@ -1,0 +1,78 @@
+"""preview: a contact sheet of a dataset (PNG, JPEG or WebP), one row per class."""
+
+import click
+
+from ..errors import UsageError
+from .common import emit_json, force_option, json_option, note, quiet_option
+from .inputs import Input, one_split, one_split_options
+
+
+@click.command()
+@click.argument("path")
+@click.option("-o", "--output", required=True, metavar="FILE",
+              help="Where to write the sheet, in the format its name says: .png, .jpg or "
+                   ".jpeg (JPEG, quality 95), .webp (lossless); '-' for PNG on stdout.")
+@one_split_options
+@click.option("--per-class", type=click.IntRange(min=1), default=10, show_default=True,
+              metavar="N", help="Images per class (per row).")
+@click.option("--scale", type=click.IntRange(min=1, max=16), default=2, show_default=True,
+              metavar="K", help="Each pixel becomes K x K.")
+@force_option
+@quiet_option
+@json_option
+def preview(path, output, from_name, split_name, transpose, per_class, scale, force, quiet,
+            as_json, **values):
+    """Write a contact sheet of PATH (PNG, JPEG or WebP): one row per class, the class on the left, the
+    first N images of that class (in file order) with each one's original index under it.
+
+    \b
+    Examples:
+      mnistconv preview data/mnist -o sheet.png
+      mnistconv preview data/mnist --split test --per-class 20 --scale 1 -o test.png
+      mnistconv preview data/mnist -o sheet.webp
+    """
+    from .. import view
+    from ..fileio import StagedOutput, output_file_info
+    if output == "-" and as_json:
+        raise UsageError(None, "--json prints on stdout, which '-' uses for the PNG")
+    ext = view.sheet_format(output)
+    if ext is None:
+        # Before reading anything: a .gif or .txt would get bytes of another format.
+        raise UsageError(output, "cannot tell the image format from the name",
+                         "end it in .png, .jpg, .jpeg or .webp")
+    dataset = Input(path, from_name).read(values, {"transpose": transpose})
+    split = one_split(dataset, path, split_name, quiet or as_json)
+    groups = view.per_class_positions(split.labels(), per_class)
+    if not groups:
+        raise UsageError(path, f"split {split.name} holds no images to preview")
+    import numpy as np
+    order = np.concatenate(list(groups.values()) or [np.zeros(0, np.int64)])
+    # One gather for the whole sheet, in increasing order (sequential for streams).
+    wanted = np.unique(order)
+    images = split.take(wanted)
+    indices = split.indices()
+    rows = []
+    for label, positions in groups.items():
+        at = np.searchsorted(wanted, positions)
+        rows.append((str(label), images[at], [f"#{indices[p]}" for p in positions]))
+    try:
+        sheet, _ = view.contact_sheet(rows, scale)
+    except ValueError as e:
+        raise UsageError(path, str(e)) from None
+    data = view.encode_sheet(sheet, ext)
+    kind = view.SHEET_FORMATS[ext][0]
+    with StagedOutput(force) as staged:
+        tmp = staged.file(output)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        info = output_file_info(tmp)
+    facts = {"path": output, "format": kind, "bytes": info.bytes, "sha256": info.sha256,
+             "width": int(sheet.shape[1]), "height": int(sheet.shape[0]),
+             "split": split.name, "classes": len(groups),
+             "images": int(sum(len(p) for p in groups.values()))}
+    if as_json:
+        emit_json(facts)
+    elif output != "-":
+        note(f"{output}: {facts['width']}x{facts['height']} {kind}, {facts['classes']} "
+             f"classes x up to {per_class} images, {facts['bytes']:,} bytes", quiet)
+    return 0

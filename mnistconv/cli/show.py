@@ -1,0 +1,126 @@
+"""show: draw a dataset's images in the terminal."""
+
+import re
+
+import click
+
+from ..errors import UsageError
+from .common import note, quiet_option
+from .inputs import Input, one_split, one_split_options
+
+DEFAULT_SHOW = 10
+
+
+def parse_index(spec, count, path=None):
+    """Positions from '0:20', '5', '-3:', '1,4,10:12' (Python slice rules, no step
+    beyond a:b:c). A single index outside the split is an error."""
+    import numpy as np
+    positions = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not re.fullmatch(r"-?\d*(:-?\d*){0,2}", part) or not part:
+            raise UsageError(None, f"--index {spec!r} is not a list of positions or "
+                                   "ranges", "write e.g. 0:20 or 3,7,10:12")
+        if ":" in part:
+            bounds = [int(b) if b else None for b in part.split(":")]
+            if len(bounds) == 3 and bounds[2] == 0:
+                raise UsageError(None, f"--index {spec!r}: a step cannot be 0")
+            positions.extend(range(count)[slice(*bounds)])
+        else:
+            i = int(part)
+            if not -count <= i < count:
+                raise UsageError(path, f"--index {i} is outside the split "
+                                       f"({count} images)")
+            positions.append(i % count)
+    return np.array(positions, dtype=np.int64)
+
+
+def parse_grid(spec):
+    m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", spec or "")
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise UsageError(None, f"--grid {spec!r} is not COLSxROWS", "write e.g. 10x2")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _chosen(split, path, index, per_class, grid):
+    """Positions to show and, when --grid is given, the numbers of columns and rows
+    (None, None without it). The positions are at most COLS x ROWS; show() keeps ROWS
+    lines' worth once it knows how many tiles fit the terminal's width."""
+    import numpy as np
+    from .. import view
+    if index is not None and per_class is not None:
+        raise UsageError(None, "--index and --per-class choose images in different ways",
+                         "give one of them")
+    cols, rows = (None, None) if grid is None else parse_grid(grid)
+    limit = None if rows is None else cols * rows
+    count = split.header.count
+    if index is not None:
+        positions = parse_index(index, count, path)
+    elif per_class is not None:
+        groups = view.per_class_positions(split.labels(), per_class)
+        positions = np.concatenate(list(groups.values()) or [np.zeros(0, np.int64)])
+    else:
+        positions = np.arange(min(count, limit or DEFAULT_SHOW), dtype=np.int64)
+    if limit is not None:
+        positions = positions[:limit]
+    return positions, cols, rows
+
+
+@click.command()
+@click.argument("path")
+@one_split_options
+@click.option("--index", metavar="SPEC",
+              help="Positions to draw: 0:20, 5, -3:, 1,4,10:12 (default: the first 10).")
+@click.option("--per-class", type=click.IntRange(min=1), metavar="N",
+              help="The first N images of each class, class by class.")
+@click.option("--grid", metavar="COLSxROWS",
+              help="At most COLS images per line (fewer if the terminal is narrower) "
+                   "and ROWS lines of images.")
+@click.option("--ascii", "force_ascii", is_flag=True,
+              help="Plain ASCII shading even on a colour terminal.")
+@quiet_option
+def show(path, from_name, split_name, transpose, index, per_class, grid, force_ascii,
+         quiet, **values):
+    """Draw images of PATH in the terminal, each with its label and original index
+    (label #index) under it, wrapped to the terminal width.
+
+    On a colour terminal each character cell holds two pixels (half blocks, grayscale);
+    with NO_COLOR set, TERM=dumb, or output to a file or pipe, it is plain ASCII shading
+    (' .:-=+*#%@', two pixel rows per character). FORCE_COLOR forces colour.
+
+    \b
+    Examples:
+      mnistconv show data/mnist --index 0:20
+      mnistconv show data/mnist --split test --per-class 2
+      mnistconv show emnist/ --prefix emnist-letters --transpose --grid 8x2
+    """
+    from rich.console import Console
+    from .. import view
+    dataset = Input(path, from_name).read(values, {"transpose": transpose})
+    split = one_split(dataset, path, split_name, quiet)
+    positions, cols, rows = _chosen(split, path, index, per_class, grid)
+    if len(positions) == 0:
+        note(f"{path}: no images to show", quiet)
+        return 0
+    images = split.take(positions)
+    labels = split.labels()[positions]
+    indices = split.indices()[positions]
+    try:
+        images = view.to_gray_uint8(images)
+    except ValueError as e:
+        raise UsageError(path, str(e)) from None
+    captions = [view.caption(lab.item(), i.item()) for lab, i in zip(labels, indices)]
+    console = Console(highlight=False, soft_wrap=False)
+    width = console.width
+    if rows is not None:
+        # ROWS lines of images: fewer per line when the terminal is narrower than
+        # COLS tiles, so fewer images (5x1 in 80 columns is 2 images, not 3 lines).
+        keep = view.tiles_per_line(images, captions, width, cols) * rows
+        images, captions = images[:keep], captions[:keep]
+    colour = (console.is_terminal and not console.no_color
+              and console.color_system is not None and not force_ascii)
+    if colour:
+        console.print(view.render_blocks(images, captions, width, cols), end="")
+    else:
+        click.echo(view.render_ascii(images, captions, width, cols), nl=False)
+    return 0
