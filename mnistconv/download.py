@@ -109,8 +109,8 @@ def _files(md5s, sha256s=None, sizes=None, contents=None):
                  for name, md5 in zip(_IDX, md5s))
 
 
-# SHA-256 and size of the decompressed official MNIST files (the same values as
-# pack.OFFICIAL_MNIST): every copy of MNIST holds these bytes, whatever its gzip wrapper.
+# SHA-256 and size of the decompressed official MNIST files (the browser pack's
+# OFFICIAL_MNIST): every copy of MNIST holds these bytes, whatever its gzip wrapper.
 _MNIST_CONTENT = {
     "train-images-idx3-ubyte.gz":
     ("ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", 47040016),
