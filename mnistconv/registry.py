@@ -14,51 +14,17 @@ and may provide matches_name(path) -> bool for detection by name.
 
 import importlib
 import os
-from dataclasses import dataclass
 
 from .errors import UsageError
+from .formats.common import SPLIT_NAME
+from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .Format)
 
 
-@dataclass(frozen=True)
-class Option:
-    name: str  # keyword argument of read()/write()
-    flag: str  # command-line flag
-    help: str
-    type: str = "flag"  # flag | int | float | str | choice | path
-    choices: tuple = ()
-    default: object = None
-
-
-@dataclass(frozen=True)
-class Format:
-    name: str
-    module: str
-    description: str
-    extensions: tuple = ()  # detection by name, e.g. (".npz",)
-    read_options: tuple = ()
-    write_options: tuple = ()
-    can_read: bool = True
-    can_write: bool = True
-    stdio: bool = False  # '-' works (a single stream)
-    output_is_directory: bool = False
-    # A single file does not record its split's name, which is then taken from the
-    # file name (train-images-idx3-ubyte, conv3.bin, t.tfrecord) and noted as assumed.
-    split_names_from_file_names: bool = False
-    # The output is one file holding every split (npz): never a directory.
-    output_is_one_file: bool = False
-    # Compression suffixes an output name may end with, and the write option each
-    # sets: {".gz": ("compression", "gzip")}. Kept last in the names written.
-    compression_suffixes: tuple = ()
-
-    def load(self):
-        return importlib.import_module(self.module)
-
-    def matches_name(self, path) -> bool:
-        module = self.load()
-        if hasattr(module, "matches_name"):
-            return module.matches_name(path)
-        return str(path).lower().endswith(self.extensions) if self.extensions else False
-
+# The format packages, by module name: each declares itself in its SPEC.
+FORMAT_PACKAGES = (
+    "mnistconv.formats.idx",
+    "mnistconv.formats.npz",
+)
 
 FORMATS: dict = {}
 
@@ -237,51 +203,15 @@ def _compression_hint(fmt):
     return f"use {flags[0]} instead" if flags else "name the output without it"
 
 
-# --- the formats ---------------------------------------------------------------------
+for _package in FORMAT_PACKAGES:
+    register(importlib.import_module(_package).SPEC)
 
-# Every reader takes it; mnistconv.read() applies it (see there).
-SPLIT_NAME = Option("split_name", "--split-name", "Name of the split of a single-split "
-                    "input (default: recorded in the file, else from the file name: "
-                    "train/test/validation, t10k -> test; a note says it was assumed)",
-                    "str")
+# --- formats still declared here (to move into their packages) ---------------------------------------------------------------------
+
 
 # ---------------------------------------------------------------------
 
-register(Format(
-    "idx", "mnistconv.formats.idx",
-    "IDX, the MNIST database's own format (a directory of images/labels files)",
-    split_names_from_file_names=True,
-    read_options=(
-        SPLIT_NAME,
-        Option("labels", "--labels", "labels file for a single images file "
-               "(default: found by name)", "path"),
-        Option("prefix", "--prefix", "file family in a directory, e.g. emnist-balanced "
-               "for emnist-balanced-train-images-idx3-ubyte", "str"),
-    ),
-    write_options=(
-        Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
-        Option("gzip_level", "--gzip-level", "deflate level of --gzip: 1 (fastest) to 9 "
-               "(smallest); the same bytes for the same data and level, on any number "
-               "of cores", "int", (), 9),
-    ),
-    output_is_directory=True,
-))
 
-register(Format(
-    "npz", "mnistconv.formats.npz",
-    "numpy .npz in Keras' layout (x_train, y_train, x_test, y_test)",
-    extensions=(".npz",),
-    output_is_one_file=True,
-    read_options=(SPLIT_NAME,),
-    write_options=(
-        Option("compress", "--compress", "deflate the arrays (np.savez_compressed)"),
-        Option("layout", "--layout", "array layout of x_*: N,H,W (Keras), N,H,W,1 "
-               "(TensorFlow) or N,1,H,W (PyTorch, Caffe)", "choice",
-               ("nhw", "nhwc", "nchw"), "nhw"),
-        Option("to_float", "--float", "float32 pixels scaled to [0, 1] instead of uint8"),
-    ),
-    stdio=True,
-))
 
 register(Format(
     "gdmnist", "mnistconv.formats.gdmnist",

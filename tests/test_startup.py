@@ -66,7 +66,7 @@ def test_help_imports_no_heavy_dependency(tmp_path, args):
 def test_idx_to_npz_imports_no_heavy_dependency(tmp_path):
     out = tmp_path / "sample.npz"
     names, _ = modules_at_exit(tmp_path, "-m", "idx-to-npz", SAMPLE, out)
-    assert "mnistconv.formats.idx" in names and "mnistconv.formats.npz" in names
+    assert "mnistconv.formats.idx.format" in names and "mnistconv.formats.npz.format" in names
     assert heavy_in(names) == []
     # ... and it did the whole conversion: the bundled sample's images, byte for byte.
     want = np.frombuffer(gzip.decompress((SAMPLE / "train-images-idx3-ubyte.gz")

@@ -23,12 +23,12 @@ import struct
 
 import numpy as np
 
-from ..errors import FormatError, UsageError
-from ..limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
-from ..fileio import (GZIP_MAX_RATIO, HashingWriter, InputFile,
+from ...errors import FormatError, UsageError
+from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
+from ...fileio import (GZIP_MAX_RATIO, HashingWriter, InputFile,
                       StagedOutput, check_input_file, output_file_info)
-from ..parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
-from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
+from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 
 ELEMENT_TYPES = {

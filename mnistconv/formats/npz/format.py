@@ -27,12 +27,12 @@ import zlib
 
 import numpy as np
 
-from ..errors import FormatError, UsageError
-from ..fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, open_staged
-from ..limits import printable, safe_split_name
-from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
+from ...errors import FormatError, UsageError
+from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, open_staged
+from ...limits import printable, safe_split_name
+from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
-from .idx import MAX_DIMS, check_labels, check_split_header
+from ..idx.format import MAX_DIMS, check_labels, check_split_header
 
 ZIP_MAGIC = b"PK\x03\x04"
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)

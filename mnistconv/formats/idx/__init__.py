@@ -1,0 +1,28 @@
+"""IDX, the MNIST database's own format: a directory of images/labels files (byte
+layout in format.py). This file is the format's declaration, light enough for `--help`;
+the code is in format.py, imported on first use."""
+
+from ...spec import Format, Option
+from ..common import SPLIT_NAME, lazy_attributes
+
+SPEC = Format(
+    "idx", "mnistconv.formats.idx.format",
+    "IDX, the MNIST database's own format (a directory of images/labels files)",
+    split_names_from_file_names=True,
+    read_options=(
+        SPLIT_NAME,
+        Option("labels", "--labels", "labels file for a single images file "
+               "(default: found by name)", "path"),
+        Option("prefix", "--prefix", "file family in a directory, e.g. emnist-balanced "
+               "for emnist-balanced-train-images-idx3-ubyte", "str"),
+    ),
+    write_options=(
+        Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
+        Option("gzip_level", "--gzip-level", "deflate level of --gzip: 1 (fastest) to 9 "
+               "(smallest); the same bytes for the same data and level, on any number "
+               "of cores", "int", (), 9, low=1, high=9),
+    ),
+    output_is_directory=True,
+)
+
+__getattr__ = lazy_attributes(SPEC.module)

@@ -1,0 +1,24 @@
+"""numpy .npz in Keras' layout (byte layout in format.py). This file is the format's
+declaration, light enough for `--help`; the code is in format.py, imported on first
+use."""
+
+from ...spec import Format, Option
+from ..common import SPLIT_NAME, lazy_attributes
+
+SPEC = Format(
+    "npz", "mnistconv.formats.npz.format",
+    "numpy .npz in Keras' layout (x_train, y_train, x_test, y_test)",
+    extensions=(".npz",),
+    output_is_one_file=True,
+    read_options=(SPLIT_NAME,),
+    write_options=(
+        Option("compress", "--compress", "deflate the arrays (np.savez_compressed)"),
+        Option("layout", "--layout", "array layout of x_*: N,H,W (Keras), N,H,W,1 "
+               "(TensorFlow) or N,1,H,W (PyTorch, Caffe)", "choice",
+               ("nhw", "nhwc", "nchw"), "nhw"),
+        Option("to_float", "--float", "float32 pixels scaled to [0, 1] instead of uint8"),
+    ),
+    stdio=True,
+)
+
+__getattr__ = lazy_attributes(SPEC.module)

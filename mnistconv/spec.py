@@ -1,0 +1,105 @@
+"""How a format declares itself: its name, extensions, kind of output and options.
+
+Each format package under mnistconv/formats/ holds one `SPEC = Format(...)` in its
+`__init__.py`, next to its code and importable without numpy or any codec, so listing
+the formats, building the command line and `--help` stay light. The registry collects
+the specs; the CLI, `mnistconv formats`, the README's table and option validation all
+derive from them, so an option's type, choices, default and range are written once.
+
+    SPEC = Format("npz", "mnistconv.formats.npz", "numpy .npz in Keras' layout",
+                  extensions=(".npz",),
+                  write_options=(Option("compress", "--compress", "deflate the arrays"),))
+"""
+
+import importlib
+from dataclasses import dataclass
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Option:
+    """One read or write option: the keyword argument `name` of read()/write(), its
+    command-line `flag`, and what values it takes.
+
+        Option("jpeg_quality", "--jpeg-quality", "JPEG quality", "int", default=95,
+               low=1, high=100)
+    """
+
+    name: str  # keyword argument of read()/write()
+    flag: str  # command-line flag
+    help: str
+    type: str = "flag"  # flag | int | float | str | choice | path
+    choices: tuple = ()
+    default: object = None
+    low: object = None  # int/float range, inclusive; None: unbounded
+    high: object = None
+
+    def check(self, value):
+        """The value if it is one this option takes, else the one-line UsageError every
+        option gives in the same words (exit 2 on the command line)."""
+        if value is None:
+            return value
+        if self.type == "choice" and value not in self.choices:
+            raise UsageError(None, f"{self.flag} must be one of {', '.join(self.choices)}, "
+                                   f"not {value!r}")
+        if self.type in ("int", "float"):
+            kind = int if self.type == "int" else (int, float)
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise UsageError(None, f"{self.flag} must be a number, not {value!r}")
+            if (self.low is not None and value < self.low) or \
+                    (self.high is not None and value > self.high):
+                raise UsageError(None, f"{self.flag} must be {self._range()}, not {value}")
+        return value
+
+    def _range(self):
+        if self.low is not None and self.high is not None:
+            return f"between {self.low} and {self.high}"
+        return f"{self.low} or more" if self.low is not None else f"{self.high} or less"
+
+
+@dataclass(frozen=True)
+class Format:
+    """A format's declaration (see the module docstring). `module` is imported only
+    when the format is read or written: it provides sniff(path), read(path, **options),
+    write(dataset, path, *, force, progress, **options) and may provide
+    matches_name(path)."""
+
+    name: str
+    module: str
+    description: str
+    extensions: tuple = ()  # detection by name, e.g. (".npz",)
+    read_options: tuple = ()
+    write_options: tuple = ()
+    can_read: bool = True
+    can_write: bool = True
+    stdio: bool = False  # '-' works (a single stream)
+    output_is_directory: bool = False
+    # A single file does not record its split's name, which is then taken from the
+    # file name (train-images-idx3-ubyte, conv3.bin, t.tfrecord) and noted as assumed.
+    split_names_from_file_names: bool = False
+    # The output is one file holding every split (npz): never a directory.
+    output_is_one_file: bool = False
+    # Compression suffixes an output name may end with, and the write option each
+    # sets: {".gz": ("compression", "gzip")}. Kept last in the names written.
+    compression_suffixes: tuple = ()
+
+    def load(self):
+        """The module with sniff/read/write (imported here, on first use)."""
+        return importlib.import_module(self.module)
+
+    def matches_name(self, path) -> bool:
+        """Whether the name says this format (detection by name, after content)."""
+        module = self.load()
+        if hasattr(module, "matches_name"):
+            return module.matches_name(path)
+        return str(path).lower().endswith(self.extensions) if self.extensions else False
+
+    def check_options(self, values: dict, role: str):
+        """Check option values given to read() (role "read") or write() ("write")
+        against their declarations; unknown names are left to the function itself."""
+        declared = {o.name: o for o in (self.read_options if role == "read"
+                                        else self.write_options)}
+        for name, value in values.items():
+            if name in declared:
+                declared[name].check(value)
