@@ -50,6 +50,7 @@ def read(path, format=None, *, split_name=None, **options):
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
         check_option_name(split_name, "--split-name")
+    fmt.check_options(options, "read")
     dataset = fmt.load().read(str(path), **options)
     single = len(dataset.splits) == 1
     if split_name is not None:
@@ -76,6 +77,7 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
+    fmt.check_options(options, "write")
     path, options = registry.resolve_output(path, fmt, options)
     return fmt.load().write(dataset, path, force=force,
                             progress=progress or NO_PROGRESS, **options)

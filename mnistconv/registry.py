@@ -252,7 +252,7 @@ register(Format(
         Option("image_format", "--image-format", "Image encoding (default: the preset's; "
                "jpeg is lossy, png and raw are exact)", "choice", ("jpeg", "png", "raw")),
         Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is OpenCV's "
-               "default, the recipe's)", "int", (), 95),
+               "default, the recipe's)", "int", (), 95, low=1, high=100),
         Option("label_format", "--label-format", "Label as a one-hot int64 list or a "
                "class index (default: the preset's)", "choice", ("onehot", "index")),
         Option("with_index", "--with-index", "Add each example's original index as an "
@@ -261,14 +261,14 @@ register(Format(
                "TensorFlow does: DST-00000-of-0000N for one split, "
                "<stem>-<split>.tfrecord-00000-of-0000N for several; with --preset tfds even "
                "--shards 1 gets the -00000-of-00001 suffix TFDS expects (default: one file "
-               "per split, no suffix)", "int"),
+               "per split, no suffix)", "int", low=1, high=10000),
         Option("compression", "--compression", "Compress whole files as TensorFlow's "
                "compression_type GZIP or ZLIB", "choice", ("none", "gzip", "zlib"), "none"),
         Option("exact_jpeg_error", "--exact-jpeg-error", "Measure the JPEG pixel error on "
                "every record, not the first quarter of every 1000 (decodes them all: "
                "about 20% slower)"),
         Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-               "core)", "int"),
+               "core)", "int", low=1, high=64),
     ),
     stdio=True,
 ))
