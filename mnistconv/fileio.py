@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import stat
+import struct
 import sys
 import tempfile
 import threading
@@ -180,20 +181,53 @@ class HashingWriter:
 
 
 class DeflateWriter:
-    """Deterministic deflate, level 9, in a gzip container (mtime 0, no file name: the
-    same bytes as gzip.compress(data, 9, mtime=0) and `gzip -9n`, whatever the write
-    sizes) or, with container="zlib", a ZLIB one (TFRecord's compression_type "ZLIB")."""
+    """Deterministic deflate, level 9, the same bytes whatever the write sizes, in a gzip
+    container or, with container="zlib", a ZLIB one (TFRecord's compression_type "ZLIB").
 
-    def __init__(self, file, container="gzip"):
+    The gzip header is written here, not by zlib: 1f 8b 08 00, mtime 0, no file name,
+    XFL 02 (level 9), then `os_byte`. The default 3 ("Unix", what zlib and `gzip -9n`
+    write) gives the bytes of gzip.compress(data, 9, mtime=0); GDMNIST1 passes 255
+    ("unknown"), the byte of Python's GzipFile that the published browser-v1 .bin.gz
+    files carry. Then raw deflate, CRC-32 and length (little-endian).
+
+    Example:
+        with open("x.gz", "wb") as f:
+            gz = DeflateWriter(f)          # DeflateWriter(f, os_byte=255) for GDMNIST1
+            gz.write(b"data")
+            gz.close()                     # flushes the stream; f stays open
+    """
+
+    def __init__(self, file, container="gzip", os_byte=3):
+        if container not in ("gzip", "zlib"):
+            raise ValueError(f"container {container!r}: expected 'gzip' or 'zlib'")
         self.file = file
-        self.zlib = zlib.compressobj(9, zlib.DEFLATED, {"gzip": 31, "zlib": 15}[container])
+        self.gzip = container == "gzip"
+        self.zlib = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS if self.gzip else 15)
+        # Sent with the first output, as zlib's own wrapper did: nothing reaches the file
+        # before the first write or close.
+        self.pending = b"\x1f\x8b\x08\x00\0\0\0\0\x02" + bytes([os_byte]) \
+            if self.gzip else b""
+        self.crc = 0
+        self.size = 0
+
+    def _out(self, data):
+        if self.pending:
+            data, self.pending = self.pending + data, b""
+        self.file.write(data)
 
     def write(self, data):
-        self.file.write(self.zlib.compress(data))
+        if self.gzip:
+            self.crc = zlib.crc32(data, self.crc)
+            self.size += len(data)
+        self._out(self.zlib.compress(data))
         return len(data)
 
     def close(self):
-        self.file.write(self.zlib.flush())
+        """Ends the stream (trailer included); the file itself is the caller's."""
+        tail = self.zlib.flush()
+        if self.gzip:
+            tail += struct.pack("<II", self.crc, self.size & 0xFFFFFFFF)
+        self._out(tail)
 
 
 def sha256_file(path, chunk=1 << 20) -> str:
