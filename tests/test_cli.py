@@ -222,3 +222,7 @@ def test_progress_only_for_a_terminal(monkeypatch, capsys):
     task = bars.bars.tasks[0]
     assert (task.description, task.completed, task.total) == ("train", 10, 10)
     bars.finish()
+    # Closed here: a display left open would be stopped (and drawn) by the next
+    # command's first note, on whatever stderr that test captures.
+    bars.close()
+    assert common._open == []
