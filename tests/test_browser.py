@@ -17,7 +17,7 @@ import zlib
 import numpy as np
 import pytest
 
-from mnistconv import pack
+from mnistconv.serve import make_server
 from mnistconv.formats import gdmnist
 from conftest import REPO, SAMPLE, run
 
@@ -51,7 +51,7 @@ def site(tmp_path_factory):
     broken_gz[len(broken_gz) // 2] ^= 0xFF
     (bad / "broken.bin.gz").write_bytes(broken_gz)
     (bad / "truncated.bin.gz").write_bytes(gdmnist.gzip_bytes(bytes(good[:-4])))
-    server = pack.make_server(root, "127.0.0.1", 0)
+    server = make_server(root, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import pack
+from mnistconv.packs import browser as pack
 from conftest import REPO, SAMPLE, files_in, run
 
 PUBLISHED_MANIFEST = REPO.parent / "shared" / "specs" / "browser-v1-manifest.json"
@@ -382,3 +382,24 @@ def test_a_failure_mid_build_leaves_nothing(tmp_path, monkeypatch):
                                 validation_size=300, validation_per_class=5,
                                 test_per_class=5)
     assert files_in(tmp_path) == []  # neither the pack nor its staging directory
+
+
+def test_the_manifest_model_knows_no_format_and_a_plain_read_no_pack(tmp_path):
+    """The layers: packs.manifest reads and checks a manifest without any format module
+    (formats.gdmnist reads pack directories through it and packs.browser imports
+    gdmnist, so the other way round would be an import loop), and reading a plain
+    GDMNIST1 file loads nothing of packs/; a pack directory is read through it."""
+    pack.build_browser_pack(SAMPLE, tmp_path / "p", train_per_class=5, validation_size=300,
+                            validation_per_class=5, test_per_class=5, splits=("test",))
+    code = ("import sys, mnistconv\n"
+            "from mnistconv.packs.manifest import open_manifest\n"
+            "print('mnistconv.formats.gdmnist' in sys.modules)\n"
+            "del sys.modules['mnistconv.packs.manifest'], sys.modules['mnistconv.packs']\n"
+            "for path in sys.argv[1:]:\n"
+            "    ds = mnistconv.read(path)\n"
+            "    print(list(ds.splits), 'mnistconv.packs.manifest' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p" / "test.bin"),
+                        str(tmp_path / "p")], capture_output=True,
+                       env=dict(__import__("os").environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().splitlines() == ["False", "['test'] False", "['test'] True"]

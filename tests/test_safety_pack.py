@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import pack
+from mnistconv.packs import browser as pack
 from mnistconv.formats import gdmnist
 from conftest import REPO, run
 
@@ -431,21 +431,44 @@ def test_serve_on_a_busy_port_names_it_and_suggests_port(tmp_path):
                                     "one)\n")
 
 
-# --- 6. one gzip header for GDMNIST1 ---------------------------------------------------------
+# --- 6. one gzip writer, two OS bytes ----------------------------------------------------
 
-def test_gdmnist_gzip_differs_from_fileio_deflate_writer_only_in_the_os_byte():
-    """Why GDMNIST1 keeps its own gzip writer: fileio.DeflateWriter (zlib's gzip wrapper)
-    writes OS byte 03, the published browser-v1 .bin.gz files carry 255; the deflate
-    stream and trailer are the same bytes."""
+def _deflate_written(data, pieces, **options):
     import io
     from mnistconv.fileio import DeflateWriter
-    data = gd_bytes(50)
     out = io.BytesIO()
-    writer = DeflateWriter(out)
-    writer.write(data)
+    writer = DeflateWriter(out, **options)
+    assert out.getvalue() == b""  # nothing before the first write, as zlib's wrapper
+    step = max(1, -(-len(data) // pieces))
+    for start in range(0, len(data), step):
+        assert writer.write(data[start:start + step]) == len(data[start:start + step])
     writer.close()
-    ours = gdmnist.gzip_bytes(data)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("n", [0, 1, 50])
+@pytest.mark.parametrize("pieces", [1, 7])
+def test_one_deflate_writer_gives_zlib_gzip_and_gdmnist_gzip_byte_for_byte(n, pieces):
+    """fileio.DeflateWriter is mnistconv's one deterministic gzip writer. By default its
+    bytes are gzip.compress(data, 9, mtime=0)'s (OS byte 03, as zlib and `gzip -9n`);
+    with os_byte=255 they are GDMNIST1's .bin.gz, the header Python's GzipFile writes
+    and the published browser-v1 files carry. Only the OS byte differs; the sizes of
+    the writes change nothing."""
+    import io
+    data = gd_bytes(n) if n else b""
+    default = _deflate_written(data, pieces)
+    ours = _deflate_written(data, pieces, os_byte=255)
+    assert default == gzip.compress(data, 9, mtime=0)
+    assert default[:10] == bytes.fromhex("1f8b0800000000000203")
     assert ours[:10] == bytes.fromhex("1f8b08000000000002ff")
-    assert out.getvalue()[:10] == bytes.fromhex("1f8b0800000000000203")
-    assert ours[10:] == out.getvalue()[10:]
+    assert ours[10:] == default[10:]
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    assert ours[10:-8] == deflate.compress(data) + deflate.flush()
+    assert ours[-8:] == struct.pack("<II", zlib.crc32(data), len(data))
+    python_gzip = io.BytesIO()
+    with gzip.GzipFile(fileobj=python_gzip, mode="wb", compresslevel=9, mtime=0) as f:
+        f.write(data)
+    assert python_gzip.getvalue() == ours == gdmnist.gzip_bytes(data)
     assert zlib.decompress(ours, 31) == data
+    assert _deflate_written(data, pieces, container="zlib") == zlib.compress(data, 9)
+

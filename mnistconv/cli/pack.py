@@ -1,8 +1,10 @@
-"""pack browser, verify and serve: browser packs of GDMNIST1 files and their manifest."""
+"""pack browser, verify and serve: browser packs of GDMNIST1 files and their manifest
+(the library side is mnistconv/packs/ and mnistconv/serve.py)."""
 
 import click
 
-from .. import pack as packlib
+from ..packs import browser as packlib
+from ..serve import make_server
 from .common import emit_json, files_json, force_option, json_option, make_progress, note, \
     quiet_option
 
@@ -130,8 +132,8 @@ def serve(directory, port, quiet):
       mnistconv pack browser data/mnist examples/browser/pack/
       mnistconv serve examples/browser      # open http://127.0.0.1:8000/
     """
-    server = packlib.make_server(directory, "127.0.0.1", port,
-                                 log=None if quiet else lambda line: note(line))
+    server = make_server(directory, "127.0.0.1", port,
+                         log=None if quiet else lambda line: note(line))
     host, bound = server.server_address[:2]
     # Always said, even under --quiet: with --port 0 it is the only way to learn the port.
     click.echo(f"Serving {directory} on http://{host}:{bound}/ (Ctrl-C to stop)", err=True)

@@ -15,59 +15,53 @@ Byte layout, all integers little-endian uint32:
 The file ends there. Every field is checked against the file's real size before
 anything is allocated: the offsets must be exactly the ones the count implies.
 
-`.bin.gz` is the exact `.bin` in deterministic gzip: deflate level 9 and a fixed 10-byte
-header 1f 8b 08 00 00000000 02 ff (no name, mtime 0, XFL 2, OS 255 "unknown"). That is
-the header Python's gzip.GzipFile writes, the one the published browser-v1 .bin.gz files
-carry; zlib's own gzip wrapper writes OS 03 and would change every hash. Gzip is
-detected by content on read, whatever the name.
+`.bin.gz` is the exact `.bin` in deterministic gzip (fileio.DeflateWriter): deflate
+level 9 and a fixed 10-byte header 1f 8b 08 00 00000000 02 ff (no name, mtime 0, XFL 2,
+OS 255 "unknown"). That is the header Python's gzip.GzipFile writes, the one the
+published browser-v1 .bin.gz files carry; the OS byte 03 of zlib's wrapper (and of
+mnistconv's other gzip outputs) would change every hash. Gzip is detected by content on
+read, whatever the name.
 
 Paths this module reads:
   - a file, `.bin` or `.bin.gz` (or any name with the magic inside): one split, named by
     the file name without `.bin`/`.bin.gz` (`test-full.bin.gz` -> `test-full`);
   - a directory with a browser-pack `manifest.json`: the splits it lists, in its order
     (`splits` then `optional_splits`), each from its `file` or else its `gzip_file`;
-    an optional split whose files are absent is skipped;
+    an optional split whose files are absent is skipped. The manifest is read and
+    checked by packs/manifest.py (types, safe ids, paths inside the pack) before any
+    file it lists is opened;
   - any other directory: every `*.bin` / `*.bin.gz` in it (the `.bin` when both exist),
     in the order train, validation, test, then the rest by name.
 It writes one split to a `.bin`/`.bin.gz` file (or '-'), or each split to
 `<dir>/<split>.bin` (`<split>.bin.gz` with gzip=True).
 
-A manifest and a file name are data from elsewhere, never paths to follow: split names
-(a manifest `id`, a file name without its suffix) must be safe names (limits.py);
-manifest file names must be plain relative names that resolve, symbolic links
-included, inside the pack directory; every manifest field has its JSON type checked
-before any listed file is opened. A .bin.gz is never inflated beyond what its header
-declares (which must fit the gzip file's 1032:1 deflate bound), images are read in
-batches of at most BATCH_BYTES (one image when a single image is larger), and one
-image is capped by limits.MAX_IMAGE_PIXELS.
+A file name is data from elsewhere, never a path to follow: a split name (a file name
+without its suffix) must be a safe name (limits.py). A .bin.gz is never inflated beyond
+what its header declares (which must fit the gzip file's 1032:1 deflate bound), images
+are read in batches of at most BATCH_BYTES (one image when a single image is larger),
+and one image is capped by limits.MAX_IMAGE_PIXELS.
 """
 
-import json
 import os
-import stat
 import struct
 import tempfile
-import zlib
 
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import (GZIP_MAX_RATIO, STAGING_MARK, HashingWriter, InputFile, StagedOutput,
-                      check_input_file, is_stdio, output_file_info)
-from ..limits import check_image_size, printable, safe_split_name
+from ..fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
+                      StagedOutput, check_input_file, is_stdio, output_file_info)
+from ..limits import check_image_size, safe_split_name
 from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 
 MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
 HEADER_BYTES = HEADER.size  # 32
-GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+GZIP_OS_BYTE = 255  # the .bin.gz header's OS byte: see above, the published hashes
 # Images are read this many bytes at a time (at least one image): a batch of 8192
 # images is 6.4 MB for MNIST, but 8192 images of a few megapixels would be gigabytes.
 BATCH_BYTES = 32 << 20
-# A manifest is a few kilobytes (browser-v1's is 9 KB); json.load holds all of it and
-# more, so a larger one is refused before it is read.
-MAX_MANIFEST_BYTES = 1 << 20
 SPLIT_ORDER = ("train", "validation", "test")
 
 
@@ -80,11 +74,15 @@ def layout(count, rows, columns):
 
 
 def header_bytes(count, rows, columns):
+    """The 32 header bytes of a GDMNIST1 file of count images of rows x columns."""
     pixels, labels, indices, _ = layout(count, rows, columns)
     return HEADER.pack(MAGIC, count, rows, columns, pixels, labels, indices)
 
 
 class GdmnistHeader:
+    """The checked fields of a GDMNIST1 header (made by parse_header); as_dict() names
+    them as a browser-pack manifest entry does."""
+
     def __init__(self, count, rows, columns, label_offset, index_offset):
         self.count, self.rows, self.columns = count, rows, columns
         self.pixel_offset = HEADER_BYTES
@@ -252,8 +250,28 @@ class GdmnistSplit(Split):
     def take(self, positions):
         return gather_from_file(self.file, HEADER_BYTES, self.header, positions)
 
+    def content_blocks(self, block=1 << 20):
+        """The whole .bin, header first, in blocks of at most `block` bytes: for a
+        .bin.gz, its decompressed content (hash it to compare with the .bin's SHA-256).
+
+        Example:
+            digest = hashlib.sha256()
+            for data in GdmnistSplit("test", "test.bin.gz").content_blocks():
+                digest.update(data)
+        """
+        h = self.gdmnist
+        # The header was checked to be exactly the one these fields give.
+        yield header_bytes(h.count, h.rows, h.columns)
+        yield from self.blocks(HEADER_BYTES, h.total - HEADER_BYTES, block)
+
+    def close(self):
+        """Close the file (or the decompressed copy of a .bin.gz) the split reads."""
+        self.file.close()
+
 
 def split_name(path):
+    """The split a GDMNIST1 file stands for: its name without .bin, .bin.gz or .gz
+    (`test-full.bin.gz` -> `test-full`)."""
     name = os.path.basename(str(path).rstrip("/"))
     for suffix in (".bin.gz", ".bin", ".gz"):
         if name.endswith(suffix) and len(name) > len(suffix):
@@ -283,188 +301,22 @@ def _scan(path):
     return {s: found[s] for s in known + sorted(set(found) - set(known))}
 
 
-def _read_small_file(path, limit):
-    """The bytes of a regular file of at most `limit` bytes. Opened without blocking
-    and checked on the open descriptor: a FIFO named manifest.json neither blocks nor
-    is read, and a file swapped in after a check is still the one checked."""
-    check_input_file(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise UsageError(path, e.strerror or str(e)) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(path, "is not a regular file (device, FIFO or socket)")
-        if st.st_size > limit:
-            raise FormatError(path, f"is {st.st_size:,} bytes, more than a manifest may "
-                                    f"hold ({limit:,})")
-        return f.read(limit + 1)
-
-
-def load_manifest(path):
-    """The manifest as a dict, or a FormatError naming the file. Types are not checked
-    here (open_manifest does)."""
-    data = _read_small_file(path, MAX_MANIFEST_BYTES)
-    try:
-        manifest = json.loads(data)
-    except RecursionError:
-        raise FormatError(path, "not valid JSON (nested deeper than mnistconv reads)") \
-            from None
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
-        reason = str(e).split(";")[0] if "integer string conversion" in str(e) else e
-        raise FormatError(path, f"not valid JSON ({reason})") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
-        raise FormatError(path, "not a browser-pack manifest: no 'splits' object")
-    return manifest
-
-
-def manifest_entries(manifest):
-    """(entry, optional) for every split a manifest lists, in its order."""
-    for key in ("splits", "optional_splits"):
-        group = manifest.get(key) or {}
-        if not isinstance(group, dict):
-            continue
-        for entry in group.values():
-            if isinstance(entry, dict):
-                yield entry, key == "optional_splits" or bool(entry.get("optional"))
-
-
-# The JSON type of every manifest field mnistconv reads or compares. A field may be
-# absent or null; anything else of another type is refused before any file is opened.
-def _count(v):
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-_TYPES = {"an object": lambda v: isinstance(v, dict),
-          "a string": lambda v: isinstance(v, str),
-          "true or false": lambda v: isinstance(v, bool),
-          "a non-negative integer": _count,
-          "an array of non-negative integers":
-              lambda v: isinstance(v, list) and all(_count(x) for x in v)}
-_ENTRY_FIELDS = {
-    **{k: "a non-negative integer" for k in (
-        "bytes", "gzip_bytes", "count", "rows", "columns", "pixel_offset",
-        "label_offset", "original_index_offset")},
-    **{k: "a string" for k in ("id", "file", "gzip_file", "sha256", "gzip_sha256",
-                               "original_indices_sha256_uint32_le")},
-    "class_counts": "an array of non-negative integers",
-    "optional": "true or false",
-}
-_PREVIEW_FIELDS = {"file": "a string", "sha256": "a string",
-                   "bytes": "a non-negative integer", "count": "a non-negative integer"}
-_TOP_FIELDS = {"splits": "an object", "optional_splits": "an object",
-               "preview": "an object", "default_total_bytes": "a non-negative integer",
-               "default_total_gzip_bytes": "a non-negative integer"}
-_FIX = "a manifest is the JSON `mnistconv pack browser` writes"
-
-
-def _json_type(value):
-    for name, kind in ((dict, "an object"), (list, "an array"), (str, "a string"),
-                       (bool, "true/false"), (int, "a number"), (float, "a number")):
-        if isinstance(value, name):
-            return kind
-    return "null"
-
-
-def _check_fields(obj, fields, path, where):
-    for key, want in fields.items():
-        value = obj.get(key)
-        if value is not None and not _TYPES[want](value):
-            raise FormatError(path, f"{where}{key!r} is {_json_type(value)}, expected "
-                                    f"{want}", _FIX)
-
-
-def member_path(folder, name, manifest_path, what):
-    """The path of a file a manifest names: a plain, normalised, relative name that
-    resolves (symbolic links followed) inside the pack directory, or a FormatError
-    naming the manifest and the entry. Nothing is opened here."""
-    problem = None
-    if not name or any(c in name for c in "\0\\") or not name.isprintable():
-        problem = "is not a plain file name"
-    elif os.path.isabs(name):
-        problem = "is an absolute path"
-    elif ".." in name.split("/") or os.path.normpath(name) != name:
-        problem = "is not a normalised path inside the pack ('..', '.' or '//')"
-    else:
-        inside = os.path.realpath(folder)
-        real = os.path.realpath(os.path.join(inside, name))
-        if real == inside or os.path.commonpath([inside, real]) != inside:
-            problem = "resolves outside the pack directory (through a symbolic link)"
-    if problem:
-        raise FormatError(manifest_path, f"{what} {printable(name)} {problem}",
-                          "a manifest names files inside its own directory only")
-    return os.path.join(folder, name)
-
-
-class PackSplitFiles:
-    """One split a manifest lists: its safe name, its entry, whether it is optional,
-    and the checked paths of its `file` and `gzip_file` (a key absent when unset)."""
-
-    def __init__(self, name, entry, optional, paths):
-        self.name, self.entry, self.optional, self.paths = name, entry, optional, paths
-
-
-class Manifest:
-    def __init__(self, path, data, splits, preview):
-        self.path, self.data, self.splits, self.preview = path, data, splits, preview
-
-
-def open_manifest(manifest_path) -> Manifest:
-    """Read a pack manifest and check all of it before any file it lists is opened:
-    JSON types, split names (safe names, each once) and file paths (inside the pack)."""
-    manifest_path = str(manifest_path)
-    data = load_manifest(manifest_path)
-    folder = os.path.dirname(os.path.abspath(manifest_path))
-    _check_fields(data, _TOP_FIELDS, manifest_path, "")
-    splits, names = [], set()
-    for group in ("splits", "optional_splits"):
-        for key, entry in (data.get(group) or {}).items():
-            where = f"{group} {printable(key)}: "
-            if not isinstance(entry, dict):
-                raise FormatError(manifest_path, f"{where}is {_json_type(entry)}, expected "
-                                                 "an object", _FIX)
-            _check_fields(entry, _ENTRY_FIELDS, manifest_path, where)
-            files = [entry.get(k) for k in ("file", "gzip_file") if entry.get(k)]
-            name = entry.get("id") or (split_name(files[0]) if files else key)
-            safe_split_name(name, manifest_path, f"{where}split id")
-            if name in names:
-                raise FormatError(manifest_path, f"{where}split id {printable(name)} is "
-                                                 "listed twice", _FIX)
-            names.add(name)
-            paths = {k: member_path(folder, entry[k], manifest_path,
-                                    f"split {printable(name)} {k}")
-                     for k in ("file", "gzip_file") if entry.get(k)}
-            splits.append(PackSplitFiles(name, entry, group == "optional_splits"
-                                         or bool(entry.get("optional")), paths))
-    preview = data.get("preview") or {}
-    _check_fields(preview, _PREVIEW_FIELDS, manifest_path, "preview: ")
-    preview_path = member_path(folder, preview["file"], manifest_path, "preview file") \
-        if preview.get("file") else None
-    return Manifest(manifest_path, data, splits, preview_path)
-
-
-def _from_manifest(folder, manifest_path):
-    files = {}
-    for split in open_manifest(manifest_path).splits:
-        names = [split.entry[k] for k in split.paths]
-        present = [p for p in split.paths.values() if os.path.exists(p)]
-        if not present:
-            if split.optional:
-                continue
-            raise FormatError(manifest_path, f"lists split {printable(split.name)} but "
-                                             f"{' and '.join(names) or 'no file'} "
-                                             "is missing")
-        files[split.name] = present[0]  # not a regular file: GdmnistSplit says so
-    return files
-
-
 def read(path) -> Dataset:
+    """A GDMNIST1 file, a browser pack or a directory of .bin/.bin.gz files as a
+    dataset (see the module docstring for which files and in what order).
+
+    Example:
+        ds = read("out/")            # a pack: train, validation, test (, test-full)
+        ds.splits["test"].labels()[:10]
+    """
     path = str(path)
     if os.path.isdir(path):
         manifest = os.path.join(path, "manifest.json")
         if os.path.lexists(manifest):
-            files = _from_manifest(path, manifest)
+            # Imported here: the pack layer sits above the formats (packs.browser
+            # imports this module), and a plain file never needs it.
+            from ..packs.manifest import open_manifest
+            files = open_manifest(manifest, split_name).present_files()
         else:
             files = _scan(path)
             for name, file in files.items():
@@ -479,6 +331,8 @@ def read(path) -> Dataset:
 
 
 def sniff(path) -> bool:
+    """True when the file, or the first .bin/.bin.gz of a directory, starts with
+    GDMNIST1 (after gzip decompression)."""
     path = str(path)
     if os.path.isdir(path):
         try:
@@ -490,40 +344,24 @@ def sniff(path) -> bool:
 
 
 def matches_name(path) -> bool:
+    """True for a .bin or .bin.gz name (detection falls back on it)."""
     return str(path).lower().endswith((".bin", ".bin.gz"))
 
 
 # --- writing ------------------------------------------------------------------------
 
-class DeterministicGzip:
-    """Gzip with the fixed header above; the deflate stream is zlib level 9 (the same
-    bytes whatever the sizes of the writes)."""
-
-    def __init__(self, file):
-        self.file = file
-        self.deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
-        self.crc = 0
-        self.size = 0
-        file.write(GZIP_HEADER)
-
-    def write(self, data):
-        self.crc = zlib.crc32(data, self.crc)
-        self.size += len(data)
-        self.file.write(self.deflate.compress(data))
-        return len(data)
-
-    def close(self):
-        self.file.write(self.deflate.flush())
-        self.file.write(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
-
-
 def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
-    """Write the deterministic gzip of file src to dst; returns dst's HashingWriter.
-    zlib releases the GIL while compressing, so several of these run in parallel
-    threads (level 9 is the slow part of building a pack)."""
+    """Write the deterministic .bin.gz of the .bin file src to dst; returns dst's
+    HashingWriter (its size and SHA-256). zlib releases the GIL while compressing, so
+    several of these run in parallel threads (level 9 is the slow part of a pack).
+
+    Example:
+        gz = gzip_file("out/test.bin", "out/test.bin.gz")
+        print(gz.bytes, gz.sha256())
+    """
     with open(src, "rb") as f, open(dst, "wb") as out:
         hashed = HashingWriter(out)
-        gz = DeterministicGzip(hashed)
+        gz = DeflateWriter(hashed, os_byte=GZIP_OS_BYTE)
         while block := f.read(chunk):
             gz.write(block)
         gz.close()
@@ -531,10 +369,14 @@ def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
 
 
 def gzip_bytes(data: bytes) -> bytes:
-    """The deterministic .bin.gz of a .bin held in memory."""
+    """The deterministic .bin.gz of a .bin held in memory.
+
+    Example:
+        gzip.decompress(gzip_bytes(data)) == data   # True, OS byte 255 in the header
+    """
     import io
     out = io.BytesIO()
-    gz = DeterministicGzip(out)
+    gz = DeflateWriter(out, os_byte=GZIP_OS_BYTE)
     gz.write(data)
     gz.close()
     return out.getvalue()
@@ -581,9 +423,16 @@ def check_writable(split: Split, where):
 
 def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PROGRESS,
                       where=None):
-    """Write one split as a .bin and/or .bin.gz in a single pass over its images.
-    The paths are where the bytes go (staging is the caller's). Returns the
-    HashingWriters of the .bin and .gz (None for one not written): sizes and SHA-256."""
+    """Write one split as a .bin and/or .bin.gz in a single pass over its images: the
+    format's writer, used by write() and by packs.browser. The paths are where the
+    bytes go (staging is the caller's). Returns the HashingWriters of the .bin and .gz
+    (None for one not written): sizes and SHA-256.
+
+    Example:
+        split = mnistconv.read("data/mnist").splits["test"]
+        bin_hash, _ = write_split_files(split, "test.bin")
+        print(bin_hash.bytes, bin_hash.sha256())
+    """
     where = where or split.header.source
     rows, columns = check_writable(split, where)
     count = split.header.count
@@ -596,7 +445,7 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
         if gz_path:
             opened.append(open(gz_path, "wb"))
             gz_hash = HashingWriter(opened[-1])
-            gz = DeterministicGzip(gz_hash)
+            gz = DeflateWriter(gz_hash, os_byte=GZIP_OS_BYTE)
             outputs.append(gz)
         out = _Tee(outputs)
         out.write(header_bytes(count, rows, columns))
@@ -625,6 +474,9 @@ def _single_file(path):
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False):
+    """Write one split to a .bin/.bin.gz file (or '-'), or every split to
+    `<path>/<split>.bin` (`.bin.gz` with gzip=True), staged and renamed into place.
+    Returns the files written."""
     path = str(path)
     for split in dataset.splits.values():
         check_writable(split, split.header.source or path)

@@ -1,5 +1,8 @@
 """Browser packs: small class-balanced GDMNIST1 subsets a web page loads, with a
-manifest that proves every file (sizes, SHA-256, header fields, class counts).
+manifest that proves every file (sizes, SHA-256, header fields, class counts): how
+they are selected and built (build_browser_pack), and how a pack is checked (verify).
+The manifest's reading, checking and JSON form are in manifest.py; the GDMNIST1 files
+are written by formats/gdmnist.py.
 
 A pack directory holds, for each split, `<split>.bin` and its deterministic
 `<split>.bin.gz` (see formats/gdmnist.py), `preview.json` and `manifest.json`.
@@ -28,9 +31,7 @@ digit for the default 20).
 """
 
 import base64
-import errno
 import hashlib
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -38,12 +39,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .errors import FormatError, UsageError
-from .fileio import StagedOutput, sha256_file
-from .formats import gdmnist
-from .limits import printable
-from .records import NO_PROGRESS
-from .stream import SelectionSplit, balanced_positions
+from ..errors import FormatError, UsageError
+from ..fileio import StagedOutput, sha256_file
+from ..formats import gdmnist
+from ..limits import printable
+from ..records import NO_PROGRESS, OutputFile
+from ..stream import SelectionSplit, balanced_positions
+from .manifest import dumps, open_manifest
 
 SEED = 20260909
 TRAIN_PER_CLASS = 1000
@@ -117,6 +119,8 @@ def torch_randperm(n, seed) -> np.ndarray:
 
 
 def sha256_of(array, dtype) -> str:
+    """SHA-256 of an array's bytes as dtype (e.g. "<i8"): how the manifest proves the
+    pools and original indices."""
     return hashlib.sha256(np.ascontiguousarray(array, dtype).tobytes()).hexdigest()
 
 
@@ -140,6 +144,8 @@ def _idx_content_sha256(split, images):
 
 
 def is_official_mnist(train, test) -> bool:
+    """True when the two splits hold exactly the official MNIST files' content
+    (OFFICIAL_MNIST), whatever format they were read from."""
     if train.header.count != 60000 or test.header.count != 10000:
         return False
     if (_idx_content_sha256(train, False) != OFFICIAL_MNIST["train-labels-idx1-ubyte"]
@@ -151,6 +157,8 @@ def is_official_mnist(train, test) -> bool:
 
 @dataclass
 class PackSplit:
+    """One split of a pack as planned: the source split and positions it takes, and
+    the sentence the manifest gives as its selection."""
     id: str
     base: str  # "train" or "test": the source split the positions index
     positions: np.ndarray
@@ -265,11 +273,6 @@ def _preview(split_id, file_name, images, labels, indices):
     }
 
 
-def dumps(obj) -> bytes:
-    """JSON as the pack writes it: sorted keys, 2-space indent, ASCII, final newline."""
-    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("ascii")
-
-
 @contextmanager
 def _threads(workers):
     pool = ThreadPoolExecutor(max_workers=workers)
@@ -281,6 +284,8 @@ def _threads(workers):
 
 @dataclass
 class PackResult:
+    """What build_browser_pack wrote: the pack directory, its manifest (a dict) and
+    every file with its size and SHA-256."""
     out: str
     manifest: dict
     files: list  # OutputFile of every file written, manifest.json last
@@ -295,9 +300,13 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
     """Read SRC (the official IDX directory, or anything with train and test splits)
     and write the browser pack into OUT. With the defaults and the official MNIST
     files this is the published browser-v1 pack, byte for byte in every .bin and
-    .bin.gz."""
+    .bin.gz.
+
+    Example:
+        result = build_browser_pack("data/mnist", "out")
+        [f.path for f in result.files]    # out/train.bin, out/train.bin.gz, ...
+    """
     import mnistconv
-    from .records import OutputFile
     dataset = mnistconv.read(src)
     missing = [s for s in ("train", "test") if s not in dataset.splits]
     if missing:
@@ -435,6 +444,8 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
 
 @dataclass
 class Problem:
+    """One check that failed: the file, the field, what the manifest says and what
+    the file holds. str() is the line the CLI prints after `Error: `."""
     file: str
     field: str
     expected: object
@@ -454,15 +465,18 @@ def _shown(value):
 
 @dataclass
 class VerifyReport:
+    """The outcome of verify(): files that passed every check, and every problem."""
     manifest: str
     checked: list = field(default_factory=list)  # files whose every check passed
     problems: list = field(default_factory=list)
 
     @property
     def ok(self):
+        """True when no check failed."""
         return not self.problems
 
     def as_dict(self):
+        """The report as `verify --json` prints it."""
         return {"manifest": self.manifest, "ok": self.ok, "checked": self.checked,
                 "problems": [asdict(p) for p in self.problems]}
 
@@ -507,14 +521,13 @@ def _verify_gdmnist(report, path, entry, file_key):
                      entry.get("original_indices_sha256_uint32_le"), digest.hexdigest())
         if file_key == "gzip_file":
             # The .gz must hold exactly the .bin: its content hashes to the .bin's SHA-256.
-            digest = hashlib.sha256(gdmnist.header_bytes(h.count, h.rows, h.columns))
-            split.file.seek(gdmnist.HEADER_BYTES)
-            while block := split.file.read(1 << 20):
+            digest = hashlib.sha256()
+            for block in split.content_blocks():
                 digest.update(block)
             ok &= _check(report, path, "sha256 (of the decompressed content)",
                          entry.get("sha256"), digest.hexdigest())
     finally:
-        split.file.close()
+        split.close()
     return ok
 
 
@@ -535,11 +548,16 @@ def verify(manifest_path) -> VerifyReport:
     """Check every file a manifest lists. Failures are collected, not raised, so one
     run names every file and field that differs. A manifest that cannot be trusted to
     name files (wrong JSON types, unsafe split ids, paths outside its directory)
-    raises before any file is read."""
+    raises before any file is read.
+
+    Example:
+        report = verify("out/manifest.json")      # or the pack directory
+        report.ok or print(*report.problems, sep="\n")
+    """
     manifest_path = str(manifest_path)
     if os.path.isdir(manifest_path):
         manifest_path = os.path.join(manifest_path, "manifest.json")
-    opened = gdmnist.open_manifest(manifest_path)
+    opened = open_manifest(manifest_path, gdmnist.split_name)
     manifest = opened.data
     report = VerifyReport(manifest_path)
     totals = {"default_total_bytes": 0, "default_total_gzip_bytes": 0}
@@ -562,45 +580,3 @@ def verify(manifest_path) -> VerifyReport:
         if ok:
             report.checked.append(path)
     return report
-
-
-# --- serve ---------------------------------------------------------------------------
-
-def make_server(directory, host="127.0.0.1", port=8000, log=None):
-    """An HTTP server for a pack (and a demo page) on localhost. It sends .bin.gz as
-    application/gzip with no Content-Encoding, so the page gets the gzip bytes and
-    decompresses them itself; and nothing is cached, so a rebuilt pack is seen."""
-    import functools
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-
-    if not os.path.isdir(directory):
-        raise UsageError(directory, "is not a directory")
-
-    class Handler(SimpleHTTPRequestHandler):
-        extensions_map = {**SimpleHTTPRequestHandler.extensions_map,
-                          ".js": "text/javascript", ".mjs": "text/javascript",
-                          ".json": "application/json", ".bin": "application/octet-stream",
-                          ".gz": "application/gzip", ".html": "text/html"}
-
-        def end_headers(self):
-            self.send_header("Cache-Control", "no-store")
-            super().end_headers()
-
-        def log_message(self, fmt, *args):
-            if log:
-                log(f"{self.address_string()} {fmt % args}")
-
-    handler = functools.partial(Handler, directory=os.path.abspath(directory))
-    try:
-        return ThreadingHTTPServer((host, port), handler)
-    except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise UsageError(None, f"port {port} on {host} is already in use",
-                             "choose another with --port (--port 0 picks a free one)") \
-                from None
-        if e.errno == errno.EACCES:
-            raise UsageError(None, f"not allowed to listen on port {port} on {host} "
-                                   "(ports below 1024 need privileges)",
-                             "choose another with --port (--port 0 picks a free one)") \
-                from None
-        raise

@@ -1,0 +1,230 @@
+"""A pack's manifest.json: reading it, checking it before any file it lists is opened,
+and writing it.
+
+The fields mnistconv reads (any other is carried along, never interpreted):
+    splits            {key: entry}: the splits of the default pack, in order
+    optional_splits   {key: entry}: splits a page may skip (test-full)
+    preview           {"file", "bytes", "sha256", "count"}
+    default_total_bytes, default_total_gzip_bytes
+  an entry: id, file (the .bin), gzip_file (the .bin.gz), bytes, gzip_bytes, sha256,
+    gzip_sha256, count, rows, columns, pixel_offset, label_offset,
+    original_index_offset, class_counts, original_indices_sha256_uint32_le, optional.
+
+A manifest is data from elsewhere, never a list of paths to follow: split ids must be
+safe names (limits.py) listed once; file names must be plain, normalised, relative
+names that resolve, symbolic links included, inside the pack directory; every field
+above has its JSON type checked; a manifest over MAX_MANIFEST_BYTES, or a FIFO or
+device named manifest.json, is refused before it is read. All of it is checked before
+any file the manifest lists is opened.
+
+This module knows no file format (formats.gdmnist reads pack directories through it,
+and packs.browser imports formats.gdmnist): the caller says how a file name names a
+split.
+"""
+
+import json
+import os
+import stat
+
+from ..errors import FormatError, UsageError
+from ..fileio import check_input_file
+from ..limits import printable, safe_split_name
+
+# A manifest is a few kilobytes (browser-v1's is 9 KB); json.load holds all of it and
+# more, so a larger one is refused before it is read.
+MAX_MANIFEST_BYTES = 1 << 20
+_FIX = "a manifest is the JSON `mnistconv pack browser` writes"
+
+
+def dumps(obj) -> bytes:
+    """JSON as a pack writes it (manifest.json, preview.json): sorted keys, 2-space
+    indent, ASCII, final newline, so the same content is the same bytes.
+
+    Example:
+        >>> dumps({"b": 1, "a": [2]})
+        b'{\\n  "a": [\\n    2\\n  ],\\n  "b": 1\\n}\\n'
+    """
+    return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("ascii")
+
+
+def _read_small_file(path, limit):
+    """The bytes of a regular file of at most `limit` bytes. Opened without blocking
+    and checked on the open descriptor: a FIFO named manifest.json neither blocks nor
+    is read, and a file swapped in after a check is still the one checked."""
+    check_input_file(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise UsageError(path, e.strerror or str(e)) from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(path, "is not a regular file (device, FIFO or socket)")
+        if st.st_size > limit:
+            raise FormatError(path, f"is {st.st_size:,} bytes, more than a manifest may "
+                                    f"hold ({limit:,})")
+        return f.read(limit + 1)
+
+
+def load_manifest(path) -> dict:
+    """The manifest as a dict, or a FormatError naming the file. Only its shape (an
+    object with a 'splits' object) is checked here; open_manifest checks the rest."""
+    data = _read_small_file(path, MAX_MANIFEST_BYTES)
+    try:
+        manifest = json.loads(data)
+    except RecursionError:
+        raise FormatError(path, "not valid JSON (nested deeper than mnistconv reads)") \
+            from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+        reason = str(e).split(";")[0] if "integer string conversion" in str(e) else e
+        raise FormatError(path, f"not valid JSON ({reason})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
+        raise FormatError(path, "not a browser-pack manifest: no 'splits' object")
+    return manifest
+
+
+# The JSON type of every manifest field mnistconv reads or compares. A field may be
+# absent or null; anything else of another type is refused before any file is opened.
+def _count(v):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+_TYPES = {"an object": lambda v: isinstance(v, dict),
+          "a string": lambda v: isinstance(v, str),
+          "true or false": lambda v: isinstance(v, bool),
+          "a non-negative integer": _count,
+          "an array of non-negative integers":
+              lambda v: isinstance(v, list) and all(_count(x) for x in v)}
+_ENTRY_FIELDS = {
+    **{k: "a non-negative integer" for k in (
+        "bytes", "gzip_bytes", "count", "rows", "columns", "pixel_offset",
+        "label_offset", "original_index_offset")},
+    **{k: "a string" for k in ("id", "file", "gzip_file", "sha256", "gzip_sha256",
+                               "original_indices_sha256_uint32_le")},
+    "class_counts": "an array of non-negative integers",
+    "optional": "true or false",
+}
+_PREVIEW_FIELDS = {"file": "a string", "sha256": "a string",
+                   "bytes": "a non-negative integer", "count": "a non-negative integer"}
+_TOP_FIELDS = {"splits": "an object", "optional_splits": "an object",
+               "preview": "an object", "default_total_bytes": "a non-negative integer",
+               "default_total_gzip_bytes": "a non-negative integer"}
+
+
+def _json_type(value):
+    for name, kind in ((dict, "an object"), (list, "an array"), (str, "a string"),
+                       (bool, "true/false"), (int, "a number"), (float, "a number")):
+        if isinstance(value, name):
+            return kind
+    return "null"
+
+
+def _check_fields(obj, fields, path, where):
+    for key, want in fields.items():
+        value = obj.get(key)
+        if value is not None and not _TYPES[want](value):
+            raise FormatError(path, f"{where}{key!r} is {_json_type(value)}, expected "
+                                    f"{want}", _FIX)
+
+
+def member_path(folder, name, manifest_path, what) -> str:
+    """The path of a file a manifest names: a plain, normalised, relative name that
+    resolves (symbolic links followed) inside the pack directory, or a FormatError
+    naming the manifest and the entry. Nothing is opened here.
+
+    Example:
+        member_path("pack", "test.bin", "pack/manifest.json", "split 'test' file")
+        # -> "pack/test.bin"; "../x.bin" or "/etc/passwd" raise FormatError
+    """
+    problem = None
+    if not name or any(c in name for c in "\0\\") or not name.isprintable():
+        problem = "is not a plain file name"
+    elif os.path.isabs(name):
+        problem = "is an absolute path"
+    elif ".." in name.split("/") or os.path.normpath(name) != name:
+        problem = "is not a normalised path inside the pack ('..', '.' or '//')"
+    else:
+        inside = os.path.realpath(folder)
+        real = os.path.realpath(os.path.join(inside, name))
+        if real == inside or os.path.commonpath([inside, real]) != inside:
+            problem = "resolves outside the pack directory (through a symbolic link)"
+    if problem:
+        raise FormatError(manifest_path, f"{what} {printable(name)} {problem}",
+                          "a manifest names files inside its own directory only")
+    return os.path.join(folder, name)
+
+
+class PackSplitFiles:
+    """One split a manifest lists: its safe name, its entry, whether it is optional,
+    and the checked paths of its `file` and `gzip_file` (a key absent when unset)."""
+
+    def __init__(self, name, entry, optional, paths):
+        self.name, self.entry, self.optional, self.paths = name, entry, optional, paths
+
+
+class Manifest:
+    """A checked manifest: its path, its JSON (`data`), its splits (PackSplitFiles, in
+    the manifest's order: `splits` then `optional_splits`) and the checked path of its
+    preview file (None when it names none). Made by open_manifest."""
+
+    def __init__(self, path, data, splits, preview):
+        self.path, self.data, self.splits, self.preview = path, data, splits, preview
+
+    def present_files(self) -> dict:
+        """{split name: path} of the file to read for each split: its `file` if
+        present, else its `gzip_file`. An optional split with neither is left out; a
+        required one is a FormatError. (Not a regular file: its reader says so.)"""
+        files = {}
+        for split in self.splits:
+            names = [split.entry[k] for k in split.paths]
+            present = [p for p in split.paths.values() if os.path.exists(p)]
+            if not present:
+                if split.optional:
+                    continue
+                raise FormatError(self.path, f"lists split {printable(split.name)} but "
+                                             f"{' and '.join(names) or 'no file'} "
+                                             "is missing")
+            files[split.name] = present[0]
+        return files
+
+
+def open_manifest(manifest_path, split_name) -> Manifest:
+    """Read a pack manifest and check all of it before any file it lists is opened:
+    JSON types, split names (safe names, each once) and file paths (inside the pack).
+    `split_name(file)` names the split of an entry without an id from its first file
+    (the format's naming: formats.gdmnist.split_name, `test-full.bin.gz` -> test-full).
+
+    Example:
+        from mnistconv.formats.gdmnist import split_name
+        m = open_manifest("out/manifest.json", split_name)
+        [(s.name, s.paths["file"]) for s in m.splits]  # [("train", "out/train.bin"), ...]
+    """
+    manifest_path = str(manifest_path)
+    data = load_manifest(manifest_path)
+    folder = os.path.dirname(os.path.abspath(manifest_path))
+    _check_fields(data, _TOP_FIELDS, manifest_path, "")
+    splits, names = [], set()
+    for group in ("splits", "optional_splits"):
+        for key, entry in (data.get(group) or {}).items():
+            where = f"{group} {printable(key)}: "
+            if not isinstance(entry, dict):
+                raise FormatError(manifest_path, f"{where}is {_json_type(entry)}, expected "
+                                                 "an object", _FIX)
+            _check_fields(entry, _ENTRY_FIELDS, manifest_path, where)
+            files = [entry.get(k) for k in ("file", "gzip_file") if entry.get(k)]
+            name = entry.get("id") or (split_name(files[0]) if files else key)
+            safe_split_name(name, manifest_path, f"{where}split id")
+            if name in names:
+                raise FormatError(manifest_path, f"{where}split id {printable(name)} is "
+                                                 "listed twice", _FIX)
+            names.add(name)
+            paths = {k: member_path(folder, entry[k], manifest_path,
+                                    f"split {printable(name)} {k}")
+                     for k in ("file", "gzip_file") if entry.get(k)}
+            splits.append(PackSplitFiles(name, entry, group == "optional_splits"
+                                         or bool(entry.get("optional")), paths))
+    preview = data.get("preview") or {}
+    _check_fields(preview, _PREVIEW_FIELDS, manifest_path, "preview: ")
+    preview_path = member_path(folder, preview["file"], manifest_path, "preview file") \
+        if preview.get("file") else None
+    return Manifest(manifest_path, data, splits, preview_path)
