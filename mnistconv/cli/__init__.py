@@ -4,6 +4,13 @@
 Exit codes: 0 success; 1 bad input data or a failed write; 2 usage (bad options, an
 output that exists without --force, a missing optional dependency); 130 interrupted
 (SIGINT); 143 terminated (SIGTERM). Every error is one line on stderr, no traceback.
+
+One module per command group; none imports this package or another command module:
+  convert.py   convert and the <reader>-to-<writer> commands
+  info.py, formats.py, show.py, preview.py, compare.py, download.py
+  pack.py      pack browser, verify, serve
+  inputs.py    reading an input: --from, the formats' read options, the selection, Input
+  common.py    output: notes and progress on stderr, --json on stdout, shared flags
 """
 
 import errno
@@ -238,6 +245,11 @@ def _die_of_sigpipe():
 
 
 def main(argv=None):
+    """Run the command line on `argv` (default: sys.argv[1:]) and exit: the signal
+    handling, the one-line errors and exit codes of the module docstring.
+
+        main(["info", "data/mnist"])  # raises SystemExit(0)
+    """
     sys.unraisablehook = _unraisable
     signal.signal(signal.SIGTERM, _terminate)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:

@@ -14,16 +14,19 @@ from ..records import Progress
 
 
 def quiet_option(f):
+    """-q/--quiet: no progress bars or notes."""
     return click.option("-q", "--quiet", is_flag=True,
                         help="No progress bars or notes; errors only.")(f)
 
 
 def json_option(f):
+    """--json: a machine-readable summary on stdout (see emit_json)."""
     return click.option("--json", "as_json", is_flag=True,
                         help="Print a machine-readable summary on stdout.")(f)
 
 
 def force_option(f):
+    """--force: replace outputs that exist."""
     return click.option("--force", is_flag=True,
                         help="Overwrite outputs that already exist.")(f)
 
@@ -37,6 +40,10 @@ def note(message, quiet=False):
 
 
 def emit_json(obj):
+    """`obj` as JSON on stdout, below any progress display, NaN and infinities as null.
+
+        emit_json({"path": "mnist.npz", "splits": {...}})
+    """
     close_progress()
     click.echo(json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False))
 
@@ -54,6 +61,7 @@ def _finite(obj):
 
 
 def stderr_is_terminal():
+    """Whether a person may be watching stderr (the tests replace this)."""
     return sys.stderr.isatty()
 
 
@@ -221,4 +229,5 @@ def make_progress(quiet: bool) -> Progress:
 
 
 def files_json(files):
+    """Written files (OutputFile) as --json lists them: path, bytes, sha256."""
     return [{"path": f.path, "bytes": f.bytes, "sha256": f.sha256} for f in files]

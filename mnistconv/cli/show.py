@@ -36,6 +36,7 @@ def parse_index(spec, count, path=None):
 
 
 def parse_grid(spec):
+    """(COLS, ROWS) from --grid's 'COLSxROWS', e.g. '10x2' -> (10, 2)."""
     m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", spec or "")
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
         raise UsageError(None, f"--grid {spec!r} is not COLSxROWS", "write e.g. 10x2")
