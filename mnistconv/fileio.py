@@ -181,53 +181,29 @@ class HashingWriter:
 
 
 class DeflateWriter:
-    """Deterministic deflate, level 9, the same bytes whatever the write sizes, in a gzip
-    container or, with container="zlib", a ZLIB one (TFRecord's compression_type "ZLIB").
-
-    The gzip header is written here, not by zlib: 1f 8b 08 00, mtime 0, no file name,
-    XFL 02 (level 9), then `os_byte`. The default 3 ("Unix", what zlib and `gzip -9n`
-    write) gives the bytes of gzip.compress(data, 9, mtime=0); GDMNIST1 passes 255
-    ("unknown"), the byte of Python's GzipFile that the published browser-v1 .bin.gz
-    files carry. Then raw deflate, CRC-32 and length (little-endian).
-
-    Example:
-        with open("x.gz", "wb") as f:
-            gz = DeflateWriter(f)          # DeflateWriter(f, os_byte=255) for GDMNIST1
-            gz.write(b"data")
-            gz.close()                     # flushes the stream; f stays open
-    """
+    """Deterministic deflate, level 9 (the same bytes whatever the write sizes), in a gzip
+    container or, with container="zlib", a ZLIB one. The gzip header is written here:
+    1f 8b 08 00, mtime 0, XFL 2, os_byte (3: the bytes of gzip.compress(data, 9, mtime=0)
+    and `gzip -9n`; 255: GDMNIST1's, which the published browser-v1 .bin.gz files carry).
+        w = DeflateWriter(f, os_byte=255); w.write(b"..."); w.close()  # f stays open"""
 
     def __init__(self, file, container="gzip", os_byte=3):
-        if container not in ("gzip", "zlib"):
-            raise ValueError(f"container {container!r}: expected 'gzip' or 'zlib'")
-        self.file = file
-        self.gzip = container == "gzip"
-        self.zlib = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS if self.gzip else 15)
-        # Sent with the first output, as zlib's own wrapper did: nothing reaches the file
-        # before the first write or close.
-        self.pending = b"\x1f\x8b\x08\x00\0\0\0\0\x02" + bytes([os_byte]) \
-            if self.gzip else b""
-        self.crc = 0
-        self.size = 0
-
-    def _out(self, data):
-        if self.pending:
-            data, self.pending = self.pending + data, b""
-        self.file.write(data)
+        self.file, self.gzip, self.crc, self.size = file, container == "gzip", 0, 0
+        self.zlib = zlib.compressobj(9, zlib.DEFLATED, -15 if self.gzip else 15)
+        # Sent with the first output, as zlib's own wrapper did: nothing before a write.
+        self.pending = bytes([31, 139, 8, 0, 0, 0, 0, 0, 2, os_byte]) if self.gzip else b""
 
     def write(self, data):
         if self.gzip:
-            self.crc = zlib.crc32(data, self.crc)
-            self.size += len(data)
-        self._out(self.zlib.compress(data))
+            self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
+        self.file.write(self.pending + self.zlib.compress(data))
+        self.pending = b""
         return len(data)
 
     def close(self):
-        """Ends the stream (trailer included); the file itself is the caller's."""
-        tail = self.zlib.flush()
-        if self.gzip:
-            tail += struct.pack("<II", self.crc, self.size & 0xFFFFFFFF)
-        self._out(tail)
+        """End the stream (and the gzip trailer: CRC-32, length), not the file."""
+        trailer = struct.pack("<II", self.crc, self.size & 0xFFFFFFFF) if self.gzip else b""
+        self.file.write(self.pending + self.zlib.flush() + trailer)
 
 
 def sha256_file(path, chunk=1 << 20) -> str:
