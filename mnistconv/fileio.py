@@ -389,11 +389,12 @@ class StagedOutput:
         while folder and not os.path.isdir(folder):
             missing.append(folder)
             folder = os.path.dirname(folder)
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except FileExistsError:
-            raise UsageError(parent, "exists and is not a directory") from None
-        self._made_dirs += missing  # deepest first
+        with signals_deferred():  # no interrupt between making and remembering them
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except FileExistsError:
+                raise UsageError(parent, "exists and is not a directory") from None
+            self._made_dirs += missing  # deepest first
         remove_dead_leftovers(parent)
 
     def file(self, target) -> str:
