@@ -223,6 +223,17 @@ def test_terminal_stdin_is_refused_not_waited_on(tmp_path):
                                          "in: cat mnist.npz | mnistconv convert - out/")
 
 
+def test_stdin_notes_name_dash_not_the_spool(tmp_path):
+    run("idx-to-tfrecord", SAMPLE, tmp_path / "x.tfrecord", "--split", "test",
+        "-q").check_returncode()
+    result = run("tfrecord-to-npz", "-", tmp_path / "y.npz",
+                 stdin=(tmp_path / "x.tfrecord").read_bytes())
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.decode().splitlines()[-1] == (
+        "  note: -: split name 'train' assumed (the file does not record it); choose "
+        "another with --split-name")
+
+
 def test_stdin_errors_name_dash_not_the_spool():
     result = run("convert", "-", "x.npz", stdin=b"just some text\n")
     assert one_error_line(result, 2).startswith("-: is text, not a dataset; ")

@@ -91,7 +91,7 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         raise UsageError(None, "--sha256sums needs an output file, not stdout")
     started = time.perf_counter()
     with StdinSpool(src) as src_path:
-        source = Input(src_path, from_name)
+        source = Input(src_path, from_name, shown_as=src if src == "-" else None)
         reader = source.format
         writer = registry.get(to_name) if to_name else registry.detect_output(dst)
         if src == "-" and not reader.stdio:
@@ -103,6 +103,11 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             _check_sums_target(dst, writer)
         dataset = source.read(values, selection(values))
         write_options = options_for(writer.write_options, values)
+        if any(o.name == "workers" for o in writer.write_options):
+            # The command line owns its process: every core unless --workers says
+            # otherwise, and the workers may be forked processes (mnistconv.parallel).
+            write_options.setdefault("workers", None)
+            write_options["processes"] = True
         stats = {}
         if "stats" in inspect.signature(writer.load().write).parameters:
             write_options["stats"] = stats

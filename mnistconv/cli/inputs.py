@@ -101,8 +101,9 @@ class Input:
         dataset = source.read(values, selection(values))
     """
 
-    def __init__(self, path, from_name=None, from_flag="--from"):
+    def __init__(self, path, from_name=None, from_flag="--from", shown_as=None):
         self.path = path
+        self.shown_as = shown_as  # how messages name it ('-' for a stdin spool)
         self.format = registry.get(from_name) if from_name else \
             registry.detect_input(path, from_flag)
 
@@ -113,6 +114,9 @@ class Input:
         import mnistconv
         dataset = mnistconv.read(self.path, self.format.name,
                                  **options_for(self.format.read_options, values))
+        if self.shown_as is not None:
+            dataset.notes = [n.replace(str(self.path), self.shown_as)
+                             for n in dataset.notes]
         if select is not None:
             from .. import stream
             dataset = stream.select(dataset, **select)
@@ -169,19 +173,23 @@ class StdinSpool:
                 raise UsageError("-", "stdin is a terminal, not a dataset",
                                  "pipe one in: cat mnist.npz | mnistconv convert - out/")
             remove_dead_leftovers(tempfile.gettempdir())
+            # A file named `stdin` in a staging folder: readers that take a split name
+            # from a file name then see no random letters (which could spell `test`).
             with signals_deferred():  # no interrupt between creating and remembering it
-                fd, self.path = tempfile.mkstemp(prefix=staging_prefix("stdin")[1:])
+                self.folder = tempfile.mkdtemp(prefix=staging_prefix("stdin")[1:])
+            self.path = os.path.join(self.folder, "stdin")
             try:
-                with os.fdopen(fd, "wb") as f:
+                with open(self.path, "wb") as f:
                     shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
             except BaseException:  # __exit__ does not run when __enter__ fails
-                os.unlink(self.path)
+                shutil.rmtree(self.folder, ignore_errors=True)
                 raise
         return self.path
 
     def __exit__(self, exc_type, exc, tb):
         if self.path != self.src:
-            os.unlink(self.path)
+            import shutil
+            shutil.rmtree(self.folder, ignore_errors=True)
             # Errors name what the user gave, '-', not our spool file.
             from ..errors import MnistconvError
             if isinstance(exc, MnistconvError) and exc.path \
