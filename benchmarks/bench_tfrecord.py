@@ -86,7 +86,7 @@ def same_records(recipe, ours):
     between runs), so its records are compared after a deterministic re-serialization
     (map keys sorted, what mnistconv writes): they must then be byte-identical."""
     sys.path.insert(0, str(common.REPO))
-    from mnistconv.formats.example_proto import example_class
+    from mnistconv.formats.tfrecord.example import example_class
     Example = example_class()
     count = 0
     for count, (a, b) in enumerate(zip(records(recipe), records(ours)), 1):
@@ -217,8 +217,8 @@ def startup():
         "python -c 'import numpy'": [py, "-c", "import numpy"],
         "import mnistconv's tfrecord writer deps": [
             py, "-c", "import numpy, PIL.Image, simplejpeg, google_crc32c; "
-                      "from mnistconv.formats import tfrecord, example_proto; "
-                      "example_proto.example_class()"],
+                      "from mnistconv.formats.tfrecord import example, reader, writer; "
+                      "example.example_class()"],
         "python -c 'import numpy, cv2'": [py, "-c", "import numpy, cv2"],
         "python -c 'import tensorflow'": [py, "-c", "import tensorflow"],
     }, repeat=max(common.REPEAT, 5), fewer={"python -c 'import tensorflow'": 3})

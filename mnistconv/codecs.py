@@ -125,6 +125,45 @@ def pad_to_blocks(images, out=None):
     return out
 
 
+def jpeg_input_shape(h, w):
+    """The shape an h x w image is best handed to encode_jpeg_measured() in: padded to
+    whole 8x8 blocks (pad_to_blocks), which a caller copying pixels anyway (into a
+    worker's shared memory) does on the way."""
+    return block_padded_shape(h, w)
+
+
+def encode_jpeg_measured(images, quality, size, measure):
+    """(header, segments, error sum, error max): the JPEGs of a stack as jpeg_segments
+    gives them, and the absolute pixel error of the first `measure` images, as
+    decode_jpeg() reads them back, against the originals (summed over their pixels, and
+    the largest). images: n x h x w (or n x h x w x 1), or already padded to blocks
+    (n x jpeg_input_shape(h, w)); size: (h, w)."""
+    images = np.asarray(images)
+    n = len(images)
+    h, w = size
+    if images.shape[1:] == jpeg_input_shape(h, w):
+        padded = images
+    else:
+        padded = pad_to_blocks(images.reshape((n, h, w)))
+    header, segments, decoded = jpeg_segments(padded, quality, decoded=measure,
+                                              size=(h, w))
+    if not measure:
+        return header, segments, 0, 0
+    # |a - b| in uint8, in place, without widening: 5x faster than via int16; on the
+    # padded arrays (contiguous), the padding then zeroed.
+    padded = padded[:measure]
+    low = np.minimum(decoded, padded)
+    diff = np.maximum(decoded, padded, out=decoded)
+    diff -= low
+    diff[:, h:, :] = 0
+    diff[:, :, w:] = 0
+    # A uint32 sum is half the time of a uint64 one, and cannot overflow below 2**24
+    # pixels of at most 255.
+    total = np.uint32 if diff.size < 1 << 24 else np.uint64
+    return header, segments, int(np.add.reduce(diff.reshape(-1), dtype=total)), \
+        int(diff.max())
+
+
 def encode_jpeg_batch(images, quality=95, decoded=False):
     """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
     to encode_jpeg() of each. With decoded=True also return the pixels decode_jpeg()

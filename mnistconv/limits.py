@@ -79,3 +79,19 @@ def printable(text, limit=80) -> str:
     characters (a newline would split the error line) escaped, long names cut."""
     text = repr(str(text))
     return text if len(text) <= limit else text[:limit - 4] + "...'"
+
+
+def count_in_range(value, option, limit) -> int:
+    """An integer option in 1..limit (--shards, --workers), else one usage error line
+    (exit 2) naming the option and the range.
+
+        count_in_range(4, "--shards", MAX_SHARDS)  # 4
+    """
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not 1 <= number <= limit:
+        shown = value if isinstance(value, int) else printable(value)
+        raise UsageError(None, f"{option} must be between 1 and {limit}, not {shown}")
+    return number

@@ -130,6 +130,31 @@ class OutputFile:
     sha256: str
 
 
+@dataclass(frozen=True)
+class WriteResult:
+    """What a writer wrote: files (path, bytes, sha256 each, in the order written),
+    counts (examples written per split) and stats (format-specific figures, e.g.
+    TFRecord's "records" and JPEG error). It also behaves as its list of files (iterate,
+    len, index), which is what writers returned before it.
+
+        result = mnistconv.write(ds, "mnist.tfrecord")
+        result.counts["train"], result.stats.get("jpeg_mean_abs_error")
+        for f in result: print(f.path, f.sha256)
+    """
+    files: list
+    counts: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        return self.files[i]
+
+
 class Progress:
     """How writers report progress; the CLI supplies a rich implementation.
     The library itself never draws anything."""

@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import limits
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.formats import tfrecord
-from mnistconv.formats.example_proto import example_class
+from mnistconv.formats.tfrecord.example import example_class
 from conftest import REPO, SAMPLE, run, stderr_of
 from tfrecord_helpers import dataset, write
 

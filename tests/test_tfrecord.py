@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import mnistconv
 from mnistconv import codecs, registry
 from mnistconv.formats import tfrecord
+from mnistconv.formats.tfrecord import writer
+from mnistconv.formats.tfrecord.example import example_class
 from conftest import SAMPLE, make_idx_dir, run, stderr_of
 from tfrecord_helpers import dataset, digit_like, error_stats, measured, write
 
@@ -69,7 +71,7 @@ def test_framing_layout(tmp_path):
 def test_descriptor_is_tensorflows_example_proto():
     """The embedded descriptor equals one rebuilt field by field with descriptor_pb2."""
     from google.protobuf import descriptor_pb2 as d
-    from mnistconv.formats import example_proto
+    from mnistconv.formats.tfrecord import example as example_proto
     T = d.FieldDescriptorProto
     f = d.FileDescriptorProto(name="mnistconv/example.proto", package="tensorflow",
                               syntax="proto3")
@@ -104,7 +106,7 @@ def test_descriptor_is_tensorflows_example_proto():
 def test_every_record_is_the_librarys_own_serialization(tmp_path, preset, image_format):
     """Records reuse the library's framing per (class, image length); each must equal a
     fresh deterministic serialization of the Example built field by field."""
-    from mnistconv.formats.example_proto import PRESETS, example_class
+    from mnistconv.formats.tfrecord.example import PRESETS, example_class
     ds = dataset(150, seed=9)
     source = ds.splits["train"]
     write(ds, tmp_path / "a.tfrecord", preset=preset, image_format=image_format)
@@ -195,7 +197,7 @@ def test_a_jpeg_that_does_not_decode_is_named_by_its_record(tmp_path):
     """A batch with one broken JPEG is decoded one by one to name the record."""
     ds = dataset(50)
     write(ds, tmp_path / "a.tfrecord", workers=1)
-    from mnistconv.formats.example_proto import example_class
+    from mnistconv.formats.tfrecord.example import example_class
     Example = example_class()
     records = records_of(tmp_path / "a.tfrecord")
     broken = Example.FromString(records[37])
@@ -294,7 +296,7 @@ def test_label_formats_and_index_feature(tmp_path):
     ds.splits["train"]._indices = np.arange(30, dtype=np.int64) * 3 + 1000
     write(ds, tmp_path / "a.tfrecord", label_format="index", with_index=True,
           image_format="png")
-    ex = mnistconv.formats.example_proto.example_class().FromString(
+    ex = example_class().FromString(
         records_of(tmp_path / "a.tfrecord")[4])
     f = ex.features.feature
     assert list(f["label"].int64_list.value) == [ds.splits["train"].labels()[4]]
@@ -304,7 +306,7 @@ def test_label_formats_and_index_feature(tmp_path):
     np.testing.assert_array_equal(indices, np.arange(30) * 3 + 1000)
     # One-hot width: 10 at least for the MNIST family, even with 7 classes present.
     write(ds, tmp_path / "b.tfrecord", image_format="png")
-    ex = mnistconv.formats.example_proto.example_class().FromString(
+    ex = example_class().FromString(
         records_of(tmp_path / "b.tfrecord")[0])
     assert len(ex.features.feature["label"].int64_list.value) == 10
     assert mnistconv.read(tmp_path / "b.tfrecord").splits["train"].header.num_classes == 10
@@ -379,12 +381,17 @@ def test_images_of_h_w_1_write_as_their_h_w_pixels(tmp_path, image_format):
             (tmp_path / f"deep{workers}.tfrecord").read_bytes()
 
 
-def test_output_does_not_depend_on_workers_or_chunking(tmp_path, monkeypatch):
+@pytest.mark.parametrize("processes", [False, True])
+def test_output_does_not_depend_on_workers_or_chunking(tmp_path, monkeypatch, processes):
+    """The same bytes in process, on threads (the library's workers) and on forked
+    processes (the command line's)."""
     ds = dataset(700)
     write(ds, tmp_path / "one.tfrecord", workers=1, shards=3, with_index=True)
-    monkeypatch.setattr(tfrecord, "CHUNK", 64)  # many chunks, several per shard
-    _, stats = write(ds, tmp_path / "two.tfrecord", workers=2, shards=3, with_index=True)
-    _, again = write(ds, tmp_path / "three.tfrecord", workers=2, shards=3, with_index=True)
+    monkeypatch.setattr(writer, "CHUNK", 64)  # many chunks, several per shard
+    _, stats = write(ds, tmp_path / "two.tfrecord", workers=2, shards=3, with_index=True,
+                     processes=processes)
+    _, again = write(ds, tmp_path / "three.tfrecord", workers=2, shards=3, with_index=True,
+                     processes=processes)
     for i in range(3):
         a = (tmp_path / f"one.tfrecord-0000{i}-of-00003").read_bytes()
         assert a == (tmp_path / f"two.tfrecord-0000{i}-of-00003").read_bytes()
@@ -394,20 +401,21 @@ def test_output_does_not_depend_on_workers_or_chunking(tmp_path, monkeypatch):
 
 
 def test_a_worker_killed_outright_is_an_error_not_a_hang(tmp_path, monkeypatch):
-    """An OOM-killed worker: the conversion stops with one error naming how the worker
-    ended, and leaves nothing (multiprocessing.Pool waited forever for its chunk)."""
+    """An OOM-killed worker process: the conversion stops with one error naming how the
+    worker ended, and leaves nothing (multiprocessing.Pool waited forever for its
+    chunk)."""
     import signal
-    real = tfrecord.encode_records
+    real = writer.encode_records
 
     def killed_on_the_third_chunk(settings, images, labels, indices):
-        if indices[0] == 2 * tfrecord.CHUNK:
+        if indices[0] == 2 * writer.CHUNK:
             os.kill(os.getpid(), signal.SIGKILL)
         return real(settings, images, labels, indices)
 
-    monkeypatch.setattr(tfrecord, "encode_records", killed_on_the_third_chunk)
+    monkeypatch.setattr(writer, "encode_records", killed_on_the_third_chunk)
     with pytest.raises(mnistconv.MnistconvError,
                        match=r"^a worker process ended unexpectedly \(killed by signal 9\)$"):
-        write(dataset(4500), tmp_path / "a.tfrecord", workers=2)
+        write(dataset(4500), tmp_path / "a.tfrecord", workers=2, processes=True)
     assert os.listdir(tmp_path) == []
 
 
@@ -415,29 +423,32 @@ def test_a_job_for_a_worker_that_just_died_is_the_same_error():
     """The parent writes a job to a worker right after its last reply; if it died in
     between, the broken pipe becomes the same one-line error, not an EPIPE."""
     import signal
-    from mnistconv.formats.example_proto import PRESETS
-    settings = tfrecord._Settings(PRESETS["recipe"], "jpeg", "onehot", 95, 10, (28, 28),
-                                  False, False)
-    workers = tfrecord._Workers(1, [settings], 32 * 32)
-    pid = workers.children[0][0]
+    from mnistconv.formats.tfrecord.example import PRESETS
+    from mnistconv.parallel import ParallelEncoder
+    settings = writer.Settings(PRESETS["recipe"], "jpeg", "onehot", 95, 10, (28, 28),
+                               False, False)
+    encoder = ParallelEncoder([settings], 1 + 1, processes=True, record_bytes=32 * 32)
+    pool = encoder.pool
+    pid = pool.children[0][0]
     try:
         os.kill(pid, signal.SIGKILL)
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
         with pytest.raises(mnistconv.MnistconvError,
                            match=r"^a worker process ended unexpectedly \(killed by "
                                  r"signal 9\)$"):
-            workers.submit(settings, 0, 10)
+            pool.submit(settings, 0, 10)
     finally:
-        workers.close(False)
+        encoder.close(False)
 
 
-def test_an_error_in_a_worker_reaches_the_caller(tmp_path, monkeypatch):
+@pytest.mark.parametrize("processes", [False, True])
+def test_an_error_in_a_worker_reaches_the_caller(tmp_path, monkeypatch, processes):
     def fails(settings, images, labels, indices):
         raise mnistconv.FormatError("x", f"chunk at {indices[0]} cannot be encoded")
 
-    monkeypatch.setattr(tfrecord, "encode_records", fails)
+    monkeypatch.setattr(writer, "encode_records", fails)
     with pytest.raises(mnistconv.FormatError, match="^x: chunk at 0 cannot be encoded$"):
-        write(dataset(2500), tmp_path / "a.tfrecord", workers=2)
+        write(dataset(2500), tmp_path / "a.tfrecord", workers=2, processes=processes)
     assert os.listdir(tmp_path) == []
 
 
@@ -670,7 +681,7 @@ def test_official_training_set_matches_the_recipe_record_for_record(
             "--exact-jpeg-error")
     assert r.returncode == 0, stderr_of(r)
     summary = json.loads(r.stdout)
-    from mnistconv.formats.example_proto import example_class
+    from mnistconv.formats.tfrecord.example import example_class
     Example = example_class()
     records = records_of(out)
     assert len(records) == 60000
@@ -710,7 +721,7 @@ def test_records_that_are_not_examples_are_named(tmp_path, payload, message):
 
 
 def test_image_that_does_not_decode_names_its_record(tmp_path):
-    from mnistconv.formats.example_proto import example_class
+    from mnistconv.formats.tfrecord.example import example_class
     records = []
     for i, blob in enumerate([codecs.encode_png(digit_like(1)[0]), b"\x89PNG\r\n\x1a\nbad"]):
         ex = example_class()()
@@ -763,7 +774,7 @@ def test_tfds_gets_the_shard_suffix_when_shards_are_asked_for(tmp_path, preset, 
 
 def test_slim_writes_png_as_tf_slims_mnist_converter(tmp_path):
     """download_and_convert_mnist.py encodes PNG and sets image/format b'png'."""
-    from mnistconv.formats.example_proto import example_class
+    from mnistconv.formats.tfrecord.example import example_class
     ds = dataset(20, seed=4)
     write(ds, tmp_path / "s.tfrecord", preset="slim")
     Example = example_class()

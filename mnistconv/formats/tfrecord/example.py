@@ -1,4 +1,6 @@
-"""tf.train.Example messages without TensorFlow, and the feature conventions in use.
+"""tf.train.Example messages without TensorFlow: the feature conventions (presets),
+encoding them fast (ExampleBuilder), and finding image and label in a record read back
+(Layout).
 
 The messages are TensorFlow's own (tensorflow/core/example/{feature,example}.proto),
 declared here in a private descriptor pool so that importing TensorFlow in the same
@@ -26,7 +28,8 @@ rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import MissingDependency
+from ...errors import FormatError, MissingDependency
+from ...limits import check_num_classes, printable
 
 _FILE_DESCRIPTOR = (
     b'\n\x17mnistconv/example.proto\x12\ntensorflow"\x1a\n\tBytesList\x12\r\n\x05value'
@@ -185,3 +188,94 @@ class ExampleBuilder:
         if self.with_index:
             index_values[0] = index
         return template.SerializeToString(deterministic=True)
+
+
+# --- reading back ----------------------------------------------------------------
+
+class Layout:
+    """How to find image and label in an Example (from a preset or the first record).
+    A feature the first record has (height, width, format, index) every record must
+    have, with the same kind."""
+
+    def __init__(self, image_key, label_key, label_format, label_width, index_key,
+                 format_key, height_key, width_key):
+        self.image_key, self.label_key, self.label_format = image_key, label_key, \
+            label_format
+        self.label_width = label_width
+        self.index_key, self.format_key = index_key, format_key
+        self.height_key, self.width_key = height_key, width_key
+
+
+def record_name(number):
+    """How messages name a record."""
+    return f"record {number} (counting from 0)"
+
+
+def _feature_names(feature):
+    """The feature names of a record as one line can show them (names are data)."""
+    names = sorted(feature)
+    shown = ", ".join(printable(n, 40) for n in names[:20])
+    return (shown + (f", ... ({len(names)} in all)" if len(names) > 20 else "")) or "none"
+
+
+def feature_values(path, number, feature, key, kind):
+    """The values of feature `key`, which must be there and hold `kind` (bytes_list or
+    int64_list). (feature[key] alone would add an empty feature, and a mistyped one
+    reads as no values.)"""
+    if key not in feature:
+        raise FormatError(path, f"{record_name(number)}: no {printable(key)} feature, "
+                                "which the first record has")
+    actual = feature[key].WhichOneof("kind")
+    if actual != kind:
+        raise FormatError(path, f"{record_name(number)}: feature {printable(key)} is "
+                                f"{actual or 'empty'}, expected {kind}")
+    return getattr(feature[key], kind).value
+
+
+def one_value(path, number, feature, key, kind):
+    """The single value of feature `key` (see feature_values), else a FormatError."""
+    values = feature_values(path, number, feature, key, kind)
+    if len(values) != 1:
+        raise FormatError(path, f"{record_name(number)}: feature {printable(key)} has "
+                                f"{len(values)} values, expected one")
+    return values[0]
+
+
+def find_layout(example, schema, path, number) -> Layout:
+    """Where image, label and the optional features are in records like `example`
+    (the first record): from the schema named, or (schema "auto"/None) detected."""
+    feature = example.features.feature
+    if schema in (None, "auto"):
+        preset = PRESETS["slim"] if "image/encoded" in feature else PRESETS["recipe"]
+        if preset.label_key not in feature or preset.image_key not in feature:
+            raise FormatError(path, f"no image/label features this reader knows "
+                                    f"(features: {_feature_names(feature)})",
+                              "the conventions read are recipe, tfds and slim")
+    else:
+        preset = PRESETS[schema]
+        for key in (preset.image_key, preset.label_key):
+            if key not in feature:
+                raise FormatError(path, f"no '{key}' feature, which the {schema} "
+                                        f"convention has (features: "
+                                        f"{_feature_names(feature)})")
+    # One value is a class index, several a one-hot row, whatever the convention.
+    width = len(feature_values(path, number, feature, preset.label_key, "int64_list"))
+    label_format = "onehot" if width > 1 else "index"
+    if width > 1:
+        check_num_classes(width, path, f"{record_name(number)}: one-hot labels")
+    height_key, width_key = preset.height_key, preset.width_key
+    if height_key is None and RAW_HEIGHT_KEY in feature:
+        height_key, width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY
+    if height_key is not None:
+        present = [key in feature for key in (height_key, width_key)]
+        if present == [False, False]:
+            height_key = width_key = None
+        elif present != [True, True]:
+            have, lack = (height_key, width_key) if present[0] else (width_key, height_key)
+            raise FormatError(path, f"{record_name(number)}: has a {printable(have)} "
+                                    f"feature but no {printable(lack)}")
+    index_key = preset.index_key if preset.index_key in feature else None
+    format_key = preset.format_key if preset.format_key and preset.format_key in feature \
+        else None
+    return Layout(preset.image_key, preset.label_key, label_format, width, index_key,
+                  format_key, height_key, width_key)

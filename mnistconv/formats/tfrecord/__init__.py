@@ -1,0 +1,81 @@
+"""TFRecord files of tf.train.Example records, read and written without TensorFlow.
+
+Byte layout of a TFRecord file (framing.py): records back to back, each
+    uint64  length of the data, little-endian
+    uint32  masked CRC-32C of those 8 length bytes, little-endian
+    bytes   data (length bytes): here a serialized tf.train.Example
+    uint32  masked CRC-32C of the data, little-endian
+where mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, modulo 2**32. A whole file may be
+GZIP- or ZLIB-compressed (TensorFlow is told which: compression_type="GZIP"); written at
+level 9 with mtime 0, detected from content on read. A shard set is name-00000-of-00004
+... name-00003-of-00004 (TensorFlow's naming, mnistconv.shards), records in shard order;
+several splits are written as name-train.tfrecord, name-test.tfrecord (and read back
+from `name`; names.py). Hidden files and staging leftovers are never read as shards or
+splits. '-' is one unsharded split on stdout, or a file read from stdin.
+
+The data of a record, for the default convention (protobuf wire format; map entries in
+key order, as serialize(deterministic=True) writes them):
+    0A len Features
+      0A len { 0A 05 "image"  12 len { 0A len BytesList { 0A len <JPEG bytes> } } }
+      0A len { 0A 05 "label"  12 len { 1A len Int64List { 0A 0A <10 varints 0/1> } } }
+
+Each Example (see example.py for the message layout) follows one of these conventions
+("presets"); all int64 features are int64_list, all bytes bytes_list:
+    recipe (default)  image: one JPEG; label: one-hot over the classes (10 for MNIST)
+    tfds              image: one PNG; label: the class index (one value)
+    slim              image/encoded: one PNG (TF-slim's download_and_convert_mnist.py),
+                      image/format (b"png"/b"jpeg"/b"raw"), image/class/label
+                      (index), image/height, image/width
+Options change the image encoding (jpeg, png, raw: the H*W uint8 pixels row-major, with
+height and width features added when the preset has none) and the label (onehot,
+index), and add the original index as "index" ("image/index" for slim). JPEG is lossy:
+the writer reports the mean and max absolute pixel error of the records it wrote, with
+the pixels tf.io.decode_jpeg's defaults decode (codecs.decode_jpeg), as the reader does.
+
+Writing (writer.py): chunks of consecutive records are encoded on one or more workers
+(mnistconv.parallel) and appended in order; record bytes never depend on the chunking
+or the number of workers. Reading (reader.py) checks both CRCs of every record and
+names the first bad record (counting from 0) with its byte offset; one-hot labels
+become class indices. What a file claims is checked before it is believed (limits.py):
+a record's length against MAX_RECORD_BYTES and what the (possibly compressed) stream can
+still hold, an image's size from its header against MAX_IMAGE_PIXELS, a one-hot width
+against MAX_CLASSES, shard names' counts; and every record must have the features of
+the first, with their kinds.
+
+Modules: framing.py (records, CRCs, compression), example.py (Example messages,
+presets, layouts), names.py (output names, resolving inputs), reader.py, writer.py.
+This file imports none of them until a name is used, so `--help` pays for nothing.
+
+    from mnistconv.formats import tfrecord
+    ds = tfrecord.read("mnist.tfrecord")
+    tfrecord.write(ds, "copy.tfrecord", preset="tfds", shards=4)
+"""
+
+import importlib
+
+# Public name -> the module of this package (or of mnistconv) that holds it.
+_HOMES = {
+    "read": ".reader", "sniff": ".reader", "TFRecordSplit": ".reader",
+    "write": ".writer", "encode_records": ".writer", "Settings": ".writer",
+    "CHUNK": ".writer", "ERROR_SAMPLE": ".writer", "IMAGE_FORMATS": ".writer",
+    "LABEL_FORMATS": ".writer",
+    "masked_crc": ".framing", "Framer": ".framing", "iter_records": ".framing",
+    "COMPRESSIONS": ".framing", "NOT_TFRECORD": ".framing",
+    "NOT_TFRECORD_HINT": ".framing",
+    "matches_name": ".names", "resolve": ".names", "split_target": ".names",
+    "EXTENSIONS": ".names",
+    "PRESETS": ".example", "Schema": ".example", "ExampleBuilder": ".example",
+    "example_class": ".example",
+    "SHARD_RE": "mnistconv.shards", "shard_names": "mnistconv.shards",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(home, __name__) if home.startswith(".") else \
+        importlib.import_module(home)
+    return getattr(module, name)

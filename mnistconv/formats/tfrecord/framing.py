@@ -1,0 +1,321 @@
+"""TFRecord framing: records back to back, each checked by two masked CRC-32Cs, in a
+file that may be GZIP- or ZLIB-compressed as a whole.
+
+    uint64  length of the data, little-endian
+    uint32  masked CRC-32C of those 8 length bytes, little-endian
+    bytes   data (length bytes)
+    uint32  masked CRC-32C of the data, little-endian
+
+where mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, modulo 2**32. Compression is
+detected from content on read (gzip's 1f 8b, a zlib header) when the first record's
+length CRC does not hold. What a file claims is checked before it is believed: a
+record's length against limits.MAX_RECORD_BYTES and against what the (possibly
+compressed) stream can still hold, so nothing is allocated for a length that lies.
+"""
+
+import os
+import struct
+import zlib
+
+import numpy as np
+
+from ...errors import FormatError, MissingDependency
+from ...fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib
+from ...limits import MAX_RECORD_BYTES
+
+_MASK_DELTA = 0xA282EAD8
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+_HEADER = struct.Struct("<QI")  # a record's length and the masked CRC of its 8 bytes
+_READ_AHEAD = 1 << 20
+# What the framer's per-(class, image length) cache may hold.
+_SPLICED_BYTES = 64 << 20
+COMPRESSIONS = ("none", "gzip", "zlib")
+NOT_TFRECORD = "not a TFRecord file: the first record's length CRC does not match"
+NOT_TFRECORD_HINT = "is it another format, or compressed other than gzip or zlib?"
+
+
+def _crc32c():
+    try:
+        import google_crc32c
+    except ImportError:
+        raise MissingDependency("google-crc32c", "tfrecord", "TFRecord framing") from None
+    return google_crc32c.value
+
+
+def _crc32c_extend():
+    _crc32c()
+    import google_crc32c
+    return google_crc32c.extend
+
+
+def masked_crc(data, crc=None) -> int:
+    return _mask((crc or _crc32c())(data))
+
+
+def _mask(c):
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+class Framer:
+    """Frames records; the 12-byte length header is cached per length (JPEGs of one
+    size class share a few hundred lengths)."""
+
+    def __init__(self):
+        self.crc = _crc32c()
+        import google_crc32c
+        self.extend = google_crc32c.extend
+        self.headers = {}
+        self.spliced = {}
+        self.spliced_bytes = 0
+
+    def header(self, n):
+        h = self.headers.get(n)
+        if h is None:
+            length = _U64.pack(n)
+            h = self.headers[n] = length + _U32.pack(masked_crc(length, self.crc))
+        return h
+
+    def frame_spliced(self, builder, labels, prefix, middles, suffix) -> bytes:
+        """Frame the Examples whose image i is prefix + middles[i] + suffix, without
+        serializing each: for every (class, image length) the library's serialization
+        is split around the image once (builder.split_at_image) and cached with its
+        record header and the CRC of everything before the image. The per-record work
+        runs in map() over C functions, not a Python loop: 60000 records frame in
+        about 0.05 s instead of 0.2 s."""
+        cache = self.spliced.setdefault((id(builder), prefix, suffix), {})
+        keys = list(zip(labels, map(len, middles)))
+        hits = list(map(cache.get, keys))
+        if None in hits:
+            extra = len(prefix) + len(suffix)
+            # Bounded for images of any size spread, and for one-hot labels of many
+            # classes (each entry holds the label's serialization).
+            if len(cache) > 100_000 or self.spliced_bytes > _SPLICED_BYTES:
+                cache.clear()
+                self.spliced_bytes = 0
+            for i, key in enumerate(keys):
+                if hits[i] is None:
+                    hit = cache.get(key)
+                    if hit is None:
+                        label, length = key
+                        before, after = builder.split_at_image(label, length + extra)
+                        size = len(before) + extra + length + len(after)
+                        hit = cache[key] = (self.header(size) + before + prefix,
+                                            self.crc(before + prefix), suffix + after)
+                        self.spliced_bytes += size - length
+                    hits[i] = hit
+        heads, head_crcs, tails = zip(*hits) if hits else ((), (), ())
+        extend = self.extend
+        crcs = map(extend, map(extend, head_crcs, middles), tails)
+        return _interleave(heads, middles, tails, _masked_crcs(crcs, len(middles)))
+
+    def frame_all(self, records) -> bytes:
+        records = list(records)
+        crcs = _masked_crcs(map(self.crc, records), len(records))
+        return _interleave(list(map(self.header, map(len, records))), records, crcs)
+
+
+def _masked_crcs(crcs, n):
+    """The 4 stored bytes of each CRC in an iterable of n raw CRC-32C values."""
+    c = np.fromiter(crcs, np.uint32, n)
+    c = ((c >> 15) | (c << 17)) + np.uint32(_MASK_DELTA)  # uint32 arithmetic wraps
+    return list(map(_U32.pack, c.tolist()))
+
+
+def _interleave(*columns) -> bytes:
+    """b"".join of columns[0][0], columns[1][0], ..., columns[0][1], ..."""
+    parts = [b""] * (len(columns) * len(columns[0]))
+    for i, column in enumerate(columns):
+        parts[i::len(columns)] = column
+    return b"".join(parts)
+
+def detect_compression(path, head: bytes) -> str:
+    """none if the first record's length CRC holds (or the file is empty), else gzip or
+    zlib by their headers, else raise: not TFRecord."""
+    if len(head) == 0:
+        return "none"
+    if len(head) >= 12 and _U32.unpack(head[8:12])[0] == masked_crc(head[:8]):
+        return "none"
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "zlib"
+    raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
+
+
+def _inflater(compression):
+    """A decompressor for a gzip or zlib stream (zlib-ng's when installed)."""
+    return fast_zlib()[0].decompressobj(31 if compression == "gzip" else 15)
+
+
+class _Stream:
+    """A TFRecord file's decompressed bytes, read sequentially."""
+
+    def __init__(self, path, compression):
+        self.path = path
+        self.raw = open(path, "rb")
+        self.compression = compression
+        self.size = os.fstat(self.raw.fileno()).st_size
+        self.errors = fast_zlib()[1]
+        if compression == "none":
+            self.read = self.raw.read
+        else:
+            self.inflate = _inflater(compression)
+            self.buffer = bytearray()
+            self.read = self._read_compressed
+
+    def _read_compressed(self, n):
+        while len(self.buffer) < n:
+            if self.inflate.eof:
+                # Concatenated gzip members (gzip's own multi-member streams) go on.
+                rest = self.inflate.unused_data
+                if not rest:
+                    rest = self.raw.read(1 << 20)
+                if not rest:
+                    break
+                self.inflate = _inflater(self.compression)
+                self._feed(rest, n)
+                continue
+            block = self.inflate.unconsumed_tail or self.raw.read(1 << 20)
+            if not block:
+                raise FormatError(self.path, f"truncated {self.compression} stream: it "
+                                             "ends before its end marker")
+            self._feed(block, n)
+        with memoryview(self.buffer) as view:
+            data = bytes(view[:n])
+        del self.buffer[:n]
+        return data
+
+    def _feed(self, block, wanted):
+        # At most what the reader asked for (and 1 MiB): 1 MiB of deflate can expand
+        # to 1 GiB, and a file's first record is only 12 bytes of header.
+        limit = max(wanted - len(self.buffer), 1 << 20)
+        try:
+            self.buffer += self.inflate.decompress(block, limit)
+        except self.errors as e:
+            raise FormatError(self.path, f"not a valid {self.compression} stream "
+                                         f"({e})") from None
+
+    def remaining_at_most(self):
+        """At most how many bytes read() can still return: exact for a raw file; for a
+        compressed one, the compressed bytes left times deflate's largest expansion
+        (GZIP_MAX_RATIO), so a length is checked before anything is allocated for it."""
+        left = self.size - self.raw.tell()
+        if self.compression == "none":
+            return max(left, 0)
+        pending = len(self.inflate.unconsumed_tail) + len(self.inflate.unused_data)
+        return len(self.buffer) + (max(left, 0) + pending) * GZIP_MAX_RATIO
+
+    def read_into(self, view):
+        """Fill a memoryview in pieces of at most _READ_AHEAD (a large record is then
+        held once, not once per copy); returns how many bytes it holds."""
+        filled = 0
+        while filled < len(view):
+            piece = self.read(min(len(view) - filled, _READ_AHEAD))
+            if not piece:
+                break
+            view[filled:filled + len(piece)] = piece
+            filled += len(piece)
+        return filled
+
+    def close(self):
+        self.raw.close()
+
+
+def iter_records(path, compression="auto", start_number=0):
+    """Yield (record number, byte offset, data) of a TFRecord file, checking both CRCs.
+    Errors name the record (counting from 0 in this file, or from start_number).
+    The file is read in blocks of _READ_AHEAD bytes and the records cut from them:
+    two reads and a slice per record cost more than checking it."""
+    check_input_file(path)
+    if compression in (None, "auto"):
+        with open(path, "rb") as f:
+            compression = detect_compression(path, f.read(12))
+    crc = _crc32c()
+    stream = _Stream(path, compression)
+    try:
+        number, offset = start_number, 0
+        block, pos = b"", 0  # read-ahead, and where the next record starts in it
+        while True:
+            if len(block) - pos < 12:
+                block, pos = block[pos:] + stream.read(_READ_AHEAD), 0
+                if not block:
+                    return
+            where = f"record {number} (counting from 0, at byte {offset})"
+            if len(block) < 12:
+                raise FormatError(path, f"{where}: truncated: {len(block)} bytes of a "
+                                        "12-byte record header")
+            length, stored = _HEADER.unpack_from(block, pos)
+            if stored != _mask(crc(block[pos:pos + 8])):
+                if number == start_number and offset == 0:
+                    raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
+                raise FormatError(path, f"{where}: length CRC mismatch, the record "
+                                        "header is corrupt")
+            if length > MAX_RECORD_BYTES:
+                raise FormatError(path, f"{where}: length {length:,} is more than "
+                                        f"mnistconv's limit of {MAX_RECORD_BYTES:,} bytes "
+                                        "per record")
+            left = len(block) - pos - 12 + stream.remaining_at_most()
+            if length + 4 > left:
+                have = f" ({left} bytes left)" if compression == "none" else \
+                    f" (its {compression} stream holds at most {left:,} more bytes)"
+                raise FormatError(path, f"{where}: length {length} runs past the end of "
+                                        f"the file{have}")
+            end = pos + 16 + length
+            if end > len(block):
+                # A record longer than what is buffered: read into one buffer of its
+                # own size (only as far as the stream really holds it).
+                record = bytearray(16 + length)
+                have = len(block) - pos
+                record[:have] = block[pos:]
+                with memoryview(record) as view:
+                    got = have + stream.read_into(view[have:])
+                if got < len(record):
+                    raise FormatError(path, f"{where}: truncated: expected {length + 4} "
+                                            f"bytes of data and CRC, found {got - 12}")
+                block, pos, end = record, 0, 16 + length
+            if isinstance(block, bytearray) and length > _READ_AHEAD:
+                # Yielded as a view: a copy would hold the record twice.
+                data = memoryview(block)[12:end - 4]
+                value = crc(b"")
+                for i in range(0, length, _READ_AHEAD):
+                    value = _crc32c_extend()(value, bytes(data[i:i + _READ_AHEAD]))
+            else:
+                data = bytes(block[pos + 12:end - 4])
+                value = crc(data)
+            if _U32.unpack_from(block, end - 4)[0] != _mask(value):
+                raise FormatError(path, f"{where}: data CRC mismatch, the record is "
+                                        "corrupt")
+            yield number, offset, data
+            number += 1
+            offset += 16 + length
+            if isinstance(block, bytearray):
+                block, pos = b"", 0  # the large record's buffer is not kept
+            else:
+                pos = end
+    finally:
+        stream.close()
+
+
+def sniff_file(path) -> bool:
+    """Content says TFRecord: the first record's length CRC holds (after gunzip or
+    zlib inflate when the file is compressed). Never opens a FIFO or a device."""
+    if not os.path.isfile(path):  # opening a FIFO would block until a writer comes
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    if len(head) < 12:
+        return False
+    if _U32.unpack(head[8:12])[0] == masked_crc(head[:8]):
+        return True
+    for wbits in (31, 15):
+        try:
+            inner = zlib.decompressobj(wbits).decompress(head, 12)
+        except zlib.error:
+            continue
+        if len(inner) >= 12 and _U32.unpack(inner[8:12])[0] == masked_crc(inner[:8]):
+            return True
+    return False

@@ -1,0 +1,326 @@
+"""Reading TFRecord: a file, a shard set, a glob, a directory or the name write() was
+given (names.resolve) becomes splits of records.
+
+Each split is parsed once: when it is opened, one pass over its records checks both
+CRCs and every record's features against the first record's layout, and keeps an index
+of what is small (the label, the original index and where the image lies in the record,
+24 bytes a record). labels() and indices() are then that index, and batches() reads
+the records again only to cut the image bytes out of them (no second parse) and
+decodes them, a batch at a time, on every core (parallel.ordered_map: threads; Pillow
+and simplejpeg release the GIL). JPEGs sharing a header decode as tiles of many
+(codecs.decode_jpeg_tiles).
+"""
+
+import os
+
+import numpy as np
+
+from ... import codecs
+from ...errors import FormatError, UsageError
+from ...limits import check_image_size
+from ...parallel import check_workers, ordered_map
+from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from .example import (PRESETS, example_class, feature_values, find_layout, one_value,
+                      record_name)
+from ...shards import is_data_name
+from .framing import COMPRESSIONS, iter_records, sniff_file
+from .names import matches_name, resolve
+
+IMAGE_KINDS = ("jpeg", "png", "raw")
+# A batch of decoded images stays within this (as IDX's and npz's do).
+_BATCH_BYTES = 64 << 20
+_JPEG = b"\xff\xd8\xff"
+
+
+class TFRecordSplit(Split):
+    """One split: a file or a shard set, read in order (see the module docstring).
+
+        split = mnistconv.read("train.tfrecord").splits["train"]
+        split.labels()[:5], next(split.batches(100)).images.shape
+    """
+
+    def __init__(self, name, files, schema="auto", compression="auto", workers=None):
+        self.files = list(files)
+        self.compression = compression
+        self.schema = schema
+        self.workers = check_workers(workers)
+        self.Example = example_class()
+        self.layout = None
+        labels, indices, starts, lengths, raw = [], [], [], [], []
+        shape = None  # the first record's image's, every record's
+        for path, number, data in self._records():
+            example = self._parse(path, number, data)
+            if self.layout is None:
+                self.layout = find_layout(example, schema, path, number)
+            image, label, index = self._fields(path, number, example)
+            if shape is None:
+                shape = (image.pixels() if isinstance(image, _Raw) else
+                         _decode_image(path, number, image)).shape
+            elif isinstance(image, _Raw):
+                _check_shape(path, number, image.shape, shape)
+            labels.append(label)
+            indices.append(index if index is not None else len(indices))
+            starts.append(_locate(data, image))
+            lengths.append(len(image))
+            raw.append(isinstance(image, _Raw))
+        if shape is None:
+            raise FormatError(self.files[0], "contains no records")
+        self._labels = _cast(np.array(labels, np.int64))
+        self._indices = np.array(indices, np.int64)
+        self._starts = np.array(starts, np.int64)
+        self._lengths = np.array(lengths, np.int64)
+        self._raw = np.array(raw, bool)
+        num_classes = self.layout.label_width if self.layout.label_format == "onehot" \
+            else None
+        header = Header(len(labels), shape, np.dtype(np.uint8), np.dtype(np.uint8),
+                        num_classes, ", ".join(self.files))
+        super().__init__(name, header)
+
+    def _records(self):
+        for path in self.files:
+            for number, _, data in iter_records(path, self.compression):
+                yield path, number, data
+
+    def _parse(self, path, number, data):
+        try:
+            return self.Example.FromString(data)
+        except Exception as e:  # protobuf's DecodeError, whatever the backend
+            raise FormatError(path, f"record {number} (counting from 0): not a "
+                                    f"tf.train.Example ({e})") from None
+
+    def _fields(self, path, number, example):
+        """(image bytes, label, original index or None) of a record, its features
+        checked against the layout (raw images against their size here: they need no
+        decoding)."""
+        feature = example.features.feature
+        layout = self.layout
+        where = record_name(number)
+        values = feature_values(path, number, feature, layout.image_key, "bytes_list")
+        if len(values) != 1:
+            raise FormatError(path, f"{where}: expected one image, found {len(values)}")
+        data = values[0]
+        kind = None
+        if layout.format_key:
+            kind = bytes(one_value(path, number, feature, layout.format_key,
+                                   "bytes_list")).decode("ascii", "replace").lower()
+            kind = {"jpg": "jpeg"}.get(kind, kind)
+            if kind not in IMAGE_KINDS:
+                kind = None  # an encoding named otherwise: found from the bytes
+        shape = self._shape(path, number, feature)
+        if kind is None:
+            kind = "raw" if shape and len(data) == shape[0] * shape[1] else \
+                codecs.image_kind(data)
+        if kind == "raw":
+            if shape is None:
+                side = int(round(len(data) ** 0.5))
+                if side * side != len(data):
+                    raise FormatError(path, f"{where}: raw image of {len(data)} bytes with "
+                                            "no height/width features")
+                shape = (side, side)
+            if len(data) != shape[0] * shape[1]:
+                raise FormatError(path, f"{where}: raw image of {len(data)} bytes, "
+                                        f"expected {shape[0]} x {shape[1]}")
+            data = _Raw(data, shape)
+        index = self._index(path, number, feature) if layout.index_key else None
+        return data, self._label(path, number, feature), index
+
+    def _label(self, path, number, feature):
+        values = feature_values(path, number, feature, self.layout.label_key, "int64_list")
+        if self.layout.label_format == "onehot":
+            if len(values) != self.layout.label_width:
+                raise FormatError(path, f"{record_name(number)}: one-hot label of "
+                                        f"{len(values)} values, the first record's has "
+                                        f"{self.layout.label_width}")
+            values = list(values)
+            if values.count(0) != len(values) - 1 or 1 not in values:
+                raise FormatError(path, f"record {number} (counting from 0): label is not "
+                                        f"one-hot ({values[:20]})")
+            return values.index(1)
+        if len(values) != 1:
+            raise FormatError(path, f"record {number} (counting from 0): expected one "
+                                    f"label value, found {len(values)}")
+        return values[0]
+
+    def _index(self, path, number, feature):
+        index = one_value(path, number, feature, self.layout.index_key, "int64_list")
+        if index < 0:
+            raise FormatError(path, f"{record_name(number)}: index {index} is negative",
+                              "indices count examples from 0")
+        return index
+
+    def _shape(self, path, number, feature):
+        """(height, width) from the record's features, checked, or None."""
+        if not self.layout.height_key:
+            return None
+        shape = tuple(one_value(path, number, feature, key, "int64_list")
+                      for key in (self.layout.height_key, self.layout.width_key))
+        if min(shape) < 1:
+            raise FormatError(path, f"{record_name(number)}: height and width must be 1 "
+                                    f"or more, not {shape[0]} x {shape[1]}")
+        check_image_size(shape, path, f"{record_name(number)}: image")
+        return shape
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        shape = tuple(self.header.shape)
+        # Large images mean fewer per batch (as IDX and npz do): a batch of 8192
+        # 4096 x 4096 images would be 128 GiB.
+        batch_size = max(1, min(batch_size, _BATCH_BYTES // max(1, int(np.prod(shape)))))
+        workers = self.workers if self.workers > 1 and self.header.count > batch_size \
+            else 1
+        yield from ordered_map(self._decode_batch, self._cut(batch_size, shape), workers)
+
+    def _cut(self, batch_size, shape):
+        """(shape, start position, [(path, record number, image bytes or _Raw)]) per
+        batch, read in this thread (the decoding happens in _decode_batch)."""
+        position, items = 0, []
+        count = self.header.count
+        for path, number, data in self._records():
+            if position == count:
+                raise FormatError(self.files[0], f"changed while reading: more than "
+                                                 f"{count} records")
+            start, length = int(self._starts[position]), int(self._lengths[position])
+            image = bytes(data[start:start + length])
+            if self._raw[position]:
+                image = _Raw(image, shape)
+            items.append((path, number, image))
+            position += 1
+            if len(items) == batch_size:
+                yield shape, position - len(items), items
+                items = []
+        if position != count:
+            raise FormatError(self.files[0], f"changed while reading: {position} records, "
+                                             f"{count} before")
+        if items:
+            yield shape, position - len(items), items
+
+    def _decode_batch(self, job):
+        shape, start, items = job
+        n = len(items)
+        images = np.empty((n,) + shape, np.uint8)
+        jpegs = []
+        for place, (path, number, data) in enumerate(items):
+            if isinstance(data, _Raw):
+                images[place] = data.pixels()
+            elif data[:3] == _JPEG:
+                jpegs.append((place, path, number, data))
+            else:
+                image = _decode_image(path, number, data)
+                _check_shape(path, number, image.shape, shape)
+                images[place] = image
+        _decode_jpegs(jpegs, images, shape)
+        return Batch(images, self._labels[start:start + n].copy(),
+                     self._indices[start:start + n].copy())
+
+    def labels(self):
+        return self._labels
+
+    def indices(self):
+        return self._indices
+
+
+class _Raw:
+    """Raw pixels in a record (H*W bytes, row-major), checked for size."""
+
+    __slots__ = ("data", "shape")
+
+    def __init__(self, data, shape):
+        self.data, self.shape = data, tuple(shape)
+
+    def __len__(self):
+        return len(self.data)
+
+    def pixels(self):
+        return np.frombuffer(self.data, np.uint8).reshape(self.shape)
+
+
+def _locate(data, image):
+    """Where the image bytes lie in a record's data (bytes.find: the first place those
+    very bytes are, so cutting there gives them back)."""
+    if isinstance(image, _Raw):
+        image = image.data
+    if isinstance(data, memoryview):
+        # A large record, yielded as a view of its own buffer (framing.iter_records).
+        whole = data.obj
+        skip = len(whole) - 4 - len(data)
+        return whole.find(image, skip) - skip
+    return data.find(image)
+
+
+def _cast(labels):
+    return labels.astype(np.uint8) if len(labels) and labels.min() >= 0 and \
+        labels.max() < 256 else labels
+
+
+def _check_shape(path, number, shape, first):
+    if tuple(shape) != tuple(first):
+        raise FormatError(path, f"record {number} (counting from 0): image is "
+                                f"{tuple(shape)}, the first was {tuple(first)}")
+
+
+def _decode_image(path, number, data):
+    # The size the header claims is checked before anything is decoded.
+    size = codecs.image_size(data)
+    if size is not None:
+        check_image_size(size, path, f"{record_name(number)}: image")
+    try:
+        return codecs.decode_image(data)
+    except ValueError as e:
+        raise FormatError(path, f"record {number} (counting from 0): image does not "
+                                f"decode ({e})") from None
+
+
+def _decode_jpegs(jpegs, images, shape):
+    """Decode a batch's JPEGs into their places: together when they share a header
+    (codecs.decode_jpeg_tiles), else, or to name the record that fails, one by one."""
+    if not jpegs:
+        return
+    places = [place for place, _, _, _ in jpegs]
+    together = codecs.decode_jpeg_tiles([data for _, _, _, data in jpegs], *shape)
+    if together is not None:
+        images[places] = together
+        return
+    for place, path, number, data in jpegs:
+        image = _decode_image(path, number, data)
+        _check_shape(path, number, image.shape, shape)
+        images[place] = image
+
+
+def read(path, schema="auto", input_compression="auto", split_name=None,
+         workers=None) -> Dataset:
+    """Read TFRecord files of tf.train.Example records: a file, a shard set (any
+    shard's name, or a glob), a directory of TFRecord files, or the name write() was
+    given (finding its shards or per-split files). workers: threads that decode images
+    (None: one per core; 1: in the calling thread).
+
+        ds = read("mnist.tfrecord")
+        ds.splits["train"].header.count
+    """
+    if schema not in (None, "auto") and schema not in PRESETS:
+        raise UsageError(None, f"unknown schema '{schema}'",
+                         f"choose one of: auto, {', '.join(PRESETS)}")
+    if input_compression not in (None, "auto") + COMPRESSIONS:
+        raise UsageError(None, f"unknown compression '{input_compression}'")
+    groups = resolve(path)
+    if split_name and len(groups) == 1:
+        groups = {split_name: next(iter(groups.values()))}
+    splits = {name: TFRecordSplit(name, files, schema, input_compression, workers)
+              for name, files in groups.items()}
+    paths = [f for files in groups.values() for f in files]
+    return Dataset("tfrecord", splits, paths)
+
+
+def sniff(path) -> bool:
+    """Content says TFRecord: the first record's length CRC holds (after gunzip or
+    zlib inflate when the file is compressed). A directory: it holds such files.
+
+        sniff("train.tfrecord")  # True
+    """
+    path = str(path)
+    if os.path.isdir(path):
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            return False
+        return any(matches_name(n) and is_data_name(n) and
+                   sniff_file(os.path.join(path, n)) for n in names)
+    return sniff_file(path)
