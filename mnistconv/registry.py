@@ -24,6 +24,7 @@ from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .
 FORMAT_PACKAGES = (
     "mnistconv.formats.idx",
     "mnistconv.formats.npz",
+    "mnistconv.formats.gdmnist",
 )
 
 FORMATS: dict = {}
@@ -206,25 +207,7 @@ def _compression_hint(fmt):
 for _package in FORMAT_PACKAGES:
     register(importlib.import_module(_package).SPEC)
 
-# --- formats still declared here (to move into their packages) ---------------------------------------------------------------------
-
-
-# ---------------------------------------------------------------------
-
-
-
-register(Format(
-    "gdmnist", "mnistconv.formats.gdmnist",
-    "GDMNIST1 browser binaries (.bin, .bin.gz; a directory of them or a browser pack)",
-    extensions=(".bin", ".bin.gz"),
-    compression_suffixes=((".gz", ("gzip", True)),),
-    split_names_from_file_names=True,
-    read_options=(SPLIT_NAME,),
-    write_options=(
-        Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
-    ),
-    stdio=True,
-))
+# --- formats still declared here (to move into their packages) ---
 
 register(Format(
     "tfrecord", "mnistconv.formats.tfrecord",

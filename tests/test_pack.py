@@ -393,7 +393,7 @@ def test_the_manifest_model_knows_no_format_and_a_plain_read_no_pack(tmp_path):
                             validation_per_class=5, test_per_class=5, splits=("test",))
     code = ("import sys, mnistconv\n"
             "from mnistconv.packs.manifest import open_manifest\n"
-            "print('mnistconv.formats.gdmnist' in sys.modules)\n"
+            "print('mnistconv.formats.gdmnist.format' in sys.modules)\n"
             "del sys.modules['mnistconv.packs.manifest'], sys.modules['mnistconv.packs']\n"
             "for path in sys.argv[1:]:\n"
             "    ds = mnistconv.read(path)\n"

@@ -48,11 +48,11 @@ import tempfile
 
 import numpy as np
 
-from ..errors import FormatError, UsageError
-from ..fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
+from ...errors import FormatError, UsageError
+from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
                       StagedOutput, check_input_file, is_stdio, output_file_info)
-from ..limits import check_image_size, safe_split_name
-from ..records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+from ...limits import check_image_size, safe_split_name
+from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 
 MAGIC = b"GDMNIST1"
@@ -315,7 +315,7 @@ def read(path) -> Dataset:
         if os.path.lexists(manifest):
             # Imported here: the pack layer sits above the formats (packs.browser
             # imports this module), and a plain file never needs it.
-            from ..packs.manifest import open_manifest
+            from ...packs.manifest import open_manifest
             files = open_manifest(manifest, split_name).present_files()
         else:
             files = _scan(path)

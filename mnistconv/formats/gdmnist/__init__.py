@@ -1,0 +1,22 @@
+"""GDMNIST1, the compact binary a web page loads: one split per `.bin` / `.bin.gz`, a
+directory of them, or a browser pack (byte layout in format.py). This file is the
+format's declaration, light enough for `--help`; the code is in format.py, imported on
+first use."""
+
+from ...spec import Format, Option
+from ..common import SPLIT_NAME, lazy_attributes
+
+SPEC = Format(
+    "gdmnist", "mnistconv.formats.gdmnist.format",
+    "GDMNIST1 browser binaries (.bin, .bin.gz; a directory of them or a browser pack)",
+    extensions=(".bin", ".bin.gz"),
+    compression_suffixes=((".gz", ("gzip", True)),),
+    split_names_from_file_names=True,
+    read_options=(SPLIT_NAME,),
+    write_options=(
+        Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
+    ),
+    stdio=True,
+)
+
+__getattr__ = lazy_attributes(SPEC.module)
