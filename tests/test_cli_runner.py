@@ -256,3 +256,19 @@ def test_cli_modules_import_no_cycle_and_stay_small():
     for name in graph:
         with open(os.path.join(CLI_DIR, name + ".py"), encoding="utf-8") as f:
             assert sum(1 for _ in f) <= 600, name
+
+
+def test_readme_formats_table_is_the_formats_command_output():
+    """The README's table comes from the formats' declarations: a format added to the
+    registry appears in `mnistconv formats` and, regenerated, in the README."""
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("<!-- formats table:")
+    start = readme.index("\n", start) + 1
+    end = readme.index("<!-- end of formats table -->")
+    result = CliRunner().invoke(cli, ["formats", "--markdown"])
+    assert result.exit_code == 0
+    assert readme[start:end] == result.output
+    from mnistconv import registry
+    for name in registry.FORMATS:
+        assert f"| **{name}**:" in result.output

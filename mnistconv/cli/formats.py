@@ -1,5 +1,6 @@
 """formats: the formats mnistconv reads and writes, with their options, from the
-registry."""
+formats' own declarations (their SPECs). The README's formats table is this command's
+`--markdown` output (a test holds the two together)."""
 
 import click
 
@@ -7,10 +8,45 @@ from .. import registry
 from .common import emit_json, json_option
 
 
+def _output_kind(f):
+    if f.output_is_directory:
+        return "a directory"
+    if f.output_is_one_file:
+        return "one file holding every split"
+    return "a file per split (or a directory of them)"
+
+
+def markdown_table():
+    """The formats as the README shows them: one row per registered format."""
+    rows = ["| format | read | write | `-` | names | output | options |",
+            "|---|---|---|---|---|---|---|"]
+    for f in registry.FORMATS.values():
+        names = ", ".join(f"`{e}`" for e in f.extensions + tuple(
+            s for s, _ in f.compression_suffixes)) or "(by content)"
+        options = "; ".join(part for part in (
+            "read: " + " ".join(f"`{o.flag}`" for o in f.read_options)
+            if f.read_options else "",
+            "write: " + " ".join(f"`{o.flag}`" for o in f.write_options)
+            if f.write_options else "") if part)
+        rows.append(f"| **{f.name}**: {f.description} | {'yes' if f.can_read else 'no'} | "
+                    f"{'yes' if f.can_write else 'no'} | {'yes' if f.stdio else 'no'} | "
+                    f"{names} | {_output_kind(f)} | {options} |")
+    return "\n".join(rows)
+
+
 @click.command("formats")
 @json_option
-def formats_command(as_json):
-    """List the formats mnistconv reads and writes, with their options."""
+@click.option("--markdown", is_flag=True, help="Print the formats as a Markdown table "
+                                                "(the README's).")
+def formats_command(as_json, markdown):
+    """List the formats mnistconv reads and writes, with their options.
+
+    \b
+    Examples:
+      mnistconv formats
+      mnistconv formats --json | jq '.[].name'
+      mnistconv formats --markdown
+    """
     rows = []
     for f in registry.FORMATS.values():
         rows.append({"name": f.name, "read": f.can_read, "write": f.can_write,
@@ -20,6 +56,9 @@ def formats_command(as_json):
                      "write_options": [o.flag for o in f.write_options]})
     if as_json:
         emit_json(rows)
+        return 0
+    if markdown:
+        click.echo(markdown_table())
         return 0
     for r in rows:
         modes = "".join(m for m, ok in (("r", r["read"]), ("w", r["write"])) if ok)
