@@ -402,3 +402,13 @@ def test_a_signal_at_any_instant_ends_cleanly(tmp_path, signum):
         assert left in ([], ["m.tfrecord"]), (delay, left)
         if left:
             assert target.stat().st_size > 0
+
+
+def test_a_full_disk_behind_stdout_names_stdout():
+    for args in (["info", SAMPLE, "--json"], ["idx-to-npz", SAMPLE, "-", "-q"]):
+        with open("/dev/full", "wb") as full:
+            result = subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
+                                    stdout=full, stderr=subprocess.PIPE, cwd=REPO)
+        assert result.returncode == 1
+        assert result.stderr.decode() == ("Error: stdout: No space left on device; free "
+                                          "some space and run again\n")

@@ -84,12 +84,25 @@ class CliError(click.ClickException):
         space when the disk is full)."""
         if isinstance(error, MnistconvError):
             return cls(error.cli_message(), error.exit_code)
-        where = f"{error.filename}: " if error.filename else ""
+        name = error.filename or _written_to_stdout(error)
+        where = f"{name}: " if name else ""
         hint = "; free some space and run again" if error.errno == errno.ENOSPC else ""
         return cls(f"{where}{error.strerror or error}{hint}", 1)
 
     def show(self, file=None):
         click.echo(f"Error: {self.message}", file=file, err=True)
+
+
+def _written_to_stdout(error):
+    """'stdout' when an OSError without a file name came from writing to stdout (click's
+    echo of a report or --json: a full disk behind `> file`), so the line names it."""
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "echo" and "click" in code.co_filename:
+            return "stdout"
+        tb = tb.tb_next
+    return None
 
 
 class LazyGroup(click.Group):
