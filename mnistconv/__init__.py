@@ -5,7 +5,9 @@
     files = mnistconv.write(ds, "mnist.npz")           # format from the name
     mnistconv.convert("data/mnist", "out/", to="idx", gzip=True)
 
-Errors are raised as mnistconv.MnistconvError with the file and what is wrong.
+Errors are raised as mnistconv.MnistconvError with the file and what is wrong. The
+library never prints, never exits and leaves signal handling to its host; docs/library.md
+is the guide.
 """
 
 from . import registry
@@ -31,7 +33,13 @@ __all__ = ["read", "write", "convert", "formats", "Dataset", "Split", "ArraySpli
 
 
 def formats():
-    """The registered formats, by name."""
+    """The registered formats, by name: each a spec.Format declaring its extensions and
+    its read and write options (the keyword arguments read() and write() take), as
+    `mnistconv formats` lists them.
+
+        mnistconv.formats()["npz"].extensions                     # ('.npz',)
+        [o.name for o in mnistconv.formats()["idx"].write_options]  # ['gzip', 'gzip_level']
+    """
     return dict(registry.FORMATS)
 
 
@@ -40,6 +48,9 @@ def read(path, format=None, *, split_name=None, **options):
     content (then by name) unless `format` names it. `split_name` names the split of a
     single-split input whose file does not record it (IDX, GDMNIST1 and TFRecord files
     do not: the name is otherwise taken from the file name, and a note says so).
+    `options` are the format's read options (see formats()). Images are read when a
+    split's batches() are iterated, a batch at a time (a TFRecord input is scanned once
+    here, for its labels and where each image lies).
 
         ds = mnistconv.read("data/mnist")
         ds = mnistconv.read("conv3.bin", split_name="test")
@@ -73,6 +84,20 @@ def read(path, format=None, *, split_name=None, **options):
 
 
 def write(dataset, path, format=None, *, force=False, progress=None, **options) -> list:
+    """Write a dataset as `format`, or as the output name says: its extension (a
+    compression suffix the format takes, such as .gz, selects that compression), or a
+    directory for IDX (a name ending in '/', an existing directory, or a name without
+    an extension). A name with another format's extension is refused. An output that
+    exists is replaced only with force=True; outputs appear whole or not at all.
+    `progress` (a records.Progress) hears how far each split has got; `options` are
+    the format's write options (see formats()). Returns the files written, in order,
+    each with .path, .bytes and .sha256.
+
+        ds = mnistconv.read("data/mnist")
+        files = mnistconv.write(ds, "mnist.npz", compress=True)
+        mnistconv.write(ds, "out/mnist", gzip=True)              # an IDX directory
+        mnistconv.write(ds, "mnist.tfrecord.gz", force=True)     # gzip from the name
+    """
     from .records import NO_PROGRESS
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
@@ -85,7 +110,15 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
 
 def convert(src, dst, from_=None, to=None, *, read_options=None, select=None,
             force=False, progress=None, **write_options) -> list:
-    """Read src, apply a selection (a dict of stream.select arguments), write dst."""
+    """Read src, apply a selection, write dst: read(src, from_, **read_options), then
+    stream.select(dataset, **select) if `select` (a dict) is given, then write(dataset,
+    dst, to, force=force, progress=progress, **write_options). Returns what write()
+    returns.
+
+        mnistconv.convert("data/mnist", "mnist.npz")
+        mnistconv.convert("data/mnist", "small/", to="idx", gzip=True,
+                          select={"splits": ["test"], "per_class": 10})
+    """
     from . import stream
     dataset = read(src, from_, **(read_options or {}))
     if select:

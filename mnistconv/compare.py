@@ -42,6 +42,10 @@ NOISE = 1e-3  # grey levels: float rounding from scaling [0, 1] pixels by 255
 
 @dataclass
 class Example:
+    """One compared example worth showing (a label mismatch or one of the worst): its
+    position in the comparison, its original index and label on each side, and its
+    largest and mean absolute pixel difference (0..255 scale)."""
+
     position: int
     index_a: int
     index_b: int
@@ -53,6 +57,14 @@ class Example:
 
 @dataclass
 class SplitComparison:
+    """What compare_splits found for one pair of splits: counts, shapes, label
+    agreement, pixel error and the worst examples; `equal` and problems() judge it,
+    to_json() is what `mnistconv compare --json` prints for it.
+
+        r = compare_splits(a.splits["test"], b.splits["test"], tolerance=2)
+        r.equal, r.max_error, r.problems()
+    """
+
     name_a: str
     name_b: str
     count_a: int
@@ -73,18 +85,22 @@ class SplitComparison:
 
     @property
     def shapes_match(self):
+        """Same image shape, a channel axis of 1 at either end aside."""
         return _squeeze(self.shape_a) == _squeeze(self.shape_b)
 
     @property
     def label_agreement(self) -> Optional[float]:
+        """Share of compared examples with the same label (None if none compared)."""
         return 1 - self.label_mismatches / self.compared if self.compared else None
 
     @property
     def mean_error(self) -> Optional[float]:
+        """Mean absolute pixel difference, 0..255 scale (None if no pixels compared)."""
         return self.sum_abs / self.pixels if self.pixels else None
 
     @property
     def share_differing(self) -> Optional[float]:
+        """Share of compared pixels that differ at all (None if none compared)."""
         return self.pixels_differing / self.pixels if self.pixels else None
 
     @property
@@ -121,6 +137,7 @@ class SplitComparison:
         return out
 
     def to_json(self):
+        """This pair as JSON-ready values (JSON has no infinity: those become null)."""
         return {
             "a": self.name_a, "b": self.name_b,
             "count_a": self.count_a, "count_b": self.count_b,
@@ -147,6 +164,13 @@ class SplitComparison:
 
 @dataclass
 class Comparison:
+    """The result of compare(): one SplitComparison per pair of splits, the splits
+    left out on each side, and whether the datasets are equal.
+
+        c = compare(mnistconv.read("data/mnist"), mnistconv.read("mnist.npz"))
+        c.equal, [s.problems() for s in c.splits]
+    """
+
     splits: list  # SplitComparison, in pairing order
     only_a: list  # split names of A that were not compared
     only_b: list
@@ -155,11 +179,15 @@ class Comparison:
 
     @property
     def equal(self) -> bool:
+        """Every pair equal, at least one compared, and no split missing where that
+        counts (see the module docstring)."""
         if self.missing_counts and (self.only_a or self.only_b):
             return False
         return bool(self.splits) and all(s.equal for s in self.splits)
 
     def to_json(self):
+        """The comparison as JSON-ready values (`mnistconv compare --json` prints them
+        after the two inputs)."""
         return {"equal": self.equal, "tolerance": self.tolerance,
                 "splits": [s.to_json() for s in self.splits],
                 "only_in_a": self.only_a, "only_in_b": self.only_b}
@@ -278,6 +306,13 @@ class _Scale:
 
 def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
                    progress=NO_PROGRESS) -> SplitComparison:
+    """Compare two splits position by position, in lockstep batches (memory bounded
+    by batch_size): counts, labels, pixel error within `tolerance`, and the `worst`
+    examples. Splits whose shapes differ are not read.
+
+        r = compare_splits(ds.splits["test"], copy.splits["test"])
+        print(r.equal, r.mean_error, r.psnr)
+    """
     result = SplitComparison(split_a.name, split_b.name, split_a.header.count,
                              split_b.header.count, tuple(split_a.header.shape),
                              tuple(split_b.header.shape), tolerance=float(tolerance))

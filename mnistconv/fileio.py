@@ -93,12 +93,15 @@ class InputFile:
         return os.fstat(self.raw.fileno()).st_size
 
     def read(self, n):
+        """Up to n bytes of the (decompressed) data; b"" at its end."""
         try:
             return self.file.read(n)
         except self.errors as e:
             raise FormatError(self.path, f"not a valid gzip stream ({e})") from None
 
     def read_exact(self, n, what):
+        """Exactly n bytes, or a FormatError saying which part (`what`, e.g. "header")
+        is truncated."""
         data = self.read(n)
         if len(data) != n:
             raise FormatError(self.path, f"truncated {what}: expected {n} bytes, "
@@ -124,6 +127,7 @@ class InputFile:
         return filled
 
     def readinto_exact(self, buffer, what):
+        """Fill all of `buffer`, or raise a FormatError saying `what` is truncated."""
         filled = self.readinto_full(buffer)
         want = memoryview(buffer).nbytes
         if filled != want:
@@ -136,9 +140,11 @@ class InputFile:
             raise FormatError(self.path, "trailing bytes after the data the header declares")
 
     def seek(self, pos):
+        """Move to a byte position of the (decompressed) data."""
         self.file.seek(pos)
 
     def close(self):
+        """Close the decompressor and the file under it."""
         self.file.close()
         self.raw.close()
 
@@ -159,11 +165,13 @@ class HashingWriter:
         self.bytes = 0
 
     def write(self, data):
+        """Write data to the wrapped file, counting and hashing it."""
         self.hash.update(data)
         self.bytes += len(data)
         return self.file.write(data)
 
     def sha256(self):
+        """SHA-256 of everything written so far, in hex."""
         return self.hash.hexdigest()
 
 
@@ -181,6 +189,7 @@ class DeflateWriter:
         self.pending = bytes([31, 139, 8, 0, 0, 0, 0, 0, 2, os_byte]) if self.gzip else b""
 
     def write(self, data):
+        """Compress data into the file; returns len(data), as a file's write does."""
         if self.gzip:
             self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
         self.file.write(self.pending + self.zlib.compress(data))
@@ -194,6 +203,7 @@ class DeflateWriter:
 
 
 def sha256_file(path, chunk=1 << 20) -> str:
+    """SHA-256 of a file in hex, read a chunk at a time (memory stays small)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):

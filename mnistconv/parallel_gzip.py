@@ -46,6 +46,7 @@ def default_threads() -> int:
 
 
 def check_level(level, where=None):
+    """The gzip level if it is an int 1..9, else a UsageError naming --gzip-level."""
     if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 9:
         raise UsageError(where, f"gzip level {level!r} is not one of 1..9",
                          "use --gzip-level 1 (fastest) to 9 (smallest, the default)")
@@ -89,6 +90,8 @@ class ParallelGzipWriter:
         file.write(gzip_header(self.level))
 
     def write(self, data):
+        """Take data (any bytes-like object); full blocks go to the threads as they
+        fill. Returns the number of bytes taken, as a file's write does."""
         self.crc = zlib.crc32(data, self.crc)
         n = len(memoryview(data).cast("B"))
         self.size += n
@@ -118,6 +121,8 @@ class ParallelGzipWriter:
             self.file.write(self.queue.popleft().result())
 
     def close(self):
+        """Deflate the last block, write every block in order and the trailer; the
+        file under it stays open. A second call does nothing."""
         if self.closed:
             return
         self.closed = True

@@ -1,15 +1,19 @@
 """The formats mnistconv reads and writes, found by name or detected from a path.
 
-Entries name their module as a string and it is imported on first use, so listing
-formats, building the CLI and `--help` import neither numpy nor any codec, and a heavy
-optional dependency costs nothing to the commands that do not use it. Options are
-declared here for the same reason; the CLI turns them into click options.
+Each format declares itself in a light SPEC (spec.Format: name, extensions, options)
+that names its code module as a string, imported on first use, so listing formats,
+building the CLI and `--help` import neither numpy nor any codec, and a heavy optional
+dependency costs nothing to the commands that do not use it. The CLI turns the
+declared options into click options.
 
-A format module provides:
+A format's code module provides:
   sniff(path) -> bool            content says it is this format (dir or file)
   read(path, **read_options) -> Dataset
-  write(dataset, path, *, force, progress, **write_options) -> list[OutputFile]
+  write(dataset, path, *, force, progress, **write_options) -> the files written
 and may provide matches_name(path) -> bool for detection by name.
+
+    registry.detect_input("data/mnist").name       # 'idx'
+    registry.get("npz").write_options[0].flag      # '--compress'
 """
 
 import importlib
@@ -31,11 +35,16 @@ FORMATS: dict = {}
 
 
 def register(fmt: Format):
+    """Add a format's declaration (its SPEC) to FORMATS, under its name; returns it."""
     FORMATS[fmt.name] = fmt
     return fmt
 
 
 def get(name) -> Format:
+    """The format of that name, or a UsageError listing the known ones.
+
+        get("npz").extensions        # ('.npz',)
+    """
     try:
         return FORMATS[name]
     except KeyError:
@@ -44,10 +53,12 @@ def get(name) -> Format:
 
 
 def readers():
+    """The formats mnistconv reads, in registry order (the order detection tries)."""
     return [f for f in FORMATS.values() if f.can_read]
 
 
 def writers():
+    """The formats mnistconv writes, in registry order."""
     return [f for f in FORMATS.values() if f.can_write]
 
 

@@ -10,6 +10,9 @@ from .errors import UsageError
 
 @dataclass(frozen=True)
 class RemoteFile:
+    """One published file of a family: its name and the digests and sizes it is
+    checked against once downloaded."""
+
     name: str  # the file's name on every mirror and in the target directory
     md5: Optional[str] = None  # as published by the project
     sha256: Optional[str] = None
@@ -27,6 +30,9 @@ class RemoteFile:
 
 @dataclass(frozen=True)
 class Family:
+    """A dataset `mnistconv download` knows: its files, the mirrors serving them, where
+    their digests come from, and how an archive's members are laid out on disk."""
+
     name: str
     title: str
     homepage: str
@@ -145,6 +151,11 @@ FAMILIES = {
 
 
 def get_family(name) -> Family:
+    """The family of that name (case, '_' for '-' and `fashion` forgiven), or a
+    UsageError listing the known ones.
+
+        get_family("Fashion_MNIST").files[0].name   # 'train-images-idx3-ubyte.gz'
+    """
     key = str(name).lower().replace("_", "-")
     key = {"fashion": "fashion-mnist", "fashionmnist": "fashion-mnist"}.get(key, key)
     try:

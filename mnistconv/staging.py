@@ -304,6 +304,9 @@ class StagedOutput:
         shutil.rmtree(staged, ignore_errors=True)
 
     def commit(self):
+        """Move every staged output into place, removing the files they supersede
+        (see the class docstring for what holds if interrupted), then copy an output
+        staged for '-' or /dev/stdout to its stream."""
         for staged, target, whole_dir in self._moves:
             if not whole_dir and not is_stream_path(target) and os.path.isdir(target) \
                     and not os.path.islink(target):
@@ -346,6 +349,8 @@ class StagedOutput:
         self._moves = self._temps = []
 
     def abort(self):
+        """Remove every temporary and every directory made for the output; what
+        existed before stays as it was."""
         with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
             for tmp in self._temps:
                 if os.path.isdir(tmp):

@@ -25,6 +25,8 @@ class SelectionSplit(Split):
         return self._labels
 
     def indices(self):
+        """The base's original indices at the chosen positions, so a subset can be
+        traced back to the input."""
         return self.base.indices()[self.positions]
 
     def take(self, positions):
@@ -79,6 +81,7 @@ class TransposedSplit(Split):
         return self.base.labels()
 
     def indices(self):
+        """The base's: transposing moves no example."""
         return self.base.indices()
 
     def take(self, positions):
@@ -123,9 +126,13 @@ def select(dataset: Dataset, splits=None, limit=None, per_class=None, shuffle=Fa
            seed=None, transpose=False) -> Dataset:
     """The dataset with the chosen splits, each transformed alike: shuffled (with
     `seed`, 0 by default), balanced to `per_class` examples of each class, cut to
-    `limit`, transposed.
+    `limit`, transposed. Only labels are read to choose; the chosen images are then
+    read batch by batch as the result is written, so memory stays bounded. Raises a
+    UsageError for a split that is not there or a value out of range.
 
-        subset = select(mnistconv.read("data/mnist"), ["train"], per_class=100)
+        ds = mnistconv.read("data/mnist")
+        subset = select(ds, ["train"], per_class=100)        # 1000 balanced examples
+        sample = select(ds, limit=500, shuffle=True, seed=7)  # 500 of each split
     """
     if seed is not None and not shuffle:
         raise UsageError(None, "--seed applies only with --shuffle",

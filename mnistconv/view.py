@@ -100,6 +100,7 @@ def _pair_rows(image):
 # --- terminal --------------------------------------------------------------------------
 
 def caption(label, index) -> str:
+    """The text under a tile: the label and the original index, `7 #1234`."""
     return f"{label} #{index}"
 
 
@@ -212,6 +213,10 @@ def histogram_rows(class_counts, width=80, ascii=False):
 
 
 def histogram_lines(class_counts, width=80, ascii=False):
+    """A bar chart of examples per class as lines of text (see histogram_rows).
+
+        histogram_lines({0: 5923, 1: 6742}, width=40)
+    """
     return [" ".join(row) for row in histogram_rows(class_counts, width, ascii)]
 
 

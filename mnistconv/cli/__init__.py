@@ -90,6 +90,7 @@ class CliError(click.ClickException):
         return cls(f"{where}{error.strerror or error}{hint}", 1)
 
     def show(self, file=None):
+        """Print the one `Error:` line on stderr (click calls it as the command ends)."""
         click.echo(f"Error: {self.message}", file=file, err=True)
 
 

@@ -100,6 +100,7 @@ class RichProgress(Progress):
         return max(self.MIN_STEP, int(self._done / elapsed * self.PIECE_SECONDS))
 
     def start(self, description, total):
+        """Add a bar for the next task (a split) below the earlier ones."""
         if self.closed:  # a note came between two tasks: a new display below it
             self.closed = self.started = False
         if not self.started:
@@ -110,11 +111,13 @@ class RichProgress(Progress):
         self._began, self._done = time.monotonic(), 0
 
     def advance(self, n):
+        """Move the current bar on by n examples."""
         if self.task is not None:
             self._done += n
             self.bars.advance(self.task, n)
 
     def finish(self):
+        """End the current task; its bar stays, showing the time it took."""
         if self.task is not None:
             # A task that got all its examples (or had none) shows as done: its
             # elapsed time instead of time left.

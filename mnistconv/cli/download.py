@@ -24,14 +24,17 @@ class ByteProgress(Progress):
         self.task = None
 
     def start(self, description, total):
+        """Show a bar for one file of `total` bytes (0: size unknown, a pulse)."""
         self.bars.start()
         # total 0: the size is unknown (no Content-Length); rich then shows a pulse.
         self.task = self.bars.add_task(description, total=total or None)
 
     def advance(self, n):
+        """Move the bar on by n bytes received."""
         self.bars.advance(self.task, n)
 
     def finish(self):
+        """Stop the display, leaving the file's finished bar on the terminal."""
         self.bars.stop()
 
 

@@ -90,6 +90,8 @@ class GdmnistHeader:
         self.total = index_offset + 4 * count
 
     def as_dict(self):
+        """The fields under a manifest entry's names (pixel_offset, label_offset,
+        original_index_offset, ...): verify checks a browser pack's manifest by them."""
         return {"count": self.count, "rows": self.rows, "columns": self.columns,
                 "pixel_offset": self.pixel_offset, "label_offset": self.label_offset,
                 "original_index_offset": self.index_offset}
@@ -225,6 +227,7 @@ class GdmnistSplit(Split):
         return self._labels
 
     def indices(self):
+        """The original indices the file stores (uint32 each), read once."""
         if self._indices is None:
             h = self.gdmnist
             self._indices = self._read_array(h.index_offset, "<u4", h.count) \

@@ -53,6 +53,13 @@ NAME = re.compile(r"^(?:(?P<prefix>.+)-)?(?P<split>train|t10k|test)-(?P<kind>ima
 
 
 class IdxHeader:
+    """The checked header of one IDX file (made by read_header): its element type as
+    stored, its dimensions (the first is the number of items) and where the data starts.
+
+        h = read_header("data/mnist/train-labels-idx1-ubyte")
+        h.count, h.dims, h.dtype       # 60000, (60000,), dtype('uint8')
+    """
+
     def __init__(self, path, dtype, dims, compressed):
         self.path = path
         self.dtype = dtype  # big-endian, as stored
@@ -63,9 +70,11 @@ class IdxHeader:
 
     @property
     def count(self):
+        """The number of items (images or labels): the first dimension."""
         return self.dims[0]
 
     def truncated(self, have):
+        """The FormatError for data shorter than the header declares (`have` bytes)."""
         return FormatError(self.path, f"truncated data: header declares "
                                       f"{' x '.join(map(str, self.dims))} {self.dtype.name} "
                                       f"({self.data_bytes} bytes), the file holds {have}")
@@ -275,6 +284,7 @@ class IdxSplit(Split):
         return self._labels
 
     def indices(self):
+        """0 .. count-1: IDX stores no original indices, so a file's order is its own."""
         return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
@@ -381,6 +391,14 @@ def _split_name(filename):
 
 
 def read(path, labels=None, prefix=None) -> Dataset:
+    """A directory of IDX files with MNIST names (train and/or t10k; `prefix` chooses a
+    family such as emnist-balanced when several are there), or one images file with its
+    labels file (found beside it by name, or given as `labels`), as a dataset.
+
+        ds = read("data/mnist")                                  # train, test
+        ds = read("emnist/", prefix="emnist-balanced")
+        ds = read("conv-images-idx3-ubyte", labels="conv-labels-idx1-ubyte")
+    """
     if os.path.isdir(path):
         if labels:
             raise UsageError(path, "--labels goes with a single images file, not a directory")
@@ -408,6 +426,8 @@ def read(path, labels=None, prefix=None) -> Dataset:
 
 
 def sniff(path) -> bool:
+    """True for a file (gzip or not) that starts with an IDX magic, or a directory
+    holding a file with an MNIST IDX name."""
     if os.path.isdir(path):
         return any(NAME.match(n) for n in os.listdir(path))
     try:
@@ -420,10 +440,17 @@ def sniff(path) -> bool:
 
 
 def matches_name(path) -> bool:
+    """True for an MNIST IDX name (train-images-idx3-ubyte, ...-labels-idx1-ubyte.gz,
+    with or without a family prefix): detection falls back on it."""
     return bool(NAME.match(os.path.basename(str(path).rstrip("/"))))
 
 
 def file_names(split, image_shape, gzip=False):
+    """The (images, labels) file names a split is written under, as MNIST names them.
+
+        file_names("test", (28, 28), gzip=True)
+        # ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz')
+    """
     stem = "t10k" if split == "test" else split
     gz = ".gz" if gzip else ""
     return (f"{stem}-images-idx{1 + len(image_shape)}-ubyte{gz}",
@@ -432,6 +459,13 @@ def file_names(split, image_shape, gzip=False):
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False,
           gzip_level=DEFAULT_LEVEL):
+    """Write every split into the directory `path` as an images and a labels file
+    with MNIST's names (file_names), staged and renamed into place; gzip=True writes
+    them .gz (deflated on threads, the same bytes for any number of them). Returns the
+    files written.
+
+        write(mnistconv.read("mnist.npz"), "out/mnist", gzip=True)
+    """
     check_level(gzip_level)
     if gzip_level != DEFAULT_LEVEL and not gzip:
         raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")

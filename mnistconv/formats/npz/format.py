@@ -174,6 +174,7 @@ class NpzSplit(Split):
         return self._labels
 
     def indices(self):
+        """0 .. count-1: Keras' layout stores no original indices."""
         return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
@@ -230,6 +231,13 @@ def _listed(names, limit=10):
 
 
 def read(path) -> Dataset:
+    """An .npz of x_<split>/y_<split> arrays as a dataset: train, test, then the
+    other splits as stored. Only the members' headers are read here; labels and
+    images are read when a split's labels() or batches() ask for them.
+
+        ds = read("mnist.npz")
+        ds.splits["train"].header.shape      # (28, 28)
+    """
     check_input_file(path)
     with _zip_errors(path), zipfile.ZipFile(path) as archive:
         names = archive.namelist()
@@ -238,6 +246,7 @@ def read(path) -> Dataset:
 
 
 def sniff(path) -> bool:
+    """True for a file that starts as a zip archive does (an npz is one)."""
     if not os.path.isfile(path):
         return False
     with open(path, "rb") as f:
@@ -289,6 +298,13 @@ def _write_header(f, shape, dtype):
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress=False,
           layout="nhw", to_float=False):
+    """Write every split into one .npz (or '-') as x_<split> and y_<split>, streamed
+    member by member and staged; compress deflates the members, layout chooses N,H,W
+    (Keras), N,H,W,1 or N,1,H,W, to_float stores float32 pixels in [0, 1]. Returns the
+    file written.
+
+        write(mnistconv.read("data/mnist"), "mnist.npz", layout="nhwc")
+    """
     if layout not in LAYOUTS:
         raise UsageError(path, f"unknown layout '{layout}'", f"choose {', '.join(LAYOUTS)}")
     with StagedOutput(force) as out:
