@@ -1,4 +1,6 @@
-"""Process-wide tuning for the mnistconv program and its worker processes."""
+"""Process-wide tuning for processes mnistconv owns: the command line (cli.console) and
+the worker processes parallel.py forks when the caller asks for processes. The library
+never calls this in a caller's process (DESIGN.md rule 11; tests/test_library_guest.py)."""
 
 
 def reuse_freed_memory():
@@ -9,7 +11,8 @@ def reuse_freed_memory():
     back to the kernel when they are freed, so every batch page-faults them in again:
     for the 60000 MNIST images to TFRecord, 65000 faults and 0.33 s of system time;
     with these thresholds 24000 faults and 0.18 s. Only processes mnistconv owns call
-    this (the command line, TFRecord workers), never a library caller's process."""
+    this (the command line, parallel.py's forked workers), never a library caller's
+    process."""
     try:
         import ctypes
         mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do

@@ -222,6 +222,20 @@ class _Stream:
         self.raw.close()
 
 
+def _check_header(path, head, crc, where, first) -> int:
+    """The length a record header gives, once its CRC and the length are checked."""
+    length, stored = _HEADER.unpack(head)
+    if stored != _mask(crc(head[:8])):
+        if first:
+            raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
+        raise FormatError(path, f"{where}: length CRC mismatch, the record header is "
+                                "corrupt")
+    if length > MAX_RECORD_BYTES:
+        raise FormatError(path, f"{where}: length {length:,} is more than mnistconv's "
+                                f"limit of {MAX_RECORD_BYTES:,} bytes per record")
+    return length
+
+
 def iter_records(path, compression="auto", start_number=0):
     """Yield (record number, byte offset, data) of a TFRecord file, checking both CRCs.
     Errors name the record (counting from 0 in this file, or from start_number).
@@ -233,36 +247,38 @@ def iter_records(path, compression="auto", start_number=0):
             compression = detect_compression(path, f.read(12))
     crc = _crc32c()
     stream = _Stream(path, compression)
+    # Headers already checked (12 bytes -> length): records of one length share theirs,
+    # and a dictionary look-up costs less than unpacking and checksumming each.
+    checked = {}
     try:
         number, offset = start_number, 0
         block, pos = b"", 0  # read-ahead, and where the next record starts in it
+
+        def where():
+            return f"record {number} (counting from 0, at byte {offset})"
         while True:
             if len(block) - pos < 12:
                 block, pos = block[pos:] + stream.read(_READ_AHEAD), 0
                 if not block:
                     return
-            where = f"record {number} (counting from 0, at byte {offset})"
-            if len(block) < 12:
-                raise FormatError(path, f"{where}: truncated: {len(block)} bytes of a "
-                                        "12-byte record header")
-            length, stored = _HEADER.unpack_from(block, pos)
-            if stored != _mask(crc(block[pos:pos + 8])):
-                if number == start_number and offset == 0:
-                    raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
-                raise FormatError(path, f"{where}: length CRC mismatch, the record "
-                                        "header is corrupt")
-            if length > MAX_RECORD_BYTES:
-                raise FormatError(path, f"{where}: length {length:,} is more than "
-                                        f"mnistconv's limit of {MAX_RECORD_BYTES:,} bytes "
-                                        "per record")
-            left = len(block) - pos - 12 + stream.remaining_at_most()
-            if length + 4 > left:
-                have = f" ({left} bytes left)" if compression == "none" else \
-                    f" (its {compression} stream holds at most {left:,} more bytes)"
-                raise FormatError(path, f"{where}: length {length} runs past the end of "
-                                        f"the file{have}")
+                if len(block) < 12:
+                    raise FormatError(path, f"{where()}: truncated: {len(block)} bytes of "
+                                            "a 12-byte record header")
+            head = block[pos:pos + 12]
+            length = checked.get(head)
+            if length is None:
+                length = _check_header(path, head, crc, where(),
+                                       number == start_number and offset == 0)
+                if len(checked) < 65536:
+                    checked[bytes(head)] = length
             end = pos + 16 + length
             if end > len(block):
+                left = len(block) - pos - 12 + stream.remaining_at_most()
+                if length + 4 > left:
+                    have = f" ({left} bytes left)" if compression == "none" else \
+                        f" (its {compression} stream holds at most {left:,} more bytes)"
+                    raise FormatError(path, f"{where()}: length {length} runs past the end "
+                                            f"of the file{have}")
                 # A record longer than what is buffered: read into one buffer of its
                 # own size (only as far as the stream really holds it).
                 record = bytearray(16 + length)
@@ -271,7 +287,7 @@ def iter_records(path, compression="auto", start_number=0):
                 with memoryview(record) as view:
                     got = have + stream.read_into(view[have:])
                 if got < len(record):
-                    raise FormatError(path, f"{where}: truncated: expected {length + 4} "
+                    raise FormatError(path, f"{where()}: truncated: expected {length + 4} "
                                             f"bytes of data and CRC, found {got - 12}")
                 block, pos, end = record, 0, 16 + length
             if isinstance(block, bytearray) and length > _READ_AHEAD:
@@ -284,7 +300,7 @@ def iter_records(path, compression="auto", start_number=0):
                 data = bytes(block[pos + 12:end - 4])
                 value = crc(data)
             if _U32.unpack_from(block, end - 4)[0] != _mask(value):
-                raise FormatError(path, f"{where}: data CRC mismatch, the record is "
+                raise FormatError(path, f"{where()}: data CRC mismatch, the record is "
                                         "corrupt")
             yield number, offset, data
             number += 1

@@ -30,6 +30,7 @@ IMAGE_KINDS = ("jpeg", "png", "raw")
 # A batch of decoded images stays within this (as IDX's and npz's do).
 _BATCH_BYTES = 64 << 20
 _JPEG = b"\xff\xd8\xff"
+_PNG = b"\x89PNG\r\n\x1a\n"
 
 
 class TFRecordSplit(Split):
@@ -52,7 +53,9 @@ class TFRecordSplit(Split):
             example = self._parse(path, number, data)
             if self.layout is None:
                 self.layout = find_layout(example, schema, path, number)
-            image, label, index = self._fields(path, number, example)
+            fields = self._usual_fields(example.features.feature)
+            image, label, index = fields if fields is not None else \
+                self._fields(path, number, example)
             if shape is None:
                 shape = (image.pixels() if isinstance(image, _Raw) else
                          _decode_image(path, number, image)).shape
@@ -60,7 +63,12 @@ class TFRecordSplit(Split):
                 _check_shape(path, number, image.shape, shape)
             labels.append(label)
             indices.append(index if index is not None else len(indices))
-            starts.append(_locate(data, image))
+            # Records of one layout hold their image at the same place, mostly.
+            start = starts[-1] if starts else -1
+            if not (isinstance(data, bytes) and isinstance(image, bytes) and start >= 0
+                    and data.startswith(image, start)):
+                start = _locate(data, image)
+            starts.append(start)
             lengths.append(len(image))
             raw.append(isinstance(image, _Raw))
         if shape is None:
@@ -87,6 +95,43 @@ class TFRecordSplit(Split):
         except Exception as e:  # protobuf's DecodeError, whatever the backend
             raise FormatError(path, f"record {number} (counting from 0): not a "
                                     f"tf.train.Example ({e})") from None
+
+    def _usual_fields(self, feature):
+        """(image, label, index) of a record without format or size features whose
+        image is a JPEG or PNG and whose features are all as expected, found with a few
+        look-ups; None for anything else, which _fields() then checks and names. (The
+        index pass costs a few microseconds a record: this is most of them.)"""
+        layout = self.layout
+        if layout.format_key or layout.height_key:
+            return None
+        image, label = feature.get(layout.image_key), feature.get(layout.label_key)
+        if image is None or label is None:
+            return None
+        images, labels = image.bytes_list.value, label.int64_list.value
+        if len(images) != 1 or image.WhichOneof("kind") != "bytes_list" or \
+                label.WhichOneof("kind") != "int64_list":
+            return None
+        data = images[0]
+        if data[:3] != _JPEG and data[:8] != _PNG:
+            return None
+        if layout.label_format == "onehot":
+            values = list(labels)
+            if len(values) != layout.label_width or values.count(0) != len(values) - 1 \
+                    or 1 not in values:
+                return None
+            value = values.index(1)
+        elif len(labels) == 1:
+            value = labels[0]
+        else:
+            return None
+        index = None
+        if layout.index_key:
+            found = feature.get(layout.index_key)
+            if found is None or found.WhichOneof("kind") != "int64_list" or \
+                    len(found.int64_list.value) != 1 or found.int64_list.value[0] < 0:
+                return None
+            index = found.int64_list.value[0]
+        return data, value, index
 
     def _fields(self, path, number, example):
         """(image bytes, label, original index or None) of a record, its features
