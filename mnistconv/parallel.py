@@ -11,9 +11,10 @@ How the work runs, and when a process is forked (DESIGN.md rule 11: the library 
 good guest in someone else's process):
 - workers=1 (the library's default): in the caller's thread. Nothing is started.
 - workers=N > 1: a concurrent.futures.ThreadPoolExecutor of N threads. Safe in any host
-  (a notebook kernel, a web server, a data loader with threads of its own): Pillow and
-  simplejpeg release the GIL while they code JPEG and PNG, and so do zlib, hashlib and
-  numpy's copies, which is most of the work.
+  (a notebook kernel, a web server, a data loader with threads of its own). Pillow and
+  simplejpeg release the GIL while they code JPEG and PNG, as zlib, hashlib and
+  numpy's copies do; the rest holds it, so threads gain most when decoding (reading)
+  and little when framing records (writing: see the figures below).
 - processes=True and workers > 1 (what the mnistconv command line passes, and only it
   by default): forked worker processes fed through pipes, the pixels and the encoded
   bytes in memory shared with the parent. This is the only place mnistconv forks. It
@@ -24,16 +25,21 @@ good guest in someone else's process):
   any, hold no lock a worker needs (the command line's only other thread is its
   progress display).
 
-Why the hand-made pool is kept for the command line (idx-to-tfrecord, the official
-60000-image training set, JPEG, 2 cores, whole processes, medians of 5; figures from
-benchmarks/bench_tfrecord.py and this module's measurements):
-    in-process (1 worker)                      CPU 0.74 s
-    ThreadPoolExecutor, 2 threads              see PARALLEL_FIGURES below
-    ProcessPoolExecutor (fork), 2 processes    pickles every chunk both ways
-    hand-made fork pool + shared memory        fastest: see PARALLEL_FIGURES
-A ProcessPoolExecutor with a start method that is safe with threads (spawn,
-forkserver) imports numpy, Pillow and protobuf again in every worker (about 0.3 s
-each), which alone is the whole conversion's budget.
+Why the hand-made pool is kept (for the command line only): the official 60000-image
+training set to one JPEG TFRecord through the library, whole processes, 2 cores,
+median of 5 interleaved runs, the same output bytes in every row (measured for
+issue 13 on the project's shared 2-core machine, load average 1.6-1.8):
+    workers=1, in the caller's thread                     0.69 s  (CPU 0.78 s)
+    ThreadPoolExecutor, 2 threads                          0.67 s  (CPU 0.87 s)
+    ProcessPoolExecutor, fork, 2 processes (pickled)       0.72 s  (CPU 1.21 s)
+    ProcessPoolExecutor, forkserver                        0.94 s
+    ProcessPoolExecutor, spawn                             0.93 s  (CPU 1.64 s)
+    this module's fork pool, shared memory, 2 processes    0.52 s  (CPU 0.85 s)
+Threads gain little because framing and the Example splicing hold the GIL (only the
+JPEG coding releases it); the executors' processes pay for pickling every chunk both
+ways, and spawn and forkserver for importing numpy, Pillow and protobuf again in each
+worker. So the library uses threads when asked for workers (safe anywhere), and the
+command line, which owns its process, the fork pool.
 """
 
 import os
