@@ -16,7 +16,7 @@ from .errors import FormatError, MnistconvError, UsageError
 # The record types need numpy; they are loaded on first use so that `mnistconv --help`
 # (which imports this package) does not pay for numpy.
 _RECORD_TYPES = ("NO_PROGRESS", "ArraySplit", "Batch", "Dataset", "Header", "OutputFile",
-                 "Split")
+                 "Progress", "Split")
 
 
 def __getattr__(name):
@@ -29,7 +29,8 @@ def __getattr__(name):
 __version__ = "0.1.0"
 
 __all__ = ["read", "write", "convert", "formats", "Dataset", "Split", "ArraySplit",
-           "Batch", "Header", "OutputFile", "MnistconvError", "FormatError", "UsageError"]
+           "Batch", "Header", "OutputFile", "Progress", "MnistconvError", "FormatError",
+           "UsageError"]
 
 
 def formats():

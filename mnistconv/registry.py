@@ -150,8 +150,10 @@ def resolve_output(path, fmt: Format, options: dict):
 
     - '-' and /dev/stdout-style paths are streams, left as they are;
     - a compression suffix the format knows (.gz, and .zz/.zlib for TFRecord) selects
-      that compression (refused if an option says otherwise) and stays last in every
-      name written (m.tfrecord.gz -> m-train.tfrecord.gz); any other is refused;
+      that compression (refused if an option says otherwise) and stays after the
+      split in every name written (m.tfrecord.gz -> m-train.tfrecord.gz; a shard set's
+      `-00000-of-00004`, TensorFlow's convention, still comes last); any other is
+      refused;
     - an extension that belongs to another format is a usage error naming it
       (`idx-to-tfrecord DATA x.npz` meant npz);
     - a name without an extension that does not exist is a directory, as `out/` is

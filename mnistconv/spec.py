@@ -81,7 +81,8 @@ class Format:
     # The output is one file holding every split (npz): never a directory.
     output_is_one_file: bool = False
     # Compression suffixes an output name may end with, and the write option each
-    # sets: {".gz": ("compression", "gzip")}. Kept last in the names written.
+    # sets: {".gz": ("compression", "gzip")}. Kept after the split in the names
+    # written (a shard suffix, TensorFlow's convention, comes after it).
     compression_suffixes: tuple = ()
 
     def load(self):
@@ -97,9 +98,19 @@ class Format:
 
     def check_options(self, values: dict, role: str):
         """Check option values given to read() (role "read") or write() ("write")
-        against their declarations; unknown names are left to the function itself."""
+        against their declarations. A name that is neither declared nor a parameter of
+        the format's function (a misspelling) is a UsageError naming the options."""
         declared = {o.name: o for o in (self.read_options if role == "read"
                                         else self.write_options)}
         for name, value in values.items():
             if name in declared:
                 declared[name].check(value)
+            elif name not in self._parameters(role):
+                takes = ", ".join(declared) or "no options"
+                raise UsageError(None, f"{role} {self.name} takes no option '{name}'",
+                                 f"it takes: {takes}")
+
+    def _parameters(self, role):
+        import inspect
+        function = getattr(self.load(), role)
+        return inspect.signature(function).parameters
