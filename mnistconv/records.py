@@ -27,8 +27,12 @@ class Header:
     label_dtype: np.dtype = np.dtype(np.uint8)
     num_classes: Optional[int] = None  # known from the format (one-hot width), else None
     source: str = ""  # the file(s) this split was read from, for messages
+    # The name of each class, by label value (class_names[3] names label 3), where the
+    # source records them (a mapping file, ClassLabel, label.labels.txt); () if unknown.
+    class_names: tuple = ()
 
     def with_(self, **changes):
+        """A copy with some fields changed: `h.with_(count=100)`."""
         return replace(self, **changes)
 
 
