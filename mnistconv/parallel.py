@@ -77,7 +77,8 @@ def check_workers(value, option="--workers") -> int:
 
 def ordered_map(function, items, workers=1):
     """function(item) for each item, yielded in the items' order, computed on `workers`
-    threads with at most 2 x workers items in flight (memory stays bounded). With one
+    threads with at most workers + 1 items in flight (every worker busy while the
+    caller takes the oldest result; memory stays bounded by that many). With one
     worker, plainly in this thread. An exception is raised where its item's result
     would have been yielded.
 
@@ -95,7 +96,7 @@ def ordered_map(function, items, workers=1):
         try:
             for item in items:
                 pending.append(pool.submit(function, item))
-                if len(pending) >= 2 * workers:
+                if len(pending) > workers:
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
@@ -140,6 +141,7 @@ class ParallelEncoder:
             return
 
         def encode(piece):
+            """One piece through the task, in whichever thread runs it."""
             key, images, labels, indices = piece
             data, counters = task.encode(images, labels, indices)
             return key, len(labels), data, counters
@@ -202,6 +204,7 @@ class _SharedSlots:
         return self.view[start:start + data]
 
     def close(self):
+        """Unmap the shared memory."""
         try:
             self.view.release()
             self.memory.close()

@@ -183,6 +183,7 @@ class ExampleBuilder:
         return data[:start], data[start + length:]
 
     def serialize(self, label: int, image: bytes, index: int) -> bytes:
+        """The deterministic serialization of one Example."""
         template, values, index_values = self._template(label)
         values[0] = image
         if self.with_index:

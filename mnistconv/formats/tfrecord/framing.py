@@ -50,6 +50,11 @@ def _crc32c_extend():
 
 
 def masked_crc(data, crc=None) -> int:
+    """The CRC-32C of data, masked as TFRecord stores it (crc: the CRC-32C function,
+    if the caller has it at hand).
+
+        masked_crc(b"123456789")  # 0xc78ab0e5
+    """
     return _mask((crc or _crc32c())(data))
 
 
@@ -70,6 +75,7 @@ class Framer:
         self.spliced_bytes = 0
 
     def header(self, n):
+        """The 12 bytes before a record of n bytes: its length and the length's CRC."""
         h = self.headers.get(n)
         if h is None:
             length = _U64.pack(n)
@@ -110,6 +116,7 @@ class Framer:
         return _interleave(heads, middles, tails, _masked_crcs(crcs, len(middles)))
 
     def frame_all(self, records) -> bytes:
+        """Records (serialized Examples) framed back to back."""
         records = list(records)
         crcs = _masked_crcs(map(self.crc, records), len(records))
         return _interleave(list(map(self.header, map(len, records))), records, crcs)
@@ -219,6 +226,7 @@ class _Stream:
         return filled
 
     def close(self):
+        """Close the file."""
         self.raw.close()
 
 
@@ -255,6 +263,7 @@ def iter_records(path, compression="auto", start_number=0):
         block, pos = b"", 0  # read-ahead, and where the next record starts in it
 
         def where():
+            """How errors name the current record (built only for an error)."""
             return f"record {number} (counting from 0, at byte {offset})"
         while True:
             if len(block) - pos < 12:

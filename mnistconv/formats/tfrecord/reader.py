@@ -206,12 +206,17 @@ class TFRecordSplit(Split):
         return shape
 
     def batches(self, batch_size=DEFAULT_BATCH):
+        """The split's examples in order (see the module docstring for how)."""
         shape = tuple(self.header.shape)
         # Large images mean fewer per batch (as IDX and npz do): a batch of 8192
         # 4096 x 4096 images would be 128 GiB.
         batch_size = max(1, min(batch_size, _BATCH_BYTES // max(1, int(np.prod(shape)))))
         workers = self.workers if self.workers > 1 and self.header.count > batch_size \
             else 1
+        if workers > 1:
+            # Smaller batches (a reader yields at most batch_size): the workers + 1 in
+            # flight then hold about one batch's pixels, not workers + 1 batches'.
+            batch_size = max(min(batch_size, 1024), -(-batch_size // workers))
         yield from ordered_map(self._decode_batch, self._cut(batch_size, shape), workers)
 
     def _cut(self, batch_size, shape):
@@ -257,9 +262,11 @@ class TFRecordSplit(Split):
                      self._indices[start:start + n].copy())
 
     def labels(self):
+        """Every label, from the index built when the split was opened."""
         return self._labels
 
     def indices(self):
+        """Every original index (the "index" feature, else the position)."""
         return self._indices
 
 
@@ -275,6 +282,7 @@ class _Raw:
         return len(self.data)
 
     def pixels(self):
+        """The pixels as an H x W uint8 array (a view of the bytes)."""
         return np.frombuffer(self.data, np.uint8).reshape(self.shape)
 
 

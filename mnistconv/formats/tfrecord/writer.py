@@ -136,9 +136,11 @@ class _Output:
             compression](self.hashing)
 
     def write(self, data):
+        """Append encoded records (compressed and hashed on the way)."""
         self.sink.write(data)
 
     def close(self) -> OutputFile:
+        """Finish the file; its path (the target's name), size and SHA-256."""
         if self.sink is not self.hashing:
             self.sink.close()
         self.file.close()
