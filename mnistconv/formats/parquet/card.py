@@ -1,0 +1,87 @@
+"""The Hugging Face metadata of a Parquet image classification dataset: the features
+JSON in each file's Arrow schema (key `huggingface`) and the README.md dataset card
+whose YAML header the Hub and `datasets.load_dataset(<directory>)` read.
+
+Both are written as `datasets` writes them (datasets/features/features.py
+Features.arrow_schema and _to_yaml_list; datasets/info.py DatasetInfosDict.to_dataset_card_data):
+
+    huggingface = {"info": {"features": {"image": {"_type": "Image"},
+                   "label": {"names": ["0", ..., "9"], "_type": "ClassLabel"}}}}
+
+    ---
+    dataset_info:
+      config_name: mnist          (absent for the config 'default')
+      features:
+      - name: image
+        dtype: image
+      - name: label
+        dtype:
+          class_label:
+            names:
+              '0': '0'
+      splits:
+      - name: train
+        num_bytes: 17470848       (the split's Arrow size, as datasets counts it)
+        num_examples: 60000
+      download_size: 15561616     (the Parquet files' bytes)
+      dataset_size: 20387232
+    configs:
+    - config_name: mnist
+      data_files:
+      - split: train
+        path: mnist/train-*
+    ---
+
+The YAML is written by hand (no YAML library needed); every string is a JSON string,
+which YAML reads as a double-quoted scalar, so a class name holding quotes, colons or a
+newline cannot change the document's structure.
+"""
+
+import json
+
+
+def features_json(names) -> str:
+    """The `huggingface` schema metadata value: Image and ClassLabel(names).
+
+        features_json(["0", "1"])  # '{"info": {"features": {"image": ...'
+    """
+    return json.dumps({"info": {"features": {"image": {"_type": "Image"},
+                                             "label": {"names": list(names),
+                                                       "_type": "ClassLabel"}}}})
+
+
+def _q(text) -> str:
+    return json.dumps(str(text), ensure_ascii=True)
+
+
+def dataset_card(config, folder, names, splits) -> str:
+    """README.md for a directory written by mnistconv. config: its config_name;
+    folder: where its files are ('data' or the config); names: class names; splits:
+    [(name, num_examples, num_bytes, download bytes)] in order."""
+    lines = ["---", "dataset_info:"]
+    if config != "default":
+        lines.append(f"  config_name: {_q(config)}")
+    lines += ["  features:", "  - name: image", "    dtype: image", "  - name: label",
+              "    dtype:", "      class_label:", "        names:"]
+    lines += [f"          {_q(i)}: {_q(name)}" for i, name in enumerate(names)]
+    lines.append("  splits:")
+    for name, count, size, _ in splits:
+        lines += [f"  - name: {_q(name)}", f"    num_bytes: {size}",
+                  f"    num_examples: {count}"]
+    lines += [f"  download_size: {sum(s[3] for s in splits)}",
+              f"  dataset_size: {sum(s[2] for s in splits)}",
+              "configs:", f"- config_name: {_q(config)}", "  data_files:"]
+    for name, *_ in splits:
+        lines += [f"  - split: {_q(name)}", f"    path: {_q(f'{folder}/{name}-*')}"]
+    lines += ["---", "", "# Image classification dataset", "",
+              "Written by mnistconv in the Hugging Face Hub's Parquet layout: one or more "
+              f"`{folder}/<split>-NNNNN-of-NNNNN.parquet` files per split, with columns "
+              "`image` (PNG bytes) and `label` (a class index; names in the features "
+              "above).", "", "| split | examples |", "| --- | --- |"]
+    lines += [f"| {name} | {count} |" for name, count, *_ in splits]
+    lines += ["", "```python", "from datasets import load_dataset",
+              'ds = load_dataset("path/to/this/directory"'
+              + ("" if config == "default" else f", {_q(config)}")
+              + ")  # or the Hub's name once pushed",
+              "```", ""]
+    return "\n".join(lines)

@@ -1,0 +1,102 @@
+"""PNG encoding of a batch of 8-bit images, for the Parquet writer's `image.bytes`.
+
+A PNG (https://www.w3.org/TR/png/) is the 8-byte signature, an IHDR chunk (width,
+height, bit depth 8, colour type 0 grey or 2 RGB, no interlace), one IDAT chunk holding
+the zlib stream of the scan lines, each prefixed by its filter byte, and IEND; a chunk
+is length (4 bytes, big-endian), type, data, CRC-32 of type and data.
+
+Why not codecs.encode_png (Pillow) here: for the 28 x 28 MNIST images most of its
+~60 us per image is Pillow's set-up, and Pillow's adaptive filters give larger files
+than none at all on such images (275 against 251 bytes on average for MNIST's training
+set). The scan lines of a whole batch are laid out with numpy at once, and each image
+then costs one zlib.compress and one CRC: 2-3 times faster, measured on this project's
+machine. The standard library's zlib at level 6 (not zlib-ng's, whose bytes differ), so
+the bytes are the same on every run and for any number of workers. Every PNG reader
+(Pillow, as `datasets` decodes, libpng, browsers) reads these; tests check Pillow gives
+back the pixels.
+"""
+
+import struct
+import zlib
+
+import numpy as np
+
+SIGNATURE = b"\x89PNG\r\n\x1a\n"
+LEVEL = 6
+_IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + \
+        struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+
+def colour_type(shape) -> int:
+    """PNG colour type for an image shape: 0 (grey) for H x W or H x W x 1, 2 (RGB) for
+    H x W x 3; ValueError otherwise."""
+    if len(shape) == 2 or (len(shape) == 3 and shape[2] == 1):
+        return 0
+    if len(shape) == 3 and shape[2] == 3:
+        return 2
+    raise ValueError(f"images of shape {tuple(shape)} are neither grey (H x W) nor RGB "
+                     "(H x W x 3)")
+
+
+def encode_batch(images: np.ndarray):
+    """(data, offsets): the PNGs of n uint8 images (n x H x W, n x H x W x 1 or
+    n x H x W x 3) concatenated, and n + 1 int32 offsets, image i being
+    data[offsets[i]:offsets[i + 1]] (Arrow's layout for a binary column).
+
+        data, offsets = encode_batch(np.zeros((2, 28, 28), np.uint8))
+    """
+    n = len(images)
+    h, w = images.shape[1:3]
+    kind = colour_type(images.shape[1:])
+    channels = 3 if kind == 2 else 1
+    head = SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, kind, 0, 0, 0))
+    # Filter byte 0 (none) before each scan line, for the whole batch in one copy.
+    lines = np.zeros((n, h, 1 + w * channels), np.uint8)
+    lines[:, :, 1:] = images.reshape(n, h, w * channels)
+    lines = lines.reshape(n, -1)
+    parts = []
+    offsets = np.zeros(n + 1, np.int64)
+    size = 0
+    compress, crc32, pack = zlib.compress, zlib.crc32, struct.Struct(">I").pack
+    idat_crc = zlib.crc32(b"IDAT")
+    for i in range(n):
+        body = compress(lines[i], LEVEL)
+        parts += (head, pack(len(body)), b"IDAT", body, pack(crc32(body, idat_crc)),
+                  _IEND)
+        size += len(head) + len(body) + 24
+        offsets[i + 1] = size
+    if size >= 1 << 31:
+        raise ValueError("a batch of PNGs over 2 GiB")
+    return b"".join(parts), offsets.astype(np.int32)
+
+
+def decode_unfiltered(data, shape):
+    """The pixels of a PNG as encode_batch writes it (8-bit grey or RGB of `shape`, no
+    interlace, every scan line with filter 0, no chunks but IHDR, IDAT and IEND), in
+    one zlib.decompress; None for any other PNG (Pillow decodes those). Checked as it
+    goes: sizes, CRCs are left to zlib's own Adler-32 of the pixel data."""
+    h, w = shape[:2]
+    channels = shape[2] if len(shape) == 3 else 1
+    if len(data) < 57 or data[:8] != SIGNATURE or data[12:16] != b"IHDR" or \
+            data[16:29] != struct.pack(">IIBBBBB", w, h, 8, 2 if channels == 3 else 0,
+                                       0, 0, 0) or data[37:41] != b"IDAT" or \
+            data[-12:] != _IEND:
+        return None
+    length = int.from_bytes(data[33:37], "big")
+    if 41 + length + 4 != len(data) - 12:
+        return None
+    row = 1 + w * channels
+    try:
+        raw = zlib.decompress(data[41:41 + length], bufsize=h * row)
+    except zlib.error:
+        return None
+    if len(raw) != h * row:
+        return None
+    lines = np.frombuffer(raw, np.uint8).reshape(h, row)
+    if lines[:, 0].any():
+        return None
+    return lines[:, 1:].reshape(shape)

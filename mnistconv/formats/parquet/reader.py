@@ -1,0 +1,404 @@
+"""Reading Hugging Face Parquet (layout in format.py): a file, a shard set, a config
+folder, or a dataset directory with one or more config folders, as the Hub and
+`datasets` lay them out. Only the footers are read to build the splits; labels are read
+as one column, images a batch at a time and decoded (PNG or JPEG) on threads.
+"""
+
+import io
+import json
+import os
+import re
+
+import numpy as np
+
+from ...errors import FormatError, MissingDependency, UsageError
+from ...fileio import check_input_file
+from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES, check_image_size,
+                       printable, safe_split_name)
+from ...parallel import check_workers, ordered_map
+from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from . import png
+
+MAGIC = b"PAR1"
+# <split>-00000-of-00004.parquet, as push_to_hub names shards (older versions added a
+# fingerprint: -00000-of-00004-5e5bd8ef82d7f4d5.parquet).
+_SHARD = re.compile(r"(?P<split>.+?)-(?P<index>\d{5})-of-(?P<total>\d{5})(-[0-9a-f]+)?"
+                    r"\.parquet")
+# The Hub's converted layout (refs/convert/parquet): <config>/<split>/0000.parquet.
+_NUMBERED = re.compile(r"(partial-)?\d{4,5}\.parquet")
+_SPLIT_ORDER = {"train": 0, "validation": 1, "test": 2}
+_EXPECTED = ("mnistconv reads an image column (a struct of PNG or JPEG bytes and a path, "
+             "as datasets' Image() stores it) and an integer label column")
+
+
+def pyarrow(feature="Parquet"):
+    """(pyarrow, pyarrow.parquet), or the MissingDependency naming the extra."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingDependency("pyarrow", "parquet", feature) from None
+    return pa, pq
+
+
+def _open(path):
+    """pq.ParquetFile, its errors said as one FormatError line."""
+    pa, pq = pyarrow("reading Parquet")
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        reason = " ".join(str(e).split())[:200]
+        raise FormatError(path, f"not a valid Parquet file ({reason})") from None
+
+
+def _features(schema):
+    """The datasets features in the schema's `huggingface` metadata, or {}."""
+    raw = (schema.metadata or {}).get(b"huggingface")
+    if not raw:
+        return {}
+    try:
+        features = json.loads(raw)["info"]["features"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return features if isinstance(features, dict) else {}
+
+
+class _Layout:
+    """Which columns hold the image and the label, and the class names, of one file."""
+
+    def __init__(self, path, schema):
+        import pyarrow as pa
+        features = _features(schema)
+        names = schema.names
+
+        def typed(kind):
+            return [n for n in names if isinstance(features.get(n), dict)
+                    and features[n].get("_type") == kind]
+        image = "image" if "image" in names else next(iter(typed("Image")), None)
+        label = "label" if "label" in names else next(iter(typed("ClassLabel")), None)
+        ok = image is not None and label is not None
+        if ok:
+            image_type = schema.field(image).type
+            label_type = schema.field(label).type
+            ok = pa.types.is_struct(image_type) and \
+                image_type.get_field_index("bytes") >= 0 and \
+                (pa.types.is_binary(image_type.field("bytes").type)
+                 or pa.types.is_large_binary(image_type.field("bytes").type)) and \
+                pa.types.is_integer(label_type)
+        if not ok:
+            shown = ", ".join(f"{printable(f.name, 30)} ({f.type})" for f in schema)
+            raise FormatError(path, f"is not an image classification Parquet: its columns "
+                                    f"are {shown[:300]}", _EXPECTED)
+        self.image, self.label = image, label
+        self.types = (str(schema.field(image).type), str(schema.field(label).type))
+        class_names = features.get(label, {}).get("names") \
+            if isinstance(features.get(label), dict) else None
+        if isinstance(class_names, list) and len(class_names) <= MAX_CLASSES and \
+                all(isinstance(n, str) for n in class_names):
+            self.class_names = class_names
+        else:
+            self.class_names = None
+
+
+def _image_shape(data, where):
+    """(h, w) for a grey image, (h, w, 3) for colour, from its header."""
+    from ... import codecs
+    size = codecs.image_size(data)
+    if size is None:
+        raise FormatError(where, f"is not a PNG or JPEG image (starts {data[:8]!r})")
+    check_image_size(size, where)
+    kind = codecs.image_kind(data)
+    grey = data[25] in (0, 4) if kind == "png" and len(data) > 25 else \
+        _jpeg_components(data) == 1
+    return tuple(size) if grey else tuple(size) + (3,)
+
+
+def _jpeg_components(data):
+    from ... import codecs
+    try:
+        return 3 if codecs._simplejpeg().decode_jpeg_header(data)[2] != "Gray" else 1
+    except Exception:
+        return 1
+
+
+def _decode(data, shape, where):
+    """One image's pixels in `shape`, or a FormatError naming the row."""
+    from ... import codecs
+    pixels = png.decode_unfiltered(data, shape) if len(shape) == 2 or shape[2] == 3 \
+        else None
+    if pixels is not None:
+        return pixels
+    try:
+        if len(shape) == 2:
+            pixels = codecs.decode_image(data)
+        else:
+            from PIL import Image
+            codecs._check_size(data)
+            with Image.open(io.BytesIO(data)) as image:
+                pixels = np.asarray(image.convert("RGB"))
+    except ValueError as e:
+        raise FormatError(where, f"image does not decode ({e})") from None
+    except Exception as e:  # Pillow raises many kinds
+        raise FormatError(where, f"image does not decode ({e or type(e).__name__})") \
+            from None
+    if pixels.shape != tuple(shape):
+        got = "x".join(map(str, pixels.shape))
+        raise FormatError(where, f"image is {got}, the split's images are "
+                                 f"{'x'.join(map(str, shape))}",
+                          "mnistconv keeps one image size per split")
+    return pixels
+
+
+class ParquetSplit(Split):
+    """One split: its Parquet files, read in order. `files` lists them and shards()
+    gives one split per file (loaders hand files to workers)."""
+
+    def __init__(self, name, files, workers=None, _known=None):
+        self.files = list(files)
+        self.workers = check_workers(workers)
+        if _known is not None:
+            self.layouts, header, self.class_names = _known
+            super().__init__(name, header)
+            self._labels = None
+            return
+        self.layouts = []
+        count, first = 0, None
+        for path in self.files:
+            pf = _open(path)
+            layout = _Layout(path, pf.schema_arrow)
+            if self.layouts and layout.types != self.layouts[0].types:
+                raise FormatError(path, f"its columns ({', '.join(layout.types)}) differ "
+                                        f"from {os.path.basename(self.files[0])}'s")
+            self.layouts.append(layout)
+            meta = pf.metadata
+            for i in range(meta.num_row_groups):
+                if meta.row_group(i).total_byte_size > MAX_ROW_GROUP_BYTES:
+                    raise FormatError(path, f"row group {i} declares "
+                                            f"{meta.row_group(i).total_byte_size:,} bytes, "
+                                            f"more than mnistconv's limit of "
+                                            f"{MAX_ROW_GROUP_BYTES:,}")
+            count += meta.num_rows
+            if count > MAX_EXAMPLES:
+                raise FormatError(path, f"the split holds {count:,} rows, more than "
+                                        f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
+            if first is None and meta.num_rows:
+                first = self._first_image(pf, layout, path)
+        self.class_names = next((lay.class_names for lay in self.layouts
+                                 if lay.class_names), None)
+        shape = _image_shape(first, f"{self.files[0]}: row 0") if first else (0, 0)
+        header = Header(count, shape, np.dtype(np.uint8), np.dtype(np.int64),
+                        len(self.class_names) if self.class_names else None,
+                        ", ".join(self.files))
+        super().__init__(name, header)
+        self._labels = None
+
+    @staticmethod
+    def _first_image(pf, layout, path):
+        for batch in pf.iter_batches(batch_size=1, columns=[layout.image]):
+            data = batch.column(0).field("bytes")[0].as_py() if len(batch) else None
+            if data is None:
+                raise FormatError(path, "row 0 has no image bytes",
+                                  "mnistconv reads images stored in the file, not paths")
+            return data
+        return None
+
+    def shards(self):
+        """One split per file, in order, each knowing the whole split's header."""
+        if len(self.files) == 1:
+            return [self]
+        splits = []
+        for path, layout in zip(self.files, self.layouts):
+            count = _open(path).metadata.num_rows
+            splits.append(ParquetSplit(self.name, [path], self.workers,
+                                       ([layout], self.header.with_(count=count,
+                                                                    source=path),
+                                        self.class_names)))
+        return splits
+
+    def labels(self):
+        if self._labels is None:
+            from ..idx.format import check_labels
+            parts = []
+            for path, layout in zip(self.files, self.layouts):
+                column = _open(path).read(columns=[layout.label]).column(0)
+                if column.null_count:
+                    raise FormatError(path, f"{column.null_count} rows have no label")
+                part = column.to_numpy().astype(np.int64, copy=False)
+                check_labels(part, path)
+                parts.append(part)
+            self._labels = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        return self._labels
+
+    def indices(self):
+        """0 .. count-1: the rows' order."""
+        return np.arange(self.header.count, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        labels = self.labels()
+        shape = self.header.shape
+        at = 0
+        for path, layout in zip(self.files, self.layouts):
+            pf = _open(path)
+            for batch in pf.iter_batches(batch_size=batch_size, columns=[layout.image]):
+                column = batch.column(0).field("bytes")
+                n = len(column)
+                if column.null_count:
+                    row = at + next(i for i in range(n) if not column[i].is_valid)
+                    raise FormatError(path, f"row {row} has no image bytes",
+                                      "mnistconv reads images stored in the file, "
+                                      "not paths")
+                images = np.empty((n,) + tuple(shape), np.uint8)
+                values = column.to_pylist()
+                step = max(64, -(-n // (4 * self.workers)))
+
+                def decode(start, values=values, images=images, at=at, path=path):
+                    for i in range(start, min(start + step, n)):
+                        images[i] = _decode(values[i], shape, f"{path}: row {at + i}")
+                for _ in ordered_map(decode, range(0, n, step), self.workers):
+                    pass
+                yield Batch(images, labels[at:at + n], np.arange(at, at + n,
+                                                                 dtype=np.int64))
+                at += n
+        if at != self.header.count:
+            raise FormatError(self.header.source, f"holds {at} rows, its footers say "
+                                                  f"{self.header.count}")
+
+
+def _config_splits(folder):
+    """{split: [files]} of one config folder: <split>-NNNNN-of-NNNNN.parquet shard
+    sets, <split>.parquet, and <split>/NNNN.parquet folders."""
+    groups = {}
+    for entry in sorted(os.listdir(folder)):
+        path = os.path.join(folder, entry)
+        if entry.startswith(".") or ".mnistconv-tmp-" in entry:
+            continue
+        if os.path.isdir(path):
+            numbered = sorted(n for n in os.listdir(path) if _NUMBERED.fullmatch(n))
+            if numbered:
+                groups.setdefault(entry, []).extend(os.path.join(path, n) for n in numbered)
+            continue
+        if not entry.lower().endswith(".parquet"):
+            continue
+        m = _SHARD.fullmatch(entry)
+        name = m["split"] if m else entry[:-len(".parquet")]
+        groups.setdefault(name, []).append(path)
+    for name, files in groups.items():
+        safe_split_name(name, folder)
+        _check_shard_set(name, files)
+    return dict(sorted(groups.items(), key=lambda kv: (_SPLIT_ORDER.get(kv[0], 3), kv[0])))
+
+
+def _check_shard_set(name, files):
+    """Shards of one split: one set, every index from 0 below the total, once."""
+    numbers = [_SHARD.fullmatch(os.path.basename(f)) for f in files]
+    if not any(numbers):
+        return
+    totals = {int(m["total"]) if m else None for m in numbers}
+    if len(totals) != 1 or None in totals:
+        raise FormatError(files[0], f"split {printable(name)} has files of several shard "
+                                    "sets", "keep one set per split")
+    total = totals.pop()
+    indices = sorted(int(m["index"]) for m in numbers)
+    if indices != list(range(total)):
+        missing = sorted(set(range(total)) - set(indices))
+        raise FormatError(files[0], f"shard set incomplete: split {printable(name)} has "
+                                    f"{len(indices)} of {total} shards" +
+                          (f", first missing {missing[0]:05d}" if missing else ""))
+
+
+def _configs(path):
+    """{config folder name: {split: files}} of the folders under a dataset directory."""
+    found = {}
+    for entry in sorted(os.listdir(path)):
+        sub = os.path.join(path, entry)
+        if entry.startswith(".") or not os.path.isdir(sub):
+            continue
+        if any(_NUMBERED.fullmatch(n) for n in os.listdir(sub)):
+            continue  # a split folder (<split>/0000.parquet), not a config
+        splits = _config_splits(sub)
+        if splits:
+            found[entry] = splits
+    return found
+
+
+def _directory_splits(path, config):
+    here = _config_splits(path)
+    configs = _configs(path)
+    if config is not None:
+        folder = config if config in configs else \
+            "data" if config == "default" and "data" in configs else None
+        if folder is None:
+            raise UsageError(path, f"has no config {printable(config)}",
+                             f"it has: {', '.join(configs) or 'none'}")
+        return configs[folder]
+    if here:
+        return here
+    if len(configs) == 1:
+        return next(iter(configs.values()))
+    if configs:
+        raise UsageError(path, f"holds several configs ({', '.join(configs)})",
+                         "choose one with --config")
+    raise FormatError(path, "holds no Parquet files",
+                      "expected <config>/<split>-00000-of-00001.parquet or "
+                      "<split>.parquet files")
+
+
+def read(path, config=None, workers=None) -> Dataset:
+    """A Parquet file, shard set or dataset directory in the Hub's layout as a
+    dataset. A directory with several config folders needs `config`. Only footers and
+    first images are read here. workers: threads decoding images (default: every core).
+
+        ds = read("mnist-hf/")                       # data/ or the one <config>/
+        ds = read("fashion_mnist/", config="fashion_mnist")
+        ds.splits["train"].class_names               # ['0', ..., '9'] (or the names)
+    """
+    path = str(path)
+    if os.path.isdir(path):
+        groups = _directory_splits(path, config)
+    else:
+        check_input_file(path)
+        name = os.path.basename(path)
+        m = _SHARD.fullmatch(name)
+        if m:
+            folder = os.path.dirname(path) or "."
+            groups = {m["split"]: _config_splits(folder).get(m["split"], [path])}
+        elif _NUMBERED.fullmatch(name):
+            groups = {os.path.basename(os.path.dirname(os.path.abspath(path))): [path]}
+        else:
+            groups = {name[:-len(".parquet")] if name.lower().endswith(".parquet")
+                      else name: [path]}
+    splits = {name: ParquetSplit(name, files, workers) for name, files in groups.items()}
+    files = [f for files in groups.values() for f in files]
+    return Dataset("parquet", splits, files)
+
+
+def sniff(path) -> bool:
+    """A file that starts with Parquet's magic PAR1, or a directory holding .parquet
+    files in the Hub's layouts (at most two folders down)."""
+    if os.path.isfile(path):
+        try:
+            with open(path, "rb") as f:
+                return f.read(4) == MAGIC
+        except OSError:
+            return False
+    if not os.path.isdir(path):
+        return False
+    try:
+        for entry in os.scandir(path):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_file() and entry.name.endswith(".parquet"):
+                return True
+            if entry.is_dir():
+                for inner in os.scandir(entry.path):
+                    if inner.name.endswith(".parquet") or (inner.is_dir() and any(
+                            n.endswith(".parquet") for n in os.listdir(inner.path))):
+                        return True
+    except OSError:
+        return False
+    return False
+
+
+def matches_name(path) -> bool:
+    """A .parquet name."""
+    return str(path).lower().rstrip("/").endswith(".parquet")

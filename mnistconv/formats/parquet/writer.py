@@ -1,0 +1,298 @@
+"""Writing Hugging Face Parquet (layout in format.py): each split to a shard set
+`<folder>/<split>-00000-of-0000N.parquet`, its images PNG-encoded on one or more
+workers (mnistconv.parallel), row groups of a fixed number of rows, and a README.md
+card; all staged and committed together (fileio.StagedOutput).
+
+Work is cut into pieces of consecutive rows that never cross a row group or a shard,
+and each row group is handed to pyarrow as one contiguous batch, so the bytes depend
+only on the data and the options: the same on every run and for any number of workers.
+"""
+
+import os
+import re
+
+import numpy as np
+
+from ...errors import FormatError, UsageError
+from ...fileio import StagedOutput, open_staged, sha256_file
+from ...limits import check_num_classes, check_option_name, safe_split_name
+from ...parallel import COUNTERS, ParallelEncoder, check_workers
+from ...records import NO_PROGRESS, OutputFile, WriteResult
+from ...shards import check_shard_count
+from ..idx.format import check_labels
+from . import card, png
+from .reader import pyarrow
+
+# Rows per work piece (at most; a row group may hold several): a worker's shared slot
+# and the parent's pending pieces stay small.
+PIECE = 1024
+DEFAULT_ROW_GROUP = 1000
+
+
+class _PngTask:
+    """Encodes pieces of one image shape (the task ParallelEncoder runs: plain
+    attributes, inherited by forked workers). A piece's bytes are its n + 1 int32
+    offsets followed by the PNGs."""
+
+    def __init__(self, shape):
+        self.slot_shape = tuple(shape)
+
+    def fill(self, out, images):
+        out[...] = images.reshape(out.shape)
+
+    def encode(self, images, labels, indices):
+        data, offsets = png.encode_batch(np.asarray(images).reshape(
+            (len(labels),) + self.slot_shape))
+        return offsets.tobytes() + data, (0,) * COUNTERS
+
+
+def _class_names(dataset, num_classes):
+    """Names a reader provided (the first split that has them, if they cover every
+    label), else '0'..str(n - 1)."""
+    for split in dataset.splits.values():
+        names = getattr(split.header, "class_names", None) or \
+            getattr(split, "class_names", None)
+        if names and len(names) >= num_classes:
+            return [str(n) for n in names]
+    return [str(i) for i in range(num_classes)]
+
+
+def _check_split(split):
+    """The split's labels (int64) once its images are known to be PNG-able."""
+    h = split.header
+    where = h.source or split.name
+    if np.dtype(h.dtype) != np.uint8:
+        raise UsageError(where, f"Parquet images are 8-bit PNGs; these pixels are "
+                                f"{np.dtype(h.dtype).name}",
+                         "convert them to uint8 first")
+    try:
+        png.colour_type(h.shape)
+    except ValueError as e:
+        raise UsageError(where, f"Parquet images are PNGs: {e}") from None
+    labels = split.labels()
+    if labels.dtype.kind not in "iub":
+        raise UsageError(where, f"Parquet labels are class numbers (int64); these are "
+                                f"{labels.dtype.name}")
+    check_labels(labels, where)
+    if len(labels) and labels.min() < -1:
+        raise UsageError(where, f"label {int(labels.min())} is no class: a ClassLabel "
+                                "is 0 or more (-1 for none)")
+    return labels.astype(np.int64)
+
+
+def _cuts(count, shards, row_group):
+    """[(shard, end of piece, ends a row group)] for a split of `count` rows."""
+    cuts = []
+    bounds = [count * (i + 1) // shards for i in range(shards)]
+    start = 0
+    for shard, end in enumerate(bounds):
+        for group in range(start, end, row_group):
+            group_end = min(group + row_group, end)
+            for piece in range(group, group_end, PIECE):
+                piece_end = min(piece + PIECE, group_end)
+                cuts.append((shard, piece_end, piece_end == group_end))
+        start = end
+    return cuts
+
+
+def _pieces(split, labels, cuts, progress):
+    """(key, images, labels, indices) for each cut, re-cut from the split's batches
+    (a piece spanning two batches is copied; the others are views)."""
+    from ...records import iter_batches
+    where = split.header.source or split.name
+    batches = iter_batches(split, progress, f"{split.name} -> parquet")
+    held, at = None, 0  # images not yet handed out, from row `at`
+    for shard, end, closes in cuts:
+        want = end - at
+        while held is None or len(held) < want:
+            batch = next(batches, None)
+            if batch is None:
+                raise FormatError(where, f"yielded {at + (len(held) if held is not None else 0)}"
+                                         f" examples, its header says {split.header.count}")
+            held = batch.images if held is None or not len(held) else \
+                np.concatenate([held, batch.images])
+        piece, held = held[:want], held[want:]
+        yield (shard, closes, labels[at:end]), piece, labels[at:end], \
+            np.arange(at, end, dtype=np.int64)
+        at = end
+    extra = (len(held) if held is not None else 0) + sum(len(b) for b in batches)
+    if extra:
+        raise FormatError(where, f"yielded {at + extra} examples, its header says "
+                                 f"{split.header.count}")
+
+
+def _existing_shards(folder, split, keep):
+    """Parquet files of an earlier write of this split (other shard counts), to be
+    superseded: `<split>-NNNNN-of-NNNNN.parquet` and `<split>.parquet`."""
+    pattern = re.compile(re.escape(split) + r"(-\d{5}-of-\d{5})?\.parquet")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in sorted(names)
+            if pattern.fullmatch(n) and n not in keep]
+
+
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shards=None,
+          row_group_size=DEFAULT_ROW_GROUP, workers=1, processes=False, stats=None):
+    """Write every split as Hugging Face Parquet. A directory gets the Hub's layout:
+    `<folder>/<split>-00000-of-0000N.parquet` (folder `data`, config 'default', unless
+    `config` names one) and README.md, the dataset card; a name ending in .parquet gets
+    the one split of the dataset as that file. shards: files per split; row_group_size:
+    rows per row group; workers: PNG encoders (threads, or forked processes if
+    processes=True). Returns a WriteResult (files, counts per split).
+
+        write(mnistconv.read("data/mnist"), "mnist-hf/", config="mnist")
+    """
+    pa, pq = pyarrow("writing Parquet")
+    path = str(path)
+    if not dataset.splits:
+        raise UsageError(path, "nothing to write: the input has no splits")
+    one_file = path.lower().endswith(".parquet")
+    if config is not None:
+        check_option_name(config, "--config")
+        if one_file:
+            raise UsageError(path, "--config names a folder of a Parquet directory; this "
+                                   "output is one file", "name a directory instead")
+    shards = check_shard_count(1 if shards is None else shards)
+    if not 1 <= int(row_group_size) <= 1 << 20:
+        raise UsageError(None, f"--row-group-size must be between 1 and {1 << 20}, "
+                               f"not {row_group_size}")
+    workers = check_workers(workers)
+    if one_file and (len(dataset.splits) > 1 or shards > 1):
+        raise UsageError(path, f"one .parquet file holds one split, this input has "
+                               f"{len(dataset.splits)} and --shards {shards}",
+                         "choose one with --split, or name a directory for the Hub's "
+                         "layout")
+    folder = config or "data"
+    labels = {}
+    for name, split in dataset.splits.items():
+        safe_split_name(name, split.header.source or path)
+        labels[name] = _check_split(split)
+    num_classes = max(split.num_classes() for split in dataset.splits.values())
+    check_num_classes(num_classes, path)
+    names = _class_names(dataset, num_classes)
+    schema = pa.schema([("image", pa.struct([("bytes", pa.binary()),
+                                             ("path", pa.string())])),
+                        ("label", pa.int64())],
+                       metadata={"huggingface": card.features_json(names)})
+    tasks = {tuple(s.header.shape): _PngTask(s.header.shape)
+             for s in dataset.splits.values()}
+    record_bytes = max(int(np.prod(shape)) for shape in tasks)
+
+    files, counts, card_splits = [], {}, []
+    with StagedOutput(force) as staged:
+        plan = []
+        for name, split in dataset.splits.items():
+            if one_file:
+                targets = [path]
+            else:
+                targets = [os.path.join(path, folder, f"{name}-{i:05d}-of-{shards:05d}"
+                                                      ".parquet") for i in range(shards)]
+            plan.append((name, split, targets, [staged.file(t) for t in targets]))
+        if not one_file:
+            for name, _, targets, _ in plan:
+                keep = {os.path.basename(t) for t in targets}
+                for stale in _existing_shards(os.path.join(path, folder), name, keep):
+                    staged.supersede(stale)
+            card_tmp = staged.file(os.path.join(path, "README.md"))
+        with ParallelEncoder(list(tasks.values()), workers, processes, record_bytes,
+                             PIECE, total=sum(s.header.count for _, s, _, _ in plan)) \
+                as encoder:
+            for name, split, targets, tmps in plan:
+                arrow_bytes = _write_split(pa, pq, encoder, tasks[tuple(split.header.shape)],
+                                           split, labels[name], schema, tmps, shards,
+                                           int(row_group_size), progress)
+                sizes = []
+                for target, tmp in zip(targets, tmps):
+                    size = os.path.getsize(tmp)
+                    sizes.append(size)
+                    files.append(OutputFile(target, size, sha256_file(tmp)))
+                counts[name] = split.header.count
+                card_splits.append((name, split.header.count, arrow_bytes, sum(sizes)))
+        if not one_file:
+            text = card.dataset_card(config or "default", folder, names, card_splits)
+            with open_staged(card_tmp) as f:
+                f.write(text.encode("utf-8"))
+            files.append(OutputFile(os.path.join(path, "README.md"),
+                                    os.path.getsize(card_tmp), sha256_file(card_tmp)))
+    result_stats = {"row_groups": sum(-(-c // int(row_group_size)) for c in counts.values())}
+    if stats is not None:
+        stats.update(result_stats)
+    return WriteResult(files, counts, result_stats)
+
+
+def _write_split(pa, pq, encoder, task, split, labels, schema, tmps, shards, row_group,
+                 progress):
+    """Write one split's shard files; returns its Arrow size (num_bytes in the card)."""
+    cuts = _cuts(split.header.count, shards, row_group)
+    arrow_bytes = 0
+    writers = {}
+    group = []  # (offsets, data, labels) of the row group being gathered
+    try:
+        pieces = _pieces(split, labels, cuts, progress)
+        for (shard, closes, piece_labels), n, data, _ in encoder.encode(task, pieces):
+            data = bytes(data)  # may be a view of a worker's slot, reused next
+            offsets = np.frombuffer(data, np.int32, n + 1)
+            group.append((offsets, data[4 * (n + 1):], piece_labels))
+            if not closes:
+                continue
+            table = _row_group(pa, group, schema)
+            group = []
+            writer = writers.get(shard)
+            if writer is None:
+                writer = writers[shard] = _open(pq, tmps[shard], schema)
+            writer.write_table(table, row_group_size=table.num_rows)
+            arrow_bytes += table.nbytes
+        for shard in range(shards):  # empty shards (fewer rows than shards) still exist
+            if shard not in writers:
+                writers[shard] = _open(pq, tmps[shard], schema)
+    finally:
+        for writer in writers.values():
+            writer.close()
+            writer.file.close()
+    return arrow_bytes
+
+
+class _Writer:
+    def __init__(self, pq, file, schema):
+        self.file = file
+        self.parquet = pq.ParquetWriter(
+            file, schema,
+            # As datasets writes an image dataset (arrow_writer.get_parquet_column_options):
+            # PNG bytes neither compress nor repeat, labels do.
+            compression={"image.bytes": "none", "image.path": "none", "label": "snappy"},
+            use_dictionary=["label"],
+            column_encoding={"image.bytes": "PLAIN", "image.path": "PLAIN"},
+            write_page_index=True)
+
+    def write_table(self, table, row_group_size):
+        self.parquet.write_table(table, row_group_size=row_group_size)
+
+    def close(self):
+        self.parquet.close()
+
+
+def _open(pq, tmp, schema):
+    return _Writer(pq, open_staged(tmp), schema)
+
+
+def _row_group(pa, group, schema):
+    """One row group as an Arrow table: contiguous buffers, whatever the pieces."""
+    n = sum(len(offsets) - 1 for offsets, _, _ in group)
+    offsets = np.zeros(n + 1, np.int64)
+    at, base = 0, 0
+    for piece_offsets, data, _ in group:
+        k = len(piece_offsets) - 1
+        offsets[at + 1:at + k + 1] = piece_offsets[1:].astype(np.int64) + base
+        at += k
+        base += len(data)
+    if base >= 1 << 31:
+        raise UsageError(None, "a row group over 2 GiB of PNGs", "lower --row-group-size")
+    data = b"".join(d for _, d, _ in group)
+    images = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
+        offsets.astype(np.int32)), pa.py_buffer(data)])
+    paths = pa.nulls(n, pa.string())
+    image = pa.StructArray.from_arrays([images, paths], fields=list(schema.field("image").type))
+    label = pa.array(np.concatenate([lab for _, _, lab in group]), pa.int64())
+    return pa.Table.from_arrays([image, label], schema=schema)

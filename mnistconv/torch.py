@@ -1,0 +1,159 @@
+"""PyTorch datasets over anything mnistconv reads: `dataset(path)` gives a
+torch.utils.data.Dataset of (image tensor, label) pairs, for npz, IDX, Parquet,
+TFRecord, WebDataset or any other format in mnistconv's registry, because it goes
+through mnistconv.read() and the record stream, never a format's own code.
+
+torch is imported here only (the `torch` extra): `import mnistconv` never loads it.
+
+    from torch.utils.data import DataLoader
+    import mnistconv.torch
+
+    train = mnistconv.torch.dataset("mnist.npz", split="train")
+    for images, labels in DataLoader(train, batch_size=128, shuffle=True):
+        ...  # images: float32 N x 1 x 28 x 28 in [0, 1]; labels: int64 N
+
+What you get: a map-style Dataset (random access, shuffle=True works) holding the
+split's pixels in memory as uint8 (MNIST's training set: 47 MB), read once when it is
+made, so DataLoader workers share them; or, for a split stored as several files (a
+Parquet or TFRecord shard set, WebDataset tars) or when iterable=True, an
+IterableDataset that streams the split batch by batch, each DataLoader worker taking
+whole files when the split can be cut into them (Split.shards(), as Parquet's can),
+else every n-th batch.
+"""
+
+from .errors import MissingDependency, UsageError
+
+# A split read into memory for random access holds at most this many pixel bytes;
+# larger ones stream (IterableDataset) unless iterable=False says otherwise.
+MAX_IN_MEMORY = 2 << 30
+
+__all__ = ["dataset", "to_tensor"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependency("torch", "torch", "mnistconv.torch") from None
+    return torch
+
+
+def to_tensor(pixels):
+    """The default transform: uint8 pixels (H x W, or H x W x C) as a float32 tensor
+    C x H x W in [0, 1], as torchvision's ToTensor() makes from a PIL image.
+
+        to_tensor(np.zeros((28, 28), np.uint8)).shape   # torch.Size([1, 28, 28])
+    """
+    torch = _torch()
+    tensor = torch.from_numpy(pixels.copy() if not pixels.flags.writeable else pixels)
+    tensor = tensor.unsqueeze(0) if tensor.ndim == 2 else tensor.permute(2, 0, 1)
+    return tensor.float().div_(255) if tensor.dtype == torch.uint8 else tensor.float()
+
+
+def _choose_split(ds, split, path):
+    if split is None:
+        if "train" in ds.splits:
+            split = "train"
+        elif len(ds.splits) == 1:
+            split = next(iter(ds.splits))
+        else:
+            raise UsageError(path, f"holds several splits ({', '.join(ds.splits)})",
+                             "choose one with split=")
+    if split not in ds.splits:
+        raise UsageError(path, f"has no split '{split}'",
+                         f"it has: {', '.join(ds.splits) or 'none'}")
+    return ds.splits[split]
+
+
+def dataset(path, split=None, *, format=None, transform=None, target_transform=None,
+            iterable=None, batch_size=1024, **read_options):
+    """A torch Dataset of (transform(pixels), target_transform(label)) for one split
+    of what mnistconv reads at `path` (format detected, or named by `format`; read
+    options as for mnistconv.read). split: default 'train', or the only one.
+    transform: takes the uint8 numpy pixels (default: to_tensor). iterable: None
+    decides (a multi-file split or one over MAX_IN_MEMORY streams), True streams,
+    False loads into memory. batch_size: rows read at a time when streaming.
+
+        ds = mnistconv.torch.dataset("mnist-hf/", split="test")
+        image, label = ds[0]      # tensor 1 x 28 x 28, int
+    """
+    import numpy as np
+
+    import mnistconv
+    torch = _torch()
+    ds = mnistconv.read(path, format, **read_options)
+    chosen = _choose_split(ds, split, path)
+    transform = transform or to_tensor
+    if iterable is None:
+        h = chosen.header
+        size = h.count * int(np.prod(h.shape, dtype=np.int64)) * np.dtype(h.dtype).itemsize
+        iterable = len(getattr(chosen, "files", ())) > 1 or size > MAX_IN_MEMORY
+    if iterable:
+        return _classes(torch)[1](chosen, transform, target_transform, batch_size)
+    return _classes(torch)[0](chosen, transform, target_transform)
+
+
+_CLASSES = {}
+
+
+def _classes(torch):
+    """The two Dataset classes, made on first use (they subclass torch's, which this
+    module must not import before it is asked to)."""
+    if _CLASSES:
+        return _CLASSES["map"], _CLASSES["iterable"]
+    import numpy as np
+
+    class SplitDataset(torch.utils.data.Dataset):
+        """A split in memory: random access by position."""
+
+        def __init__(self, split, transform, target_transform):
+            self.name = split.name
+            self.labels = np.asarray(split.labels())
+            h = split.header
+            self.images = np.empty((h.count,) + tuple(h.shape), h.dtype)
+            at = 0
+            for batch in split.batches():
+                self.images[at:at + len(batch)] = batch.images
+                at += len(batch)
+            self.transform, self.target_transform = transform, target_transform
+
+        def __len__(self):
+            return len(self.labels)
+
+        def __getitem__(self, i):
+            label = int(self.labels[i])
+            return self.transform(self.images[i]), \
+                self.target_transform(label) if self.target_transform else label
+
+    class StreamingDataset(torch.utils.data.IterableDataset):
+        """A split streamed in order; DataLoader workers share the work."""
+
+        def __init__(self, split, transform, target_transform, batch_size):
+            self.split, self.batch_size = split, batch_size
+            self.transform, self.target_transform = transform, target_transform
+
+        def __len__(self):
+            return self.split.header.count
+
+        def _parts(self):
+            """(batches to read, keep batch i?) for this worker."""
+            info = torch.utils.data.get_worker_info()
+            workers, me = (info.num_workers, info.id) if info else (1, 0)
+            shards = self.split.shards() if hasattr(self.split, "shards") else None
+            if shards and len(shards) >= workers:
+                for shard in shards[me::workers]:
+                    yield from shard.batches(self.batch_size)
+                return
+            for i, batch in enumerate(self.split.batches(self.batch_size)):
+                if i % workers == me:
+                    yield batch
+
+        def __iter__(self):
+            for batch in self._parts():
+                for pixels, label in zip(batch.images, batch.labels):
+                    label = int(label)
+                    yield self.transform(pixels), \
+                        self.target_transform(label) if self.target_transform else label
+
+    _CLASSES["map"], _CLASSES["iterable"] = SplitDataset, StreamingDataset
+    return SplitDataset, StreamingDataset
