@@ -25,6 +25,9 @@ MAX_WORKERS = 64
 # Files in one shard set (each is written, hashed and renamed; TFDS' own sets stay far
 # below this).
 MAX_SHARDS = 10000
+# One Parquet row group, uncompressed, as its footer declares it: a reader decodes a row
+# group at a time, so a compressed column cannot make it allocate more than this.
+MAX_ROW_GROUP_BYTES = 1 << 30
 # A split name read from a file: letters, digits, '_', '-', '.', not leading '.' or '-',
 # at most 64 characters. It becomes part of file names (x_<split>, <name>-<split>...),
 # so it must never hold a path separator, '..', NUL, a newline or a drive letter.

@@ -29,6 +29,7 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.idx",
     "mnistconv.formats.npz",
     "mnistconv.formats.gdmnist",
+    "mnistconv.formats.parquet",
 )
 
 FORMATS: dict = {}
