@@ -264,6 +264,11 @@ def main(argv=None):
 
         main(["info", "data/mnist"])  # raises SystemExit(0)
     """
+    # Each run starts with no signal seen, and leaves the process's handlers as it
+    # found them (tests and embedding programs call main() more than once).
+    del _signalled[:]
+    previous = (sys.unraisablehook, signal.getsignal(signal.SIGTERM),
+                signal.getsignal(signal.SIGINT))
     sys.unraisablehook = _unraisable
     signal.signal(signal.SIGTERM, _terminate)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -280,6 +285,10 @@ def main(argv=None):
             sys.exit(128 + signum)
         _exit_for(e)
         raise
+    finally:
+        sys.unraisablehook = previous[0]
+        signal.signal(signal.SIGTERM, previous[1])
+        signal.signal(signal.SIGINT, previous[2])
     sys.exit(code if isinstance(code, int) else 0)
 
 
