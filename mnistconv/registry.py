@@ -30,6 +30,8 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.npz",
     "mnistconv.formats.gdmnist",
     "mnistconv.formats.parquet",
+    "mnistconv.formats.caffe_lmdb",
+    "mnistconv.formats.caffe_hdf5",
 )
 
 FORMATS: dict = {}

@@ -1,0 +1,450 @@
+"""HDF5 for Caffe's HDF5Data layer.
+
+The layer (caffe/src/caffe/layers/hdf5_data_layer.cpp) reads `hdf5_data_param.source`,
+a text file of HDF5 file names (whitespace-separated, opened relative to the directory
+Caffe runs in), and from each file one dataset per top blob, named after the top, N
+first; it reads every dataset as float (H5LTread_dataset_float converts any numeric
+type) and holds one whole file in memory at a time.
+
+Layout written, per split:
+  <split>.h5   dataset `data`  N x C x H x W (C = 1 for grayscale), row-major:
+                 float32 in [0, 1] (pixel / 255) by default; float32 0..255 with
+                 no_scale; uint8 0..255 with pixel_type="uint8". A colour image's
+                 channels are in the order the dataset holds them.
+               dataset `label` N float32 (the class number)
+               both chunked (about CHUNK_BYTES of rows per chunk); with compress,
+               through HDF5's shuffle and deflate (level 4) filters, which every HDF5
+               library has built in.
+  <split>.txt  the list file for `source`: the absolute path of each .h5, one a line.
+A file's `data` is kept under MAX_BLOB_BYTES (2 GiB: what one Caffe blob and its HDF5
+loader take); a split that needs more is cut into equal runs of rows,
+`<split>-00000-of-0000N.h5` ..., all listed in `<split>.txt` in order. Given a name
+ending in .h5 and one split, that file is written with its list `<stem>.txt` beside it.
+The same data and options give the same bytes (no timestamps are stored).
+
+Reading takes a list file, an .h5 file, or a directory of list files (one split each,
+named by the file; without list files, its .h5 files grouped by name). Each file must
+hold `data` (N x H x W or N x C x H x W, numbers) and `label` (N or N x 1, whole
+numbers) of the same N, stored in the file itself: a link to another file, external
+storage or a virtual dataset is refused (a name inside a file is never a path to read),
+and a dataset must hold the bytes its shape claims (at most 1032:1 when deflated).
+Pixels come back in the stored type (float32 [0, 1] stays so); labels as uint8 when
+they fit, else int32.
+"""
+
+import glob
+import hashlib
+import os
+import re
+
+import numpy as np
+
+from ...errors import FormatError, MissingDependency, UsageError
+from ...fileio import GZIP_MAX_RATIO, StagedOutput, sha256_file
+from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
+from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
+                        Split, WriteResult, iter_batches)
+from ...shards import is_data_name, shard_bounds
+
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+MAX_BLOB_BYTES = (1 << 31) - 1
+CHUNK_BYTES = 1 << 20
+LEVEL = 4
+EXTENSIONS = (".h5", ".hdf5")
+_SHARD = re.compile(r"-\d{5}-of-\d{5}$")
+_ORDER = {"train": 0, "test": 1}
+MAX_LIST_BYTES = 1 << 20
+
+
+def _h5py():
+    try:
+        import h5py
+    except ImportError:
+        raise MissingDependency("h5py", "caffe", "Caffe's HDF5 format") from None
+    return h5py
+
+
+# --- reading ---
+
+def _is_hdf5(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == HDF5_MAGIC
+    except OSError:
+        return False
+
+
+def _list_entries(path):
+    """The names in a list file, or None when it is not one (not small UTF-8 text whose
+    every word names an .h5/.hdf5 file)."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > MAX_LIST_BYTES:
+            return None
+        with open(path, "rb") as f:
+            words = f.read().decode("utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not words or not all(w.lower().endswith(EXTENSIONS) for w in words):
+        return None
+    return words
+
+
+def _stem(path):
+    name = os.path.basename(str(path))
+    for ext in EXTENSIONS + (".txt",):
+        if name.lower().endswith(ext):
+            name = name[:-len(ext)]
+            break
+    return _SHARD.sub("", name)
+
+
+def _resolve(entry, list_path):
+    """An entry of a list file as Caffe opens it (relative to the current directory),
+    else the file of that name beside the list file (an output moved elsewhere)."""
+    beside = os.path.join(os.path.dirname(os.path.abspath(list_path)),
+                          os.path.basename(entry))
+    for candidate in (entry, beside):
+        if os.path.isfile(candidate):
+            return candidate
+    raise FormatError(list_path, f"names {printable(entry)}, which is not a file here or "
+                                 "beside the list")
+
+
+def _sources(path):
+    """[(split name, [h5 paths])] for a list file, an .h5 file or a directory."""
+    if os.path.isfile(path):
+        if _is_hdf5(path):
+            return [(_stem(path), [path])]
+        entries = _list_entries(path)
+        if entries is None:
+            raise FormatError(path, "is neither an HDF5 file nor a list of .h5 files")
+        return [(_stem(path), [_resolve(e, path) for e in entries])]
+    names = sorted(e for e in os.listdir(path) if is_data_name(e))
+    found = {}
+    lists = [n for n in names if n.lower().endswith(".txt")
+             and _list_entries(os.path.join(path, n))]
+    for n in lists:
+        list_path = os.path.join(path, n)
+        found[_stem(n)] = [_resolve(e, list_path) for e in _list_entries(list_path)]
+    if not found:
+        for n in names:
+            if n.lower().endswith(EXTENSIONS) and _is_hdf5(os.path.join(path, n)):
+                found.setdefault(_stem(n), []).append(os.path.join(path, n))
+    if not found:
+        raise FormatError(path, "holds no HDF5 list file (<split>.txt) nor .h5 file")
+    order = sorted(found, key=lambda s: (_ORDER.get(s, 2), s))
+    return [(s, found[s]) for s in order]
+
+
+def _dataset(f, name, path, h5py):
+    link = f.get(name, getlink=True)
+    if link is None:
+        raise FormatError(path, f"has no dataset '{name}'",
+                          "HDF5Data reads datasets named after its tops: data and label")
+    if not isinstance(link, h5py.HardLink):
+        raise FormatError(path, f"'{name}' is a {type(link).__name__} to elsewhere",
+                          "mnistconv reads datasets stored in the file itself")
+    dset = f[name]
+    if not isinstance(dset, h5py.Dataset):
+        raise FormatError(path, f"'{name}' is a group, not a dataset")
+    if dset.external or dset.is_virtual:
+        raise FormatError(path, f"'{name}' is stored outside the file (external storage "
+                                "or a virtual dataset)",
+                          "mnistconv reads datasets stored in the file itself")
+    if dset.dtype.kind not in "biuf" or dset.dtype.names is not None:
+        raise FormatError(path, f"'{name}' holds {dset.dtype}, not numbers")
+    stored, claimed = dset.id.get_storage_size(), dset.size * dset.dtype.itemsize
+    if claimed > stored * (GZIP_MAX_RATIO if dset.compression else 1):
+        raise FormatError(path, f"'{name}' claims {claimed:,} bytes of {dset.shape} and "
+                                f"stores {stored:,}, which cannot be")
+    return dset
+
+
+class _File:
+    """One HDF5 file's data and label datasets, checked (the file stays closed)."""
+
+    def __init__(self, path, h5py):
+        self.path = path
+        with _open(path, h5py) as f:
+            data, label = _dataset(f, "data", path, h5py), _dataset(f, "label", path, h5py)
+            if data.ndim not in (3, 4):
+                raise FormatError(path, f"'data' has shape {data.shape}; expected N x H x W "
+                                        "or N x C x H x W")
+            if label.ndim not in (1, 2) or (label.ndim == 2 and label.shape[1] != 1):
+                raise FormatError(path, f"'label' has shape {label.shape}; expected N "
+                                        "(one class number per example) or N x 1")
+            if data.shape[0] != label.shape[0]:
+                raise FormatError(path, f"'data' has {data.shape[0]:,} rows and 'label' "
+                                        f"{label.shape[0]:,}", "they must match")
+            self.count = data.shape[0]
+            c, rest = (data.shape[1], data.shape[2:]) if data.ndim == 4 else (1, data.shape[1:])
+            self.chw = (c,) + tuple(rest)
+            self.shape = tuple(rest) if c == 1 else tuple(rest) + (c,)
+            self.dtype = data.dtype.newbyteorder("=")
+
+
+def _open(path, h5py):
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        raise FormatError(path, f"is not a readable HDF5 file ({e})") from None
+
+
+class Hdf5Split(Split):
+    """The files of one list, in order: checked and labels read here, images in
+    batches()."""
+
+    def __init__(self, name, paths, source):
+        h5py = _h5py()
+        if len(paths) > MAX_SHARDS:
+            raise FormatError(source, f"lists {len(paths):,} files, more than mnistconv's "
+                                      f"limit of {MAX_SHARDS:,}")
+        self.files = [_File(p, h5py) for p in paths]
+        first = self.files[0]
+        for f in self.files[1:]:
+            if (f.chw, f.dtype) != (first.chw, first.dtype):
+                raise FormatError(f.path, f"'data' is {f.dtype.name} {f.chw} per example, "
+                                          f"{first.path} is {first.dtype.name} {first.chw}",
+                                  "the files of one split must agree")
+        count = sum(f.count for f in self.files)
+        from ..idx.format import check_labels, check_split_header
+        check_split_header(count, first.shape, first.dtype, source, "'data'")
+        parts, done = [], 0
+        for f in self.files:
+            with _open(f.path, h5py) as h:
+                labels = np.asarray(h["label"][...]).reshape(-1)
+            check_labels(labels.astype(labels.dtype.newbyteorder("=")), f.path, done,
+                         "'label': ")
+            parts.append(labels)
+            done += len(labels)
+        labels = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+        small = not len(labels) or (labels.min() >= 0 and labels.max() <= 255)
+        self._labels = labels.astype(np.uint8 if small else np.int32)
+        super().__init__(name, Header(count, first.shape, first.dtype, self._labels.dtype,
+                                      None, source))
+
+    def labels(self):
+        return self._labels
+
+    def indices(self):
+        return np.arange(self.header.count, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        h5py = _h5py()
+        done = 0
+        for f in self.files:
+            with _open(f.path, h5py) as h:
+                data = h["data"]
+                for start in range(0, f.count, batch_size):
+                    end = min(start + batch_size, f.count)
+                    try:
+                        rows = data[start:end]
+                    except (OSError, ValueError) as e:
+                        raise FormatError(f.path, f"'data' rows {start}..{end - 1} cannot "
+                                                  f"be read ({e})") from None
+                    rows = rows.reshape((end - start,) + f.chw).astype(f.dtype, copy=False)
+                    images = rows[:, 0] if f.chw[0] == 1 else np.moveaxis(rows, 1, 3)
+                    yield Batch(np.ascontiguousarray(images),
+                                self._labels[done + start:done + end],
+                                np.arange(done + start, done + end, dtype=np.int64))
+            done += f.count
+
+
+def read(path) -> Dataset:
+    """HDF5Data inputs as a dataset: a list file (<split>.txt) or an .h5 file is one
+    split, named by the file; a directory holds one split per list file. Files are
+    checked and labels read here; images are read in batches().
+
+        ds = read("caffe-h5/")                 # caffe-h5/train.txt, caffe-h5/test.txt
+        ds.splits["train"].header.shape        # (28, 28)
+    """
+    path = str(path)
+    if not os.path.exists(path):
+        raise UsageError(path, "no such file or directory")
+    sources = _sources(path)
+    splits = {}
+    for name, paths in sources:
+        safe_split_name(name, path, "split name (from the file name)")
+        splits[name] = Hdf5Split(name, paths, path)
+    return Dataset("caffe-hdf5", splits, [p for _, ps in sources for p in ps])
+
+
+def sniff(path) -> bool:
+    """An HDF5 file, a list of .h5 files, or a directory holding either."""
+    path = str(path)
+    if os.path.isfile(path):
+        return _is_hdf5(path) or _list_entries(path) is not None
+    if not os.path.isdir(path):
+        return False
+    try:
+        names = [n for n in os.listdir(path) if is_data_name(n)]
+    except OSError:
+        return False
+    return any((n.lower().endswith(".txt") and _list_entries(os.path.join(path, n)))
+               or (n.lower().endswith(EXTENSIONS) and _is_hdf5(os.path.join(path, n)))
+               for n in names)
+
+
+# --- writing ---
+
+def _file_names(folder, stem, count, row_bytes):
+    """The .h5 files of a split and the rows each ends at: one file unless its data
+    would exceed MAX_BLOB_BYTES."""
+    rows = max(1, MAX_BLOB_BYTES // max(row_bytes, 1))
+    n = max(1, -(-count // rows))
+    if n == 1:
+        return [os.path.join(folder, stem + ".h5")], [count]
+    if n > MAX_SHARDS:
+        raise UsageError(folder, f"split {stem} would need {n:,} files")
+    return ([os.path.join(folder, f"{stem}-{i:05d}-of-{n:05d}.h5") for i in range(n)],
+            shard_bounds(count, n))
+
+
+def _pixels(images, pixel_type, scale):
+    """A batch as N x C x H x W in the stored type."""
+    images = images[:, None] if images.ndim == 3 else np.moveaxis(images, 3, 1)
+    if pixel_type == "uint8":
+        return np.ascontiguousarray(images)
+    if images.dtype == np.uint8 and scale:
+        return images.astype(np.float32) / np.float32(255)
+    return images.astype(np.float32)
+
+
+def _check(split, pixel_type, path):
+    h = split.header
+    if len(h.shape) not in (2, 3):
+        raise UsageError(path, f"images of shape {h.shape} cannot be HDF5Data blobs",
+                         "they are H x W or H x W x C")
+    if pixel_type == "uint8" and h.dtype != np.uint8:
+        raise UsageError(path, f"--pixel-type uint8 keeps uint8 pixels; split "
+                               f"{split.name} has {h.dtype.name}")
+    if h.dtype.kind not in "buf":
+        raise UsageError(path, f"split {split.name} has {h.dtype.name} pixels",
+                         "HDF5Data takes uint8 or float pixels")
+
+
+class _Writer:
+    """Fills the files of one split in turn as batches arrive."""
+
+    def __init__(self, h5py, out, split, targets, bounds, pixel_type, compress):
+        self.h5py, self.out, self.targets, self.bounds = h5py, out, targets, bounds
+        h = split.header
+        self.chw = (1,) + tuple(h.shape) if len(h.shape) == 2 else \
+            (h.shape[2], h.shape[0], h.shape[1])
+        self.dtype = np.dtype(np.uint8 if pixel_type == "uint8" else np.float32)
+        self.filters = {"compression": "gzip", "compression_opts": LEVEL,
+                        "shuffle": True} if compress else {}
+        self.files, self.index, self.file, self.at, self.start = [], -1, None, 0, 0
+
+    def _next(self):
+        self.close()
+        self.index += 1
+        self.start = self.bounds[self.index - 1] if self.index else 0
+        rows = self.bounds[self.index] - self.start
+        staged = self.out.file(self.targets[self.index])
+        self.file = self.h5py.File(staged, "w", libver="earliest", track_order=False)
+        self.staged = staged
+        per_chunk = max(1, min(max(rows, 1), CHUNK_BYTES // (self.dtype.itemsize *
+                                                             int(np.prod(self.chw)))))
+        self.data = self.file.create_dataset(
+            "data", (rows,) + self.chw, self.dtype, chunks=(per_chunk,) + self.chw,
+            track_times=False, **self.filters)
+        self.label = self.file.create_dataset(
+            "label", (rows,), np.float32, chunks=(max(1, min(rows, 1 << 16)),),
+            track_times=False, **self.filters)
+
+    def write(self, pixels, labels):
+        done = 0
+        while done < len(labels):
+            if self.file is None or self.at == self.bounds[self.index]:
+                self._next()
+            take = min(len(labels) - done, self.bounds[self.index] - self.at)
+            where = slice(self.at - self.start, self.at - self.start + take)
+            self.data[where] = pixels[done:done + take]
+            self.label[where] = labels[done:done + take]
+            done += take
+            self.at += take
+
+    def close(self):
+        if self.file is not None:
+            self.file.close()
+            target = self.targets[self.index]
+            self.files.append(OutputFile(target, os.path.getsize(self.staged),
+                                         sha256_file(self.staged)))
+            self.file = None
+
+    def finish(self):
+        while self.index < len(self.targets) - 1:  # an empty split still gets its file
+            self._next()
+        self.close()
+        return self.files
+
+
+def _supersede(out, folder, stem, targets):
+    """Earlier files of the same split under other names (another number of parts)
+    would sit beside the new ones: removed on commit, refused without force."""
+    pattern = os.path.join(glob.escape(folder), glob.escape(stem))
+    for old in glob.glob(pattern + ".h5") + glob.glob(pattern + "-?????-of-?????.h5"):
+        if os.path.abspath(old) not in map(os.path.abspath, targets):
+            out.supersede(old)
+
+
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale=False,
+          pixel_type="float32", compress=False):
+    """Write each split as `<path>/<split>.h5` (data N x C x H x W, label N) and the
+    list file `<path>/<split>.txt` HDF5Data's `source` names. Pixels are float32 scaled
+    to [0, 1], or 0..255 with no_scale, or uint8 with pixel_type="uint8"; compress adds
+    the shuffle and gzip filters. Returns the files written.
+
+        write(mnistconv.read("data/mnist"), "caffe-h5/", compress=True)
+    """
+    h5py = _h5py()
+    path = str(path)
+    splits = list(dataset.splits.values())
+    one_file = path.lower().endswith(EXTENSIONS)
+    if one_file and len(splits) != 1:
+        raise UsageError(path, f"one .h5 file holds one split; this dataset has "
+                               f"{len(splits)} ({', '.join(dataset.splits)})",
+                         "name a directory for one <split>.h5 each, or choose a split "
+                         "with --split")
+    for split in splits:
+        safe_split_name(split.name, path)
+        _check(split, pixel_type, path)
+    files, counts = [], {}
+    with StagedOutput(force) as out:
+        for split in splits:
+            h = split.header
+            # Files are reported as the caller named them; the list holds absolute
+            # paths, which Caffe opens from whatever directory it runs in.
+            if one_file:
+                folder = os.path.dirname(path)
+                stem = os.path.basename(path)[:-len(os.path.splitext(path)[1])]
+            else:
+                folder, stem = path, split.name
+            chw = int(np.prod(h.shape))
+            itemsize = 1 if pixel_type == "uint8" else 4
+            targets, bounds = _file_names(folder, stem, h.count, chw * itemsize)
+            if one_file and len(targets) == 1:
+                targets = [path]
+            _supersede(out, folder, stem, targets)
+            writer = _Writer(h5py, out, split, targets, bounds, pixel_type, compress)
+            written = 0
+            try:
+                for batch in iter_batches(split, progress, split.name):
+                    writer.write(_pixels(batch.images, pixel_type, not no_scale),
+                                 batch.labels.astype(np.float32))
+                    written += len(batch)
+                if written != h.count:
+                    raise FormatError(h.source, f"yielded {written} examples, its header "
+                                                f"says {h.count}")
+                files += writer.finish()
+            finally:
+                if writer.file is not None:
+                    writer.file.close()
+            list_target = os.path.join(folder, stem + ".txt")
+            text = "".join(os.path.abspath(t) + "\n" for t in targets).encode("utf-8")
+            with open(out.file(list_target), "wb") as f:
+                f.write(text)
+            files.append(OutputFile(list_target, len(text), hashlib.sha256(text).hexdigest()))
+            counts[split.name] = written
+    return WriteResult(files, counts)

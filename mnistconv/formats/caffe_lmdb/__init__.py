@@ -1,0 +1,19 @@
+"""Caffe's LMDB of caffe.Datum, as convert_mnist_data writes mnist_train_lmdb (layout
+in format.py, the Datum message in datum.py). This file is the format's declaration,
+light enough for `--help`; the code is imported on first use (it needs `lmdb`)."""
+
+from ...spec import Format, Option
+from ..common import SPLIT_NAME, lazy_attributes
+
+SPEC = Format(
+    "caffe-lmdb", "mnistconv.formats.caffe_lmdb.format",
+    "Caffe's LMDB of Datum protos (<split>_lmdb/data.mdb, as convert_mnist_data writes)",
+    output_is_directory=True,
+    read_options=(SPLIT_NAME,),
+    write_options=(
+        Option("encoded", "--encoded", "PNG-encoded Datums (encoded = true, as "
+               "convert_imageset --encoded writes) instead of raw pixels"),
+    ),
+)
+
+__getattr__ = lazy_attributes(SPEC.module)

@@ -1,0 +1,157 @@
+"""caffe.Datum on the wire, encoded and decoded here (no protobuf runtime, no caffe_pb2).
+
+Caffe's src/caffe/proto/caffe.proto declares (proto2):
+
+    message Datum {
+      optional int32 channels = 1;
+      optional int32 height = 2;
+      optional int32 width = 3;
+      // the actual image data, in bytes
+      optional bytes data = 4;
+      optional int32 label = 5;
+      // Optionally, the datum could also hold float data.
+      repeated float float_data = 6;
+      // If true data contains an encoded image that need to be decoded
+      optional bool encoded = 7 [default = false];
+    }
+
+Protocol buffers' wire format: each field is a key varint (field_number << 3 | wire
+type) then its value. int32 and bool are varints (wire type 0; a negative int32 is
+sign-extended to ten bytes); bytes are a varint length then the bytes (wire type 2);
+a repeated float is fixed32 little-endian per value (wire type 5) or, packed, one
+length-delimited run of them (wire type 2). A parser keeps the last value of a repeated
+scalar key and skips fields it does not know.
+
+What Caffe writes, and so what this module writes, byte for byte:
+  convert_mnist_data: channels, height, width, data (C x H x W uint8, row-major), label,
+      in field order; encoded is never set, so not written.
+  convert_imageset --encoded: data (the image file's bytes), label, encoded = true;
+      channels, height and width are not set (the decoder learns them from the image).
+"""
+
+CHANNELS, HEIGHT, WIDTH, DATA, LABEL, FLOAT_DATA, ENCODED = 1, 2, 3, 4, 5, 6, 7
+VARINT, FIXED64, BYTES, FIXED32 = 0, 1, 2, 5
+# The wire type each field of Datum is written with (float_data also packed, BYTES).
+WIRE_TYPES = {CHANNELS: VARINT, HEIGHT: VARINT, WIDTH: VARINT, DATA: BYTES, LABEL: VARINT,
+              FLOAT_DATA: FIXED32, ENCODED: VARINT}
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+class NotADatum(ValueError):
+    """The bytes are not a caffe.Datum (the reader names the record)."""
+
+
+def varint(value: int) -> bytes:
+    """A protobuf varint; a negative int32 as its 64-bit two's complement (ten bytes).
+
+        varint(300)  # b'\\xac\\x02'
+    """
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def key(field: int, wire_type: int) -> bytes:
+    """The key that starts a field."""
+    return varint(field << 3 | wire_type)
+
+
+def raw_prefix(channels, height, width) -> bytes:
+    """Everything of a raw Datum before its pixels: channels, height, width, then
+    data's key and length. The label's field follows the pixels (see label_field)."""
+    return (key(CHANNELS, VARINT) + varint(channels) + key(HEIGHT, VARINT) +
+            varint(height) + key(WIDTH, VARINT) + varint(width) + key(DATA, BYTES) +
+            varint(channels * height * width))
+
+
+def label_field(label: int) -> bytes:
+    """The label field, always written (convert_mnist_data sets it, so even label 0 is
+    on the wire: b'\\x28\\x00')."""
+    return key(LABEL, VARINT) + varint(label)
+
+
+def encoded_datum(image_bytes: bytes, label: int) -> bytes:
+    """A Datum as convert_imageset --encoded writes it: data, label, encoded = true.
+
+        encoded_datum(png, 7)  # b'\\x22' + len + png + b'\\x28\\x07' + b'\\x38\\x01'
+    """
+    return (key(DATA, BYTES) + varint(len(image_bytes)) + image_bytes + label_field(label)
+            + key(ENCODED, VARINT) + b"\x01")
+
+
+def _read_varint(buf, at):
+    result = shift = 0
+    while True:
+        if at >= len(buf):
+            raise NotADatum("a varint runs past the end")
+        byte = buf[at]
+        at += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, at
+        shift += 7
+        if shift >= 70:
+            raise NotADatum("a varint is longer than ten bytes")
+
+
+def _int32(value, name):
+    value &= (1 << 64) - 1
+    if value >= 1 << 63:
+        value -= 1 << 64
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise NotADatum(f"{name} {value} does not fit int32")
+    return value
+
+
+_NAMES = {CHANNELS: "channels", HEIGHT: "height", WIDTH: "width", LABEL: "label",
+          ENCODED: "encoded"}
+
+
+def parse(buf: bytes) -> dict:
+    """The fields of one serialized Datum: channels, height, width, label (0 when
+    absent, as proto2 defaults), encoded (False), data (a (start, end) slice of buf, or
+    None), float_data (how many floats). Raises NotADatum for anything a protobuf parser
+    would refuse, or a known field under the wrong wire type.
+
+        parse(raw_prefix(1, 2, 2) + bytes(4) + label_field(3))["label"]  # 3
+    """
+    fields = {"channels": 0, "height": 0, "width": 0, "label": 0, "encoded": False,
+              "data": None, "float_data": 0}
+    at, end = 0, len(buf)
+    while at < end:
+        tag, at = _read_varint(buf, at)
+        field, wire = tag >> 3, tag & 7
+        if field == 0:
+            raise NotADatum("field number 0")
+        if field in WIRE_TYPES and wire != WIRE_TYPES[field] and \
+                not (field == FLOAT_DATA and wire == BYTES):
+            raise NotADatum(f"field {field} has wire type {wire}, caffe.proto says "
+                            f"{WIRE_TYPES[field]}")
+        if wire == VARINT:
+            value, at = _read_varint(buf, at)
+            if field == ENCODED:
+                fields["encoded"] = value != 0
+            elif field in _NAMES:
+                fields[_NAMES[field]] = _int32(value, _NAMES[field])
+        elif wire == BYTES:
+            length, at = _read_varint(buf, at)
+            if length > end - at:
+                raise NotADatum(f"field {field} claims {length} bytes, {end - at} remain")
+            if field == DATA:
+                fields["data"] = (at, at + length)
+            elif field == FLOAT_DATA:
+                fields["float_data"] += length // 4
+            at += length
+        elif wire in (FIXED32, FIXED64):
+            at += 4 if wire == FIXED32 else 8
+            if at > end:
+                raise NotADatum(f"field {field} runs past the end")
+            if field == FLOAT_DATA:
+                fields["float_data"] += 1
+        else:
+            raise NotADatum(f"wire type {wire} at byte {at - 1}, which Datum does not use")
+    return fields

@@ -1,0 +1,481 @@
+"""Caffe's LMDB of caffe.Datum: what Caffe's data layer (`backend: LMDB`) reads and what
+its convert_mnist_data tool writes (examples/mnist/create_mnist.sh makes
+mnist_train_lmdb/ and mnist_test_lmdb/).
+
+Layout written: one LMDB environment per split, `<out>/<split>_lmdb/data.mdb` (a name
+ending in `_lmdb` with a single split is the environment itself: `<out>/data.mdb`).
+LMDB creates lock.mdb beside data.mdb when Caffe first opens it; mnistconv writes none.
+  key    the example's position in the split as 8 decimal digits, b"%08d" (what
+         convert_mnist_data's snprintf(key, kMaxKeyLength, "%08d", item_id) gives), so
+         LMDB's byte order is the split's order
+  value  a serialized caffe.Datum (datum.py): channels, height, width, data (uint8
+         pixels C x H x W, row-major; a colour image's channels in the order the
+         dataset holds them), label. With encoded=True: data is a PNG, label, and
+         encoded = true, as convert_imageset --encoded writes (grayscale images only).
+Records go in with MDB_APPEND in transactions of about TXN_BYTES (convert_mnist_data
+commits every 1000), the map sized from the data (doubled, as Caffe's db_lmdb does, if
+LMDB ever says it is full), without an fsync per commit. The file is staged and renamed
+like every output and its bytes are the same on every run.
+
+Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them (a split
+per environment, named by the directory: mnist_train_lmdb and train_lmdb are split
+train). Every value must be a Datum; all must have the same channels, height and width
+(raw) or image size (encoded: PNG or JPEG, decoded to grayscale), one kind (raw or
+encoded), uint8 `data` (float_data is refused). Records come in key order.
+
+liblmdb trusts the pages of the file it maps. mnistconv checks the meta page's magic,
+version and that the file holds every page it claims, but a data.mdb whose inner pages
+were tampered with can still crash the process (as it would crash Caffe): read LMDBs
+you or your tools wrote.
+"""
+
+import math
+import os
+
+import numpy as np
+
+from ...errors import FormatError, MissingDependency, UsageError
+from ...fileio import StagedOutput, sha256_file
+from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
+                       safe_split_name)
+from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
+                        Split, WriteResult, iter_batches)
+from ...shards import is_data_name
+from . import datum
+
+DATA_FILE = "data.mdb"
+# LMDB's meta page: a 16-byte page header, then mm_magic 0xBEEFC0DE and mm_version 1.
+LMDB_MAGIC = b"\xde\xc0\xef\xbe\x01\x00\x00\x00"
+MAGIC_OFFSET = 16
+# Values per write transaction, in bytes: large enough that commits cost nothing,
+# small enough that LMDB's dirty pages (held in memory until commit) stay bounded.
+TXN_BYTES = 8 << 20
+# Directory names: `mnist_train_lmdb` is split train.
+SPLIT_WORDS = ("train", "test", "val", "valid", "validation", "dev")
+_ORDER = {"train": 0, "test": 1}
+
+
+def _lmdb():
+    try:
+        import lmdb
+    except ImportError:
+        raise MissingDependency("lmdb", "caffe", "Caffe's LMDB format") from None
+    return lmdb
+
+
+# --- reading ---
+
+def _is_lmdb(path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAGIC_OFFSET + 8)[MAGIC_OFFSET:] == LMDB_MAGIC
+    except OSError:
+        return False
+
+
+def _split_name(directory, path):
+    """train for mnist_train_lmdb, train_lmdb or train; the name itself otherwise."""
+    name = os.path.basename(os.path.abspath(directory))
+    for suffix in ("_lmdb", "-lmdb", ".lmdb"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[:-len(suffix)]
+            break
+    last = name.replace("-", "_").split("_")[-1]
+    return safe_split_name(last if last in SPLIT_WORDS else name, path,
+                           "split name (from the directory name)")
+
+
+def _environments(path):
+    """[(split name, data.mdb path)] for an environment, its data.mdb, or a directory
+    of environments."""
+    if os.path.isfile(path):
+        return [(_split_name(os.path.dirname(os.path.abspath(path)), path), path)]
+    if os.path.isfile(os.path.join(path, DATA_FILE)):
+        return [(_split_name(path, path), os.path.join(path, DATA_FILE))]
+    found = {}
+    for entry in sorted(os.listdir(path)):
+        data = os.path.join(path, entry, DATA_FILE)
+        if is_data_name(entry) and os.path.isfile(data) and _is_lmdb(data):
+            name = _split_name(entry, os.path.join(path, entry))
+            if name in found:
+                raise FormatError(path, f"two LMDBs give split {name!r} "
+                                        f"({os.path.basename(found[name][1])} and {entry})",
+                                  "read each on its own with --split-name")
+            found[name] = (data, entry)
+    if not found:
+        raise FormatError(path, f"holds no LMDB environment ({DATA_FILE}, or "
+                                f"<split>_lmdb/{DATA_FILE})")
+    names = sorted(found, key=lambda n: (_ORDER.get(n, 2), n))
+    return [(n, found[n][0]) for n in names]
+
+
+def _open(lmdb, data_path):
+    if not _is_lmdb(data_path):
+        raise FormatError(data_path, "is not an LMDB data file (no LMDB meta page)")
+    try:
+        env = lmdb.open(data_path, subdir=False, readonly=True, lock=False,
+                        max_readers=1)
+    except lmdb.Error as e:
+        raise FormatError(data_path, f"is not a readable LMDB environment ({e})") from None
+    pages = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+    if pages > os.path.getsize(data_path):
+        env.close()
+        raise FormatError(data_path, f"is truncated: its meta page claims {pages:,} bytes, "
+                                     f"the file holds {os.path.getsize(data_path):,}")
+    return env
+
+
+def _shown(key):
+    """A key as a message shows it: '00000042' (bytes that are not ASCII escaped)."""
+    return printable(bytes(key).decode("ascii", "backslashreplace"))
+
+
+class _Layout:
+    """What every Datum of a split must share, learnt from the first; checks each
+    record and finds its pixels (a raw Datum laid out as convert_mnist_data writes it
+    is recognised by its bytes, without parsing)."""
+
+    def __init__(self, value, key, path):
+        self.path = path
+        first = self.parse(value, key)
+        self.encoded = first["encoded"]
+        self.key = key
+        c, h, w = first["channels"], first["height"], first["width"]
+        self.chw = (c, h, w)
+        if self.encoded:
+            from ...codecs import image_size
+            size = image_size(bytes(self._data(value, first)))
+            if size is None:
+                raise self.error(key, "is encoded, but its data is not a PNG or JPEG")
+            self.image_shape = size  # decoded to grayscale
+            self.pixels = 0
+        else:
+            if min(c, h, w) < 1:
+                raise self.error(key, f"declares channels x height x width {c}x{h}x{w}",
+                                 "raw Datums need all three (convert_mnist_data sets "
+                                 "them)")
+            self.image_shape = (h, w) if c == 1 else (h, w, c)
+            self.pixels = c * h * w
+        check_image_size(self.image_shape, path)
+        self.prefix = datum.raw_prefix(c, h, w) if not self.encoded else None
+        self.length = len(self.prefix) + self.pixels + 2 if not self.encoded else -1
+
+    def error(self, key, what, hint=None):
+        return FormatError(self.path, f"the Datum at key {_shown(key)} {what}", hint)
+
+    def parse(self, value, key):
+        if len(value) > MAX_RECORD_BYTES:
+            raise self.error(key, f"is {len(value):,} bytes, more than mnistconv's limit "
+                                  f"of {MAX_RECORD_BYTES:,}")
+        try:
+            return datum.parse(value)
+        except datum.NotADatum as e:
+            raise FormatError(self.path, f"the value at key {_shown(key)} is not "
+                                         f"a caffe.Datum ({e})",
+                              "Caffe's data layer reads Datums (convert_mnist_data, "
+                              "convert_imageset)") from None
+
+    def _data(self, value, fields):
+        if fields["data"] is None:
+            return b""
+        start, end = fields["data"]
+        return value[start:end]
+
+    def record(self, value, key):
+        """(label, pixel bytes) of one record, checked against the first."""
+        if len(value) == self.length and value[-2] == 0x28 and value[-1] < 0x80 and \
+                value[:len(self.prefix)] == self.prefix:
+            return value[-1], value[len(self.prefix):-2]
+        fields = self.parse(value, key)
+        data = self._data(value, fields)
+        if fields["float_data"] and not len(data):
+            raise self.error(key, "holds float_data (float pixels)",
+                             "mnistconv reads Datums of uint8 data")
+        if fields["encoded"] != self.encoded:
+            raise self.error(key, f"is {'encoded' if fields['encoded'] else 'raw'}, the "
+                                  f"first (key {_shown(self.key)}) is not",
+                             "mnistconv reads LMDBs of one kind of Datum")
+        if self.encoded:
+            return fields["label"], data
+        chw = (fields["channels"], fields["height"], fields["width"])
+        if chw != self.chw:
+            raise self.error(key, f"is {'x'.join(map(str, chw))} (channels x height x "
+                                  f"width), the first (key {_shown(self.key)}) "
+                                  f"is {'x'.join(map(str, self.chw))}",
+                             "mnistconv reads Datums of one size and channel count")
+        if len(data) != self.pixels:
+            raise self.error(key, f"holds {len(data):,} bytes of data for "
+                                  f"{'x'.join(map(str, chw))} = {self.pixels:,} pixels")
+        return fields["label"], data
+
+
+class LmdbSplit(Split):
+    """One environment: checked and its labels read here, images in batches()."""
+
+    def __init__(self, name, path):
+        self.path = path
+        lmdb = _lmdb()
+        env = _open(lmdb, path)
+        try:
+            count = env.stat()["entries"]
+            if count > MAX_EXAMPLES:
+                raise FormatError(path, f"holds {count:,} records, more than mnistconv's "
+                                        f"limit of {MAX_EXAMPLES:,} per split")
+            labels = np.zeros(count, np.int64)
+            self.layout = None
+            with env.begin(buffers=True) as txn:
+                for i, (key, value) in enumerate(txn.cursor()):
+                    if self.layout is None:
+                        self.layout = _Layout(value, key, path)
+                    labels[i], data = self.layout.record(value, key)
+                    if self.layout.encoded:
+                        self._check_image(data, key)
+        except lmdb.Error as e:
+            raise FormatError(path, f"cannot be read as LMDB ({e})") from None
+        finally:
+            env.close()
+        if count == 0:
+            raise FormatError(path, "holds no records")
+        from ..idx.format import check_labels
+        check_labels(labels, path)
+        small = labels.min() >= 0 and labels.max() <= 255
+        self._labels = labels.astype(np.uint8 if small else np.int32)
+        super().__init__(name, Header(count, self.layout.image_shape, np.dtype(np.uint8),
+                                      self._labels.dtype, None, path))
+
+    def _check_image(self, data, key):
+        from ...codecs import image_size
+        size = image_size(bytes(data))
+        if size != self.layout.image_shape:
+            what = "not a PNG or JPEG" if size is None else \
+                f"a {size[0]}x{size[1]} image (height x width)"
+            first = self.layout.image_shape
+            raise self.layout.error(key, f"holds {what}; the first (key "
+                                         f"{_shown(self.layout.key)}) holds "
+                                         f"{first[0]}x{first[1]}",
+                                    "mnistconv reads Datums of one size")
+
+    def labels(self):
+        return self._labels
+
+    def indices(self):
+        """Positions in key order (the keys convert_mnist_data writes are those)."""
+        return np.arange(self.header.count, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        lmdb = _lmdb()
+        layout, h = self.layout, self.header
+        # Raw colour pixels are C x H x W in the Datum, H x W x C in a batch.
+        chw = layout.chw if len(h.shape) == 3 and not layout.encoded else h.shape
+        env = _open(lmdb, self.path)
+        try:
+            with env.begin(buffers=True) as txn:
+                cursor = txn.cursor()
+                more = cursor.first()
+                for start in range(0, h.count, batch_size):
+                    n = min(batch_size, h.count - start)
+                    images = np.empty((n,) + chw, np.uint8)
+                    for j in range(n):
+                        if not more:
+                            raise FormatError(self.path, f"ended at record {start + j} "
+                                                         f"of {h.count}")
+                        key = cursor.key()
+                        _, data = layout.record(cursor.value(), key)
+                        images[j] = self._decode(data, key) if layout.encoded else \
+                            np.frombuffer(data, np.uint8).reshape(chw)
+                        more = cursor.next()
+                    if len(chw) == 3 and not layout.encoded:
+                        images = np.ascontiguousarray(np.moveaxis(images, 1, 3))
+                    yield Batch(images, self._labels[start:start + n],
+                                np.arange(start, start + n, dtype=np.int64))
+        except lmdb.Error as e:
+            raise FormatError(self.path, f"cannot be read as LMDB ({e})") from None
+        finally:
+            env.close()
+
+    def _decode(self, data, key):
+        from ...codecs import decode_image
+        try:
+            image = decode_image(bytes(data))
+        except ValueError as e:
+            raise self.layout.error(key, f"holds an image that does not decode ({e})") \
+                from None
+        if image.shape != self.header.shape:
+            self._check_image(data, key)
+        return image
+
+
+def read(path) -> Dataset:
+    """Caffe LMDBs as a dataset: an environment directory (or its data.mdb) is one
+    split, named by the directory; a directory of `<split>_lmdb` environments is one
+    split each (train, test, then the rest by name). Labels are read and every record
+    checked here; images are read in batches().
+
+        ds = read("examples/mnist/mnist_train_lmdb")   # split 'train'
+        ds = read("out/")                              # out/train_lmdb, out/test_lmdb
+    """
+    path = str(path)
+    if not os.path.exists(path):
+        raise UsageError(path, "no such file or directory")
+    environments = _environments(path)
+    splits = {name: LmdbSplit(name, data) for name, data in environments}
+    return Dataset("caffe-lmdb", splits, [data for _, data in environments])
+
+
+def sniff(path) -> bool:
+    """An LMDB data file, a directory holding data.mdb, or a directory whose
+    subdirectories do."""
+    path = str(path)
+    if os.path.isfile(path):
+        return _is_lmdb(path)
+    if not os.path.isdir(path):
+        return False
+    if _is_lmdb(os.path.join(path, DATA_FILE)):
+        return True
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return False
+    return any(is_data_name(e) and _is_lmdb(os.path.join(path, e, DATA_FILE))
+               for e in entries)
+
+
+def matches_name(path) -> bool:
+    """A directory named *_lmdb (Caffe's examples' convention)."""
+    return str(path).rstrip(os.sep).endswith("_lmdb")
+
+
+# --- writing ---
+
+def _map_size(count, value_bound):
+    """An LMDB map that holds `count` values of at most value_bound bytes: a value
+    small enough for a leaf page is counted twice (pages at worst half full), a larger
+    one by the overflow pages it takes plus one; a quarter more for branch pages and
+    the free list, and a MiB for the meta pages. Only address space: the file grows
+    with what is written."""
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    node = 8 + 8 + value_bound + 2  # node header, key, value, its pointer in the page
+    if node <= (page - 16) // 2:  # LMDB's largest node kept in a leaf
+        per_record = 2 * node
+    else:
+        per_record = (math.ceil((value_bound + 16) / page) + 1) * page
+    size = count * per_record * 5 // 4 + (1 << 20)
+    return -(-size // (1 << 20)) * (1 << 20)
+
+
+def _png_bound(height, width):
+    """Bytes a grayscale PNG of this size can take at most: the signature, IHDR, IEND,
+    IDAT chunk headers, and zlib's compressBound of the filtered rows."""
+    n = height * (width + 1)
+    return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 12 * (n // 8192 + 2) + 64
+
+
+def _check_writable(split, encoded, path):
+    h = split.header
+    if h.dtype != np.uint8:
+        raise UsageError(path, f"Datum.data holds uint8 pixels; split {split.name} has "
+                               f"{h.dtype.name}", "convert the pixels to uint8 first")
+    if len(h.shape) not in (2, 3) or (encoded and len(h.shape) != 2):
+        raise UsageError(path, f"images of shape {h.shape} cannot be Datums"
+                               + (" PNG-encoded here (grayscale only)" if encoded else ""),
+                         "Datums hold H x W (grayscale) or H x W x C images")
+    labels = split.labels()
+    if len(labels) and labels.dtype.kind not in "biu":
+        if not np.array_equal(labels, np.floor(labels)):
+            raise FormatError(h.source, "labels are not whole numbers; Datum.label is int32")
+    if len(labels) and (labels.min() < datum.INT32_MIN or labels.max() > datum.INT32_MAX):
+        raise FormatError(h.source, "a label does not fit Datum.label (int32)")
+
+
+def _raw_values(images, labels, prefix):
+    """The Datums of a batch. Labels 0..127 take one varint byte, so every record has
+    the same length: built as rows of one array and cut from its bytes."""
+    n = len(labels)
+    if images.ndim == 4:
+        images = np.moveaxis(images, 3, 1)  # H x W x C -> C x H x W
+    pixels = np.ascontiguousarray(images).reshape(n, -1)
+    if n and labels.min() >= 0 and labels.max() < 0x80:
+        p, d = len(prefix), pixels.shape[1]
+        rows = np.empty((n, p + d + 2), np.uint8)
+        rows[:, :p] = np.frombuffer(prefix, np.uint8)
+        rows[:, p:p + d] = pixels
+        rows[:, p + d] = datum.key(datum.LABEL, datum.VARINT)[0]
+        rows[:, p + d + 1] = labels
+        blob, size = rows.tobytes(), p + d + 2
+        return [blob[i * size:(i + 1) * size] for i in range(n)]
+    return [prefix + pixels[i].tobytes() + datum.label_field(int(labels[i]))
+            for i in range(n)]
+
+
+def _encoded_values(images, labels):
+    from ...codecs import encode_png
+    return [datum.encoded_datum(encode_png(image), int(label))
+            for image, label in zip(images, labels)]
+
+
+def _commit(lmdb, env, items):
+    """Put sorted items in one transaction; a full map is doubled and the transaction
+    done again (what Caffe's db_lmdb does on MDB_MAP_FULL)."""
+    while items:
+        try:
+            with env.begin(write=True) as txn:
+                txn.cursor().putmulti(items, append=True)
+            return
+        except lmdb.MapFullError:
+            env.set_mapsize(env.info()["map_size"] * 2)
+
+
+def _write_split(lmdb, split, staged, encoded, progress):
+    h = split.header
+    channels = 1 if len(h.shape) == 2 else h.shape[2]
+    prefix = datum.raw_prefix(channels, h.shape[0], h.shape[1])
+    bound = (_png_bound(*h.shape) + 24) if encoded else \
+        len(prefix) + channels * h.shape[0] * h.shape[1] + 11
+    env = lmdb.open(staged, subdir=False, lock=False, map_size=_map_size(h.count, bound),
+                    sync=False, metasync=False, max_dbs=0)
+    written = 0
+    try:
+        pending, pending_bytes = [], 0
+        for batch in iter_batches(split, progress, split.name):
+            values = _encoded_values(batch.images, batch.labels) if encoded else \
+                _raw_values(batch.images, batch.labels, prefix)
+            pending += zip([b"%08d" % i for i in range(written, written + len(values))],
+                           values)
+            pending_bytes += len(values) * len(values[0]) if values else 0
+            written += len(values)
+            if pending_bytes >= TXN_BYTES:
+                _commit(lmdb, env, pending)
+                pending, pending_bytes = [], 0
+        _commit(lmdb, env, pending)
+    finally:
+        env.close()
+    if written != h.count:
+        raise FormatError(h.source, f"yielded {written} examples, its header says {h.count}")
+    return written
+
+
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=False):
+    """Write each split as a Caffe LMDB, `<path>/<split>_lmdb/data.mdb` (a path named
+    `*_lmdb` with one split is the environment itself), keys b"%08d", values raw
+    Datums (or PNG-encoded ones with encoded=True). Returns the files written.
+
+        write(mnistconv.read("data/mnist"), "caffe/")
+        # caffe/train_lmdb/data.mdb, caffe/test_lmdb/data.mdb
+    """
+    lmdb = _lmdb()
+    path = str(path)
+    base = path.rstrip(os.sep) or os.sep
+    splits = list(dataset.splits.values())
+    for split in splits:
+        safe_split_name(split.name, path)
+        _check_writable(split, encoded, path)
+    one = len(splits) == 1 and os.path.basename(base).endswith("_lmdb")
+    files, counts = [], {}
+    with StagedOutput(force) as out:
+        for split in splits:
+            target = os.path.join(base, DATA_FILE) if one else \
+                os.path.join(base, f"{split.name}_lmdb", DATA_FILE)
+            staged = out.file(target)
+            counts[split.name] = _write_split(lmdb, split, staged, encoded, progress)
+            files.append(OutputFile(target, os.path.getsize(staged), sha256_file(staged)))
+    return WriteResult(files, counts)
