@@ -49,7 +49,8 @@ def read(path, format=None, *, split_name=None, **options):
     content (then by name) unless `format` names it. `split_name` names the split of a
     single-split input whose file does not record it (IDX, GDMNIST1 and TFRecord files
     do not: the name is otherwise taken from the file name, and a note says so).
-    `options` are the format's read options (see formats()). Images are read when a
+    `options` are the format's read options (see formats()); class_names="classes.txt"
+    names the classes (one per line) for any format. Images are read when a
     split's batches() are iterated, a batch at a time (a TFRecord input is scanned once
     here, for its labels and where each image lies).
 
@@ -62,8 +63,13 @@ def read(path, format=None, *, split_name=None, **options):
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
         check_option_name(split_name, "--split-name")
+    # --class-names applies to any reader's result (formats.idx.classes).
+    class_names = options.pop("class_names", None)
     fmt.check_options(options, "read")
     dataset = fmt.load().read(str(path), **options)
+    if class_names is not None:
+        from .formats.idx.classes import apply_names_file
+        apply_names_file(dataset, class_names)
     single = len(dataset.splits) == 1
     if split_name is not None:
         if not single:
@@ -99,14 +105,19 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
         mnistconv.write(ds, "out/mnist", gzip=True)              # an IDX directory
         mnistconv.write(ds, "mnist.tfrecord.gz", force=True)     # gzip from the name
     """
-    from .records import NO_PROGRESS
+    from .records import NO_PROGRESS, WriteResult
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
     fmt.check_options(options, "write")
     path, options = registry.resolve_output(path, fmt, options)
-    return fmt.load().write(dataset, path, force=force,
-                            progress=progress or NO_PROGRESS, **options)
+    written = fmt.load().write(dataset, path, force=force,
+                               progress=progress or NO_PROGRESS, **options)
+    if isinstance(written, WriteResult):
+        return written
+    # A writer that returns its files only: the counts are its splits' (all written).
+    return WriteResult(list(written), {name: split.header.count
+                                       for name, split in dataset.splits.items()})
 
 
 def convert(src, dst, from_=None, to=None, *, read_options=None, select=None,

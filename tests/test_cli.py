@@ -170,10 +170,10 @@ def test_formats_lists_the_registry():
 def test_every_pair_command_exists_and_helps():
     from click.testing import CliRunner
     from mnistconv.cli import cli
-    listing = run("--help").stdout.decode()
+    listing = " ".join(run("--help").stdout.decode().split())  # help wraps long lists
     for r in registry.readers():
         writers = [w.name for w in registry.writers() if w.name != r.name]
-        assert f"{r.name}-to-WRITER" in listing and ", ".join(sorted(writers)) in listing
+        assert f"{r.name}-to-WRITER {', '.join(sorted(writers))}" in listing
         for w in writers:
             result = CliRunner().invoke(cli, [f"{r.name}-to-{w}", "--help"])
             assert result.exit_code == 0

@@ -33,9 +33,8 @@ def dataset(n=300, seed=0, splits=("train",), classes=10):
 
 
 def write(ds, path, **options):
-    stats = {}
-    files = mnistconv.write(ds, str(path), "tfrecord", stats=stats, **options)
-    return files, stats
+    result = mnistconv.write(ds, str(path), "tfrecord", **options)
+    return result, result.stats
 
 
 def measured(count, shards=1):

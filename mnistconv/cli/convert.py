@@ -4,7 +4,6 @@ The format options and the a-to-b commands come from the registry, so a new form
 appears here by registering it.
 """
 
-import inspect
 import os
 import time
 
@@ -108,11 +107,9 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             # otherwise, and the workers may be forked processes (mnistconv.parallel).
             write_options.setdefault("workers", None)
             write_options["processes"] = True
-        stats = {}
-        if "stats" in inspect.signature(writer.load().write).parameters:
-            write_options["stats"] = stats
         files = mnistconv.write(dataset, dst, writer.name, force=force,
                                 progress=make_progress(quiet), **write_options)
+        stats = files.stats
         sums_path = write_sha256sums(files) if sums and files else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}

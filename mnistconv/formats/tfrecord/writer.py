@@ -219,15 +219,14 @@ def _choose(value, allowed, what):
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
           image_format=None, jpeg_quality=95, label_format=None, with_index=False,
           shards=None, compression="none", workers=1, processes=False,
-          exact_jpeg_error=False, stats=None) -> WriteResult:
+          exact_jpeg_error=False) -> WriteResult:
     """Write every split as TFRecord: one split to `path`, several to
     `<stem>-<split><ext>` beside it; shards=N cuts each into TensorFlow-named shards.
     Returns a WriteResult: the files, the records per split, and stats: "records" and,
     for JPEG, "jpeg_mean_abs_error" and "jpeg_max_abs_error" over the pixels of the
     records measured, and "jpeg_error_records", their number: the first quarter of
     every chunk of CHUNK records (chunks start at every split and shard), or every
-    record with exact_jpeg_error=True. (`stats`, a dict, is filled with the same for
-    callers written before WriteResult.)
+    record with exact_jpeg_error=True.
 
     workers: 1 (the default) encodes in the calling thread; N > 1 on N threads; None
     one per core. processes=True lets the workers be forked processes (faster; the
@@ -319,7 +318,5 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
             else 0.0
         result_stats["jpeg_max_abs_error"] = totals[2]
         result_stats["jpeg_error_records"] = totals[3]
-    if stats is not None:
-        stats.update(result_stats)
     return WriteResult(files, counts, result_stats)
 
