@@ -105,19 +105,14 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
         mnistconv.write(ds, "out/mnist", gzip=True)              # an IDX directory
         mnistconv.write(ds, "mnist.tfrecord.gz", force=True)     # gzip from the name
     """
-    from .records import NO_PROGRESS, WriteResult
+    from .records import NO_PROGRESS
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
     fmt.check_options(options, "write")
     path, options = registry.resolve_output(path, fmt, options)
-    written = fmt.load().write(dataset, path, force=force,
-                               progress=progress or NO_PROGRESS, **options)
-    if isinstance(written, WriteResult):
-        return written
-    # A writer that returns its files only: the counts are its splits' (all written).
-    return WriteResult(list(written), {name: split.header.count
-                                       for name, split in dataset.splits.items()})
+    return fmt.load().write(dataset, path, force=force,
+                            progress=progress or NO_PROGRESS, **options)
 
 
 def convert(src, dst, from_=None, to=None, *, read_options=None, select=None,

@@ -6,8 +6,23 @@ positions; the images are then gathered batch by batch, so memory stays bounded.
 
 import numpy as np
 
-from .errors import UsageError
+from .errors import FormatError, UsageError
 from .records import DEFAULT_BATCH, Batch, Dataset, Split
+
+# The note a reader adds when it turned stored-transposed images upright (EMNIST); it
+# goes when the caller asks for the stored orientation (transpose=False).
+TRANSPOSED_NOTE = "EMNIST stores its images transposed"
+
+
+def extra_fields(split):
+    """A split's per-record fields beyond the label, as (column names, N x k array in
+    the split's order), or None: QMNIST's seven extra label columns. Writers that can
+    hold them (npz) do; the others drop them.
+
+        names, table = extra_fields(ds.splits["train"]) or ((), None)
+    """
+    get = getattr(split, "extra_fields", None)
+    return get() if get is not None else None
 
 
 class SelectionSplit(Split):
@@ -31,6 +46,11 @@ class SelectionSplit(Split):
 
     def take(self, positions):
         return self.base.take(self.positions[positions])
+
+    def extra_fields(self):
+        """The base's extra fields at the chosen positions."""
+        extra = extra_fields(self.base)
+        return None if extra is None else (extra[0], extra[1][self.positions])
 
     def batches(self, batch_size=DEFAULT_BATCH):
         labels, indices = self.labels(), self.indices()
@@ -62,7 +82,10 @@ class SelectionSplit(Split):
 
 
 class TransposedSplit(Split):
-    """Images with their last two axes swapped (EMNIST stores digits transposed)."""
+    """Images with their last two axes swapped (EMNIST stores digits transposed).
+    `automatic` is True when a reader did it (EMNIST read upright by default)."""
+
+    automatic = False
 
     def __init__(self, base: Split):
         shape = tuple(base.header.shape)
@@ -86,6 +109,48 @@ class TransposedSplit(Split):
 
     def take(self, positions):
         return np.ascontiguousarray(np.swapaxes(self.base.take(positions), -1, -2))
+
+    def extra_fields(self):
+        """The base's: transposing moves no example."""
+        return extra_fields(self.base)
+
+
+class RelabeledSplit(Split):
+    """Labels moved down by `offset` (EMNIST letters' 1..26 become 0..25), class names
+    with them. A label below the offset has no place: a FormatError names it."""
+
+    def __init__(self, base: Split, offset: int):
+        names = tuple(base.header.class_names)[offset:]
+        super().__init__(base.name, base.header.with_(class_names=names))
+        self.base, self.offset = base, offset
+        self._labels = None
+
+    def _shift(self, labels):
+        if self.offset and len(labels) and labels.min() < self.offset:
+            i = int(np.argmax(labels < self.offset))
+            raise FormatError(self.header.source, f"label {labels[i]} cannot be relabelled "
+                                                  f"from {self.offset} to 0", "drop --relabel")
+        return (labels - self.offset).astype(labels.dtype) if self.offset else labels
+
+    def labels(self):
+        if self._labels is None:
+            self._labels = self._shift(self.base.labels())
+        return self._labels
+
+    def indices(self):
+        """The base's: relabelling moves no example."""
+        return self.base.indices()
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        for b in self.base.batches(batch_size):
+            yield Batch(b.images, self._shift(b.labels), b.indices)
+
+    def take(self, positions):
+        return self.base.take(positions)
+
+    def extra_fields(self):
+        """The base's."""
+        return extra_fields(self.base)
 
 
 def balanced_positions(labels, order, per_class, where=""):
@@ -123,10 +188,13 @@ def select_split(split: Split, limit=None, per_class=None, shuffle=False, seed=0
 
 
 def select(dataset: Dataset, splits=None, limit=None, per_class=None, shuffle=False,
-           seed=None, transpose=False) -> Dataset:
+           seed=None, transpose=None) -> Dataset:
     """The dataset with the chosen splits, each transformed alike: shuffled (with
     `seed`, 0 by default), balanced to `per_class` examples of each class, cut to
-    `limit`, transposed. Only labels are read to choose; the chosen images are then
+    `limit`, transposed. `transpose` is about the images as stored: None ("auto")
+    takes them as the reader gives them (EMNIST upright), True swaps rows and columns
+    of what is stored (EMNIST: upright all the same), False keeps them as stored
+    (EMNIST: transposed). Only labels are read to choose; the chosen images are then
     read batch by batch as the result is written, so memory stays bounded. Raises a
     UsageError for a split that is not there or a value out of range.
 
@@ -151,10 +219,19 @@ def select(dataset: Dataset, splits=None, limit=None, per_class=None, shuffle=Fa
             raise UsageError(where, f"no split named {', '.join(missing)}",
                              f"splits present: {', '.join(dataset.splits) or 'none'}")
         chosen = {name: dataset.splits[name] for name in splits}
+    if transpose == "auto":
+        transpose = None
+    elif transpose in ("yes", "no"):
+        transpose = transpose == "yes"
     result = {}
+    notes = list(dataset.notes)
     for name, split in chosen.items():
+        automatic = getattr(split, "automatic", False)
+        if automatic and transpose is False:
+            split = split.base  # as stored
+            notes = [n for n in notes if TRANSPOSED_NOTE not in n]
         split = select_split(split, limit, per_class, shuffle, seed)
-        if transpose:
+        if transpose and not automatic:
             split = TransposedSplit(split)
         result[name] = split
-    return Dataset(dataset.format, result, dataset.paths, list(dataset.notes))
+    return Dataset(dataset.format, result, dataset.paths, notes)

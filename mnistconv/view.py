@@ -99,9 +99,15 @@ def _pair_rows(image):
 
 # --- terminal --------------------------------------------------------------------------
 
-def caption(label, index) -> str:
-    """The text under a tile: the label and the original index, `7 #1234`."""
-    return f"{label} #{index}"
+def caption(label, index, name=None) -> str:
+    """The text under a tile: the label, its class name when known, and the original
+    index: `7 #1234`, `3 Dress #12`."""
+    return f"{label} {name} #{index}" if name else f"{label} #{index}"
+
+
+def class_name(names, label):
+    """The name of a label in a header's class_names, or None (unknown, out of range)."""
+    return names[label] if isinstance(label, int) and 0 <= label < len(names) else None
 
 
 def _layout(images, captions, width, columns):

@@ -13,6 +13,7 @@ def describe(dataset, check=True):
     """The facts `info` shows, as plain data (also the --json output)."""
     import numpy as np
     from ..fileio import sha256_file
+    from ..stream import extra_fields
     splits = {}
     for name, split in dataset.splits.items():
         if check and hasattr(split, "check"):
@@ -28,6 +29,12 @@ def describe(dataset, check=True):
             "class_counts": {str(c): int(n) for c, n in enumerate(classes) if n},
             "source": h.source,
         }
+        # Only where known, so the output of a dataset without them stays as it was.
+        if h.class_names:
+            splits[name]["class_names"] = list(h.class_names)
+        extra = extra_fields(split)
+        if extra is not None:
+            splits[name]["extra_fields"] = list(extra[0])
     files = [{"path": p, "bytes": os.path.getsize(p), "sha256": sha256_file(p)}
              for p in dataset.paths if os.path.isfile(p)]
     return {"format": dataset.format, "splits": splits, "files": files,
@@ -63,13 +70,33 @@ def info(path, from_name, as_json, **values):
         low, high = s["label_range"] or ("-", "-")
         click.echo(f"  {name}: {s['count']} images {shape} {s['dtype']}, labels "
                    f"{s['label_dtype']} {low}..{high}")
+        names = s.get("class_names", ())
+        if names:
+            click.echo(f"    class names: {_names_line(names)}")
+        if s.get("extra_fields"):
+            click.echo(f"    extra fields: {', '.join(s['extra_fields'])}")
         click.echo("    per class:")
-        print_histogram(s["class_counts"], "      ")
+        counts = {f"{c} {_short(names[int(c)])}" if int(c) < len(names) else c: n
+                  for c, n in s["class_counts"].items()}
+        print_histogram(counts, "      ")
     for f in facts["files"]:
         click.echo(f"  {f['sha256']}  {f['bytes']:>10}  {f['path']}")
     for text in facts["notes"]:
         click.echo(f"  note: {text}")
     return 0
+
+
+def _names_line(names, limit=12):
+    """The first names, quoted as a file's data is (a name may hold a line break)."""
+    from ..limits import printable
+    shown = ", ".join(printable(n, 40) for n in names[:limit])
+    return shown + (f", ... ({len(names)} names)" if len(names) > limit else "")
+
+
+def _short(name, limit=24):
+    """A name as a histogram label: control characters as '?', at most `limit` long."""
+    text = "".join(c if c.isprintable() else "?" for c in name)
+    return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
 
 def print_histogram(class_counts, indent="    "):

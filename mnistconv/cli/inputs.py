@@ -39,8 +39,9 @@ def selection_options(f):
         click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
         click.option("--seed", type=click.IntRange(min=0), default=None,
                      help="Seed for --shuffle (default 0); same seed, same order."),
-        click.option("--transpose", is_flag=True,
-                     help="Swap image rows and columns (EMNIST is stored transposed)."),
+        click.option("--transpose/--no-transpose", default=None,
+                     help="Swap the stored image rows and columns, or not (default: "
+                          "EMNIST, stored transposed, is read upright; others as stored)."),
     ]):
         f = decorator(f)
     return f
@@ -130,8 +131,9 @@ def one_split_options(f):
         format_options(all_options("read")),
         click.option("--split", "split_name", metavar="NAME",
                      help="The split to draw (default: the first, e.g. train)."),
-        click.option("--transpose", is_flag=True,
-                     help="Swap rows and columns first (EMNIST is stored transposed)."),
+        click.option("--transpose/--no-transpose", default=None,
+                     help="Swap the stored rows and columns, or not (default: EMNIST, "
+                          "stored transposed, upright; others as stored)."),
     ]):
         f = decorator(f)
     return f

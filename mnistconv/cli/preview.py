@@ -52,9 +52,12 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     images = split.take(wanted)
     indices = split.indices()
     rows = []
+    names = split.header.class_names
     for label, positions in groups.items():
         at = np.searchsorted(wanted, positions)
-        rows.append((str(label), images[at], [f"#{indices[p]}" for p in positions]))
+        name = view.class_name(names, label)
+        rows.append((f"{label} {name}" if name else str(label), images[at],
+                     [f"#{indices[p]}" for p in positions]))
     try:
         sheet, _ = view.contact_sheet(rows, scale)
     except ValueError as e:
@@ -69,7 +72,8 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     facts = {"path": output, "format": kind, "bytes": info.bytes, "sha256": info.sha256,
              "width": int(sheet.shape[1]), "height": int(sheet.shape[0]),
              "split": split.name, "classes": len(groups),
-             "images": int(sum(len(p) for p in groups.values()))}
+             "images": int(sum(len(p) for p in groups.values())),
+             **({"class_names": list(names)} if names else {})}
     if as_json:
         emit_json(facts)
     elif output != "-":

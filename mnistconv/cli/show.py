@@ -110,7 +110,9 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
         images = view.to_gray_uint8(images)
     except ValueError as e:
         raise UsageError(path, str(e)) from None
-    captions = [view.caption(lab.item(), i.item()) for lab, i in zip(labels, indices)]
+    names = split.header.class_names
+    captions = [view.caption(lab.item(), i.item(), view.class_name(names, lab.item()))
+                for lab, i in zip(labels, indices)]
     console = Console(highlight=False, soft_wrap=False)
     width = console.width
     if rows is not None:

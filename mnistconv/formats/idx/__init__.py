@@ -4,6 +4,7 @@ the code is in format.py, imported on first use."""
 
 from ...spec import Format, Option
 from ..common import SPLIT_NAME, lazy_attributes
+from .names import CLASS_NAMES
 
 SPEC = Format(
     "idx", "mnistconv.formats.idx.format",
@@ -15,6 +16,9 @@ SPEC = Format(
                "(default: found by name)", "path"),
         Option("prefix", "--prefix", "file family in a directory, e.g. emnist-balanced "
                "for emnist-balanced-train-images-idx3-ubyte", "str"),
+        Option("relabel", "--relabel", "labels from 0: EMNIST letters' 1..26 become "
+               "0..25 (their class names move with them)"),
+        CLASS_NAMES,
     ),
     write_options=(
         Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),

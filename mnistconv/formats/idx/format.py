@@ -25,11 +25,14 @@ import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
-from ...fileio import (GZIP_MAX_RATIO, HashingWriter, InputFile,
-                      StagedOutput, check_input_file, output_file_info)
+from ...fileio import (HashingWriter, StagedOutput, check_input_file,
+                      output_file_info)
 from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
+from . import classes, family
+# Reads gzip and, for QMNIST's files, xz (family.py).
+from .family import IdxInput as InputFile
 
 ELEMENT_TYPES = {
     0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
@@ -48,8 +51,16 @@ MAX_DIMS = 32
 LABEL_CHUNK = 1 << 22
 TYPE_NAMES = "0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64"
 
-NAME = re.compile(r"^(?:(?P<prefix>.+)-)?(?P<split>train|t10k|test)-(?P<kind>images|labels)"
-                  r"[-.]idx(?P<ndim>\d+)-ubyte(?P<gz>\.gz)?$")
+NAME = re.compile(r"^(?:(?:(?P<prefix>.+)-)?(?P<split>train|t10k|test)|(?P<xnist>xnist))-"
+                  r"(?P<kind>images|labels)[-.]idx(?P<ndim>\d+)-(?:ubyte|int)"
+                  r"(?P<gz>\.gz|\.xz)?$")
+
+
+def _name_parts(m):
+    """(family prefix, split) of a NAME match: QMNIST's xnist files are split `nist`."""
+    if m["xnist"]:
+        return "xnist", "nist"
+    return m["prefix"] or "", "test" if m["split"] == "t10k" else m["split"]
 
 
 class IdxHeader:
@@ -109,12 +120,12 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
             # Checked even for 0 items: numpy cannot even describe (0, 4e9, 4e9, 4e9).
             raise FormatError(path, f"header declares {' x '.join(map(str, dims))}: items "
                                     f"of {item_bytes} bytes each are not images")
-        if f.compressed and header.offset + header.data_bytes > GZIP_MAX_RATIO * f.size():
+        if f.compressed and header.offset + header.data_bytes > f.max_ratio * f.size():
             # Before any allocation: the data cannot be there, however it decompresses.
             raise FormatError(path, f"truncated data: header declares "
                                     f"{' x '.join(map(str, dims))} {header.dtype.name} "
-                                    f"({header.data_bytes} bytes), more than a gzip file of "
-                                    f"{f.size()} bytes can hold")
+                                    f"({header.data_bytes} bytes), more than a "
+                                    f"{f.kind} file of {f.size()} bytes can hold")
         if not f.compressed:
             have = f.size() - header.offset
             if have < header.data_bytes:
@@ -241,9 +252,10 @@ def check_labels(labels, path, first=0, where=""):
 def _read_labels(h: IdxHeader):
     """A labels file's values, read and checked LABEL_CHUNK at a time. The array is
     sized by the header (at most MAX_EXAMPLES, checked before) but its pages are only
-    touched as the stream fills them; big-endian values are swapped in place (no copy)."""
+    touched as the stream fills them; big-endian values are swapped in place (no copy).
+    QMNIST's N x 8 labels are read whole, column 0 checked as the label."""
     native = h.dtype.newbyteorder("=")
-    labels = np.empty(h.count, native)
+    labels = np.empty(h.dims, native)
     with InputFile(h.path) as f:
         f.read_exact(h.offset, "IDX header")
         for start in range(0, h.count, LABEL_CHUNK):
@@ -253,7 +265,7 @@ def _read_labels(h: IdxHeader):
                 raise h.truncated(start * h.dtype.itemsize + got)
             if native != h.dtype:
                 part.byteswap(inplace=True)
-            check_labels(part, h.path, start)
+            check_labels(part if part.ndim == 1 else part[:, 0], h.path, start)
         f.expect_end()
     return labels
 
@@ -265,23 +277,35 @@ class IdxSplit(Split):
         if len(images.dims) < 2:
             raise FormatError(images_path, "is a labels file (1 dimension), not images",
                               "give it with --labels")
-        if len(labels.dims) != 1:
-            raise FormatError(labels_path, f"is not a labels file: {len(labels.dims)} "
-                                           "dimensions, expected 1")
+        family.check_label_dims(labels, labels_path)
         if images.count != labels.count:
             raise FormatError(images_path, f"image/label count mismatch: {images.count} "
                                            f"images, {labels.count} labels in {labels_path}")
         check_split_header(images.count, images.dims[1:], images.dtype, images_path)
+        label_dtype = labels.dtype.newbyteorder("=") if len(labels.dims) == 1 else \
+            np.dtype(np.uint8)  # QMNIST's classes (column 0), 0..9
         super().__init__(name, Header(images.count, tuple(images.dims[1:]),
-                                      images.dtype.newbyteorder("="),
-                                      labels.dtype.newbyteorder("="), None, images_path))
+                                      images.dtype.newbyteorder("="), label_dtype, None,
+                                      images_path))
         self.images, self.labels_header = images, labels
         self._labels = None
+        self.extra = None  # QMNIST: the other label columns, N x 7 int32
 
     def labels(self):
         if self._labels is None:
-            self._labels = _read_labels(self.labels_header)
+            labels = _read_labels(self.labels_header)
+            if labels.ndim == 2:
+                self.extra = np.ascontiguousarray(labels[:, 1:])
+                labels = family.qmnist_class(labels, self.labels_header.path)
+            self._labels = labels
         return self._labels
+
+    def extra_fields(self):
+        """QMNIST's extra label columns: (names, N x 7 int32), else None."""
+        if len(self.labels_header.dims) == 1:
+            return None
+        self.labels()
+        return family.EXTRA_COLUMNS, self.extra
 
     def indices(self):
         """0 .. count-1: IDX stores no original indices, so a file's order is its own."""
@@ -345,16 +369,17 @@ class IdxSplit(Split):
 
 
 def _scan_directory(path, prefix):
+    """(prefix, {(split, kind): file name}) of the IDX family chosen in a directory."""
     found = {}  # prefix -> {(split, kind): filename}
     for name in sorted(os.listdir(path)):
         m = NAME.match(name)
         if m and os.path.isfile(os.path.join(path, name)):
-            split = "test" if m["split"] == "t10k" else m["split"]
-            family = found.setdefault(m["prefix"] or "", {})
+            stem, split = _name_parts(m)
+            files = found.setdefault(stem, {})
             key = (split, m["kind"])
             # Prefer the uncompressed file when both are present: it can be memory-mapped.
-            if key not in family or family[key].endswith(".gz"):
-                family[key] = name
+            if key not in files or files[key].endswith((".gz", ".xz")):
+                files[key] = name
     if not found:
         raise UsageError(path, "no IDX files with MNIST names in this directory "
                                "(train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ...)")
@@ -362,21 +387,25 @@ def _scan_directory(path, prefix):
         if prefix not in found:
             raise UsageError(path, f"no IDX files with prefix '{prefix}'",
                              f"prefixes here: {', '.join(p or '(none)' for p in found)}")
-        return found[prefix]
+        return prefix, found[prefix]
     if "" in found:
-        return found[""]
+        return "", found[""]
     if len(found) == 1:
-        return next(iter(found.values()))
+        return next(iter(found.items()))
     raise UsageError(path, f"holds several IDX families: {', '.join(sorted(found))}",
                      "choose one with --prefix")
 
 
 def _labels_for(images_path):
     folder, name = os.path.split(images_path)
-    base = name[:-3] if name.endswith(".gz") else name
-    guess = re.sub(r"idx\d+", "idx1", base.replace("images", "labels"))
-    if guess != base:
-        for candidate in (guess, guess + ".gz"):
+    base = name[:-3] if name.endswith((".gz", ".xz")) else name
+    labels = base.replace("images", "labels")
+    # MNIST's labels-idx1-ubyte, or QMNIST's labels-idx2-int.
+    for guess in (re.sub(r"idx\d+", "idx1", labels),
+                  re.sub(r"idx\d+-ubyte", "idx2-int", labels)):
+        if guess == base:
+            continue
+        for candidate in (guess, guess + ".gz", guess + ".xz"):
             if os.path.isfile(os.path.join(folder, candidate)):
                 return os.path.join(folder, candidate)
     raise UsageError(images_path, "no labels file found beside it",
@@ -385,12 +414,10 @@ def _labels_for(images_path):
 
 def _split_name(filename):
     m = NAME.match(os.path.basename(filename))
-    if m:
-        return "test" if m["split"] == "t10k" else m["split"]
-    return "train"
+    return _name_parts(m)[1] if m else "train"
 
 
-def read(path, labels=None, prefix=None) -> Dataset:
+def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
     """A directory of IDX files with MNIST names (train and/or t10k; `prefix` chooses a
     family such as emnist-balanced when several are there), or one images file with its
     labels file (found beside it by name, or given as `labels`), as a dataset.
@@ -398,22 +425,26 @@ def read(path, labels=None, prefix=None) -> Dataset:
         ds = read("data/mnist")                                  # train, test
         ds = read("emnist/", prefix="emnist-balanced")
         ds = read("conv-images-idx3-ubyte", labels="conv-labels-idx1-ubyte")
+
+    The family's knowledge is applied (family.finish): class names from classes.txt,
+    EMNIST's mapping or the published names; EMNIST read upright; `relabel` makes
+    EMNIST letters' 1..26 into 0..25; QMNIST's extra label columns kept.
     """
     if os.path.isdir(path):
         if labels:
             raise UsageError(path, "--labels goes with a single images file, not a directory")
-        family = _scan_directory(path, prefix)
+        stem, files = _scan_directory(path, prefix)
         splits = {}
-        for split in ("train", "test"):
-            have_images, have_labels = (split, "images") in family, (split, "labels") in family
+        for split in ("train", "test", "nist"):
+            have_images, have_labels = (split, "images") in files, (split, "labels") in files
             if have_images != have_labels:
                 missing = "labels" if have_images else "images"
                 raise FormatError(path, f"{split} {missing} file is missing")
             if have_images:
-                splits[split] = IdxSplit(split, os.path.join(path, family[(split, "images")]),
-                                         os.path.join(path, family[(split, "labels")]))
+                splits[split] = IdxSplit(split, os.path.join(path, files[(split, "images")]),
+                                         os.path.join(path, files[(split, "labels")]))
         paths = [p for s in splits.values() for p in (s.images.path, s.labels_header.path)]
-        return Dataset("idx", splits, paths)
+        return family.finish(Dataset("idx", splits, paths), path, stem, relabel)
     check_input_file(path)
     # The images file's own header first: a wrong file should be named as such, not
     # reported as missing its labels.
@@ -422,7 +453,9 @@ def read(path, labels=None, prefix=None) -> Dataset:
                           "give it with --labels")
     labels = labels or _labels_for(path)
     split = IdxSplit(_split_name(path), path, labels)
-    return Dataset("idx", {split.name: split}, [path, labels])
+    m = NAME.match(os.path.basename(path))
+    return family.finish(Dataset("idx", {split.name: split}, [path, labels]),
+                         os.path.dirname(path), _name_parts(m)[0] if m else "", relabel)
 
 
 def sniff(path) -> bool:
@@ -470,18 +503,30 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     if gzip_level != DEFAULT_LEVEL and not gzip:
         raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")
     names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
+    class_names = next((s.header.class_names for s in dataset.splits.values()
+                        if s.header.class_names), ())
+    sidecar = classes.sidecar_name()
     written = []
     with StagedOutput(force) as out:
         files = [n for pair in names.values() for n in pair]
         # The same files with the other compression would be read instead of (raw) or
-        # beside (gz) the new ones: they go when these replace them.
+        # beside (gz) the new ones: they go when these replace them. So does a names
+        # file these do not have: it would name their classes on reading.
         others = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
+        if class_names:
+            files.append(sidecar)
+        else:
+            others.append(sidecar)
         stage = out.directory(path, files, replaces=others)
+        if class_names:  # before the data: a name it cannot hold fails at once
+            classes.write_names_file(os.path.join(stage, sidecar), class_names, path)
         for name, split in dataset.splits.items():
             images_name, labels_name = names[name]
             written += _write_split(split, os.path.join(stage, images_name),
                                     os.path.join(stage, labels_name), gzip, progress,
                                     gzip_level)
+        if class_names:
+            written.append(_Written(os.path.join(stage, sidecar), None))
     return [output_file_info(os.path.join(path, os.path.basename(f.path)), f.writer)
             for f in written]
 

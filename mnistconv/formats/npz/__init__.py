@@ -4,13 +4,14 @@ use."""
 
 from ...spec import Format, Option
 from ..common import SPLIT_NAME, lazy_attributes
+from ..idx.names import CLASS_NAMES
 
 SPEC = Format(
     "npz", "mnistconv.formats.npz.format",
     "numpy .npz in Keras' layout (x_train, y_train, x_test, y_test)",
     extensions=(".npz",),
     output_is_one_file=True,
-    read_options=(SPLIT_NAME,),
+    read_options=(SPLIT_NAME, CLASS_NAMES),
     write_options=(
         Option("compress", "--compress", "deflate the arrays (np.savez_compressed)"),
         Option("layout", "--layout", "array layout of x_*: N,H,W (Keras), N,H,W,1 "

@@ -7,6 +7,10 @@ An .npz is a zip archive of .npy members. Each member is the NPY format
     padded to 64 bytes, then the raw array.
 Keras' mnist.npz holds x_train uint8 (60000, 28, 28), y_train uint8 (60000,),
 x_test uint8 (10000, 28, 28), y_test uint8 (10000,); other splits are x_<split>, y_<split>.
+Where the class names are known, `class_names` holds them, by label value, as fixed-width
+unicode (numpy '<U<n>', never objects: np.load reads it without allow_pickle). Per-record
+fields beyond the label (QMNIST's seven extra label columns) are `extra_<split>` (N x k,
+int32) with their names in `extra_columns` ('<U<n>', k).
 
 Both directions stream through the zip members batch by batch (np.savez would need the
 whole array in memory). Writing is deterministic: members carry a fixed 1980-01-01 date.
@@ -32,6 +36,8 @@ from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, open_stage
 from ...limits import printable, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
+from ...stream import extra_fields
+from ..idx import classes
 from ..idx.format import MAX_DIMS, check_labels, check_split_header
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -39,6 +45,9 @@ FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 LAYOUTS = ("nhw", "nhwc", "nchw")
 # Images and labels are numbers: bool, integers, floats (no strings, records, dates).
 NUMERIC_KINDS = "biuf"
+# Extra per-record columns (QMNIST has 7) and the members that carry text.
+MAX_EXTRA_COLUMNS = 64
+TEXT_MEMBERS = ("class_names.npy", "extra_columns.npy")
 # Column-major (Fortran-order) images cannot be streamed by rows: they are read whole,
 # so only up to this size (a batch's bound; MNIST's training images are 47 MB).
 FORTRAN_MAX_BYTES = 64 << 20
@@ -161,8 +170,27 @@ class NpzSplit(Split):
         super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype, None, path))
         self._labels = None
 
+    extra_columns = None  # set by read() when extra_<split> is there
+
     def _archive(self):
         return zipfile.ZipFile(self.path)
+
+    def extra_fields(self):
+        """(extra_columns, extra_<split>) when the file has them (QMNIST's), else None."""
+        if self.extra_columns is None:
+            return None
+        name = f"extra_{self.name}.npy"
+        with _zip_errors(self.path), self._archive() as archive:
+            f, shape, dtype, _ = _open_member(archive, name, self.path)
+            f.close()
+            if len(shape) != 2 or shape[0] != self.header.count or \
+                    shape[1] != len(self.extra_columns) or dtype.kind not in "iu":
+                raise FormatError(self.path, f"member {name} has shape {shape} "
+                                             f"{dtype.name}, expected {self.header.count} x "
+                                             f"{len(self.extra_columns)} integers "
+                                             "(one row per example, one column per name "
+                                             "in extra_columns)")
+            return self.extra_columns, _read_member(archive, name, self.path)
 
     def labels(self):
         if self._labels is None:
@@ -204,6 +232,46 @@ class NpzSplit(Split):
                                 np.arange(start, start + n, dtype=np.int64))
 
 
+def _read_text_member(archive, name, path, limit):
+    """A 1-D fixed-width unicode member ('<U<n>', the only text mnistconv reads), of at
+    most `limit` entries of at most MAX_CLASS_NAME_LENGTH characters each."""
+    info = archive.getinfo(name)
+    _check_sizes(archive, info, path)
+    with archive.open(info) as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(f)
+        except Exception as e:
+            raise FormatError(path, f"member {name} is not a valid .npy array "
+                                    f"({' '.join(str(e).split())})") from None
+        if dtype.kind != "U" or len(shape) != 1:
+            raise FormatError(path, f"member {name} holds {dtype.str} {shape}, not a list "
+                                    "of names", "names are a 1-D '<U' array")
+        if shape[0] > limit or dtype.itemsize // 4 > classes.MAX_CLASS_NAME_LENGTH:
+            raise FormatError(path, f"member {name}: {shape[0]} names of up to "
+                                    f"{dtype.itemsize // 4} characters are more than "
+                                    f"mnistconv reads ({limit} of "
+                                    f"{classes.MAX_CLASS_NAME_LENGTH})")
+        want = shape[0] * dtype.itemsize
+        data = f.read(want)
+        if len(data) != want or f.read(1):
+            raise FormatError(path, f"member {name}: its .npy header declares {want} "
+                                    "bytes, the member holds others")
+    try:
+        return tuple(str(x) for x in np.frombuffer(data, dtype))
+    except ValueError:
+        raise FormatError(path, f"member {name} holds characters that are not "
+                                "Unicode") from None
+
+
+def _text_array(names):
+    """Names as a fixed-width unicode array (at least '<U1')."""
+    width = max([1] + [len(n) for n in names])
+    return np.array(list(names), dtype=f"<U{width}")
+
+
 def _split_names(names, path):
     """Split names in Keras' order: train, test, then the rest as stored."""
     xs = [n[2:-4] for n in names if n.startswith("x_") and n.endswith(".npy")]
@@ -242,7 +310,19 @@ def read(path) -> Dataset:
     with _zip_errors(path), zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         splits = {s: NpzSplit(s, path, archive) for s in _split_names(names, path)}
-    return Dataset("npz", splits, [path])
+        class_names = _read_text_member(archive, "class_names.npy", path,
+                                        classes.MAX_CLASSES) \
+            if "class_names.npy" in names else ()
+        columns = _read_text_member(archive, "extra_columns.npy", path,
+                                    MAX_EXTRA_COLUMNS) \
+            if "extra_columns.npy" in names else ()
+    dataset = Dataset("npz", splits, [path])
+    for s, split in splits.items():
+        if f"extra_{s}.npy" in names:
+            split.extra_columns = columns
+    if class_names:
+        classes.attach(dataset, classes.check_names(class_names, path), path)
+    return dataset
 
 
 def sniff(path) -> bool:
@@ -314,6 +394,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
                 with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:
                     for split in dataset.splits.values():
                         _write_split(archive, split, compress, layout, to_float, progress)
+                    _write_extras(archive, dataset, compress)
             except BaseException:
                 stream.abandon()
                 raise
@@ -405,6 +486,33 @@ class _HashedStream:
         """The write failed: let the thread end without waiting for it."""
         self._hand_over(None)
         os.close(self._wake_write)
+
+
+def _write_array(archive, name, array, compress):
+    with _member(archive, name, compress) as f:
+        _write_header(f, array.shape, array.dtype)
+        f.write(np.ascontiguousarray(array).tobytes())
+
+
+def _write_extras(archive, dataset, compress):
+    """class_names and the splits' extra fields, after the splits (only when there are
+    some: a dataset without them is written as before, byte for byte)."""
+    names = next((s.header.class_names for s in dataset.splits.values()
+                  if s.header.class_names), ())
+    if names:
+        _write_array(archive, "class_names.npy", _text_array(names), compress)
+    columns = None
+    for split in dataset.splits.values():
+        extra = extra_fields(split)
+        if extra is None:
+            continue
+        columns, table = extra
+        if len(table) != split.header.count:
+            raise FormatError(split.header.source, f"has {len(table)} rows of extra fields "
+                                                   f"for {split.header.count} examples")
+        _write_array(archive, f"extra_{split.name}.npy", table, compress)
+    if columns is not None:
+        _write_array(archive, "extra_columns.npy", _text_array(columns), compress)
 
 
 def _write_split(archive, split, compress, layout, to_float, progress):

@@ -1,0 +1,247 @@
+"""Class names: where the MNIST family publishes them, and how a split carries them.
+
+A split's names are Header.class_names, a tuple indexed by label value (names[3] names
+label 3); () when unknown. They come from:
+  - a names file given with --class-names (class_names=): UTF-8, one name per line,
+    line 1 naming label 0; mnistconv writes the same layout beside IDX files as
+    `classes.txt` (`<prefix>-classes.txt` for a prefixed family such as emnist-letters);
+  - EMNIST's `emnist-<split>-mapping.txt`: lines "label code [code...]", each code a
+    character's Unicode (ASCII) number; the name is those characters (letters: "Aa");
+  - KMNIST/Kuzushiji-49's `<name>_classmap.csv`: index,codepoint,char (the char);
+  - the names Fashion-MNIST and KMNIST publish, for their IDX files as published
+    (recognised by the labels file's published MD5) or in torchvision's layout
+    (FashionMNIST/raw, KMNIST/raw).
+MNIST and QMNIST publish none: their digits are their names, and () keeps their
+outputs exactly as before.
+
+Names are data from a file: bounded in number (MAX_CLASSES) and length
+(MAX_CLASS_NAME_LENGTH), and every label of the split must have one.
+"""
+
+import hashlib
+import os
+
+import numpy as np
+
+from ...errors import FormatError, UsageError
+from ...limits import MAX_CLASSES, printable
+
+# One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
+MAX_CLASS_NAME_LENGTH = 256
+# A names file is at most this big: MAX_CLASSES names of a few dozen bytes.
+MAX_NAMES_FILE_BYTES = MAX_CLASSES * 64
+
+# As published: Fashion-MNIST's README and torchvision's FashionMNIST.classes.
+FASHION_MNIST = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+                 "Shirt", "Sneaker", "Bag", "Ankle boot")
+# KMNIST's kmnist_classmap.csv (char column); torchvision spells them in romaji
+# (o, ki, su, tsu, na, ha, ma, ya, re, wo).
+KMNIST = ("\u304a", "\u304d", "\u3059", "\u3064", "\u306a", "\u306f", "\u307e",
+          "\u3084", "\u308c", "\u3092")
+
+# The published labels files (gzip, MD5 as in sources.py): recognising one by its
+# digest names its family without guessing from a directory name.
+_LABELS_MD5 = {
+    "25c81989df183df01b3e8a0aad5dffbe": ("Fashion-MNIST", FASHION_MNIST),
+    "bb300cfdad3c16e7a12a480ee83cd310": ("Fashion-MNIST", FASHION_MNIST),
+    "e144d726b3acfaa3e44228e80efcd344": ("KMNIST", KMNIST),
+    "7320c461ea6c1c855c0b718fb2a4b134": ("KMNIST", KMNIST),
+}
+# torchvision's folders (root/FashionMNIST/raw/...) and the usual download folders.
+_FOLDERS = {"fashionmnist": ("Fashion-MNIST", FASHION_MNIST),
+            "fashion-mnist": ("Fashion-MNIST", FASHION_MNIST),
+            "fashion_mnist": ("Fashion-MNIST", FASHION_MNIST),
+            "kmnist": ("KMNIST", KMNIST)}
+# A published labels file is small; larger files are not hashed to find out.
+_MAX_HASHED = 1 << 20
+
+
+def sidecar_name(prefix=""):
+    """The names file beside IDX files: classes.txt, or <prefix>-classes.txt.
+
+        sidecar_name("emnist-letters")     # 'emnist-letters-classes.txt'
+    """
+    return f"{prefix}-classes.txt" if prefix else "classes.txt"
+
+
+def check_name(name, path, where):
+    """A name as it may be carried: text, not too long."""
+    if not isinstance(name, str):
+        raise FormatError(path, f"{where}: class name {printable(name)} is not text")
+    if len(name) > MAX_CLASS_NAME_LENGTH:
+        raise FormatError(path, f"{where}: class name {printable(name)} is longer than "
+                                f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters")
+    return name
+
+
+def check_names(names, path, what="class names"):
+    """A tuple of names, bounded in number and length."""
+    names = tuple(names)
+    if len(names) > MAX_CLASSES:
+        raise FormatError(path, f"{what}: {len(names):,} names, more than mnistconv's "
+                                f"limit of {MAX_CLASSES:,} classes")
+    for i, name in enumerate(names):
+        check_name(name, path, f"{what}, class {i}")
+    return names
+
+
+def _read_text(path, what):
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        raise UsageError(path, e.strerror or str(e)) from None
+    if os.path.isdir(path):
+        raise UsageError(path, f"is a directory, expected {what}")
+    if size > MAX_NAMES_FILE_BYTES:
+        raise FormatError(path, f"{size:,} bytes is too large for {what} (mnistconv's "
+                                f"limit is {MAX_NAMES_FILE_BYTES:,})")
+    with open(path, "rb") as f:
+        data = f.read(MAX_NAMES_FILE_BYTES + 1)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise FormatError(path, f"{what} is not UTF-8 text (byte {e.start})") from None
+
+
+def read_names_file(path):
+    """The names of a names file: one per line, line 1 naming label 0 (a final line
+    break is optional; \\r\\n line ends are read too).
+
+        read_names_file("classes.txt")     # ('T-shirt/top', 'Trouser', ...)
+    """
+    text = _read_text(path, "a class names file (one name per line)")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    names = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if not names:
+        raise FormatError(path, "names no classes (the file is empty)",
+                          "write one class name per line, the name of label 0 first")
+    for i, name in enumerate(names):
+        if not name.strip():
+            raise FormatError(path, f"line {i + 1} is empty: every class needs a name",
+                              "write one class name per line, the name of label 0 first")
+    return check_names(names, path)
+
+
+def write_names_file(path, names, where=None):
+    """Write names one per line (UTF-8). A name holding a line break cannot be
+    written so: a UsageError names it."""
+    for i, name in enumerate(names):
+        if "\n" in name or "\r" in name:
+            raise UsageError(where or path, f"class name {printable(name)} (class {i}) "
+                                            "holds a line break, which classes.txt (one "
+                                            "name per line) cannot hold")
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(name + "\n" for name in names))
+
+
+def read_emnist_mapping(path):
+    """EMNIST's emnist-<split>-mapping.txt: "label code [code ...]" per line, codes the
+    characters' numbers. Returns names by label; labels not listed (letters' 0) are
+    named "N/A", as torchvision names them.
+
+        read_emnist_mapping("emnist-letters-mapping.txt")[1]     # 'Aa'
+    """
+    text = _read_text(path, "an EMNIST mapping file")
+    pairs = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            numbers = [int(x) for x in fields]
+        except ValueError:
+            raise FormatError(path, f"line {n} is not 'label code': {printable(line)}",
+                              "EMNIST mapping lines are a label and character codes") \
+                from None
+        if len(numbers) < 2 or not 0 <= numbers[0] < MAX_CLASSES or \
+                not all(0 < c < 0x110000 for c in numbers[1:]):
+            raise FormatError(path, f"line {n} is not 'label code': {printable(line)}",
+                              "EMNIST mapping lines are a label and character codes")
+        if numbers[0] in pairs:
+            raise FormatError(path, f"line {n} names label {numbers[0]} a second time")
+        pairs[numbers[0]] = "".join(chr(c) for c in numbers[1:])
+    if not pairs:
+        raise FormatError(path, "names no classes (the file is empty)")
+    names = [pairs.get(i, "N/A") for i in range(max(pairs) + 1)]
+    return check_names(names, path, "EMNIST mapping")
+
+
+def read_classmap_csv(path):
+    """KMNIST/Kuzushiji-49's <name>_classmap.csv: a header `index,codepoint,char` then
+    one row per class; the names are the chars, by index.
+
+        read_classmap_csv("k49_classmap.csv")[0]     # 'あ'
+    """
+    import csv
+    import io
+    text = _read_text(path, "a class map CSV")
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or [c.strip().lower() for c in rows[0]] != ["index", "codepoint", "char"]:
+        raise FormatError(path, "is not a class map: its first line is not "
+                                "'index,codepoint,char'")
+    names = {}
+    for n, row in enumerate(rows[1:], 2):
+        if not row:
+            continue
+        if len(row) != 3 or not row[0].strip().isdigit():
+            raise FormatError(path, f"line {n} is not 'index,codepoint,char': "
+                                    f"{printable(','.join(row))}")
+        index = int(row[0])
+        if index >= MAX_CLASSES or index in names:
+            raise FormatError(path, f"line {n}: index {index} is out of range or repeated")
+        names[index] = check_name(row[2], path, f"line {n}")
+    if sorted(names) != list(range(len(names))):
+        raise FormatError(path, "its indexes are not 0, 1, 2, ... without gaps")
+    return tuple(names[i] for i in range(len(names)))
+
+
+def published_names(labels_path):
+    """(family, names) for a labels file Fashion-MNIST or KMNIST publishes, known by its
+    published MD5 or by torchvision's folder names; (None, ()) otherwise."""
+    try:
+        if os.path.getsize(labels_path) <= _MAX_HASHED:
+            with open(labels_path, "rb") as f:
+                digest = hashlib.md5(f.read()).hexdigest()
+            if digest in _LABELS_MD5:
+                return _LABELS_MD5[digest]
+    except OSError:
+        pass
+    parts = os.path.abspath(labels_path).split(os.sep)[:-1]
+    if parts and parts[-1] == "raw":  # torchvision: root/<Class>/raw/<file>
+        parts = parts[:-1]
+    if parts and parts[-1].lower() in _FOLDERS:
+        return _FOLDERS[parts[-1].lower()]
+    return None, ()
+
+
+def check_covers(names, labels, path, split_name, source=None):
+    """Every label of the split has a name: else a FormatError saying which does not."""
+    if not len(names) or not len(labels):
+        return
+    labels = np.asarray(labels)
+    bad = (labels < 0) | (labels >= len(names))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise FormatError(source or path, f"names {len(names)} classes (labels 0.."
+                                          f"{len(names) - 1}), but label "
+                                          f"{labels[i].item()} of {split_name} example {i} "
+                                          "has no name",
+                          "give a names file that covers every label")
+
+
+def attach(dataset, names, source, check=True):
+    """Give every split of the dataset these class names (checked against its labels
+    unless check=False: the reader knows they cover them). Returns the dataset."""
+    names = tuple(names)
+    for split in dataset.splits.values():
+        if check:
+            check_covers(names, split.labels(), source, split.name)
+        split.header = split.header.with_(class_names=names)
+    return dataset
+
+
+def apply_names_file(dataset, path):
+    """--class-names FILE: the names of a names file, for every split (checked)."""
+    return attach(dataset, read_names_file(path), path)

@@ -1,0 +1,179 @@
+"""The MNIST family's IDX variants: EMNIST, QMNIST, .xz input, and class names.
+
+EMNIST (https://www.nist.gov/itl/products-and-services/emnist-dataset) publishes six
+splits (byclass, bymerge, balanced, letters, digits, mnist) as
+`emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte.gz` and a mapping
+`emnist-<split>-mapping.txt` ("label code" per line). Its images are stored transposed
+(column by column): read with transpose "auto" (the default) they come out upright and
+a note says so; --no-transpose keeps them as stored. `letters` is labelled 1..26 (label
+0 unused, named "N/A" as torchvision does); relabel=True (--relabel) makes it 0..25.
+
+QMNIST (https://github.com/facebookresearch/qmnist) publishes
+`qmnist-{train,test}-images-idx3-ubyte.gz`, `qmnist-{train,test}-labels-idx2-int.gz`
+and `xnist-{images-idx3-ubyte,labels-idx2-int}.xz` (split `nist`). Its labels are IDX
+int32 (magic 00 00 0C 02), N x 8: class, NIST HSF series, writer id, digit index for
+the writer, NIST class code, global NIST index, duplicate flag, unused. Column 0 is the
+label; the other seven are the split's extra fields (stream.extra_fields), which npz
+stores as extra_<split> (N x 7 int32) and extra_columns, and other formats drop (a note
+says so). QMNIST's test split holds 60000 records; the first 10000 are MNIST's test set.
+
+.xz files are read with the standard library's lzma, detected by their magic
+(fd 37 7a 58 5a 00), their expansion bounded as gzip's is (XZ_MAX_RATIO).
+"""
+
+import lzma
+import os
+
+import numpy as np
+
+from ...errors import FormatError, UsageError
+from ...fileio import GZIP_MAX_RATIO, InputFile
+from ...stream import TRANSPOSED_NOTE
+from . import classes
+
+XZ_MAGIC = b"\xfd7zXZ\x00"
+# LZMA2 gains at most about 6,800:1 (a run of zeros at preset 9e: its chunks' headers
+# bound it); a header claiming more than this many times the file's size is lying.
+XZ_MAX_RATIO = 1 << 14
+QMNIST_COLUMNS = ("class", "hsf_series", "writer_id", "writer_digit_index",
+                  "nist_class_code", "nist_digit_index", "duplicate", "unused")
+EXTRA_COLUMNS = QMNIST_COLUMNS[1:]
+QMNIST_TEST_NOTE = "QMNIST's test split holds 60000 records"
+
+
+class IdxInput(InputFile):
+    """InputFile that also reads .xz (lzma), with the same one-line errors."""
+
+    def __init__(self, path, raw=None):
+        super().__init__(path, raw)
+        self.max_ratio = GZIP_MAX_RATIO
+        self.kind = "gzip"
+        if not self.compressed:
+            head = self.raw.read(6)
+            self.raw.seek(0)
+            if head == XZ_MAGIC:
+                self.file = lzma.LZMAFile(self.raw, "rb")
+                self.compressed, self.kind = True, "xz"
+                self.max_ratio = XZ_MAX_RATIO
+                self.errors = (lzma.LZMAError, EOFError)
+
+    def read(self, n):
+        """Up to n bytes of the (decompressed) data; b"" at its end."""
+        try:
+            return self.file.read(n)
+        except self.errors as e:
+            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
+
+    def readinto_full(self, buffer) -> int:
+        """Fill a buffer as far as the data goes (see InputFile)."""
+        view = memoryview(buffer)
+        if view.nbytes == 0:
+            return 0
+        view, filled = view.cast("B"), 0
+        try:
+            while filled < len(view):
+                got = self.file.readinto(view[filled:])
+                if not got:
+                    break
+                filled += got
+        except self.errors as e:
+            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
+        return filled
+
+
+def check_label_dims(labels, path):
+    """A labels file is N (one label each) or QMNIST's N x 8 int32."""
+    dims = labels.dims
+    if len(dims) == 1:
+        return
+    if len(dims) == 2 and dims[1] == len(QMNIST_COLUMNS):
+        if labels.dtype.kind != "i" or labels.dtype.itemsize != 4:
+            raise FormatError(path, f"N x 8 labels of type {labels.dtype.name}; QMNIST's "
+                                    "idx2-int labels are int32 (magic 00 00 0C 02)")
+        return
+    if len(dims) == 2:
+        raise FormatError(path, f"labels have {dims[1]} columns; QMNIST's idx2-int labels "
+                                f"have {len(QMNIST_COLUMNS)} ({', '.join(QMNIST_COLUMNS)})",
+                          "is the file cut or from another dataset?")
+    raise FormatError(path, f"is not a labels file: {len(dims)} dimensions, expected 1 "
+                            "(or QMNIST's N x 8)")
+
+
+def qmnist_class(table, path):
+    """Column 0 of QMNIST's N x 8 labels as uint8 classes (QMNIST's are 0..9)."""
+    column = table[:, 0]
+    if len(column) and (column.min() < 0 or column.max() > 255):
+        i = int(np.argmax((column < 0) | (column > 255)))
+        raise FormatError(path, f"class {column[i]} of example {i} (column 0) is not a "
+                                "QMNIST digit class")
+    return column.astype(np.uint8)
+
+
+def finish(dataset, folder, prefix, relabel=False):
+    """The family's knowledge, applied to a dataset just read from IDX files in
+    `folder` with family `prefix` ("" for none): class names (classes.txt, EMNIST's
+    mapping, Fashion-MNIST's and KMNIST's published names), EMNIST's orientation and
+    --relabel, QMNIST's notes."""
+    from ...stream import RelabeledSplit, TransposedSplit
+    prefix = prefix or ""
+    emnist = prefix.startswith("emnist-")
+    qmnist = prefix in ("qmnist", "xnist")
+    names, source, check = (), None, True
+    sidecar = os.path.join(folder, classes.sidecar_name(prefix))
+    mapping = os.path.join(folder, f"{prefix}-mapping.txt")
+    if os.path.isfile(sidecar):
+        names, source = classes.read_names_file(sidecar), sidecar
+    elif emnist and os.path.isfile(mapping):
+        names, source = classes.read_emnist_mapping(mapping), mapping
+    elif not emnist and not qmnist and dataset.splits:
+        first = next(iter(dataset.splits.values()))
+        family, names = classes.published_names(first.labels_header.path)
+        check = False
+        if family:
+            dataset.notes.append(f"{folder or '.'}: class names of {family} (as published)")
+    if names:
+        classes.attach(dataset, names, source, check=check and source is not None)
+        if source:
+            dataset.paths.append(source)
+    if relabel:
+        offset = _relabel_offset(names, source, prefix)
+        for name, split in list(dataset.splits.items()):
+            dataset.splits[name] = RelabeledSplit(split, offset)
+        dataset.notes.append(f"labels {offset}..{len(names) - 1} read as "
+                             f"0..{len(names) - 1 - offset} (--relabel)")
+    if emnist:
+        for name, split in list(dataset.splits.items()):
+            transposed = TransposedSplit(split)
+            transposed.automatic = True
+            dataset.splits[name] = transposed
+        dataset.notes.append(f"{TRANSPOSED_NOTE}: read upright (--no-transpose keeps "
+                             "them as stored)")
+    if qmnist:
+        if any(getattr(_root(s), "extra", None) is not None for s in dataset.splits.values()):
+            dataset.notes.append(
+                f"QMNIST labels carry {len(EXTRA_COLUMNS)} more columns "
+                f"({', '.join(EXTRA_COLUMNS)}): npz keeps them (extra_<split>, "
+                "extra_columns); other formats drop them")
+        test = dataset.splits.get("test")
+        if test is not None and test.header.count == 60000:
+            dataset.notes.append(f"{QMNIST_TEST_NOTE}; the first 10000 are MNIST's test "
+                                 "set (--limit 10000 keeps just those)")
+    return dataset
+
+
+def _root(split):
+    while hasattr(split, "base"):
+        split = split.base
+    return split
+
+
+def _relabel_offset(names, source, prefix):
+    """--relabel: the first named label becomes 0 (EMNIST letters: 1..26 -> 0..25)."""
+    if not names:
+        raise UsageError(None, "--relabel needs the class mapping (EMNIST's "
+                               f"{prefix or 'emnist-<split>'}-mapping.txt beside the "
+                               "files)", "drop --relabel, or add the mapping file")
+    offset = 0
+    while offset < len(names) and names[offset] == "N/A":
+        offset += 1
+    return offset
