@@ -29,7 +29,11 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.idx",
     "mnistconv.formats.npz",
     "mnistconv.formats.gdmnist",
+    "mnistconv.formats.tfds",
+    "mnistconv.formats.arrayrecord",
     "mnistconv.formats.parquet",
+    "mnistconv.formats.webdataset",
+    "mnistconv.formats.imagefolder",
     "mnistconv.formats.caffe_lmdb",
     "mnistconv.formats.caffe_hdf5",
 )

@@ -1,0 +1,439 @@
+"""ArrayRecord files of tf.train.Example records, written and read with the
+array-record package (the `arrayrecord` extra; it needs Python 3.11 or later).
+
+An ArrayRecord file is a Riegeli file: 64-byte blocks headers every 64 KiB, chunks of
+records (zstd level 3 by default), each checked by a HighwayHash, and a footer holding
+the offset of every chunk, which is what makes reading record i alone possible; it
+starts with Riegeli's 64-byte file signature (83 af 70 d1 0d 88 4a 3f ...), which
+sniff() looks for. Every record here is a serialized tf.train.Example as TFDS writes
+it ({"image": PNG bytes, "label": int64}, formats/tfds/encode.py), group_size:1 by
+default so any record is read alone (TFDS' and Grain's setting); other writer options
+pass through --array-record-options and are checked by array_record itself.
+
+One split goes to the path itself, several beside it as <stem>-<split>.array_record (or
+<dir>/<split>.array_record), a shard set as DST-00000-of-0000N (mnistconv.shards).
+Reading opens every file's footer (a file cut short or with a broken footer is an
+error naming it), parses every record once for its label (no image is decoded then),
+and decodes images a batch at a time on threads; take() reads only the records asked
+for, so --per-class and --shuffle on a large file decode only what they keep.
+
+    ds = mnistconv.read("data/mnist")
+    mnistconv.write(ds, "mnist.array_record")   # mnist-train.array_record, -test
+    # grain.sources.ArrayRecordDataSource(["mnist-train.array_record"])[5]
+"""
+
+import glob
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from ... import codecs
+from ...errors import FormatError, UsageError
+from ...fileio import StagedOutput, check_input_file
+from ...limits import check_image_size, printable
+from ...parallel import ParallelEncoder, check_workers, ordered_map
+from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+    WriteResult
+from ...shards import (SHARD_RE, ShardSet, check_shard_count, expand_shards,
+                       find_shard_set, group_shards, is_data_name, shard_numbers)
+from ...staging import staging_prefix
+from ..tfds import encode, shardwrite
+
+EXTENSION = ".array_record"
+# Riegeli's file signature: the first 64 bytes of every Riegeli (so ArrayRecord) file.
+SIGNATURE = bytes.fromhex(
+    "83af70d10d884a3f00000000000000004000000000000000"
+    "91bac23c9287e1a90000000000000000e19f13c0e9b1c372"
+    "73000000000000000000000000000000")
+_READ = 4096  # records read from a file at once while indexing
+_BATCH_BYTES = 64 << 20
+
+
+def _module():
+    return shardwrite.array_record_module()
+
+
+# --- names -----------------------------------------------------------------------
+
+def matches_name(path) -> bool:
+    """A .array_record name, or a shard of one (TFDS' <name>-<split>.array_record-N)."""
+    name = os.path.basename(str(path).rstrip("/")).lower()
+    return name.endswith(EXTENSION) or f"{EXTENSION}-" in name
+
+
+def split_target(path, split, several):
+    """<dir>/<split>.array_record for a directory, the path for one split, else
+    <stem>-<split>.array_record beside it."""
+    path = str(path)
+    if path.endswith(os.sep) or os.path.isdir(path):
+        return os.path.join(path, f"{split}{EXTENSION}")
+    if not several:
+        return path
+    directory, name = os.path.split(path)
+    stem = name[:-len(EXTENSION)] if name.lower().endswith(EXTENSION) else name
+    return os.path.join(directory, f"{stem}-{split}{EXTENSION}")
+
+
+def _split_name(base):
+    from ..tfrecord.names import split_name_of
+    name = os.path.basename(base)
+    if name.lower().endswith(EXTENSION):
+        name = name[:-len(EXTENSION)]
+    return split_name_of(name, default=name)
+
+
+def resolve(path) -> dict:
+    """{split: [files]} for a file, a shard, a glob, a directory or a name write() was
+    given."""
+    path = str(path)
+    if os.path.isdir(path):
+        files = [os.path.join(path, n) for n in sorted(os.listdir(path))
+                 if matches_name(n) and is_data_name(n)
+                 and os.path.isfile(os.path.join(path, n))]
+        if not files:
+            raise UsageError(path, "directory holds no .array_record files")
+        return _named(group_shards(files))
+    if os.path.exists(path):
+        check_input_file(path)
+        if SHARD_RE.match(os.path.basename(path)):
+            return {_split_name(shard_numbers(path)[0]): expand_shards(path)}
+        return {_split_name(path): [path]}
+    if glob.has_magic(path):
+        files = sorted(f for f in glob.glob(path) if os.path.isfile(f) and is_data_name(f))
+        if not files:
+            raise UsageError(path, "no file matches this pattern")
+        return _named(group_shards(files))
+    shards = find_shard_set(path)
+    if shards:
+        return {_split_name(path): shards}
+    directory, name = os.path.split(path)
+    stem = name[:-len(EXTENSION)] if name.lower().endswith(EXTENSION) else name
+    siblings = [s for s in glob.glob(os.path.join(glob.escape(directory) or ".",
+                                                  glob.escape(stem) + "-*"))
+                if os.path.isfile(s) and matches_name(s) and is_data_name(s)]
+    if siblings:
+        groups = group_shards(siblings)
+        return _named({b[len(os.path.join(directory, stem)) + 1:] or b: f
+                       for b, f in groups.items()})
+    raise UsageError(path, "no such file or directory")
+
+
+def _named(groups):
+    named = {}
+    for base, files in groups.items():
+        name = _split_name(base)
+        named[name if name not in named else os.path.basename(base)] = files
+    order = {"train": 0, "validation": 1, "test": 2}
+    return dict(sorted(named.items(), key=lambda kv: (order.get(kv[0], 3), kv[0])))
+
+
+# --- reading ---------------------------------------------------------------------
+
+def _open(module, path):
+    """An ArrayRecordReader whose footer read, else a FormatError naming the file."""
+    reader = module.ArrayRecordReader(path)
+    if reader.ok():
+        return reader
+    try:
+        reader.read_all()
+        why = "its footer does not read"
+    except RuntimeError as e:
+        why = str(e).split(";")[0]
+    finally:
+        reader.close()
+    raise FormatError(path, f"not a readable ArrayRecord file ({printable(why, 120)[1:-1]})",
+                      "was it cut short or overwritten? write it again")
+
+
+class ArrayRecordSplit(Split):
+    """One split: ArrayRecord files of Examples, read by record number.
+
+        split = mnistconv.read("mnist-train.array_record").splits["train"]
+        split.take([5, 59999])        # reads and decodes those two records only
+    """
+
+    def __init__(self, name, files, workers=None, expected=None, claimed_by=None):
+        from ..tfrecord.example import example_class, find_layout
+        module = _module()
+        self.files = list(files)
+        self.workers = check_workers(workers)
+        self.Example = example_class()
+        self.readers = [_open(module, f) for f in self.files]
+        self.counts = [r.num_records() for r in self.readers]
+        if expected is not None:
+            for f, n, want in zip(self.files, self.counts, expected):
+                if n != want:
+                    raise FormatError(f, f"holds {n:,} records; "
+                                         f"{os.path.basename(claimed_by)} says {want:,} "
+                                         "(shardLengths)")
+        self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
+        labels, indices = [], []
+        self.layout = None
+        shape = None
+        for f, reader, count in zip(self.files, self.readers, self.counts):
+            for at in range(0, count, _READ):
+                for i, data in enumerate(self._read(f, reader, at, min(count, at + _READ))):
+                    number = at + i
+                    example = self._parse(f, number, data)
+                    if self.layout is None:
+                        self.layout = find_layout(example, "auto", f, number)
+                    image, label, index = self._fields(f, number, example)
+                    if shape is None:
+                        shape = _decode(f, number, image).shape
+                    labels.append(label)
+                    indices.append(len(indices) if index is None else index)
+        if shape is None:
+            raise FormatError(self.files[0], "contains no records")
+        labels = np.array(labels, np.int64)
+        self._labels = labels.astype(np.uint8) if labels.min() >= 0 and \
+            labels.max() < 256 else labels
+        self._indices = np.array(indices, np.int64)
+        width = self.layout.label_width if self.layout.label_format == "onehot" else None
+        super().__init__(name, Header(len(labels), shape, np.dtype(np.uint8),
+                                      self._labels.dtype, width, ", ".join(self.files)))
+
+    def _read(self, path, reader, start, end):
+        try:
+            return reader.read(start, end)
+        except RuntimeError as e:
+            raise FormatError(path, f"records {start}..{end - 1} do not read "
+                                    f"({printable(str(e).split(';')[0], 100)[1:-1]})",
+                              "the file is damaged") from None
+
+    def _parse(self, path, number, data):
+        try:
+            return self.Example.FromString(data)
+        except Exception as e:  # protobuf's DecodeError, whatever the backend
+            raise FormatError(path, f"record {number} (counting from 0): not a "
+                                    f"tf.train.Example ({e})") from None
+
+    def _fields(self, path, number, example):
+        from ..tfrecord.example import feature_values, one_value, record_name
+        feature = example.features.feature
+        layout = self.layout
+        images = feature_values(path, number, feature, layout.image_key, "bytes_list")
+        if len(images) != 1:
+            raise FormatError(path, f"{record_name(number)}: expected one image, found "
+                                    f"{len(images)}")
+        values = feature_values(path, number, feature, layout.label_key, "int64_list")
+        if layout.label_format == "onehot":
+            values = list(values)
+            if len(values) != layout.label_width or values.count(1) != 1 or \
+                    values.count(0) != len(values) - 1:
+                raise FormatError(path, f"{record_name(number)}: label is not one-hot "
+                                        f"over {layout.label_width} classes")
+            label = values.index(1)
+        elif len(values) != 1:
+            raise FormatError(path, f"{record_name(number)}: expected one label value, "
+                                    f"found {len(values)}")
+        else:
+            label = values[0]
+            if label < 0:
+                raise FormatError(path, f"{record_name(number)}: label {label} is "
+                                        "negative")
+        index = one_value(path, number, feature, layout.index_key, "int64_list") \
+            if layout.index_key else None
+        return images[0], label, index
+
+    def _decode_records(self, job):
+        """Images of (file number, [record numbers in that file]) pieces, in order."""
+        shape = tuple(self.header.shape)
+        pieces = job
+        total = sum(len(numbers) for _, numbers in pieces)
+        out = np.empty((total,) + shape, np.uint8)
+        place = 0
+        for k, numbers in pieces:
+            path, reader = self.files[k], self.readers[k]
+            if len(numbers) and numbers[-1] - numbers[0] == len(numbers) - 1:
+                records = self._read(path, reader, int(numbers[0]), int(numbers[-1]) + 1)
+            else:
+                try:
+                    records = reader.read([int(n) for n in numbers])
+                except RuntimeError as e:
+                    raise FormatError(path, f"records do not read ({printable(e, 100)})") \
+                        from None
+            for number, data in zip(numbers, records):
+                image, _, _ = self._fields(path, int(number),
+                                           self._parse(path, int(number), data))
+                pixels = _decode(path, int(number), image)
+                if pixels.shape != shape:
+                    raise FormatError(path, f"record {number} (counting from 0): image is "
+                                            f"{pixels.shape}, the first was {shape}")
+                out[place] = pixels
+                place += 1
+        return out
+
+    def _pieces(self, positions):
+        """[(file number, record numbers in it)] for split positions, in order."""
+        positions = np.asarray(positions, np.int64)
+        files = np.searchsorted(self.starts, positions, side="right") - 1
+        pieces = []
+        start = 0
+        while start < len(positions):
+            k = files[start]
+            end = start
+            while end < len(positions) and files[end] == k:
+                end += 1
+            pieces.append((int(k), positions[start:end] - self.starts[k]))
+            start = end
+        return pieces
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        """The split's examples in order, decoded a batch at a time on threads."""
+        count = self.header.count
+        batch_size = max(1, min(batch_size, _BATCH_BYTES //
+                                max(1, int(np.prod(self.header.shape)))))
+        jobs = (self._pieces(np.arange(s, min(count, s + batch_size)))
+                for s in range(0, count, batch_size))
+        workers = self.workers if count > batch_size else 1
+        start = 0
+        for images in ordered_map(self._decode_records, jobs, workers):
+            n = len(images)
+            yield Batch(images, self._labels[start:start + n].copy(),
+                        self._indices[start:start + n].copy())
+            start += n
+
+    def take(self, positions):
+        """Images at positions (any order): only those records are read and decoded."""
+        positions = np.asarray(positions, np.int64)
+        if len(positions) == 0:
+            return np.zeros((0,) + tuple(self.header.shape), np.uint8)
+        if positions.min() < 0 or positions.max() >= self.header.count:
+            raise IndexError("position out of range")
+        return self._decode_records(self._pieces(positions))
+
+    def labels(self):
+        """Every label (parsed when the split was opened)."""
+        return self._labels
+
+    def indices(self):
+        """The records' "index" feature, else their positions."""
+        return self._indices
+
+
+def _decode(path, number, data):
+    size = codecs.image_size(data)
+    if size is not None:
+        check_image_size(size, path, f"record {number} (counting from 0): image")
+    try:
+        return codecs.decode_image(data)
+    except ValueError as e:
+        raise FormatError(path, f"record {number} (counting from 0): image does not "
+                                f"decode ({e})") from None
+
+
+def read(path, split_name=None, workers=None) -> Dataset:
+    """Read ArrayRecord files of Examples: a file, a shard set (any shard, or a glob), a
+    directory, or the name write() was given. workers: threads decoding images.
+
+        ds = read("mnist-train.array_record")
+        ds.splits["train"].take([0, 1]).shape      # (2, 28, 28)
+    """
+    groups = resolve(path)
+    splits = {name: ArrayRecordSplit(name, files, workers)
+              for name, files in groups.items()}
+    return Dataset("arrayrecord", splits, [f for fs in groups.values() for f in fs])
+
+
+def sniff(path) -> bool:
+    """Content says ArrayRecord: Riegeli's file signature. A directory: it holds such
+    .array_record files."""
+    path = str(path)
+    if os.path.isdir(path):
+        try:
+            names = sorted(os.listdir(path))
+        except OSError:
+            return False
+        return any(matches_name(n) and is_data_name(n) and
+                   _has_signature(os.path.join(path, n)) for n in names)
+    return _has_signature(path)
+
+
+def _has_signature(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SIGNATURE)) == SIGNATURE
+    except OSError:
+        return False
+
+
+# --- writing ---------------------------------------------------------------------
+
+def writer_options(group_size=1, array_record_options=None) -> str:
+    """The options string handed to ArrayRecordWriter, checked by array_record."""
+    options = f"group_size:{int(group_size)}"
+    if array_record_options:
+        extra = str(array_record_options).strip().strip(",")
+        if any(part.split(":")[0].strip() == "group_size" for part in extra.split(",")):
+            raise UsageError(None, "--array-record-options names group_size",
+                             "use --group-size")
+        options += "," + extra
+    return shardwrite.check_writer_options(options)
+
+
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, group_size=1,
+          array_record_options=None, workers=1, processes=False) -> WriteResult:
+    """Write every split as ArrayRecord files of TFDS-style Examples: one split to
+    `path`, several to <stem>-<split>.array_record; shards=N cuts each into N files.
+    workers/processes as mnistconv.parallel.
+
+        write(ds, "mnist.array_record", shards=4)
+    """
+    _module()
+    if not 1 <= int(group_size) <= 65536:
+        raise UsageError(None, f"--group-size must be between 1 and 65536, not {group_size}")
+    options = writer_options(group_size, array_record_options)
+    shards = check_shard_count(1 if shards is None else shards)
+    workers = check_workers(workers)
+    path = str(path)
+    if path == "-":
+        raise UsageError("-", "ArrayRecord cannot be written to stdout (its index is at "
+                              "the end of the file)")
+    if not dataset.splits:
+        raise UsageError(path, "nothing to write: the input has no splits")
+    several = len(dataset.splits) > 1
+    plan, num_classes = [], 0
+    for name, split in dataset.splits.items():
+        where = split.header.source or name
+        shape = encode.image_shape(split, "ArrayRecord")
+        num_classes = max(num_classes, encode.check_labels(split, "ArrayRecord"))
+        if shards > max(1, split.header.count):
+            raise UsageError(where, f"--shards {shards} but split {name} has "
+                                    f"{split.header.count} examples")
+        plan.append((name, split, shape, ShardSet(split_target(path, name, several),
+                                                  split.header.count, shards)))
+    tasks = {}
+    for _, _, shape, _ in plan:
+        tasks.setdefault(shape, encode.ExampleTask(num_classes, shape))
+    files, counts = [], {}
+    with StagedOutput(force) as staged:
+        staged_paths = [s.stage_files(staged) for *_, s in plan]
+        for *_, shard_set in plan:
+            shard_set.supersede_others(staged)
+        scratch = tempfile.mkdtemp(prefix=staging_prefix("arrayrecord"),
+                                   dir=os.path.dirname(staged_paths[0][0]))
+        try:
+            for task in tasks.values():
+                task.warm()
+            biggest = max(int(np.prod(shape)) for _, _, shape, _ in plan)
+            with ParallelEncoder(list(tasks.values()), workers, processes, biggest,
+                                 min(encode.chunk_records(s) for *_, s, _ in plan),
+                                 total=sum(s.header.count for _, s, _, _ in plan)) \
+                    as encoder:
+                spooled = []
+                for name, split, shape, shard_set in plan:
+                    spool = os.path.join(scratch, name)
+                    open(spool, "wb").close()
+                    lengths = shardwrite.spool_split(split, tasks[shape], encoder, spool,
+                                                     progress, f"{name} -> arrayrecord")
+                    spooled.append((spool, lengths))
+            for (name, split, shape, shard_set), paths, (spool, lengths) in \
+                    zip(plan, staged_paths, spooled):
+                files += shardwrite.array_record_shards(spool, lengths, shard_set.bounds,
+                                                        shard_set.targets, paths, options)
+                counts[name] = len(lengths)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return WriteResult(files, counts, {"records": sum(counts.values())})

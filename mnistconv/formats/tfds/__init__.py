@@ -1,0 +1,35 @@
+"""TFDS prepared dataset directories (layout in format.py). This file is the format's
+declaration, light enough for `--help`; the code is in format.py, imported on first
+use."""
+
+from ...spec import Format, Option
+from ..common import SPLIT_NAME, lazy_attributes
+
+SHARDS = Option("shards", "--shards", "Files per split, 1..10000, named "
+                "<name>-<split>.<format>-00000-of-0000N (default: TFDS' rule, 64 MiB to "
+                "1 GiB a shard, or --shard-size)", "int", low=1, high=10000)
+WORKERS = Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
+                 "core)", "int", low=1, high=64)
+
+SPEC = Format(
+    "tfds", "mnistconv.formats.tfds.format",
+    "TFDS prepared dataset directory (DIR/<name>/<version>/: dataset_info.json, "
+    "features.json, TFRecord or ArrayRecord shards of PNG Examples; "
+    "tfds.builder_from_directory reads it)",
+    output_is_directory=True,
+    read_options=(SPLIT_NAME,),
+    write_options=(
+        Option("name", "--name", "TFDS dataset name (default: the input's family: mnist, "
+               "fashion_mnist, kmnist, emnist)", "str"),
+        Option("version", "--version", "TFDS dataset version MAJOR.MINOR.PATCH", "str",
+               (), "1.0.0"),
+        SHARDS,
+        Option("shard_size", "--shard-size", "Target bytes per shard, with a unit: 256MB, "
+               "1GiB (default: TFDS' rule, 64 MiB to 1 GiB a shard)", "str"),
+        Option("file_format", "--file-format", "Shard file format", "choice",
+               ("tfrecord", "array_record"), "tfrecord"),
+        WORKERS,
+    ),
+)
+
+__getattr__ = lazy_attributes(SPEC.module)

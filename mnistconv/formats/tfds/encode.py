@@ -1,0 +1,126 @@
+"""Examples as TFDS serializes them for an image classification dataset, encoded in
+chunks on mnistconv.parallel's workers. Shared by the TFDS directory writer and the
+ArrayRecord writer.
+
+One record is a tf.train.Example with two features, in this order (TFDS builds the
+Features map from its FeaturesDict, image then label, and serializes it; the bytes are
+the same as protobuf's deterministic serialization, which sorts the keys):
+    "image": bytes_list [PNG bytes, as tf.image.encode_png writes them (png.py)]
+    "label": int64_list [the class index]
+tests/test_tfds.py checks records against TFDS' own example_serializer.
+
+A chunk is returned TFRecord-framed (length, masked CRC-32C, data, masked CRC-32C,
+mnistconv.formats.tfrecord.framing): the writers spool it as is, then cut it into
+TFRecord shards by byte ranges or hand the records to ArrayRecord writers.
+"""
+
+import threading
+
+import numpy as np
+
+from ...errors import UsageError
+from ...limits import check_num_classes
+from . import png
+
+# Records per work unit (as TFRecord's writer): per-chunk costs stay small, memory flat.
+CHUNK = 1000
+_CHUNK_BYTES = 64 << 20
+_BUILDERS = {}  # (task key, thread) -> (ExampleBuilder, Framer): they keep caches
+
+
+class ExampleTask:
+    """How one split's records are encoded (the task ParallelEncoder runs: plain
+    attributes, inherited by forked workers, usable from any thread)."""
+
+    def __init__(self, num_classes, shape):
+        self.num_classes = int(num_classes)
+        self.shape = self.slot_shape = tuple(shape)
+
+    def key(self):
+        """What the Example templates depend on."""
+        return (self.num_classes, self.shape)
+
+    def fill(self, out, images):
+        """Copy a chunk's images into a worker slot (n x H x W)."""
+        out[:] = np.asarray(images).reshape((len(images),) + self.shape)
+
+    def encode(self, images, labels, indices):
+        """TFRecord-framed Examples of a chunk, and no counters."""
+        pngs = png.encode_batch(np.asarray(images).reshape((len(images),) + self.shape))
+        builder, framer = _builder(self)
+        data = framer.frame_spliced(builder, np.asarray(labels).tolist(), b"", pngs, b"")
+        return data, (0, 0, 0)
+
+    def warm(self):
+        """Build the Example templates now (forked workers inherit them)."""
+        _builder(self)[0].warm()
+
+
+def _builder(task):
+    key = (task.key(), threading.get_ident())
+    hit = _BUILDERS.get(key)
+    if hit is None:
+        from ..tfrecord.example import PRESETS, ExampleBuilder
+        from ..tfrecord.framing import Framer
+        hit = _BUILDERS[key] = (ExampleBuilder(PRESETS["tfds"], "png", "index",
+                                               task.num_classes, task.shape, False),
+                                Framer())
+    return hit
+
+
+def chunk_records(shape):
+    """Records per chunk: CHUNK, fewer for large images."""
+    return max(1, min(CHUNK, _CHUNK_BYTES // max(1, int(np.prod(shape)))))
+
+
+def image_shape(split, what):
+    """(H, W) of a split's grayscale uint8 images, else a usage error: TFDS' Image
+    feature is written here as (H, W, 1) uint8 PNG."""
+    h = split.header
+    shape = tuple(h.shape)
+    if len(shape) == 3 and shape[-1] == 1:
+        shape = shape[:2]
+    if len(shape) != 2 or 0 in shape:
+        raise UsageError(h.source or split.name, f"{what} images are written grayscale "
+                         f"H x W (or H x W x 1); split {split.name} has shape {h.shape}")
+    if np.dtype(h.dtype) != np.uint8:
+        raise UsageError(h.source or split.name, f"{what} images must be uint8, split "
+                         f"{split.name} has {np.dtype(h.dtype).name}",
+                         "convert without --float, or from a uint8 source")
+    return shape
+
+
+def check_labels(split, what):
+    """The split's class count (max label + 1, 10 at least), its labels checked first:
+    one integer class per example, from 0."""
+    labels = np.asarray(split.labels())
+    where = split.header.source or split.name
+    if labels.ndim != 1 or labels.dtype.kind not in "iu":
+        raise UsageError(where, f"labels of {labels.dtype.name} {labels.shape}: {what} "
+                                "labels are one integer class per example")
+    if len(labels) and int(labels.min()) < 0:
+        raise UsageError(where, f"label {int(labels.min())} is negative; {what} labels "
+                                "are classes 0, 1, 2, ...")
+    num_classes = split.num_classes()
+    check_num_classes(num_classes, where, "labels")
+    return num_classes
+
+
+def chunks(split, chunk):
+    """(0, images, labels, indices) pieces of at most `chunk` records, in order."""
+    for batch in split.batches(chunk):
+        for at in range(0, len(batch), chunk):
+            yield (0, batch.images[at:at + chunk], np.asarray(batch.labels[at:at + chunk]),
+                   np.asarray(batch.indices[at:at + chunk], dtype=np.int64))
+
+
+def record_lengths(framed) -> list:
+    """The data length of each record in TFRecord-framed bytes (16 bytes of framing
+    each), walking the length fields."""
+    view = memoryview(framed)
+    lengths, at, end = [], 0, len(view)
+    while at < end:
+        n = int.from_bytes(view[at:at + 8], "little")
+        lengths.append(n)
+        at += n + 16
+    return lengths

@@ -1,0 +1,127 @@
+"""A split's Examples encoded once into a spool, then cut into shards: TFRecord shards
+are byte ranges of the spool (the spool itself when there is one), ArrayRecord shards
+get the records through array_record's writer. The number of shards may depend on the
+encoded size (TFDS' rule), which is known only once everything is encoded.
+
+Everything happens inside the caller's StagedOutput: the shards are written at their
+staging paths and appear with the rest of the output, or not at all.
+"""
+
+import hashlib
+import os
+import sys
+
+import numpy as np
+
+from ...errors import MissingDependency, UsageError
+from ...fileio import open_staged
+from ...records import OutputFile
+from . import encode
+
+_BLOCK = 1 << 20
+
+
+def spool_split(split, task, encoder, spool_path, progress, description):
+    """Encode a split's records into spool_path (TFRecord framing); returns each
+    record's data length (int64 array)."""
+    lengths = []
+    chunk = encode.chunk_records(task.shape)
+    progress.start(description, split.header.count)
+    try:
+        with open_staged(spool_path) as spool:
+            for _, n, data, _ in encoder.encode(task, encode.chunks(split, chunk)):
+                spool.write(data)
+                lengths += encode.record_lengths(data)
+                progress.advance(n)
+    finally:
+        progress.finish()
+    return np.array(lengths, np.int64)
+
+
+def _hash_file(path, target):
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while block := f.read(_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return OutputFile(str(target), size, digest.hexdigest())
+
+
+def tfrecord_shards(spool_path, lengths, bounds, targets, staged_paths) -> list:
+    """Cut the spool into TFRecord shards (records bounds[i-1]..bounds[i] each); the
+    spool is removed."""
+    if len(targets) == 1:
+        os.replace(spool_path, staged_paths[0])
+        return [_hash_file(staged_paths[0], targets[0])]
+    ends = np.cumsum(lengths + 16)
+    offsets = np.concatenate([[0], ends])
+    files = []
+    with open(spool_path, "rb") as spool:
+        start = 0
+        for end, target, path in zip(bounds, targets, staged_paths):
+            first, last = int(offsets[start]), int(offsets[end])
+            spool.seek(first)
+            digest = hashlib.sha256()
+            with open_staged(path) as out:
+                left = last - first
+                while left:
+                    block = spool.read(min(_BLOCK, left))
+                    digest.update(block)
+                    out.write(block)
+                    left -= len(block)
+            files.append(OutputFile(str(target), last - first, digest.hexdigest()))
+            start = end
+    os.unlink(spool_path)
+    return files
+
+
+def array_record_module():
+    """array_record's writer and reader (the `arrayrecord` extra; Python 3.11+)."""
+    if sys.version_info < (3, 11):
+        raise UsageError(None, "ArrayRecord needs Python 3.11 or later (the array-record "
+                               f"package); this is Python {sys.version_info[0]}."
+                               f"{sys.version_info[1]}",
+                         "run mnistconv on Python 3.11+, or write --to tfds with "
+                         "--file-format tfrecord")
+    try:
+        from array_record.python import array_record_module
+    except ImportError:
+        raise MissingDependency("array-record", "arrayrecord", "ArrayRecord files") \
+            from None
+    return array_record_module
+
+
+def check_writer_options(options):
+    """array_record's own parser judges the options string, before any output: an
+    unknown option or value is a usage error naming it."""
+    module = array_record_module()
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="mnistconv-ar-") as folder:
+        try:
+            module.ArrayRecordWriter(os.path.join(folder, "check"), options).close()
+        except (ValueError, RuntimeError) as e:
+            raise UsageError(None, f"array_record options {options!r}: "
+                                   f"{str(e).splitlines()[0][:200]}") from None
+    return options
+
+
+def array_record_shards(spool_path, lengths, bounds, targets, staged_paths,
+                        options) -> list:
+    """Write the spool's records into ArrayRecord shards; the spool is removed."""
+    module = array_record_module()
+    files = []
+    with open(spool_path, "rb") as spool:
+        start = 0
+        for end, target, path in zip(bounds, targets, staged_paths):
+            writer = module.ArrayRecordWriter(path, options)
+            try:
+                for n in lengths[start:end].tolist():
+                    record = spool.read(n + 16)
+                    writer.write(record[12:12 + n])
+            finally:
+                writer.close()
+            files.append(_hash_file(path, target))
+            start = end
+    os.unlink(spool_path)
+    return files
