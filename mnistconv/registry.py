@@ -27,6 +27,7 @@ from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .
 # The format packages, by module name: each declares itself in its SPEC.
 FORMAT_PACKAGES = (
     "mnistconv.formats.idx",
+    "mnistconv.formats.kmnist",  # before npz: its files are zip archives too
     "mnistconv.formats.npz",
     "mnistconv.formats.gdmnist",
     "mnistconv.formats.tfds",
@@ -34,6 +35,7 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.parquet",
     "mnistconv.formats.caffe_lmdb",
     "mnistconv.formats.caffe_hdf5",
+    "mnistconv.formats.quickdraw",
 )
 
 FORMATS: dict = {}

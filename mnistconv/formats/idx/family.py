@@ -149,7 +149,7 @@ def finish(dataset, folder, prefix, relabel=False):
         dataset.notes.append(f"{TRANSPOSED_NOTE}: read upright (--no-transpose keeps "
                              "them as stored)")
     if qmnist:
-        if any(getattr(_root(s), "extra", None) is not None for s in dataset.splits.values()):
+        if any(len(_root(s).labels_header.dims) == 2 for s in dataset.splits.values()):
             dataset.notes.append(
                 f"QMNIST labels carry {len(EXTRA_COLUMNS)} more columns "
                 f"({', '.join(EXTRA_COLUMNS)}): npz keeps them (extra_<split>, "

@@ -1,0 +1,23 @@
+"""KMNIST / Kuzushiji-49 as published in numpy form (byte layout in format.py). This
+file is the format's declaration, light enough for `--help`; the code is in format.py,
+imported on first use."""
+
+from ...spec import Format, Option
+from ..common import SPLIT_NAME, lazy_attributes
+from ..idx.names import CLASS_NAMES
+
+SPEC = Format(
+    "kmnist", "mnistconv.formats.kmnist.format",
+    "KMNIST/Kuzushiji-49 npz pairs (kmnist-train-imgs.npz + kmnist-train-labels.npz, "
+    "each arr_0) with their class map CSV",
+    read_options=(
+        SPLIT_NAME,
+        Option("prefix", "--prefix", "file family in a directory, e.g. k49 for "
+               "k49-train-imgs.npz", "str"),
+        CLASS_NAMES,
+    ),
+    can_write=False,
+    split_names_from_file_names=True,
+)
+
+__getattr__ = lazy_attributes(SPEC.module)

@@ -1,0 +1,180 @@
+"""KMNIST and Kuzushiji-49 in their published numpy form (http://codh.rois.ac.jp/kmnist/).
+
+Each split is two .npz files (zip archives of .npy members, see formats/npz), each
+holding one member `arr_0.npy` (what np.savez_compressed names an unnamed array):
+    <name>-<split>-imgs.npz     arr_0 uint8 (N, 28, 28)
+    <name>-<split>-labels.npz   arr_0 uint8 (N,)
+with <name> kmnist (10 classes) or k49 (49 classes) and <split> train or test, and beside
+them the class map `<name>_classmap.csv`: a header `index,codepoint,char`, then one row
+per class (0,U+304A,お). The char column becomes the class names. Reading only: write
+KMNIST's arrays as npz, IDX or any other format.
+"""
+
+import os
+import re
+import zipfile
+
+import numpy as np
+
+from ...errors import FormatError, UsageError
+from ...fileio import check_input_file
+from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ..idx import classes
+from ..idx.format import check_labels, check_split_header
+from ..npz.format import ZIP_MAGIC, _open_member, _read_member, _zip_errors
+
+NAME = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)-(?P<split>train|test)-(?P<kind>imgs|labels)"
+                  r"\.npz$")
+MEMBER = "arr_0.npy"
+
+
+def _only_arr0(path):
+    """True for a zip archive whose one member is arr_0.npy."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != ZIP_MAGIC:
+                return False
+        with zipfile.ZipFile(path) as archive:
+            return archive.namelist() == [MEMBER]
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def _member(path, what):
+    """(shape, dtype) of a file's arr_0, checked to be the one member."""
+    check_input_file(path)
+    with _zip_errors(path), zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        if names != [MEMBER]:
+            raise FormatError(path, f"holds {', '.join(names[:5]) or 'nothing'}, not one "
+                                    f"arr_0 array ({what}, as KMNIST publishes them)")
+        f, shape, dtype, fortran = _open_member(archive, MEMBER, path)
+        f.close()
+    if fortran and len(shape) > 1:
+        raise FormatError(path, "arr_0 is stored in Fortran order",
+                          "save it in C order, as KMNIST's files are")
+    return shape, dtype
+
+
+class KmnistSplit(Split):
+    """One split: its images file and its labels file, arr_0 each."""
+
+    def __init__(self, name, images_path, labels_path):
+        shape, dtype = _member(images_path, "images")
+        if dtype != np.uint8 or len(shape) != 3:
+            raise FormatError(images_path, f"arr_0 holds {dtype.name} {shape}, not uint8 "
+                                           "images (N x H x W)",
+                              "KMNIST's -imgs.npz hold uint8 N x 28 x 28")
+        y_shape, y_dtype = _member(labels_path, "labels")
+        if len(y_shape) != 1 or y_dtype.kind not in "iu":
+            raise FormatError(labels_path, f"arr_0 holds {y_dtype.name} {y_shape}, not one "
+                                           "integer label per image (N,)")
+        if y_shape[0] != shape[0]:
+            raise FormatError(images_path, f"image/label count mismatch: {shape[0]} images, "
+                                           f"{y_shape[0]} labels in {labels_path}")
+        check_split_header(shape[0], shape[1:], dtype, images_path, "arr_0")
+        super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype, None,
+                                      images_path))
+        self.images_path, self.labels_path = images_path, labels_path
+        self._labels = None
+
+    def labels(self):
+        if self._labels is None:
+            with _zip_errors(self.labels_path), \
+                    zipfile.ZipFile(self.labels_path) as archive:
+                self._labels = _read_member(
+                    archive, MEMBER, self.labels_path,
+                    lambda part, first: check_labels(part, self.labels_path, first))
+        return self._labels
+
+    def indices(self):
+        """0 .. count-1: the files' own order."""
+        return np.arange(self.header.count, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        labels, h = self.labels(), self.header
+        with _zip_errors(self.images_path), zipfile.ZipFile(self.images_path) as archive:
+            f, *_ = _open_member(archive, MEMBER, self.images_path)
+            with f:
+                for start in range(0, h.count, batch_size):
+                    n = min(batch_size, h.count - start)
+                    data = np.empty((n,) + h.shape, h.dtype)
+                    got = f.readinto(memoryview(data).cast("B")) if data.nbytes else 0
+                    if got != data.nbytes:
+                        raise FormatError(self.images_path, f"arr_0 is truncated at row "
+                                                            f"{start}")
+                    yield Batch(data, labels[start:start + n],
+                                np.arange(start, start + n, dtype=np.int64))
+
+
+def _families(folder):
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        m = NAME.match(name)
+        if m and os.path.isfile(os.path.join(folder, name)):
+            found.setdefault(m["prefix"], {})[(m["split"], m["kind"])] = name
+    return found
+
+
+def read(path, prefix=None) -> Dataset:
+    """A directory of <name>-<split>-imgs.npz / -labels.npz pairs (prefix= chooses
+    kmnist or k49 when both are there), or one -imgs.npz file with its -labels.npz
+    beside it; class names from <name>_classmap.csv when it is there.
+
+        ds = read("kmnist/")
+        ds.splits["train"].header.class_names[0]     # 'お'
+    """
+    if os.path.isdir(path):
+        found = _families(path)
+        if prefix is not None and prefix not in found:
+            raise UsageError(path, f"no KMNIST files with prefix '{prefix}'",
+                             f"prefixes here: {', '.join(found) or 'none'}")
+        if prefix is None:
+            if len(found) != 1:
+                raise UsageError(path, f"holds several KMNIST families: "
+                                       f"{', '.join(found)}" if found else
+                                 "holds no <name>-<split>-imgs.npz files",
+                                 "choose one with --prefix" if found else None)
+            prefix = next(iter(found))
+        files, folder = found[prefix], path
+    else:
+        check_input_file(path)
+        folder, base = os.path.split(path)
+        m = NAME.match(base)
+        if not m or m["kind"] != "imgs":
+            raise UsageError(path, "is not named <name>-<split>-imgs.npz",
+                             "give the images file or the directory")
+        prefix = m["prefix"]
+        files = {(m["split"], "imgs"): base}
+        other = f"{prefix}-{m['split']}-labels.npz"
+        if os.path.isfile(os.path.join(folder, other)):
+            files[(m["split"], "labels")] = other
+    splits = {}
+    for split in ("train", "test"):
+        have = [(split, k) in files for k in ("imgs", "labels")]
+        if any(have) and not all(have):
+            missing = "labels" if have[0] else "imgs"
+            raise FormatError(path, f"{prefix}-{split}-{missing}.npz is missing")
+        if all(have):
+            splits[split] = KmnistSplit(split, os.path.join(folder, files[(split, "imgs")]),
+                                        os.path.join(folder, files[(split, "labels")]))
+    paths = [p for s in splits.values() for p in (s.images_path, s.labels_path)]
+    dataset = Dataset("kmnist", splits, paths)
+    classmap = os.path.join(folder, f"{prefix}_classmap.csv")
+    if os.path.isfile(classmap):
+        classes.attach(dataset, classes.read_classmap_csv(classmap), classmap)
+        dataset.paths.append(classmap)
+    return dataset
+
+
+def sniff(path) -> bool:
+    """A zip holding only arr_0.npy, or a directory holding one named as KMNIST's."""
+    if os.path.isdir(path):
+        return any(NAME.match(n) and _only_arr0(os.path.join(path, n))
+                   for n in os.listdir(path))
+    return os.path.isfile(path) and _only_arr0(path)
+
+
+def matches_name(path) -> bool:
+    """KMNIST's file names: kmnist-train-imgs.npz, k49-test-labels.npz, ..."""
+    return bool(NAME.match(os.path.basename(str(path).rstrip("/"))))

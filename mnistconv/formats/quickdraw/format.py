@@ -1,0 +1,152 @@
+"""Quick, Draw! numpy_bitmap (https://github.com/googlecreativelab/quickdraw-dataset):
+one .npy file per class, `full_numpy_bitmap_<class>.npy` (the class may hold spaces:
+`full_numpy_bitmap_The Eiffel Tower.npy`), each a plain NPY array (see formats/npz)
+of uint8 N x 784: N drawings of 28 x 28, row-major, 0 background.
+
+A directory of them is one dataset with one split, `train`: the classes sorted by name,
+label i for the i-th, the class names in the header; examples class by class, in file
+order. A single file is that one class. Files are memory-mapped, so --limit reads only
+the first rows and --per-class only each class's first N: nothing else is touched.
+Reading only: write the drawings as IDX, npz or any other format.
+"""
+
+import os
+
+import numpy as np
+
+from ...errors import FormatError, UsageError
+from ...fileio import check_input_file
+from ...limits import MAX_EXAMPLES
+from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ..idx import classes
+
+NPY_MAGIC = b"\x93NUMPY"
+PREFIX = "full_numpy_bitmap_"
+SIDE = 28
+
+
+def class_of(filename):
+    """The class a file name says: full_numpy_bitmap_cat.npy -> 'cat'."""
+    stem = os.path.basename(filename)[:-len(".npy")]
+    return stem[len(PREFIX):] if stem.startswith(PREFIX) else stem
+
+
+def _is_npy(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(6) == NPY_MAGIC
+    except OSError:
+        return False
+
+
+def _header(path):
+    """(offset, rows) of a drawing file: uint8 N x 784, C order, its size as declared."""
+    size = check_input_file(path)
+    with open(path, "rb") as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(f)
+        except Exception as e:  # numpy: ValueError/SyntaxError for a bad header
+            raise FormatError(path, f"not a valid .npy array "
+                                    f"({' '.join(str(e).split())})") from None
+        offset = f.tell()
+    if dtype != np.uint8 or len(shape) != 2 or shape[1] != SIDE * SIDE or \
+            (fortran and shape[0] > 1):
+        raise FormatError(path, f"holds {dtype.str} {shape}{' (Fortran order)' if fortran else ''}"
+                                f", not Quick, Draw! bitmaps (uint8 N x {SIDE * SIDE})")
+    if size - offset != shape[0] * SIDE * SIDE:
+        raise FormatError(path, f"its header declares {shape[0]} drawings "
+                                f"({shape[0] * SIDE * SIDE} bytes), the file holds "
+                                f"{size - offset}")
+    return offset, shape[0]
+
+
+class QuickDrawSplit(Split):
+    """The drawings of several class files, class after class."""
+
+    def __init__(self, name, files):
+        self.files = files  # [(path, offset, rows)] in class order
+        self.starts = np.cumsum([0] + [rows for _, _, rows in files])
+        count = int(self.starts[-1])
+        if count > MAX_EXAMPLES:
+            raise FormatError(os.path.dirname(files[0][0]) or ".",
+                              f"its files hold {count:,} drawings, more than mnistconv's "
+                              f"limit of {MAX_EXAMPLES:,} per split",
+                              "read a directory holding fewer classes")
+        label_dtype = np.dtype(np.uint8 if len(files) <= 256 else np.uint16)
+        names = tuple(class_of(p) for p, _, _ in files)
+        super().__init__(name, Header(count, (SIDE, SIDE), np.dtype(np.uint8), label_dtype,
+                                      len(files), files[0][0], names))
+
+    def _map(self, k):
+        path, offset, rows = self.files[k]
+        return np.memmap(path, np.uint8, "r", offset, (rows, SIDE, SIDE)) if rows else \
+            np.zeros((0, SIDE, SIDE), np.uint8)
+
+    def labels(self):
+        return np.repeat(np.arange(len(self.files), dtype=self.header.label_dtype),
+                         np.diff(self.starts))
+
+    def indices(self):
+        """0 .. count-1 in class order."""
+        return np.arange(self.header.count, dtype=np.int64)
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        for k in range(len(self.files)):
+            mapped, first = self._map(k), int(self.starts[k])
+            label = np.array(k, self.header.label_dtype)
+            for at in range(0, len(mapped), batch_size):
+                images = np.array(mapped[at:at + batch_size])
+                n = len(images)
+                yield Batch(images, np.full(n, label), np.arange(first + at, first + at + n))
+            del mapped
+
+    def take(self, positions):
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.empty((len(positions), SIDE, SIDE), np.uint8)
+        owner = np.searchsorted(self.starts, positions, side="right") - 1
+        for k in np.unique(owner):
+            mapped = self._map(int(k))
+            chosen = owner == k
+            out[chosen] = mapped[positions[chosen] - self.starts[k]]
+            del mapped
+        return out
+
+
+def read(path) -> Dataset:
+    """A directory of Quick, Draw! .npy files (one class each, sorted by class name),
+    or one such file, as one split `train`.
+
+        ds = read("quickdraw/")
+        ds.splits["train"].header.class_names     # ('apple', 'cat', ...)
+    """
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path) if n.endswith(".npy")
+                       and os.path.isfile(os.path.join(path, n)))
+        if not names:
+            raise UsageError(path, "holds no .npy files (Quick, Draw! numpy_bitmap)")
+        paths = [os.path.join(path, n) for n in names]
+    else:
+        paths = [path]
+    paths.sort(key=class_of)
+    seen = {}
+    for p in paths:
+        if class_of(p) in seen:
+            raise FormatError(path, f"two files name class {class_of(p)!r}: "
+                                    f"{os.path.basename(seen[class_of(p)])} and "
+                                    f"{os.path.basename(p)}")
+        seen[class_of(p)] = p
+    files = [(p, *_header(p)) for p in paths]
+    classes.check_names([class_of(p) for p in paths], path, "class names from file names")
+    split = QuickDrawSplit("train", files)
+    return Dataset("quickdraw", {"train": split}, paths)
+
+
+def sniff(path) -> bool:
+    """A .npy file, or a directory whose .npy files are all NPY arrays."""
+    if os.path.isdir(path):
+        names = [n for n in os.listdir(path) if n.endswith(".npy")]
+        return bool(names) and all(_is_npy(os.path.join(path, n)) for n in names[:8])
+    return os.path.isfile(path) and _is_npy(path)
