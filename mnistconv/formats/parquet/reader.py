@@ -100,14 +100,38 @@ class _Layout:
             self.class_names = None
 
 
+# Pillow modes read as RGB; every other mode is grey (datasets stores an int64 numpy
+# image as a 32-bit TIFF, mode I: its values must still be 0..255).
+_COLOUR_MODES = ("RGB", "RGBA", "P", "PA", "CMYK", "YCbCr", "LAB", "HSV")
+
+
+def _pillow(data, where):
+    """An opened Pillow image whose header is within the limits (nothing decoded)."""
+    import warnings
+
+    from PIL import Image
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        image = Image.open(io.BytesIO(data))
+    check_image_size((image.height, image.width), where)
+    return image
+
+
 def _image_shape(data, where):
     """(h, w) for a grey image, (h, w, 3) for colour, from its header."""
     from ... import codecs
     size = codecs.image_size(data)
-    if size is None:
-        raise FormatError(where, f"is not a PNG or JPEG image (starts {data[:8]!r})")
-    check_image_size(size, where)
     kind = codecs.image_kind(data)
+    if size is None:
+        try:
+            with _pillow(data, where) as image:
+                size, colour = (image.height, image.width), image.mode in _COLOUR_MODES
+        except FormatError:
+            raise
+        except Exception:
+            raise FormatError(where, f"is not an image (starts {data[:8]!r})") from None
+        return size + ((3,) if colour else ())
+    check_image_size(size, where)
     grey = data[25] in (0, 4) if kind == "png" and len(data) > 25 else \
         _jpeg_components(data) == 1
     return tuple(size) if grey else tuple(size) + (3,)
@@ -129,24 +153,39 @@ def _decode(data, shape, where):
     if pixels is not None:
         return pixels
     try:
-        if len(shape) == 2:
-            pixels = codecs.decode_image(data)
+        if len(shape) == 2 and codecs.image_kind(data) != "raw":
+            pixels = codecs.decode_image(data)  # JPEG as TensorFlow decodes it
         else:
-            from PIL import Image
-            codecs._check_size(data)
-            with Image.open(io.BytesIO(data)) as image:
-                pixels = np.asarray(image.convert("RGB"))
+            with _pillow(data, where) as image:
+                if len(shape) == 3:
+                    pixels = np.asarray(image.convert("RGB"))
+                elif image.mode in ("1", "L", "LA") + _COLOUR_MODES:
+                    pixels = np.asarray(image.convert("L"))
+                else:
+                    pixels = _eight_bit(np.asarray(image), where)
+    except FormatError:
+        raise
     except ValueError as e:
         raise FormatError(where, f"image does not decode ({e})") from None
     except Exception as e:  # Pillow raises many kinds
-        raise FormatError(where, f"image does not decode ({e or type(e).__name__})") \
-            from None
+        reason = str(e).split(" <_io.")[0] or type(e).__name__
+        raise FormatError(where, f"image does not decode ({reason})") from None
     if pixels.shape != tuple(shape):
         got = "x".join(map(str, pixels.shape))
         raise FormatError(where, f"image is {got}, the split's images are "
                                  f"{'x'.join(map(str, shape))}",
                           "mnistconv keeps one image size per split")
     return pixels
+
+
+def _eight_bit(pixels, where):
+    """Pixels of a 16/32-bit or float image whose values are all 0..255 whole numbers
+    (what datasets stores for an int64 numpy image), as uint8; else a FormatError."""
+    if pixels.size and (pixels.min() < 0 or pixels.max() > 255 or
+                        (pixels.dtype.kind == "f" and (pixels != np.floor(pixels)).any())):
+        raise FormatError(where, f"image holds {pixels.dtype.name} values outside 0..255",
+                          "mnistconv keeps 8-bit pixels and will not scale them")
+    return pixels.astype(np.uint8)
 
 
 class ParquetSplit(Split):

@@ -46,14 +46,17 @@ class _PngTask:
         return offsets.tobytes() + data, (0,) * COUNTERS
 
 
-def _class_names(dataset, num_classes):
+def _class_names(dataset, labels):
     """Names a reader provided (the first split that has them, if they cover every
-    label), else '0'..str(n - 1)."""
+    label), else '0'..str(n - 1) for the splits' class count (10 at least)."""
+    needed = max((int(lab.max()) + 1 for lab in labels.values() if len(lab)), default=0)
     for split in dataset.splits.values():
         names = getattr(split.header, "class_names", None) or \
             getattr(split, "class_names", None)
-        if names and len(names) >= num_classes:
+        if names and len(names) >= needed:
             return [str(n) for n in names]
+    num_classes = max(split.num_classes() for split in dataset.splits.values())
+    check_num_classes(num_classes, next(iter(dataset.splits.values())).header.source)
     return [str(i) for i in range(num_classes)]
 
 
@@ -169,9 +172,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
     for name, split in dataset.splits.items():
         safe_split_name(name, split.header.source or path)
         labels[name] = _check_split(split)
-    num_classes = max(split.num_classes() for split in dataset.splits.values())
-    check_num_classes(num_classes, path)
-    names = _class_names(dataset, num_classes)
+    names = _class_names(dataset, labels)
     schema = pa.schema([("image", pa.struct([("bytes", pa.binary()),
                                              ("path", pa.string())])),
                         ("label", pa.int64())],

@@ -1,0 +1,401 @@
+"""Hugging Face Parquet: round trips on generated data, the real clients (`datasets`,
+`huggingface_hub`, pyarrow) reading what mnistconv writes and writing what it reads,
+the official MNIST rebuilt byte for byte, identical bytes for any worker count, and
+one-line errors for bad input with nothing written."""
+
+import gzip
+import hashlib
+import io
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import OFFICIAL_SHA256, idx_bytes, make_idx_dir, run, stderr_of
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import mnistconv  # noqa: E402
+from mnistconv.records import ArraySplit, Dataset  # noqa: E402
+
+EXPECTED = ("mnistconv reads an image column (a struct of PNG or JPEG bytes and a path, "
+            "as datasets' Image() stores it) and an integer label column")
+
+
+@pytest.fixture
+def hf_env(tmp_path, monkeypatch):
+    """`datasets` offline, its cache under the test's folder."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    return tmp_path
+
+
+def _generated(n_train=300, n_test=120, shape=(28, 28), seed=0):
+    rng = np.random.default_rng(seed)
+    splits = {}
+    for name, n in (("train", n_train), ("test", n_test)):
+        images = rng.integers(0, 256, (n,) + shape, dtype=np.uint8)
+        images[:, : shape[0] // 2] = 0  # some structure, as digits have
+        splits[name] = ArraySplit(name, images, rng.integers(0, 10, n).astype(np.uint8))
+    return Dataset("test", splits)
+
+
+def _files(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def _hashes(folder):
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+            for name in _files(folder)}
+
+
+def _png(pixels):
+    from PIL import Image
+    out = io.BytesIO()
+    Image.fromarray(pixels, "L").save(out, "PNG")
+    return out.getvalue()
+
+
+def _write_rows(path, images, labels, names=None):
+    """A Parquet file in datasets' schema, made with pyarrow directly."""
+    features = {"image": {"_type": "Image"},
+                "label": {"names": names or [str(i) for i in range(10)],
+                          "_type": "ClassLabel"}}
+    table = pa.table({"image": pa.array([{"bytes": b, "path": None} for b in images],
+                                        pa.struct([("bytes", pa.binary()),
+                                                   ("path", pa.string())])),
+                      "label": pa.array(labels, pa.int64())})
+    table = table.replace_schema_metadata(
+        {"huggingface": json.dumps({"info": {"features": features}})})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+# --- writing: layout, schema, card, round trip ---
+
+def test_round_trip_layout_schema_and_card(tmp_path):
+    ds = _generated()
+    out = tmp_path / "hf"
+    result = mnistconv.write(ds, out, "parquet", row_group_size=100)
+    assert _files(out) == ["README.md", "data/test-00000-of-00001.parquet",
+                           "data/train-00000-of-00001.parquet"]
+    assert [f.path for f in result] == [str(out / "data/train-00000-of-00001.parquet"),
+                                        str(out / "data/test-00000-of-00001.parquet"),
+                                        str(out / "README.md")]
+    assert result.counts == {"train": 300, "test": 120}
+    pf = pq.ParquetFile(out / "data/train-00000-of-00001.parquet")
+    assert str(pf.schema_arrow.field("image").type) == "struct<bytes: binary, path: string>"
+    assert pf.schema_arrow.field("label").type == pa.int64()
+    assert json.loads(pf.schema_arrow.metadata[b"huggingface"]) == {"info": {"features": {
+        "image": {"_type": "Image"},
+        "label": {"names": [str(i) for i in range(10)], "_type": "ClassLabel"}}}}
+    assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == \
+        [100, 100, 100]
+    table = pf.read()
+    assert table.column("image").combine_chunks().field("path").null_count == 300
+    back = mnistconv.read(out)
+    assert list(back.splits) == ["train", "test"]
+    for name, split in ds.splits.items():
+        got = back.splits[name]
+        assert got.class_names == [str(i) for i in range(10)]
+        assert np.array_equal(np.concatenate([b.images for b in got.batches(77)]),
+                              split._images)
+        assert np.array_equal(got.labels(), split._labels)
+
+
+def test_png_bytes_decode_with_pillow_and_rgb_round_trips(tmp_path):
+    from PIL import Image
+    rng = np.random.default_rng(1)
+    rgb = rng.integers(0, 256, (5, 7, 9, 3), dtype=np.uint8)
+    ds = Dataset("t", {"train": ArraySplit("train", rgb, np.arange(5))})
+    mnistconv.write(ds, tmp_path / "c", "parquet", config="colour")
+    path = tmp_path / "c/colour/train-00000-of-00001.parquet"
+    images = pq.read_table(path).column("image").combine_chunks().field("bytes")
+    for i, data in enumerate(images.to_pylist()):
+        with Image.open(io.BytesIO(data)) as im:
+            assert im.mode == "RGB" and np.array_equal(np.asarray(im), rgb[i])
+    split = mnistconv.read(tmp_path / "c").splits["train"]
+    assert split.header.shape == (7, 9, 3)
+    assert np.array_equal(next(split.batches()).images, rgb)
+
+
+def test_card_is_what_the_hub_and_datasets_read(tmp_path, hf_env):
+    from datasets.info import DatasetInfosDict
+    from huggingface_hub import DatasetCard
+    names = ["zero", 'it\'s "one"', "two: 2", "three\nlines", "four"]
+    rng = np.random.default_rng(2)
+    split = ArraySplit("train", rng.integers(0, 256, (40, 6, 6), dtype=np.uint8),
+                       np.arange(40) % 5)
+    split.class_names = names
+    mnistconv.write(Dataset("t", {"train": split}), tmp_path / "o", "parquet",
+                    config="mine")
+    card = DatasetCard.load(tmp_path / "o/README.md")
+    assert card.data.configs == [{"config_name": "mine", "data_files": [
+        {"split": "train", "path": "mine/train-*"}]}]
+    infos = DatasetInfosDict.from_dataset_card_data(card.data)
+    info = infos["mine"]
+    assert info.features["label"].names == names
+    assert info.splits["train"].num_examples == 40
+    assert info.download_size == os.path.getsize(
+        tmp_path / "o/mine/train-00000-of-00001.parquet")
+
+
+def test_shards_row_groups_and_supersede(tmp_path):
+    ds = _generated(n_train=1000, n_test=10)
+    out = tmp_path / "s"
+    mnistconv.write(ds, out, "parquet", shards=3, row_group_size=150)
+    train = [f"data/train-0000{i}-of-00003.parquet" for i in range(3)]
+    assert [f for f in _files(out) if "train" in f] == train
+    rows = [[pq.ParquetFile(out / f).metadata.row_group(g).num_rows
+             for g in range(pq.ParquetFile(out / f).num_row_groups)] for f in train]
+    assert rows == [[150, 150, 33], [150, 150, 33], [150, 150, 34]]
+    back = mnistconv.read(out).splits["train"]
+    assert np.array_equal(back.labels(), ds.splits["train"]._labels)
+    assert [len(s.files) for s in back.shards()] == [1, 1, 1]
+    # A second write with another shard count replaces the old set whole (with force).
+    with pytest.raises(mnistconv.UsageError, match="already exists"):
+        mnistconv.write(ds, out, "parquet", shards=2)
+    mnistconv.write(ds, out, "parquet", shards=2, force=True)
+    assert [f for f in _files(out) if "train" in f] == [
+        "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"]
+
+
+def test_same_bytes_twice_and_for_any_worker_count(tmp_path, official_dir):
+    outs = []
+    for i, workers in enumerate(("1", "2", "2")):
+        out = tmp_path / f"o{i}"
+        r = run("convert", official_dir, out, "--to", "parquet", "--split", "test",
+                "--workers", workers, "--shards", "2", "--row-group-size", "700", "-q")
+        assert r.returncode == 0, stderr_of(r)
+        outs.append(_hashes(out))
+    threads = tmp_path / "threads"
+    mnistconv.convert(official_dir, threads, to="parquet", select={"splits": ["test"]},
+                      workers=2, shards=2, row_group_size=700)
+    outs.append(_hashes(threads))
+    assert outs[0] == outs[1] == outs[2] == outs[3]
+    assert len(outs[0]) == 3
+
+
+# --- the real clients on the official MNIST ---
+
+def test_datasets_loads_the_official_mnist_exactly(tmp_path, official_dir,
+                                                   official_arrays, hf_env):
+    import datasets
+    out = tmp_path / "mnist-hf"
+    r = run("convert", official_dir, out, "--to", "parquet", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    names = [str(i) for i in range(10)]
+    by_files = datasets.load_dataset("parquet", data_files={
+        "train": str(out / "data/train-00000-of-00001.parquet"),
+        "test": str(out / "data/test-00000-of-00001.parquet")})
+    by_dir = datasets.load_dataset(str(out))
+    for loaded in (by_files, by_dir):
+        assert list(loaded) == ["train", "test"]
+        for split in ("train", "test"):
+            d = loaded[split]
+            assert d.features["image"] == datasets.Image()
+            assert d.features["label"] == datasets.ClassLabel(names=names)
+            rows = d.with_format("numpy")[:]
+            assert np.array_equal(rows["image"], official_arrays[f"x_{split}"])
+            assert np.array_equal(rows["label"], official_arrays[f"y_{split}"])
+    # The card's counts are the splits' own.
+    assert by_dir["train"].info.splits["train"].num_examples == 60000
+
+
+def test_peak_memory_writing_the_training_set(tmp_path, official_dir):
+    """The 60000 training images to Parquet within 200 MB (VmHWM of the command)."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    code = ("import sys\nfrom mnistconv.cli import main\ntry:\n    main(sys.argv[1:])\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "peak = next(l.split()[1] for l in open('/proc/self/status')\n"
+            "            if l.startswith('VmHWM:'))\n"
+            "sys.stderr.write(f'VmHWM {peak}\\n')\nsys.exit(code)\n")
+    r = subprocess.run([sys.executable, "-c", code, "convert", str(official_dir),
+                        str(tmp_path / "o"), "--to", "parquet", "--split", "train", "-q"],
+                       capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert r.returncode == 0, r.stderr
+    last = r.stderr.decode().splitlines()[-1]
+    assert last.startswith("VmHWM ") and int(last.split()[1]) < 200 * 1024, last
+
+
+def test_datasets_made_hub_layout_is_read_exactly_and_rebuilds_idx(tmp_path,
+                                                                   official_arrays,
+                                                                   hf_env):
+    import datasets
+    names = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+             "nine"]
+    hub = tmp_path / "hub"
+    sources = {"train": (official_arrays["x_train"][:3000],
+                         official_arrays["y_train"][:3000]),
+               "test": (official_arrays["x_test"], official_arrays["y_test"])}
+    for split, (images, labels) in sources.items():
+        d = datasets.Dataset.from_dict({"image": list(images),
+                                        "label": labels.astype(np.int64)})
+        d = d.cast_column("image", datasets.Image()).cast_column(
+            "label", datasets.ClassLabel(names=names))
+        d.to_parquet(str(hub / "mnist" / f"{split}-00000-of-00001.parquet"))
+    ds = mnistconv.read(hub)
+    assert list(ds.splits) == ["train", "test"]
+    for split, (images, labels) in sources.items():
+        got = ds.splits[split]
+        assert got.class_names == names
+        assert np.array_equal(np.concatenate([b.images for b in got.batches()]), images)
+        assert np.array_equal(got.labels(), labels)
+    idx = tmp_path / "idx"
+    mnistconv.convert(hub, idx, to="idx")
+    for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        assert hashlib.sha256((idx / name).read_bytes()).hexdigest() == \
+            OFFICIAL_SHA256[name]
+    assert (idx / "train-images-idx3-ubyte").read_bytes() == \
+        idx_bytes(sources["train"][0])
+    assert (idx / "train-labels-idx1-ubyte").read_bytes() == \
+        idx_bytes(sources["train"][1])
+    # Written back as Parquet, the class names stay.
+    again = tmp_path / "again"
+    mnistconv.write(ds, again, "parquet")
+    meta = pq.ParquetFile(again / "data/test-00000-of-00001.parquet").schema_arrow.metadata
+    assert json.loads(meta[b"huggingface"])["info"]["features"]["label"]["names"] == names
+
+
+def test_official_mnist_round_trip_rebuilds_the_four_files(tmp_path, official_dir):
+    out, idx = tmp_path / "pq", tmp_path / "idx"
+    assert run("convert", official_dir, out, "--to", "parquet", "--config", "mnist",
+               "-q").returncode == 0
+    assert _files(out)[1:] == ["mnist/test-00000-of-00001.parquet",
+                               "mnist/train-00000-of-00001.parquet"]
+    mnistconv.convert(out, idx, to="idx")
+    for name, digest in OFFICIAL_SHA256.items():
+        assert hashlib.sha256((idx / name).read_bytes()).hexdigest() == digest
+
+
+# --- reading other layouts ---
+
+def test_reads_hub_layouts_single_files_and_configs(tmp_path):
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, (6, 28, 28), dtype=np.uint8)
+    pngs = [_png(i) for i in images]
+    _write_rows(tmp_path / "hub/fashion_mnist/train-00000-of-00001.parquet", pngs[:4],
+                [0, 1, 2, 3])
+    _write_rows(tmp_path / "hub/fashion_mnist/test-00000-of-00001.parquet", pngs[4:],
+                [4, 5])
+    ds = mnistconv.read(tmp_path / "hub")
+    assert list(ds.splits) == ["train", "test"]
+    assert np.array_equal(next(ds.splits["test"].batches()).images, images[4:])
+    # One file: its split named from the file name.
+    one = mnistconv.read(tmp_path / "hub/fashion_mnist/test-00000-of-00001.parquet")
+    assert list(one.splits) == ["test"] and one.splits["test"].header.count == 2
+    # The converted layout <config>/<split>/0000.parquet, beside another config.
+    _write_rows(tmp_path / "hub/other/train/0000.parquet", pngs[:1], [9])
+    with pytest.raises(mnistconv.UsageError, match=r"holds several configs "
+                       r"\(fashion_mnist, other\); choose one with --config"):
+        mnistconv.read(tmp_path / "hub")
+    other = mnistconv.read(tmp_path / "hub", config="other")
+    assert list(other.splits) == ["train"] and list(other.splits["train"].labels()) == [9]
+
+
+# --- bad input: one line, exit 1, nothing written ---
+
+def _refused(tmp_path, src, message, *extra):
+    out = tmp_path / "out"
+    r = run("convert", src, out, "--to", "idx", *extra)
+    assert r.returncode == 1, stderr_of(r)
+    assert stderr_of(r) == f"Error: {message}\n"
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if ".mnistconv-tmp-" in p.name]
+
+
+def test_parquet_of_another_schema(tmp_path):
+    path = tmp_path / "table.parquet"
+    pq.write_table(pa.table({"a": [1, 2], "text": ["x", "y"]}), path)
+    _refused(tmp_path, path, f"{path}: is not an image classification Parquet: its "
+                             f"columns are 'a' (int64), 'text' (string); {EXPECTED}")
+
+
+def test_png_of_the_wrong_size(tmp_path):
+    path = tmp_path / "train.parquet"
+    _write_rows(path, [_png(np.zeros((28, 28), np.uint8)),
+                       _png(np.zeros((27, 28), np.uint8))], [1, 2])
+    _refused(tmp_path, path, f"{path}: row 1: image is 27x28, the split's images are "
+                             "28x28; mnistconv keeps one image size per split")
+
+
+def test_not_an_image_and_no_bytes(tmp_path):
+    path = tmp_path / "train.parquet"
+    _write_rows(path, [_png(np.zeros((28, 28), np.uint8)), b"hello"], [1, 2])
+    _refused(tmp_path, path, f"{path}: row 1: image does not decode (cannot identify "
+                             "image file)")
+
+
+def test_missing_shard_of_a_split(tmp_path):
+    folder = tmp_path / "hub" / "data"
+    _write_rows(folder / "train-00000-of-00002.parquet",
+                [_png(np.zeros((28, 28), np.uint8))], [1])
+    _refused(tmp_path, tmp_path / "hub", f"{tmp_path / 'hub'}: shard set incomplete: "
+             "split 'train' has 1 of 2 shards, first missing 00001".replace(
+                 f"{tmp_path / 'hub'}: ", f"{folder / 'train-00000-of-00002.parquet'}: "))
+
+
+def test_missing_split_asked_for(tmp_path):
+    folder = tmp_path / "hub" / "data"
+    _write_rows(folder / "train-00000-of-00001.parquet",
+                [_png(np.zeros((28, 28), np.uint8))], [1])
+    out = tmp_path / "out"
+    r = run("convert", tmp_path / "hub", out, "--to", "idx", "--split", "test")
+    assert r.returncode != 0 and stderr_of(r).count("\n") == 1
+    assert stderr_of(r).startswith("Error: ") and "test" in stderr_of(r)
+    assert not out.exists()
+
+
+def test_not_parquet_at_all(tmp_path):
+    path = tmp_path / "x.parquet"
+    path.write_bytes(b"PAR1" + b"\0" * 20)
+    _refused(tmp_path, path, f"{path}: not a valid Parquet file (Parquet magic bytes not "
+                             "found in footer. Either the file is corrupted or this is not "
+                             "a parquet file.)", "--from", "parquet")
+
+
+def test_unsafe_split_name_from_a_file_name(tmp_path):
+    folder = tmp_path / "hub" / "data"
+    _write_rows(folder / "tr ain-00000-of-00001.parquet",
+                [_png(np.zeros((28, 28), np.uint8))], [1])
+    out = tmp_path / "out"
+    r = run("convert", tmp_path / "hub", out, "--to", "idx")
+    assert r.returncode == 1, stderr_of(r)
+    assert stderr_of(r) == f"Error: {folder}: split name 'tr ain' is not a safe name; " \
+        "split names are letters, digits, '_', '-' and '.' (not leading), at most 64 " \
+        "characters\n"
+    assert not out.exists()
+
+
+def test_writer_refuses_what_parquet_cannot_hold(tmp_path):
+    floats = Dataset("t", {"train": ArraySplit("train", np.zeros((2, 4, 4), np.float32),
+                                               np.zeros(2, np.uint8))})
+    with pytest.raises(mnistconv.UsageError, match="Parquet images are 8-bit PNGs; these "
+                                                   "pixels are float32"):
+        mnistconv.write(floats, tmp_path / "f", "parquet")
+    two = _generated(10, 10)
+    with pytest.raises(mnistconv.UsageError, match="one .parquet file holds one split"):
+        mnistconv.write(two, tmp_path / "m.parquet", "parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_official_files_compressed_gz_rebuild(tmp_path, official_dir):
+    """The gz files mnistconv writes hold the official bytes (gzip headers differ)."""
+    out, idx = tmp_path / "pq", tmp_path / "idx"
+    assert run("convert", official_dir, out, "--to", "parquet", "--split", "test",
+               "-q").returncode == 0
+    mnistconv.convert(out, idx, to="idx", gzip=True)
+    for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        assert gzip.decompress((idx / f"{name}.gz").read_bytes()) == \
+            gzip.decompress((official_dir / f"{name}.gz").read_bytes())
+
+
+def test_make_idx_dir_helper_input_detected(tmp_path):
+    """A directory of IDX files is never taken for Parquet (IDX is detected first)."""
+    make_idx_dir(tmp_path / "d", np.zeros((2, 28, 28), np.uint8), np.zeros(2, np.uint8))
+    assert mnistconv.read(tmp_path / "d").format == "idx"
