@@ -299,6 +299,28 @@ def test_hdf5_has_the_shapes_types_and_values_hdf5data_reads(tmp_path):
             np.testing.assert_array_equal(label[...], labels.astype(np.float32))
 
 
+def test_hdf5_floats_from_uint8_read_back_exactly_and_foreign_floats_stay(tmp_path):
+    images, labels = idx_arrays(SAMPLE, "t10k")
+    for args, scale in (([], 255), (["--no-scale"], 1)):
+        out = tmp_path / f"s{scale}"
+        assert run("idx-to-caffe-hdf5", SAMPLE, out, "--split", "test", "-q",
+                   *args).returncode == 0
+        with h5py.File(out / "test.h5", "r") as f:  # Caffe ignores attributes
+            assert f["data"].attrs["mnistconv_uint8_scale"] == scale
+        back = mnistconv.read(out).splits["test"]
+        assert back.header.dtype == np.uint8
+        got = np.concatenate([b.images for b in back.batches()])
+        np.testing.assert_array_equal(got, images)
+        np.testing.assert_array_equal(back.labels(), labels)
+    # Floats without the attribute (made by any other tool) come back as they are.
+    floats = np.linspace(0, 1, 2 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4)
+    make_h5(tmp_path / "other.h5", data=floats, label=np.array([3, 4], np.float32))
+    back = mnistconv.read(tmp_path / "other.h5").splits["other"]
+    assert back.header.dtype == np.float32 and back.header.shape == (4, 4)
+    np.testing.assert_array_equal(next(back.batches()).images, floats[:, 0])
+    np.testing.assert_array_equal(back.labels(), [3, 4])
+
+
 def test_hdf5_no_scale_uint8_and_compress(tmp_path):
     images, labels = idx_arrays(SAMPLE, "t10k")
     for args, dtype, values in (
@@ -386,6 +408,17 @@ def test_bad_hdf5_is_one_line_and_writes_nothing(tmp_path, datasets, message):
     result = run("caffe-hdf5-to-idx", tmp_path / "bad.h5", tmp_path / "out")
     one_line_error(result, f"{tmp_path / 'bad.h5'}: {message}")
     assert sorted(os.listdir(tmp_path)) == ["bad.h5"]
+
+
+def test_hdf5_scale_attribute_is_checked(tmp_path):
+    with h5py.File(tmp_path / "s.h5", "w") as f:
+        f["data"] = np.full((2, 1, 4, 4), 2.0, np.float32)
+        f["data"].attrs["mnistconv_uint8_scale"] = np.float32(255)
+        f["label"] = np.zeros(2, np.float32)
+    result = run("caffe-hdf5-to-idx", tmp_path / "s.h5", tmp_path / "out")
+    one_line_error(result, f"{tmp_path / 's.h5'}: 'data' rows from 0: values times "
+                           "mnistconv_uint8_scale 255 leave 0..255")
+    assert not (tmp_path / "out").exists()
 
 
 def test_hdf5_links_to_other_files_are_not_followed(tmp_path):

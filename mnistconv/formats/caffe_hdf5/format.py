@@ -20,7 +20,10 @@ A file's `data` is kept under MAX_BLOB_BYTES (2 GiB: what one Caffe blob and its
 loader take); a split that needs more is cut into equal runs of rows,
 `<split>-00000-of-0000N.h5` ..., all listed in `<split>.txt` in order. Given a name
 ending in .h5 and one split, that file is written with its list `<stem>.txt` beside it.
-The same data and options give the same bytes (no timestamps are stored).
+The same data and options give the same bytes (no timestamps are stored). Float
+pixels made from uint8 ones carry the attribute `mnistconv_uint8_scale` on `data` (255,
+or 1 with no_scale; Caffe ignores attributes): a stored value times it is the original
+pixel, which mnistconv's reader gives back as uint8, so round trips are exact.
 
 Reading takes a list file, an .h5 file, or a directory of list files (one split each,
 named by the file; without list files, its .h5 files grouped by name). Each file must
@@ -54,6 +57,7 @@ EXTENSIONS = (".h5", ".hdf5")
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")
 _ORDER = {"train": 0, "test": 1}
 MAX_LIST_BYTES = 1 << 20
+SCALE_ATTRIBUTE = "mnistconv_uint8_scale"
 
 
 def _h5py():
@@ -181,6 +185,29 @@ class _File:
             self.chw = (c,) + tuple(rest)
             self.shape = tuple(rest) if c == 1 else tuple(rest) + (c,)
             self.dtype = data.dtype.newbyteorder("=")
+            self.scale = _uint8_scale(data, path)
+            if self.scale is not None:
+                self.dtype = np.dtype(np.uint8)
+
+
+def _uint8_scale(data, path):
+    """The attribute mnistconv's writer puts on float pixels made from uint8 ones."""
+    scale = data.attrs.get(SCALE_ATTRIBUTE)
+    if scale is None or data.dtype.kind != "f":
+        return None
+    try:
+        scale = float(np.asarray(scale).reshape(-1)[0])
+    except (TypeError, ValueError, IndexError):
+        scale = None
+    if scale is None or not 1 <= scale <= 255:
+        raise FormatError(path, f"'data' has attribute {SCALE_ATTRIBUTE} "
+                                f"{printable(data.attrs.get(SCALE_ATTRIBUTE))}, not a "
+                                "number from 1 to 255")
+    return scale
+
+
+def _kind(f):
+    return f.dtype.name if f.scale is None else f"uint8 / {f.scale:g} as float"
 
 
 def _open(path, h5py):
@@ -202,9 +229,9 @@ class Hdf5Split(Split):
         self.files = [_File(p, h5py) for p in paths]
         first = self.files[0]
         for f in self.files[1:]:
-            if (f.chw, f.dtype) != (first.chw, first.dtype):
-                raise FormatError(f.path, f"'data' is {f.dtype.name} {f.chw} per example, "
-                                          f"{first.path} is {first.dtype.name} {first.chw}",
+            if (f.chw, f.dtype, f.scale) != (first.chw, first.dtype, first.scale):
+                raise FormatError(f.path, f"'data' is {_kind(f)} {f.chw} per example, "
+                                          f"{first.path} is {_kind(first)} {first.chw}",
                                   "the files of one split must agree")
         count = sum(f.count for f in self.files)
         from ..idx.format import check_labels, check_split_header
@@ -227,7 +254,16 @@ class Hdf5Split(Split):
         return self._labels
 
     def indices(self):
+        """0 .. count-1: HDF5Data files store no original indices."""
         return np.arange(self.header.count, dtype=np.int64)
+
+    def _unscaled(self, rows, f, start):
+        """uint8 pixels back from floats the writer scaled (see SCALE_ATTRIBUTE)."""
+        pixels = np.rint(rows.astype(np.float64) * f.scale)
+        if len(pixels) and (pixels.min() < 0 or pixels.max() > 255):
+            raise FormatError(f.path, f"'data' rows from {start}: values times "
+                                      f"{SCALE_ATTRIBUTE} {f.scale:g} leave 0..255")
+        return pixels.astype(np.uint8)
 
     def batches(self, batch_size=DEFAULT_BATCH):
         h5py = _h5py()
@@ -242,7 +278,9 @@ class Hdf5Split(Split):
                     except (OSError, ValueError) as e:
                         raise FormatError(f.path, f"'data' rows {start}..{end - 1} cannot "
                                                   f"be read ({e})") from None
-                    rows = rows.reshape((end - start,) + f.chw).astype(f.dtype, copy=False)
+                    rows = rows.reshape((end - start,) + f.chw)
+                    rows = self._unscaled(rows, f, start) if f.scale is not None else \
+                        rows.astype(f.dtype, copy=False)
                     images = rows[:, 0] if f.chw[0] == 1 else np.moveaxis(rows, 1, 3)
                     yield Batch(np.ascontiguousarray(images),
                                 self._labels[done + start:done + end],
@@ -323,15 +361,68 @@ def _check(split, pixel_type, path):
                          "HDF5Data takes uint8 or float pixels")
 
 
+class _Sink:
+    """A staged file as HDF5 writes it (h5py's fileobj driver), through Python's
+    open(). A write that fails (a full disk, a file size limit) is kept, the rest of
+    HDF5's writes are let go into nothing, and the writer raises the error once HDF5
+    has closed the file: an HDF5 file whose close failed part-way crashed the
+    interpreter at exit (h5py 3.14, HDF5 1.14)."""
+
+    def __init__(self, path):
+        self.file = open(path, "r+b")
+        self.error = None
+
+    def _guarded(self, method, *args):
+        if self.error is None:
+            try:
+                return method(*args)
+            except OSError as e:
+                self.error = e
+        return None
+
+    def write(self, data):
+        """Write, or pretend to once a write has failed."""
+        written = self._guarded(self.file.write, data)
+        return memoryview(data).nbytes if written is None else written
+
+    def truncate(self, size=None):
+        """Truncate (HDF5 sets the file's length when it closes it)."""
+        return self._guarded(self.file.truncate, size)
+
+    def flush(self):
+        """Flush Python's buffer."""
+        self._guarded(self.file.flush)
+
+    def read(self, size=-1):
+        """Read (HDF5 reads back what it wrote: a chunk evicted from its cache)."""
+        return self.file.read(size)
+
+    def seek(self, offset, whence=0):
+        """Seek."""
+        return self.file.seek(offset, whence)
+
+    def tell(self):
+        """Tell."""
+        return self.file.tell()
+
+    def close(self):
+        """Close the file; raise the first failed write, if any."""
+        self._guarded(self.file.close)
+        if self.error is not None:
+            raise self.error
+
+
 class _Writer:
     """Fills the files of one split in turn as batches arrive."""
 
-    def __init__(self, h5py, out, split, targets, bounds, pixel_type, compress):
+    def __init__(self, h5py, out, split, targets, bounds, pixel_type, no_scale, compress):
         self.h5py, self.out, self.targets, self.bounds = h5py, out, targets, bounds
         h = split.header
         self.chw = (1,) + tuple(h.shape) if len(h.shape) == 2 else \
             (h.shape[2], h.shape[0], h.shape[1])
         self.dtype = np.dtype(np.uint8 if pixel_type == "uint8" else np.float32)
+        self.scale = (1.0 if no_scale else 255.0) \
+            if h.dtype == np.uint8 and pixel_type != "uint8" else None
         self.filters = {"compression": "gzip", "compression_opts": LEVEL,
                         "shuffle": True} if compress else {}
         self.files, self.index, self.file, self.at, self.start = [], -1, None, 0, 0
@@ -342,13 +433,16 @@ class _Writer:
         self.start = self.bounds[self.index - 1] if self.index else 0
         rows = self.bounds[self.index] - self.start
         staged = self.out.file(self.targets[self.index])
-        self.file = self.h5py.File(staged, "w", libver="earliest", track_order=False)
+        self.sink = _Sink(staged)
+        self.file = self.h5py.File(self.sink, "w", libver="earliest", track_order=False)
         self.staged = staged
         per_chunk = max(1, min(max(rows, 1), CHUNK_BYTES // (self.dtype.itemsize *
                                                              int(np.prod(self.chw)))))
         self.data = self.file.create_dataset(
             "data", (rows,) + self.chw, self.dtype, chunks=(per_chunk,) + self.chw,
             track_times=False, **self.filters)
+        if self.scale is not None:
+            self.data.attrs[SCALE_ATTRIBUTE] = np.float32(self.scale)
         self.label = self.file.create_dataset(
             "label", (rows,), np.float32, chunks=(max(1, min(rows, 1 << 16)),),
             track_times=False, **self.filters)
@@ -362,16 +456,29 @@ class _Writer:
             where = slice(self.at - self.start, self.at - self.start + take)
             self.data[where] = pixels[done:done + take]
             self.label[where] = labels[done:done + take]
+            if self.sink.error is not None:
+                raise self.sink.error
             done += take
             self.at += take
 
     def close(self):
         if self.file is not None:
             self.file.close()
+            self.file = None
+            self.sink.close()
             target = self.targets[self.index]
             self.files.append(OutputFile(target, os.path.getsize(self.staged),
                                          sha256_file(self.staged)))
+
+    def abandon(self):
+        """Close after a failure (HDF5 finishes into nothing; the staged file goes)."""
+        if self.file is not None:
+            self.file.close()
             self.file = None
+            try:
+                self.sink.close()
+            except OSError:
+                pass
 
     def finish(self):
         while self.index < len(self.targets) - 1:  # an empty split still gets its file
@@ -427,7 +534,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
             if one_file and len(targets) == 1:
                 targets = [path]
             _supersede(out, folder, stem, targets)
-            writer = _Writer(h5py, out, split, targets, bounds, pixel_type, compress)
+            writer = _Writer(h5py, out, split, targets, bounds, pixel_type, no_scale,
+                             compress)
             written = 0
             try:
                 for batch in iter_batches(split, progress, split.name):
@@ -438,9 +546,9 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
                     raise FormatError(h.source, f"yielded {written} examples, its header "
                                                 f"says {h.count}")
                 files += writer.finish()
-            finally:
-                if writer.file is not None:
-                    writer.file.close()
+            except BaseException:
+                writer.abandon()
+                raise
             list_target = os.path.join(folder, stem + ".txt")
             text = "".join(os.path.abspath(t) + "\n" for t in targets).encode("utf-8")
             with open(out.file(list_target), "wb") as f:

@@ -29,8 +29,10 @@ were tampered with can still crash the process (as it would crash Caffe): read L
 you or your tools wrote.
 """
 
+import errno
 import math
 import os
+import resource
 
 import numpy as np
 
@@ -425,6 +427,28 @@ def _commit(lmdb, env, items):
             env.set_mapsize(env.info()["map_size"] * 2)
 
 
+def _os_error(error, staged, attempted):
+    """An lmdb.Error of a failed write as the OSError it stands for, so the command
+    line names the output and says what to do (a full disk). liblmdb reports a write
+    cut short as EIO, so that is checked against the usual causes: the file size
+    limit (RLIMIT_FSIZE) and the free space of the file system."""
+    message = str(error)
+    for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO):
+        if os.strerror(code) in message:
+            break
+    else:
+        return None
+    if code == errno.EIO:
+        size = os.path.getsize(staged) + attempted
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        disk = os.statvfs(os.path.dirname(staged))
+        if limit != resource.RLIM_INFINITY and size > limit:
+            code = errno.EFBIG
+        elif disk.f_bavail * disk.f_frsize < attempted:
+            code = errno.ENOSPC
+    return OSError(code, os.strerror(code))
+
+
 def _write_split(lmdb, split, staged, encoded, progress):
     h = split.header
     channels = 1 if len(h.shape) == 2 else h.shape[2]
@@ -447,6 +471,9 @@ def _write_split(lmdb, split, staged, encoded, progress):
                 _commit(lmdb, env, pending)
                 pending, pending_bytes = [], 0
         _commit(lmdb, env, pending)
+    except lmdb.Error as e:
+        failed = _os_error(e, staged, pending_bytes)
+        raise (failed or OSError(errno.EIO, f"LMDB failed writing ({e})")) from None
     finally:
         env.close()
     if written != h.count:
