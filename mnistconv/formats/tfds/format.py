@@ -151,6 +151,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
             raise UsageError(where, f"split {split_name} has no examples; TFDS splits "
                                     "hold one at least")
         num_classes = max(num_classes, encode.check_labels(split, "TFDS"))
+        if shards is not None and shards > split.header.count:
+            raise UsageError(where, f"--shards {shards} but split {split_name} has "
+                                    f"{split.header.count} examples",
+                             "every shard holds one example at least")
         plan.append((split_name, split, shape))
     shapes = {shape for _, _, shape in plan}
     if len(shapes) > 1:

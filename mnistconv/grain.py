@@ -1,0 +1,92 @@
+"""Grain data sources for the ArrayRecord files mnistconv writes (the `arrayrecord`
+extra plus grain; this module imports them, nothing else in mnistconv does).
+
+source(path) opens an .array_record file, shard set or glob, or a TFDS directory
+written with --file-format array_record, through Grain's own ArrayRecordDataSource, and
+gives random access to decoded examples: source[i] is (image, label), image a uint8
+H x W x 1 numpy array, label an int.
+
+    import grain, mnistconv.grain
+    data = mnistconv.grain.source("mnist.array_record", "train")
+    loader = grain.MapDataset.source(data).shuffle(seed=0).batch(128)
+    images, labels = loader[0]          # (128, 28, 28, 1) uint8, (128,) int64
+"""
+
+import os
+
+import numpy as np
+
+from .errors import MissingDependency, UsageError
+
+
+def _grain():
+    try:
+        import grain
+        return grain
+    except ImportError:
+        raise MissingDependency("grain", "grain", "mnistconv.grain.source") from None
+
+
+def _files(path, split):
+    from .formats.tfds.format import sniff as is_tfds
+    path = str(path)
+    if os.path.isdir(path) and is_tfds(path):
+        from .formats.tfds.format import find_directory
+        from .formats.tfds.info import Info
+        meta = Info(find_directory(path))
+        if meta.file_format != "array_record":
+            raise UsageError(path, f"its shards are {meta.file_format}, not array_record",
+                             "use mnistconv.tf.dataset(path), or write it with "
+                             "--file-format array_record")
+        if split not in meta.splits:
+            raise UsageError(path, f"no split named {split}",
+                             f"splits present: {', '.join(meta.splits)}")
+        return meta.shard_files(split)
+    from .formats.arrayrecord.format import resolve
+    groups = resolve(path)
+    if split in groups:
+        return groups[split]
+    if len(groups) == 1:
+        return next(iter(groups.values()))
+    raise UsageError(path, f"no split named {split}", f"splits present: {', '.join(groups)}")
+
+
+class ExampleSource:
+    """Random access to (image, label) of ArrayRecord Examples, over Grain's
+    ArrayRecordDataSource (a grain RandomAccessDataSource: len() and [i]).
+
+        data = ExampleSource(["mnist-train.array_record"])
+        len(data), data[7][1]
+    """
+
+    def __init__(self, files):
+        from .formats.arrayrecord.format import _module
+        _module()  # the Python 3.11 and extra checks, in one line
+        self.files = list(files)
+        self.records = _grain().sources.ArrayRecordDataSource(self.files)
+
+    def __len__(self):
+        return len(self.records)
+
+    def __getitem__(self, index):
+        from . import codecs
+        from .formats.tfrecord.example import example_class
+        example = example_class().FromString(self.records[index])
+        feature = example.features.feature
+        image = codecs.decode_image(feature["image"].bytes_list.value[0])
+        labels = feature["label"].int64_list.value
+        label = int(labels[0]) if len(labels) == 1 else int(np.argmax(labels))
+        return image[:, :, None], label
+
+    def __repr__(self):
+        return f"ExampleSource({self.files!r})"
+
+
+def source(path, split="train") -> ExampleSource:
+    """Random access to the (image, label) examples of an ArrayRecord file, shard set
+    or glob, or of a TFDS directory's split (array_record shards).
+
+        data = source("out/mnist", "test")
+        image, label = data[0]
+    """
+    return ExampleSource(_files(path, split))

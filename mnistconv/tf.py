@@ -1,0 +1,139 @@
+"""A tf.data input pipeline for what mnistconv writes (the `tensorflow` extra; this
+module imports TensorFlow, nothing else in mnistconv does).
+
+dataset(path) reads a TFRecord file, shard set or glob of any preset mnistconv writes
+(recipe: JPEG + one-hot label; tfds: PNG + class index; slim: image/encoded +
+image/class/label; raw pixels with height/width), gzip or zlib compressed, or a TFDS
+prepared directory (TFRecord shards), and yields (image, label): image uint8 H x W x 1
+(float32 in [0, 1] with normalize=True), label int64. The feature spec and the decoder
+are found from the first record, read without TensorFlow; records are parsed and
+decoded in a parallel map and prefetched.
+
+    import mnistconv.tf, tensorflow as tf
+    train = mnistconv.tf.dataset("mnist.tfrecord", "train", normalize=True,
+                                 shuffle=10000, batch_size=128)
+    model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])
+    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(train, epochs=1)
+"""
+
+import os
+
+from .errors import MissingDependency, UsageError
+
+
+def _tensorflow():
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise MissingDependency("tensorflow", "tensorflow", "mnistconv.tf.dataset") \
+            from None
+    return tf
+
+
+def _tfds_files(path, split):
+    """(files, compression, layout facts) of a TFDS directory's split."""
+    from .formats.tfds.format import find_directory
+    from .formats.tfds.info import Info
+    meta = Info(find_directory(path))
+    if meta.file_format != "tfrecord":
+        raise UsageError(path, f"its shards are {meta.file_format}, which tf.data does "
+                               "not read", "use mnistconv.grain.source(path) or "
+                                           "tfds.data_source")
+    if split not in meta.splits:
+        raise UsageError(path, f"no split named {split}",
+                         f"splits present: {', '.join(meta.splits)}")
+    return meta.shard_files(split)
+
+
+def _tfrecord_files(path, split):
+    from .formats.tfrecord.names import resolve
+    groups = resolve(path)
+    if split in groups:
+        return groups[split]
+    if len(groups) == 1:
+        return next(iter(groups.values()))
+    raise UsageError(path, f"no split named {split}",
+                     f"splits present: {', '.join(groups)}")
+
+
+def _first_record(files):
+    """(compression, Layout, image kind, (H, W)) from the first record, read without
+    TensorFlow."""
+    from . import codecs
+    from .errors import FormatError
+    from .formats.tfrecord.example import example_class, find_layout
+    from .formats.tfrecord.framing import detect_compression, iter_records
+    with open(files[0], "rb") as f:
+        head = f.read(16)
+    compression = detect_compression(files[0], head)
+    for number, _, data in iter_records(files[0], compression):
+        example = example_class().FromString(bytes(data))
+        layout = find_layout(example, "auto", files[0], number)
+        feature = example.features.feature
+        image = feature[layout.image_key].bytes_list.value[0]
+        if layout.height_key:
+            shape = (feature[layout.height_key].int64_list.value[0],
+                     feature[layout.width_key].int64_list.value[0])
+        else:
+            shape = codecs.decode_image(image).shape if codecs.image_kind(image) != "raw" \
+                else None
+        kind = codecs.image_kind(image)
+        if kind == "raw" and shape is None:
+            side = int(round(len(image) ** 0.5))
+            shape = (side, side)
+        return compression, layout, kind, tuple(int(d) for d in shape)
+    raise FormatError(files[0], "contains no records")
+
+
+def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
+            normalize=False, drop_remainder=False):
+    """A tf.data.Dataset of (image, label) for a TFRecord file, shard set or glob, or a
+    TFDS directory, written by mnistconv (any preset). split: the split to read when the
+    path holds several (a single file is read whatever its name). shuffle: a buffer
+    size; batch_size: batch it; normalize: float32 pixels in [0, 1].
+
+        ds = dataset("out/mnist", "test", batch_size=256)     # a TFDS directory
+        images, labels = next(iter(ds))                        # (256, 28, 28, 1) uint8
+    """
+    tf = _tensorflow()
+    if shuffle is not None and (isinstance(shuffle, bool) or int(shuffle) < 1):
+        raise UsageError(None, f"shuffle is a buffer size of 1 or more, not {shuffle!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
+        raise UsageError(None, f"batch_size must be 1 or more, not {batch_size!r}")
+    from .formats.tfds.format import sniff as is_tfds
+    path = str(path)
+    files = _tfds_files(path, split) if os.path.isdir(path) and is_tfds(path) else \
+        _tfrecord_files(path, split)
+    compression, layout, kind, shape = _first_record(files)
+    spec = {layout.image_key: tf.io.FixedLenFeature([], tf.string),
+            layout.label_key: tf.io.FixedLenFeature(
+                [layout.label_width] if layout.label_format == "onehot" else [], tf.int64)}
+    height, width = shape
+
+    def decode(record):
+        """One serialized Example to (image H x W x 1, label)."""
+        parsed = tf.io.parse_single_example(record, spec)
+        data = parsed[layout.image_key]
+        if kind == "raw":
+            image = tf.reshape(tf.io.decode_raw(data, tf.uint8), [height, width, 1])
+        elif kind == "jpeg":
+            image = tf.io.decode_jpeg(data, channels=1)
+        else:
+            image = tf.io.decode_png(data, channels=1)
+        image = tf.ensure_shape(image, [height, width, 1])
+        if normalize:
+            image = tf.cast(image, tf.float32) / 255.0
+        label = parsed[layout.label_key]
+        if layout.label_format == "onehot":
+            label = tf.argmax(label, output_type=tf.int64)
+        return image, label
+
+    ds = tf.data.TFRecordDataset(files, compression_type={"none": "", "gzip": "GZIP",
+                                                          "zlib": "ZLIB"}[compression])
+    if shuffle:
+        ds = ds.shuffle(int(shuffle), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+    if batch_size:
+        ds = ds.batch(int(batch_size), drop_remainder=drop_remainder)
+    return ds.prefetch(tf.data.AUTOTUNE)
