@@ -39,10 +39,10 @@ from .errors import MnistconvError, UsageError
 from .fileio import STAGING_MARK, StagedOutput
 from .records import NO_PROGRESS, Progress
 # The catalogue, re-exported: download.FAMILIES, download.get_family, ...
-from .sources import FAMILIES, Family, RemoteFile, get_family
+from .sources import FAMILIES, Family, RemoteFile, Source, get_family
 
-__all__ = ["FAMILIES", "Family", "RemoteFile", "get_family", "Result", "check_file",
-           "check_present", "verify", "download"]
+__all__ = ["FAMILIES", "Family", "RemoteFile", "Source", "get_family", "Result",
+           "check_file", "check_present", "verify", "download"]
 
 CHUNK = 1 << 16
 DEFAULT_TIMEOUT = 60.0
@@ -417,18 +417,24 @@ def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
 
 def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEOUT,
              retries=DEFAULT_RETRIES, force=False, progress: Progress = NO_PROGRESS,
-             retry_delay=1.0) -> list:
+             retry_delay=1.0, source="original") -> list:
     """Make directory hold the family's files, verified. Files present and valid are
-    kept; the rest are fetched from base_urls (default: the family's mirrors), in order.
+    kept; the rest are fetched from base_urls (default: the source's mirrors), in order.
+    `source` names where from (Family.source): "original" (the publishers' files),
+    "keras", "hf"; a source of another layout (Keras' npz, the Hub's Parquet) is
+    converted to the family's IDX files, uncompressed, each checked against the
+    official content SHA-256 where it is known (see _converted).
 
     force re-fetches everything and replaces files that do not match. Returns a Result
-    per file (downloaded, present, extracted). Raises MnistconvError naming the file or
-    URL on any failure; files completed before it stay (they are verified)."""
+    per file (downloaded, present, extracted, converted). Raises MnistconvError naming
+    the file or URL on any failure; files completed before it stay (they are
+    verified)."""
     if retries < 0:
         raise UsageError(None, "--retries must be 0 or more")
     if timeout <= 0:
         raise UsageError(None, "--timeout must be positive")
-    mirrors = tuple(base_urls) if base_urls else family.mirrors
+    chosen = family.source(source)
+    mirrors = tuple(base_urls) if base_urls else chosen.mirrors
     directory = os.path.abspath(str(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise UsageError(directory, "exists and is not a directory")
@@ -451,6 +457,10 @@ def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEO
     os.makedirs(directory, exist_ok=True)
     results = []
     try:
+        if chosen.kind != "files":
+            return _converted(family, chosen, plan, directory, mirrors, force=force,
+                              timeout=timeout, retries=retries, retry_delay=retry_delay,
+                              progress=progress)
         for spec, target, state in plan:
             if state.action == "verified" and not force:
                 state.action = "present"
@@ -468,6 +478,81 @@ def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEO
             shutil.rmtree(directory, ignore_errors=True)
         raise
     return results
+
+
+def _converted(family, source, plan, directory, mirrors, *, force, progress, **fetching):
+    """A source of another layout: fetch its files into a staging folder, convert them
+    to the family's IDX files (mnistconv.read, the IDX writer), check each against the
+    official content SHA-256 where known, and only then put them in place (any class
+    names the source records come along as classes.txt)."""
+    import mnistconv
+    present = [state for _, _, state in plan if state.action == "verified"]
+    if len(present) == len(plan) and not force:
+        for state in present:
+            state.action = "present"
+        return present
+    import tempfile
+    from .fileio import staging_prefix
+    # Beside the outputs, named as staging is: a run killed here leaves a leftover the
+    # next run recognises and removes.
+    work = tempfile.mkdtemp(dir=directory, prefix=staging_prefix("source"))
+    try:
+        fetched, urls = {}, []
+        for spec in source.files:
+            target = os.path.join(work, *spec.name.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            result = _fetch(spec, target, mirrors, progress=progress, **fetching)
+            fetched[spec.name] = target
+            urls.append(result.url)
+        splits = {}
+        for name, path in fetched.items():
+            ds = mnistconv.read(path, source.kind)
+            if source.kind == "parquet":  # <config>/<split>-00000-of-00001.parquet
+                split = os.path.basename(name).split("-")[0]
+                ds.splits = {split: next(iter(ds.splits.values()))}
+            for split in ds.splits.values():
+                names = getattr(split, "class_names", None)  # the Parquet reader's
+                if names and not split.header.class_names:
+                    split.header = split.header.with_(class_names=tuple(names))
+            splits.update(ds.splits)
+        converted = os.path.join(work, "idx")
+        mnistconv.write(mnistconv.Dataset("idx", splits), converted + os.sep, "idx")
+        made = sorted(os.listdir(converted))
+        checks = {}
+        for spec, target, _ in plan:
+            raw = spec.name[:-3] if spec.name.endswith(".gz") else spec.name
+            if raw not in made:
+                raise MnistconvError(urls[0], f"the source holds no {raw}",
+                                     "nothing was saved; choose another --source")
+            checks[raw] = _check_content(spec, os.path.join(converted, raw), urls)
+        with StagedOutput(force) as out:
+            # The .gz of a file converted here would be read instead of it: it goes.
+            gz = [n + ".gz" for n in checks] if force else []
+            stage = out.directory(directory, made, replaces=gz)
+            for name in made:
+                os.replace(os.path.join(converted, name), os.path.join(stage, name))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return [Result(os.path.join(directory, name), "converted",
+                   os.path.getsize(os.path.join(directory, name)),
+                   checks.get(name, ("", ""))[0], ", ".join(urls),
+                   check=checks.get(name, ("", ""))[1]) for name in made]
+
+
+def _check_content(spec, path, urls):
+    """(sha256, check) of a converted file: its SHA-256 must be the official
+    content's where known, else the source holds other data and nothing is saved."""
+    size, hexes = _file_digests(path)
+    if spec.content_sha256 is None:
+        return hexes["sha256"], "no official content sha256 to check against"
+    if hexes["sha256"] != spec.content_sha256:
+        raise MnistconvError(", ".join(urls), f"converted to IDX, its "
+                                              f"{os.path.basename(path)} has sha256 "
+                                              f"{hexes['sha256']}, not the official "
+                                              f"{spec.content_sha256}",
+                             "nothing was saved: the source holds other data than the "
+                             "published files")
+    return hexes["sha256"], "content sha256 matches the official file"
 
 
 def _has_files(directory):

@@ -1,8 +1,13 @@
 """The MNIST family's published files: names, published digests (and, for MNIST, the
 decompressed files' SHA-256 and size), and the mirrors that serve them, tried in order.
+Besides the publishers' files (source "original"), a family may have other sources:
+the same files on Keras' mirror, Keras' mnist.npz, or the Hugging Face Hub's Parquet.
+A source whose files are not the family's IDX files is converted to them, and the
+result is checked against the official files' content SHA-256 where it is known, so
+the same dataset from any source is provably the same bytes.
 Data only; mnistconv/download.py fetches and checks them."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from .errors import UsageError
@@ -29,6 +34,26 @@ class RemoteFile:
 
 
 @dataclass(frozen=True)
+class Source:
+    """Where else a family's data can be had: `files` fetched from `mirrors` (tried in
+    order), checked against their own digests where published; `kind` says what they
+    are: "files" (the family's own files, kept as they are), "npz" (Keras' layout) or
+    "parquet" (the Hub's layout: files named <config>/<split>-00000-of-00001.parquet),
+    both converted to the family's IDX files, uncompressed.
+
+        Source("keras", "Keras' mirror", ("https://.../tf-keras-datasets",),
+               (RemoteFile("mnist.npz", sha256="731c..."),), kind="npz")
+    """
+
+    name: str
+    description: str
+    mirrors: tuple
+    files: tuple
+    kind: str = "files"
+    checksums_from: str = ""
+
+
+@dataclass(frozen=True)
 class Family:
     """A dataset `mnistconv download` knows: its files, the mirrors serving them, where
     their digests come from, and how an archive's members are laid out on disk."""
@@ -43,6 +68,23 @@ class Family:
     # skip the member). None means the files are used as they are.
     extract: Optional[Callable[[str], Optional[str]]] = None
     note: str = ""
+    sources: tuple = ()  # other Sources, beside "original" (mirrors + files above)
+
+    def source(self, name="original") -> Source:
+        """The source of that name: "original" is the publishers' files on `mirrors`.
+
+            get_family("mnist").source("keras").files[0].name     # 'mnist.npz'
+        """
+        if name in (None, "original"):
+            return Source("original", "the publishers' files", self.mirrors, self.files,
+                          checksums_from=self.checksums_from)
+        for source in self.sources:
+            if source.name == name:
+                # No files of its own: the family's, from this source's mirrors.
+                return source if source.files else replace(source, files=self.files)
+        names = ", ".join(["original"] + [s.name for s in self.sources])
+        raise UsageError(None, f"{self.name} has no source '{name}'",
+                         f"its sources: {names}")
 
 
 def _emnist_member(member):
@@ -57,6 +99,17 @@ def _emnist_member(member):
 
 _IDX = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+
+_KERAS = "https://storage.googleapis.com/tensorflow/tf-keras-datasets"
+_HUB = "https://huggingface.co/datasets"
+
+
+def _hub_files(config):
+    """The Hub's Parquet conversion of a dataset: <config>/<split>-00000-of-00001.parquet
+    (their digests are not published beside them: the converted content is checked)."""
+    return tuple(RemoteFile(f"{config}/{split}-00000-of-00001.parquet")
+                 for split in ("train", "test"))
 
 
 def _files(md5s, sha256s=None, sizes=None, contents=None):
@@ -110,7 +163,17 @@ FAMILIES = {
             # decompressed files of the MNIST database.
             checksums_from="torchvision/datasets/mnist.py (MD5); browser-v1 manifest "
                            "split_provenance.files (SHA-256, sizes); the decompressed "
-                           "files' SHA-256 (content)"),
+                           "files' SHA-256 (content)",
+            sources=(
+                Source("keras", "Keras' mnist.npz (keras.datasets.mnist), converted to "
+                       "IDX", (_KERAS,),
+                       (RemoteFile("mnist.npz", sha256="731c5ac602752760c8e48fbffcf8c3b8"
+                                                       "50d9dc2a2aedcf2cc48468fc17b673d1"),),
+                       "npz", "keras/src/datasets/mnist.py (file_hash)"),
+                Source("hf", "the Hugging Face Hub's Parquet (ylecun/mnist), converted "
+                       "to IDX", (f"{_HUB}/ylecun/mnist/resolve/main",), _hub_files("mnist"),
+                       "parquet", "the official files' content SHA-256"),
+            )),
         Family(
             "fashion-mnist", "Fashion-MNIST: Zalando article images, 10 classes",
             "https://github.com/zalandoresearch/fashion-mnist",
@@ -118,20 +181,57 @@ FAMILIES = {
             ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com",
              "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion"),
             # MD5s as published in the Fashion-MNIST README and torchvision's
-            # FashionMNIST.resources.
+            # FashionMNIST.resources; SHA-256 and sizes as in TensorFlow Datasets'
+            # url_checksums/fashion_mnist.txt.
             _files(("8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
-                    "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310")),
+                    "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310"),
+                   {"train-images-idx3-ubyte.gz":
+                    "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+                    "train-labels-idx1-ubyte.gz":
+                    "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+                    "t10k-images-idx3-ubyte.gz":
+                    "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+                    "t10k-labels-idx1-ubyte.gz":
+                    "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"},
+                   {"train-images-idx3-ubyte.gz": 26421880, "train-labels-idx1-ubyte.gz":
+                    29515, "t10k-images-idx3-ubyte.gz": 4422102,
+                    "t10k-labels-idx1-ubyte.gz": 5148}),
             checksums_from="Fashion-MNIST README; torchvision/datasets/mnist.py "
-                           "(FashionMNIST.resources)"),
+                           "(FashionMNIST.resources); TensorFlow Datasets' "
+                           "url_checksums/fashion_mnist.txt (SHA-256, sizes)",
+            sources=(
+                # Keras' fashion_mnist.py fetches the same four files from its mirror.
+                Source("keras", "the same files on Keras' mirror "
+                       "(keras.datasets.fashion_mnist)", (_KERAS,), (), "files",
+                       "the publishers' digests"),
+                Source("hf", "the Hugging Face Hub's Parquet "
+                       "(zalando-datasets/fashion_mnist), converted to IDX",
+                       (f"{_HUB}/zalando-datasets/fashion_mnist/resolve/main",),
+                       _hub_files("fashion_mnist"), "parquet",
+                       "the converted files' content, where its SHA-256 is known"),
+            )),
         Family(
             "kmnist", "Kuzushiji-MNIST: cursive Japanese characters, 10 classes",
             "https://github.com/rois-codh/kmnist",
             ("https://codh.rois.ac.jp/kmnist/dataset/kmnist",
              "http://codh.rois.ac.jp/kmnist/dataset/kmnist"),
-            # MD5s as in torchvision/datasets/mnist.py (KMNIST.resources).
+            # MD5s as in torchvision/datasets/mnist.py (KMNIST.resources); SHA-256 and
+            # sizes as in TensorFlow Datasets' url_checksums/kmnist.txt.
             _files(("bdb82020997e1d708af4cf47b453dcf7", "e144d726b3acfaa3e44228e80efcd344",
-                    "5c965bf0a639b31b8f53240b1b52f4d7", "7320c461ea6c1c855c0b718fb2a4b134")),
-            checksums_from="torchvision/datasets/mnist.py (KMNIST.resources)"),
+                    "5c965bf0a639b31b8f53240b1b52f4d7", "7320c461ea6c1c855c0b718fb2a4b134"),
+                   {"train-images-idx3-ubyte.gz":
+                    "51467d22d8cc72929e2a028a0428f2086b092bb31cfb79c69cc0a90ce135fde4",
+                    "train-labels-idx1-ubyte.gz":
+                    "e38f9ebcd0f3ebcdec7fc8eabdcdaef93bb0df8ea12bee65224341c8183d8e17",
+                    "t10k-images-idx3-ubyte.gz":
+                    "edd7a857845ad6bb1d0ba43fe7e794d164fe2dce499a1694695a792adfac43c5",
+                    "t10k-labels-idx1-ubyte.gz":
+                    "20bb9a0ef54c7db3efc55a92eef5582c109615df22683c380526788f98e42a1c"},
+                   {"train-images-idx3-ubyte.gz": 18165135, "train-labels-idx1-ubyte.gz":
+                    29497, "t10k-images-idx3-ubyte.gz": 3041136,
+                    "t10k-labels-idx1-ubyte.gz": 5120}),
+            checksums_from="torchvision/datasets/mnist.py (KMNIST.resources); TensorFlow "
+                           "Datasets' url_checksums/kmnist.txt (SHA-256, sizes)"),
         Family(
             "emnist", "EMNIST: NIST Special Database 19 in MNIST form, all six splits",
             "https://www.nist.gov/itl/products-and-services/emnist-dataset",

@@ -455,7 +455,9 @@ def emnist_zip():
                 member = f"gzip/emnist-{split}-{name.replace('t10k', 'test')}"
                 z.writestr(member, data)
                 members[member] = data
-            z.writestr(f"gzip/emnist-{split}-mapping.txt", "0 48\n1 49\n")
+            # The generated labels are 0..9: a mapping naming them all (a digit's code).
+            z.writestr(f"gzip/emnist-{split}-mapping.txt",
+                       "".join(f"{i} {48 + i}\n" for i in range(10)))
         z.writestr("gzip/README", "not extracted")
     return buffer.getvalue(), members
 
@@ -471,7 +473,8 @@ def test_emnist_archive_is_verified_then_extracted_per_split(serve, tmp_path):
         base = member.split("/")[-1]
         split = base.split("-")[1]
         assert (tmp_path / split / base).read_bytes() == data
-    assert (tmp_path / "digits" / "emnist-digits-mapping.txt").read_text() == "0 48\n1 49\n"
+    assert (tmp_path / "digits" / "emnist-digits-mapping.txt").read_text() == \
+        "".join(f"{i} {48 + i}\n" for i in range(10))
     assert sorted(os.listdir(tmp_path)) == ["digits", "gzip.zip", "letters"]
 
     # A lost member is restored from the verified archive, without a download.
@@ -774,9 +777,14 @@ def test_emnist_split_directory_converts(serve, tmp_path, capsys):
                            tmp_path / "digits.npz", "-q")
     assert (code, err) == (0, "")
     with np.load(tmp_path / "digits.npz", allow_pickle=False) as npz:
-        assert sorted(npz.files) == ["x_test", "x_train", "y_test", "y_train"]
+        assert sorted(npz.files) == ["class_names", "x_test", "x_train", "y_test",
+                                     "y_train"]
+        assert npz["class_names"].tolist() == [str(i) for i in range(10)]
         assert np.array_equal(npz["y_train"], idx_arrays(
             members, "gzip/emnist-digits-train-labels-idx1-ubyte.gz"))
+        # Read upright: the stored images transposed.
+        stored = idx_arrays(members, "gzip/emnist-digits-train-images-idx3-ubyte.gz")
+        assert np.array_equal(npz["x_train"], stored.reshape(-1, 28, 28).transpose(0, 2, 1))
 
 
 @pytest.mark.skipif(not SHARED_MNIST.is_dir(), reason="../shared/data/mnist is not present")
@@ -1063,3 +1071,189 @@ def test_official_files_recompressed_or_uncompressed_verify(tmp_path, capsys):
     assert sorted(os.listdir(folder)) == ["t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
                                           "train-images-idx3-ubyte.gz",
                                           "train-labels-idx1-ubyte.gz"]
+
+
+# --- other sources: the Hub's Parquet, Keras' mirror --------------------------------------
+
+def family_arrays(n_train=30, n_test=10, seed=21):
+    rng = np.random.default_rng(seed)
+    return {split: (rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                    (np.arange(n) % 10).astype(np.uint8))
+            for split, n in (("train", n_train), ("test", n_test))}
+
+
+def hub_parquet(images, labels, names):
+    """A Parquet file as the Hub's conversion holds it: image {bytes: PNG, path},
+    label int64, the features (Image, ClassLabel) in the huggingface metadata."""
+    import json
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    from PIL import Image
+    pngs = []
+    for image in images:
+        buffer = io.BytesIO()
+        Image.fromarray(image).save(buffer, format="PNG")
+        pngs.append({"bytes": buffer.getvalue(), "path": None})
+    table = pa.table({"image": pa.array(pngs, pa.struct([("bytes", pa.binary()),
+                                                         ("path", pa.string())])),
+                      "label": pa.array(labels.astype(np.int64), pa.int64())})
+    features = {"info": {"features": {"image": {"_type": "Image"},
+                                      "label": {"names": list(names),
+                                                "_type": "ClassLabel"}}}}
+    table = table.replace_schema_metadata({"huggingface": json.dumps(features)})
+    out = io.BytesIO()
+    pq.write_table(table, out)
+    return out.getvalue()
+
+
+FASHION = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+           "Sneaker", "Bag", "Ankle boot")
+
+
+@pytest.fixture
+def test_fashion(monkeypatch):
+    """Fashion-MNIST's catalogue entry for generated data: the original layout's .gz
+    files and the Hub's Parquet of the same data, the official content hashes computed
+    here from the IDX files the data makes."""
+    pytest.importorskip("pyarrow")
+    if "parquet" not in __import__("mnistconv").formats():
+        pytest.skip("the Parquet format is not registered yet")
+    arrays = family_arrays()
+    served, contents = {}, {}
+    for split, stem in (("train", "train"), ("test", "t10k")):
+        images, labels = arrays[split]
+        for kind, array in (("images-idx3", images), ("labels-idx1", labels)):
+            raw = idx_bytes(array)
+            name = f"{stem}-{kind}-ubyte.gz"
+            served[name] = gzip.compress(raw, 9, mtime=0)
+            contents[name] = (hashlib.sha256(raw).hexdigest(), len(raw))
+        served[f"hub/fashion_mnist/{split}-00000-of-00001.parquet"] = \
+            hub_parquet(images, labels, FASHION)
+    specs = tuple(dataclasses.replace(spec_for(n, d), content_sha256=contents[n][0],
+                                      content_size=contents[n][1])
+                  for n, d in served.items() if n in contents)
+    real = REAL_FAMILIES["fashion-mnist"]
+    hub = dataclasses.replace(real.source("hf"), mirrors=("http://127.0.0.1:1/hub",))
+    fam = dataclasses.replace(real, files=specs, sources=(hub,))
+    monkeypatch.setitem(dl.FAMILIES, "fashion-mnist", fam)
+    return served, contents, arrays
+
+
+def content_hashes(folder):
+    out = {}
+    for name in os.listdir(folder):
+        data = (folder / name).read_bytes()
+        if name.endswith(".gz"):
+            data, name = gzip.decompress(data), name[:-3]
+        out[name] = hashlib.sha256(data).hexdigest()
+    return out
+
+
+def test_cli_fashion_from_the_hub_gives_the_official_content(serve, tmp_path, capsys,
+                                                              test_fashion):
+    served, contents, arrays = test_fashion
+    server = serve(served)
+    official = {n[:-3]: h for n, (h, _) in contents.items()}
+    code, out, err = run_cli(capsys, "download", "fashion-mnist", tmp_path / "hf",
+                             "--source", "hf", "--base-url", server.url + "/hub")
+    assert (code, out) == (0, "")
+    assert f"converted  train-images-idx3-ubyte (23.5 kB) from {server.url}/hub/" \
+           "fashion_mnist/train-00000-of-00001.parquet" in err
+    hashes = content_hashes(tmp_path / "hf")
+    assert {n: hashes[n] for n in official} == official
+    # The Hub's ClassLabel names come along beside the IDX files.
+    assert (tmp_path / "hf" / "classes.txt").read_text().splitlines() == list(FASHION)
+    assert not staging_leftovers(tmp_path)
+    assert sorted(p for p, _ in server.requests) == [
+        "hub/fashion_mnist/test-00000-of-00001.parquet",
+        "hub/fashion_mnist/train-00000-of-00001.parquet"]
+    # The original layout from its mirror: the same content.
+    code, out, err = run_cli(capsys, "download", "fashion-mnist", tmp_path / "orig",
+                             "--base-url", server.url)
+    assert code == 0
+    assert content_hashes(tmp_path / "orig") == official
+    # What the Hub gave verifies by content, and a second run fetches nothing.
+    code, out, err = run_cli(capsys, "download", "fashion-mnist", tmp_path / "hf",
+                             "--verify-only", "-q")
+    assert (code, out, err) == (0, "", "")
+    before = len(server.requests)
+    code, out, err = run_cli(capsys, "download", "fashion-mnist", tmp_path / "hf",
+                             "--source", "hf", "--base-url", server.url + "/hub", "--json")
+    assert code == 0 and len(server.requests) == before
+    import json
+    assert [f["action"] for f in json.loads(out)["files"]] == ["present"] * 4
+
+
+def test_cli_a_source_serving_other_data_is_refused(serve, tmp_path, capsys, test_fashion):
+    served, contents, arrays = test_fashion
+    images, labels = arrays["train"]
+    other = dict(served)
+    other["hub/fashion_mnist/train-00000-of-00001.parquet"] = hub_parquet(
+        255 - images, labels, FASHION)
+    server = serve(other)
+    target = tmp_path / "hf"
+    code, out, err = run_cli(capsys, "download", "fashion-mnist", target, "--source", "hf",
+                             "--base-url", server.url + "/hub")
+    assert (code, out) == (1, "")
+    changed = idx_bytes(255 - images)
+    urls = ", ".join(f"{server.url}/hub/fashion_mnist/{s}-00000-of-00001.parquet"
+                     for s in ("train", "test"))
+    assert err == (f"Error: {urls}: converted to IDX, its train-images-idx3-ubyte has sha256 "
+                   f"{hashlib.sha256(changed).hexdigest()}, not the official "
+                   f"{contents['train-images-idx3-ubyte.gz'][0]}; nothing was saved: the "
+                   "source holds other data than the published files\n")
+    assert not target.exists()
+
+
+def test_keras_mnist_npz_converted_to_the_official_content(serve, tmp_path, monkeypatch):
+    arrays = family_arrays(seed=5)
+    buffer = io.BytesIO()
+    np.savez(buffer, x_train=arrays["train"][0], y_train=arrays["train"][1],
+             x_test=arrays["test"][0], y_test=arrays["test"][1])
+    npz = buffer.getvalue()
+    contents = {}
+    for split, stem in (("train", "train"), ("test", "t10k")):
+        for kind, array in zip(("images-idx3", "labels-idx1"), arrays[split]):
+            raw = idx_bytes(array)
+            contents[f"{stem}-{kind}-ubyte.gz"] = (hashlib.sha256(raw).hexdigest(), len(raw))
+    real = REAL_FAMILIES["mnist"]
+    keras = real.source("keras")
+    assert keras.files[0].sha256 == \
+        "731c5ac602752760c8e48fbffcf8c3b850d9dc2a2aedcf2cc48468fc17b673d1"
+    keras = dataclasses.replace(keras, files=(spec_for("mnist.npz", npz),))
+    fam = dataclasses.replace(real, sources=(keras,), files=tuple(
+        dl.RemoteFile(n, content_sha256=h, content_size=s) for n, (h, s) in contents.items()))
+    server = serve({"mnist.npz": npz})
+    results = dl.download(fam, tmp_path / "k", base_urls=[server.url], source="keras",
+                          retry_delay=0)
+    assert [r.action for r in results] == ["converted"] * 4
+    assert {r.check for r in results} == {"content sha256 matches the official file"}
+    assert content_hashes(tmp_path / "k") == {n[:-3]: h for n, (h, _) in contents.items()}
+    # The real catalogue's SHA-256 of Keras' mnist.npz refuses these bytes.
+    with pytest.raises(MnistconvError) as e:
+        dl.download(REAL_FAMILIES["mnist"], tmp_path / "real", base_urls=[server.url],
+                    source="keras", retries=0, retry_delay=0)
+    assert "checksum mismatch: expected sha256 731c5ac6" in str(e.value)
+    assert not (tmp_path / "real").exists()
+
+
+def test_cli_unknown_source_is_a_usage_error(tmp_path, capsys):
+    code, out, err = run_cli(capsys, "download", "kmnist", tmp_path / "k", "--source", "hf")
+    assert (code, out) == (2, "")
+    assert err == "Error: kmnist has no source 'hf'; its sources: original\n"
+    assert not (tmp_path / "k").exists()
+
+
+def test_catalogue_sources_and_their_checksums():
+    mnist, fashion = REAL_FAMILIES["mnist"], REAL_FAMILIES["fashion-mnist"]
+    assert [s.name for s in mnist.sources] == ["keras", "hf"]
+    assert mnist.source("hf").mirrors == ("https://huggingface.co/datasets/ylecun/mnist/"
+                                          "resolve/main",)
+    assert [f.name for f in mnist.source("hf").files] == [
+        "mnist/train-00000-of-00001.parquet", "mnist/test-00000-of-00001.parquet"]
+    # Keras' Fashion-MNIST mirror serves the publishers' files, checked by their digests.
+    assert fashion.source("keras").files == fashion.files
+    assert fashion.source("keras").mirrors == (
+        "https://storage.googleapis.com/tensorflow/tf-keras-datasets",)
+    assert [f.sha256[:8] for f in fashion.files] == ["3aede38d", "a04f1713", "346e55b9",
+                                                     "67da17c7"]

@@ -1,4 +1,5 @@
-"""`mnistconv download`: fetch MNIST, Fashion-MNIST, KMNIST or EMNIST, verified."""
+"""`mnistconv download`: fetch MNIST, Fashion-MNIST, KMNIST or EMNIST, verified, from
+the publishers' mirrors or another source (--source keras, hf)."""
 
 import os
 
@@ -54,7 +55,13 @@ def _list(as_json):
             "mirrors": list(f.mirrors), "checksums_from": f.checksums_from,
             "note": f.note,
             "files": [{"name": s.name, "bytes": s.size, "md5": s.md5, "sha256": s.sha256}
-                      for s in f.files]} for f in dl.FAMILIES.values()])
+                      for s in f.files],
+            "sources": [{"name": s.name, "description": s.description,
+                         "mirrors": list(s.mirrors), "kind": s.kind,
+                         "checksums_from": s.checksums_from,
+                         "files": [x.name for x in s.files]}
+                        for s in (f.source(),) + f.sources]}
+            for f in dl.FAMILIES.values()])
         return
     for f in dl.FAMILIES.values():
         sizes = [s.size for s in f.files]
@@ -63,6 +70,9 @@ def _list(as_json):
         click.echo(f"{'':<14} {len(f.files)} file(s), {total}; {f.homepage}")
         if f.note:
             click.echo(f"{'':<14} {f.note}")
+        if f.sources:
+            click.echo(f"{'':<14} sources: original, "
+                       + ", ".join(f"{s.name} ({s.description})" for s in f.sources))
 
 
 def _result_json(r, directory):
@@ -92,6 +102,12 @@ def _result_json(r, directory):
 @click.option("--base-url", multiple=True, envvar="MNISTCONV_BASE_URL", metavar="URL",
               help="Fetch from this mirror instead of the publishers' (repeat to try "
                    "several in order; env MNISTCONV_BASE_URL, space-separated).")
+@click.option("--source", default="original", show_default=True, metavar="NAME",
+              help="Where from: original (the publishers' files), keras (Keras' mirror; "
+                   "MNIST's mnist.npz converted to IDX), hf (the Hugging Face Hub's "
+                   "Parquet, converted to IDX; needs pyarrow). Converted files are "
+                   "checked against the official files' content SHA-256 where known. "
+                   "See --list.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
               default=dl.DEFAULT_TIMEOUT, show_default=True,
               help="Seconds to wait for a connection or for the next bytes.")
@@ -101,8 +117,8 @@ def _result_json(r, directory):
 @force_option
 @quiet_option
 @json_option
-def download(name, directory, list_, verify_only, base_url, timeout, retries, force, quiet,
-             as_json):
+def download(name, directory, list_, verify_only, base_url, source, timeout, retries, force,
+             quiet, as_json):
     """Download a dataset's IDX files into DIRECTORY, verified against the checksums
     its publishers give. Files already present and valid are not fetched again.
 
@@ -114,6 +130,7 @@ def download(name, directory, list_, verify_only, base_url, timeout, retries, fo
       mnistconv idx-to-npz data/ mnist.npz
       mnistconv download fashion-mnist fashion/ --verify-only
       mnistconv download mnist data/ --base-url https://mirror.example.org/mnist/
+      mnistconv download fashion-mnist fashion/ --source hf
       mnistconv download --list
     """
     if list_:
@@ -123,6 +140,7 @@ def download(name, directory, list_, verify_only, base_url, timeout, retries, fo
         raise UsageError(None, "expected NAME and DIRECTORY",
                          "for example: mnistconv download mnist data/ (or --list)")
     family = dl.get_family(name)
+    family.source(source)  # an unknown source is a usage error before anything else
     progress = Progress() if quiet or not stderr_is_terminal() else ByteProgress()
 
     if verify_only:
@@ -149,8 +167,17 @@ def download(name, directory, list_, verify_only, base_url, timeout, retries, fo
         note(f"All {len(results)} files of {family.name} in {directory} are valid.", quiet)
         return 0
 
-    results = dl.download(family, directory, base_urls=base_url or None, timeout=timeout,
-                          retries=retries, force=force, progress=progress)
+    try:
+        results = dl.download(family, directory, base_urls=base_url or None,
+                              timeout=timeout, retries=retries, force=force,
+                              progress=progress, source=source)
+    except MnistconvError as e:
+        others = [s.name for s in family.sources if s.name != source]
+        if source == "original" and others and not base_url and e.exit_code == 1 \
+                and "network" in (e.hint or "") + e.message:
+            # Mirrors disappear: say where else the same data is.
+            e.hint = f"{e.hint}; or try --source {' or --source '.join(others)}"
+        raise
     if as_json:
         emit_json({"dataset": family.name, "directory": directory,
                    "files": [_result_json(r, os.path.abspath(directory)) for r in results]})
