@@ -33,6 +33,8 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.tfds",
     "mnistconv.formats.arrayrecord",
     "mnistconv.formats.parquet",
+    "mnistconv.formats.webdataset",
+    "mnistconv.formats.imagefolder",
     "mnistconv.formats.caffe_lmdb",
     "mnistconv.formats.caffe_hdf5",
     "mnistconv.formats.quickdraw",

@@ -73,7 +73,15 @@ def format_options(options):
     """
     unique = {}
     for opt in options:
-        unique.setdefault(opt.flag, opt)
+        first = unique.setdefault(opt.flag, opt)
+        if first is not opt and first.type == opt.type == "choice":
+            # One flag, several formats' choices (--layout: npz's nhwc, IDX's
+            # torchvision): click takes them all, each format's write() checks its own;
+            # no default unless they agree, so each format keeps its own.
+            from dataclasses import replace
+            unique[opt.flag] = replace(
+                first, choices=tuple(dict.fromkeys(first.choices + opt.choices)),
+                default=first.default if first.default == opt.default else None)
 
     def decorate(f):
         for opt in reversed(list(unique.values())):

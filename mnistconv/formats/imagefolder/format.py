@@ -1,0 +1,361 @@
+"""ImageFolder: a directory tree of image files, one folder per split and class, as
+torchvision.datasets.ImageFolder and Keras' image_dataset_from_directory read it:
+
+    ROOT/<split>/<class>/<index>.png
+
+- <class> is the class number, so that string order is class order (both loaders number
+  classes by the sorted folder names): 0 .. 9 for up to 10 classes, zero-padded beyond
+  (00 .. 46 for EMNIST balanced); when the input records class names, the number then
+  `_` and the name with anything but letters, digits, '-' and '.' made '_'
+  (`0_T-shirt_top`).
+- <index> is the sample's original index, zero-padded to the width of the split's
+  largest, so that a folder's string order is index order.
+- Each image is a grayscale PNG (`.jpg` with image_format="jpeg"). Nothing else is
+  written: no list files, no metadata. A class absent from a split gets no folder
+  (torchvision refuses empty class folders).
+
+Reading takes ROOT (every `<split>/` holding class folders) or one split's folder
+(its name is the split's). A class folder named with a number, or a number then `_`,
+`-` or a space, is that class; otherwise classes are numbered by sorted folder name, as
+torchvision does. Samples are ordered by the number in their file names (the original
+index, restored as such), else by name. Images must all have one size.
+"""
+
+import os
+import re
+
+import numpy as np
+
+from ... import codecs
+from ...errors import FormatError, UsageError
+from ...fileio import StagedOutput, sha256_file
+from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, \
+    printable, safe_split_name
+from ...parallel import ParallelEncoder, check_workers, ordered_map
+from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
+    Split, WriteResult
+from ...shards import is_data_name
+from ..webdataset.samples import SampleTask, pack, split_output
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
+CHUNK = 1000
+_NUMBERED = re.compile(r"^(\d+)(?:[_\- ].*)?$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9\-.]+")
+
+
+def sniff(path) -> bool:
+    """A directory of class folders of images, or of split folders of those."""
+    if not os.path.isdir(path):
+        return False
+    return _holds_class_folders(path) or any(
+        _holds_class_folders(os.path.join(path, e)) for e in _folders(path)[:4])
+
+
+def _folders(path):
+    try:
+        return sorted(e.name for e in os.scandir(path) if e.is_dir() and is_data_name(e.name))
+    except OSError:
+        return []
+
+
+def _images_in(path, limit=None):
+    names = []
+    try:
+        with os.scandir(path) as entries:
+            for e in entries:
+                if e.name.lower().endswith(IMAGE_EXTENSIONS) and is_data_name(e.name) \
+                        and e.is_file():
+                    names.append(e.name)
+                    if limit and len(names) >= limit:
+                        break
+    except OSError:
+        pass
+    return names
+
+
+def _holds_class_folders(path):
+    folders = _folders(path)
+    return bool(folders) and any(_images_in(os.path.join(path, f), 1) for f in folders[:4])
+
+
+# ---- writing ----
+
+def class_folders(num_classes, names=None):
+    """The folder name of each class: string order is class order.
+
+        class_folders(3)                # ['0', '1', '2']
+        class_folders(12)[:2]           # ['00', '01']
+        class_folders(2, ["cat", "T-shirt/top"])  # ['0_cat', '1_T-shirt_top']
+    """
+    width = len(str(max(num_classes - 1, 0)))
+    folders = [f"{i:0{width}d}" for i in range(num_classes)]
+    if names:
+        folders = [f"{f}_{_UNSAFE.sub('_', str(n)).strip('_.')[:48]}" if i < len(names)
+                   else f for i, (f, n) in enumerate(zip(folders, list(names) +
+                                                          [""] * num_classes))]
+        folders = [f.rstrip("_") for f in folders]
+    return folders
+
+
+def _check_split(split, where):
+    h = split.header
+    shape = tuple(h.shape)
+    if len(shape) == 3 and shape[-1] == 1:
+        shape = shape[:2]
+    if len(shape) != 2 or np.dtype(h.dtype) != np.uint8:
+        raise UsageError(where, f"ImageFolder images are grayscale uint8 H x W; split "
+                                f"{split.name} has {np.dtype(h.dtype).name} {h.shape}")
+    labels = np.asarray(split.labels())
+    if labels.ndim != 1 or (len(labels) and labels.dtype.kind not in "iub"):
+        raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}: a class "
+                                 "folder is one integer class per image")
+    if len(labels) and labels.min() < 0:
+        raise FormatError(where, f"label {labels.min()} is negative; classes are 0, 1, 2, ...")
+    indices = np.asarray(split.indices(), np.int64)
+    if len(indices) and indices.min() < 0:
+        raise FormatError(where, f"original index {indices.min()} is negative")
+    if len(np.unique(indices)) != len(indices):
+        raise UsageError(where, f"split {split.name} holds an original index twice; "
+                                "ImageFolder names each file by its index")
+    return shape, labels.astype(np.int64), indices
+
+
+def _existing_files(folder):
+    """Files under folder/<class>/ (what an earlier write left), by class folder."""
+    found = {}
+    for cls in _folders(folder):
+        path = os.path.join(folder, cls)
+        found[cls] = [os.path.join(path, n) for n in sorted(os.listdir(path))]
+    return found
+
+
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, image_format="png",
+          jpeg_quality=95, workers=1, processes=False) -> WriteResult:
+    """Write every split as ROOT/<split>/<class>/<index>.png under the directory `path`
+    (see the module docstring). A split's folder is replaced as a whole with
+    force=True (files an earlier write left there go). workers: encoding threads
+    (processes=True: forked processes); the files are the same for any number.
+
+        write(mnistconv.read("data/mnist"), "out/mnist-images")
+        # out/mnist-images/train/5/00000.png, ..., out/mnist-images/test/9/9999.png
+    """
+    path = str(path)
+    if image_format not in ("png", "jpeg"):
+        raise UsageError(None, f"--image-format must be png or jpeg, not "
+                               f"{printable(image_format)}")
+    workers = check_workers(workers)
+    if not dataset.splits:
+        raise UsageError(path, "nothing to write: the input has no splits")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(path, "exists and is not a directory")
+    checked = {name: _check_split(s, s.header.source or name)
+               for name, s in dataset.splits.items()}
+    highest = max((int(labels.max()) for _, labels, _ in checked.values() if len(labels)),
+                  default=0)
+    check_num_classes(highest + 1, path)
+    names = next((s.header.class_names for s in dataset.splits.values()
+                  if s.header.class_names), None)
+    folders = class_folders(max(highest + 1, len(names or ())), names)
+    suffix = ".jpg" if image_format == "jpeg" else ".png"
+    files, counts = [], {}
+    with StagedOutput(force) as staged:
+        stages = {}  # (split, class) -> staging directory
+        for split_name, (shape, labels, indices) in checked.items():
+            width = len(str(int(indices.max()))) if len(indices) else 1
+            file_names = np.array([f"{i:0{width}d}{suffix}" for i in indices.tolist()])
+            old = _existing_files(os.path.join(path, split_name))
+            for label in np.unique(labels).tolist():
+                folder = folders[label]
+                target = os.path.join(path, split_name, folder)
+                mine = file_names[labels == label].tolist()
+                keep = set(mine)
+                stale = [os.path.basename(f) for f in old.pop(folder, [])
+                         if os.path.basename(f) not in keep]
+                stages[split_name, label] = staged.directory(target, mine, replaces=stale)
+            for gone in old.values():  # class folders the new output does not have
+                for f in gone:
+                    staged.supersede(f)
+            checked[split_name] = (shape, labels, file_names)
+        tasks = [SampleTask(shape, image_format, jpeg_quality, tar=False)
+                 for shape, _, _ in checked.values()]
+        slot = max(t.slot_shape[0] for t in tasks)
+        tasks[0].warm()
+        with ParallelEncoder(tasks, workers, processes, slot, CHUNK,
+                             total=sum(s.header.count for s in dataset.splits.values())) \
+                as encoder:
+            for (split_name, split), task in zip(dataset.splits.items(), tasks):
+                _, labels, file_names = checked[split_name]
+                progress.start(f"{split_name} -> imagefolder", split.header.count)
+                position = 0
+                try:
+                    pieces = ((0, pack(0, b.images, task.slot_shape[0]), b.labels,
+                               b.indices) for b in split.batches(CHUNK))
+                    for _, n, data, (length, _, _) in encoder.encode(task, pieces):
+                        body, sizes = split_output(data, length, n)
+                        at = 0
+                        for size in sizes.tolist():
+                            label = int(labels[position])
+                            name = str(file_names[position])
+                            target = os.path.join(path, split_name, folders[label], name)
+                            with open(os.path.join(stages[split_name, label], name),
+                                      "wb") as f:
+                                f.write(body[at:at + size])
+                            files.append((target, os.path.join(stages[split_name, label],
+                                                               name), size))
+                            at += size
+                            position += 1
+                        progress.advance(n)
+                finally:
+                    progress.finish()
+                counts[split_name] = position
+                if position != split.header.count:
+                    raise FormatError(split.header.source or split_name,
+                                      f"yielded {position} examples, its header says "
+                                      f"{split.header.count}")
+        written = [OutputFile(target, size, sha256_file(tmp)) for target, tmp, size in files]
+    return WriteResult(written, counts, {"images": len(written)})
+
+
+# ---- reading ----
+
+def _class_numbers(folders, where):
+    """Each class folder's class: its leading number when every folder has one, else
+    its position in sorted order (torchvision's rule)."""
+    numbers = [_NUMBERED.match(f) for f in folders]
+    if all(numbers):
+        values = [int(m[1]) for m in numbers]
+        if len(set(values)) != len(values):
+            raise FormatError(where, "two class folders have the same number")
+        check_num_classes(max(values) + 1, where, "class folders")
+        return values
+    if len(folders) > MAX_CLASSES:
+        check_num_classes(len(folders), where, "class folders")
+    return list(range(len(folders)))
+
+
+def _names(folders, numbers):
+    """Class names by label: a folder's name after its number (`3_cat` names class 3
+    cat), or the whole name of a folder without a number; () when folders are only
+    numbers."""
+    found = {}
+    for folder, number in zip(folders, numbers):
+        m = _NUMBERED.match(folder)
+        rest = folder[len(m[1]):].lstrip("_- ") if m else folder
+        if rest:
+            found[number] = rest
+    if not found:
+        return ()
+    return tuple(found.get(i, str(i)) for i in range(max(numbers) + 1))
+
+
+class ImageFolderSplit(Split):
+    """One split's image files: listed, labelled and sized at read() time; decoded by
+    batches()."""
+
+    def __init__(self, name, folder):
+        classes = _folders(folder)
+        if not classes:
+            raise FormatError(folder, f"split {name} holds no class folders",
+                              "ImageFolder is <split>/<class>/<image>.png")
+        paths, labels, keys = [], [], []
+        numbers = _class_numbers(classes, folder)
+        for cls, label in zip(classes, numbers):
+            for image in _images_in(os.path.join(folder, cls)):
+                paths.append(os.path.join(folder, cls, image))
+                labels.append(label)
+                stem = os.path.splitext(image)[0]
+                keys.append((0, int(stem), image) if stem.isdigit() and len(stem) < 19
+                            else (1, 0, image))
+                if len(paths) > MAX_EXAMPLES:
+                    raise FormatError(folder, f"holds more than {MAX_EXAMPLES:,} images, "
+                                              "mnistconv's limit for one split")
+        if not paths:
+            raise FormatError(folder, f"split {name} holds no images (.png, .jpg)")
+        order = sorted(range(len(paths)), key=keys.__getitem__)
+        self._paths = [paths[i] for i in order]
+        numbered = all(keys[i][0] == 0 for i in order)
+        self._indices = np.array([keys[i][1] for i in order] if numbered
+                                 else range(len(order)), np.int64)
+        labels = np.array([labels[i] for i in order], np.int64)
+        self._labels = labels.astype(np.uint8) if labels.max() < 256 else labels
+        shape = self._shape(self._paths[0])
+        self._check_sizes(shape)
+        super().__init__(name, Header(len(labels), shape, np.dtype(np.uint8),
+                                      self._labels.dtype, None, folder,
+                                      _names(classes, numbers)))
+
+    @staticmethod
+    def _head(path):
+        with open(path, "rb") as f:
+            return f.read(1 << 16)
+
+    def _shape(self, path):
+        head = self._head(path)
+        size = codecs.image_size(head) if codecs.image_kind(head) != "raw" else None
+        if size is None:
+            raise FormatError(path, "is not an image (PNG or JPEG)")
+        check_image_size(size, path)
+        return size
+
+    def _check_sizes(self, shape):
+        """Every image's header says the split's size: a wrong one is named before
+        anything is written."""
+        for path in self._paths[1:]:
+            size = self._shape(path)
+            if size != shape:
+                raise FormatError(path, f"is a {size[0]}x{size[1]} image, the split's "
+                                        f"images are {shape[0]}x{shape[1]}",
+                                  "every image of a split has one size")
+
+    def labels(self):
+        return self._labels
+
+    def indices(self):
+        return self._indices
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        for start in range(0, self.header.count, batch_size):
+            end = min(self.header.count, start + batch_size)
+            images = np.empty((end - start,) + tuple(self.header.shape), np.uint8)
+            for i, image in enumerate(ordered_map(self._decode, self._paths[start:end])):
+                images[i] = image
+            yield Batch(images, self._labels[start:end], self._indices[start:end])
+
+    def _decode(self, path):
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            image = codecs.decode_image(data)
+        except ValueError as e:
+            raise FormatError(path, f"does not decode as an image ({e})") from None
+        if image.shape != tuple(self.header.shape):
+            raise FormatError(path, f"decodes to {image.shape[0]}x{image.shape[1]}, the "
+                                    f"split's images are "
+                                    f"{'x'.join(map(str, self.header.shape))}")
+        return image
+
+
+def read(path) -> Dataset:
+    """An ImageFolder tree as a dataset: ROOT with <split>/<class>/ folders (train,
+    test, then the others by name), or one split's folder of class folders.
+
+        ds = read("out/mnist-images")
+        ds.splits["test"].header.count   # 10000
+    """
+    path = str(path).rstrip(os.sep) or os.sep
+    if not os.path.isdir(path):
+        raise FormatError(path, "is not a directory", "ImageFolder is a directory tree "
+                                                      "<split>/<class>/<image>.png")
+    folders = _folders(path)
+    if folders and any(_images_in(os.path.join(path, f), 1) for f in folders):
+        name = os.path.basename(os.path.abspath(path))
+        splits = {safe_split_name(name, path): ImageFolderSplit(name, path)}
+    else:
+        found = [f for f in folders if _folders(os.path.join(path, f))]
+        if not found:
+            raise FormatError(path, "holds no <split>/<class>/ folders of images",
+                              "ImageFolder is <split>/<class>/<image>.png")
+        order = {"train": 0, "test": 1}
+        splits = {safe_split_name(s, path): ImageFolderSplit(s, os.path.join(path, s))
+                  for s in sorted(found, key=lambda s: (order.get(s, 2), s))}
+    return Dataset("imagefolder", splits, [path])

@@ -1,0 +1,26 @@
+"""WebDataset tar shards (byte layout in format.py and tar.py). This file is the format's
+declaration, light enough for `--help`; the code is in format.py, imported on first
+use."""
+
+from ...spec import Format, Option
+from ..common import SPLIT_NAME, lazy_attributes
+
+SPEC = Format(
+    "webdataset", "mnistconv.formats.webdataset.format",
+    "WebDataset tar shards <name>-<split>-000000.tar (<key>.png, .cls, .json per sample)",
+    extensions=(".tar",),
+    read_options=(SPLIT_NAME,),
+    write_options=(
+        Option("shard_size", "--shard-size", "Samples per shard (10000), or bytes per "
+               "shard with a unit (100MB, 1GiB: no shard larger unless one sample is) "
+               "(default: 100000 samples, as webdataset.ShardWriter)", "str"),
+        Option("image_format", "--image-format", "Image members: <key>.png (exact) or "
+               "<key>.jpg (lossy)", "choice", ("png", "jpeg"), "png"),
+        Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is OpenCV's "
+               "default, the recipe's)", "int", (), 95, low=1, high=100),
+        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
+               "core)", "int", low=1, high=64),
+    ),
+)
+
+__getattr__ = lazy_attributes(SPEC.module)
