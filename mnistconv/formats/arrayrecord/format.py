@@ -76,12 +76,14 @@ def split_target(path, split, several):
     return os.path.join(directory, f"{stem}-{split}{EXTENSION}")
 
 
-def _split_name(base):
+def _split_name(base, default="train"):
+    """train/test/validation from a file name (as TFRecord's), else the default: train
+    for a single file, the file's own name among several."""
     from ..tfrecord.names import split_name_of
     name = os.path.basename(base)
     if name.lower().endswith(EXTENSION):
         name = name[:-len(EXTENSION)]
-    return split_name_of(name, default=name)
+    return split_name_of(name, default=name if default is None else default)
 
 
 def resolve(path) -> dict:
@@ -123,7 +125,7 @@ def resolve(path) -> dict:
 def _named(groups):
     named = {}
     for base, files in groups.items():
-        name = _split_name(base)
+        name = _split_name(base, None)
         named[name if name not in named else os.path.basename(base)] = files
     order = {"train": 0, "validation": 1, "test": 2}
     return dict(sorted(named.items(), key=lambda kv: (order.get(kv[0], 3), kv[0])))
@@ -133,16 +135,23 @@ def _named(groups):
 
 def _open(module, path):
     """An ArrayRecordReader whose footer read, else a FormatError naming the file."""
-    reader = module.ArrayRecordReader(path)
-    if reader.ok():
-        return reader
     try:
-        reader.read_all()
-        why = "its footer does not read"
-    except RuntimeError as e:
-        why = str(e).split(";")[0]
-    finally:
-        reader.close()
+        reader = module.ArrayRecordReader(path)
+    except (RuntimeError, ValueError) as e:
+        why, reader = str(e), None
+    else:
+        if reader.ok():
+            return reader
+        try:
+            reader.read_all()
+            why = "its footer does not read"
+        except RuntimeError as e:
+            why = str(e)
+        try:
+            reader.close()
+        except RuntimeError:
+            pass  # closing a reader that failed reports the failure again
+    why = why.split(";")[0]
     raise FormatError(path, f"not a readable ArrayRecord file ({printable(why, 120)[1:-1]})",
                       "was it cut short or overwritten? write it again")
 

@@ -1,0 +1,187 @@
+"""ArrayRecord: round trips, Grain's ArrayRecordDataSource and array_record's reader on
+mnistconv's files, random access without decoding everything, options checked by
+array_record itself, Python < 3.11 refused in one line, and a corrupt footer or a
+truncated file: one line, exit 1, nothing written."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import mnistconv
+from conftest import SAMPLE, run, stderr_of
+
+pytest.importorskip("array_record")
+
+
+def _arrays(ds):
+    return {name: (np.concatenate([b.images for b in s.batches()]), np.asarray(s.labels()))
+            for name, s in ds.splits.items()}
+
+
+def _one_error_line(result, code):
+    err = stderr_of(result)
+    assert result.returncode == code, err
+    assert err.count("\n") == 1 and err.startswith("Error: ") and "Traceback" not in err
+    return err
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return _arrays(mnistconv.read(SAMPLE))
+
+
+@pytest.fixture
+def written(tmp_path):
+    result = run("idx-to-arrayrecord", SAMPLE, tmp_path / "m.array_record")
+    assert result.returncode == 0, stderr_of(result)
+    return tmp_path
+
+
+def test_round_trip_and_names(written, sample):
+    assert sorted(os.listdir(written)) == ["m-test.array_record", "m-train.array_record"]
+    for path in (written, written / "m-train.array_record"):
+        back = _arrays(mnistconv.read(path))
+        assert list(back) == (["train", "test"] if path == written else ["train"])
+        for split in back:
+            assert np.array_equal(back[split][0], sample[split][0])
+            assert np.array_equal(back[split][1], sample[split][1])
+    test = mnistconv.read(written / "m-test.array_record")
+    assert test.format == "arrayrecord" and list(test.splits) == ["test"]
+    glob_read = mnistconv.read(str(written / "m-*.array_record"), "arrayrecord")
+    assert list(glob_read.splits) == ["train", "test"]
+
+
+def test_shards_and_force(tmp_path, sample):
+    assert run("idx-to-arrayrecord", SAMPLE, tmp_path / "m.array_record", "--shards",
+               "3", "--split", "test").returncode == 0
+    assert sorted(os.listdir(tmp_path)) == [f"m.array_record-0000{i}-of-00003"
+                                            for i in range(3)]
+    back = _arrays(mnistconv.read(tmp_path / "m.array_record-00001-of-00003",
+                                  split_name="test"))
+    assert np.array_equal(back["test"][0], sample["test"][0])
+    result = run("idx-to-arrayrecord", SAMPLE, tmp_path / "m.array_record", "--split",
+                 "test")
+    assert _one_error_line(result, 2).endswith("already exists; use --force to "
+                                               "overwrite it\n")
+    assert run("idx-to-arrayrecord", SAMPLE, tmp_path / "m.array_record", "--split",
+               "test", "--force").returncode == 0
+    assert os.listdir(tmp_path) == ["m.array_record"]
+
+
+def test_grain_array_record_data_source(written, sample):
+    grain = pytest.importorskip("grain")
+    tf = pytest.importorskip("tensorflow")
+    for split in ("train", "test"):
+        source = grain.sources.ArrayRecordDataSource([str(written / f"m-{split}.array_record")])
+        images, labels = sample[split]
+        assert len(source) == len(labels)
+        for i in np.random.default_rng(1).integers(0, len(labels), 30).tolist() + [0]:
+            example = tf.train.Example.FromString(source[i])
+            feature = example.features.feature
+            image = tf.io.decode_png(feature["image"].bytes_list.value[0]).numpy()
+            assert np.array_equal(image[..., 0], images[i])
+            assert feature["label"].int64_list.value == [labels[i]]
+
+
+def test_mnistconv_grain_source(written, sample):
+    grain = pytest.importorskip("grain")
+    import mnistconv.grain
+    data = mnistconv.grain.source(written / "m.array_record", "test")
+    assert len(data) == 200
+    image, label = data[17]
+    assert image.shape == (28, 28, 1) and np.array_equal(image[..., 0], sample["test"][0][17])
+    assert label == sample["test"][1][17]
+    batch = grain.MapDataset.source(data).batch(50)[1]
+    assert np.array_equal(batch[0][..., 0], sample["test"][0][50:100])
+    assert np.array_equal(batch[1], sample["test"][1][50:100])
+
+
+def test_take_reads_only_what_it_is_asked(written, sample, monkeypatch):
+    from mnistconv import stream
+    from mnistconv.formats.arrayrecord import format as fmt
+    decoded = []
+    real = fmt._decode
+    monkeypatch.setattr(fmt, "_decode", lambda *a: decoded.append(a[1]) or real(*a))
+    split = mnistconv.read(written / "m-train.array_record").splits["train"]
+    assert len(decoded) == 1  # the first image, for its shape
+    picked = stream.select_split(split, per_class=3, shuffle=True, seed=4)
+    images = np.concatenate([b.images for b in picked.batches()])
+    assert np.array_equal(images, sample["train"][0][picked.positions])
+    assert len(decoded) == 1 + 30
+
+
+def test_options_checked_by_array_record(tmp_path):
+    for args, message in (
+            (["--array-record-options", "foo:1"], "Error: array_record options "
+             "'group_size:1,foo:1': Unknown option foo, valid options: default, "
+             "group_size, max_parallelism, saturation_delay_ms, transpose, "
+             "transpose_bucket_size, uncompressed, brotli, zstd, snappy, window_log, "
+             "pad_to_block_boundary\n"),
+            (["--array-record-options", "group_size:4"], "Error: --array-record-options "
+             "names group_size; use --group-size\n"),
+            (["--group-size", "0"], "Error: --group-size must be between 1 and 65536, "
+             "not 0\n")):
+        result = run("idx-to-arrayrecord", SAMPLE, tmp_path / "m.array_record", *args)
+        assert _one_error_line(result, 2) == message
+        assert os.listdir(tmp_path) == []
+    result = run("idx-to-arrayrecord", SAMPLE, tmp_path / "m.array_record",
+                 "--group-size", "64", "--array-record-options", "zstd:9")
+    assert result.returncode == 0, stderr_of(result)
+    from array_record.python.array_record_module import ArrayRecordReader
+    reader = ArrayRecordReader(str(tmp_path / "m-train.array_record"))
+    assert reader.writer_options_string().startswith("group_size:64,")
+    assert "zstd:9" in reader.writer_options_string()
+
+
+def test_older_python_is_one_line_exit_2(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from mnistconv.cli import cli
+    monkeypatch.setattr(sys, "version_info", (3, 10, 12, "final", 0))
+    result = CliRunner().invoke(cli, ["idx-to-arrayrecord", str(SAMPLE),
+                                       str(tmp_path / "m.array_record")])
+    assert result.exit_code == 2
+    assert result.output == "Error: ArrayRecord needs Python 3.11 or later (the " \
+        "array-record package); this is Python 3.10; run mnistconv on Python 3.11+, or " \
+        "write --to tfds with --file-format tfrecord\n"
+    assert os.listdir(tmp_path) == []
+
+
+def _convert_fails(tmp_path, src):
+    result = run("arrayrecord-to-npz", src, tmp_path / "out.npz")
+    err = _one_error_line(result, 1)
+    assert not (tmp_path / "out.npz").exists()
+    return err
+
+
+def test_corrupt_footer(written):
+    path = written / "m-train.array_record"
+    data = bytearray(path.read_bytes())
+    data[-20:] = bytes(20)
+    path.write_bytes(bytes(data[:-10]))
+    err = _convert_fails(written, path)
+    assert err.startswith(f"Error: {path}: not a readable ArrayRecord file (")
+    assert err.endswith("); was it cut short or overwritten? write it again\n")
+
+
+def test_truncated_and_not_array_record(written):
+    path = written / "m-test.array_record"
+    path.write_bytes(path.read_bytes()[:70000])
+    assert _convert_fails(written, path).startswith(
+        f"Error: {path}: not a readable ArrayRecord file (")
+    other = written / "x.array_record"
+    other.write_bytes(b"\x00" * 100)
+    assert _convert_fails(written, other) == \
+        f"Error: {other}: not a readable ArrayRecord file (ArrayRecord file should be " \
+        "at least 64KB big); was it cut short or overwritten? write it again\n"
+
+
+def test_records_that_are_not_examples(tmp_path):
+    from array_record.python.array_record_module import ArrayRecordWriter
+    path = tmp_path / "junk.array_record"
+    writer = ArrayRecordWriter(str(path), "group_size:1")
+    writer.write(b"\xff\xff\xff")
+    writer.close()
+    assert _convert_fails(tmp_path, path).startswith(
+        f"Error: {path}: record 0 (counting from 0): not a tf.train.Example (")
