@@ -96,6 +96,9 @@ _PLACEHOLDER = bytes(range(0xF0, 0x100))
 
 # Raw pixels carry no shape, so presets without height/width features get these.
 RAW_HEIGHT_KEY, RAW_WIDTH_KEY = "height", "width"
+# The class name of a record's label (bytes, UTF-8): written only when the input names
+# its classes, so records of unnamed classes keep their bytes.
+LABEL_NAME_KEY = "label_name"
 
 
 class ExampleBuilder:
@@ -111,7 +114,7 @@ class ExampleBuilder:
     CACHE_VALUES = 1 << 21
 
     def __init__(self, schema: Schema, image_format: str, label_format: str,
-                 num_classes: int, shape, with_index: bool):
+                 num_classes: int, shape, with_index: bool, class_names=()):
         self.Example = example_class()
         self.height, self.width = shape
         self.height_key, self.width_key = schema.height_key, schema.width_key
@@ -121,6 +124,7 @@ class ExampleBuilder:
             label_format
         self.num_classes = num_classes
         self.with_index = with_index
+        self.class_names = tuple(class_names)
         width = num_classes if label_format == "onehot" else 1
         self.cache_size = max(16, self.CACHE_VALUES // (width + 8))
         self.cache = {}  # label -> (template, image values, index values)
@@ -143,6 +147,9 @@ class ExampleBuilder:
             feature[schema.label_key].int64_list.value.append(label)
         if schema.format_key:
             feature[schema.format_key].bytes_list.value.append(self.image_format.encode())
+        if self.class_names:  # the class's name, UTF-8, where the input names classes
+            name = self.class_names[label] if label < len(self.class_names) else ""
+            feature[LABEL_NAME_KEY].bytes_list.value.append(name.encode("utf-8"))
         if self.height_key:
             feature[self.height_key].int64_list.value.append(self.height)
             feature[self.width_key].int64_list.value.append(self.width)

@@ -40,8 +40,10 @@ class Settings:
     attributes, inherited by forked workers, usable from any thread)."""
 
     def __init__(self, schema, image_format, label_format, quality, num_classes, shape,
-                 with_index, exact_error):
+                 with_index, exact_error, class_names=()):
         self.schema, self.image_format, self.label_format = schema, image_format, label_format
+        # Known class names add a label_name bytes feature (nothing when there are none).
+        self.class_names = tuple(class_names)
         self.quality, self.num_classes, self.shape = quality, num_classes, shape
         self.with_index, self.exact_error = with_index, exact_error
         # One image as encode_records() takes it fastest: for JPEG, padded to whole
@@ -52,7 +54,7 @@ class Settings:
     def key(self):
         """What the Example templates depend on."""
         return (self.schema.name, self.image_format, self.label_format, self.quality,
-                self.num_classes, self.shape, self.with_index)
+                self.num_classes, self.shape, self.with_index, self.class_names)
 
     def encode(self, images, labels, indices):
         """Framed records of a chunk and its JPEG error counters (ParallelEncoder)."""
@@ -87,7 +89,8 @@ def _builder(settings):
         from .example import ExampleBuilder
         hit = _BUILDERS[key] = (ExampleBuilder(settings.schema, settings.image_format,
                                                settings.label_format, settings.num_classes,
-                                               settings.shape, settings.with_index),
+                                               settings.shape, settings.with_index,
+                                               settings.class_names),
                                 Framer())
     return hit
 
@@ -273,7 +276,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         num_classes = split.num_classes()
         check_num_classes(num_classes, where, "labels")
         settings = Settings(schema, image_format, label_format, int(jpeg_quality),
-                            num_classes, shape, bool(with_index), bool(exact_jpeg_error))
+                            num_classes, shape, bool(with_index), bool(exact_jpeg_error),
+                            split.header.class_names)
         base = split_target(path, name, several)
         plan.append((split, settings, ShardSet(base, split.header.count, shards,
                                                suffix_one, stream=is_stdio(base))))
@@ -313,6 +317,9 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
                     progress.finish()
                 files += [o.close() for o in outputs]
     result_stats = {"records": totals[0]}
+    names = next((s.class_names for s in all_settings if s.class_names), ())
+    if names:  # said in the summary; each record holds its own as label_name
+        result_stats["class_names"] = list(names)
     if image_format == "jpeg":
         result_stats["jpeg_mean_abs_error"] = round(totals[1] / pixels, 4) if pixels \
             else 0.0

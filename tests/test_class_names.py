@@ -1,0 +1,156 @@
+"""Class names carried end to end: Header.class_names from a names file (--class-names),
+through IDX (classes.txt beside the files), npz (a '<U' class_names array), TFRecord
+(a label_name bytes feature, the names in the summary) and back, shown by info --json,
+show and preview; a dataset without names is written exactly as before."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import mnistconv
+from mnistconv.cli import main
+from mnistconv.records import ArraySplit, Dataset
+
+from conftest import SAMPLE
+
+FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+           "Sneaker", "Bag", "Ankle boot"]
+
+
+def run(capsys, *args):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+@pytest.fixture
+def names_file(tmp_path):
+    path = tmp_path / "fashion.txt"
+    path.write_text("".join(n + "\n" for n in FASHION), encoding="utf-8")
+    return path
+
+
+def test_names_survive_idx_npz_idx_and_tfrecord(tmp_path, capsys, names_file):
+    code, out, err = run(capsys, "convert", SAMPLE, tmp_path / "a", "--class-names",
+                         names_file)
+    assert code == 0
+    assert (tmp_path / "a" / "classes.txt").read_text() == "".join(n + "\n" for n in FASHION)
+    assert f"{tmp_path / 'a' / 'classes.txt'}  " in err  # listed with the files written
+    code, *_ = run(capsys, "convert", tmp_path / "a", tmp_path / "b.npz")
+    with np.load(tmp_path / "b.npz", allow_pickle=False) as f:
+        assert f["class_names"].dtype == np.dtype("<U11")
+        assert f["class_names"].tolist() == FASHION
+    code, *_ = run(capsys, "convert", tmp_path / "b.npz", tmp_path / "c")
+    assert (tmp_path / "c" / "classes.txt").read_bytes() == \
+        (tmp_path / "a" / "classes.txt").read_bytes()
+    back = mnistconv.read(tmp_path / "c")
+    assert all(s.header.class_names == tuple(FASHION) for s in back.splits.values())
+    code, out, err = run(capsys, "convert", tmp_path / "c", tmp_path / "d.tfrecord",
+                         "--split", "test", "--preset", "tfds")
+    assert code == 0
+    assert f"  class_names: {FASHION}\n" in err
+    code, out, err = run(capsys, "info", tmp_path / "c", "--json")
+    facts = json.loads(out)
+    assert facts["splits"]["train"]["class_names"] == FASHION
+    assert facts["splits"]["test"]["class_names"] == FASHION
+
+
+def test_tfrecord_label_name_is_read_by_tensorflow(tmp_path, capsys, names_file):
+    tf = pytest.importorskip("tensorflow")
+    code, *_ = run(capsys, "convert", SAMPLE, tmp_path / "s.tfrecord", "--split", "test",
+                   "--class-names", names_file, "--limit", "20")
+    assert code == 0
+    spec = {"label": tf.io.FixedLenFeature([10], tf.int64),
+            "label_name": tf.io.FixedLenFeature([], tf.string)}
+    labels = mnistconv.read(SAMPLE).splits["test"].labels()[:20]
+    for i, record in enumerate(tf.data.TFRecordDataset(str(tmp_path / "s.tfrecord"))):
+        parsed = tf.io.parse_single_example(record, spec)
+        assert int(np.argmax(parsed["label"].numpy())) == labels[i]
+        assert parsed["label_name"].numpy().decode() == FASHION[labels[i]]
+
+
+def test_without_names_the_outputs_are_as_before(tmp_path, capsys):
+    code, *_ = run(capsys, "convert", SAMPLE, tmp_path / "a")
+    assert sorted(os.listdir(tmp_path / "a")) == [
+        "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte"]
+    code, *_ = run(capsys, "convert", SAMPLE, tmp_path / "a.npz")
+    with np.load(tmp_path / "a.npz") as f:
+        assert f.files == ["x_train", "y_train", "x_test", "y_test"]
+    code, out, err = run(capsys, "info", SAMPLE, "--json")
+    assert "class_names" not in json.loads(out)["splits"]["train"]
+
+
+def test_a_stale_classes_txt_is_not_left_to_name_other_data(tmp_path, capsys, names_file):
+    run(capsys, "convert", SAMPLE, tmp_path / "a", "--class-names", names_file)
+    for name in os.listdir(tmp_path / "a"):
+        if name != "classes.txt":
+            os.remove(tmp_path / "a" / name)
+    # Left there, it would name the classes of what is written now.
+    code, out, err = run(capsys, "convert", SAMPLE, tmp_path / "a")
+    assert (code, err) == (2, f"Error: {tmp_path / 'a' / 'classes.txt'}: already exists; "
+                              "use --force to overwrite it\n")
+    code, out, err = run(capsys, "convert", SAMPLE, tmp_path / "a", "--force")
+    assert code == 0 and not (tmp_path / "a" / "classes.txt").exists()
+    assert mnistconv.read(tmp_path / "a").splits["train"].header.class_names == ()
+
+
+def test_names_file_not_covering_the_labels_is_one_line(tmp_path, capsys):
+    short = tmp_path / "short.txt"
+    short.write_text("zero\none\n")
+    code, out, err = run(capsys, "convert", SAMPLE, tmp_path / "out.npz", "--class-names",
+                         short)
+    assert (code, out) == (1, "")
+    labels = mnistconv.read(SAMPLE).splits["train"].labels()
+    first = int(np.argmax(labels >= 2))
+    assert err == (f"Error: {short}: names 2 classes (labels 0..1), but label "
+                   f"{labels[first]} of train example {first} has no name; give a names "
+                   "file that covers every label\n")
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_names_file_with_an_empty_line_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("a\n\nc\n")
+    code, out, err = run(capsys, "info", SAMPLE, "--class-names", bad)
+    assert code == 1
+    assert err == (f"Error: {bad}: line 2 is empty: every class needs a name; write one "
+                   "class name per line, the name of label 0 first\n")
+
+
+def test_a_name_with_a_line_break_cannot_go_to_classes_txt(tmp_path):
+    split = ArraySplit("train", np.zeros((2, 4, 4), np.uint8), np.array([0, 1], np.uint8))
+    split.header = split.header.with_(class_names=("ok", "two\nlines"))
+    with pytest.raises(mnistconv.UsageError) as e:
+        mnistconv.write(Dataset("x", {"train": split}), tmp_path / "out/")
+    assert str(e.value) == (f"{tmp_path / 'out'}/: class name 'two\\nlines' (class 1) "
+                            "holds a line break, which classes.txt (one name per line) "
+                            "cannot hold")
+    assert not (tmp_path / "out").exists()
+    # npz holds it as it is.
+    mnistconv.write(Dataset("x", {"train": split}), tmp_path / "n.npz")
+    assert mnistconv.read(tmp_path / "n.npz").splits["train"].header.class_names == \
+        ("ok", "two\nlines")
+
+
+def test_npz_class_names_of_objects_are_refused(tmp_path):
+    path = tmp_path / "o.npz"
+    np.savez(path, x_train=np.zeros((1, 2, 2), np.uint8), y_train=np.zeros(1, np.uint8),
+             class_names=np.array(["a", None], dtype=object))
+    with pytest.raises(mnistconv.FormatError) as e:
+        mnistconv.read(path)
+    assert str(e.value) == (f"{path}: member class_names.npy holds |O (2,), not a list of "
+                            "names; names are a 1-D '<U' array")
+
+
+def test_show_and_preview_captions_name_the_class(tmp_path, capsys, names_file):
+    code, out, err = run(capsys, "show", SAMPLE, "--index", "0", "--ascii",
+                         "--class-names", names_file)
+    label = int(mnistconv.read(SAMPLE).splits["train"].labels()[0])
+    assert out.splitlines()[-1] == f"{label} {FASHION[label]} #0"
+    code, out, err = run(capsys, "preview", SAMPLE, "-o", tmp_path / "s.png", "--json",
+                         "--class-names", names_file, "--per-class", "1")
+    assert json.loads(out)["class_names"] == FASHION
