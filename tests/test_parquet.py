@@ -399,3 +399,20 @@ def test_make_idx_dir_helper_input_detected(tmp_path):
     """A directory of IDX files is never taken for Parquet (IDX is detected first)."""
     make_idx_dir(tmp_path / "d", np.zeros((2, 28, 28), np.uint8), np.zeros(2, np.uint8))
     assert mnistconv.read(tmp_path / "d").format == "idx"
+
+
+def test_parquet_never_imports_pandas(tmp_path):
+    """pyarrow imports pandas (~55 MB) from pa.array and to_numpy when it is installed;
+    the writer and reader use neither, which keeps the writer under 200 MB."""
+    import subprocess
+    import sys
+    from conftest import REPO
+    code = ("import sys, mnistconv\n"
+            "mnistconv.convert('examples/data/mnist-sample', sys.argv[1], to='parquet')\n"
+            "ds = mnistconv.read(sys.argv[1])\n"
+            "for s in ds.splits.values():\n"
+            "    s.labels(); list(s.batches())\n"
+            "assert 'pyarrow' in sys.modules and 'pandas' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "o")], cwd=REPO,
+                       capture_output=True)
+    assert r.returncode == 0, r.stderr

@@ -295,5 +295,8 @@ def _row_group(pa, group, schema):
         offsets.astype(np.int32)), pa.py_buffer(data)])
     paths = pa.nulls(n, pa.string())
     image = pa.StructArray.from_arrays([images, paths], fields=list(schema.field("image").type))
-    label = pa.array(np.concatenate([lab for _, _, lab in group]), pa.int64())
+    # from_buffers, not pa.array: pa.array imports pandas when it is installed (to check
+    # for its types), ~55 MB of the process's memory for nothing.
+    labels = np.ascontiguousarray(np.concatenate([lab for _, _, lab in group]), np.int64)
+    label = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(labels)])
     return pa.Table.from_arrays([image, label], schema=schema)
