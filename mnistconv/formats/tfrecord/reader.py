@@ -23,7 +23,7 @@ from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from .example import (PRESETS, example_class, feature_values, find_layout, one_value,
                       record_name)
 from ...shards import is_data_name
-from .framing import COMPRESSIONS, iter_records, sniff_file
+from .framing import COMPRESSIONS, iter_record_blocks, sniff_file
 from .names import matches_name, resolve
 
 IMAGE_KINDS = ("jpeg", "png", "raw")
@@ -47,47 +47,56 @@ class TFRecordSplit(Split):
         self.workers = check_workers(workers)
         self.Example = example_class()
         self.layout = None
-        labels, indices, starts, lengths, raw = [], [], [], [], []
-        shape = None  # the first record's image's, every record's
-        for path, number, data in self._records():
-            example = self._parse(path, number, data)
-            if self.layout is None:
-                self.layout = find_layout(example, schema, path, number)
-            fields = self._usual_fields(example.features.feature)
-            image, label, index = fields if fields is not None else \
-                self._fields(path, number, example)
-            if shape is None:
-                shape = (image.pixels() if isinstance(image, _Raw) else
-                         _decode_image(path, number, image)).shape
-            elif isinstance(image, _Raw):
-                _check_shape(path, number, image.shape, shape)
-            labels.append(label)
-            indices.append(index if index is not None else len(indices))
-            # Records of one layout hold their image at the same place, mostly.
-            start = starts[-1] if starts else -1
-            if not (isinstance(data, bytes) and isinstance(image, bytes) and start >= 0
-                    and data.startswith(image, start)):
-                start = _locate(data, image)
-            starts.append(start)
-            lengths.append(len(image))
-            raw.append(isinstance(image, _Raw))
+        self._first_shape = None  # the first record's image's, every record's
+        # Per record: (label, original index or -1, image start, image length, raw).
+        rows = []
+        templates = _Templates()  # the shortcut for records like those already parsed
+        for path, (block, at, sizes, first) in self._blocks():
+            whole = len(at) == 1 and at[0] == 0 and sizes[0] == len(block)
+
+            def parse(k):
+                """The checked way, for a record no template fits."""
+                number = first + k
+                data = block if whole else block[at[k]:at[k] + sizes[k]]
+                example = self._parse(path, number, data)
+                if self.layout is None:
+                    self.layout = find_layout(example, schema, path, number)
+                fields = self._usual_fields(example.features.feature)
+                image, label, index = fields if fields is not None else \
+                    self._fields(path, number, example)
+                if self._first_shape is None:
+                    self._first_shape = (image.pixels() if isinstance(image, _Raw) else
+                                   _decode_image(path, number, image)).shape
+                elif isinstance(image, _Raw):
+                    _check_shape(path, number, image.shape, self._first_shape)
+                row = (label, -1 if index is None else index, _locate(data, image),
+                       len(image), int(isinstance(image, _Raw)))
+                rows.append(row)
+                if isinstance(data, bytes):
+                    templates.learn(self.layout, example, data, row)
+            templates.index(block, at, sizes, rows, parse)
+        shape = self._first_shape
         if shape is None:
             raise FormatError(self.files[0], "contains no records")
-        self._labels = _cast(np.array(labels, np.int64))
-        self._indices = np.array(indices, np.int64)
-        self._starts = np.array(starts, np.int64)
-        self._lengths = np.array(lengths, np.int64)
-        self._raw = np.array(raw, bool)
+        table = np.array(rows, np.int64).reshape(-1, 5)
+        self._labels = _cast(table[:, 0])
+        # No index feature: the position is the index.
+        self._indices = np.where(table[:, 1] < 0, np.arange(len(table)), table[:, 1])
+        self._starts = table[:, 2].copy()
+        self._lengths = table[:, 3].copy()
+        self._raw = table[:, 4].astype(bool)
         num_classes = self.layout.label_width if self.layout.label_format == "onehot" \
             else None
-        header = Header(len(labels), shape, np.dtype(np.uint8), np.dtype(np.uint8),
+        header = Header(len(table), shape, np.dtype(np.uint8), np.dtype(np.uint8),
                         num_classes, ", ".join(self.files))
         super().__init__(name, header)
 
-    def _records(self):
+    def _blocks(self):
+        """(path, (buffer, starts, lengths, first record number)) per block of records
+        (framing.iter_record_blocks), file after file."""
         for path in self.files:
-            for number, _, data in iter_records(path, self.compression):
-                yield path, number, data
+            for block in iter_record_blocks(path, self.compression):
+                yield path, block
 
     def _parse(self, path, number, data):
         try:
@@ -224,19 +233,26 @@ class TFRecordSplit(Split):
         batch, read in this thread (the decoding happens in _decode_batch)."""
         position, items = 0, []
         count = self.header.count
-        for path, number, data in self._records():
-            if position == count:
+        for path, (block, at, sizes, first) in self._blocks():
+            n = len(at)
+            if position + n > count:
                 raise FormatError(self.files[0], f"changed while reading: more than "
                                                  f"{count} records")
-            start, length = int(self._starts[position]), int(self._lengths[position])
-            image = bytes(data[start:start + length])
-            if self._raw[position]:
-                image = _Raw(image, shape)
-            items.append((path, number, image))
-            position += 1
-            if len(items) == batch_size:
-                yield shape, position - len(items), items
-                items = []
+            # Where each image lies, from the index: cut with C-level maps, not a loop.
+            begin = np.array(at, np.int64) + self._starts[position:position + n]
+            end = begin + self._lengths[position:position + n]
+            images = list(map(block.__getitem__, map(slice, begin.tolist(), end.tolist())))
+            if not isinstance(block, bytes):
+                images = [bytes(image) for image in images]
+            raw = self._raw[position:position + n]
+            if raw.any():
+                images = [_Raw(image, shape) if is_raw else image
+                          for image, is_raw in zip(images, raw.tolist())]
+            items.extend(zip([path] * n, range(first, first + n), images))
+            position += n
+            while len(items) >= batch_size:
+                yield shape, position - len(items), items[:batch_size]
+                del items[:batch_size]
         if position != count:
             raise FormatError(self.files[0], f"changed while reading: {position} records, "
                                              f"{count} before")
@@ -246,6 +262,13 @@ class TFRecordSplit(Split):
     def _decode_batch(self, job):
         shape, start, items = job
         n = len(items)
+        labels = self._labels[start:start + n].copy()
+        indices = self._indices[start:start + n].copy()
+        if not self._raw[start:start + n].any():
+            # The usual batch: JPEGs of one header, decoded together in one call.
+            together = codecs.decode_jpeg_tiles([data for _, _, data in items], *shape)
+            if together is not None:
+                return Batch(np.ascontiguousarray(together), labels, indices)
         images = np.empty((n,) + shape, np.uint8)
         jpegs = []
         for place, (path, number, data) in enumerate(items):
@@ -258,8 +281,7 @@ class TFRecordSplit(Split):
                 _check_shape(path, number, image.shape, shape)
                 images[place] = image
         _decode_jpegs(jpegs, images, shape)
-        return Batch(images, self._labels[start:start + n].copy(),
-                     self._indices[start:start + n].copy())
+        return Batch(images, labels, indices)
 
     def labels(self):
         """Every label, from the index built when the split was opened."""
@@ -284,6 +306,95 @@ class _Raw:
     def pixels(self):
         """The pixels as an H x W uint8 array (a view of the bytes)."""
         return np.frombuffer(self.data, np.uint8).reshape(self.shape)
+
+
+# Complements every byte: an image no record can hold where its image was.
+_COMPLEMENT = bytes(range(255, -1, -1))
+
+
+_NOT_CODED = -1  # a template's kind check: the image is neither JPEG nor PNG
+
+
+class _Templates:
+    """The index pass's shortcut. Records one writer serializes in one layout differ
+    only in the image's bytes and in what is before or after them (lengths, label,
+    index). A record parsed the checked way teaches a template: for its length, the
+    bytes before its image (with the image's first bytes when it is a JPEG or PNG:
+    decisions hang on its kind), where the image lies, and the bytes after it with what
+    the record holds. A later record of that length which starts with those bytes and
+    ends with a known tail holds the same but for its image, with no parse: a prefix
+    and a dictionary look-up instead of a protobuf parse and a dozen feature look-ups
+    (the 60000-record index pass: 0.37 s -> 0.1 s). A template is learnt only from a
+    record that is the deterministic serialization of its own parse, and whose
+    serialization with every image byte complemented changes exactly the bytes where
+    the image was: then any record of those bytes around an image of that length is
+    (protobuf round trip) that Example with that image. Bounded: at most MAX_TAILS
+    tails and MAX_BYTES bytes."""
+
+    MAX_TAILS = 1 << 16
+    MAX_BYTES = 16 << 20
+    PER_LENGTH = 16  # templates of one record length (labels before the image: slim)
+
+    def __init__(self):
+        self.by_length = {}  # record length -> [(head, image start, length, kind, tails)]
+        self.tails = self.bytes = 0
+
+    def index(self, block, starts, sizes, rows, parse):
+        """Append each record's row to rows: from a template, or parse(k) for record k
+        of the block, which appends it (and learns from it)."""
+        if not isinstance(block, bytes):
+            for k in range(len(starts)):
+                parse(k)
+            return
+        get, append, startswith = self.by_length.get, rows.append, block.startswith
+        for k, (start, size) in enumerate(zip(starts, sizes)):
+            for head, at, n, kind, tails in get(size, ()):
+                if startswith(head, start) and (kind is not _NOT_CODED or not (
+                        startswith(_JPEG, start + at, start + at + n) or
+                        startswith(_PNG, start + at, start + at + n))):
+                    row = tails.get(block[start + at + n:start + size])
+                    if row is not None:
+                        append(row)
+                        break
+            else:
+                parse(k)
+
+    def learn(self, layout, example, data, row):
+        """Learn from a record parsed the checked way: its data, its parse and its
+        row."""
+        start, n = row[2], row[3]
+        if n == 0 or self.tails >= self.MAX_TAILS or self.bytes >= self.MAX_BYTES:
+            return
+        values = example.features.feature[layout.image_key].bytes_list.value
+        image = values[0]
+        if len(image) != n or data[start:start + n] != image:
+            return
+        before, after = data[:start], data[start + n:]
+        flipped = image.translate(_COMPLEMENT)
+        try:
+            if example.SerializeToString(deterministic=True) != data:
+                return  # not serialized as mnistconv does (e.g. another map order)
+            values[0] = flipped
+            if example.SerializeToString(deterministic=True) != before + flipped + after:
+                return
+        finally:
+            values[0] = image
+        kind = codecs.image_kind(image)
+        head = before + {"jpeg": _JPEG, "png": _PNG}.get(kind, b"")
+        kind = _NOT_CODED if kind == "raw" else 0
+        entries = self.by_length.setdefault(len(data), [])
+        for entry in entries:
+            if entry[:4] == (head, start, n, kind):
+                break
+        else:
+            if len(entries) >= self.PER_LENGTH:
+                return
+            entry = (head, start, n, kind, {})
+            entries.append(entry)
+            self.bytes += len(head)
+        entry[4][after] = row
+        self.tails += 1
+        self.bytes += len(after)
 
 
 def _locate(data, image):
