@@ -25,6 +25,16 @@ SPEC = Format(
         Option("gzip_level", "--gzip-level", "deflate level of --gzip: 1 (fastest) to 9 "
                "(smallest); the same bytes for the same data and level, on any number "
                "of cores", "int", (), 9, low=1, high=9),
+        Option("layout", "--layout", "flat: the files in the directory itself; "
+               "torchvision: DIR/<Dataset>/raw/<its file names>, uncompressed, as "
+               "torchvision.datasets.MNIST(DIR, download=False) and its siblings read "
+               "them (see --torchvision-dataset)", "choice", ("flat", "torchvision"),
+               "flat"),
+        Option("torchvision_dataset", "--torchvision-dataset", "torchvision's dataset "
+               "class whose names --layout torchvision writes", "choice",
+               ("MNIST", "FashionMNIST", "KMNIST", "QMNIST", "EMNIST-balanced",
+                "EMNIST-byclass", "EMNIST-bymerge", "EMNIST-digits", "EMNIST-letters",
+                "EMNIST-mnist"), "MNIST"),
     ),
     output_is_directory=True,
 )

@@ -491,17 +491,26 @@ def file_names(split, image_shape, gzip=False):
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False,
-          gzip_level=DEFAULT_LEVEL):
+          gzip_level=DEFAULT_LEVEL, layout="flat", torchvision_dataset="MNIST"):
     """Write every split into the directory `path` as an images and a labels file
     with MNIST's names (file_names), staged and renamed into place; gzip=True writes
     them .gz (deflated on threads, the same bytes for any number of them). Returns the
-    files written.
+    files written. layout="torchvision" writes `path`/<Dataset>/raw/ as torchvision's
+    `torchvision_dataset` class reads it (see torchvision.py).
 
         write(mnistconv.read("mnist.npz"), "out/mnist", gzip=True)
+        write(mnistconv.read("mnist.npz"), "root", layout="torchvision")
     """
     check_level(gzip_level)
     if gzip_level != DEFAULT_LEVEL and not gzip:
         raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")
+    if layout == "torchvision":
+        if gzip:
+            raise UsageError(None, "--layout torchvision writes uncompressed files (what "
+                                   "torchvision reads with download=False)", "drop --gzip")
+        from . import torchvision
+        return torchvision.write(dataset, path, torchvision_dataset, force=force,
+                                 progress=progress)
     names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
     class_names = next((s.header.class_names for s in dataset.splits.values()
                         if s.header.class_names), ())
