@@ -95,8 +95,7 @@ def check_label_dims(labels, path):
         raise FormatError(path, f"labels have {dims[1]} columns; QMNIST's idx2-int labels "
                                 f"have {len(QMNIST_COLUMNS)} ({', '.join(QMNIST_COLUMNS)})",
                           "is the file cut or from another dataset?")
-    raise FormatError(path, f"is not a labels file: {len(dims)} dimensions, expected 1 "
-                            "(or QMNIST's N x 8)")
+    raise FormatError(path, f"is not a labels file: {len(dims)} dimensions, expected 1")
 
 
 def qmnist_class(table, path):
