@@ -178,8 +178,8 @@ def test_jpeg_members_and_a_foreign_tar_are_read(tmp_path):
     back = mnistconv.read(tmp_path / "j-train-000000.tar").splits["train"]
     assert np.array_equal(back.labels(), y[:20])
     # Someone else's tar: other members ignored, paths in names, no .json.
-    foreign = make_tar(tmp_path / "other" / "shard.tar" if (tmp_path / "other").mkdir()
-                       is None else None,
+    (tmp_path / "other").mkdir()
+    foreign = make_tar(tmp_path / "other" / "shard.tar",
                        [("a/s1.png", png(x[0])), ("a/s1.cls", b" 4\n"), ("a/s1.txt", b"hi"),
                         ("a/s2.cls", b"9"), ("a/s2.png", png(x[1]))])
     back = mnistconv.read(foreign, "webdataset")

@@ -308,9 +308,11 @@ class ImageFolderSplit(Split):
                                   "every image of a split has one size")
 
     def labels(self):
+        """Every sample's class, in order (read at read() time)."""
         return self._labels
 
     def indices(self):
+        """Every sample's original index (its file's number, else its position)."""
         return self._indices
 
     def batches(self, batch_size=DEFAULT_BATCH):

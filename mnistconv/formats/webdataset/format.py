@@ -361,9 +361,11 @@ class WebDatasetSplit(Split):
                                       _names(class_names, labels)))
 
     def labels(self):
+        """Every sample's class, in order (read at read() time)."""
         return self._labels
 
     def indices(self):
+        """Every sample's original index (its .json's, else its position)."""
         return self._indices
 
     def batches(self, batch_size=DEFAULT_BATCH):
