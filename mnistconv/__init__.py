@@ -60,6 +60,10 @@ def read(path, format=None, *, split_name=None, **options):
     """
     import os
     from .limits import check_option_name, is_safe_name
+    if "://" in str(path):  # s3://, https://, memory://...: read from a local copy
+        from . import remote
+        if remote.is_remote(path):
+            return remote.read(path, format, split_name=split_name, **options)
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
         check_option_name(split_name, "--split-name")
@@ -105,14 +109,24 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
         mnistconv.write(ds, "out/mnist", gzip=True)              # an IDX directory
         mnistconv.write(ds, "mnist.tfrecord.gz", force=True)     # gzip from the name
     """
-    from .records import NO_PROGRESS
+    from .records import NO_PROGRESS, WriteResult
+    if "://" in str(path):  # s3://, memory://...: written locally, then uploaded
+        from . import remote
+        if remote.is_remote(path):
+            return remote.write(dataset, path, format, force=force, progress=progress,
+                                **options)
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
     fmt.check_options(options, "write")
     path, options = registry.resolve_output(path, fmt, options)
-    return fmt.load().write(dataset, path, force=force,
-                            progress=progress or NO_PROGRESS, **options)
+    written = fmt.load().write(dataset, path, force=force,
+                               progress=progress or NO_PROGRESS, **options)
+    if isinstance(written, WriteResult):
+        return written
+    # A writer that returns its files only: the counts are its splits' (all written).
+    return WriteResult(list(written), {name: split.header.count
+                                       for name, split in dataset.splits.items()})
 
 
 def convert(src, dst, from_=None, to=None, *, read_options=None, select=None,

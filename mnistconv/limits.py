@@ -25,6 +25,9 @@ MAX_WORKERS = 64
 # Files in one shard set (each is written, hashed and renamed; TFDS' own sets stay far
 # below this).
 MAX_SHARDS = 10000
+# Files copied from one remote input (mnistconv.remote): a directory of shard sets, or an
+# ImageFolder tree of a few hundred thousand PNGs, stays below it; a bucket's root does not.
+MAX_REMOTE_FILES = 1_000_000
 # One Parquet row group, uncompressed, as its footer declares it: a reader decodes a row
 # group at a time, so a compressed column cannot make it allocate more than this.
 MAX_ROW_GROUP_BYTES = 1 << 30

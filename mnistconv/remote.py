@@ -1,0 +1,324 @@
+"""Remote paths (`s3://`, `gs://`, `memory://`, `https://`, anything fsspec knows), read
+and written with the same readers and writers as local files.
+
+An input is copied, in chunks of CHUNK bytes (memory stays bounded whatever its size),
+into a local spool folder in the temporary directory (TMPDIR), then read with the
+normal reader: a file, every file of a directory, the files a glob matches, or the name
+a writer was given (every file beside it whose name starts with its stem: its per-split
+files and shard sets). An input is refused before anything is copied when it holds
+more bytes than the spool folder has free, or more than MAX_REMOTE_FILES files. The
+spool is removed when the dataset read from it is no longer used (or the process
+exits); its name carries the pid (staging.staging_prefix), so a killed run's spool is
+removed by the next run. Messages and notes name the remote path, not the spool.
+
+An output is written with the normal writer into a local staging folder, then each file
+is uploaded: with one put where the store's put is atomic (S3, GCS, Azure: an object
+appears only when its upload completes), elsewhere under a temporary name beside the
+target which is then moved onto it. An interrupted upload leaves no object under the
+final name. An existing remote output is refused without force, as a local one is.
+On an object store the files of a set appear one by one (each whole), not all at once.
+
+    ds = mnistconv.read("s3://bucket/mnist.npz")
+    mnistconv.write(ds, "gs://bucket/shards/mnist.tfrecord", shards=4)
+
+fsspec is the `remote` extra (plus the store's own package: s3fs, gcsfs, aiohttp for
+https). S3 options come from fsspec's configuration, e.g. FSSPEC_S3_ENDPOINT_URL for
+an S3-compatible server and the usual AWS_* variables for credentials.
+"""
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+import weakref
+
+from .errors import MissingDependency, MnistconvError, UsageError
+from .limits import MAX_REMOTE_FILES, printable
+
+CHUNK = 1 << 20
+# A scheme of two letters or more: `C://` stays a Windows drive.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+# Stores whose single put is atomic: the object exists only once its upload completed
+# (an unfinished multipart upload is invisible). Others get a temporary name and a move.
+_ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}
+_GLOB = re.compile(r"[*?\[]")
+
+
+def is_remote(path) -> bool:
+    """Whether path is a URL (`scheme://...`) that fsspec opens, not a local path.
+
+        is_remote("s3://bucket/mnist.npz")   # True
+        is_remote("data/mnist")              # False
+    """
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def _filesystem(url):
+    """(fsspec filesystem, path within it) for url; MissingDependency without fsspec or
+    without the store's own package (s3fs, gcsfs, aiohttp)."""
+    scheme = url.split("://", 1)[0].lower()
+    try:
+        import fsspec
+    except ImportError:
+        raise MissingDependency("fsspec", "remote", f"the remote path {scheme}://") \
+            from None
+    try:
+        return fsspec.core.url_to_fs(url)
+    except ImportError as e:
+        module = getattr(e, "name", None) or \
+            {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "http": "aiohttp",
+             "https": "aiohttp"}.get(scheme, scheme)
+        raise MissingDependency(module, "remote", f"the remote path {scheme}://") \
+            from None
+    except ValueError as e:  # an unknown protocol
+        raise UsageError(url, f"not a path mnistconv can open ({printable(str(e))})",
+                         "use a local path or a scheme fsspec knows (s3://, gs://, "
+                         "https://, memory://)") from None
+
+
+def _failed(url, what, e):
+    """A store's failure (botocore, aiohttp, OSError) as one line naming the URL."""
+    if isinstance(e, MnistconvError):
+        return e
+    if isinstance(e, FileNotFoundError):
+        return UsageError(url, "no such file or directory")
+    if isinstance(e, NotImplementedError):
+        return UsageError(url, f"this store cannot be {what}",
+                          "use a store that takes writes (s3://, gs://, ...)")
+    text = printable(str(e) or type(e).__name__)[:300]
+    return MnistconvError(url, f"{what} failed: {text}", "check the URL, the network and "
+                          "the credentials, then run again")
+
+
+def _parent(url):
+    return url.rstrip("/").rsplit("/", 1)[0]
+
+
+# --- input -------------------------------------------------------------------------------
+
+class Spool:
+    """A remote input copied to a local folder; the folder is removed when the last
+    dataset or split read from it is gone (or at exit), only by the process that made
+    it (a forked worker's garbage collection never removes it)."""
+
+    def __init__(self, url):
+        from .staging import remove_dead_leftovers, signals_deferred, staging_prefix
+        self.url = url.rstrip("/")
+        remove_dead_leftovers(tempfile.gettempdir())
+        with signals_deferred():  # no interrupt between making and remembering it
+            self.folder = tempfile.mkdtemp(prefix=staging_prefix("remote-in")[1:])
+            weakref.finalize(self, _remove, self.folder, os.getpid())
+        self.local = os.path.join(self.folder, self.url.rsplit("/", 1)[-1] or "input")
+
+    def local_name(self, text):
+        """text with the spool's paths given back their remote names."""
+        return str(text).replace(self.folder, _parent(self.url))
+
+
+def _remove(folder, pid):
+    if os.getpid() == pid:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sources(fs, path, url):
+    """[(remote path, path relative to the spool folder, size or None)]: what to copy."""
+    stem = path.rstrip("/")
+    name = stem.rsplit("/", 1)[-1]
+    try:
+        if _GLOB.search(name):
+            found = [(p, fs.info(p)) for p in sorted(fs.glob(stem))]
+        elif fs.isdir(stem):
+            found = [(p, info) for p, info in sorted(fs.find(stem, detail=True).items())]
+            return [(p, name + "/" + p[len(stem.rstrip("/")):].lstrip("/"),
+                     info.get("size")) for p, info in found]
+        elif fs.isfile(stem):
+            found = [(stem, fs.info(stem))]
+        else:  # the name a writer was given: its per-split files and shard sets
+            base = name.split(".", 1)[0]
+            found = [(info["name"], info) for info in fs.ls(_parent(stem), detail=True)
+                     if info.get("type") == "file" and
+                     re.match(f"({re.escape(name)}|{re.escape(base)})-",
+                              info["name"].rsplit("/", 1)[-1])]
+    except FileNotFoundError:
+        found = []
+    if not found:
+        raise UsageError(url, "no such file or directory")
+    return [(p, p.rstrip("/").rsplit("/", 1)[-1], info.get("size")) for p, info in found]
+
+
+def _copy_in(url) -> Spool:
+    """Copy url (a file, a directory, a glob, or a writer's name with its shards) into
+    a new Spool, a chunk at a time, after checking it fits."""
+    from .staging import is_staging_name
+    fs, path = _filesystem(url)
+    spool = Spool(url)
+    try:
+        sources = [s for s in _sources(fs, path, url) if not is_staging_name(s[1])]
+        if len(sources) > MAX_REMOTE_FILES:
+            raise UsageError(url, f"holds {len(sources):,} files, more than the "
+                                  f"{MAX_REMOTE_FILES:,} mnistconv copies from one "
+                                  "remote input", "name a smaller directory or a glob")
+        known = sum(size or 0 for _, _, size in sources)
+        free = shutil.disk_usage(spool.folder).free
+        if known > free:
+            raise UsageError(url, f"holds {known:,} bytes, more than the {free:,} free "
+                                  f"where it would be copied ({tempfile.gettempdir()})",
+                             "set TMPDIR to a folder with room")
+        for remote, relative, _ in sources:
+            local = os.path.join(spool.folder, *relative.split("/"))
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with fs.open(remote, "rb") as src, open(local, "wb") as dst:
+                while chunk := src.read(CHUNK):
+                    dst.write(chunk)
+    except Exception as e:
+        raise _failed(url, "reading", e) from None
+    if _GLOB.search(path.rstrip("/").rsplit("/", 1)[-1]):
+        spool.local = spool.folder  # the matches, read as a directory of files
+    return spool
+
+
+_detected = {}  # url -> Spool copied for detect_input, taken by the read() that follows
+
+
+def _spool(url):
+    return _detected.pop(url, None) or _copy_in(url)
+
+
+@atexit.register
+def _forget():
+    _detected.clear()
+
+
+def _renamed(e, spool):
+    """An error raised on the spool, naming the remote path instead."""
+    return _replaced(e, spool.folder, _parent(spool.url))
+
+
+def _replaced(e, old, new):
+    if isinstance(e, MnistconvError):
+        e.path = e.path.replace(old, new) if e.path else e.path
+        e.message = e.message.replace(old, new)
+        e.args = (str(e),)
+    return e
+
+
+def detect_input(url, from_flag="--from"):
+    """registry.detect_input for a remote path: copied, then detected by content (then
+    name) on the local copy, which the read() that follows uses."""
+    spool = _detected.get(url) or _copy_in(url)
+    _detected[url] = spool
+    return _detect(spool, from_flag)
+
+
+def _detect(spool, from_flag="--from"):
+    """The format of a spooled input; a writer's name (`m.tfrecord` for its shards),
+    which exists only as the files beside it, by the first of them."""
+    from . import registry
+    path = spool.local
+    if not os.path.lexists(path):
+        path = os.path.join(spool.folder, sorted(os.listdir(spool.folder))[0])
+    try:
+        return registry.detect_input(path, from_flag)
+    except MnistconvError as e:
+        raise _renamed(e, spool) from None
+
+
+def read(url, format=None, **options):
+    """mnistconv.read for a remote path: the dataset read from a local copy, its errors
+    and notes naming the remote path. The copy lives as long as the dataset or any of
+    its splits."""
+    import mnistconv
+    spool = _spool(url)
+    try:
+        format = format or _detect(spool).name
+        dataset = mnistconv.read(spool.local, format, **options)
+    except MnistconvError as e:
+        raise _renamed(e, spool) from None
+    dataset.notes = [spool.local_name(n) for n in dataset.notes]
+    dataset.paths = [spool.local_name(p) for p in dataset.paths]
+    dataset._remote_spool = spool
+    for split in dataset.splits.values():
+        _keep_spool(split, spool)
+    return dataset
+
+
+def _keep_spool(split, spool):
+    """The split holds the spool (so it outlives the dataset object if need be), and
+    errors found while its images are read name the remote path."""
+    split._remote_spool = spool
+    batches = split.batches
+
+    def remote_batches(*args, **kwargs):
+        try:
+            yield from batches(*args, **kwargs)
+        except MnistconvError as e:
+            raise _renamed(e, spool) from None
+    split.batches = remote_batches
+
+
+# --- output ------------------------------------------------------------------------------
+
+def write(dataset, url, format=None, *, force=False, progress=None, **options):
+    """mnistconv.write for a remote path: written locally in a staging folder, then each
+    file uploaded (see the module docstring), refused without force if it exists."""
+    import mnistconv
+    from . import registry
+    from .records import OutputFile, WriteResult
+    from .staging import exists_error, remove_dead_leftovers, staging_prefix
+    fmt = registry.get(format) if format else registry.detect_output(url)
+    fs, path = _filesystem(url)
+    try:
+        if not force and not url.endswith("/") and fs.isfile(path):
+            raise exists_error(url)
+    except Exception as e:
+        raise _failed(url, "checking the output", e) from None
+    remove_dead_leftovers(tempfile.gettempdir())
+    stage = tempfile.mkdtemp(prefix=staging_prefix("remote-out")[1:])
+    try:
+        name = url.rstrip("/").rsplit("/", 1)[-1]
+        local = os.path.join(stage, name) + ("/" if url.endswith("/") else "")
+        base, root = _parent(url), _parent(path)
+        try:
+            result = mnistconv.write(dataset, local, fmt.name, progress=progress,
+                                     **options)
+        except MnistconvError as e:
+            raise _replaced(e, stage, base) from None
+        uploads = []
+        for f in result:
+            relative = os.path.relpath(os.path.abspath(f.path), stage).replace(os.sep, "/")
+            uploads.append((f, relative))
+        try:
+            if not force:
+                for f, relative in uploads:
+                    if fs.exists(f"{root}/{relative}"):
+                        raise exists_error(f"{base}/{relative}")
+            for f, relative in uploads:
+                _upload(fs, f.path, f"{root}/{relative}")
+        except Exception as e:
+            raise _failed(url, "uploading", e) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    files = [OutputFile(f"{base}/{relative}", f.bytes, f.sha256) for f, relative in uploads]
+    return WriteResult(files, getattr(result, "counts", {}), getattr(result, "stats", {}))
+
+
+def _upload(fs, local, target):
+    """One file to target, never leaving part of it under target's name."""
+    from .staging import staging_prefix
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if _ATOMIC_PUT.intersection(protocols):
+        fs.put_file(local, target)
+        return
+    folder, name = target.rsplit("/", 1)
+    temporary = f"{folder}/{staging_prefix(name)}{os.urandom(4).hex()}"
+    try:
+        fs.put_file(local, temporary)
+        fs.mv(temporary, target)
+    except BaseException:
+        try:
+            if fs.exists(temporary):
+                fs.rm(temporary)
+        except Exception:
+            pass
+        raise
