@@ -38,7 +38,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split
     WriteResult
 from ...shards import (SHARD_RE, ShardSet, check_shard_count, expand_shards,
                        find_shard_set, group_shards, is_data_name, shard_numbers)
-from ...staging import staging_prefix
+from ...staging import signals_deferred, staging_prefix
 from ..tfds import encode, shardwrite
 
 EXTENSION = ".array_record"
@@ -421,9 +421,12 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, grou
         staged_paths = [s.stage_files(staged) for *_, s in plan]
         for *_, shard_set in plan:
             shard_set.supersede_others(staged)
-        scratch = tempfile.mkdtemp(prefix=staging_prefix("arrayrecord"),
-                                   dir=os.path.dirname(staged_paths[0][0]))
+        scratch = None
         try:
+            # Signals wait until the scratch folder is known, so `finally` removes it.
+            with signals_deferred():
+                scratch = tempfile.mkdtemp(prefix=staging_prefix("arrayrecord"),
+                                           dir=os.path.dirname(staged_paths[0][0]))
             for task in tasks.values():
                 task.warm()
             biggest = max(int(np.prod(shape)) for _, _, shape, _ in plan)
@@ -434,9 +437,11 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, grou
                 spooled = []
                 for name, split, shape, shard_set in plan:
                     spool = os.path.join(scratch, name)
-                    open(spool, "wb").close()
-                    lengths = shardwrite.spool_split(split, tasks[shape], encoder, spool,
-                                                     progress, f"{name} -> arrayrecord")
+                    with shardwrite.naming_failures(shard_set.targets[0]):
+                        open(spool, "wb").close()
+                        lengths = shardwrite.spool_split(split, tasks[shape], encoder,
+                                                         spool, progress,
+                                                         f"{name} -> arrayrecord")
                     spooled.append((spool, lengths))
             for (name, split, shape, shard_set), paths, (spool, lengths) in \
                     zip(plan, staged_paths, spooled):
@@ -444,5 +449,6 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, grou
                                                         shard_set.targets, paths, options)
                 counts[name] = len(lengths)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
     return WriteResult(files, counts, {"records": sum(counts.values())})

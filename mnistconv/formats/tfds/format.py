@@ -38,7 +38,8 @@ from ...fileio import StagedOutput
 from ...parallel import ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, Dataset, Split, WriteResult, OutputFile
 from ...shards import check_shard_count, SHARD_RE
-from ...staging import exists_error, staging_prefix, is_staging_name
+from ...staging import exists_error, is_staging_name, signals_deferred, \
+    staging_prefix
 from ...limits import MAX_SHARDS
 from . import encode, info as tfds_info, shardwrite
 
@@ -163,9 +164,12 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
     shape = shapes.pop()
     names = tfds_info.class_names(name, [s for _, s, _ in plan], num_classes)
 
-    scratch = tempfile.mkdtemp(prefix=staging_prefix("tfds"),
-                               dir=_nearest_existing(target))
+    scratch = None
     try:
+        # Signals wait until the scratch folder is known, so `finally` removes it.
+        with signals_deferred():
+            scratch = tempfile.mkdtemp(prefix=staging_prefix("tfds"),
+                                       dir=_nearest_existing(target))
         spooled = []  # (split, lengths, spool path)
         tasks = [encode.ExampleTask(num_classes, shape)]
         for task in tasks:
@@ -175,9 +179,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
                              total=sum(s.header.count for _, s, _ in plan)) as encoder:
             for split_name, split, _ in plan:
                 spool = os.path.join(scratch, split_name)
-                open(spool, "wb").close()
-                lengths = shardwrite.spool_split(split, tasks[0], encoder, spool, progress,
-                                                 f"{split_name} -> tfds")
+                with shardwrite.naming_failures(target):
+                    open(spool, "wb").close()
+                    lengths = shardwrite.spool_split(split, tasks[0], encoder, spool,
+                                                     progress, f"{split_name} -> tfds")
                 spooled.append((split_name, lengths, spool))
         layout = []  # (split, numBytes, shard lengths, targets)
         for split_name, lengths, spool in spooled:
@@ -219,7 +224,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
                                                             staged_paths, "group_size:1")
                 counts[split_name] = len(lengths)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     return WriteResult(files, counts, {"records": sum(counts.values()),
                                        "shards": sum(len(t) for *_, t in layout)})
 

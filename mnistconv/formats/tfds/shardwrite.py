@@ -7,6 +7,7 @@ Everything happens inside the caller's StagedOutput: the shards are written at t
 staging paths and appear with the rest of the output, or not at all.
 """
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -15,10 +16,23 @@ import numpy as np
 
 from ...errors import MissingDependency, UsageError
 from ...fileio import open_staged
+from ...staging import STAGING_MARK
 from ...records import OutputFile
 from . import encode
 
 _BLOCK = 1 << 20
+
+
+@contextlib.contextmanager
+def naming_failures(target):
+    """A failed write to a spool (ENOSPC, EIO) names the output being written, not the
+    scratch file the user never asked for."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None or STAGING_MARK in str(e.filename):
+            e.filename = str(target)
+        raise
 
 
 def spool_split(split, task, encoder, spool_path, progress, description):
