@@ -166,6 +166,8 @@ def test_one_shard_reads_its_whole_set_and_original_indices_survive(tmp_path):
     mnistconv.write(ds, tmp_path / "m.tar", "webdataset", shard_size="2")
     back = mnistconv.read(tmp_path / "m-train-000001.tar").splits["train"]
     assert back.indices().tolist() == picked.tolist()
+    # The name the set was written under reads it too.
+    assert mnistconv.read(tmp_path / "m.tar", "webdataset").splits["train"].header.count == 5
     assert np.array_equal(np.concatenate([b.images for b in back.batches()]), x[picked])
 
 

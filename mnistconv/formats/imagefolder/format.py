@@ -35,6 +35,7 @@ from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
 from ...shards import is_data_name
+from ..parquet.png import decode_unfiltered
 from ..webdataset.samples import SampleTask, pack, split_output
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
@@ -326,6 +327,10 @@ class ImageFolderSplit(Split):
     def _decode(self, path):
         with open(path, "rb") as f:
             data = f.read()
+        # mnistconv's own PNGs (unfiltered) in one zlib call, others through Pillow.
+        image = decode_unfiltered(data, tuple(self.header.shape))
+        if image is not None:
+            return image
         try:
             image = codecs.decode_image(data)
         except ValueError as e:

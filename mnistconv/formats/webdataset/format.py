@@ -40,6 +40,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
     Split, WriteResult
 from ...shards import is_data_name
 from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
+from ..parquet.png import decode_unfiltered
 from .samples import SampleTask, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
@@ -389,6 +390,10 @@ class WebDatasetSplit(Split):
 
     def _decode(self, data, i, number):
         where = self.files[number]
+        # mnistconv's own PNGs (unfiltered) in one zlib call, others through Pillow.
+        image = decode_unfiltered(data, tuple(self.header.shape))
+        if image is not None:
+            return image
         try:
             image = codecs.decode_image(data)
         except ValueError as e:
@@ -481,6 +486,16 @@ def _shard_sets(path):
                          if e.lower().endswith(".tar") and is_data_name(e))
         if not entries:
             raise FormatError(path, "holds no .tar shards")
+    elif not os.path.exists(path) and path.lower().endswith(".tar"):
+        # The name the shards were written under: out/mnist.tar is every split's set
+        # out/mnist-<split>-000000.tar, ...
+        directory, own = os.path.split(path)
+        entries = [e for e in sorted(os.listdir(directory or "."))
+                   if is_data_name(e) and _split_of(e)[0] == own[:-4]
+                   and _split_of(e)[2] is not None]
+        if not entries:
+            raise FormatError(path, "no such file, nor shards named after it "
+                                    f"({printable(own[:-4] + '-<split>-000000.tar')})")
     else:
         directory, own = os.path.split(path)
         prefix, split, number = _split_of(own)
@@ -519,7 +534,8 @@ def _shard_sets(path):
 
 def read(path) -> Dataset:
     """WebDataset shards as a dataset: a directory of `<name>-<split>-000000.tar`
-    shards, one shard (its whole set), or one tar file of samples. Each sample's label
+    shards, one shard (its whole set), one tar file of samples, or the name the shards
+    were written under (`out/mnist.tar`: every split's set `out/mnist-<split>-*.tar`). Each sample's label
     comes from its .cls, its original index from its .json; images are decoded when
     batches() are read.
 
