@@ -88,6 +88,12 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     sums = values.pop("sha256sums", False)
     if dst == "-" and sums:
         raise UsageError(None, "--sha256sums needs an output file, not stdout")
+    if sums and "://" in dst:  # it writes beside the files: a remote one would be local
+        raise UsageError(dst, "--sha256sums needs a local output")
+    planned = {k: values.pop(k, None) for k in PLAN_KEYS}
+    if any(v not in (None, False, (), "local") for v in planned.values()):
+        return _run_planned(src, dst, from_name, to_name, values, planned, quiet,
+                            as_json, force, sums)
     started = time.perf_counter()
     with StdinSpool(src) as src_path:
         source = Input(src_path, from_name, shown_as=src if src == "-" else None)
@@ -145,6 +151,84 @@ def _unrecorded_split_name(dataset, dst, writer):
             f"--split-name {name}"] if name != "train" else []
 
 
+# --- Shard plans, resume and Beam (mnistconv.plan, mnistconv.beam) ---------------------
+
+PLAN_KEYS = ("plan", "num_tasks", "task_index", "resume", "runner", "beam_options")
+
+
+def plan_options(f):
+    """--plan, --num-tasks/--task-index, --resume, --runner and --beam-option."""
+    for decorator in reversed([
+        click.option("--plan", is_flag=True,
+                     help="Print the shard plan as JSON (tasks: split, start, stop, "
+                          "shard) and write nothing."),
+        click.option("--num-tasks", type=int, metavar="N",
+                     help="Run one slice of the plan: tasks I, I+N, I+2N, ..."),
+        click.option("--task-index", type=int, metavar="I", help="The slice (0..N-1)."),
+        click.option("--resume", is_flag=True,
+                     help="Keep shards already written and intact (hash checked); "
+                          "write the rest."),
+        click.option("--runner", type=click.Choice(["local", "beam"]), default=None,
+                     help="Run the plan here (default) or as an Apache Beam pipeline."),
+        click.option("--beam-option", "beam_options", multiple=True, metavar="K=V",
+                     help="A Beam pipeline option, e.g. runner=DirectRunner."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, force,
+                 sums):
+    """--plan, a slice of tasks, --resume or --runner beam: the plan of this
+    conversion, printed or run (mnistconv.plan)."""
+    from .. import plan as plans
+    if src == "-" or dst == "-":
+        raise UsageError("-", "a shard plan reads and writes files, not stdin or stdout")
+    if sums:
+        raise UsageError(None, "--sha256sums does not apply to planned runs; the "
+                               "progress record holds every shard's SHA-256")
+    if (planned["num_tasks"] is None) != (planned["task_index"] is None):
+        raise UsageError(None, "--num-tasks and --task-index go together")
+    source = Input(src, from_name)
+    writer = registry.get(to_name) if to_name else registry.detect_output(dst)
+    _refuse_foreign(values, source.format, writer)
+    plans.planner(writer.name)
+    if planned["beam_options"] and planned["runner"] != "beam":
+        raise UsageError(None, "--beam-option needs --runner beam")
+    spec = plans.InputSpec(src, source.format.name,
+                           options_for(source.format.read_options, values),
+                           selection(values))
+    options = options_for(writer.write_options, values)
+    workers = options.pop("workers", None)
+    if planned["plan"]:
+        emit_json(plans.make_plan(spec.open(), dst, writer.name, options))
+        return 0
+    if planned["runner"] == "beam":
+        from .. import beam
+        result = beam.run(spec, dst, writer.name, options, planned["beam_options"],
+                          resume=planned["resume"], force=force)
+    else:
+        def shown(status, task, f):
+            note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}  ({status})",
+                 quiet or as_json)
+        result = plans.run(spec, dst, writer.name, options,
+                           num_tasks=planned["num_tasks"] or 1,
+                           task_index=planned["task_index"] or 0,
+                           resume=planned["resume"], force=force, workers=workers,
+                           processes=True, on_task=shown)
+    if as_json:
+        emit_json(result)
+    elif result["finished"]:
+        note(f"  finished: every shard of plan {result['plan_hash'][:12]} is there "
+             "(hashes checked)", quiet)
+        for key, value in result["stats"].items():
+            note(f"  {key}: {value}", quiet)
+    else:
+        note(f"  plan {result['plan_hash'][:12]}: {len(result['missing'])} shards to go "
+             "(the task that writes the last one finishes the set)", quiet)
+    return 0
+
+
 @click.command()
 @click.argument("src")
 @click.argument("dst")
@@ -155,6 +239,7 @@ def _unrecorded_split_name(dataset, dst, writer):
 @format_options(all_options("read") + all_options("write"))
 @force_option
 @sha256sums_option
+@plan_options
 @quiet_option
 @json_option
 def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
@@ -193,7 +278,7 @@ def pair_command(reader_name, writer_name):
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, sha256sums_option, quiet_option, json_option,
+        force_option, sha256sums_option, plan_options, quiet_option, json_option,
     ]):
         command = decorator(command)
     return command

@@ -16,7 +16,7 @@ from ...errors import FormatError, UsageError
 from ...fileio import DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged
 from ...limits import check_num_classes
 from ...parallel import ParallelEncoder, check_workers
-from ...records import NO_PROGRESS, OutputFile, WriteResult
+from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
 from ...shards import ShardSet, check_shard_count
 from .framing import COMPRESSIONS, Framer
 from .names import split_target
@@ -219,26 +219,11 @@ def _choose(value, allowed, what):
     return value
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
-          image_format=None, jpeg_quality=95, label_format=None, with_index=False,
-          shards=None, compression="none", workers=1, processes=False,
-          exact_jpeg_error=False) -> WriteResult:
-    """Write every split as TFRecord: one split to `path`, several to
-    `<stem>-<split><ext>` beside it; shards=N cuts each into TensorFlow-named shards.
-    Returns a WriteResult: the files, the records per split, and stats: "records" and,
-    for JPEG, "jpeg_mean_abs_error" and "jpeg_max_abs_error" over the pixels of the
-    records measured, and "jpeg_error_records", their number: the first quarter of
-    every chunk of CHUNK records (chunks start at every split and shard), or every
-    record with exact_jpeg_error=True.
-
-    workers: 1 (the default) encodes in the calling thread; N > 1 on N threads; None
-    one per core. processes=True lets the workers be forked processes (faster; the
-    command line asks for it): see mnistconv.parallel for exactly when.
-
-        ds = mnistconv.read("data/mnist")
-        result = write(ds, "out/mnist.tfrecord", shards=4, workers=2)
-        result.counts   # {'train': 60000, 'test': 10000}
-    """
+def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
+                with_index, shards, compression, exact_jpeg_error, workers=1):
+    """Options checked, and (split, Settings, ShardSet) for every split, checked
+    before any output exists: what write() and write_shard() both start from, so a
+    shard written alone is cut and encoded as in the whole set."""
     from .example import PRESETS
     schema = PRESETS[_choose(preset, tuple(PRESETS), "preset")]
     image_format = _choose(image_format or schema.image_format, IMAGE_FORMATS,
@@ -282,6 +267,32 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         plan.append((split, settings, ShardSet(base, split.header.count, shards,
                                                suffix_one, stream=is_stdio(base))))
 
+    return plan, image_format, compression, workers
+
+
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
+          image_format=None, jpeg_quality=95, label_format=None, with_index=False,
+          shards=None, compression="none", workers=1, processes=False,
+          exact_jpeg_error=False) -> WriteResult:
+    """Write every split as TFRecord: one split to `path`, several to
+    `<stem>-<split><ext>` beside it; shards=N cuts each into TensorFlow-named shards.
+    Returns a WriteResult: the files, the records per split, and stats: "records" and,
+    for JPEG, "jpeg_mean_abs_error" and "jpeg_max_abs_error" over the pixels of the
+    records measured, and "jpeg_error_records", their number: the first quarter of
+    every chunk of CHUNK records (chunks start at every split and shard), or every
+    record with exact_jpeg_error=True.
+
+    workers: 1 (the default) encodes in the calling thread; N > 1 on N threads; None
+    one per core. processes=True lets the workers be forked processes (faster; the
+    command line asks for it): see mnistconv.parallel for exactly when.
+
+        ds = mnistconv.read("data/mnist")
+        result = write(ds, "out/mnist.tfrecord", shards=4, workers=2)
+        result.counts   # {'train': 60000, 'test': 10000}
+    """
+    plan, image_format, compression, workers = _split_sets(
+        dataset, path, preset, image_format, jpeg_quality, label_format, with_index,
+        shards, compression, exact_jpeg_error, workers)
     totals = [0, 0, 0, 0]  # records, error sum, error max, records measured
     pixels = 0
     files, counts = [], {}
@@ -327,3 +338,60 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         result_stats["jpeg_error_records"] = totals[3]
     return WriteResult(files, counts, result_stats)
 
+
+
+def write_shard(dataset, path, split_name, index, staged_path, *, preset="recipe",
+                image_format=None, jpeg_quality=95, label_format=None, with_index=False,
+                shards=None, compression="none", workers=1, processes=False,
+                exact_jpeg_error=False):
+    """Write shard `index` of split `split_name` alone, at staged_path (the caller
+    stages and commits it): exactly the bytes write() gives that shard with the same
+    options, since the options, settings, cut and chunks are write()'s own (chunks
+    restart at every shard start and at every multiple of the chunk size, so the JPEG
+    error sample is the same too). Returns (OutputFile, counters) where counters is
+    [records, error sum, error max, records measured, pixels measured]: summed (max
+    for the error max) over every shard they give write()'s stats. mnistconv.plan runs
+    a shard set this way, shard by shard.
+
+        f, counters = write_shard(ds, "m.tfrecord", "train", 0, tmp, shards=4)
+    """
+    plan, _, compression, workers = _split_sets(
+        dataset, path, preset, image_format, jpeg_quality, label_format, with_index,
+        shards, compression, exact_jpeg_error, workers)
+    entry = next((e for e in plan if e[0].name == split_name), None)
+    if entry is None or not 0 <= index < len(entry[2].targets):
+        raise UsageError(str(path), f"no shard {index} of split {split_name} to write")
+    split, settings, shard_set = entry
+    start = shard_set.bounds[index - 1] if index else 0
+    stop = shard_set.bounds[index]
+    chunk = _chunk_records(max(int(np.prod(s.slot_shape)) for _, s, _ in plan))
+    settings.warm()
+    if type(split).take is not Split.take:  # seekable: read the shard's range only
+        pieces = _range_pieces(split, start, stop, chunk)
+    else:  # a stream: read up to the shard, cut exactly as write() does
+        pieces = ((0, *rest) for out, *rest in _chunks(split, shard_set.bounds, chunk)
+                  if out == index)
+    counters = [0, 0, 0, 0, 0]
+    output = _Output(shard_set.targets[index], staged_path, compression)
+    with ParallelEncoder([settings], workers, processes, int(np.prod(settings.slot_shape)),
+                         chunk, total=stop - start) as encoder:
+        for _, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
+            output.write(data)
+            counters[0] += n
+            counters[1] += esum
+            counters[2] = max(counters[2], emax)
+            counters[3] += ecount
+            counters[4] += ecount * int(np.prod(settings.shape))
+    return output.close(), counters
+
+
+def _range_pieces(split, start, stop, chunk):
+    """write()'s pieces of records start..stop of a seekable split: cut at every
+    multiple of chunk (where a reader's batches of chunk records end)."""
+    labels, indices = np.asarray(split.labels()), np.asarray(split.indices(), np.int64)
+    at = start
+    while at < stop:
+        end = min(stop, (at // chunk + 1) * chunk)
+        yield (0, split.take(np.arange(at, end, dtype=np.int64)), labels[at:end],
+               indices[at:end])
+        at = end

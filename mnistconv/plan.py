@@ -1,0 +1,368 @@
+"""Shard plans: a sharded conversion as a list of independent tasks, run in any order,
+on any machines, resumed after a crash, with the same bytes as one local run.
+
+A plan is decided from the input's headers alone: for each split, its count cut into
+shards by shards.shard_bounds (the cut the local writer makes), one task per shard:
+
+    {"task": 3, "split": "train", "start": 30000, "stop": 45000,
+     "shard": "mnist-train.tfrecord-00003-of-00004"}
+
+Its hash covers the format, the options that change bytes (not workers), each split's
+count, shape, dtype and the SHA-256 of its labels and original indices (cheap: one
+value per example; the pixels are not read to plan), and the tasks. A task writes its
+shard with the format's own per-shard code (for TFRecord, writer.write_shard), staged
+and committed alone (staging.StagedOutput), then notes the shard's name, bytes and
+SHA-256 in the set's progress record: a hidden JSON file beside the output,
+`.<output name>.mnistconv-plan.json`, read and rewritten under a lock on its folder
+(flock: concurrent tasks on one machine, or on a shared file system that honours it).
+
+A record of another plan is refused (a different input, options or shard count would
+mix two sets) unless force. resume=True keeps a shard only when it is in the record and
+its file, hashed again from disk, matches; every other shard of the task is redone.
+The task that completes the set finishes it: every shard is hashed again from disk
+and, when all match, the format's finishing step runs (plain TFRecord has none: the
+shards are the output; with force, the base's other shard sets are removed) and the
+record is marked finished. The record stays, so a later --resume is a check that
+changes nothing.
+
+Formats that plan: PLANNED (a format joins when its writer can write one shard alone
+with the bytes of the whole set).
+"""
+
+import contextlib
+import hashlib
+import json
+import os
+
+from .errors import UsageError
+from .fileio import StagedOutput
+from .staging import staging_prefix
+
+PLAN_VERSION = 1
+RECORD_SUFFIX = ".mnistconv-plan.json"
+# Write options that change how fast, never what is written: not part of a plan.
+_NOT_PLANNED = ("workers", "processes")
+
+
+def _tfrecord_sets(dataset, path, options):
+    from .formats.tfrecord import writer
+    options = {k: v for k, v in options.items() if k not in _NOT_PLANNED}
+    plan, _, _, _ = writer._split_sets(
+        dataset, path, options.get("preset", "recipe"), options.get("image_format"),
+        options.get("jpeg_quality", 95), options.get("label_format"),
+        options.get("with_index", False), options.get("shards"),
+        options.get("compression", "none"), options.get("exact_jpeg_error", False))
+    return [(split, shard_set) for split, _, shard_set in plan]
+
+
+def _tfrecord_shard(dataset, path, split_name, index, staged_path, options):
+    from .formats.tfrecord import writer
+    return writer.write_shard(dataset, path, split_name, index, staged_path, **options)
+
+
+def _tfrecord_stats(counters, options):
+    """write()'s stats from the shards' summed counters."""
+    records, esum, emax, measured, pixels = counters
+    stats = {"records": records}
+    image_format = options.get("image_format")
+    if image_format is None:
+        from .formats.tfrecord.example import PRESETS
+        image_format = PRESETS[options.get("preset", "recipe")].image_format
+    if image_format == "jpeg":
+        stats["jpeg_mean_abs_error"] = round(esum / pixels, 4) if pixels else 0.0
+        stats["jpeg_max_abs_error"] = emax
+        stats["jpeg_error_records"] = measured
+    return stats
+
+
+class Planner:
+    """What a format gives the plan: sets(dataset, path, options) -> [(split,
+    ShardSet)], shard(dataset, path, split name, index, staged path, options) ->
+    (OutputFile, counters), stats(summed counters, options) -> the write stats, and
+    finish(dataset, path, options) (metadata once every shard is there), or None."""
+
+    def __init__(self, sets, shard, stats, finish=None):
+        self.sets, self.shard, self.stats, self.finish = sets, shard, stats, finish
+
+
+PLANNED = {"tfrecord": Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats)}
+
+
+def planner(format_name) -> Planner:
+    """The format's Planner, or a usage error naming the formats that plan."""
+    if format_name not in PLANNED:
+        raise UsageError(None, f"writing {format_name} cannot be planned, resumed or run "
+                               "on Beam (its writer does not write one shard alone)",
+                         f"plan one of: {', '.join(PLANNED)}")
+    return PLANNED[format_name]
+
+
+class InputSpec:
+    """How every task opens the same input (picklable, for Beam workers): the path,
+    its format, read options and a selection (keyword arguments of stream.select).
+
+        spec = InputSpec("data/mnist", "idx")
+        dataset = spec.open()
+    """
+
+    def __init__(self, path, format=None, read_options=None, select=None):
+        self.path, self.format = str(path), format
+        self.read_options, self.select = dict(read_options or {}), select
+
+    def open(self):
+        """The dataset, read and selected."""
+        import mnistconv
+        dataset = mnistconv.read(self.path, self.format, **self.read_options)
+        if self.select is not None:
+            from . import stream
+            dataset = stream.select(dataset, **self.select)
+        return dataset
+
+
+def _digest(array):
+    import numpy as np
+    array = np.ascontiguousarray(array)
+    return hashlib.sha256(array.dtype.str.encode() + array.tobytes()).hexdigest()
+
+
+def _canonical(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+def make_plan(dataset, path, format_name, options) -> dict:
+    """The plan of writing dataset to path as format_name with options (see the module
+    docstring); nothing is written.
+
+        plan = make_plan(mnistconv.read("data/mnist"), "m.tfrecord", "tfrecord",
+                         {"shards": 4})
+        [t["shard"] for t in plan["tasks"]][:1]  # ['m-train.tfrecord-00000-of-00004']
+    """
+    from . import registry
+    defaults = {o.name: o.default for o in registry.get(format_name).write_options}
+    # Only what differs from the format's defaults: the library's call and the command
+    # line's (which passes every default) plan the same conversion with the same hash.
+    options = {k: v for k, v in sorted(options.items()) if k not in _NOT_PLANNED
+               and v is not None and v is not False and v != defaults.get(k)}
+    splits, tasks = {}, []
+    for split, shard_set in planner(format_name).sets(dataset, path, options):
+        h = split.header
+        splits[split.name] = {"count": h.count, "shape": list(h.shape),
+                              "dtype": str(h.dtype), "labels_sha256": _digest(split.labels()),
+                              "indices_sha256": _digest(split.indices())}
+        start = 0
+        for index, (target, stop) in enumerate(zip(shard_set.targets, shard_set.bounds)):
+            tasks.append({"task": len(tasks), "split": split.name, "index": index,
+                          "start": start, "stop": stop, "shard": os.path.basename(target)})
+            start = stop
+    plan = {"mnistconv_plan": PLAN_VERSION, "format": format_name, "options": options,
+            "splits": splits, "tasks": tasks}
+    plan["hash"] = hashlib.sha256(_canonical(plan)).hexdigest()
+    plan["output"] = str(path)  # where, not what: not hashed (machines mount differently)
+    return plan
+
+
+def record_path(path) -> str:
+    """The progress record of an output: `.<name>.mnistconv-plan.json` beside it."""
+    folder, name = os.path.split(os.path.abspath(str(path)))
+    return os.path.join(folder, f".{name}{RECORD_SUFFIX}")
+
+
+@contextlib.contextmanager
+def _locked(folder):
+    """An exclusive flock on folder while the record is read and rewritten (never held
+    while StagedOutput commits: it locks the same folder)."""
+    import fcntl
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read_record(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}  # unreadable: no shard in it is trusted
+    return record if isinstance(record, dict) else {}
+
+
+def _write_record(path, record):
+    """Replace the record whole (a temporary beside it, renamed)."""
+    folder = os.path.dirname(path)
+    tmp = os.path.join(folder, staging_prefix(os.path.basename(path)) + "record")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def file_sha256(path):
+    """(bytes, SHA-256) of a file on disk, or None when it cannot be read."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+                size += len(block)
+    except OSError:
+        return None
+    return size, digest.hexdigest()
+
+
+def _intact(folder, name, entry) -> bool:
+    """A recorded shard whose file, hashed again from disk, is what was recorded."""
+    if not isinstance(entry, dict):
+        return False
+    return file_sha256(os.path.join(folder, name)) == (entry.get("bytes"),
+                                                        entry.get("sha256"))
+
+
+def prepare(dataset, path, plan, *, force=False):
+    """Before any task writes: refuse a record of another plan (or, with force, start
+    over), refuse shard files or other shard sets that no record of this plan owns
+    (unless force), and create the record. Returns the record's path."""
+    from .shards import other_shard_sets
+    rpath = record_path(path)
+    folder = os.path.dirname(rpath)
+    with _locked(folder):
+        record = _read_record(rpath)
+        if record is not None and record.get("plan_hash") != plan["hash"] and not force:
+            raise UsageError(rpath, f"holds the progress of another plan "
+                                    f"({str(record.get('plan_hash'))[:12]}; this one is "
+                                    f"{plan['hash'][:12]}): a different input, options "
+                                    "or shard count", "run the same conversion, or use "
+                                    "--force to start over")
+        if record is None or record.get("plan_hash") != plan["hash"]:
+            if not force:
+                for task in plan["tasks"]:
+                    target = os.path.join(folder, task["shard"])
+                    if os.path.lexists(target):
+                        from .staging import exists_error
+                        raise exists_error(target)
+                targets = {t["shard"] for t in plan["tasks"]}
+                for _, shard_set in planner(plan["format"]).sets(dataset, path,
+                                                                   plan["options"]):
+                    stale = [s for s in other_shard_sets(shard_set.base, shard_set.targets)
+                             if os.path.basename(s) not in targets]
+                    if stale:
+                        from .staging import exists_error
+                        raise exists_error(stale[0])
+            _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan, "shards": {},
+                                  "finished": False, "force": bool(force)})
+    return rpath
+
+
+def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=False):
+    """Run task `number` of the plan: keep its shard when resuming and the shard is
+    recorded and intact, else write it (staged, committed) and record it. Returns
+    ("kept" or "written", OutputFile-like dict)."""
+    task = plan["tasks"][number]
+    rpath = record_path(path)
+    folder = os.path.dirname(rpath)
+    name = task["shard"]
+    with _locked(folder):
+        record = _read_record(rpath) or {}
+        if record.get("plan_hash") != plan["hash"]:
+            raise UsageError(rpath, "holds no progress of this plan (another run "
+                                    "started over)", "run the tasks again")
+        entry = record.get("shards", {}).get(name)
+    if resume and _intact(folder, name, entry):
+        return "kept", {"path": os.path.join(folder, name), **entry}
+    options = dict(plan["options"], workers=workers, processes=processes)
+    # The record says this set is ours: a shard of it on disk (a killed task's, or a
+    # tampered one) is replaced.
+    with StagedOutput(force=True) as staged:
+        tmp = staged.file(os.path.join(folder, name))
+        written, counters = planner(plan["format"]).shard(dataset, path, task["split"],
+                                                            task["index"], tmp, options)
+    entry = {"bytes": written.bytes, "sha256": written.sha256, "counters": counters}
+    with _locked(folder):
+        record = _read_record(rpath) or {}
+        if record.get("plan_hash") == plan["hash"]:
+            record["shards"][name] = entry
+            record["finished"] = False
+            _write_record(rpath, record)
+    return "written", {"path": os.path.join(folder, name), **entry}
+
+
+def finish(dataset, path, plan):
+    """If every shard of the plan is recorded, check each against its file (hashed
+    again from disk; a mismatch is dropped from the record, to be redone by --resume)
+    and finish the set once. Returns (finished, names of shards missing or bad)."""
+    from .shards import other_shard_sets
+    rpath = record_path(path)
+    folder = os.path.dirname(rpath)
+    with _locked(folder):
+        record = _read_record(rpath) or {}
+        if record.get("plan_hash") != plan["hash"]:
+            return False, [t["shard"] for t in plan["tasks"]]
+        shards = record.setdefault("shards", {})
+        bad = [t["shard"] for t in plan["tasks"]
+               if not _intact(folder, t["shard"], shards.get(t["shard"]))]
+        if bad:
+            for name in bad:
+                shards.pop(name, None)
+            record["finished"] = False
+            _write_record(rpath, record)
+            return False, bad
+        if not record.get("finished"):
+            the = planner(plan["format"])
+            if record.get("force"):  # the base's other shard sets: replaced, as locally
+                targets = {t["shard"] for t in plan["tasks"]}
+                for _, shard_set in the.sets(dataset, path, plan["options"]):
+                    for stale in other_shard_sets(shard_set.base, shard_set.targets):
+                        if os.path.basename(stale) not in targets:
+                            os.unlink(stale)
+            if the.finish is not None:
+                the.finish(dataset, path, plan["options"])
+            record["finished"] = True
+            _write_record(rpath, record)
+    return True, []
+
+
+def totals(path, plan) -> dict:
+    """The write stats of a finished set, from the recorded shards' counters (the same
+    stats one local write() reports)."""
+    record = _read_record(record_path(path)) or {}
+    summed = [0, 0, 0, 0, 0]
+    for entry in record.get("shards", {}).values():
+        counters = entry.get("counters") or [0, 0, 0, 0, 0]
+        # records, error sum, error max, records measured, pixels measured
+        summed = [a + b for a, b in zip(summed, counters)]
+        summed[2] = max(summed[2] - counters[2], counters[2])
+    return planner(plan["format"]).stats(summed, plan["options"])
+
+
+def run(source, path, format_name, options, *, num_tasks=1, task_index=0, resume=False,
+        force=False, workers=1, processes=False, on_task=None) -> dict:
+    """Run tasks task_index, task_index + num_tasks, ... of the plan (every task with
+    the defaults), then finish the set if it is complete. source: an InputSpec or a
+    Dataset. on_task(status, task, file dict) is called after each task. Returns
+    {"plan_hash", "tasks": [...], "finished": bool, "missing": [...], "stats"}.
+
+        run(InputSpec("data/mnist"), "out/m.tfrecord", "tfrecord", {"shards": 4},
+            num_tasks=2, task_index=0)  # tasks 0, 2, 4, 6
+    """
+    from .limits import count_in_range
+    num_tasks = count_in_range(num_tasks, "--num-tasks", 1 << 20)
+    if not 0 <= int(task_index) < num_tasks:
+        raise UsageError(None, f"--task-index must be 0..{num_tasks - 1}, not {task_index}")
+    dataset = source.open() if isinstance(source, InputSpec) else source
+    plan = make_plan(dataset, path, format_name, options)
+    prepare(dataset, path, plan, force=force)
+    done = []
+    for number in range(int(task_index), len(plan["tasks"]), num_tasks):
+        status, written = run_task(dataset, path, plan, number, resume=resume,
+                                   workers=workers, processes=processes)
+        done.append({"task": number, "status": status, **written})
+        if on_task is not None:
+            on_task(status, plan["tasks"][number], written)
+    finished, missing = finish(dataset, path, plan)
+    return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
+            "missing": missing, "stats": totals(path, plan) if finished else {}}
