@@ -4,6 +4,7 @@ pass's templates (reader._Templates) the labels, indices and pixels of a full pa
 never hiding a record that a parse would refuse."""
 
 import gzip
+import os
 import struct
 
 import numpy as np
@@ -53,7 +54,7 @@ def raw_records(n, seed=0):
 
 def blocks_as_records(path, compression="auto"):
     out = []
-    for block, starts, sizes, first in framing.iter_record_blocks(path, compression):
+    for block, starts, sizes, first, _ in framing.iter_record_blocks(path, compression):
         for k, (s, n) in enumerate(zip(starts, sizes)):
             out.append((first + k, bytes(block[s:s + n])))
     return out
@@ -176,3 +177,35 @@ def test_records_of_one_layout_are_mostly_not_parsed(tmp_path, monkeypatch):
                         lambda self, *a: parsed.append(a[1]) or original(self, *a))
     only_split(str(path))
     assert len(parsed) <= 20
+
+
+@pytest.mark.parametrize("change", ["rewritten", "cut short"])
+def test_a_file_changed_after_its_index_pass_is_an_error_not_other_images(tmp_path, change):
+    records, _, _ = raw_records(3000)
+    path = tmp_path / "raw.tfrecord"
+    path.write_bytes(frame(records))
+    split = only_split(str(path))
+    data, before = path.read_bytes(), path.stat().st_mtime_ns
+    if change == "rewritten":  # other pixels, every CRC right, the same size
+        records2, _, _ = raw_records(3000, seed=1)
+        path.write_bytes(frame(records2))
+        assert len(path.read_bytes()) == len(data)
+    else:
+        path.write_bytes(data[:len(data) // 2])
+    # A later time, as a rewrite gets on any file system (some count in seconds).
+    os.utime(path, ns=(before + 10**9, before + 10**9))
+    assert error_of(lambda: list(split.batches(500))) == \
+        f"{path}: changed while reading: modified after it was indexed"
+
+
+def test_read_ranges_gives_the_bytes_of_each_range(tmp_path):
+    data = bytes(range(256)) * 40000  # 10 MB: ranges across blocks, one over several
+    path = tmp_path / "r"
+    path.write_bytes(data)
+    begins = np.array([0, 5, 4 << 20, (4 << 20) + 10, 9 << 20], np.int64)
+    ends = np.array([3, 4 << 20, (4 << 20) + 10, 9 << 20, len(data)], np.int64)
+    got = [piece for pieces in framing.read_ranges(str(path), "none", begins, ends)
+           for piece in pieces]
+    assert got == [data[b:e] for b, e in zip(begins, ends)]
+    with pytest.raises(FormatError, match="shorter than when it was indexed"):
+        list(framing.read_ranges(str(path), "none", begins, ends + 1))

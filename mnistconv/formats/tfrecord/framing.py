@@ -99,17 +99,22 @@ class Framer:
             if len(cache) > 100_000 or self.spliced_bytes > _SPLICED_BYTES:
                 cache.clear()
                 self.spliced_bytes = 0
-            for i, key in enumerate(keys):
-                if hits[i] is None:
-                    hit = cache.get(key)
-                    if hit is None:
-                        label, length = key
-                        before, after = builder.split_at_image(label, length + extra)
-                        size = len(before) + extra + length + len(after)
-                        hit = cache[key] = (self.header(size) + before + prefix,
-                                            self.crc(before + prefix), suffix + after)
-                        self.spliced_bytes += size - length
-                    hits[i] = hit
+            i = hits.index(None)
+            while True:  # only over the misses (list.index scans in C)
+                key = keys[i]
+                hit = cache.get(key)
+                if hit is None:
+                    label, length = key
+                    before, after = builder.split_at_image(label, length + extra)
+                    size = len(before) + extra + length + len(after)
+                    hit = cache[key] = (self.header(size) + before + prefix,
+                                        self.crc(before + prefix), suffix + after)
+                    self.spliced_bytes += size - length
+                hits[i] = hit
+                try:
+                    i = hits.index(None, i + 1)
+                except ValueError:
+                    break
         heads, head_crcs, tails = zip(*hits) if hits else ((), (), ())
         extend = self.extend
         crcs = map(extend, map(extend, head_crcs, middles), tails)
@@ -333,17 +338,15 @@ class _Unusual(Exception):
 
 def iter_record_blocks(path, compression="auto", start_number=0):
     """Yield the records of a TFRecord file a block at a time, as (buffer, starts,
-    lengths, first number): record first + i is buffer[starts[i]:starts[i] +
-    lengths[i]] (lists of ints). Both CRCs of every record are checked, a block at a
+    lengths, first number, offset): record first + i is buffer[starts[i]:starts[i] +
+    lengths[i]] (lists of ints), and buffer[0] is byte `offset` of the (decompressed)
+    stream, as read_ranges() counts. Both CRCs of every record are checked, a block at a
     time (iter_records' per-record loop was most of a 60000-record index pass). At the
     first thing out of the ordinary (a CRC that does not hold, truncation, a record
     longer than a block) iter_records takes over from the first record not yet
     yielded, one record per block, so errors are exactly its and name the same record;
     the buffer is then bytes, or a memoryview for a record larger than 1 MiB."""
-    check_input_file(path)
-    if compression in (None, "auto"):
-        with open(path, "rb") as f:
-            compression = detect_compression(path, f.read(12))
+    compression = resolve_compression(path, compression)
     done = 0
     try:
         for block in _blocks(path, compression, start_number):
@@ -352,9 +355,48 @@ def iter_record_blocks(path, compression="auto", start_number=0):
         return
     except _Unusual:
         pass
-    for number, _, data in iter_records(path, compression, start_number):
+    for number, offset, data in iter_records(path, compression, start_number):
         if number - start_number >= done:
-            yield data, [0], [len(data)], number
+            yield data, [0], [len(data)], number, offset + 12
+
+
+def resolve_compression(path, compression="auto") -> str:
+    """The compression of an input file: as given, or detected from its content
+    (detect_compression) for "auto" or None."""
+    check_input_file(path)
+    if compression in (None, "auto"):
+        with open(path, "rb") as f:
+            compression = detect_compression(path, f.read(12))
+    return compression
+
+
+def read_ranges(path, compression, begins, ends):
+    """Yield, a block at a time, lists of the bytes at [begins[i], ends[i]) of a file's
+    (decompressed) stream: ascending ranges that do not overlap (int64 arrays), such as
+    the images an earlier pass found (their records' CRCs checked then). Reading only
+    what lies between them again, with no framing walk or CRC, halves the second
+    pass of a TFRecord reader. FormatError if the stream ends before the last range."""
+    stream = _Stream(path, compression)
+    try:
+        base, block, i = 0, b"", 0
+        while i < len(begins):
+            more = stream.read(_BLOCK)
+            if not more:
+                raise FormatError(path, "changed while reading: it is shorter than when "
+                                        "it was indexed")
+            block = block + more if block else more
+            top = int(np.searchsorted(ends, base + len(block), side="right"))
+            if top > i:
+                cut = map(slice, (begins[i:top] - base).tolist(),
+                          (ends[i:top] - base).tolist())
+                yield list(map(block.__getitem__, cut))
+                i = top
+            # Keep only what the next range needs.
+            drop = len(block) if i == len(begins) else \
+                min(int(begins[i]) - base, len(block))
+            block, base = block[drop:], base + drop
+    finally:
+        stream.close()
 
 
 def _blocks(path, compression, number):
@@ -362,7 +404,7 @@ def _blocks(path, compression, number):
     stream = _Stream(path, compression)
     expected = {}  # record length -> its header's masked CRC
     try:
-        rest = b""
+        rest, offset = b"", 0
         while True:
             more = stream.read(_BLOCK)
             block = rest + more if rest else more
@@ -377,9 +419,9 @@ def _blocks(path, compression, number):
                 rest = block
                 continue
             _check_block(block, starts, lengths, crc, expected)
-            yield block, starts, lengths, number
+            yield block, starts, lengths, number, offset
             number += len(starts)
-            rest = block[end:]
+            rest, offset = block[end:], offset + end
     finally:
         stream.close()
 

@@ -23,7 +23,8 @@ from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from .example import (PRESETS, example_class, feature_values, find_layout, one_value,
                       record_name)
 from ...shards import is_data_name
-from .framing import COMPRESSIONS, iter_record_blocks, sniff_file
+from .framing import (COMPRESSIONS, iter_record_blocks, read_ranges, resolve_compression,
+                      sniff_file)
 from .names import matches_name, resolve
 
 IMAGE_KINDS = ("jpeg", "png", "raw")
@@ -51,7 +52,11 @@ class TFRecordSplit(Split):
         # Per record: (label, original index or -1, image start, image length, raw).
         rows = []
         templates = _Templates()  # the shortcut for records like those already parsed
-        for path, (block, at, sizes, first) in self._blocks():
+        self._sources = []  # (path, compression, records, what the file was) per file
+        record_offsets = []  # where each block's records start in their file's stream
+        for path, (block, at, sizes, first, offset) in self._blocks():
+            record_offsets.append(np.array(at, np.int64) + offset)
+            self._sources[-1][2] += len(at)
             whole = len(at) == 1 and at[0] == 0 and sizes[0] == len(block)
 
             def parse(k):
@@ -82,7 +87,8 @@ class TFRecordSplit(Split):
         self._labels = _cast(table[:, 0])
         # No index feature: the position is the index.
         self._indices = np.where(table[:, 1] < 0, np.arange(len(table)), table[:, 1])
-        self._starts = table[:, 2].copy()
+        # Where each image lies in its file's stream: the second pass reads them alone.
+        self._begins = np.concatenate(record_offsets) + table[:, 2]
         self._lengths = table[:, 3].copy()
         self._raw = table[:, 4].astype(bool)
         num_classes = self.layout.label_width if self.layout.label_format == "onehot" \
@@ -92,10 +98,12 @@ class TFRecordSplit(Split):
         super().__init__(name, header)
 
     def _blocks(self):
-        """(path, (buffer, starts, lengths, first record number)) per block of records
-        (framing.iter_record_blocks), file after file."""
+        """(path, (buffer, starts, lengths, first record number, offset)) per block of
+        records (framing.iter_record_blocks), file after file."""
         for path in self.files:
-            for block in iter_record_blocks(path, self.compression):
+            compression = resolve_compression(path, self.compression)
+            self._sources.append([path, compression, 0, _identity(path)])
+            for block in iter_record_blocks(path, compression):
                 yield path, block
 
     def _parse(self, path, number, data):
@@ -230,32 +238,32 @@ class TFRecordSplit(Split):
 
     def _cut(self, batch_size, shape):
         """(shape, start position, [(path, record number, image bytes or _Raw)]) per
-        batch, read in this thread (the decoding happens in _decode_batch)."""
+        batch, read in this thread (the decoding happens in _decode_batch): only the
+        images, from where the index pass found them (framing.read_ranges), in files
+        that have not changed since."""
         position, items = 0, []
-        count = self.header.count
-        for path, (block, at, sizes, first) in self._blocks():
-            n = len(at)
-            if position + n > count:
-                raise FormatError(self.files[0], f"changed while reading: more than "
-                                                 f"{count} records")
-            # Where each image lies, from the index: cut with C-level maps, not a loop.
-            begin = np.array(at, np.int64) + self._starts[position:position + n]
-            end = begin + self._lengths[position:position + n]
-            images = list(map(block.__getitem__, map(slice, begin.tolist(), end.tolist())))
-            if not isinstance(block, bytes):
-                images = [bytes(image) for image in images]
-            raw = self._raw[position:position + n]
-            if raw.any():
-                images = [_Raw(image, shape) if is_raw else image
-                          for image, is_raw in zip(images, raw.tolist())]
-            items.extend(zip([path] * n, range(first, first + n), images))
-            position += n
-            while len(items) >= batch_size:
-                yield shape, position - len(items), items[:batch_size]
-                del items[:batch_size]
-        if position != count:
-            raise FormatError(self.files[0], f"changed while reading: {position} records, "
-                                             f"{count} before")
+        for path, compression, count, identity in self._sources:
+            if _identity(path) != identity:
+                raise FormatError(path, "changed while reading: modified after it was "
+                                        "indexed")
+            begins = self._begins[position:position + count]
+            ends = begins + self._lengths[position:position + count]
+            number = 0
+            for images in read_ranges(path, compression, begins, ends):
+                n = len(images)
+                raw = self._raw[position:position + n]
+                if raw.any():
+                    images = [_Raw(image, shape) if is_raw else image
+                              for image, is_raw in zip(images, raw.tolist())]
+                items.extend(zip([path] * n, range(number, number + n), images))
+                position += n
+                number += n
+                while len(items) >= batch_size:
+                    yield shape, position - len(items), items[:batch_size]
+                    del items[:batch_size]
+            if _identity(path) != identity:
+                raise FormatError(path, "changed while reading: modified after it was "
+                                        "indexed")
         if items:
             yield shape, position - len(items), items
 
@@ -395,6 +403,12 @@ class _Templates:
         entry[4][after] = row
         self.tails += 1
         self.bytes += len(after)
+
+
+def _identity(path):
+    """What tells a file changed between the index pass and reading the images."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev
 
 
 def _locate(data, image):
