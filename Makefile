@@ -29,8 +29,13 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[tfrecord]'
 	touch $@
 
+# Every format's extra and every real client the tests read the outputs back with
+# (TensorFlow, TFDS, Grain, Hugging Face datasets, webdataset, torch/torchvision, lmdb,
+# h5py); torch and torchvision are the builds that lie on this project's machines.
+TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch
+
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[tfrecord,tensorflow,test]'
+	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(TEST_EXTRAS)]'
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
