@@ -1,0 +1,100 @@
+"""A shard plan (mnistconv.plan) run as an Apache Beam pipeline: one element per task,
+each writing its shard with the same code as a local run (so the same bytes), then the
+finishing step once every shard is written.
+
+    mnistconv convert data/mnist out/m.tfrecord --shards 8 --runner beam \\
+        --beam-option runner=DirectRunner --beam-option direct_num_workers=2
+    python -m mnistconv.beam data/mnist out/m.tfrecord --shards 8    # the same
+
+Every worker opens the input itself (an InputSpec: path, format, read options,
+selection) and writes beside the output, so both must be paths every worker sees (one
+machine, or a shared file system). The progress record makes a retried or duplicated
+task harmless: a task rewrites only its own shard, and the set is finished once, after
+each shard's hash is checked on disk.
+"""
+
+import re
+
+from .errors import MissingDependency, UsageError
+from . import plan as plans
+
+_OPTION = re.compile(r"[A-Za-z][A-Za-z0-9_]*=.*", re.S)
+
+
+def pipeline_flags(beam_options) -> list:
+    """Beam's command-line flags from K=V pairs (`runner=DirectRunner` ->
+    `--runner=DirectRunner`); anything else is a usage error.
+
+        pipeline_flags(["runner=DirectRunner"])  # ['--runner=DirectRunner']
+    """
+    flags = []
+    for option in beam_options or ():
+        option = str(option)
+        if not _OPTION.fullmatch(option):
+            raise UsageError(None, f"--beam-option {option!r} is not K=V",
+                             "e.g. --beam-option runner=DirectRunner")
+        flags.append("--" + option)
+    return flags
+
+
+class _Opened:
+    """The dataset of an InputSpec, opened once per worker process and kept."""
+    cache = {}
+
+    @classmethod
+    def get(cls, source):
+        key = (source.path, source.format, repr(sorted(source.read_options.items())),
+               repr(source.select))
+        if key not in cls.cache:
+            cls.cache[key] = source.open()
+        return cls.cache[key]
+
+
+def _write_task(number, source, path, plan, resume):
+    """One element: run task `number` (keep or write its shard, record it)."""
+    status, _ = plans.run_task(_Opened.get(source), path, plan, number, resume=resume)
+    return number, status
+
+
+def _finish(results, source, path, plan):
+    """After every task: check each shard on disk and finish the set."""
+    finished, missing = plans.finish(_Opened.get(source), path, plan)
+    return {"finished": finished, "missing": missing, "tasks": sorted(results)}
+
+
+def run(source, path, format_name, options, beam_options=(), *, resume=False,
+        force=False) -> dict:
+    """Run the plan of writing source (an InputSpec) to path as a Beam pipeline with
+    the given pipeline options (K=V strings). Returns what mnistconv.plan.run returns.
+
+        run(InputSpec("data/mnist", "idx"), "out/m.tfrecord", "tfrecord", {"shards": 4},
+            ["runner=DirectRunner"])
+    """
+    flags = pipeline_flags(beam_options)
+    try:
+        import apache_beam as beam
+        from apache_beam.options.pipeline_options import PipelineOptions
+    except ImportError:
+        raise MissingDependency("apache-beam", "beam", "--runner beam") from None
+    dataset = source.open()
+    plan = plans.make_plan(dataset, path, format_name, options)
+    plans.prepare(dataset, path, plan, force=force)
+    with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
+        _ = (pipeline
+             | "Tasks" >> beam.Create(list(range(len(plan["tasks"]))))
+             # Spread the tasks over workers (Create alone may keep them in one bundle).
+             | "Spread" >> beam.Reshuffle()
+             | "Write shards" >> beam.Map(_write_task, source, str(path), plan, resume)
+             | "All written" >> beam.combiners.ToList()
+             | "Finish" >> beam.Map(_finish, source, str(path), plan))
+    # Where the launcher sees the output too, say how it ended (finishing is idempotent).
+    finished, missing = plans.finish(dataset, path, plan)
+    done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]
+    return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
+            "missing": missing, "stats": plans.totals(path, plan) if finished else {}}
+
+
+if __name__ == "__main__":
+    import sys
+    from .cli import main
+    main(["convert", *sys.argv[1:], "--runner", "beam"])
