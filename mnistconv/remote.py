@@ -34,7 +34,7 @@ import tempfile
 import weakref
 
 from .errors import MissingDependency, MnistconvError, UsageError
-from .limits import MAX_REMOTE_FILES, printable
+from .limits import MAX_REMOTE_FILES
 
 CHUNK = 1 << 20
 # A scheme of two letters or more: `C://` stays a Windows drive.
@@ -43,6 +43,7 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 # (an unfinished multipart upload is invisible). Others get a temporary name and a move.
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}
 _GLOB = re.compile(r"[*?\[]")
+_SHARD = re.compile(r"-\d{5}-of-(\d{5})$")  # TensorFlow's shard suffix
 
 
 def is_remote(path) -> bool:
@@ -72,7 +73,7 @@ def _filesystem(url):
         raise MissingDependency(module, "remote", f"the remote path {scheme}://") \
             from None
     except ValueError as e:  # an unknown protocol
-        raise UsageError(url, f"not a path mnistconv can open ({printable(str(e))})",
+        raise UsageError(url, f"not a path mnistconv can open ({_one_line(e)})",
                          "use a local path or a scheme fsspec knows (s3://, gs://, "
                          "https://, memory://)") from None
 
@@ -86,9 +87,18 @@ def _failed(url, what, e):
     if isinstance(e, NotImplementedError):
         return UsageError(url, f"this store cannot be {what}",
                           "use a store that takes writes (s3://, gs://, ...)")
-    text = printable(str(e) or type(e).__name__)[:300]
+    text = _one_line(e)
     return MnistconvError(url, f"{what} failed: {text}", "check the URL, the network and "
                           "the credentials, then run again")
+
+
+def _protocols(fs):
+    return set(fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,))
+
+
+def _one_line(e):
+    """A foreign exception's text on one line (a newline would split the error line)."""
+    return " ".join((str(e) or type(e).__name__).split())[:300]
 
 
 def _parent(url):
@@ -109,6 +119,7 @@ class Spool:
         with signals_deferred():  # no interrupt between making and remembering it
             self.folder = tempfile.mkdtemp(prefix=staging_prefix("remote-in")[1:])
             weakref.finalize(self, _remove, self.folder, os.getpid())
+            _folders.add(self.folder)
         self.local = os.path.join(self.folder, self.url.rsplit("/", 1)[-1] or "input")
 
     def local_name(self, text):
@@ -116,9 +127,21 @@ class Spool:
         return str(text).replace(self.folder, _parent(self.url))
 
 
+_folders = set()  # this process's live spool folders, for remove_spools()
+
+
 def _remove(folder, pid):
     if os.getpid() == pid:
         shutil.rmtree(folder, ignore_errors=True)
+        _folders.discard(folder)
+
+
+def remove_spools():
+    """Remove every spool folder of this process now: for a program that leaves with
+    os._exit (the CLI), where neither garbage collection nor atexit runs."""
+    _detected.clear()
+    for folder in list(_folders):
+        _remove(folder, os.getpid())
 
 
 def _sources(fs, path, url):
@@ -132,6 +155,12 @@ def _sources(fs, path, url):
             found = [(p, info) for p, info in sorted(fs.find(stem, detail=True).items())]
             return [(p, name + "/" + p[len(stem.rstrip("/")):].lstrip("/"),
                      info.get("size")) for p, info in found]
+        elif fs.isfile(stem) and _SHARD.search(name):  # one shard: read with its set
+            pattern = re.escape(_SHARD.sub("", name)) + r"-\d{5}-of-" + \
+                _SHARD.search(name).group(1) + "$"
+            found = [(info["name"], info) for info in fs.ls(_parent(stem), detail=True)
+                     if info.get("type") == "file" and
+                     re.match(pattern, info["name"].rsplit("/", 1)[-1])]
         elif fs.isfile(stem):
             found = [(stem, fs.info(stem))]
         else:  # the name a writer was given: its per-split files and shard sets
@@ -165,10 +194,13 @@ def _copy_in(url) -> Spool:
             raise UsageError(url, f"holds {known:,} bytes, more than the {free:,} free "
                                   f"where it would be copied ({tempfile.gettempdir()})",
                              "set TMPDIR to a folder with room")
+        # One pass from start to end: HTTP as a stream (no range requests, which many
+        # servers lack); other stores read ahead a block at a time.
+        streaming = {"block_size": 0} if _protocols(fs) & {"http", "https"} else {}
         for remote, relative, _ in sources:
             local = os.path.join(spool.folder, *relative.split("/"))
             os.makedirs(os.path.dirname(local), exist_ok=True)
-            with fs.open(remote, "rb") as src, open(local, "wb") as dst:
+            with fs.open(remote, "rb", **streaming) as src, open(local, "wb") as dst:
                 while chunk := src.read(CHUNK):
                     dst.write(chunk)
     except Exception as e:
@@ -306,8 +338,7 @@ def write(dataset, url, format=None, *, force=False, progress=None, **options):
 def _upload(fs, local, target):
     """One file to target, never leaving part of it under target's name."""
     from .staging import staging_prefix
-    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    if _ATOMIC_PUT.intersection(protocols):
+    if _ATOMIC_PUT & _protocols(fs):
         fs.put_file(local, target)
         return
     folder, name = target.rsplit("/", 1)

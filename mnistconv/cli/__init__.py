@@ -329,6 +329,8 @@ def console():
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
+    if "mnistconv.remote" in sys.modules:  # copies of remote inputs (s3://...)
+        sys.modules["mnistconv.remote"].remove_spools()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
