@@ -91,7 +91,9 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     if sums and "://" in dst:  # it writes beside the files: a remote one would be local
         raise UsageError(dst, "--sha256sums needs a local output")
     planned = {k: values.pop(k, None) for k in PLAN_KEYS}
-    if any(v not in (None, False, (), "local") for v in planned.values()):
+    # (0 is a task index: compare by identity, not equality, with False)
+    if any(v is not None and v is not False and v != () and v != "local"
+           for v in planned.values()):
         return _run_planned(src, dst, from_name, to_name, values, planned, quiet,
                             as_json, force, sums)
     started = time.perf_counter()

@@ -1,0 +1,288 @@
+"""Shard plans (mnistconv/plan.py), resume and Beam (mnistconv/beam.py): every way of
+running a plan gives the bytes of one local run."""
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import mnistconv
+from mnistconv import plan as plans
+from mnistconv.records import ArraySplit, Dataset
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+OPTS = ["--shards", "3", "--image-format", "jpeg"]
+
+
+def _dataset(train=2300, test=700, seed=0):
+    rng = np.random.default_rng(seed)
+    return Dataset("npz", {
+        "train": ArraySplit("train", rng.integers(0, 256, (train, 28, 28), np.uint8),
+                            rng.integers(0, 10, train).astype(np.uint8)),
+        "test": ArraySplit("test", rng.integers(0, 256, (test, 28, 28), np.uint8),
+                           rng.integers(0, 10, test).astype(np.uint8))})
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory):
+    path = tmp_path_factory.mktemp("src") / "small.npz"
+    mnistconv.write(_dataset(), str(path), "npz")
+    return str(path)
+
+
+def _cli(*args, cwd=None, check=None):
+    r = subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
+                       capture_output=True, cwd=cwd)
+    if check is not None:
+        assert r.returncode == check, r.stderr.decode()
+    return r
+
+
+def _files(folder):
+    """{name: sha256} of the visible files of an output folder (the progress record is
+    hidden: readers skip it, as they skip staging leftovers)."""
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+            for name in sorted(os.listdir(folder)) if not name.startswith(".")}
+
+
+@pytest.fixture(scope="module")
+def reference(src, tmp_path_factory):
+    """One local run: its files and its stats."""
+    out = tmp_path_factory.mktemp("ref")
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--json", check=0)
+    return _files(out), json.loads(r.stdout)["stats"]
+
+
+def _last_error(r):
+    return r.stderr.decode().strip().splitlines()[-1]
+
+
+def test_plan_prints_tasks_and_writes_nothing(src, tmp_path):
+    r = _cli("convert", src, tmp_path / "out" / "m.tfrecord", *OPTS, "--plan", check=0)
+    plan = json.loads(r.stdout)
+    assert [(t["split"], t["start"], t["stop"], t["shard"]) for t in plan["tasks"]] == [
+        ("train", 0, 766, "m-train.tfrecord-00000-of-00003"),
+        ("train", 766, 1533, "m-train.tfrecord-00001-of-00003"),
+        ("train", 1533, 2300, "m-train.tfrecord-00002-of-00003"),
+        ("test", 0, 233, "m-test.tfrecord-00000-of-00003"),
+        ("test", 233, 466, "m-test.tfrecord-00001-of-00003"),
+        ("test", 466, 700, "m-test.tfrecord-00002-of-00003")]
+    assert plan["options"] == {"image_format": "jpeg", "shards": 3}
+    assert plan["splits"]["train"]["count"] == 2300
+    assert not (tmp_path / "out").exists()
+    # The library's call (only the options that differ) plans the same conversion.
+    ds = mnistconv.read(src)
+    assert plans.make_plan(ds, str(tmp_path / "out" / "m.tfrecord"), "tfrecord",
+                           {"shards": 3, "image_format": "jpeg", "workers": 2}
+                           )["hash"] == plan["hash"]
+
+
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_every_task_one_by_one_gives_the_local_bytes(src, reference, tmp_path, order):
+    files, stats = reference
+    out = tmp_path / "out"
+    tasks = list(range(6)) if order == "forward" else list(range(5, -1, -1))
+    results = []
+    for i in tasks:
+        r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--num-tasks", 6,
+                 "--task-index", i, "--json", check=0)
+        results.append(json.loads(r.stdout))
+    assert [r["finished"] for r in results] == [False] * 5 + [True]
+    assert results[-1]["stats"] == stats
+    assert _files(out) == files
+    record = json.loads((out / ".m.tfrecord.mnistconv-plan.json").read_text())
+    assert record["finished"] is True
+    assert {n: e["sha256"] for n, e in record["shards"].items()} == files
+
+
+def test_slices_of_a_job_array(src, reference, tmp_path):
+    """--num-tasks 4 over 6 tasks: slices hold 2, 2, 1, 1 tasks, run in any order."""
+    out = tmp_path / "out"
+    sizes = {}
+    for i in (2, 0, 3, 1):
+        r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--num-tasks", 4,
+                 "--task-index", i, "--json", check=0)
+        sizes[i] = [t["task"] for t in json.loads(r.stdout)["tasks"]]
+    assert sizes == {0: [0, 4], 1: [1, 5], 2: [2], 3: [3]}
+    assert _files(out) == reference[0]
+
+
+def test_library_run_equals_write(tmp_path):
+    """plan.run on a Dataset, PNG, gzip and with_index, 2 threads: the bytes and stats
+    of mnistconv.write."""
+    ds = _dataset(1500, 10, seed=1)
+    opts = {"shards": 2, "preset": "tfds", "compression": "gzip", "with_index": True}
+    local = mnistconv.write(ds, str(tmp_path / "a" / "m.tfrecord"), "tfrecord", **opts)
+    result = plans.run(ds, str(tmp_path / "b" / "m.tfrecord"), "tfrecord", opts,
+                       workers=2)
+    assert result["finished"] and result["stats"] == local.stats
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_beam_direct_runner_gives_the_local_bytes(src, reference, tmp_path):
+    pytest.importorskip("apache_beam")
+    out = tmp_path / "out"
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--runner", "beam",
+             "--beam-option", "runner=DirectRunner", "--beam-option", "direct_num_workers=2",
+             "--beam-option", "direct_running_mode=multi_threading", "--json", check=0)
+    result = json.loads(r.stdout)
+    assert result["finished"] and result["stats"] == reference[1]
+    assert _files(out) == reference[0]
+    # python -m mnistconv.beam is the same command.
+    out2 = tmp_path / "out2"
+    r = subprocess.run([sys.executable, "-m", "mnistconv.beam", src, out2 / "m.tfrecord",
+                        *OPTS, "-q"], capture_output=True)
+    assert r.returncode == 0, r.stderr.decode()
+    assert _files(out2) == reference[0]
+
+
+def test_resume_after_kill_9_at_several_points(tmp_path):
+    """A planned run killed outright (after 1, 4 and 9 shards, and at random times)
+    and resumed gives the bytes of one uninterrupted run, and leaves no staging file."""
+    src = tmp_path / "big.npz"
+    mnistconv.write(_dataset(12000, 3000, seed=2), str(src), "npz")
+    opts = ["--shards", "8", "--preset", "tfds", "--workers", "1"]
+    ref = tmp_path / "ref"
+    _cli("convert", src, ref / "m.tfrecord", *opts, "-q", check=0)
+    expected = _files(ref)
+    rng = random.Random(17)
+    points = [("shards", 1), ("shards", 4), ("shards", 9),
+              ("time", rng.uniform(0.5, 2.5)), ("time", rng.uniform(0.5, 2.5))]
+    killed_mid_run = 0
+    for kind, at in points:
+        out = tmp_path / f"out-{kind}-{at}"
+        record = out / ".m.tfrecord.mnistconv-plan.json"
+        proc = subprocess.Popen([sys.executable, "-m", "mnistconv", "convert", str(src),
+                                 str(out / "m.tfrecord"), *opts, "--resume", "-q"],
+                                stderr=subprocess.DEVNULL)
+        started = time.monotonic()
+        while proc.poll() is None:
+            if kind == "time" and time.monotonic() - started >= at:
+                break
+            if kind == "shards" and record.exists():
+                try:
+                    done = len(json.loads(record.read_text())["shards"])
+                except ValueError:
+                    done = 0
+                if done >= at:
+                    break
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGKILL)
+        killed_mid_run += proc.wait() == -signal.SIGKILL
+        assert _files(out) != expected or proc.returncode == 0
+        r = _cli("convert", src, out / "m.tfrecord", *opts, "--resume", "--json", check=0)
+        result = json.loads(r.stdout)
+        assert result["finished"]
+        assert _files(out) == expected
+        assert not [n for n in os.listdir(out) if "mnistconv-tmp" in n]
+        if kind == "shards":
+            kept = [t for t in result["tasks"] if t["status"] == "kept"]
+            assert len(kept) >= at
+    assert killed_mid_run >= 3
+
+
+def test_a_tampered_shard_is_redone(src, reference, tmp_path):
+    out = tmp_path / "out"
+    _cli("convert", src, out / "m.tfrecord", *OPTS, "--resume", "-q", check=0)
+    bad = out / "m-train.tfrecord-00001-of-00003"
+    data = bytearray(bad.read_bytes())
+    data[100] ^= 1
+    bad.write_bytes(bytes(data))  # same size, one bit flipped
+    (out / "m-test.tfrecord-00002-of-00003").unlink()
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--resume", "--json", check=0)
+    status = {os.path.basename(t["path"]): t["status"]
+              for t in json.loads(r.stdout)["tasks"]}
+    assert status == {name: "kept" for name in reference[0]} | {
+        "m-train.tfrecord-00001-of-00003": "written",
+        "m-test.tfrecord-00002-of-00003": "written"}
+    assert _files(out) == reference[0]
+
+
+def test_a_tampered_shard_found_when_finishing(src, reference, tmp_path):
+    """The task that completes a set re-hashes every shard: one changed since its task
+    recorded it is dropped from the record, the set is not finished, --resume redoes it."""
+    out = tmp_path / "out"
+    _cli("convert", src, out / "m.tfrecord", *OPTS, "--num-tasks", 2, "--task-index", 0,
+         "-q", check=0)
+    shard = out / "m-train.tfrecord-00000-of-00003"
+    shard.write_bytes(shard.read_bytes()[:-1])
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--num-tasks", 2,
+             "--task-index", 1, "--json", check=0)
+    result = json.loads(r.stdout)
+    assert (result["finished"], result["missing"]) == (
+        False, ["m-train.tfrecord-00000-of-00003"])
+    _cli("convert", src, out / "m.tfrecord", *OPTS, "--resume", "-q", check=0)
+    assert _files(out) == reference[0]
+
+
+def test_another_plan_is_refused(src, tmp_path):
+    out = tmp_path / "out"
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--num-tasks", 2, "--task-index",
+             0, "--json", check=0)
+    first = json.loads(r.stdout)["plan_hash"]
+    before = _files(out)
+    r = _cli("convert", src, out / "m.tfrecord", "--shards", "4", "--image-format", "jpeg",
+             "--num-tasks", 2, "--task-index", 1, check=2)
+    second = json.loads(_cli("convert", src, out / "m.tfrecord", "--shards", "4",
+                             "--image-format", "jpeg", "--plan").stdout)["hash"]
+    assert _last_error(r) == (
+        f"Error: {out / '.m.tfrecord.mnistconv-plan.json'}: holds the progress of another "
+        f"plan ({first[:12]}; this one is {second[:12]}): a different input, options or "
+        "shard count; run the same conversion, or use --force to start over")
+    assert _files(out) == before
+    # --resume does not get around it either; --force starts over.
+    assert _cli("convert", src, out / "m.tfrecord", "--shards", "4", "--image-format",
+                "jpeg", "--resume").returncode == 2
+    _cli("convert", src, out / "m.tfrecord", "--shards", "4", "--image-format", "jpeg",
+         "--resume", "--force", "-q", check=0)
+    assert sorted(_files(out)) == [f"m-{s}.tfrecord-0000{i}-of-00004"
+                                   for s in ("test", "train") for i in range(4)]
+
+
+def test_files_no_record_owns_are_refused(src, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "m-test.tfrecord-00001-of-00003").write_bytes(b"mine")
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--resume", check=2)
+    assert _last_error(r) == (f"Error: {out / 'm-test.tfrecord-00001-of-00003'}: already "
+                              "exists; use --force to overwrite it")
+    assert os.listdir(out) == ["m-test.tfrecord-00001-of-00003"]
+    # An old set of another size: refused too; replaced with --force once finished.
+    (out / "m-test.tfrecord-00001-of-00003").unlink()
+    (out / "m-train.tfrecord").write_bytes(b"old")
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--resume", check=2)
+    assert _last_error(r) == (f"Error: {out / 'm-train.tfrecord'}: already exists; use "
+                              "--force to overwrite it")
+    assert os.listdir(out) == ["m-train.tfrecord"]
+    _cli("convert", src, out / "m.tfrecord", *OPTS, "--resume", "--force", "-q", check=0)
+    assert "m-train.tfrecord" not in os.listdir(out)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--to", "npz", "--plan"], "Error: writing npz cannot be planned, resumed or run on "
+     "Beam (its writer does not write one shard alone); plan one of: tfrecord"),
+    (["--to", "tfrecord", "--task-index", "0"],
+     "Error: --num-tasks and --task-index go together"),
+    (["--to", "tfrecord", "--num-tasks", "2", "--task-index", "2"],
+     "Error: --task-index must be 0..1, not 2"),
+    (["--to", "tfrecord", "--beam-option", "runner=DirectRunner"],
+     "Error: --beam-option needs --runner beam"),
+    (["--to", "tfrecord", "--runner", "beam", "--beam-option", "--runner"],
+     "Error: --beam-option '--runner' is not K=V; e.g. --beam-option runner=DirectRunner"),
+    (["--to", "tfrecord", "--resume", "--sha256sums"],
+     "Error: --sha256sums does not apply to planned runs; the progress record holds every "
+     "shard's SHA-256"),
+])
+def test_usage_errors(src, tmp_path, args, message):
+    r = _cli("convert", src, tmp_path / "out" / "m.x", *args, check=2)
+    assert _last_error(r) == message
+    assert r.stdout == b""
+    assert not (tmp_path / "out").exists()
