@@ -21,6 +21,14 @@ DEFAULT_BATCH = 8192
 
 @dataclass(frozen=True)
 class Header:
+    """What a split holds, known before any image is read: count, shape of one image,
+    pixel dtype, label dtype, the number of classes when the format records it, the
+    file(s) it came from (for messages) and the class names where known.
+
+        h = mnistconv.read("data/mnist").splits["train"].header
+        h.count, h.shape, h.dtype  # 60000 (28, 28) uint8
+    """
+
     count: int
     shape: tuple  # of one image, e.g. (28, 28)
     dtype: np.dtype  # pixel element type
@@ -38,6 +46,13 @@ class Header:
 
 @dataclass
 class Batch:
+    """Consecutive examples of a split: images (n x *shape), labels (n) and their
+    original indices (n, int64).
+
+        for batch in split.batches(1024):
+            x, y = batch.images, batch.labels
+    """
+
     images: np.ndarray
     labels: np.ndarray
     indices: np.ndarray
@@ -63,6 +78,8 @@ class Split(ABC):
         return np.concatenate(parts) if parts else np.zeros(0, self.header.label_dtype)
 
     def indices(self) -> np.ndarray:
+        """Each example's original index (int64), in order: its position in the
+        collection it was first read from."""
         parts = [b.indices for b in self.batches()]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
@@ -119,6 +136,13 @@ class ArraySplit(Split):
 
 @dataclass
 class Dataset:
+    """What read() returns and write() takes: the format it was read as, its splits by
+    name in order, the files read, and notes on what the reader assumed.
+
+        ds = mnistconv.read("data/mnist")
+        ds.format, list(ds.splits)  # 'idx', ['train', 'test']
+    """
+
     format: str
     splits: dict  # name -> Split, in order
     paths: list = field(default_factory=list)  # input files, for info and messages
@@ -129,6 +153,12 @@ class Dataset:
 
 @dataclass(frozen=True)
 class OutputFile:
+    """One file a writer wrote: its path, size in bytes and SHA-256 (hex).
+
+        for f in mnistconv.write(ds, "mnist.npz"):
+            print(f.path, f.bytes, f.sha256)
+    """
+
     path: str
     bytes: int
     sha256: str
@@ -171,12 +201,15 @@ class Progress:
     batch: Optional[int] = None
 
     def start(self, description: str, total: int) -> None:
+        """A task begins: `description` (a split's name) of `total` examples."""
         pass
 
     def advance(self, n: int) -> None:
+        """n more examples are done."""
         pass
 
     def finish(self) -> None:
+        """The task has ended (also after an error)."""
         pass
 
     def close(self) -> None:
