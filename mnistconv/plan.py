@@ -266,6 +266,7 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     name = task["shard"]
+    shown = os.path.join(os.path.dirname(str(path)), name)  # as the user named the output
     with _locked(folder):
         record = _read_record(rpath) or {}
         if record.get("plan_hash") != plan["hash"]:
@@ -273,7 +274,7 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
                                     "started over)", "run the tasks again")
         entry = record.get("shards", {}).get(name)
     if resume and _intact(folder, name, entry):
-        return "kept", {"path": os.path.join(folder, name), **entry}
+        return "kept", {"path": shown, **entry}
     options = dict(plan["options"], workers=workers, processes=processes)
     # The record says this set is ours: a shard of it on disk (a killed task's, or a
     # tampered one) is replaced.
@@ -288,7 +289,7 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
             record["shards"][name] = entry
             record["finished"] = False
             _write_record(rpath, record)
-    return "written", {"path": os.path.join(folder, name), **entry}
+    return "written", {"path": shown, **entry}
 
 
 def finish(dataset, path, plan):
