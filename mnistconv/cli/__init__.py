@@ -317,8 +317,8 @@ def console():
     processes reaped and temporaries removed before main() returns; only stdout and
     stderr are flushed here. (Tests and library users call main(), which exits
     normally.)"""
-    from ..process import reuse_freed_memory
-    reuse_freed_memory()
+    from ..process import tune_command_line
+    tune_command_line()
     try:
         main()
         code = 0

@@ -1,0 +1,47 @@
+"""process.py's tuning is for processes mnistconv owns: the command line asks OpenBLAS
+for one thread (numpy's import is then cheaper), keeps a user's choice, and the library
+changes no environment."""
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+PROBE = r'''
+import os, sys
+{setup}
+print(os.environ.get("OPENBLAS_NUM_THREADS", "unset"))
+'''
+
+
+def probe(setup, env_value=None):
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if env_value is not None:
+        env["OPENBLAS_NUM_THREADS"] = env_value
+    out = subprocess.run([sys.executable, "-c", PROBE.format(setup=setup)], cwd=REPO,
+                         env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_the_command_line_asks_for_one_blas_thread_before_numpy_loads():
+    setup = ("from mnistconv.process import tune_command_line; tune_command_line(); "
+             "assert 'numpy' not in sys.modules or print('numpy was loaded')")
+    assert probe(setup) == "1"
+
+
+def test_a_users_blas_threads_are_kept():
+    setup = "from mnistconv.process import tune_command_line; tune_command_line()"
+    assert probe(setup, "3") == "3"
+
+
+def test_after_numpy_is_loaded_nothing_changes():
+    setup = ("import numpy; from mnistconv.process import single_blas_thread; "
+             "single_blas_thread()")
+    assert probe(setup) == "unset"
+
+
+def test_the_library_sets_no_blas_threads():
+    setup = ("import mnistconv; mnistconv.read('examples/data/mnist-sample'); "
+             "mnistconv.formats()")
+    assert probe(setup) == "unset"
