@@ -52,7 +52,10 @@ def _tfrecord_sets(dataset, path, options):
         options.get("jpeg_quality", 95), options.get("label_format"),
         options.get("with_index", False), options.get("shards"),
         options.get("compression", "none"), options.get("exact_jpeg_error", False))
-    return [(split, shard_set) for split, _, shard_set in plan]
+    from .shards import other_shard_sets
+    return [(split, shard_set.targets, shard_set.bounds,
+             other_shard_sets(shard_set.base, shard_set.targets))
+            for split, _, shard_set in plan]
 
 
 def _tfrecord_shard(dataset, path, split_name, index, staged_path, options):
@@ -76,13 +79,17 @@ def _tfrecord_stats(counters, options):
 
 
 class Planner:
-    """What a format gives the plan: sets(dataset, path, options) -> [(split,
-    ShardSet)], shard(dataset, path, split name, index, staged path, options) ->
+    """What a format gives the plan: sets(dataset, path, options) -> [(split, shard
+    paths, shard bounds (shards.shard_bounds), paths of an earlier output that the set
+    supersedes)], shard(dataset, path, split name, index, staged path, options) ->
     (OutputFile, counters), stats(summed counters, options) -> the write stats, and
-    finish(dataset, path, options) (metadata once every shard is there), or None."""
+    finish(dataset, path, options, {shard name: record entry}) -> the set's metadata
+    files once every shard is there (or None), with finish_targets(path, options):
+    the paths it writes (checked like shards before any task runs)."""
 
-    def __init__(self, sets, shard, stats, finish=None):
+    def __init__(self, sets, shard, stats, finish=None, finish_targets=None):
         self.sets, self.shard, self.stats, self.finish = sets, shard, stats, finish
+        self.finish_targets = finish_targets or (lambda path, options: [])
 
 
 PLANNED = {"tfrecord": Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats)}
@@ -144,15 +151,18 @@ def make_plan(dataset, path, format_name, options) -> dict:
     options = {k: v for k, v in sorted(options.items()) if k not in _NOT_PLANNED
                and v is not None and v is not False and v != defaults.get(k)}
     splits, tasks = {}, []
-    for split, shard_set in planner(format_name).sets(dataset, path, options):
+    folder = os.path.dirname(record_path(path))
+    for split, targets, bounds, _ in planner(format_name).sets(dataset, path, options):
         h = split.header
         splits[split.name] = {"count": h.count, "shape": list(h.shape),
                               "dtype": str(h.dtype), "labels_sha256": _digest(split.labels()),
                               "indices_sha256": _digest(split.indices())}
         start = 0
-        for index, (target, stop) in enumerate(zip(shard_set.targets, shard_set.bounds)):
+        for index, (target, stop) in enumerate(zip(targets, bounds)):
+            # The shard's path from the record's folder (its name for TFRecord).
+            shard = os.path.relpath(os.path.abspath(target), folder)
             tasks.append({"task": len(tasks), "split": split.name, "index": index,
-                          "start": start, "stop": stop, "shard": os.path.basename(target)})
+                          "start": start, "stop": stop, "shard": shard})
             start = stop
     plan = {"mnistconv_plan": PLAN_VERSION, "format": format_name, "options": options,
             "splits": splits, "tasks": tasks}
@@ -227,9 +237,9 @@ def prepare(dataset, path, plan, *, force=False):
     """Before any task writes: refuse a record of another plan (or, with force, start
     over), refuse shard files or other shard sets that no record of this plan owns
     (unless force), and create the record. Returns the record's path."""
-    from .shards import other_shard_sets
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
+    the = planner(plan["format"])
     with _locked(folder):
         record = _read_record(rpath)
         if record is not None and record.get("plan_hash") != plan["hash"] and not force:
@@ -240,18 +250,13 @@ def prepare(dataset, path, plan, *, force=False):
                                     "--force to start over")
         if record is None or record.get("plan_hash") != plan["hash"]:
             if not force:
-                for task in plan["tasks"]:
-                    target = os.path.join(folder, task["shard"])
+                from .staging import exists_error
+                for target in [os.path.join(folder, t["shard"]) for t in plan["tasks"]] \
+                        + the.finish_targets(path, plan["options"]):
                     if os.path.lexists(target):
-                        from .staging import exists_error
                         raise exists_error(target)
-                targets = {t["shard"] for t in plan["tasks"]}
-                for _, shard_set in planner(plan["format"]).sets(dataset, path,
-                                                                   plan["options"]):
-                    stale = [s for s in other_shard_sets(shard_set.base, shard_set.targets)
-                             if os.path.basename(s) not in targets]
+                for _, _, _, stale in the.sets(dataset, path, plan["options"]):
                     if stale:
-                        from .staging import exists_error
                         raise exists_error(stale[0])
             _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan, "shards": {},
                                   "finished": False, "force": bool(force)})
@@ -266,7 +271,9 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     name = task["shard"]
-    shown = os.path.join(os.path.dirname(str(path)), name)  # as the user named the output
+    # As the user named the output (a TFRecord shard beside it, Parquet's inside it).
+    shown = os.path.relpath(os.path.join(folder, name)) \
+        if not os.path.isabs(str(path)) else os.path.join(folder, name)
     with _locked(folder):
         record = _read_record(rpath) or {}
         if record.get("plan_hash") != plan["hash"]:
@@ -296,7 +303,6 @@ def finish(dataset, path, plan):
     """If every shard of the plan is recorded, check each against its file (hashed
     again from disk; a mismatch is dropped from the record, to be redone by --resume)
     and finish the set once. Returns (finished, names of shards missing or bad)."""
-    from .shards import other_shard_sets
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     with _locked(folder):
@@ -314,14 +320,12 @@ def finish(dataset, path, plan):
             return False, bad
         if not record.get("finished"):
             the = planner(plan["format"])
-            if record.get("force"):  # the base's other shard sets: replaced, as locally
-                targets = {t["shard"] for t in plan["tasks"]}
-                for _, shard_set in the.sets(dataset, path, plan["options"]):
-                    for stale in other_shard_sets(shard_set.base, shard_set.targets):
-                        if os.path.basename(stale) not in targets:
-                            os.unlink(stale)
+            if record.get("force"):  # an earlier output's other shards: replaced, as locally
+                for _, _, _, stale in the.sets(dataset, path, plan["options"]):
+                    for old in stale:
+                        os.unlink(old)
             if the.finish is not None:
-                the.finish(dataset, path, plan["options"])
+                the.finish(dataset, path, plan["options"], shards)
             record["finished"] = True
             _write_record(rpath, record)
     return True, []
