@@ -73,6 +73,9 @@ class InputFile:
     """A binary input, decompressed if it is gzip, that turns gzip failures and short
     reads into FormatError naming the file."""
 
+    # The compression the errors name; a subclass that decompresses more sets its own.
+    kind = "gzip"
+
     def __init__(self, path, raw=None):
         self.path = str(path)
         if raw is None:
@@ -97,7 +100,7 @@ class InputFile:
         try:
             return self.file.read(n)
         except self.errors as e:
-            raise FormatError(self.path, f"not a valid gzip stream ({e})") from None
+            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
 
     def read_exact(self, n, what):
         """Exactly n bytes, or a FormatError saying which part (`what`, e.g. "header")
@@ -123,7 +126,7 @@ class InputFile:
                     break
                 filled += got
         except self.errors as e:
-            raise FormatError(self.path, f"not a valid gzip stream ({e})") from None
+            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
         return filled
 
     def readinto_exact(self, buffer, what):

@@ -47,7 +47,6 @@ class IdxInput(InputFile):
     def __init__(self, path, raw=None):
         super().__init__(path, raw)
         self.max_ratio = GZIP_MAX_RATIO
-        self.kind = "gzip"
         if not self.compressed:
             head = self.raw.read(6)
             self.raw.seek(0)
@@ -56,29 +55,6 @@ class IdxInput(InputFile):
                 self.compressed, self.kind = True, "xz"
                 self.max_ratio = XZ_MAX_RATIO
                 self.errors = (lzma.LZMAError, EOFError)
-
-    def read(self, n):
-        """Up to n bytes of the (decompressed) data; b"" at its end."""
-        try:
-            return self.file.read(n)
-        except self.errors as e:
-            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
-
-    def readinto_full(self, buffer) -> int:
-        """Fill a buffer as far as the data goes (see InputFile)."""
-        view = memoryview(buffer)
-        if view.nbytes == 0:
-            return 0
-        view, filled = view.cast("B"), 0
-        try:
-            while filled < len(view):
-                got = self.file.readinto(view[filled:])
-                if not got:
-                    break
-                filled += got
-        except self.errors as e:
-            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
-        return filled
 
 
 def check_label_dims(labels, path):
