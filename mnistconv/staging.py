@@ -233,12 +233,7 @@ class StagedOutput:
         self._refuse_existing(target)
         if os.path.isdir(target):
             raise UsageError(target, "is a directory, expected a file name")
-        parent = os.path.dirname(target)
-        self._make_parent(parent)
-        tmp = self._temporary(tempfile.mkstemp, dir=parent,
-                              prefix=staging_prefix(os.path.basename(target)))
-        self._moves.append((tmp, target, False))
-        return tmp
+        return self._beside(target, tempfile.mkstemp, False)
 
     def supersede(self, path):
         """Remove path when the output is committed: an earlier output of the same name
@@ -278,12 +273,18 @@ class StagedOutput:
                 self._moves.append((os.path.join(stage, name), os.path.join(target, name),
                                     False))
         else:
-            parent = os.path.dirname(target)
-            self._make_parent(parent)
-            stage = self._temporary(tempfile.mkdtemp, dir=parent,
-                                    prefix=staging_prefix(os.path.basename(target)))
-            self._moves.append((stage, target, True))
+            stage = self._beside(target, tempfile.mkdtemp, True)
         return stage
+
+    def _beside(self, target, make, is_directory):
+        """A temporary file or directory (`make`: mkstemp or mkdtemp) staged in target's
+        folder, made if missing, so that commit is a rename on one file system."""
+        parent = os.path.dirname(target)
+        self._make_parent(parent)
+        staged = self._temporary(make, dir=parent,
+                                 prefix=staging_prefix(os.path.basename(target)))
+        self._moves.append((staged, target, is_directory))
+        return staged
 
     def _place_directory(self, staged, target):
         """Rename a staged directory into place. Another run may have made the target
