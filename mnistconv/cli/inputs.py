@@ -26,6 +26,14 @@ def from_option(flag="--from", dest="from_name", help="Input format (default: de
     return click.option(flag, dest, type=click.Choice(list(registry.FORMATS)), help=help)
 
 
+def transpose_option():
+    """--transpose/--no-transpose: None (the format's default orientation) unless given."""
+    return click.option("--transpose/--no-transpose", default=None,
+                        help="Swap the stored image rows and columns, or not (default: "
+                             "EMNIST, stored transposed, is read upright; others as "
+                             "stored).")
+
+
 def selection_options(f):
     """--split, --limit, --per-class, --shuffle, --seed and --transpose: which examples
     of the input, in which order (see mnistconv.stream.select and `selection`)."""
@@ -39,9 +47,7 @@ def selection_options(f):
         click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
         click.option("--seed", type=click.IntRange(min=0), default=None,
                      help="Seed for --shuffle (default 0); same seed, same order."),
-        click.option("--transpose/--no-transpose", default=None,
-                     help="Swap the stored image rows and columns, or not (default: "
-                          "EMNIST, stored transposed, is read upright; others as stored)."),
+        transpose_option(),
     ]):
         f = decorator(f)
     return f
@@ -139,9 +145,7 @@ def one_split_options(f):
         format_options(all_options("read")),
         click.option("--split", "split_name", metavar="NAME",
                      help="The split to draw (default: the first, e.g. train)."),
-        click.option("--transpose/--no-transpose", default=None,
-                     help="Swap the stored rows and columns, or not (default: EMNIST, "
-                          "stored transposed, upright; others as stored)."),
+        transpose_option(),
     ]):
         f = decorator(f)
     return f
