@@ -112,24 +112,30 @@ def block_padded_shape(h, w):
 
 def pad_to_blocks(images, out=None):
     """Edge-replicate each image of a stack (n x h x w) to whole 8x8 blocks, exactly the
-    padding libjpeg applies to a partial block; into `out` (n x hp x wp) if given."""
+    padding libjpeg applies to a partial block; into `out` if given: n x hp x wp, or
+    n x hp x w (jpeg_input_shape: only the rows, as libjpeg pads a tile's columns
+    itself)."""
     n, h, w = images.shape
-    hp, wp = block_padded_shape(h, w)
     if out is None:
+        hp, wp = block_padded_shape(h, w)
         if (hp, wp) == (h, w):
             return images
         out = np.empty((n, hp, wp), np.uint8)
     out[:, :h, :w] = images
-    out[:, :h, w:] = images[:, :, w - 1:w]
+    if out.shape[2] > w:
+        out[:, :h, w:] = images[:, :, w - 1:w]
     out[:, h:, :] = out[:, h - 1:h, :]
     return out
 
 
 def jpeg_input_shape(h, w):
-    """The shape an h x w image is best handed to encode_jpeg_measured() in: padded to
-    whole 8x8 blocks (pad_to_blocks), which a caller copying pixels anyway (into a
-    worker's shared memory) does on the way."""
-    return block_padded_shape(h, w)
+    """The shape an h x w image is best handed to encode_jpeg_measured() in: its rows
+    padded to whole 8x8 blocks (pad_to_blocks), which a caller copying pixels anyway
+    (into a worker's shared memory) does on the way. The columns are not: images are
+    stacked in a tile one above the other, and libjpeg replicates the tile's last
+    column into a partial block itself, exactly as for one image, so the copy stays a
+    row of whole images (7x cheaper for MNIST's 28 x 28 than padding both ways)."""
+    return block_padded_shape(h, w)[0], w
 
 
 def encode_jpeg_measured(images, quality, size, measure):
@@ -137,11 +143,11 @@ def encode_jpeg_measured(images, quality, size, measure):
     gives them, and the absolute pixel error of the first `measure` images, as
     decode_jpeg() reads them back, against the originals (summed over their pixels, and
     the largest). images: n x h x w (or n x h x w x 1), or already padded to blocks
-    (n x jpeg_input_shape(h, w)); size: (h, w)."""
+    (n x jpeg_input_shape(h, w), or rows and columns); size: (h, w)."""
     images = np.asarray(images)
     n = len(images)
     h, w = size
-    if images.shape[1:] == jpeg_input_shape(h, w):
+    if images.shape[1:] in (jpeg_input_shape(h, w), block_padded_shape(h, w)):
         padded = images
     else:
         padded = pad_to_blocks(images.reshape((n, h, w)))
@@ -180,8 +186,8 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     header is the same for every image of one size and quality). See encode_jpeg_batch.
     `images` is n x h x w, or already padded by pad_to_blocks when size=(h, w) gives
     the images' own size. decoded: True, or a number m to decode only the first m
-    images (the rest cost no decoding). pixels keep the padding: m x hp x wp, the
-    images' decoded pixels in [:, :h, :w]."""
+    images (the rest cost no decoding). pixels keep the padding: m x hp x wp (m x hp x
+    w for images padded in rows only), the images' decoded pixels in [:, :h, :w]."""
     import re
 
     Image = _pil()
@@ -193,12 +199,13 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     h, w = size or images.shape[1:]
     hp, wp = block_padded_shape(h, w)
     padded = images if size else pad_to_blocks(images)
-    if padded.shape[1:] != (hp, wp):
-        raise ValueError(f"images of {h}x{w} padded to blocks are {hp}x{wp}, not "
-                         f"{padded.shape[1]}x{padded.shape[2]}")
+    if padded.shape[1:] not in ((hp, wp), (hp, w)):
+        raise ValueError(f"images of {h}x{w} padded to blocks are {hp}x{wp} (or "
+                         f"{hp}x{w}), not {padded.shape[1]}x{padded.shape[2]}")
+    width = padded.shape[2]  # libjpeg pads a tile's columns to wp itself
     decode_count = 0 if decoded is False else n if decoded is True else min(n, decoded)
     if n == 0:
-        return b"", [], (np.zeros((0, hp, wp), np.uint8) if decoded is not False
+        return b"", [], (np.zeros((0, hp, width), np.uint8) if decoded is not False
                          else None)
     header = _HEADERS.get((h, w, quality))
     if header is None:
@@ -208,7 +215,8 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     per_tile = max(1, _MAX_DIMENSION // hp) if blocks <= 0xFFFF else 1
     marker = re.compile(b"\xff[\xd0-\xd7]")
     segments = []
-    pixels = np.empty((decode_count, hp, wp), np.uint8) if decoded is not False else None
+    pixels = np.empty((decode_count, hp, width), np.uint8) if decoded is not False \
+        else None
     # Tiles of per_tile images, the first decode_count of them in tiles of their own.
     starts = sorted(set(range(0, decode_count, per_tile)) | set(range(decode_count, n,
                                                                         per_tile)))
@@ -217,7 +225,7 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
         decode_tile = start < decode_count
         count = len(tile)
         out = io.BytesIO()
-        Image.fromarray(tile.reshape(count * hp, wp), "L").save(
+        Image.fromarray(tile.reshape(count * hp, width), "L").save(
             out, "JPEG", quality=int(quality), restart_marker_blocks=blocks)
         data = out.getvalue()
         tile_segments = marker.split(data[_scan_start(data):-2]) if count > 1 else []
