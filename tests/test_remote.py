@@ -195,39 +195,47 @@ def test_http_input_gives_the_local_bytes(idx_dir, http_root, tmp_path):
     assert not (tmp_path / "x.npz").exists() and no_spools(spool_dir) == []
 
 
+PEAK = ("import sys\nfrom mnistconv.cli import main\ntry:\n    main(sys.argv[1:])\n"
+        "except SystemExit as e:\n    code = e.code\n"
+        "peak = next(l.split()[1] for l in open('/proc/self/status')\n"
+        "            if l.startswith('VmHWM:'))\n"
+        "sys.stderr.write(f'VmHWM {peak}\\n')\nsys.exit(code)\n")
+
+
+def peak_kb(*args, env=None):
+    """The command's peak memory (VmHWM, KB), run as a child process."""
+    r = subprocess.run([sys.executable, "-c", PEAK, *map(str, args)], capture_output=True,
+                       env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})))
+    assert r.returncode == 0, r.stderr
+    last = r.stderr.decode().splitlines()[-1]
+    assert last.startswith("VmHWM "), last
+    return int(last.split()[1])
+
+
+def big_idx_dir(folder, n):
+    """An IDX pair of n random 28x28 images (n * 784 bytes), written 10000 at a time."""
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    with open(folder / "train-images-idx3-ubyte", "wb") as f:
+        f.write(b"\x00\x00\x08\x03" + b"".join(d.to_bytes(4, "big") for d in (n, 28, 28)))
+        for start in range(0, n, 10_000):
+            count = min(10_000, n - start)
+            f.write(rng.integers(0, 256, (count, 28, 28), dtype=np.uint8).tobytes())
+    (folder / "train-labels-idx1-ubyte").write_bytes(
+        b"\x00\x00\x08\x01" + n.to_bytes(4, "big") + (np.arange(n) % 10).astype(
+            np.uint8).tobytes())
+    return folder
+
+
 def test_http_input_memory_is_bounded(http_root, tmp_path):
     """A 118 MB remote IDX directory is copied in chunks: the command's peak memory
     (VmHWM) stays within 40 MB of reading the same files locally."""
     pytest.importorskip("aiohttp")
     root, url = http_root
-    n = 150_000
-    folder = root / "big"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    with open(folder / "train-images-idx3-ubyte", "wb") as f:
-        f.write(b"\x00\x00\x08\x03" + b"".join(d.to_bytes(4, "big") for d in (n, 28, 28)))
-        for _ in range(n // 10_000):
-            f.write(rng.integers(0, 256, (10_000, 28, 28), dtype=np.uint8).tobytes())
-    (folder / "train-labels-idx1-ubyte").write_bytes(
-        b"\x00\x00\x08\x01" + n.to_bytes(4, "big") + (np.arange(n) % 10).astype(
-            np.uint8).tobytes())
-    code = ("import sys\nfrom mnistconv.cli import main\ntry:\n    main(sys.argv[1:])\n"
-            "except SystemExit as e:\n    code = e.code\n"
-            "peak = next(l.split()[1] for l in open('/proc/self/status')\n"
-            "            if l.startswith('VmHWM:'))\n"
-            "sys.stderr.write(f'VmHWM {peak}\\n')\nsys.exit(code)\n")
-
-    def peak(source):
-        r = subprocess.run([sys.executable, "-c", code, "info", source],
-                           capture_output=True, env=dict(os.environ, PYTHONPATH=str(REPO),
-                                                         TMPDIR=str(tmp_path)))
-        assert r.returncode == 0, r.stderr
-        last = r.stderr.decode().splitlines()[-1]
-        assert last.startswith("VmHWM "), last
-        return int(last.split()[1])
-    # the local baseline imports what the remote read imports (fsspec's HTTP client)
-    local = peak(str(folder))
-    remote = peak(f"{url}/big/")
+    folder = big_idx_dir(root / "big", 150_000)
+    env = {"TMPDIR": str(tmp_path)}
+    local = peak_kb("info", folder, env=env)
+    remote = peak_kb("info", f"{url}/big/", env=env)
     assert remote < local + 40 * 1024, (local, remote)
 
 
@@ -423,3 +431,22 @@ def test_s3_killed_upload_leaves_no_object(idx_dir, s3_server, bucket, tmp_path)
         proxy.close()
     fs.invalidate_cache()
     assert fs.find(name) == []
+
+
+def test_s3_input_memory_is_bounded(s3_server, bucket, tmp_path):
+    """A 63 MB IDX directory read from the bucket: the command's peak memory (VmHWM)
+    stays within 30 MB of reading a 10-image dataset from the same bucket (the S3
+    client's own imports)."""
+    fs, name = bucket
+    folder = big_idx_dir(tmp_path / "big", 80_000)
+    fs.put(str(folder) + "/", f"{name}/big/", recursive=True)
+    small = big_idx_dir(tmp_path / "small", 10)
+    fs.put(str(small) + "/", f"{name}/small/", recursive=True)
+    fs.invalidate_cache()
+    assert sorted(fs.ls(f"{name}/big", detail=False)) == \
+        [f"{name}/big/train-images-idx3-ubyte", f"{name}/big/train-labels-idx1-ubyte"]
+    env = dict(s3_env(s3_server), TMPDIR=str(tmp_path))
+    baseline = peak_kb("info", f"s3://{name}/small/", env=env)
+    remote = peak_kb("info", f"s3://{name}/big/", env=env)
+    assert remote < baseline + 30 * 1024, (baseline, remote)
+    assert no_spools(tmp_path) == []
