@@ -18,10 +18,10 @@ import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...fileio import check_input_file
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ..idx import classes
 from ..idx.format import check_labels, check_split_header
-from ..npz.format import ZIP_MAGIC, _open_member, _read_member, _zip_errors
+from ..npz.format import ZIP_MAGIC, _open_member, _read_member, _row_batches, _zip_errors
 
 NAME = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)-(?P<split>train|test)-(?P<kind>imgs|labels)"
                   r"\.npz$")
@@ -96,15 +96,7 @@ class KmnistSplit(Split):
         with _zip_errors(self.images_path), zipfile.ZipFile(self.images_path) as archive:
             f, *_ = _open_member(archive, MEMBER, self.images_path)
             with f:
-                for start in range(0, h.count, batch_size):
-                    n = min(batch_size, h.count - start)
-                    data = np.empty((n,) + h.shape, h.dtype)
-                    got = f.readinto(memoryview(data).cast("B")) if data.nbytes else 0
-                    if got != data.nbytes:
-                        raise FormatError(self.images_path, f"arr_0 is truncated at row "
-                                                            f"{start}")
-                    yield Batch(data, labels[start:start + n],
-                                np.arange(start, start + n, dtype=np.int64))
+                yield from _row_batches(f, h, labels, batch_size, self.images_path, "arr_0")
 
 
 def _families(folder):

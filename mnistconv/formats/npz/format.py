@@ -221,15 +221,21 @@ class NpzSplit(Split):
                 return
             f, *_ = _open_member(archive, self.x_name, self.path)
             with f:
-                for start in range(0, h.count, batch_size):
-                    n = min(batch_size, h.count - start)
-                    data = np.empty((n,) + h.shape, h.dtype)
-                    got = f.readinto(memoryview(data).cast("B")) if data.nbytes else 0
-                    if got != data.nbytes:
-                        raise FormatError(self.path, f"member {self.x_name} is truncated "
-                                                     f"at row {start}")
-                    yield Batch(data, labels[start:start + n],
-                                np.arange(start, start + n, dtype=np.int64))
+                yield from _row_batches(f, h, labels, batch_size, self.path,
+                                        f"member {self.x_name}")
+
+
+def _row_batches(f, header, labels, batch_size, path, what):
+    """Batches of at most batch_size images read in turn from `f`, an open C-order .npy
+    member just past its header; `what` names the member when it ends early."""
+    for start in range(0, header.count, batch_size):
+        n = min(batch_size, header.count - start)
+        data = np.empty((n,) + header.shape, header.dtype)
+        got = f.readinto(memoryview(data).cast("B")) if data.nbytes else 0
+        if got != data.nbytes:
+            raise FormatError(path, f"{what} is truncated at row {start}")
+        yield Batch(data, labels[start:start + n],
+                    np.arange(start, start + n, dtype=np.int64))
 
 
 def _read_text_member(archive, name, path, limit):
