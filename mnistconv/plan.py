@@ -64,8 +64,10 @@ def _tfrecord_shard(dataset, path, split_name, index, staged_path, options):
 
 
 def _tfrecord_stats(counters, options):
-    """write()'s stats from the shards' summed counters."""
-    records, esum, emax, measured, pixels = counters
+    """write()'s stats from every shard's counters (records, JPEG error sum, max,
+    records measured, pixels measured)."""
+    records, esum, _, measured, pixels = (sum(c[i] for c in counters) for i in range(5))
+    emax = max((c[2] for c in counters), default=0)
     stats = {"records": records}
     image_format = options.get("image_format")
     if image_format is None:
@@ -79,20 +81,27 @@ def _tfrecord_stats(counters, options):
 
 
 class Planner:
-    """What a format gives the plan: sets(dataset, path, options) -> [(split, shard
-    paths, shard bounds (shards.shard_bounds), paths of an earlier output that the set
-    supersedes)], shard(dataset, path, split name, index, staged path, options) ->
-    (OutputFile, counters), stats(summed counters, options) -> the write stats, and
-    finish(dataset, path, options, {shard name: record entry}) -> the set's metadata
-    files once every shard is there (or None), with finish_targets(path, options):
-    the paths it writes (checked like shards before any task runs)."""
+    """What a format gives the plan:
+    sets(dataset, path, options) -> [(split, shard paths, shard bounds
+    (shards.shard_bounds), paths of an earlier output that the set supersedes)];
+    shard(dataset, path, split name, index, staged path, options) -> (OutputFile,
+    counters); stats([counters of each shard], options) -> write()'s stats;
+    finish(dataset, path, options, {shard name: record entry}) writes the set's
+    metadata once every shard is there (or None), and finish_targets(path, options)
+    names what it writes (checked like shards before any task runs)."""
 
     def __init__(self, sets, shard, stats, finish=None, finish_targets=None):
         self.sets, self.shard, self.stats, self.finish = sets, shard, stats, finish
         self.finish_targets = finish_targets or (lambda path, options: [])
 
 
-PLANNED = {"tfrecord": Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats)}
+def _parquet():
+    from . import plan_parquet as p
+    return Planner(p.sets, p.write_shard, p.stats, p.finish, p.finish_targets)
+
+
+PLANNED = {"tfrecord": lambda: Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats),
+           "parquet": _parquet}
 
 
 def planner(format_name) -> Planner:
@@ -101,7 +110,7 @@ def planner(format_name) -> Planner:
         raise UsageError(None, f"writing {format_name} cannot be planned, resumed or run "
                                "on Beam (its writer does not write one shard alone)",
                          f"plan one of: {', '.join(PLANNED)}")
-    return PLANNED[format_name]
+    return PLANNED[format_name]()
 
 
 class InputSpec:
@@ -335,13 +344,9 @@ def totals(path, plan) -> dict:
     """The write stats of a finished set, from the recorded shards' counters (the same
     stats one local write() reports)."""
     record = _read_record(record_path(path)) or {}
-    summed = [0, 0, 0, 0, 0]
-    for entry in record.get("shards", {}).values():
-        counters = entry.get("counters") or [0, 0, 0, 0, 0]
-        # records, error sum, error max, records measured, pixels measured
-        summed = [a + b for a, b in zip(summed, counters)]
-        summed[2] = max(summed[2] - counters[2], counters[2])
-    return planner(plan["format"]).stats(summed, plan["options"])
+    shards = record.get("shards", {})
+    counters = [shards[t["shard"]]["counters"] for t in plan["tasks"] if t["shard"] in shards]
+    return planner(plan["format"]).stats(counters, plan["options"])
 
 
 def run(source, path, format_name, options, *, num_tasks=1, task_index=0, resume=False,

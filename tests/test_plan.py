@@ -268,7 +268,7 @@ def test_files_no_record_owns_are_refused(src, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--to", "npz", "--plan"], "Error: writing npz cannot be planned, resumed or run on "
-     "Beam (its writer does not write one shard alone); plan one of: tfrecord"),
+     "Beam (its writer does not write one shard alone); plan one of: tfrecord, parquet"),
     (["--to", "tfrecord", "--task-index", "0"],
      "Error: --num-tasks and --task-index go together"),
     (["--to", "tfrecord", "--num-tasks", "2", "--task-index", "2"],
@@ -286,3 +286,77 @@ def test_usage_errors(src, tmp_path, args, message):
     assert _last_error(r) == message
     assert r.stdout == b""
     assert not (tmp_path / "out").exists()
+
+
+# --- Hugging Face Parquet (mnistconv/plan_parquet.py): shards and the README.md card ---
+
+PQ = ["--to", "parquet", "--shards", "3", "--row-group-size", "300"]
+
+
+def _tree(folder):
+    """{relative path: sha256} of every visible file under folder."""
+    found = {}
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if not name.startswith("."):
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+@pytest.fixture(scope="module")
+def pq_reference(src, tmp_path_factory):
+    pytest.importorskip("pyarrow")
+    out = tmp_path_factory.mktemp("pqref") / "hf"
+    r = _cli("convert", src, out, *PQ, "--json", check=0)
+    tree = _tree(out)
+    assert sorted(tree) == ["README.md"] + [f"data/{s}-0000{i}-of-00003.parquet"
+                                            for s in ("test", "train") for i in range(3)]
+    return tree, json.loads(r.stdout)["stats"]
+
+
+def test_parquet_tasks_in_reverse_give_the_local_bytes_and_card(src, pq_reference,
+                                                                  tmp_path):
+    out = tmp_path / "hf"
+    results = [json.loads(_cli("convert", src, out, *PQ, "--num-tasks", 6, "--task-index",
+                               i, "--json", check=0).stdout) for i in range(5, -1, -1)]
+    assert [r["finished"] for r in results] == [False] * 5 + [True]
+    assert results[-1]["stats"] == pq_reference[1]
+    assert _tree(out) == pq_reference[0]
+    assert (tmp_path / ".hf.mnistconv-plan.json").is_file()
+
+
+def test_parquet_through_beam_gives_the_local_bytes(src, pq_reference, tmp_path):
+    pytest.importorskip("apache_beam")
+    out = tmp_path / "hf"
+    _cli("convert", src, out, *PQ, "--runner", "beam", "-q", check=0)
+    assert _tree(out) == pq_reference[0]
+
+
+def test_parquet_resume_after_kill_and_a_tampered_shard(src, pq_reference, tmp_path):
+    out = tmp_path / "hf"
+    record = tmp_path / ".hf.mnistconv-plan.json"
+    proc = subprocess.Popen([sys.executable, "-m", "mnistconv", "convert", src, str(out),
+                             *PQ, "--workers", "1", "--resume", "-q"],
+                            stderr=subprocess.DEVNULL)
+    while proc.poll() is None:
+        try:
+            if len(json.loads(record.read_text())["shards"]) >= 2:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "README.md").exists() or proc.returncode == 0
+    _cli("convert", src, out, *PQ, "--resume", "-q", check=0)
+    assert _tree(out) == pq_reference[0]
+    shard = out / "data" / "train-00002-of-00003.parquet"
+    shard.write_bytes(shard.read_bytes()[:-8] + b"PAR1PAR1")
+    r = _cli("convert", src, out, *PQ, "--resume", "--json", check=0)
+    written = [os.path.basename(t["path"]) for t in json.loads(r.stdout)["tasks"]
+               if t["status"] == "written"]
+    assert written == ["train-00002-of-00003.parquet"]
+    assert _tree(out) == pq_reference[0]

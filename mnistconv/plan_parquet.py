@@ -1,0 +1,171 @@
+"""Hugging Face Parquet in a shard plan (mnistconv.plan): one shard file written alone
+with the bytes formats/parquet/writer.write() gives it, and the README.md card written
+once every shard is there.
+
+It uses the writer's own pieces (_check_split, _class_names, _cuts, _PngTask,
+_row_group, _open, card.dataset_card), so a shard is cut into the same row groups and
+encoded by the same code: row groups restart at every shard start (writer._cuts), so a
+shard's bytes depend on its rows and the options only. The card needs each split's
+Arrow bytes and file sizes: they are summed from the shards' recorded counters.
+"""
+
+import os
+
+import numpy as np
+
+from .errors import UsageError
+from .records import OutputFile, Split
+
+
+def _setup(dataset, path, options):
+    """write()'s checks and what every shard shares: (pa, pq, labels per split, class
+    names, schema, one_file, folder, shards, row_group)."""
+    from .formats.parquet import card, writer as w
+    from .limits import check_option_name, safe_split_name
+    from .shards import check_shard_count
+    pa, pq = w.pyarrow("writing Parquet")
+    path = str(path)
+    config = options.get("config")
+    if not dataset.splits:
+        raise UsageError(path, "nothing to write: the input has no splits")
+    one_file = path.lower().endswith(".parquet")
+    if config is not None:
+        check_option_name(config, "--config")
+        if one_file:
+            raise UsageError(path, "--config names a folder of a Parquet directory; this "
+                                   "output is one file", "name a directory instead")
+    shards = check_shard_count(options.get("shards") or 1)
+    row_group = int(options.get("row_group_size") or w.DEFAULT_ROW_GROUP)
+    if not 1 <= row_group <= 1 << 20:
+        raise UsageError(None, f"--row-group-size must be between 1 and {1 << 20}, "
+                               f"not {row_group}")
+    if one_file and (len(dataset.splits) > 1 or shards > 1):
+        raise UsageError(path, f"one .parquet file holds one split, this input has "
+                               f"{len(dataset.splits)} and --shards {shards}",
+                         "choose one with --split, or name a directory for the Hub's "
+                         "layout")
+    labels = {}
+    for name, split in dataset.splits.items():
+        safe_split_name(name, split.header.source or path)
+        labels[name] = w._check_split(split)
+    names = w._class_names(dataset, labels)
+    schema = pa.schema([("image", pa.struct([("bytes", pa.binary()),
+                                             ("path", pa.string())])),
+                        ("label", pa.int64())],
+                       metadata={"huggingface": card.features_json(names)})
+    return pa, pq, labels, names, schema, one_file, config or "data", shards, row_group
+
+
+def sets(dataset, path, options):
+    """(split, shard paths, bounds, superseded files) for every split."""
+    from .formats.parquet import writer as w
+    from .shards import shard_bounds
+    *_, one_file, folder, shards, _ = _setup(dataset, path, options)
+    out = []
+    for name, split in dataset.splits.items():
+        if one_file:
+            targets, stale = [str(path)], []
+        else:
+            targets = [os.path.join(str(path), folder, f"{name}-{i:05d}-of-{shards:05d}"
+                                                       ".parquet") for i in range(shards)]
+            keep = {os.path.basename(t) for t in targets}
+            stale = w._existing_shards(os.path.join(str(path), folder), name, keep)
+        out.append((split, targets, shard_bounds(split.header.count, shards), stale))
+    return out
+
+
+def write_shard(dataset, path, split_name, index, staged_path, options):
+    """Shard `index` of a split at staged_path; (OutputFile, [rows, Arrow bytes,
+    row groups write() counts for it])."""
+    from .fileio import sha256_file
+    from .formats.parquet import writer as w
+    from .parallel import ParallelEncoder, check_workers
+    pa, pq, labels, _, schema, one_file, folder, shards, row_group = \
+        _setup(dataset, path, options)
+    split = dataset.splits[split_name]
+    labels = labels[split_name]
+    cuts = w._cuts(split.header.count, shards, row_group)
+    if type(split).take is not Split.take:  # seekable: read the shard's rows only
+        mine = [c for c in cuts if c[0] == index]
+        ends = [end for _, end, _ in cuts]
+        first = cuts.index(mine[0]) if mine else 0
+        starts = [ends[first - 1] if first else 0] + [end for _, end, _ in mine[:-1]]
+
+        def pieces():
+            for (shard, end, closes), at in zip(mine, starts):
+                yield ((shard, closes, labels[at:end]),
+                       split.take(np.arange(at, end, dtype=np.int64)), labels[at:end],
+                       np.arange(at, end, dtype=np.int64))
+        source = pieces()
+    else:  # a stream: the writer's own pieces, up to this shard
+        from .records import NO_PROGRESS
+        source = (p for p in w._pieces(split, labels, cuts, NO_PROGRESS)
+                  if p[0][0] == index)
+    task = w._PngTask(split.header.shape)
+    arrow_bytes, rows, group = 0, 0, []
+    parquet = w._open(pq, staged_path, schema)
+    try:
+        with ParallelEncoder([task], check_workers(options.get("workers", 1)),
+                             options.get("processes", False),
+                             int(np.prod(split.header.shape)), w.PIECE) as encoder:
+            for (_, closes, piece_labels), n, data, _ in encoder.encode(task, source):
+                data = bytes(data)
+                offsets = np.frombuffer(data, np.int32, n + 1)
+                group.append((offsets, data[4 * (n + 1):], piece_labels))
+                rows += n
+                if closes:
+                    table = w._row_group(pa, group, schema)
+                    group = []
+                    parquet.write_table(table, row_group_size=table.num_rows)
+                    arrow_bytes += table.nbytes
+    finally:
+        parquet.close()
+        parquet.file.close()
+    target = sets_target(path, folder, one_file, split_name, index, shards)
+    # write() counts ceil(rows / row group size) per split: shard 0 counts it.
+    groups = -(-split.header.count // row_group) if index == 0 else 0
+    return (OutputFile(target, os.path.getsize(staged_path), sha256_file(staged_path)),
+            [rows, arrow_bytes, groups])
+
+
+def sets_target(path, folder, one_file, split_name, index, shards):
+    """The path a shard is committed at (as write() names it)."""
+    if one_file:
+        return str(path)
+    return os.path.join(str(path), folder, f"{split_name}-{index:05d}-of-{shards:05d}"
+                                           ".parquet")
+
+
+def stats(counters, options):
+    """write()'s stats from every shard's counters."""
+    return {"row_groups": sum(c[2] for c in counters)}
+
+
+def finish_targets(path, options):
+    """The card, README.md, unless the output is one .parquet file."""
+    return [] if str(path).lower().endswith(".parquet") else \
+        [os.path.join(str(path), "README.md")]
+
+
+def finish(dataset, path, options, recorded):
+    """Write README.md, the dataset card, from the recorded shards' counters."""
+    from .fileio import StagedOutput, open_staged
+    from .formats.parquet import card
+    *_, names, _, one_file, folder, shards, _ = _setup(dataset, path, options)
+    if one_file:
+        return
+    root = os.path.dirname(os.path.abspath(str(path)))
+    card_splits = []
+    for name, split in dataset.splits.items():
+        arrow, size = 0, 0
+        for index in range(shards):
+            target = sets_target(path, folder, False, name, index, shards)
+            entry = recorded[os.path.relpath(os.path.abspath(target), root)]
+            arrow += entry["counters"][1]
+            size += entry["bytes"]
+        card_splits.append((name, split.header.count, arrow, size))
+    text = card.dataset_card(options.get("config") or "default", folder, names,
+                             card_splits)
+    with StagedOutput(force=True) as staged:
+        with open_staged(staged.file(os.path.join(str(path), "README.md"))) as f:
+            f.write(text.encode("utf-8"))
