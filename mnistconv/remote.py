@@ -159,7 +159,7 @@ def _sources(fs, path, url):
             found = [(p, fs.info(p)) for p in sorted(fs.glob(stem))]
         elif fs.isdir(stem):
             found = [(p, info) for p, info in sorted(fs.find(stem, detail=True).items())]
-            return [(p, name + "/" + p[len(stem.rstrip("/")):].lstrip("/"),
+            return [(p, name + "/" + p[len(stem):].lstrip("/"),
                      info.get("size")) for p, info in found]
         elif fs.isfile(stem) and _SHARD.search(name):  # one shard: read with its set
             pattern = re.escape(_SHARD.sub("", name)) + r"-\d{5}-of-" + \
@@ -212,8 +212,11 @@ def _copy_in(url) -> Spool:
             with fs.open(remote, "rb", **streaming) as src, open(local, "wb") as dst:
                 while chunk := src.read(step):
                     dst.write(chunk)
-    except Exception as e:
-        raise _failed(url, "reading", e) from None
+    except BaseException as e:
+        _remove(spool.folder, os.getpid())  # not left for garbage collection to find
+        if isinstance(e, Exception):
+            raise _failed(url, "reading", e) from None
+        raise
     if _GLOB.search(path.rstrip("/").rsplit("/", 1)[-1]):
         spool.local = spool.folder  # the matches, read as a directory of files
     return spool

@@ -263,6 +263,24 @@ def test_without_fsspec_one_line_exit_2(idx_dir, tmp_path):
            "with: pip install 'mnistconv[remote]'\n")
 
 
+def test_unknown_scheme_and_unreachable_host_one_line(idx_dir, tmp_path):
+    r = run("convert", idx_dir, "foo://x/m.npz")
+    assert (r.returncode, stderr_of(r)) == (
+        2, "Error: foo://x/m.npz: not a path mnistconv can open (Protocol not known: "
+           "foo); use a local path or a scheme fsspec knows (s3://, gs://, https://, "
+           "memory://)\n")
+    closed = socket.create_server(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    r = run("convert", f"http://127.0.0.1:{port}/m.npz", tmp_path / "o.npz")
+    err = stderr_of(r)
+    assert r.returncode == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"Error: http://127.0.0.1:{port}/m.npz: reading failed: ") \
+        and err.endswith("; check the URL, the network and the credentials, then run "
+                         "again\n"), err
+    assert not (tmp_path / "o.npz").exists()
+
+
 def test_sha256sums_refused_for_a_remote_output(idx_dir, tmp_path):
     r = run("convert", idx_dir, "memory://x/m.npz", "--sha256sums", cwd=tmp_path)
     assert (r.returncode, stderr_of(r)) == \
