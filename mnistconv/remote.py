@@ -169,6 +169,12 @@ def _sources(fs, path, url):
                      re.match(pattern, info["name"].rsplit("/", 1)[-1])]
         elif fs.isfile(stem):
             found = [(stem, fs.info(stem))]
+            if "images" in name:  # an IDX images file: its labels file beside it
+                before = name.split("images", 1)[0]
+                labels = re.escape(before) + r"labels-idx\d+-[a-z0-9]+(\.gz|\.xz)?$"
+                found += [(info["name"], info) for info in fs.ls(_parent(stem), detail=True)
+                          if info.get("type") == "file" and
+                          re.match(labels, info["name"].rsplit("/", 1)[-1])]
         else:  # the name a writer was given: its per-split files and shard sets
             base = name.split(".", 1)[0]
             found = [(info["name"], info) for info in fs.ls(_parent(stem), detail=True)

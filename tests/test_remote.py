@@ -188,6 +188,11 @@ def test_http_input_gives_the_local_bytes(idx_dir, http_root, tmp_path):
     assert r.returncode == 0, stderr_of(r)
     assert run("convert", root / "idx", tmp_path / "dl.npz", "-q").returncode == 0
     assert (tmp_path / "d.npz").read_bytes() == (tmp_path / "dl.npz").read_bytes()
+    # an IDX images file: its labels file beside it comes with it
+    r = run("convert", f"{url}/idx/t10k-images-idx3-ubyte.gz", tmp_path / "f.npz", "-q",
+            env=env)
+    assert r.returncode == 0, stderr_of(r)
+    assert (tmp_path / "f.npz").read_bytes() == (tmp_path / "dl.npz").read_bytes()
     assert no_spools(spool_dir) == []
     r = run("convert", f"{url}/missing.npz", tmp_path / "x.npz", env=env)
     assert (r.returncode, stderr_of(r)) == \
