@@ -269,12 +269,17 @@ def test_files_no_record_owns_are_refused(src, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--to", "npz", "--plan"], "Error: writing npz cannot be planned, resumed or run on "
      "Beam (its writer does not write one shard alone); plan one of: tfrecord, parquet"),
+    (["--to", "tfds", "--resume"], "Error: writing tfds cannot be planned, resumed or run "
+     "on Beam (its writer does not write one shard alone); plan one of: tfrecord, parquet"),
     (["--to", "tfrecord", "--task-index", "0"],
      "Error: --num-tasks and --task-index go together"),
     (["--to", "tfrecord", "--num-tasks", "2", "--task-index", "2"],
      "Error: --task-index must be 0..1, not 2"),
     (["--to", "tfrecord", "--beam-option", "runner=DirectRunner"],
      "Error: --beam-option needs --runner beam"),
+    (["--to", "tfrecord", "--runner", "beam", "--num-tasks", "2", "--task-index", "0"],
+     "Error: --runner beam runs every task of the plan, not a slice; leave out "
+     "--num-tasks and --task-index"),
     (["--to", "tfrecord", "--runner", "beam", "--beam-option", "--runner"],
      "Error: --beam-option '--runner' is not K=V; e.g. --beam-option runner=DirectRunner"),
     (["--to", "tfrecord", "--resume", "--sha256sums"],
@@ -286,6 +291,16 @@ def test_usage_errors(src, tmp_path, args, message):
     assert _last_error(r) == message
     assert r.stdout == b""
     assert not (tmp_path / "out").exists()
+
+
+def test_beam_missing_is_one_line(src, tmp_path):
+    code = ("import sys; sys.modules['apache_beam'] = None; from mnistconv.cli import main; "
+            f"main(['convert', {src!r}, {str(tmp_path / 'm.tfrecord')!r}, '--runner', 'beam'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True)
+    assert (r.returncode, _last_error(r)) == (2, (
+        "Error: --runner beam needs the Python package 'apache-beam'; install it with: "
+        "pip install 'mnistconv[beam]'"))
+    assert os.listdir(tmp_path) == []
 
 
 # --- Hugging Face Parquet (mnistconv/plan_parquet.py): shards and the README.md card ---

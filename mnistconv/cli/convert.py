@@ -197,6 +197,9 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
     plans.planner(writer.name)
     if planned["beam_options"] and planned["runner"] != "beam":
         raise UsageError(None, "--beam-option needs --runner beam")
+    if planned["runner"] == "beam" and planned["num_tasks"] is not None:
+        raise UsageError(None, "--runner beam runs every task of the plan, not a slice",
+                         "leave out --num-tasks and --task-index")
     spec = plans.InputSpec(src, source.format.name,
                            options_for(source.format.read_options, values),
                            selection(values))
