@@ -13,6 +13,7 @@ task harmless: a task rewrites only its own shard, and the set is finished once,
 each shard's hash is checked on disk.
 """
 
+import os
 import re
 
 from .errors import MissingDependency, UsageError
@@ -76,6 +77,12 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
         from apache_beam.options.pipeline_options import PipelineOptions
     except ImportError:
         raise MissingDependency("apache-beam", "beam", "--runner beam") from None
+    # Workers may start elsewhere than the launcher's folder: local paths are made
+    # absolute (URLs are left as they are).
+    local = lambda p: p if "://" in str(p) else os.path.abspath(str(p))  # noqa: E731
+    source = plans.InputSpec(local(source.path), source.format, source.read_options,
+                             source.select)
+    path = local(path)
     dataset = source.open()
     plan = plans.make_plan(dataset, path, format_name, options)
     plans.prepare(dataset, path, plan, force=force)
