@@ -25,8 +25,13 @@ shards are the output; with force, the base's other shard sets are removed) and 
 record is marked finished. The record stays, so a later --resume is a check that
 changes nothing.
 
-Formats that plan: PLANNED (a format joins when its writer can write one shard alone
-with the bytes of the whole set).
+Formats that plan: PLANNED, TFRecord and Hugging Face Parquet (plan_parquet.py). A
+format joins when its writer can write one shard alone with the bytes of the whole set,
+its shards cut from the counts alone. Not (yet): the TFDS directory (its shard count
+follows the encoded size, and dataset_info.json every shard's length: an explicit
+--shards and a per-shard hook in formats/tfds would do), WebDataset (shards cut by
+bytes follow the encoded sizes; cut by samples they would plan, given a per-shard hook
+in formats/webdataset), and the single-file formats (nothing to cut).
 """
 
 import contextlib
