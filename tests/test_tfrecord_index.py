@@ -209,3 +209,33 @@ def test_read_ranges_gives_the_bytes_of_each_range(tmp_path):
     assert got == [data[b:e] for b, e in zip(begins, ends)]
     with pytest.raises(FormatError, match="shorter than when it was indexed"):
         list(framing.read_ranges(str(path), "none", begins, ends + 1))
+
+
+def test_jpeg_records_of_many_lengths_borrow_what_other_lengths_taught(tmp_path,
+                                                                        monkeypatch):
+    # The writer's default (JPEG, one-hot): a few hundred image lengths, ten labels. A
+    # record of a length already seen with a label seen at another length is indexed
+    # from that label's parse (_Templates._borrow); the result is what a parse gives.
+    from mnistconv.codecs import decode_jpeg
+    from mnistconv.formats.tfrecord import reader
+    rng = np.random.default_rng(2)
+    images = rng.integers(0, 256, (4000, 28, 28), np.uint8)
+    images[:, rng.integers(4, 24, 4000)] //= 32
+    labels = rng.integers(0, 10, 4000).astype(np.uint8)
+    path = tmp_path / "j.tfrecord"
+    mnistconv.write(Dataset("t", {"train": ArraySplit("train", images, labels)}),
+                    str(path), "tfrecord")
+    parsed = []
+    original = reader.TFRecordSplit._parse
+    monkeypatch.setattr(reader.TFRecordSplit, "_parse",
+                        lambda self, *a: parsed.append(a[1]) or original(self, *a))
+    split = only_split(str(path))
+    Example = example_class()
+    truth = [Example.FromString(d).features.feature for _, _, d in
+             tfrecord.iter_records(str(path))]
+    lengths = {len(f["image"].bytes_list.value[0]) for f in truth}
+    assert len(parsed) <= len(lengths) + 10 < 4000 // 4
+    assert split.labels().tolist() == [list(f["label"].int64_list.value).index(1)
+                                       for f in truth] == labels.tolist()
+    pixels = np.stack([decode_jpeg(f["image"].bytes_list.value[0]) for f in truth])
+    assert np.array_equal(np.concatenate([b.images for b in split.batches(700)]), pixels)
