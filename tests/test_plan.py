@@ -115,6 +115,26 @@ def test_slices_of_a_job_array(src, reference, tmp_path):
     assert _files(out) == reference[0]
 
 
+def test_slices_running_at_once(src, reference, tmp_path):
+    """A job array on one machine: three slices at the same time share the record
+    (under a lock) and exactly one of them finishes the set."""
+    out = tmp_path / "out"
+    procs = [subprocess.Popen([sys.executable, "-m", "mnistconv", "convert", src,
+                               str(out / "m.tfrecord"), *OPTS, "--num-tasks", "3",
+                               "--task-index", str(i), "--workers", "1", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for i in range(3)]
+    results = []
+    for proc in procs:
+        stdout, stderr = proc.communicate()
+        assert proc.returncode == 0, stderr.decode()
+        results.append(json.loads(stdout))
+    assert sum(r["finished"] for r in results) >= 1
+    assert _files(out) == reference[0]
+    record = json.loads((out / ".m.tfrecord.mnistconv-plan.json").read_text())
+    assert record["finished"] is True and len(record["shards"]) == 6
+
+
 def test_library_run_equals_write(tmp_path):
     """plan.run on a Dataset, PNG, gzip and with_index, 2 threads: the bytes and stats
     of mnistconv.write."""
