@@ -2,10 +2,14 @@
 given (names.resolve) becomes splits of records.
 
 Each split is parsed once: when it is opened, one pass over its records checks both
-CRCs and every record's features against the first record's layout, and keeps an index
-of what is small (the label, the original index and where the image lies in the record,
-24 bytes a record). labels() and indices() are then that index, and batches() reads
-the records again only to cut the image bytes out of them (no second parse) and
+CRCs (framing.iter_record_blocks: a 4 MB block at a time) and every record's features
+against the first record's layout, and keeps an index of what is small (the label, the
+original index, where the image lies in the file and its length, 40 bytes a record).
+Records that only differ from one already parsed in their image (and label) are
+indexed from what that parse taught (_Templates: a prefix compare and a dictionary
+look-up, proven safe by re-serializing), the rest are parsed. labels() and indices()
+are then that index, and batches() reads only the image bytes again, from where the
+index says they are (framing.read_ranges; a file changed since is an error), and
 decodes them, a batch at a time, on every core (parallel.ordered_map: threads; Pillow
 and simplejpeg release the GIL). JPEGs sharing a header decode as tiles of many
 (codecs.decode_jpeg_tiles).
