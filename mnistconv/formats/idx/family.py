@@ -67,7 +67,8 @@ def check_label_dims(labels, path):
             raise FormatError(path, f"N x 8 labels of type {labels.dtype.name}; QMNIST's "
                                     "idx2-int labels are int32 (magic 00 00 0C 02)")
         return
-    if len(dims) == 2:
+    if len(dims) == 2 and labels.dtype.kind == "i" and labels.dtype.itemsize == 4:
+        # int32 N x k: QMNIST's idx2-int layout with the wrong number of columns.
         raise FormatError(path, f"labels have {dims[1]} columns; QMNIST's idx2-int labels "
                                 f"have {len(QMNIST_COLUMNS)} ({', '.join(QMNIST_COLUMNS)})",
                           "is the file cut or from another dataset?")
