@@ -35,7 +35,7 @@ from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
 from ...shards import is_data_name
-from ..parquet.png import decode_unfiltered
+from ..images import class_labels, decode_image, grayscale_shape
 from ..webdataset.samples import SampleTask, pack, split_output
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
@@ -99,19 +99,8 @@ def class_folders(num_classes, names=None):
 
 
 def _check_split(split, where):
-    h = split.header
-    shape = tuple(h.shape)
-    if len(shape) == 3 and shape[-1] == 1:
-        shape = shape[:2]
-    if len(shape) != 2 or np.dtype(h.dtype) != np.uint8:
-        raise UsageError(where, f"ImageFolder images are grayscale uint8 H x W; split "
-                                f"{split.name} has {np.dtype(h.dtype).name} {h.shape}")
-    labels = np.asarray(split.labels())
-    if labels.ndim != 1 or (len(labels) and labels.dtype.kind not in "iub"):
-        raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}: a class "
-                                 "folder is one integer class per image")
-    if len(labels) and labels.min() < 0:
-        raise FormatError(where, f"label {labels.min()} is negative; classes are 0, 1, 2, ...")
+    shape = grayscale_shape(split, where, "ImageFolder")
+    labels = class_labels(split, where, "a class folder is one integer class per image")
     indices = np.asarray(split.indices(), np.int64)
     if len(indices) and indices.min() < 0:
         raise FormatError(where, f"original index {indices.min()} is negative")
@@ -327,19 +316,7 @@ class ImageFolderSplit(Split):
     def _decode(self, path):
         with open(path, "rb") as f:
             data = f.read()
-        # mnistconv's own PNGs (unfiltered) in one zlib call, others through Pillow.
-        image = decode_unfiltered(data, tuple(self.header.shape))
-        if image is not None:
-            return image
-        try:
-            image = codecs.decode_image(data)
-        except ValueError as e:
-            raise FormatError(path, f"does not decode as an image ({e})") from None
-        if image.shape != tuple(self.header.shape):
-            raise FormatError(path, f"decodes to {image.shape[0]}x{image.shape[1]}, the "
-                                    f"split's images are "
-                                    f"{'x'.join(map(str, self.header.shape))}")
-        return image
+        return decode_image(data, tuple(self.header.shape), path)
 
 
 def read(path) -> Dataset:

@@ -40,7 +40,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
     Split, WriteResult
 from ...shards import is_data_name
 from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
-from ..parquet.png import decode_unfiltered
+from ..images import class_labels, decode_image, grayscale_shape
 from .samples import SampleTask, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
@@ -117,23 +117,12 @@ def parse_shard_size(value):
 # ---- writing ----
 
 def _check_split(split, where):
-    h = split.header
-    shape = tuple(h.shape)
-    if len(shape) == 3 and shape[-1] == 1:
-        shape = shape[:2]
-    if len(shape) != 2 or np.dtype(h.dtype) != np.uint8:
-        raise UsageError(where, f"WebDataset images are grayscale uint8 H x W; split "
-                                f"{split.name} has {np.dtype(h.dtype).name} {h.shape}")
+    shape = grayscale_shape(split, where, "WebDataset")
     if "-" in split.name:
         raise UsageError(where, f"split name {printable(split.name)} holds '-', which "
                                 "shard names <name>-<split>-000000.tar use to mark the split",
                          "rename it with --split-name")
-    labels = np.asarray(split.labels())
-    if labels.ndim != 1 or (len(labels) and labels.dtype.kind not in "iub"):
-        raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}: a .cls is "
-                                 "one integer class per sample")
-    if len(labels) and labels.min() < 0:
-        raise FormatError(where, f"label {labels.min()} is negative; classes are 0, 1, 2, ...")
+    labels = class_labels(split, where, "a .cls is one integer class per sample")
     if len(labels):
         check_num_classes(int(labels.max()) + 1, where)
     return shape
@@ -389,21 +378,8 @@ class WebDatasetSplit(Split):
                 f.close()
 
     def _decode(self, data, i, number):
-        where = self.files[number]
-        # mnistconv's own PNGs (unfiltered) in one zlib call, others through Pillow.
-        image = decode_unfiltered(data, tuple(self.header.shape))
-        if image is not None:
-            return image
-        try:
-            image = codecs.decode_image(data)
-        except ValueError as e:
-            raise FormatError(where, f"member {printable(self._names[i])} does not decode "
-                                     f"as an image ({e})") from None
-        if image.shape != tuple(self.header.shape):
-            raise FormatError(where, f"member {printable(self._names[i])} decodes to "
-                                     f"{image.shape[0]}x{image.shape[1]}, the split's "
-                                     f"images are {'x'.join(map(str, self.header.shape))}")
-        return image
+        return decode_image(data, tuple(self.header.shape), self.files[number],
+                            self._names[i])
 
 
 def _names(found, labels):
