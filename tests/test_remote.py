@@ -406,12 +406,19 @@ class CuttingProxy:
         self.listener.close()
 
 
-def test_s3_upload_cut_half_way_leaves_no_object(idx_dir, s3_server, bucket, tmp_path):
+@pytest.mark.parametrize("count, limit", [(120, 30_000), (12_000, 3_000_000)],
+                         ids=["one-put", "multipart"])
+def test_s3_upload_cut_half_way_leaves_no_object(count, limit, s3_server, bucket,
+                                                 tmp_path):
+    """The connection drops part-way through the upload (every retry too): a single
+    PUT (95 KB) and a multipart upload (9.4 MB, parts of 8 MB) leave no object, and
+    the unfinished multipart upload is aborted (no parts kept on the server)."""
     fs, name = bucket
-    proxy = CuttingProxy(s3_server, limit=30_000)
+    source = make_idx_dir(tmp_path / "src", *small_digits(count, seed=5), "train")
+    proxy = CuttingProxy(s3_server, limit=limit)
     try:
         env = dict(s3_env(proxy.url), AWS_MAX_ATTEMPTS="2")
-        r = run("convert", idx_dir, f"s3://{name}/cut/m.npz", env=env)
+        r = run("convert", source, f"s3://{name}/cut/m.npz", env=env)
     finally:
         proxy.close()
     err = stderr_of(r)
@@ -421,6 +428,8 @@ def test_s3_upload_cut_half_way_leaves_no_object(idx_dir, s3_server, bucket, tmp
                      "again\n") and err.count("\n") == 1, err
     fs.invalidate_cache()
     assert fs.find(name) == []  # no object at all, under the final name or another
+    uploads = fs.call_s3("list_multipart_uploads", Bucket=name)
+    assert uploads.get("Uploads", []) == []
 
 
 def test_s3_killed_upload_leaves_no_object(idx_dir, s3_server, bucket, tmp_path):
