@@ -10,6 +10,14 @@ SPLIT_NAME = Option("split_name", "--split-name", "Name of the split of a single
                     "train/test/validation, t10k -> test; a note says it was assumed)",
                     "str")
 
+# Every format that encodes on mnistconv.parallel's workers takes it.
+WORKERS = Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
+                 "core)", "int", low=1, high=64)
+
+# The formats that store an image file per sample (WebDataset, ImageFolder) take it.
+JPEG_QUALITY = Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is "
+                      "OpenCV's default, the recipe's)", "int", (), 95, low=1, high=100)
+
 
 def lazy_attributes(module_name):
     """A module __getattr__ that finds a format package's names (read, write, ...) in

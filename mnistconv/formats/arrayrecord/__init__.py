@@ -4,7 +4,7 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
+from ..common import SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
     "arrayrecord", "mnistconv.formats.arrayrecord.format",
@@ -23,8 +23,7 @@ SPEC = Format(
         Option("array_record_options", "--array-record-options", "More ArrayRecord "
                "writer options, passed through, e.g. 'zstd:9,window_log:20' or "
                "'uncompressed' (checked by array_record itself)", "str"),
-        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-               "core)", "int", low=1, high=64),
+        WORKERS,
     ),
 )
 

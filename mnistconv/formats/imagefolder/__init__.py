@@ -4,7 +4,7 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
+from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
     "imagefolder", "mnistconv.formats.imagefolder.format",
@@ -13,10 +13,8 @@ SPEC = Format(
     write_options=(
         Option("image_format", "--image-format", "Image files: <index>.png (exact) or "
                "<index>.jpg (lossy)", "choice", ("png", "jpeg"), "png"),
-        Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is OpenCV's "
-               "default, the recipe's)", "int", (), 95, low=1, high=100),
-        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-               "core)", "int", low=1, high=64),
+        JPEG_QUALITY,
+        WORKERS,
     ),
     output_is_directory=True,
 )

@@ -4,7 +4,7 @@ the code is in format.py, imported on first use (it needs pyarrow: the `parquet`
 extra)."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
+from ..common import SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
     "parquet", "mnistconv.formats.parquet.format",
@@ -29,8 +29,7 @@ SPEC = Format(
         Option("row_group_size", "--row-group-size", "Parquet rows per row group, the "
                "unit a streaming reader fetches (default 1000: about 250 KB of MNIST "
                "PNGs)", "int", (), 1000, low=1, high=1 << 20),
-        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-               "core)", "int", low=1, high=64),
+        WORKERS,
     ),
 )
 

@@ -3,13 +3,11 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
+from ..common import SPLIT_NAME, WORKERS, lazy_attributes
 
 SHARDS = Option("shards", "--shards", "Files per split, 1..10000, named "
                 "<name>-<split>.<format>-00000-of-0000N (default: TFDS' rule, 64 MiB to "
                 "1 GiB a shard, or --shard-size)", "int", low=1, high=10000)
-WORKERS = Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-                 "core)", "int", low=1, high=64)
 
 SPEC = Format(
     "tfds", "mnistconv.formats.tfds.format",

@@ -3,7 +3,7 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
+from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
     "webdataset", "mnistconv.formats.webdataset.format",
@@ -16,10 +16,8 @@ SPEC = Format(
                "(default: 100000 samples, as webdataset.ShardWriter)", "str"),
         Option("image_format", "--image-format", "Image members: <key>.png (exact) or "
                "<key>.jpg (lossy)", "choice", ("png", "jpeg"), "png"),
-        Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is OpenCV's "
-               "default, the recipe's)", "int", (), 95, low=1, high=100),
-        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-               "core)", "int", low=1, high=64),
+        JPEG_QUALITY,
+        WORKERS,
     ),
 )
 
