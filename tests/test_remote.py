@@ -451,7 +451,8 @@ def test_s3_killed_upload_leaves_no_object(idx_dir, s3_server, bucket, tmp_path)
             dst.sendall(first[len(first) // 2:])
         original(src, dst, counted)
     proxy._pipe = slow_pipe
-    full_env = dict(os.environ, **s3_env(proxy.url), PYTHONPATH=str(REPO))
+    full_env = dict(os.environ, **s3_env(proxy.url), PYTHONPATH=str(REPO),
+                    TMPDIR=str(tmp_path))
     child = subprocess.Popen([sys.executable, "-m", "mnistconv", "convert", str(idx_dir),
                               f"s3://{name}/kill/m.npz"], env=full_env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -463,6 +464,14 @@ def test_s3_killed_upload_leaves_no_object(idx_dir, s3_server, bucket, tmp_path)
         proxy.close()
     fs.invalidate_cache()
     assert fs.find(name) == []
+    # the killed run's local staging folder is left; the next run removes it
+    assert len(no_spools(tmp_path)) == 1
+    r = run("convert", idx_dir, f"s3://{name}/kill/m.npz", "-q",
+            env=dict(s3_env(s3_server), TMPDIR=str(tmp_path)))
+    assert r.returncode == 0, stderr_of(r)
+    assert no_spools(tmp_path) == []
+    fs.invalidate_cache()
+    assert fs.find(name) == [f"{name}/kill/m.npz"]
 
 
 def test_s3_input_memory_is_bounded(s3_server, bucket, tmp_path):
