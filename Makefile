@@ -31,8 +31,10 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 # Every format's extra and every real client the tests read the outputs back with
 # (TensorFlow, TFDS, Grain, Hugging Face datasets, webdataset, torch/torchvision, lmdb,
-# h5py); torch and torchvision are the builds that lie on this project's machines.
-TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch
+# h5py, Apache Beam, an S3 server: moto); torch and torchvision are the builds that lie
+# on this project's machines. Beam caps protobuf below 7 and Pillow below 13 for the
+# whole environment; the tests pass with those versions.
+TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch,beam,test-beam,remote,test-remote
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(TEST_EXTRAS)]'
