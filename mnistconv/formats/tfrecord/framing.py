@@ -327,8 +327,9 @@ def iter_records(path, compression="auto", start_number=0):
         stream.close()
 
 
-# What the block scanner reads at a time: a few thousand MNIST records.
-_BLOCK = 4 << 20
+# What the block scanner reads at a time: about 1200 MNIST JPEG records (4 MB blocks
+# were no faster and held 10 MB more at the peak of tfrecord-to-npz).
+_BLOCK = 1 << 20
 
 
 class _Unusual(Exception):

@@ -2,7 +2,7 @@
 given (names.resolve) becomes splits of records.
 
 Each split is parsed once: when it is opened, one pass over its records checks both
-CRCs (framing.iter_record_blocks: a 4 MB block at a time) and every record's features
+CRCs (framing.iter_record_blocks: a 1 MB block at a time) and every record's features
 against the first record's layout, and keeps an index of what is small (the label, the
 original index, where the image lies in the file and its length, 40 bytes a record).
 Records that only differ from one already parsed in their image (and label) are
