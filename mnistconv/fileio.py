@@ -45,6 +45,20 @@ def check_input_file(path):
     return st.st_size
 
 
+def has_magic(path, magic: bytes, offset=0) -> bool:
+    """Whether the file at path holds `magic` at `offset`: a format's sniff by content.
+    False, not an error, for anything unreadable (a directory, a missing file).
+
+        has_magic("train-00000-of-00001.parquet", b"PAR1")   # True
+    """
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
+
+
 def fast_zlib():
     """(zlib module, the errors it raises): zlib-ng's when installed, whose inflate is
     about twice as fast, else the standard library's. For reading only: written

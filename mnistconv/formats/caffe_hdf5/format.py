@@ -43,7 +43,7 @@ import re
 import numpy as np
 
 from ...errors import FormatError, MissingDependency, UsageError
-from ...fileio import GZIP_MAX_RATIO, StagedOutput, sha256_file
+from ...fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, sha256_file
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
@@ -71,11 +71,7 @@ def _h5py():
 # --- reading ---
 
 def _is_hdf5(path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(8) == HDF5_MAGIC
-    except OSError:
-        return False
+    return has_magic(path, HDF5_MAGIC)
 
 
 def _list_entries(path):

@@ -37,7 +37,7 @@ import resource
 import numpy as np
 
 from ...errors import FormatError, MissingDependency, UsageError
-from ...fileio import StagedOutput, sha256_file
+from ...fileio import StagedOutput, has_magic, sha256_file
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
@@ -68,11 +68,7 @@ def _lmdb():
 # --- reading ---
 
 def _is_lmdb(path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(MAGIC_OFFSET + 8)[MAGIC_OFFSET:] == LMDB_MAGIC
-    except OSError:
-        return False
+    return has_magic(path, LMDB_MAGIC, MAGIC_OFFSET)
 
 
 def _split_name(directory, path):

@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ...errors import FormatError, MissingDependency, UsageError
-from ...fileio import check_input_file
+from ...fileio import check_input_file, has_magic
 from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES, check_image_size,
                        printable, safe_split_name)
 from ...parallel import check_workers, ordered_map
@@ -426,11 +426,7 @@ def sniff(path) -> bool:
     """A file that starts with Parquet's magic PAR1, or a directory holding .parquet
     files in the Hub's layouts (at most two folders down)."""
     if os.path.isfile(path):
-        try:
-            with open(path, "rb") as f:
-                return f.read(4) == MAGIC
-        except OSError:
-            return False
+        return has_magic(path, MAGIC)
     if not os.path.isdir(path):
         return False
     try:

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import check_input_file
+from ...fileio import check_input_file, has_magic
 from ...limits import MAX_EXAMPLES
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx import classes
@@ -32,11 +32,7 @@ def class_of(filename):
 
 
 def _is_npy(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(6) == NPY_MAGIC
-    except OSError:
-        return False
+    return has_magic(path, NPY_MAGIC)
 
 
 def _header(path):
