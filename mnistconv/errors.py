@@ -4,6 +4,8 @@ The library never prints and never exits: every failure a user can cause is a
 MnistconvError naming the file and what is wrong, optionally with what to do.
 """
 
+import importlib
+
 
 class MnistconvError(Exception):
     """A failure a user can cause; exit code 1 (bad data or a failed write)."""
@@ -61,3 +63,16 @@ class MissingDependency(UsageError):
             f"{feature} needs the Python package '{module}'",
             f"install it with: pip install 'mnistconv[{extra}]'",
         )
+
+
+def optional_import(name, extra, feature, package=None):
+    """The module `name` (e.g. "h5py", "PIL.Image"), imported when a feature first
+    needs it, or a MissingDependency saying that `feature` needs the pip `package`
+    (default: the module's top-level name) and which mnistconv extra installs it.
+
+        h5py = optional_import("h5py", "caffe", "Caffe's HDF5 format")
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise MissingDependency(package or name.split(".")[0], extra, feature) from None

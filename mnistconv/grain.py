@@ -16,15 +16,11 @@ import os
 
 import numpy as np
 
-from .errors import MissingDependency, UsageError
+from .errors import UsageError, optional_import
 
 
 def _grain():
-    try:
-        import grain
-        return grain
-    except ImportError:
-        raise MissingDependency("grain", "grain", "mnistconv.grain.source") from None
+    return optional_import("grain", "grain", "mnistconv.grain.source")
 
 
 def _files(path, split):

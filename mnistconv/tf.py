@@ -19,16 +19,11 @@ decoded in a parallel map and prefetched.
 
 import os
 
-from .errors import MissingDependency, UsageError
+from .errors import UsageError, optional_import
 
 
 def _tensorflow():
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise MissingDependency("tensorflow", "tensorflow", "mnistconv.tf.dataset") \
-            from None
-    return tf
+    return optional_import("tensorflow", "tensorflow", "mnistconv.tf.dataset")
 
 
 def _tfds_files(path, split):

@@ -21,7 +21,7 @@ whole files when the split can be cut into them (Split.shards(), as Parquet's ca
 else every n-th batch.
 """
 
-from .errors import MissingDependency, UsageError
+from .errors import UsageError, optional_import
 
 # A split read into memory for random access holds at most this many pixel bytes;
 # larger ones stream (IterableDataset) unless iterable=False says otherwise.
@@ -31,11 +31,7 @@ __all__ = ["dataset", "to_tensor"]
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependency("torch", "torch", "mnistconv.torch") from None
-    return torch
+    return optional_import("torch", "torch", "mnistconv.torch")
 
 
 def to_tensor(pixels):

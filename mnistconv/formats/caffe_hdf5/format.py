@@ -42,7 +42,7 @@ import re
 
 import numpy as np
 
-from ...errors import FormatError, MissingDependency, UsageError
+from ...errors import FormatError, UsageError, optional_import
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, sha256_file
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
@@ -61,11 +61,7 @@ SCALE_ATTRIBUTE = "mnistconv_uint8_scale"
 
 
 def _h5py():
-    try:
-        import h5py
-    except ImportError:
-        raise MissingDependency("h5py", "caffe", "Caffe's HDF5 format") from None
-    return h5py
+    return optional_import("h5py", "caffe", "Caffe's HDF5 format")
 
 
 # --- reading ---

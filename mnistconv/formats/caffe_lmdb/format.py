@@ -36,7 +36,7 @@ import resource
 
 import numpy as np
 
-from ...errors import FormatError, MissingDependency, UsageError
+from ...errors import FormatError, UsageError, optional_import
 from ...fileio import StagedOutput, has_magic, sha256_file
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
@@ -58,11 +58,7 @@ _ORDER = {"train": 0, "test": 1}
 
 
 def _lmdb():
-    try:
-        import lmdb
-    except ImportError:
-        raise MissingDependency("lmdb", "caffe", "Caffe's LMDB format") from None
-    return lmdb
+    return optional_import("lmdb", "caffe", "Caffe's LMDB format")
 
 
 # --- reading ---
