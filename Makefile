@@ -25,8 +25,11 @@ EDITABLE := --config-settings editable_mode=compat -e
 # this one warning is filtered (by its message), every other warning still shows.
 QUIET_BUILD := PYTHONWARNINGS="ignore:Compat editable installs"
 
+# The formats the demo writes (no TensorFlow, torch or `datasets`: those are clients).
+DEMO_EXTRAS := tfrecord,tfds,arrayrecord,parquet,webdataset,imagefolder,caffe
+
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[tfrecord]'
+	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(DEMO_EXTRAS)]'
 	touch $@
 
 # Every format's extra and every real client the tests read the outputs back with

@@ -39,12 +39,26 @@ def main():
     mnistconv("idx-to-tfrecord", SAMPLE, out / "tfds" / "mnist.tfrecord", "--preset", "tfds",
               "--split", "train", "--shards", "2")
     mnistconv("idx-to-gdmnist", SAMPLE, out / "browser", "--per-class", "10")
+    mnistconv("idx-to-tfds", SAMPLE, out / "tfds_data")
+    mnistconv("idx-to-arrayrecord", SAMPLE, out / "mnist-sample.array_record")
+    mnistconv("idx-to-parquet", SAMPLE, out / "hf", "--config", "mnist")
+    mnistconv("idx-to-webdataset", SAMPLE, out / "shards" / "mnist.tar", "--shard-size", "500")
+    mnistconv("idx-to-imagefolder", SAMPLE, out / "images", "--split", "test")
+    mnistconv("idx-to-caffe-lmdb", SAMPLE, out / "caffe")
+    mnistconv("idx-to-caffe-hdf5", SAMPLE, out / "caffe-h5")
     mnistconv("compare", SAMPLE, out / "mnist-sample-train.tfrecord", "--split", "train",
               "--tolerance", "255")
     mnistconv("show", SAMPLE, "--split", "test", "--index", "0:8")
     print(f"\nAll outputs are in {out}/:")
-    for path in sorted(p for p in out.rglob("*") if p.is_file()):
-        print(f"  {path.relative_to(out)}  {path.stat().st_size:,} bytes")
+    files = sorted(p for p in out.rglob("*") if p.is_file())
+    for top in sorted({p.relative_to(out).parts[0] for p in files}):
+        inside = [p for p in files if p.relative_to(out).parts[0] == top]
+        if len(inside) > 12:  # an ImageFolder tree: one line, not one per image
+            size = sum(p.stat().st_size for p in inside)
+            print(f"  {top}/  {len(inside):,} files, {size:,} bytes")
+            continue
+        for path in inside:
+            print(f"  {path.relative_to(out)}  {path.stat().st_size:,} bytes")
 
 
 if __name__ == "__main__":

@@ -412,3 +412,15 @@ def test_a_full_disk_behind_stdout_names_stdout():
         assert result.returncode == 1
         assert result.stderr.decode() == ("Error: stdout: No space left on device; free "
                                           "some space and run again\n")
+
+
+def test_summary_lists_at_most_twenty_files_json_lists_all(tmp_path):
+    pytest.importorskip("PIL")
+    result = run("idx-to-imagefolder", SAMPLE, tmp_path / "images", "--split", "test")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.decode().splitlines()
+    assert sum(1 for l in lines if "sha256" in l) == 20
+    assert any(l.startswith("  ... and 180 more files, ") for l in lines)
+    result = run("idx-to-imagefolder", SAMPLE, tmp_path / "again", "--split", "test",
+                 "--json")
+    assert len(json.loads(result.stdout)["files"]) == 200

@@ -79,6 +79,10 @@ def _check_sums_target(dst, writer):
     refuse_replacing_special(target)
 
 
+# Files listed one per line in the summary; past that, a count (--json lists all).
+SHOWN_FILES = 20
+
+
 def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     """What convert and every a-to-b command do: check, read SRC with the selection,
     write DST, then report (notes on stderr, or --json on stdout). Returns 0."""
@@ -131,8 +135,12 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     counts = ", ".join(f"{n} {s['count']}" for n, s in splits.items())
     note(f"{reader.name} -> {writer.name}: {counts} in "
          f"{time.perf_counter() - started:.2f} s", quiet)
-    for f in files:
+    for f in files[:SHOWN_FILES]:
         note(f"  {f.path}  {f.bytes:,} bytes  sha256 {f.sha256}", quiet)
+    if len(files) > SHOWN_FILES:  # an ImageFolder tree: --json has every file
+        rest = files[SHOWN_FILES:]
+        note(f"  ... and {len(rest):,} more files, {sum(f.bytes for f in rest):,} bytes "
+             "(--json lists every file)", quiet)
     for key, value in stats.items():
         note(f"  {key}: {value}", quiet)
     for text in dataset.notes + _unrecorded_split_name(dataset, dst, writer):
