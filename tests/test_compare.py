@@ -269,9 +269,9 @@ def test_float_pixels_are_scaled_and_channel_axes_ignored():
 
 def test_read_options_apply_to_each_side(tmp_path):
     images, labels = small_digits(30)
-    folder = make_idx_dir(tmp_path / "fam", images, labels, prefix="emnist-x-")
+    folder = make_idx_dir(tmp_path / "fam", images, labels, prefix="mine-x-")
     np.savez(tmp_path / "x.npz", x_train=images, y_train=labels)
-    code, facts, _ = compare_json(folder, tmp_path / "x.npz", "--prefix", "emnist-x")
+    code, facts, _ = compare_json(folder, tmp_path / "x.npz", "--prefix", "mine-x")
     assert (code, facts["equal"], facts["splits"][0]["compared"]) == (0, True, 30)
 
 
