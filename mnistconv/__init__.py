@@ -44,6 +44,20 @@ def formats():
     return dict(registry.FORMATS)
 
 
+def detect(path, from_flag="--from"):
+    """The format of an input, by content first, then by name; a remote path (s3://,
+    https://, ...) is detected on its local copy. `from_flag` is the option that names
+    the format, for the message when detection fails.
+
+        mnistconv.detect("data/mnist").name  # 'idx'
+    """
+    if "://" in str(path):
+        from . import remote
+        if remote.is_remote(path):
+            return remote.detect_input(path, from_flag)
+    return registry.detect_input(path, from_flag)
+
+
 def read(path, format=None, *, split_name=None, **options):
     """Read a dataset: a directory, a file or a shard set, its format detected by
     content (then by name) unless `format` names it. `split_name` names the split of a

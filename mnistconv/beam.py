@@ -99,9 +99,3 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
     done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]
     return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
             "missing": missing, "stats": plans.totals(path, plan) if finished else {}}
-
-
-if __name__ == "__main__":
-    import sys
-    from .cli import main
-    main(["convert", *sys.argv[1:], "--runner", "beam"])

@@ -113,10 +113,6 @@ def _unrecognized(path, from_flag):
 def detect_input(path, from_flag="--from") -> Format:
     """By content first (magic bytes, directory contents), then by name. `from_flag`
     is the option that names the format, for the message when detection fails."""
-    if "://" in str(path):  # a remote path: detected on its local copy
-        from . import remote
-        if remote.is_remote(path):
-            return remote.detect_input(path, from_flag)
     if str(path) == "-":
         raise UsageError("-", "cannot detect the format of stdin",
                          f"name it with {from_flag}")

@@ -156,12 +156,6 @@ def test_beam_direct_runner_gives_the_local_bytes(src, reference, tmp_path):
     result = json.loads(r.stdout)
     assert result["finished"] and result["stats"] == reference[1]
     assert _files(out) == reference[0]
-    # python -m mnistconv.beam is the same command.
-    out2 = tmp_path / "out2"
-    r = subprocess.run([sys.executable, "-m", "mnistconv.beam", src, out2 / "m.tfrecord",
-                        *OPTS, "-q"], capture_output=True)
-    assert r.returncode == 0, r.stderr.decode()
-    assert _files(out2) == reference[0]
 
 
 def test_resume_after_kill_9_at_several_points(tmp_path):

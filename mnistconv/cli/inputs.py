@@ -12,7 +12,7 @@ import tempfile
 
 import click
 
-from .. import registry
+from .. import detect, registry
 from ..errors import UsageError
 from .common import note
 
@@ -120,7 +120,7 @@ class Input:
         self.path = path
         self.shown_as = shown_as  # how messages name it ('-' for a stdin spool)
         self.format = registry.get(from_name) if from_name else \
-            registry.detect_input(path, from_flag)
+            detect(path, from_flag)
 
     def read(self, values, select=None):
         """The dataset, read with the read options in `values` that this format takes
