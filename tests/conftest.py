@@ -10,6 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# torch (through triton's native library) crashes the process when it is imported
+# after TensorFlow in the same process; the other way round both work. The tests read
+# outputs with both clients in this one pytest process, so torch comes first.
+try:
+    import torchvision  # noqa: F401
+except ImportError:
+    pass
+
 REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO.parent / "shared" / "data" / "mnist"
 SAMPLE = REPO / "examples" / "data" / "mnist-sample"
