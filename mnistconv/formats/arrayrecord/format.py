@@ -361,6 +361,8 @@ def sniff(path) -> bool:
 
 
 def _has_signature(path):
+    if not os.path.isfile(path):
+        return False  # a FIFO would block the open; a device has no signature
     try:
         with open(path, "rb") as f:
             return f.read(len(SIGNATURE)) == SIGNATURE

@@ -103,7 +103,27 @@ def array_record_module():
     except ImportError:
         raise MissingDependency("array-record", "arrayrecord", "ArrayRecord files") \
             from None
+    _start_pool(array_record_module)
     return array_record_module
+
+
+_POOL_STARTED = []
+
+
+def _start_pool(module):
+    """Start array_record's global thread pool now, once per process, by opening a
+    reader on /dev/null (an empty file: nothing to read). The pool starts on the first
+    ArrayRecordReader; when that happens under a tight address-space limit (ulimit -v,
+    or the fuzz harness's RLIMIT_AS around each case) its threads fail to start and the
+    constructor waits on them forever. Writing or resolving comes first, so a reader
+    opened later finds the pool running."""
+    if _POOL_STARTED:
+        return
+    try:
+        module.ArrayRecordReader(os.devnull)
+    except (RuntimeError, ValueError):
+        pass  # the pool is up either way; /dev/null is not a valid file
+    _POOL_STARTED.append(True)
 
 
 def check_writer_options(options):
