@@ -73,7 +73,7 @@ def read(path, format=None, *, split_name=None, **options):
         ds.splits["test"].header.count
     """
     import os
-    from .limits import check_option_name, is_safe_name
+    from .limits import check_option_name, is_safe_name, safe_split_name
     if "://" in str(path):  # s3://, https://, memory://...: read from a local copy
         from . import remote
         if remote.is_remote(path):
@@ -88,6 +88,10 @@ def read(path, format=None, *, split_name=None, **options):
     if class_names is not None:
         from .formats.idx.classes import apply_names_file
         apply_names_file(dataset, class_names)
+    for name in dataset.splits:  # every reader's split names, wherever they came from
+        if split_name is None or len(dataset.splits) > 1:
+            safe_split_name(name, path, "split name (from the input's file names or "
+                                        "contents)")
     single = len(dataset.splits) == 1
     if split_name is not None:
         if not single:

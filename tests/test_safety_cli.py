@@ -424,3 +424,16 @@ def test_summary_lists_at_most_twenty_files_json_lists_all(tmp_path):
     result = run("idx-to-imagefolder", SAMPLE, tmp_path / "again", "--split", "test",
                  "--json")
     assert len(json.loads(result.stdout)["files"]) == 200
+
+
+def test_split_names_from_file_names_are_checked_for_every_reader(tmp_path):
+    """Found by the long fuzz pass: a TFRecord directory whose file names are not UTF-8
+    gave split names the npz writer could not encode (a traceback). Every reader's
+    split names now pass the safe-name rule, wherever they came from."""
+    run("idx-to-tfrecord", SAMPLE, tmp_path / "d", "-q").check_returncode()
+    os.rename(tmp_path / "d" / "train.tfrecord",
+              os.fsencode(tmp_path / "d") + b"/ev\xffil.tfrecord")
+    result = run("convert", tmp_path / "d", tmp_path / "o.npz")
+    message = one_error_line(result, 1)
+    assert "is not a safe name" in message and "Traceback" not in message
+    assert not (tmp_path / "o.npz").exists()

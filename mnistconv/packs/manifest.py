@@ -212,7 +212,10 @@ def open_manifest(manifest_path, split_name) -> Manifest:
                                                  "an object", _FIX)
             _check_fields(entry, _ENTRY_FIELDS, manifest_path, where)
             files = [entry.get(k) for k in ("file", "gzip_file") if entry.get(k)]
-            name = entry.get("id") or (split_name(files[0]) if files else key)
+            # An id given is the split's name, even an empty one (refused below as
+            # not a safe name); only an entry without one is named by its file.
+            name = entry["id"] if entry.get("id") is not None else \
+                (split_name(files[0]) if files else key)
             safe_split_name(name, manifest_path, f"{where}split id")
             if name in names:
                 raise FormatError(manifest_path, f"{where}split id {printable(name)} is "
