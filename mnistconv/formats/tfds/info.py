@@ -227,6 +227,8 @@ def load_json(path):
         size = os.path.getsize(path)
     except OSError:
         raise FormatError(path, "missing: a TFDS dataset directory holds it") from None
+    if not os.path.isfile(path):  # a FIFO would block the open, a device never end
+        raise FormatError(path, "is not a regular file: a TFDS metadata file is JSON")
     if size > MAX_METADATA_BYTES:
         raise FormatError(path, f"is {size:,} bytes, more than a TFDS metadata file "
                                 f"({MAX_METADATA_BYTES:,} at most)")
@@ -303,6 +305,8 @@ class Info:
         names_path = os.path.join(directory, f"{self.label_key}.labels.txt")
         self.class_names = None
         if os.path.exists(names_path):
+            if not os.path.isfile(names_path):  # a FIFO would block the open
+                raise FormatError(names_path, "is not a regular file: class names are text")
             if os.path.getsize(names_path) > MAX_METADATA_BYTES:
                 raise FormatError(names_path, "is larger than a list of class names")
             with open(names_path, encoding="utf-8", errors="replace") as f:
