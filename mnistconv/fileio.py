@@ -51,6 +51,8 @@ def has_magic(path, magic: bytes, offset=0) -> bool:
 
         has_magic("train-00000-of-00001.parquet", b"PAR1")   # True
     """
+    if not os.path.isfile(path):
+        return False  # a FIFO would block the open; a device holds no format
     try:
         with open(path, "rb") as f:
             f.seek(offset)

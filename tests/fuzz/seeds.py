@@ -111,8 +111,49 @@ def seeds(fmt_name):
         for source_name, make in (("small", small_dataset), ("sample", sample_dataset)):
             for i, options in enumerate(variants):
                 paths += _write_seed(fmt, make, options, out / f"{source_name}-{i}")
+    paths += READ_ONLY_SEEDS.get(fmt_name, lambda folder: [])(out)
     _SEEDS[fmt_name] = paths
     return paths
+
+
+def _kmnist_seeds(out):
+    """KMNIST's published layout: kmnist-<split>-imgs.npz / -labels.npz, each one
+    np.savez_compressed array (arr_0), with and without kmnist_classmap.csv; and one
+    -imgs.npz file read alone (its -labels.npz beside it)."""
+    dataset = small_dataset()
+    paths = []
+    for k, classmap in enumerate((True, False)):
+        folder = out / f"kmnist-{k}"
+        folder.mkdir()
+        for name, split in dataset.splits.items():
+            np.savez_compressed(folder / f"kmnist-{name}-imgs.npz", split.take(np.arange(split.header.count)))
+            np.savez_compressed(folder / f"kmnist-{name}-labels.npz", split.labels())
+        if classmap:
+            (folder / "kmnist_classmap.csv").write_text(
+                "index,codepoint,char\n" +
+                "".join(f"{i},U+304{i},{chr(0x3040 + i)}\n" for i in range(10)),
+                encoding="utf-8")
+        paths.append(folder)
+    return paths
+
+
+def _quickdraw_seeds(out):
+    """Quick, Draw!'s numpy bitmaps: full_numpy_bitmap_<class>.npy, uint8 N x 784, a
+    folder of three classes (one with a space in its name) and one file alone."""
+    rng = np.random.default_rng(7)
+    folder = out / "quickdraw-0"
+    folder.mkdir()
+    for name, n in (("cat", 4), ("dog", 3), ("The Eiffel Tower", 2)):
+        np.save(folder / f"full_numpy_bitmap_{name}.npy",
+                rng.integers(0, 256, size=(n, 784), dtype=np.uint8))
+    alone = out / "quickdraw-1"
+    alone.mkdir()
+    shutil.copyfile(folder / "full_numpy_bitmap_cat.npy", alone / "full_numpy_bitmap_cat.npy")
+    return [folder, alone / "full_numpy_bitmap_cat.npy"]
+
+
+# Formats mnistconv only reads: their seeds are built from the published layouts.
+READ_ONLY_SEEDS = {"kmnist": _kmnist_seeds, "quickdraw": _quickdraw_seeds}
 
 
 def files_of(path):

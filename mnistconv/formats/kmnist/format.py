@@ -30,6 +30,8 @@ MEMBER = "arr_0.npy"
 
 def _only_arr0(path):
     """True for a zip archive whose one member is arr_0.npy."""
+    if not os.path.isfile(path):
+        return False  # a FIFO would block the open
     try:
         with open(path, "rb") as f:
             if f.read(4) != ZIP_MAGIC:
