@@ -185,3 +185,45 @@ def test_records_that_are_not_examples(tmp_path):
     writer.close()
     assert _convert_fails(tmp_path, path).startswith(
         f"Error: {path}: record 0 (counting from 0): not a tf.train.Example (")
+
+
+# A mutated TFDS shard (found by tests/fuzz): Riegeli's signature, then a chunk header
+# cut short. Opened as the first ArrayRecordReader of a process under an address-space
+# limit (the fuzz harness's RLIMIT_AS, or ulimit -v), array_record's global thread pool
+# could not start its threads and the constructor waited on them forever.
+CUT_SHARD = bytes.fromhex(
+    "83af70d10d884a3f0000000000000000400000000000000091bac23c9287e1a9000000000000"
+    "0000e19f13c0e9b1c372730000000000000000000000000000008822ecedfa3c9db379010000"
+    "000000005bf585023523bd5672010000000000")
+
+_LIMITED_READ = """
+import resource, sys
+import numpy as np
+import mnistconv
+from mnistconv.errors import FormatError
+from mnistconv.records import ArraySplit, Dataset
+images = np.zeros((2, 28, 28), np.uint8)
+ds = Dataset("g", {"train": ArraySplit("train", images, np.array([1, 2], np.uint8))})
+mnistconv.write(ds, sys.argv[1] + "/ok.array_record", "arrayrecord")
+with open("/proc/self/status") as f:
+    size = [int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:")][0]
+resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))
+print(mnistconv.read(sys.argv[1] + "/ok.array_record").splits["train"].header.count)
+try:
+    mnistconv.read(sys.argv[1] + "/cut.array_record", "arrayrecord")
+except FormatError as e:
+    print(e)
+"""
+
+
+def test_cut_shard_under_address_space_limit_errors_instead_of_hanging(tmp_path):
+    import subprocess
+    (tmp_path / "cut.array_record").write_bytes(CUT_SHARD)
+    result = subprocess.run([sys.executable, "-c", _LIMITED_READ, str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "2"
+    assert lines[1].startswith(f"{tmp_path}/cut.array_record: not a readable ArrayRecord "
+                               "file (")
+    assert sorted(os.listdir(tmp_path)) == ["cut.array_record", "ok.array_record"]
