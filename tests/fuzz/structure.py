@@ -147,6 +147,99 @@ def cuts(boundaries, length):
     return sorted({b - 1 for b in boundaries if 0 < b <= length})
 
 
+def png_boundaries(data):
+    """The 8-byte signature, then each chunk's length, type, data and CRC."""
+    out, pos = [8], 8
+    while pos + 8 <= len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        out += [pos + 4, pos + 8, pos + 8 + length, pos + 12 + length]
+        pos += 12 + length
+    return out
+
+
+def tar_boundaries(data):
+    """Each member's 512-byte header and its data (padded to 512), the two zero end
+    blocks."""
+    out, pos = [], 0
+    while pos + 512 <= len(data) and any(data[pos:pos + 512]):
+        size = int(data[pos + 124:pos + 136].strip(b"\0 ") or b"0", 8)
+        out += [pos + 512, pos + 512 + size]
+        pos += 512 + (size + 511) // 512 * 512
+        out.append(pos)
+    return out + [pos + 512, pos + 1024, len(data)]
+
+
+def parquet_boundaries(data):
+    """The leading PAR1, each column chunk's end (pyarrow's metadata), the footer, its
+    length and the trailing PAR1."""
+    (footer,) = struct.unpack("<I", data[-8:-4])
+    out = [4, len(data) - 8 - footer, len(data) - 4, len(data)]
+    try:
+        import pyarrow.parquet as pq
+        meta = pq.ParquetFile(io.BytesIO(data)).metadata
+        for g in range(meta.num_row_groups):
+            for c in range(meta.row_group(g).num_columns):
+                col = meta.row_group(g).column(c)
+                start = col.dictionary_page_offset or col.data_page_offset
+                out.append(start + col.total_compressed_size)
+    except ImportError:
+        pass
+    return out
+
+
+RIEGELI_BLOCK = 1 << 16
+
+
+def riegeli_boundaries(data):
+    """The file signature (first block header and chunk header), each later block
+    header, the end of the data, the footer's last bytes."""
+    out = [24, 40, 64, 64 + 40]
+    out += [b + 24 for b in range(RIEGELI_BLOCK, len(data), RIEGELI_BLOCK)]
+    end = len(data.rstrip(b"\0"))
+    return out + [end - 40, end - 8, end, len(data)]
+
+
+def lmdb_boundaries(data):
+    """LMDB's meta page header and magic, then every page end (4096-byte pages, what
+    LMDB uses on this platform): meta pages 0 and 1, then the data pages."""
+    page = 4096
+    return [16, 16 + 48] + list(range(page, len(data) + 1, page))
+
+
+def generic_boundaries(data):
+    """The first byte, a quarter, a half, the whole file."""
+    return [1, 8, len(data) // 4, len(data) // 2, len(data)]
+
+
+def hdf5_boundaries(data):
+    """The 8-byte signature, the superblock (version 0: 96 bytes, 2/3: 48), then generic
+    points."""
+    version = data[8] if len(data) > 8 else 0
+    return [8, 9, 96 if version < 2 else 48] + generic_boundaries(data)
+
+
+def by_content(data):
+    """Boundaries for a file of one of the later formats, chosen by its content."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return png_boundaries(data)
+    if data[:4] == b"PAR1":
+        return parquet_boundaries(data)
+    if data[257:262] == b"ustar":
+        return tar_boundaries(data)
+    if data[:6] == b"\x93NUMPY":
+        return npy_boundaries(data)
+    if data[:8] == b"\x83\xaf\x70\xd1\x0d\x88\x4a\x3f":
+        return riegeli_boundaries(data)
+    if data[:8] == b"\x89HDF\r\n\x1a\n":
+        return hdf5_boundaries(data)
+    if len(data) >= 4096 and data[16:20] == b"\xde\xc0\xef\xbe":
+        return lmdb_boundaries(data)
+    if len(data) >= 12 and tfrecord_boundaries(data) and \
+            tfrecord_boundaries(data)[-1] == len(data):
+        return tfrecord_boundaries(data)
+    return generic_boundaries(data)
+
+
 PAYLOAD_BOUNDARIES = {"idx": idx_boundaries, "gdmnist": gdmnist_boundaries,
                       "tfrecord": tfrecord_boundaries}
 
@@ -155,7 +248,7 @@ def file_cuts(fmt, data):
     """[(what, cut bytes)] for one file of a seed: every payload boundary (through the
     container), every container boundary, and for npz every zip and .npy boundary."""
     cases = []
-    if fmt == "npz":
+    if fmt in ("npz", "kmnist") and data[:4] == b"PK\x03\x04":
         for n in cuts(zip_boundaries(data), len(data)):
             cases.append((f"zip cut to {n} of {len(data)} bytes", data[:n]))
         with zipfile.ZipFile(io.BytesIO(data)) as z:
@@ -166,7 +259,7 @@ def file_cuts(fmt, data):
                               rebuild_zip(data, name, content[:n])))
         return cases
     kind, payload = container(data)
-    for n in cuts(PAYLOAD_BOUNDARIES[fmt](payload), len(payload)):
+    for n in cuts(PAYLOAD_BOUNDARIES.get(fmt, by_content)(payload), len(payload)):
         cases.append((f"{kind} payload cut to {n} of {len(payload)} bytes",
                       wrap(kind, payload[:n])))
     for n in cuts(container_boundaries(kind, data), len(data)):

@@ -29,11 +29,17 @@ VARIANTS = {
     "npz": [{}, {"compress": True}],
     "gdmnist": [{}, {"gzip": True}],
     "tfrecord": [{}, {"compression": "gzip"}, {"compression": "zlib"}],
+    # Later formats: boundaries chosen by each file's content (structure.by_content).
+    "tfds": [{}], "arrayrecord": [{}], "parquet": [{}], "webdataset": [{}],
+    "imagefolder": [{}], "caffe-lmdb": [{}], "caffe-hdf5": [{}],
+    "kmnist": None, "quickdraw": None,   # read-only: their published-layout seeds
 }
 
 
 def cut_seeds(fmt):
     """The generated ('small') seeds written with each option set of VARIANTS."""
+    if VARIANTS[fmt] is None:
+        return seeds(fmt)[:1]
     variants = list(option_variants(registry.get(fmt)))
     picked = []
     for options in VARIANTS[fmt]:
@@ -43,9 +49,27 @@ def cut_seeds(fmt):
     return picked
 
 
+# Text files beside the data (a dataset card, class names, Caffe's list of .h5 files):
+# cutting their last newline leaves them valid, so they have no boundaries to cut.
+TEXT_SUFFIXES = (".md", ".txt", ".csv")
+
+# Cut cases that still misbehave, found when the later formats got boundaries; each is
+# a reader (or seed) fix still to make. strict: the test says when one is fixed.
+KNOWN_GAPS = {
+    "caffe-hdf5": "the seed's list files name the .h5 files by absolute path, so a copy "
+                  "whose .h5 is cut still reads the uncut originals",
+    "caffe-lmdb": "a <split>_lmdb/data.mdb cut below its meta page makes that split "
+                  "vanish from the directory instead of an error naming it",
+    "imagefolder": "a PNG cut inside its IEND chunk or the last IDAT's CRC still decodes",
+    "webdataset": "a tar cut inside a member's data or padding reads without an error",
+}
+
+
 def cases(fmt):
     for seed in cut_seeds(fmt):
         for victim in files_of(seed):
+            if victim.name.endswith(TEXT_SUFFIXES):
+                continue
             for what, data in file_cuts(fmt, victim.read_bytes()):
                 yield seed, victim, what, data
 
@@ -55,7 +79,8 @@ def test_every_format_has_cut_cases():
         "a reader without structural cuts: add its boundaries to structure.py"
 
 
-@pytest.mark.parametrize("fmt", sorted(VARIANTS))
+@pytest.mark.parametrize("fmt", [pytest.param(f, marks=pytest.mark.xfail(
+    reason=KNOWN_GAPS[f], strict=True)) if f in KNOWN_GAPS else f for f in sorted(VARIANTS)])
 def test_cut_at_every_boundary(fmt):
     scratch = scratch_dir("mnistconv-fuzz-cuts-")
     try:
