@@ -27,8 +27,15 @@ from pathlib import Path
 
 import pytest
 
+from .hostile import FAMILIES
 from .runner import scratch_dir
 from .seeds import readers
+
+# The readers the hostile generators build inputs for (names, labels, ratio). The formats
+# added after them (TFDS, ArrayRecord, Parquet, WebDataset, ImageFolder, Caffe, KMNIST,
+# Quick, Draw!) are fuzzed by the default pass's structural cuts and mutations and by
+# their own bad-input tests; hostile generators for them are still to be written.
+HOSTILE_READERS = sorted(set.intersection(*(set(v) for v in FAMILIES.values())))
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 REPO = Path(__file__).resolve().parents[2]
@@ -178,7 +185,13 @@ def describe(r):
               f"{r['index']} {r['run']}")
 
 
-@pytest.mark.parametrize("fmt", readers())
+def test_hostile_generators_cover_the_first_readers():
+    """Which readers the long pass's hostile generators cover, stated (not skipped)."""
+    assert HOSTILE_READERS == ["gdmnist", "idx", "npz", "tfrecord"]
+    assert set(HOSTILE_READERS) <= set(readers())
+
+
+@pytest.mark.parametrize("fmt", HOSTILE_READERS)
 def test_hostile_inputs(fmt, fuzz_cases, pool, run_id):
     cases, derandomize = fuzz_cases
     n = SHORT if derandomize else cases
