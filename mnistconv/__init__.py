@@ -78,6 +78,9 @@ def read(path, format=None, *, split_name=None, **options):
         from . import remote
         if remote.is_remote(path):
             return remote.read(path, format, split_name=split_name, **options)
+    if os.path.lexists(path) and not os.path.isdir(path) and not os.path.isfile(path):
+        # A FIFO or device: a reader opening it would block, or read what it is not.
+        raise UsageError(path, "is not a regular file (device, FIFO or socket)")
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
         check_option_name(split_name, "--split-name")

@@ -20,6 +20,18 @@ SHORT_CASES = 25
 LONG_CASES = 10000
 
 
+def pytest_sessionstart(session):
+    """Start array_record's thread pool before any case runs under the harness's
+    address-space limit: started under that limit, its threads never come up and the
+    first ArrayRecordReader waits forever (mnistconv's own start happens on first use,
+    which here may be inside a limited case)."""
+    try:
+        from mnistconv.formats.tfds.shardwrite import array_record_module
+        array_record_module()
+    except Exception:  # no array-record (Python < 3.11, or not installed): nothing to start
+        pass
+
+
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", default=False,
                      help=f"run the long fuzz pass ({LONG_CASES} cases per reader and test)")

@@ -44,6 +44,11 @@ def pyarrow(feature="Parquet"):
 def _open(path):
     """pq.ParquetFile, its errors said as one FormatError line."""
     pa, pq = pyarrow("reading Parquet")
+    from ...fileio import check_input_file
+    try:
+        check_input_file(path)  # a FIFO or device: pyarrow's open would block on it
+    except UsageError as e:
+        raise FormatError(path, e.message) from None
     try:
         return pq.ParquetFile(path)
     except (pa.ArrowException, OSError, ValueError) as e:

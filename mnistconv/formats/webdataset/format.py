@@ -74,6 +74,8 @@ def sniff(path) -> bool:
 
 
 def _is_tar(path):
+    if not os.path.isfile(path):  # a FIFO or device: opening it would block
+        return False
     try:
         with open(path, "rb") as f:
             return looks_like_tar(f.read(BLOCK))
@@ -508,6 +510,14 @@ def _shard_sets(path):
     return {s: sets[s] for s in sorted(sets, key=lambda s: (order.get(s, 2), s))}
 
 
+def _check_shard(path):
+    """A shard must be a regular, non-empty file (a tar holds at least its end blocks)."""
+    if not os.path.isfile(path):
+        raise FormatError(path, "is not a regular file (device, FIFO or socket)")
+    if os.path.getsize(path) == 0:
+        raise FormatError(path, "is empty, not a tar file")
+
+
 def read(path) -> Dataset:
     """WebDataset shards as a dataset: a directory of `<name>-<split>-000000.tar`
     shards, one shard (its whole set), one tar file of samples, or the name the shards
@@ -519,5 +529,8 @@ def read(path) -> Dataset:
         ds.splits["train"].header.count   # 60000
     """
     sets = _shard_sets(str(path))
+    for files in sets.values():
+        for f in files:
+            _check_shard(f)
     splits = {name: WebDatasetSplit(name, files) for name, files in sets.items()}
     return Dataset("webdataset", splits, [f for files in sets.values() for f in files])
