@@ -224,9 +224,12 @@ def names_gdmnist(rng, work, top):
         entries[victim][how] = value
         if how == "file":
             entries[victim].pop("gzip_file", None)
-        # A file name is not a split name ('train.bin.gz' is fine, so is 'é.bin'), but
-        # one that leaves the pack directory is never to be followed.
-        if any(c in value for c in "/\\\0") or value in (".", ".."):
+        # A file name is not a split name ('train.bin.gz' is fine, so is 'é.bin', and so
+        # is 'a/b', a normalised path inside the pack), but one that leaves the pack
+        # directory, or is not a plain normalised relative name, is never followed.
+        parts = value.split("/")
+        if value.startswith("/") or any(p in ("", ".", "..") for p in parts) \
+                or "\\" in value or "\0" in value:
             expect = (1,)
         evil = value
     manifest = {"asset_version": "browser-v1", "schema_version": 1, "splits": entries}

@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...limits import check_image_size
+from ...limits import MAX_CLASSES, check_image_size
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from .example import (PRESETS, example_class, feature_values, find_layout, one_value,
@@ -88,7 +88,13 @@ class TFRecordSplit(Split):
         if shape is None:
             raise FormatError(self.files[0], "contains no records")
         table = np.array(rows, np.int64).reshape(-1, 5)
-        self._labels = _cast(table[:, 0])
+        labels = table[:, 0]
+        if len(labels) and labels.max() >= MAX_CLASSES:  # checked where they are read
+            i = int(np.argmax(labels >= MAX_CLASSES))
+            raise FormatError(self.files[0], f"record {i} (counting from 0): label "
+                                             f"{int(labels[i])} is not a class number",
+                              f"labels are whole numbers below {MAX_CLASSES:,}")
+        self._labels = _cast(labels)
         # No index feature: the position is the index.
         self._indices = np.where(table[:, 1] < 0, np.arange(len(table)), table[:, 1])
         # Where each image lies in its file's stream: the second pass reads them alone.
