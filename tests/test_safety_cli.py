@@ -437,3 +437,12 @@ def test_split_names_from_file_names_are_checked_for_every_reader(tmp_path):
     message = one_error_line(result, 1)
     assert "is not a safe name" in message and "Traceback" not in message
     assert not (tmp_path / "o.npz").exists()
+
+
+def test_a_torchvision_root_reads_back(tmp_path):
+    """--layout torchvision writes ROOT/MNIST/raw/: the root reads as the dataset."""
+    run("convert", SAMPLE, tmp_path / "root", "--to", "idx", "--layout", "torchvision",
+        "-q").check_returncode()
+    info = json.loads(run("info", tmp_path / "root", "--json").stdout)
+    assert info["format"] == "idx"
+    assert {n: s["count"] for n, s in info["splits"].items()} == {"train": 1000, "test": 200}

@@ -417,6 +417,19 @@ def _split_name(filename):
     return _name_parts(m)[1] if m else "train"
 
 
+def _torchvision_raw(path):
+    """A torchvision root (ROOT/<Dataset>/raw/, as --layout torchvision writes it) holding
+    one dataset stands for its raw folder; any other directory for itself."""
+    try:
+        entries = [e for e in os.listdir(path) if not e.startswith(".")]
+    except OSError:
+        return path
+    if len(entries) == 1 and os.path.isdir(os.path.join(path, entries[0], "raw")) \
+            and not os.path.isfile(os.path.join(path, entries[0])):
+        return os.path.join(path, entries[0], "raw")
+    return path
+
+
 def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
     """A directory of IDX files with MNIST names (train and/or t10k; `prefix` chooses a
     family such as emnist-balanced when several are there), or one images file with its
@@ -433,6 +446,7 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
     if os.path.isdir(path):
         if labels:
             raise UsageError(path, "--labels goes with a single images file, not a directory")
+        path = _torchvision_raw(path)
         stem, files = _scan_directory(path, prefix)
         splits = {}
         for split in ("train", "test", "nist"):
@@ -462,7 +476,7 @@ def sniff(path) -> bool:
     """True for a file (gzip or not) that starts with an IDX magic, or a directory
     holding a file with an MNIST IDX name."""
     if os.path.isdir(path):
-        return any(NAME.match(n) for n in os.listdir(path))
+        return any(NAME.match(n) for n in os.listdir(_torchvision_raw(path)))
     try:
         with InputFile(path) as f:
             magic = f.read(4)

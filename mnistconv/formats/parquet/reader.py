@@ -56,6 +56,26 @@ def _open(path):
         raise FormatError(path, f"not a valid Parquet file ({reason})") from None
 
 
+def _iter_batches(pf, path, **options):
+    """pf.iter_batches, pyarrow's errors on a damaged file said as one FormatError."""
+    pa, _ = pyarrow("reading Parquet")
+    try:
+        yield from pf.iter_batches(**options)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        reason = " ".join(str(e).split())[:200]
+        raise FormatError(path, f"not a valid Parquet file ({reason})") from None
+
+
+def _read_column(path, name):
+    """One column of a file, its errors said as one FormatError."""
+    pa, _ = pyarrow("reading Parquet")
+    try:
+        return _open(path).read(columns=[name]).column(0)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        reason = " ".join(str(e).split())[:200]
+        raise FormatError(path, f"not a valid Parquet file ({reason})") from None
+
+
 def _features(schema):
     """The datasets features in the schema's `huggingface` metadata, or {}."""
     raw = (schema.metadata or {}).get(b"huggingface")
@@ -238,7 +258,7 @@ class ParquetSplit(Split):
 
     @staticmethod
     def _first_image(pf, layout, path):
-        for batch in pf.iter_batches(batch_size=1, columns=[layout.image]):
+        for batch in _iter_batches(pf, path, batch_size=1, columns=[layout.image]):
             data = batch.column(0).field("bytes")[0].as_py() if len(batch) else None
             if data is None:
                 raise FormatError(path, "row 0 has no image bytes",
@@ -264,7 +284,7 @@ class ParquetSplit(Split):
             from ..idx.format import check_labels
             parts = []
             for path, layout in zip(self.files, self.layouts):
-                column = _open(path).read(columns=[layout.label]).column(0)
+                column = _read_column(path, layout.label)
                 if column.null_count:
                     raise FormatError(path, f"{column.null_count} rows have no label")
                 part = np.concatenate([_integers(c) for c in column.chunks] or
@@ -284,7 +304,8 @@ class ParquetSplit(Split):
         at = 0
         for path, layout in zip(self.files, self.layouts):
             pf = _open(path)
-            for batch in pf.iter_batches(batch_size=batch_size, columns=[layout.image]):
+            for batch in _iter_batches(pf, path, batch_size=batch_size,
+                                       columns=[layout.image]):
                 column = batch.column(0).field("bytes")
                 n = len(column)
                 if column.null_count:
