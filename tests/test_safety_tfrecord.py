@@ -489,3 +489,16 @@ def test_library_write_checks_the_same_ranges(tmp_path):
         with pytest.raises(mnistconv.UsageError, match="must be between 1 and"):
             write(dataset(3), tmp_path / "a.tfrecord", **options)
     only(tmp_path)
+
+
+def test_a_record_far_larger_than_its_image_is_refused_before_parsing(tmp_path):
+    """Found by the long fuzz pass: a 36 MB record holding a label of 4,000,000 values
+    took 350 MB to parse before its width was refused."""
+    src = tmp_path / "in.tfrecord"
+    src.write_bytes(frame([example(image=bytes(784), label=1, height=28, width=28),
+                           example(image=bytes(784), label=[1] * 2_000_000, height=28,
+                                   width=28)]))
+    code, err, peak, seconds = run_peak(tmp_path, "info", src)
+    assert code == 1 and "record 1 (counting from 0): " in err and "bytes, more than a " \
+        "record of one 28x28 image and its label can hold" in err
+    assert peak < 150 * 1024

@@ -67,6 +67,16 @@ class TFRecordSplit(Split):
                 """The checked way, for a record no template fits."""
                 number = first + k
                 data = block if whole else block[at[k]:at[k] + sizes[k]]
+                if self._first_shape is not None:
+                    # Once one image's size is known, a record far larger than such an
+                    # image and a full label can be is refused before it is parsed (a
+                    # 36 MB label of 4,000,000 values took 350 MB to parse and refuse).
+                    cap = 2 * int(np.prod(self._first_shape)) + (1 << 20)
+                    if len(data) > cap:
+                        raise FormatError(path, f"{record_name(number)}: {len(data):,} "
+                                                f"bytes, more than a record of one "
+                                                f"{'x'.join(map(str, self._first_shape))} "
+                                                "image and its label can hold")
                 example = self._parse(path, number, data)
                 if self.layout is None:
                     self.layout = find_layout(example, schema, path, number)
