@@ -102,8 +102,8 @@ def test_take_reads_only_what_it_is_asked(written, sample, monkeypatch):
     from mnistconv import stream
     from mnistconv.formats.arrayrecord import format as fmt
     decoded = []
-    real = fmt._decode
-    monkeypatch.setattr(fmt, "_decode", lambda *a: decoded.append(a[1]) or real(*a))
+    real = fmt.decode_record_image
+    monkeypatch.setattr(fmt, "decode_record_image", lambda *a: decoded.append(a[1]) or real(*a))
     split = mnistconv.read(written / "m-train.array_record").splits["train"]
     assert len(decoded) == 1  # the first image, for its shape
     picked = stream.select_split(split, per_class=3, shuffle=True, seed=4)

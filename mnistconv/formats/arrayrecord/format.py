@@ -29,10 +29,9 @@ import tempfile
 
 import numpy as np
 
-from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput, check_input_file
-from ...limits import check_image_size, printable
+from ...limits import printable
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
@@ -40,6 +39,7 @@ from ...shards import (SHARD_RE, ShardSet, check_shard_count, expand_shards,
                        find_shard_set, group_shards, is_data_name, shard_numbers)
 from ...staging import signals_deferred, staging_prefix
 from ..tfds import encode, shardwrite
+from ..tfrecord.reader import decode_record_image
 
 EXTENSION = ".array_record"
 # Riegeli's file signature: the first 64 bytes of every Riegeli (so ArrayRecord) file.
@@ -190,7 +190,7 @@ class ArrayRecordSplit(Split):
                         self.layout = find_layout(example, "auto", f, number)
                     image, label, index = self._fields(f, number, example)
                     if shape is None:
-                        shape = _decode(f, number, image).shape
+                        shape = decode_record_image(f, number, image).shape
                     labels.append(label)
                     indices.append(len(indices) if index is None else index)
         if shape is None:
@@ -266,7 +266,7 @@ class ArrayRecordSplit(Split):
             for number, data in zip(numbers, records):
                 image, _, _ = self._fields(path, int(number),
                                            self._parse(path, int(number), data))
-                pixels = _decode(path, int(number), image)
+                pixels = decode_record_image(path, int(number), image)
                 if pixels.shape != shape:
                     raise FormatError(path, f"record {number} (counting from 0): image is "
                                             f"{pixels.shape}, the first was {shape}")
@@ -320,17 +320,6 @@ class ArrayRecordSplit(Split):
     def indices(self):
         """The records' "index" feature, else their positions."""
         return self._indices
-
-
-def _decode(path, number, data):
-    size = codecs.image_size(data)
-    if size is not None:
-        check_image_size(size, path, f"record {number} (counting from 0): image")
-    try:
-        return codecs.decode_image(data)
-    except ValueError as e:
-        raise FormatError(path, f"record {number} (counting from 0): image does not "
-                                f"decode ({e})") from None
 
 
 def read(path, split_name=None, workers=None) -> Dataset:

@@ -85,7 +85,7 @@ class TFRecordSplit(Split):
                     self._fields(path, number, example)
                 if self._first_shape is None:
                     self._first_shape = (image.pixels() if isinstance(image, _Raw) else
-                                   _decode_image(path, number, image)).shape
+                                   decode_record_image(path, number, image)).shape
                 elif isinstance(image, _Raw):
                     _check_shape(path, number, image.shape, self._first_shape)
                 row = (label, -1 if index is None else index, _locate(data, image),
@@ -305,7 +305,7 @@ class TFRecordSplit(Split):
             elif data[:3] == _JPEG:
                 jpegs.append((place, path, number, data))
             else:
-                image = _decode_image(path, number, data)
+                image = decode_record_image(path, number, data)
                 _check_shape(path, number, image.shape, shape)
                 images[place] = image
         _decode_jpegs(jpegs, images, shape)
@@ -488,8 +488,10 @@ def _check_shape(path, number, shape, first):
                                 f"{tuple(shape)}, the first was {tuple(first)}")
 
 
-def _decode_image(path, number, data):
-    # The size the header claims is checked before anything is decoded.
+def decode_record_image(path, number, data):
+    """The pixels of record `number`'s encoded image (JPEG or PNG), its size checked from
+    its header before anything is decoded; a FormatError naming the record otherwise.
+    ArrayRecord's Examples are decoded the same way."""
     size = codecs.image_size(data)
     if size is not None:
         check_image_size(size, path, f"{record_name(number)}: image")
@@ -511,7 +513,7 @@ def _decode_jpegs(jpegs, images, shape):
         images[places] = together
         return
     for place, path, number, data in jpegs:
-        image = _decode_image(path, number, data)
+        image = decode_record_image(path, number, data)
         _check_shape(path, number, image.shape, shape)
         images[place] = image
 
