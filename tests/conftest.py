@@ -10,6 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# `make test` runs pytest inside make: its MAKELEVEL and MAKEFLAGS would make the
+# Makefiles the tests run print "make[1]:" and take the outer make's flags. The tests
+# run them as a user does, from a shell.
+for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+    os.environ.pop(_name, None)
+
 # torch (through triton's native library) crashes the process when it is imported
 # after TensorFlow in the same process; the other way round both work. The tests read
 # outputs with both clients in this one pytest process, so torch comes first.

@@ -127,6 +127,13 @@ class TFRecordSplit(Split):
                 yield path, block
 
     def _parse(self, path, number, data):
+        # An Example's bytes start with its one field, `features` (tag 0x0A); anything
+        # else is refused before protobuf is handed it (some versions copy a large
+        # record whole before they find it is not an Example).
+        if len(data) and data[0] != 0x0A:
+            raise FormatError(path, f"record {number} (counting from 0): not a "
+                                    f"tf.train.Example (it starts with byte "
+                                    f"0x{data[0]:02X}, not the features field)")
         try:
             return self.Example.FromString(data)
         except Exception as e:  # protobuf's DecodeError, whatever the backend
