@@ -226,9 +226,10 @@ def names_gdmnist(rng, work, top):
             entries[victim].pop("gzip_file", None)
         # A file name is not a split name ('train.bin.gz' is fine, so is 'é.bin', and so
         # is 'a/b', a normalised path inside the pack), but one that leaves the pack
-        # directory, or is not a plain normalised relative name, is never followed.
+        # directory, or is not a plain normalised relative name, is never followed (an
+        # empty name is no file: the entry is read without it).
         parts = value.split("/")
-        if value.startswith("/") or any(p in ("", ".", "..") for p in parts) \
+        if value and (value.startswith("/") or any(p in ("", ".", "..") for p in parts)) \
                 or "\\" in value or "\0" in value:
             expect = (1,)
         evil = value
