@@ -216,6 +216,19 @@ def published_names(labels_path):
     return None, ()
 
 
+def names_by_label(found, num_labels):
+    """Class names from records that each carry their class's name (TFRecord
+    label_name, WebDataset .json): found maps label -> name. A label no record names is
+    called by its number; () when every name is just the number (what is written when
+    no names are known).
+
+        names_by_label({0: "zero", 2: "two"}, 3)     # ('zero', '1', 'two')
+    """
+    if not found or all(name == str(label) for label, name in found.items()):
+        return ()
+    return tuple(found.get(i, str(i)) for i in range(num_labels))
+
+
 def check_covers(names, labels, path, split_name, source=None):
     """Every label of the split has a name: else a FormatError saying which does not."""
     if not len(names) or not len(labels):

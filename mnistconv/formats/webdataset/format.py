@@ -40,6 +40,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
     Split, WriteResult
 from ...shards import is_data_name
 from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
+from ..idx.classes import names_by_label
 from ..images import class_labels, decode_image, grayscale_shape
 from .samples import SampleTask, pack, split_output
 
@@ -350,7 +351,7 @@ class WebDatasetSplit(Split):
         self._indices = np.array(indices, np.int64)
         super().__init__(name, Header(len(labels), shape or (0, 0), np.dtype(np.uint8),
                                       self._labels.dtype, None, where,
-                                      _names(class_names, labels)))
+                                      names_by_label(class_names, int(labels.max()) + 1 if len(labels) else 0)))
 
     def labels(self):
         """Every sample's class, in order (read at read() time)."""
@@ -382,14 +383,6 @@ class WebDatasetSplit(Split):
     def _decode(self, data, i, number):
         return decode_image(data, tuple(self.header.shape), self.files[number],
                             self._names[i])
-
-
-def _names(found, labels):
-    """Class names by label from the samples' .json, when they say more than the
-    class numbers themselves (which mnistconv writes when it knows no names)."""
-    if not found or all(name == str(label) for label, name in found.items()):
-        return ()
-    return tuple(found.get(i, str(i)) for i in range(int(labels.max()) + 1))
 
 
 def _samples(path):
