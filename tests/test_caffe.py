@@ -276,6 +276,23 @@ def test_truncated_lmdb_is_refused_before_it_is_mapped(tmp_path):
                            "the file holds 8,192")
 
 
+@pytest.mark.parametrize("content, message", [
+    (b"\0" * 16 + b"\xde\xc0\xef", "is cut short: 19 bytes, less than LMDB's meta page"),
+    (b"", "is cut short: 0 bytes, less than LMDB's meta page"),
+    (bytes(8192), "is not an LMDB data file (no LMDB meta page)"),
+])
+def test_a_cut_split_of_a_directory_is_named_not_dropped(tmp_path, content, message):
+    # Found by tests/fuzz/test_fuzz_cuts.py: a test_lmdb/data.mdb cut inside its meta
+    # page used to vanish from the directory, leaving train alone and exit 0.
+    assert run("idx-to-caffe-lmdb", SAMPLE, tmp_path / "c", "-q").returncode == 0
+    data = tmp_path / "c" / "test_lmdb" / "data.mdb"
+    data.write_bytes(content)
+    one_line_error(run("caffe-lmdb-to-npz", tmp_path / "c", tmp_path / "out.npz"),
+                   f"{data}: {message}")
+    one_line_error(run("info", tmp_path / "c", "--from", "caffe-lmdb"), f"{data}: {message}")
+    assert not (tmp_path / "out.npz").exists()
+
+
 # --- HDF5: what HDF5Data reads ---
 
 def test_hdf5_has_the_shapes_types_and_values_hdf5data_reads(tmp_path):

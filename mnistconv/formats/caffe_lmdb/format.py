@@ -89,7 +89,8 @@ def _environments(path):
     found = {}
     for entry in sorted(os.listdir(path)):
         data = os.path.join(path, entry, DATA_FILE)
-        if is_data_name(entry) and os.path.isfile(data) and _is_lmdb(data):
+        if is_data_name(entry) and os.path.isfile(data):
+            _check_meta(data)  # a cut data.mdb is an error, not a split less
             name = _split_name(entry, os.path.join(path, entry))
             if name in found:
                 raise FormatError(path, f"two LMDBs give split {name!r} "
@@ -103,9 +104,17 @@ def _environments(path):
     return [(n, found[n][0]) for n in names]
 
 
-def _open(lmdb, data_path):
+def _check_meta(data_path):
     if not _is_lmdb(data_path):
+        size = os.path.getsize(data_path)
+        if size < MAGIC_OFFSET + len(LMDB_MAGIC):
+            raise FormatError(data_path, f"is cut short: {size} bytes, less than LMDB's "
+                                         "meta page")
         raise FormatError(data_path, "is not an LMDB data file (no LMDB meta page)")
+
+
+def _open(lmdb, data_path):
+    _check_meta(data_path)
     try:
         env = lmdb.open(data_path, subdir=False, readonly=True, lock=False,
                         max_readers=1)
