@@ -117,7 +117,10 @@ def detect_input(path, from_flag="--from") -> Format:
         raise UsageError("-", "cannot detect the format of stdin",
                          f"name it with {from_flag}")
     if not os.path.exists(path):
-        raise UsageError(path, "no such file or directory")
+        fmt = _format_of_written_name(path)
+        if fmt is None:
+            raise UsageError(path, "no such file or directory")
+        return fmt
     if not os.path.isdir(path) and not os.path.isfile(path):
         # Sniffing reads a file's first bytes: opening a FIFO blocks until a writer comes.
         raise UsageError(path, "is not a regular file (device, FIFO or socket)")
@@ -128,6 +131,22 @@ def detect_input(path, from_flag="--from") -> Format:
         if fmt.matches_name(path):
             return fmt
     raise _unrecognized(path, from_flag)
+
+
+def _format_of_written_name(path):
+    """The format whose writer, given this name, wrote files that are there (`out.tfrecord`
+    written as out-train.tfrecord-00000-of-00002 ...), by the readers that resolve such
+    names; None when none does."""
+    from .errors import MnistconvError
+    for fmt in readers():
+        resolve = getattr(fmt.load(), "resolve", None) if fmt.matches_name(path) else None
+        if resolve is not None:
+            try:
+                resolve(path)
+            except MnistconvError:
+                continue
+            return fmt
+    return None
 
 
 def names_a_directory(path) -> bool:

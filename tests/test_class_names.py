@@ -154,3 +154,89 @@ def test_show_and_preview_captions_name_the_class(tmp_path, capsys, names_file):
     code, out, err = run(capsys, "preview", SAMPLE, "-o", tmp_path / "s.png", "--json",
                          "--class-names", names_file, "--per-class", "1")
     assert json.loads(out)["class_names"] == FASHION
+
+
+def test_tfrecord_label_name_is_read_back(tmp_path, capsys, names_file):
+    code, *_ = run(capsys, "convert", SAMPLE, tmp_path / "s.tfrecord", "--class-names",
+                   names_file, "--shards", "2")
+    assert code == 0
+    back = mnistconv.read(tmp_path / "s.tfrecord")
+    for split in back.splits.values():
+        assert split.header.class_names == tuple(FASHION)
+    code, out, err = run(capsys, "info", tmp_path / "s.tfrecord", "--json")
+    assert json.loads(out)["splits"]["test"]["class_names"] == FASHION
+    # And on to IDX, where they become classes.txt.
+    code, *_ = run(capsys, "convert", tmp_path / "s.tfrecord", tmp_path / "idx")
+    assert (tmp_path / "idx" / "classes.txt").read_text() == \
+        "".join(n + "\n" for n in FASHION)
+
+
+def _tfrecord_of(path, records):
+    """A TFRecord file of Examples given as (png bytes, label, label_name bytes)."""
+    tf = pytest.importorskip("tensorflow")
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for image, label, name in records:
+            feature = {"image": tf.train.Feature(bytes_list=tf.train.BytesList(
+                           value=[image])),
+                       "label": tf.train.Feature(int64_list=tf.train.Int64List(
+                           value=[label])),
+                       "label_name": tf.train.Feature(bytes_list=tf.train.BytesList(
+                           value=[name]))}
+            w.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+
+
+def _png(value):
+    from mnistconv.formats.tfds import png
+    return png.encode_batch(np.full((1, 4, 4), value, np.uint8))[0]
+
+
+def test_tfrecord_label_names_that_disagree_are_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.tfrecord"
+    _tfrecord_of(path, [(_png(1), 0, b"cat"), (_png(2), 1, b"dog"), (_png(3), 0, b"cow")])
+    code, out, err = run(capsys, "convert", path, tmp_path / "out.npz")
+    assert (code, out) == (1, "")
+    assert err == (f"Error: {path}: record 2 (counting from 0): label_name 'cow' for "
+                   "label 0, which earlier records name 'cat'; every record of a class "
+                   "carries the same name\n")
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_tfrecord_label_name_not_utf8_is_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.tfrecord"
+    _tfrecord_of(path, [(_png(1), 0, b"cat"), (_png(2), 1, b"\xff\xfe")])
+    code, out, err = run(capsys, "info", path)
+    assert (code, out) == (1, "")
+    assert err == (f"Error: {path}: record 1 (counting from 0): label_name is not UTF-8 "
+                   "text\n")
+
+
+def test_tfrecord_names_of_another_writer_are_read(tmp_path):
+    path = tmp_path / "tf.tfrecord"
+    _tfrecord_of(path, [(_png(1), 2, b"two"), (_png(2), 0, b"zero"), (_png(3), 2, b"two")])
+    split = mnistconv.read(path).splits["train"]
+    assert split.header.class_names == ("zero", "1", "two")
+    assert split.labels().tolist() == [2, 0, 2]
+
+
+def test_names_survive_idx_tfds_parquet_webdataset_npz_idx(tmp_path, capsys, names_file):
+    """The issue's chain: every hop keeps the names, and info --json shows them."""
+    code, *_ = run(capsys, "convert", SAMPLE, tmp_path / "a", "--class-names", names_file)
+    assert code == 0
+    chain = [("tfds", tmp_path / "b"), ("parquet", tmp_path / "c"),
+             ("webdataset", tmp_path / "d"), ("npz", tmp_path / "e.npz"),
+             ("idx", tmp_path / "f")]
+    source = tmp_path / "a"
+    for fmt, target in chain:
+        code, out, err = run(capsys, "convert", source, target, "--to", fmt, "--quiet")
+        assert (code, err) == (0, ""), (fmt, err)
+        code, out, err = run(capsys, "info", target, "--json")
+        assert code == 0, (fmt, err)
+        facts = json.loads(out)
+        for split in ("train", "test"):
+            assert facts["splits"][split]["class_names"] == FASHION, (fmt, split)
+        source = target
+    assert (tmp_path / "f" / "classes.txt").read_bytes() == \
+        (tmp_path / "a" / "classes.txt").read_bytes()
+    for name in ("train-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        assert (tmp_path / "f" / name).read_bytes() == (tmp_path / "a" / name).read_bytes()

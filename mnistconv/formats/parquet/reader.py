@@ -252,7 +252,7 @@ class ParquetSplit(Split):
         shape = _image_shape(first, f"{self.files[0]}: row 0") if first else (0, 0)
         header = Header(count, shape, np.dtype(np.uint8), np.dtype(np.int64),
                         len(self.class_names) if self.class_names else None,
-                        ", ".join(self.files))
+                        ", ".join(self.files), tuple(self.class_names or ()))
         super().__init__(name, header)
         self._labels = None
 

@@ -21,11 +21,12 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...limits import MAX_CLASSES, check_image_size
+from ...limits import MAX_CLASSES, check_image_size, printable
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
-from .example import (PRESETS, example_class, feature_values, find_layout, one_value,
-                      record_name)
+from ..idx.classes import check_name, names_by_label
+from .example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
+                      find_layout, one_value, record_name)
 from ...shards import is_data_name
 from .framing import (COMPRESSIONS, iter_record_blocks, read_ranges, resolve_compression,
                       sniff_file)
@@ -53,6 +54,11 @@ class TFRecordSplit(Split):
         self.Example = example_class()
         self.layout = None
         self._first_shape = None  # the first record's image's, every record's
+        # label -> the label_name feature records of that label carry (mnistconv writes
+        # it when the input names its classes). Only parsed records are looked at: a
+        # record indexed from a template has the same bytes but its image's, hence the
+        # same label and name.
+        self._label_names = {}
         # Per record: (label, original index or -1, image start, image length, raw).
         rows = []
         templates = _Templates()  # the shortcut for records like those already parsed
@@ -88,6 +94,8 @@ class TFRecordSplit(Split):
                                    decode_record_image(path, number, image)).shape
                 elif isinstance(image, _Raw):
                     _check_shape(path, number, image.shape, self._first_shape)
+                if LABEL_NAME_KEY in example.features.feature:
+                    self._note_label_name(path, number, label, example.features.feature)
                 row = (label, -1 if index is None else index, _locate(data, image),
                        len(image), int(isinstance(image, _Raw)))
                 rows.append(row)
@@ -113,9 +121,30 @@ class TFRecordSplit(Split):
         self._raw = table[:, 4].astype(bool)
         num_classes = self.layout.label_width if self.layout.label_format == "onehot" \
             else None
+        names = names_by_label(self._label_names,
+                               max(num_classes or 0, int(labels.max()) + 1 if len(labels)
+                                   else 0))
         header = Header(len(table), shape, np.dtype(np.uint8), np.dtype(np.uint8),
-                        num_classes, ", ".join(self.files))
+                        num_classes, ", ".join(self.files), names)
         super().__init__(name, header)
+
+    def _note_label_name(self, path, number, label, feature):
+        """Remember the name a record gives its label; one label, one name."""
+        value = bytes(one_value(path, number, feature, LABEL_NAME_KEY, "bytes_list"))
+        if not value:
+            return  # a label the writer had no name for
+        try:
+            name = check_name(value.decode("utf-8"), path,
+                              f"{record_name(number)}: {LABEL_NAME_KEY}")
+        except UnicodeDecodeError:
+            raise FormatError(path, f"{record_name(number)}: {LABEL_NAME_KEY} is not "
+                                    "UTF-8 text") from None
+        known = self._label_names.setdefault(label, name)
+        if known != name:
+            raise FormatError(path, f"{record_name(number)}: {LABEL_NAME_KEY} "
+                                    f"{printable(name)} for label {label}, which earlier "
+                                    f"records name {printable(known)}",
+                              "every record of a class carries the same name")
 
     def _blocks(self):
         """(path, (buffer, starts, lengths, first record number, offset)) per block of
