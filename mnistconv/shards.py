@@ -69,6 +69,28 @@ def is_data_name(name) -> bool:
     return not name.startswith(".") and STAGING_MARK not in name
 
 
+def data_files_in(directory, matches_name) -> list:
+    """The data files of a directory whose names matches_name accepts (staging and
+    hidden names left out), sorted by name: what a directory given as input holds."""
+    return [os.path.join(directory, n) for n in sorted(os.listdir(directory))
+            if matches_name(n) and is_data_name(n)
+            and os.path.isfile(os.path.join(directory, n))]
+
+
+def sniff_files(path, matches_name, has_signature) -> bool:
+    """Content says this format: has_signature(path) for a file; for a directory, one of
+    its data files (names matches_name accepts) has it. How sharded formats sniff."""
+    path = str(path)
+    if not os.path.isdir(path):
+        return has_signature(path)
+    try:
+        names = sorted(os.listdir(path))
+    except OSError:
+        return False
+    return any(matches_name(n) and is_data_name(n) and
+               has_signature(os.path.join(path, n)) for n in names)
+
+
 def shard_numbers(path):
     """(base, index, total) of a shard's name, checked: 0 shards, an index past the
     total or more than MAX_SHARDS is a FormatError naming the file, not a loop or an

@@ -36,7 +36,8 @@ from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
 from ...shards import (SHARD_RE, ShardSet, check_shard_count, expand_shards,
-                       find_shard_set, group_shards, is_data_name, shard_numbers)
+                       data_files_in, find_shard_set, group_shards, is_data_name,
+                       shard_numbers, sniff_files)
 from ...staging import signals_deferred, staging_prefix
 from ..tfds import encode, shardwrite
 from ..tfrecord.reader import decode_record_image
@@ -91,9 +92,7 @@ def resolve(path) -> dict:
     given."""
     path = str(path)
     if os.path.isdir(path):
-        files = [os.path.join(path, n) for n in sorted(os.listdir(path))
-                 if matches_name(n) and is_data_name(n)
-                 and os.path.isfile(os.path.join(path, n))]
+        files = data_files_in(path, matches_name)
         if not files:
             raise UsageError(path, "directory holds no .array_record files")
         return _named(group_shards(files))
@@ -338,15 +337,7 @@ def read(path, split_name=None, workers=None) -> Dataset:
 def sniff(path) -> bool:
     """Content says ArrayRecord: Riegeli's file signature. A directory: it holds such
     .array_record files."""
-    path = str(path)
-    if os.path.isdir(path):
-        try:
-            names = sorted(os.listdir(path))
-        except OSError:
-            return False
-        return any(matches_name(n) and is_data_name(n) and
-                   _has_signature(os.path.join(path, n)) for n in names)
-    return _has_signature(path)
+    return sniff_files(path, matches_name, _has_signature)
 
 
 def _has_signature(path):

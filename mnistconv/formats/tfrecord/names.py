@@ -14,7 +14,7 @@ import re
 
 from ...errors import UsageError
 from ...fileio import check_input_file, is_stdio
-from ...shards import (SHARD_RE, expand_shards, find_shard_set, group_shards,
+from ...shards import (SHARD_RE, data_files_in, expand_shards, find_shard_set, group_shards,
                        is_data_name, shard_numbers)
 
 EXTENSIONS = (".tfrecord", ".tfrecords", ".tfrec")
@@ -72,9 +72,7 @@ def resolve(path):
     name that was written as shards or per-split files."""
     path = str(path)
     if os.path.isdir(path):
-        files = [os.path.join(path, n) for n in os.listdir(path)
-                 if matches_name(n) and is_data_name(n)
-                 and os.path.isfile(os.path.join(path, n))]
+        files = data_files_in(path, matches_name)
         if not files:
             raise UsageError(path, "directory holds no .tfrecord files")
         return _name_groups(group_shards(files))

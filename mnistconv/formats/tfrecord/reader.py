@@ -27,7 +27,7 @@ from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx.classes import check_name, names_by_label
 from .example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                       find_layout, one_value, record_name)
-from ...shards import is_data_name
+from ...shards import sniff_files
 from .framing import (COMPRESSIONS, iter_record_blocks, read_ranges, resolve_compression,
                       sniff_file)
 from .names import matches_name, resolve
@@ -584,12 +584,4 @@ def sniff(path) -> bool:
 
         sniff("train.tfrecord")  # True
     """
-    path = str(path)
-    if os.path.isdir(path):
-        try:
-            names = sorted(os.listdir(path))
-        except OSError:
-            return False
-        return any(matches_name(n) and is_data_name(n) and
-                   sniff_file(os.path.join(path, n)) for n in names)
-    return sniff_file(path)
+    return sniff_files(path, matches_name, sniff_file)
