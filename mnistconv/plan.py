@@ -8,8 +8,8 @@ shards by shards.shard_bounds (the cut the local writer makes), one task per sha
      "shard": "mnist-train.tfrecord-00003-of-00004"}
 
 Its hash covers the format, the options that change bytes (not workers), each split's
-count, shape, dtype and the SHA-256 of its labels and original indices (cheap: one
-value per example; the pixels are not read to plan), and the tasks. A task writes its
+count, shape, dtype, class names and the SHA-256 of its labels and original indices
+(cheap: one value per example; the pixels are not read to plan), and the tasks. A task writes its
 shard with the format's own per-shard code (for TFRecord, writer.write_shard), staged
 and committed alone (staging.StagedOutput), then notes the shard's name, bytes and
 SHA-256 in the set's progress record: a hidden JSON file beside the output,
@@ -25,13 +25,15 @@ shards are the output; with force, the base's other shard sets are removed) and 
 record is marked finished. The record stays, so a later --resume is a check that
 changes nothing.
 
-Formats that plan: PLANNED, TFRecord and Hugging Face Parquet (plan_parquet.py). A
-format joins when its writer can write one shard alone with the bytes of the whole set,
-its shards cut from the counts alone. Not (yet): the TFDS directory (its shard count
-follows the encoded size, and dataset_info.json every shard's length: an explicit
---shards and a per-shard hook in formats/tfds would do), WebDataset (shards cut by
-bytes follow the encoded sizes; cut by samples they would plan, given a per-shard hook
-in formats/webdataset), and the single-file formats (nothing to cut).
+Formats that plan: PLANNED, TFRecord, Hugging Face Parquet (plan_parquet.py), the TFDS
+directory (plan_tfds.py) and WebDataset (plan_webdataset.py). A format joins when its
+writer can write one shard alone with the bytes of the whole set, its shards cut from
+the counts alone: a module of sets, write_shard, stats (and finish, finish_targets when
+the set has metadata) named in PLANNED. A shard's records are a RangeSplit of its split
+(below), so a format's per-split encoding code writes one shard as it writes a split.
+Not planned: WebDataset cut by bytes and a TFDS shard count that follows the encoded
+size when the headers cannot decide it (both say to give a count instead), and the
+single-file formats (nothing to cut).
 """
 
 import contextlib
@@ -39,8 +41,11 @@ import hashlib
 import json
 import os
 
+import numpy as np
+
 from .errors import UsageError
 from .fileio import StagedOutput
+from .records import DEFAULT_BATCH, Batch, Split
 from .staging import staging_prefix
 
 PLAN_VERSION = 1
@@ -92,21 +97,29 @@ class Planner:
     shard(dataset, path, split name, index, staged path, options) -> (OutputFile,
     counters); stats([counters of each shard], options) -> write()'s stats;
     finish(dataset, path, options, {shard name: record entry}) writes the set's
-    metadata once every shard is there (or None), and finish_targets(path, options)
-    names what it writes (checked like shards before any task runs)."""
+    metadata once every shard is there (or None), and finish_targets(dataset, path,
+    options) names what it writes (checked like shards before any task runs)."""
 
     def __init__(self, sets, shard, stats, finish=None, finish_targets=None):
         self.sets, self.shard, self.stats, self.finish = sets, shard, stats, finish
-        self.finish_targets = finish_targets or (lambda path, options: [])
+        self.finish_targets = finish_targets or (lambda dataset, path, options: [])
 
 
-def _parquet():
-    from . import plan_parquet as p
-    return Planner(p.sets, p.write_shard, p.stats, p.finish, p.finish_targets)
+def _module_planner(module):
+    """The Planner of a plan_<format> module (sets, write_shard, stats, and finish,
+    finish_targets when the set has metadata beside its shards)."""
+    def load():
+        import importlib
+        m = importlib.import_module(f"{__package__}.{module}")
+        return Planner(m.sets, m.write_shard, m.stats, getattr(m, "finish", None),
+                       getattr(m, "finish_targets", None))
+    return load
 
 
 PLANNED = {"tfrecord": lambda: Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats),
-           "parquet": _parquet}
+           "parquet": _module_planner("plan_parquet"),
+           "tfds": _module_planner("plan_tfds"),
+           "webdataset": _module_planner("plan_webdataset")}
 
 
 def planner(format_name) -> Planner:
@@ -116,6 +129,54 @@ def planner(format_name) -> Planner:
                                "on Beam (its writer does not write one shard alone)",
                          f"plan one of: {', '.join(PLANNED)}")
     return PLANNED[format_name]()
+
+
+class RangeSplit(Split):
+    """Records start..stop of a split as a split of their own (a shard's records), for
+    a format's per-split code to write one shard: the header's count is the range's,
+    batches() read only the range when the split can seek (take), else read the split
+    up to stop and skip what comes before start.
+
+        shard = RangeSplit(split, 30000, 45000)
+        shard.header.count  # 15000
+    """
+
+    def __init__(self, split, start, stop):
+        super().__init__(split.name, split.header.with_(count=stop - start))
+        self.split, self.start, self.stop = split, int(start), int(stop)
+        self.seekable = type(split).take is not Split.take
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        """The range's records, in order, at most batch_size at a time."""
+        start, stop = self.start, self.stop
+        if self.seekable:
+            labels, indices = self.labels(), self.indices()
+            for at in range(0, stop - start, batch_size):
+                end = min(stop - start, at + batch_size)
+                positions = np.arange(start + at, start + end, dtype=np.int64)
+                yield Batch(self.split.take(positions), labels[at:end], indices[at:end])
+            return
+        position = 0
+        for batch in self.split.batches(batch_size):
+            n = len(batch)
+            lo, hi = max(start - position, 0), min(stop - position, n)
+            if lo < hi:
+                yield Batch(batch.images[lo:hi], batch.labels[lo:hi], batch.indices[lo:hi])
+            position += n
+            if position >= stop:
+                return
+
+    def labels(self):
+        """The range's labels."""
+        return np.asarray(self.split.labels())[self.start:self.stop]
+
+    def indices(self):
+        """The range's original indices."""
+        return np.asarray(self.split.indices(), np.int64)[self.start:self.stop]
+
+    def num_classes(self):
+        """The whole split's class count (a shard may miss a class)."""
+        return self.split.num_classes()
 
 
 class InputSpec:
@@ -141,7 +202,6 @@ class InputSpec:
 
 
 def _digest(array):
-    import numpy as np
     array = np.ascontiguousarray(array)
     return hashlib.sha256(array.dtype.str.encode() + array.tobytes()).hexdigest()
 
@@ -171,6 +231,8 @@ def make_plan(dataset, path, format_name, options) -> dict:
         splits[split.name] = {"count": h.count, "shape": list(h.shape),
                               "dtype": str(h.dtype), "labels_sha256": _digest(split.labels()),
                               "indices_sha256": _digest(split.indices())}
+        if h.class_names:  # in WebDataset's and Parquet's bytes (each sample's .json)
+            splits[split.name]["class_names"] = list(h.class_names)
         start = 0
         for index, (target, stop) in enumerate(zip(targets, bounds)):
             # The shard's path from the record's folder (its name for TFRecord).
@@ -266,7 +328,7 @@ def prepare(dataset, path, plan, *, force=False):
             if not force:
                 from .staging import exists_error
                 for target in [os.path.join(folder, t["shard"]) for t in plan["tasks"]] \
-                        + the.finish_targets(path, plan["options"]):
+                        + the.finish_targets(dataset, path, plan["options"]):
                     if os.path.lexists(target):
                         raise exists_error(target)
                 for _, _, _, stale in the.sets(dataset, path, plan["options"]):

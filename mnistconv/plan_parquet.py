@@ -141,7 +141,7 @@ def stats(counters, options):
     return {"row_groups": sum(c[2] for c in counters)}
 
 
-def finish_targets(path, options):
+def finish_targets(dataset, path, options):
     """The card, README.md, unless the output is one .parquet file."""
     return [] if str(path).lower().endswith(".parquet") else \
         [os.path.join(str(path), "README.md")]

@@ -282,9 +282,11 @@ def test_files_no_record_owns_are_refused(src, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--to", "npz", "--plan"], "Error: writing npz cannot be planned, resumed or run on "
-     "Beam (its writer does not write one shard alone); plan one of: tfrecord, parquet"),
-    (["--to", "tfds", "--resume"], "Error: writing tfds cannot be planned, resumed or run "
-     "on Beam (its writer does not write one shard alone); plan one of: tfrecord, parquet"),
+     "Beam (its writer does not write one shard alone); plan one of: tfrecord, parquet, "
+     "tfds, webdataset"),
+    (["--to", "imagefolder", "--resume"], "Error: writing imagefolder cannot be planned, "
+     "resumed or run on Beam (its writer does not write one shard alone); plan one of: "
+     "tfrecord, parquet, tfds, webdataset"),
     (["--to", "tfrecord", "--task-index", "0"],
      "Error: --num-tasks and --task-index go together"),
     (["--to", "tfrecord", "--num-tasks", "2", "--task-index", "2"],

@@ -107,17 +107,12 @@ def _nearest_existing(path):
     return path
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
-          version=DEFAULT_VERSION, shards=None, shard_size=None, file_format="tfrecord",
-          workers=1, processes=False) -> WriteResult:
-    """Write a TFDS prepared directory: path/<name>/<version>/ (see the module
-    docstring). name: the TFDS dataset name (default: the input's family, e.g. mnist);
-    shards: files per split (default: TFDS' rule, or shard_size bytes each);
-    file_format: tfrecord or array_record. workers/processes as mnistconv.parallel.
-
-        result = write(ds, "tfds_data", name="mnist", version="3.0.1")
-        result.counts   # {'train': 60000, 'test': 10000}
-    """
+def _checked(dataset, path, force, name, version, shards, shard_size, file_format,
+             workers):
+    """write()'s checks, all made before any output exists, and what they decide:
+    (name, version, shards, shard_size, workers, target directory, [(split name, split,
+    (H, W))], (H, W), number of classes, class names). mnistconv.plan_tfds starts from
+    them too, so a shard written alone is cut and encoded as in the whole set."""
     name = tfds_info.check_name(name if name is not None else
                                 tfds_info.family_name(dataset))
     version = tfds_info.check_version(version)
@@ -163,6 +158,24 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
                                "one TFDS features.json describes them all")
     shape = shapes.pop()
     names = tfds_info.class_names(name, [s for _, s, _ in plan], num_classes)
+    return (name, version, shards, shard_size, workers, target, plan, shape, num_classes,
+            names)
+
+
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
+          version=DEFAULT_VERSION, shards=None, shard_size=None, file_format="tfrecord",
+          workers=1, processes=False) -> WriteResult:
+    """Write a TFDS prepared directory: path/<name>/<version>/ (see the module
+    docstring). name: the TFDS dataset name (default: the input's family, e.g. mnist);
+    shards: files per split (default: TFDS' rule, or shard_size bytes each);
+    file_format: tfrecord or array_record. workers/processes as mnistconv.parallel.
+
+        result = write(ds, "tfds_data", name="mnist", version="3.0.1")
+        result.counts   # {'train': 60000, 'test': 10000}
+    """
+    name, version, shards, shard_size, workers, target, plan, shape, num_classes, names \
+        = _checked(dataset, path, force, name, version, shards, shard_size, file_format,
+                   workers)
 
     scratch = None
     try:
@@ -199,15 +212,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
         with StagedOutput(force) as staged:
             stage = staged.directory(target, file_names,
                                      replaces=_stale_files(target, set(file_names)))
-            info_text = tfds_info.dataset_info_json(
-                name, version, file_format,
-                [(s, int(lengths.sum()), np.diff([0] + bounds).tolist())
-                 for s, lengths, _, bounds, _ in layout])
-            for file_name, text in (
-                    ("dataset_info.json", info_text),
-                    ("features.json", tfds_info.features_json(shape, num_classes)),
-                    ("label.labels.txt", "\n".join(names) + "\n")):
-                data = text.encode("utf-8")
+            for file_name, data in metadata_files(
+                    name, version, file_format,
+                    [(s, int(lengths.sum()), np.diff([0] + bounds).tolist())
+                     for s, lengths, _, bounds, _ in layout], shape, num_classes, names):
                 with open(os.path.join(stage, file_name), "wb") as f:
                     f.write(data)
                 files.append(_output(os.path.join(target, file_name), data))
@@ -228,6 +236,16 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
             shutil.rmtree(scratch, ignore_errors=True)
     return WriteResult(files, counts, {"records": sum(counts.values()),
                                        "shards": sum(len(t) for *_, t in layout)})
+
+
+def metadata_files(name, version, file_format, splits, shape, num_classes, names):
+    """(file name, bytes) of dataset_info.json, features.json and label.labels.txt;
+    splits: [(split name, numBytes, shard lengths)]."""
+    info_text = tfds_info.dataset_info_json(name, version, file_format, splits)
+    return [(file_name, text.encode("utf-8")) for file_name, text in (
+        ("dataset_info.json", info_text),
+        ("features.json", tfds_info.features_json(shape, num_classes)),
+        ("label.labels.txt", "\n".join(names) + "\n"))]
 
 
 def _output(path, data):

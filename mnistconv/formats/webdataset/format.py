@@ -131,10 +131,11 @@ def _check_split(split, where):
     return shape
 
 
-def _pieces(split, chunk, samples_per_shard, slot_bytes):
+def _pieces(split, chunk, samples_per_shard, slot_bytes, first=0):
     """(0, packed rows, labels, indices) of at most `chunk` records that never cross a
-    shard boundary when shards are cut by samples."""
-    position = 0
+    shard boundary when shards are cut by samples; the first record's key is `first`
+    (its position in the whole split)."""
+    position = first
     for batch in split.batches(chunk):
         start = 0
         while start < len(batch):
@@ -220,19 +221,11 @@ def _family(directory, name, split):
         return []
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
-          image_format="png", jpeg_quality=95, workers=1, processes=False) -> WriteResult:
-    """Write every split as WebDataset tar shards `<name>-<split>-000000.tar` in the
-    directory `path` (name: the directory's own), or beside `path` named `<name>.tar`.
-    shard_size: samples per shard ("10000", the default 100000 as
-    webdataset.ShardWriter) or bytes per shard ("100MB", "1GiB"). workers: encoding
-    threads (processes=True: forked processes, as the command line asks); the bytes are
-    the same for any number. An earlier set of the same name and split is replaced
-    whole (force=True), never mixed with the new one.
-
-        write(mnistconv.read("data/mnist"), "shards/mnist.tar", shard_size="10000")
-        # shards/mnist-train-000000.tar ... -000005.tar, shards/mnist-test-000000.tar
-    """
+def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
+    """write()'s checks, made before any output exists, and what they decide:
+    (directory, name, samples per shard or None, bytes per shard or None, workers,
+    [(split, SampleTask)], records per piece). mnistconv.plan_webdataset starts from
+    them too, so a shard written alone is cut and encoded as in the whole set."""
     path = str(path)
     if is_stream_path(path):
         raise UsageError(path, "WebDataset shards are files, not a stream",
@@ -259,6 +252,32 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
         task = SampleTask(shape, image_format, jpeg_quality, width,
                           split.header.class_names)
         plan.append((split, task))
+    slot = max(task.slot_shape[0] for _, task in plan)
+    return directory, name, samples, max_bytes, workers, plan, \
+        max(1, min(CHUNK, _CHUNK_BYTES // slot))
+
+
+def _record_room(tasks):
+    """A record's output room in a forked worker's slot is twice this plus 2 KB: three
+    headers, three paddings and a PNG of noise fit."""
+    return max(t.slot_shape[0] for t in tasks) + 1024
+
+
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
+          image_format="png", jpeg_quality=95, workers=1, processes=False) -> WriteResult:
+    """Write every split as WebDataset tar shards `<name>-<split>-000000.tar` in the
+    directory `path` (name: the directory's own), or beside `path` named `<name>.tar`.
+    shard_size: samples per shard ("10000", the default 100000 as
+    webdataset.ShardWriter) or bytes per shard ("100MB", "1GiB"). workers: encoding
+    threads (processes=True: forked processes, as the command line asks); the bytes are
+    the same for any number. An earlier set of the same name and split is replaced
+    whole (force=True), never mixed with the new one.
+
+        write(mnistconv.read("data/mnist"), "shards/mnist.tar", shard_size="10000")
+        # shards/mnist-train-000000.tar ... -000005.tar, shards/mnist-test-000000.tar
+    """
+    directory, name, samples, max_bytes, workers, plan, chunk = _checked(
+        dataset, path, shard_size, image_format, jpeg_quality, workers)
     files, counts = [], {}
     with StagedOutput(force) as staged:
         old = {s.name: _family(directory, name, s.name) for s, _ in plan}
@@ -266,12 +285,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
             if stale and not force:
                 staged.supersede(stale[0])  # refused: the output exists
         tasks = [task for _, task in plan]
-        slot = max(t.slot_shape[0] for t in tasks)
-        chunk = max(1, min(CHUNK, _CHUNK_BYTES // slot))
         tasks[0].warm()
-        # A record's output room in a forked worker's slot is twice this plus 2 KB:
-        # three headers, three paddings and a PNG of noise fit.
-        with ParallelEncoder(tasks, workers, processes, slot + 1024, chunk,
+        with ParallelEncoder(tasks, workers, processes, _record_room(tasks), chunk,
                              total=sum(s.header.count for s, _ in plan)) as encoder:
             for split, task in plan:
                 shards = _Shards(staged, directory, name, split.name, samples, max_bytes)
