@@ -327,3 +327,68 @@ def test_bad_shard_size_is_a_usage_error(tmp_path):
                                     "(10000) or of bytes with a unit (100MB, 1GiB), not "
                                     "'lots'")
     assert not list(tmp_path.iterdir())
+
+
+def tar_cuts(images):
+    """A whole two-sample shard as tarfile writes it, and where its parts end."""
+    whole = io.BytesIO()
+    members = [("000000.cls", b"1"), ("000000.png", png(images[0])),
+               ("000001.cls", b"2"), ("000001.png", png(images[1]))]
+    with tarfile.open(fileobj=whole, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    last = sum(512 + -(-len(d) // 512) * 512 for _, d in members)  # end of the members
+    size = len(members[-1][1])
+    return whole.getvalue(), last, last - -(-size // 512) * 512 + size
+
+
+def test_a_tar_cut_inside_a_member_is_refused_as_tarfile_refuses_it(tmp_path, images):
+    wds = pytest.importorskip("webdataset")
+    whole, last, data_end = tar_cuts(images)
+    for cut in (data_end - 1, last - 1):  # inside the last member's data, its padding
+        with pytest.raises(tarfile.ReadError, match="unexpected end of data"):
+            with tarfile.open(fileobj=io.BytesIO(whole[:cut])) as t:
+                [t.extractfile(m).read() for m in t]
+        bad = tmp_path / "c-train-000000.tar"
+        bad.write_bytes(whole[:cut])
+        with pytest.raises(tarfile.ReadError, match="unexpected end of data"):
+            list(wds.WebDataset(f"file:{bad}", shardshuffle=False, empty_check=False))
+        assert convert_fails(tmp_path, bad) == (
+            f"Error: {bad}: truncated tar archive: member '000001.png' and its padding "
+            f"end at byte {last:,}, the file at {cut:,}")
+
+
+def test_a_tar_cut_at_or_inside_its_end_blocks_is_refused(tmp_path, images):
+    """Stricter than tarfile and webdataset, which read these: every tar writer ends
+    with zero blocks in whole 512-byte blocks, so a file without them was cut."""
+    wds = pytest.importorskip("webdataset")
+    whole, last, _ = tar_cuts(images)
+    bad = tmp_path / "c-train-000000.tar"
+    with tarfile.open(fileobj=io.BytesIO(whole[:last])) as t:
+        assert len(t.getmembers()) == 4
+    bad.write_bytes(whole[:last])
+    assert [s["cls"] for s in wds.WebDataset(f"file:{bad}", shardshuffle=False)] == \
+        [b"1", b"2"]
+    assert convert_fails(tmp_path, bad) == (
+        f"Error: {bad}: tar archive ends at byte {last:,} without its end-of-archive "
+        "zero blocks (cut short, or its writer did not finish)")
+    for cut in (last + 1023, len(whole) - 1):  # in the second zero block, the record
+        bad.write_bytes(whole[:cut])
+        assert convert_fails(tmp_path, bad) == (
+            f"Error: {bad}: is {cut:,} bytes, not a whole number of 512-byte tar blocks "
+            "(cut short)")
+
+
+def test_a_tar_with_one_zero_block_or_no_record_padding_is_read(tmp_path, images):
+    """GNU tar reads "a lone zero block"; Go's archive/tar writes no record padding."""
+    whole, last, _ = tar_cuts(images)
+    for end in (last + 512, last + 1024):
+        shard = tmp_path / f"e{end}-train-000000.tar"
+        shard.write_bytes(whole[:end])
+        r = run("convert", shard, tmp_path / f"o{end}.npz", "--from", "webdataset", "-q")
+        assert r.returncode == 0, stderr_of(r)
+        with np.load(tmp_path / f"o{end}.npz") as z:
+            np.testing.assert_array_equal(z["x_train"], images[:2])
+            np.testing.assert_array_equal(z["y_train"], [1, 2])

@@ -30,7 +30,9 @@ signed as some old writers computed it), sizes in octal or GNU base-256. Regular
 yielded; directories and PAX global headers are skipped; GNU long names ('L') and PAX
 'path'/'size' records ('x') apply to the next member; links, devices and anything else
 are refused (a WebDataset member is a file). Names are data: they are never used as
-paths.
+paths. A cut archive is refused: a member whose data or padding the file does not hold
+(as tarfile and webdataset refuse it), and, stricter than they are, a file without the
+end-of-archive zero block or not a whole number of 512-byte blocks (see _end).
 """
 
 import re
@@ -137,16 +139,27 @@ _TYPES = {b"1": "a hard link", b"2": "a symbolic link", b"3": "a character devic
 _META_LIMIT = 1 << 20  # a long name or PAX header larger than this is not a name
 
 
+def _length(f):
+    at = f.tell()
+    end = f.seek(0, 2)
+    f.seek(at)
+    return end
+
+
 def members(f, where):
     """(name, data offset, size) of every regular file in the tar stream f (at its
-    start), in order. `where` names the file in messages."""
+    start), in order. `where` names the file in messages. The archive must be whole:
+    every member's data and padding present, the end-of-archive zero block after the
+    last, and the file a whole number of 512-byte blocks (see _end)."""
+    length = _length(f)
     offset = 0
     long_name = None
     pax = {}
     while True:
         block = f.read(BLOCK)
-        if not block or block == b"\0" * BLOCK and len(block) == BLOCK:
-            return  # end of archive (or of the file, which tar readers accept too)
+        if not block or block == b"\0" * BLOCK:
+            _end(offset, length, where)
+            return
         if len(block) < BLOCK:
             raise FormatError(where, f"truncated tar header at byte {offset}")
         if not _checksum_ok(block):
@@ -161,13 +174,15 @@ def members(f, where):
             name = pax[b"path"].decode("utf-8", "replace")
         data_at = offset + BLOCK
         offset = data_at + size + (-size % BLOCK)
+        if offset > length:
+            raise FormatError(where, f"truncated tar archive: member {printable(name)} "
+                                     f"and its padding end at byte {offset:,}, the file "
+                                     f"at {length:,}")
         if kind in (b"L", b"x", b"g"):
             if size > _META_LIMIT:
                 raise FormatError(where, f"tar extension header of {size} bytes at byte "
                                          f"{data_at - BLOCK}")
             data = f.read(size + (-size % BLOCK))
-            if len(data) < size:
-                raise FormatError(where, f"truncated tar archive at byte {data_at}")
             if kind == b"L":
                 long_name = data[:size].split(b"\0", 1)[0].decode("utf-8", "replace")
             elif kind == b"x":
@@ -186,6 +201,22 @@ def members(f, where):
                                      f"{MAX_RECORD_BYTES:,} per member")
         yield name, data_at, size
         f.seek(offset)
+
+
+def _end(offset, length, where):
+    """The archive's end at `offset`. Python's tarfile and webdataset also accept a file
+    that stops after a member, or inside the zero blocks; mnistconv does not: every tar
+    writer (GNU and BSD tar, Python's tarfile, Go's archive/tar, this module) ends with
+    zero blocks and writes whole 512-byte blocks, so a file without them was cut short
+    or its writer never finished, and the samples after the cut are silently missing.
+    One zero block is enough (GNU tar reads "a lone zero block" too)."""
+    if offset == length:
+        raise FormatError(where, f"tar archive ends at byte {offset:,} without its "
+                                 "end-of-archive zero blocks (cut short, or its writer "
+                                 "did not finish)")
+    if length % BLOCK:
+        raise FormatError(where, f"is {length:,} bytes, not a whole number of 512-byte "
+                                 "tar blocks (cut short)")
 
 
 def _number_text(text: bytes, where):
