@@ -4,6 +4,7 @@ one-line errors for bad trees with nothing written."""
 
 import gzip
 import hashlib
+import io
 
 import numpy as np
 import pytest
@@ -186,7 +187,9 @@ def test_a_png_of_the_wrong_size_and_one_that_does_not_decode(tmp_path):
     assert convert_fails(tmp_path, root) == (
         f"Error: {root}/train/1/1.png: is a 20x28 image, the split's images are 28x28; "
         "every image of a split has one size")
-    (root / "train/1/1.png").write_bytes(png(images[1])[:40] + b"\0" * 30)
+    # Its header says 28x28; the data is gone (IEND kept, so it is not merely cut).
+    (root / "train/1/1.png").write_bytes(png(images[1])[:40] + b"\0" * 30 +
+                                         b"\0\0\0\0IEND\xaeB`\x82")
     line = convert_fails(tmp_path, root)
     assert line.startswith(f"Error: {root}/train/1/1.png: does not decode as an image (")
 
@@ -203,3 +206,47 @@ def test_a_missing_split_or_empty_tree(tmp_path):
     assert r.returncode != 0 and "test" in stderr_of(r)
     assert len(stderr_of(r).strip().splitlines()) == 1
     assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_a_cut_png_is_refused_though_it_still_decodes(tmp_path):
+    from PIL import Image
+    from mnistconv.formats.imagefolder.format import png_is_whole
+    images = small_digits(2)[0]
+    whole = png(images[1])
+    assert whole.endswith(b"\0\0\0\0IEND\xaeB`\x82") and png_is_whole(whole)
+    # Cut inside IEND, or inside the last IDAT's CRC: zlib's stream is whole, so the
+    # pixels still come out (Pillow too) -- but the file is damaged.
+    for cut in (len(whole) - 1, len(whole) - 12, len(whole) - 14):
+        with Image.open(io.BytesIO(whole[:cut])) as im:
+            np.testing.assert_array_equal(np.asarray(im), images[1])
+        assert not png_is_whole(whole[:cut])
+        root = make_tree(tmp_path / "t", {"train/0/0.png": png(images[0]),
+                                          "train/1/1.png": whole[:cut]})
+        assert convert_fails(tmp_path, root) == (
+            f"Error: {root}/train/1/1.png: is cut short: the PNG ends before its IEND "
+            "chunk")
+
+
+def test_bytes_after_a_png_iend_are_ignored_as_pillow_ignores_them(tmp_path):
+    from mnistconv.formats.imagefolder.format import png_is_whole
+    images = small_digits(2)[0]
+    assert png_is_whole(png(images[1]) + b"\0" * 100)
+    assert not png_is_whole(png(images[1])[:-12] + b"\0" * 100)
+    root = make_tree(tmp_path / "t", {"train/0/0.png": png(images[0]),
+                                      "train/1/1.png": png(images[1]) + b"junk"})
+    r = run("convert", root, tmp_path / "o.npz", "--from", "imagefolder", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    with np.load(tmp_path / "o.npz") as z:
+        np.testing.assert_array_equal(z["x_train"], images[:2])
+
+
+def test_a_cut_jpeg_does_not_decode(tmp_path):
+    from mnistconv import codecs
+    images = small_digits(2)[0]
+    jpeg = codecs.encode_jpeg(images[1])
+    assert jpeg.endswith(b"\xff\xd9")
+    root = make_tree(tmp_path / "t", {"train/0/0.jpg": codecs.encode_jpeg(images[0]),
+                                      "train/1/1.jpg": jpeg[:-1]})
+    assert convert_fails(tmp_path, root) == (
+        f"Error: {root}/train/1/1.jpg: does not decode as an image (Premature end of JPEG "
+        "file)")

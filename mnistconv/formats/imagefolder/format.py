@@ -18,7 +18,9 @@ Reading takes ROOT (every `<split>/` holding class folders) or one split's folde
 (its name is the split's). A class folder named with a number, or a number then `_`,
 `-` or a space, is that class; otherwise classes are numbered by sorted folder name, as
 torchvision does. Samples are ordered by the number in their file names (the original
-index, restored as such), else by name. Images must all have one size.
+index, restored as such), else by name. Images must all have one size, and be whole: a
+PNG cut before the end of its IEND chunk is refused, though it may still decode (a cut
+JPEG does not decode).
 """
 
 import os
@@ -208,6 +210,31 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, image_format="png
 
 # ---- reading ----
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+IEND = b"\0\0\0\0IEND\xaeB`\x82"  # length 0, type, and the CRC of b"IEND"
+
+
+def png_is_whole(data) -> bool:
+    """True when a PNG's chunks are all there up to its 12-byte IEND chunk. A PNG cut
+    inside IEND or the last IDAT's CRC still decodes (zlib's stream is complete and
+    chunk CRCs are not checked on that path), but a cut file is a damaged one. The
+    usual file ends with IEND (one comparison); otherwise the chunks are walked, so
+    bytes after IEND are allowed, as libpng and Pillow ignore them. (A cut JPEG needs
+    no such check: simplejpeg refuses one without its EOI marker.)
+
+        png_is_whole(codecs.encode_png(image))        # True
+        png_is_whole(codecs.encode_png(image)[:-1])   # False
+    """
+    if data.endswith(IEND):
+        return True
+    pos = len(PNG_SIGNATURE)
+    while pos + 12 <= len(data):
+        length = int.from_bytes(data[pos:pos + 4], "big")
+        if data[pos + 4:pos + 8] == b"IEND":
+            return data[pos:pos + 12] == IEND
+        pos += 12 + length
+    return False
+
 def _class_numbers(folders, where):
     """Each class folder's class: its leading number when every folder has one, else
     its position in sorted order (torchvision's rule)."""
@@ -316,6 +343,8 @@ class ImageFolderSplit(Split):
     def _decode(self, path):
         with open(path, "rb") as f:
             data = f.read()
+        if data[:8] == PNG_SIGNATURE and not png_is_whole(data):
+            raise FormatError(path, "is cut short: the PNG ends before its IEND chunk")
         return decode_image(data, tuple(self.header.shape), path)
 
 
