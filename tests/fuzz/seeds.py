@@ -88,6 +88,7 @@ def _write_seed(fmt, make, options, folder):
             shutil.rmtree(place)
             continue  # an option this data cannot take, or one split per file
         target = Path(str(target).rstrip("/"))
+        SEED_FIXUPS.get(fmt.name, lambda place: None)(place)
         found.append(target if list(place.iterdir()) == [target] else place)
         if name == "data" + ext and data is dataset:
             break  # every split fits one output: the other shapes add nothing
@@ -150,6 +151,20 @@ def _quickdraw_seeds(out):
     alone.mkdir()
     shutil.copyfile(folder / "full_numpy_bitmap_cat.npy", alone / "full_numpy_bitmap_cat.npy")
     return [folder, alone / "full_numpy_bitmap_cat.npy"]
+
+
+def _relative_lists(place):
+    """Caffe HDF5 list files name their .h5 files by file name alone, not the absolute
+    paths the writer puts there: a case's copy of the seed then reads its own (cut)
+    .h5 files; absolute entries would point at the uncut originals, outside the copy's
+    folder, which the reader refuses."""
+    for listed in place.rglob("*.txt"):
+        names = [os.path.basename(e) for e in listed.read_text(encoding="utf-8").split()]
+        listed.write_text("".join(n + "\n" for n in names), encoding="utf-8")
+
+
+# What a written seed needs before it is copied and mutated.
+SEED_FIXUPS = {"caffe-hdf5": _relative_lists}
 
 
 # Formats mnistconv only reads: their seeds are built from the published layouts.

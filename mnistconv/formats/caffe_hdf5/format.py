@@ -15,7 +15,10 @@ Layout written, per split:
                both chunked (about CHUNK_BYTES of rows per chunk); with compress,
                through HDF5's shuffle and deflate (level 4) filters, which every HDF5
                library has built in.
-  <split>.txt  the list file for `source`: the absolute path of each .h5, one a line.
+  <split>.txt  the list file for `source`: the absolute path of each .h5, one a line
+               (Caffe opens entries from the directory it runs in, so absolute
+               paths work wherever it runs; moved elsewhere, the list must be
+               rewritten: file names alone, as mnistconv reads them, or new paths).
 A file's `data` is kept under MAX_BLOB_BYTES (2 GiB: what one Caffe blob and its HDF5
 loader take); a split that needs more is cut into equal runs of rows,
 `<split>-00000-of-0000N.h5` ..., all listed in `<split>.txt` in order. Given a name
@@ -26,7 +29,11 @@ or 1 with no_scale; Caffe ignores attributes): a stored value times it is the or
 pixel, which mnistconv's reader gives back as uint8, so round trips are exact.
 
 Reading takes a list file, an .h5 file, or a directory of list files (one split each,
-named by the file; without list files, its .h5 files grouped by name). Each file must
+named by the file; without list files, its .h5 files grouped by name). A list's entries
+must name files in the list's folder (or below it): relative ones are taken from that
+folder (else from the current directory, as Caffe does), absolute ones must point there;
+an entry elsewhere (../x.h5, /etc/x.h5, the originals of a copied folder) is refused,
+never read. Each file must
 hold `data` (N x H x W or N x C x H x W, numbers) and `label` (N or N x 1, whole
 numbers) of the same N, stored in the file itself: a link to another file, external
 storage or a virtual dataset is refused (a name inside a file is never a path to read),
@@ -95,15 +102,27 @@ def _stem(path):
 
 
 def _resolve(entry, list_path):
-    """An entry of a list file as Caffe opens it (relative to the current directory),
-    else the file of that name beside the list file (an output moved elsewhere)."""
-    beside = os.path.join(os.path.dirname(os.path.abspath(list_path)),
-                          os.path.basename(entry))
-    for candidate in (entry, beside):
-        if os.path.isfile(candidate):
-            return candidate
-    raise FormatError(list_path, f"names {printable(entry)}, which is not a file here or "
-                                 "beside the list")
+    """The file a list entry names, which must be in the list file's folder (or below
+    it): a name read from a file is never a path out of where the user pointed, so a
+    list naming /etc/x.h5 or ../x.h5 is refused rather than read. A relative entry is
+    taken from the list's folder (lists written by hand or moved with their files),
+    else as Caffe opens it, from the current directory (Caffe's own lists name
+    `examples/mnist/x.h5` from Caffe's root); an absolute entry (as mnistconv and
+    Caffe's scripts write) must point into the folder."""
+    folder = os.path.dirname(list_path) or os.curdir
+    candidates = [entry] if os.path.isabs(entry) else [os.path.join(folder, entry), entry]
+    found = next((c for c in candidates if os.path.isfile(c)), None)
+    named = printable(entry, 240)  # a path: its end says most
+    if found is None:
+        raise FormatError(list_path, f"names {named}, which is not a file in the list's "
+                                     "folder")
+    root = os.path.realpath(folder)
+    if os.path.commonpath([root, os.path.realpath(os.path.dirname(
+            os.path.abspath(found)))]) != root:
+        raise FormatError(list_path, f"names {named}, which is outside the list's folder",
+                          "mnistconv reads only .h5 files in their list's folder: list "
+                          "them by name (train.h5), or move them beside the list")
+    return found
 
 
 def _sources(path):
