@@ -55,12 +55,7 @@ TEXT_SUFFIXES = (".md", ".txt", ".csv")
 
 # Cut cases that still misbehave, found when the later formats got boundaries; each is
 # a reader (or seed) fix still to make. strict: the test says when one is fixed.
-KNOWN_GAPS = {
-    "caffe-hdf5": "the seed's list files name the .h5 files by absolute path, so a copy "
-                  "whose .h5 is cut still reads the uncut originals",
-    "imagefolder": "a PNG cut inside its IEND chunk or the last IDAT's CRC still decodes",
-    "webdataset": "a tar cut inside a member's data or padding reads without an error",
-}
+KNOWN_GAPS = {}
 
 
 def cases(fmt):
