@@ -5,7 +5,9 @@ The manifest's reading, checking and JSON form are in manifest.py; the GDMNIST1 
 are written by formats/gdmnist.py.
 
 A pack directory holds, for each split, `<split>.bin` and its deterministic
-`<split>.bin.gz` (see formats/gdmnist.py), `preview.json` and `manifest.json`.
+`<split>.bin.gz` (see formats/gdmnist.py), `preview.json` and `manifest.json`. When the
+dataset packed has class names (Fashion-MNIST's, a --class-names file), the manifest
+lists them as `class_names`, by label; without names (MNIST) it is as it always was.
 
 How the default pack (browser-v1) selects its examples:
   - the parent split of the 60000 official training examples is torch.randperm(60000)
@@ -42,6 +44,7 @@ import numpy as np
 from ..errors import FormatError, UsageError
 from ..fileio import StagedOutput, sha256_file
 from ..formats import gdmnist
+from ..formats.idx import classes
 from ..limits import printable
 from ..records import NO_PROGRESS, OutputFile
 from ..stream import SelectionSplit, balanced_positions
@@ -315,6 +318,10 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
     train, test = dataset.splits["train"], dataset.splits["test"]
     for split in (train, test):
         gdmnist.check_writable(split, split.header.source or src)
+    class_names = classes.names_of(dataset)
+    for split in (train, test):  # the manifest's names must name every label packed
+        classes.check_covers(class_names, split.labels(), split.header.source or src,
+                             split.name)
     official = is_official_mnist(train, test)
     plans, provenance = plan(train.labels(), test.labels(), seed=seed,
                              train_per_class=train_per_class,
@@ -428,6 +435,8 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
         }
         if official:
             manifest["attribution"] = MNIST_ATTRIBUTION
+        if class_names:  # only then: a pack without names is as it always was
+            manifest["class_names"] = list(class_names)
         if optional_entries:
             manifest["optional_splits"] = optional_entries
         manifest_bytes = dumps(manifest)

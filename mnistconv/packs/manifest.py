@@ -6,6 +6,8 @@ The fields mnistconv reads (any other is carried along, never interpreted):
     optional_splits   {key: entry}: splits a page may skip (test-full)
     preview           {"file", "bytes", "sha256", "count"}
     default_total_bytes, default_total_gzip_bytes
+    class_names       [name of label 0, name of label 1, ...]: strings; written only
+                      when the dataset packed has names (MNIST's digits have none)
   an entry: id, file (the .bin), gzip_file (the .bin.gz), bytes, gzip_bytes, sha256,
     gzip_sha256, count, rows, columns, pixel_offset, label_offset,
     original_index_offset, class_counts, original_indices_sha256_uint32_le, optional.
@@ -14,8 +16,10 @@ A manifest is data from elsewhere, never a list of paths to follow: split ids mu
 safe names (limits.py) listed once; file names must be plain, normalised, relative
 names that resolve, symbolic links included, inside the pack directory; every field
 above has its JSON type checked; a manifest over MAX_MANIFEST_BYTES, or a FIFO or
-device named manifest.json, is refused before it is read. All of it is checked before
-any file the manifest lists is opened.
+device named manifest.json, is refused before it is read. class_names are bounded in
+number (limits.MAX_CLASSES) and length (formats.idx.classes), and must name every label
+a split's class_counts counts. All of it is checked before any file the manifest lists
+is opened.
 
 This module knows no file format (formats.gdmnist reads pack directories through it,
 and packs.browser imports formats.gdmnist): the caller says how a file name names a
@@ -167,8 +171,9 @@ class Manifest:
     the manifest's order: `splits` then `optional_splits`) and the checked path of its
     preview file (None when it names none). Made by open_manifest."""
 
-    def __init__(self, path, data, splits, preview):
+    def __init__(self, path, data, splits, preview, class_names=()):
         self.path, self.data, self.splits, self.preview = path, data, splits, preview
+        self.class_names = class_names  # a tuple by label; () when the pack has none
 
     def present_files(self) -> dict:
         """{split name: path} of the file to read for each split: its `file` if
@@ -230,4 +235,32 @@ def open_manifest(manifest_path, split_name) -> Manifest:
     _check_fields(preview, _PREVIEW_FIELDS, manifest_path, "preview: ")
     preview_path = member_path(folder, preview["file"], manifest_path, "preview file") \
         if preview.get("file") else None
-    return Manifest(manifest_path, data, splits, preview_path)
+    names = _class_names(data.get("class_names"), splits, manifest_path)
+    return Manifest(manifest_path, data, splits, preview_path, names)
+
+
+def _class_names(value, splits, path) -> tuple:
+    """The checked class_names of a manifest (absent or null: ()): an array of
+    strings, within the limits of any names file, naming every label a split counts."""
+    if value is None:
+        return ()
+    # The names' rules live with the names files (they are no file format of their
+    # own); imported here so a manifest without names loads nothing more.
+    from ..formats.idx.classes import check_names
+    if not isinstance(value, list):
+        raise FormatError(path, f"'class_names' is {_json_type(value)}, expected an array "
+                                "of strings (the name of label 0 first)", _FIX)
+    for i, name in enumerate(value):
+        if not isinstance(name, str):
+            raise FormatError(path, f"'class_names' item {i} is {_json_type(name)}, "
+                                    "expected a string", _FIX)
+    names = check_names(value, path, "'class_names'")
+    for split in splits if names else ():  # [] names nothing: as absent
+        counts = split.entry.get("class_counts") or []
+        used = [label for label, n in enumerate(counts) if n]
+        if used and used[-1] >= len(names):
+            raise FormatError(path, f"'class_names' names {len(names)} classes, but split "
+                                    f"{printable(split.name)} counts {counts[used[-1]]} "
+                                    f"examples of label {used[-1]}",
+                              "give class_names one name for every label")
+    return names

@@ -29,11 +29,14 @@ Paths this module reads:
     (`splits` then `optional_splits`), each from its `file` or else its `gzip_file`;
     an optional split whose files are absent is skipped. The manifest is read and
     checked by packs/manifest.py (types, safe ids, paths inside the pack) before any
-    file it lists is opened;
+    file it lists is opened; its `class_names` (names by label) go on every split;
   - any other directory: every `*.bin` / `*.bin.gz` in it (the `.bin` when both exist),
-    in the order train, validation, test, then the rest by name.
+    in the order train, validation, test, then the rest by name; the class names of
+    its `classes.txt` (UTF-8, one name per line, label 0 first), when there.
 It writes one split to a `.bin`/`.bin.gz` file (or '-'), or each split to
-`<dir>/<split>.bin` (`<split>.bin.gz` with gzip=True).
+`<dir>/<split>.bin` (`<split>.bin.gz` with gzip=True) with `classes.txt` beside them
+when the dataset has class names, as IDX does. A single file has no room for names:
+they are dropped with a note.
 
 A file name is data from elsewhere, never a path to follow: a split name (a file name
 without its suffix) must be a safe name (limits.py). A .bin.gz is never inflated beyond
@@ -54,6 +57,7 @@ from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWrite
 from ...limits import check_image_size, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
+from ..idx import classes
 
 MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
@@ -313,13 +317,16 @@ def read(path) -> Dataset:
         ds.splits["test"].labels()[:10]
     """
     path = str(path)
+    names, names_source = (), None
     if os.path.isdir(path):
         manifest = os.path.join(path, "manifest.json")
         if os.path.lexists(manifest):
             # Imported here: the pack layer sits above the formats (packs.browser
             # imports this module), and a plain file never needs it.
             from ...packs.manifest import open_manifest
-            files = open_manifest(manifest, split_name).present_files()
+            opened = open_manifest(manifest, split_name)
+            files = opened.present_files()
+            names, names_source = opened.class_names, manifest
         else:
             files = _scan(path)
             for name, file in files.items():
@@ -330,7 +337,14 @@ def read(path) -> Dataset:
         files = {safe_split_name(split_name(path), path,
                                  "split name (from the file name)"): path}
     splits = {name: GdmnistSplit(name, file) for name, file in files.items()}
-    return Dataset("gdmnist", splits, list(files.values()))
+    dataset = Dataset("gdmnist", splits, list(files.values()))
+    if names:
+        # The manifest's class_counts were checked against the names; the files'
+        # labels are what is read, so they are checked too (one byte each).
+        classes.attach(dataset, names, names_source)
+    elif os.path.isdir(path) and names_source is None:
+        classes.read_sidecar(dataset, path)
+    return dataset
 
 
 def sniff(path) -> bool:
@@ -496,19 +510,30 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
             bin_hash, gz_hash = write_split_files(
                 split, None if compress else staged, staged if compress else None,
                 progress)
+        if classes.names_of(dataset):
+            note = (f"{path} does not keep the class names (a GDMNIST1 file has no room "
+                    "for them); write a directory to keep them in its classes.txt")
+            if note not in dataset.notes:
+                dataset.notes.append(note)  # the CLI prints them under the summary
         return [output_file_info(path, gz_hash or bin_hash)]
     suffix = ".bin.gz" if gzip else ".bin"
     names = {name: name + suffix for name in dataset.splits}
+    class_names = classes.names_of(dataset)
     written = []
     with StagedOutput(force) as out:
         # The reader prefers x.bin to x.bin.gz: the other-compression twins of these
         # files would shadow (or sit beside) the new ones, so they are replaced too.
-        stage = out.directory(path, list(names.values()),
-                              replaces=[n[:-3] if n.endswith(".gz") else n + ".gz"
-                                        for n in names.values()])
+        files = list(names.values())
+        replaces = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
+        sidecar = classes.plan_sidecar(class_names, files, replaces)
+        stage = out.directory(path, files, replaces=replaces)
+        if class_names:  # before the data: a name it cannot hold fails at once
+            classes.write_names_file(os.path.join(stage, sidecar), class_names, path)
         for name, split in dataset.splits.items():
             target = os.path.join(stage, names[name])
             bin_hash, gz_hash = write_split_files(
                 split, None if gzip else target, target if gzip else None, progress)
             written.append((os.path.join(path, names[name]), gz_hash or bin_hash))
+        if class_names:  # listed last, as IDX lists it
+            written.append((os.path.join(path, sidecar), None))
     return [output_file_info(p, w) for p, w in written]

@@ -258,3 +258,34 @@ def attach(dataset, names, source, check=True):
 def apply_names_file(dataset, path):
     """--class-names FILE: the names of a names file, for every split (checked)."""
     return attach(dataset, read_names_file(path), path)
+
+
+# --- the names sidecar of a directory of files (IDX, a GDMNIST1 directory) ---------
+
+def names_of(dataset):
+    """The class names a dataset carries: those of its first split that has them; ()
+    when none does (a writer then writes exactly what it wrote before names existed)."""
+    return next((s.header.class_names for s in dataset.splits.values()
+                 if s.header.class_names), ())
+
+
+def plan_sidecar(names, files, replaces, prefix=""):
+    """Put the names file among a directory's outputs before it is staged
+    (StagedOutput.directory(path, files, replaces)): with names it is one of the files
+    written; without, a names file already there is one the new files replace (refused
+    without --force, removed with it), since left there it would name the classes of
+    other data on reading. Returns its name."""
+    sidecar = sidecar_name(prefix)
+    (files if names else replaces).append(sidecar)
+    return sidecar
+
+
+def read_sidecar(dataset, folder, prefix=""):
+    """Give the dataset's splits the names of <folder>/classes.txt when it is there
+    (checked against their labels). Returns its path, or None."""
+    sidecar = os.path.join(folder, sidecar_name(prefix))
+    if not os.path.isfile(sidecar):
+        return None
+    attach(dataset, read_names_file(sidecar), sidecar)
+    dataset.paths.append(sidecar)
+    return sidecar
