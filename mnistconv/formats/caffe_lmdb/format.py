@@ -37,13 +37,13 @@ import resource
 import numpy as np
 
 from ...errors import FormatError, UsageError, optional_import
-from ...fileio import StagedOutput, has_magic, sha256_file
+from ...fileio import HashingWriter, StagedOutput, has_magic, open_staged, sha256_file
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
 from ...shards import is_data_name
-from . import datum
+from . import datum, pages
 
 DATA_FILE = "data.mdb"
 # LMDB's meta page: a 16-byte page header, then mm_magic 0xBEEFC0DE and mm_version 1.
@@ -390,24 +390,46 @@ def _check_writable(split, encoded, path):
         raise FormatError(h.source, "a label does not fit Datum.label (int32)")
 
 
-def _raw_values(images, labels, prefix):
-    """The Datums of a batch. Labels 0..127 take one varint byte, so every record has
-    the same length: built as rows of one array and cut from its bytes."""
+def _one_byte_labels(labels):
+    """Labels 0..127 take one varint byte: every raw Datum then has the same length."""
+    return not len(labels) or (labels.min() >= 0 and labels.max() < 0x80)
+
+
+def _columns(images, labels, prefix):
+    """The raw Datums of a batch of one-byte labels, as columns: the bytes every
+    value starts with, the pixels (C x H x W), label's key and the label."""
     n = len(labels)
     if images.ndim == 4:
         images = np.moveaxis(images, 3, 1)  # H x W x C -> C x H x W
-    pixels = np.ascontiguousarray(images).reshape(n, -1)
-    if n and labels.min() >= 0 and labels.max() < 0x80:
-        p, d = len(prefix), pixels.shape[1]
-        rows = np.empty((n, p + d + 2), np.uint8)
-        rows[:, :p] = np.frombuffer(prefix, np.uint8)
-        rows[:, p:p + d] = pixels
-        rows[:, p + d] = datum.key(datum.LABEL, datum.VARINT)[0]
-        rows[:, p + d + 1] = labels
-        blob, size = rows.tobytes(), p + d + 2
-        return [blob[i * size:(i + 1) * size] for i in range(n)]
+    return [prefix, images.reshape(n, -1), datum.key(datum.LABEL, datum.VARINT),
+            labels.astype(np.uint8).reshape(n, 1)]
+
+
+def _rows(images, labels, prefix):
+    """The raw Datums of a batch of one-byte labels, as the rows of an array."""
+    columns = _columns(images, labels, prefix)
+    rows = np.empty((len(labels), sum(c.shape[1] if hasattr(c, "shape") else len(c)
+                                      for c in columns)), np.uint8)
+    at = 0
+    for c in columns:
+        width = c.shape[1] if hasattr(c, "shape") else len(c)
+        rows[:, at:at + width] = c if hasattr(c, "shape") else np.frombuffer(c, np.uint8)
+        at += width
+    return rows
+
+
+def _raw_values(images, labels, prefix):
+    """The Datums of a batch, for lmdb's putmulti: views of one array's rows when
+    they have one length (a bytes object per value costs 60000 copies)."""
+    if _one_byte_labels(labels):
+        rows = _rows(images, labels, prefix)
+        size, flat = rows.shape[1], memoryview(rows.reshape(-1))
+        return [flat[i:i + size] for i in range(0, len(flat), size)]
+    if images.ndim == 4:
+        images = np.moveaxis(images, 3, 1)
+    pixels = np.ascontiguousarray(images).reshape(len(labels), -1)
     return [prefix + pixels[i].tobytes() + datum.label_field(int(labels[i]))
-            for i in range(n)]
+            for i in range(len(labels))]
 
 
 def _encoded_values(images, labels):
@@ -451,11 +473,14 @@ def _os_error(error, staged, attempted):
 
 
 def _write_split(lmdb, split, staged, encoded, progress):
+    """Write one environment; returns (examples written, SHA-256 if known)."""
     h = split.header
     channels = 1 if len(h.shape) == 2 else h.shape[2]
     prefix = datum.raw_prefix(channels, h.shape[0], h.shape[1])
-    bound = (_png_bound(*h.shape) + 24) if encoded else \
-        len(prefix) + channels * h.shape[0] * h.shape[1] + 11
+    size = len(prefix) + channels * h.shape[0] * h.shape[1] + 2
+    if not encoded and pages.fits(size) and _one_byte_labels(split.labels()):
+        return _write_pages(split, staged, prefix, size, progress)
+    bound = (_png_bound(*h.shape) + 24) if encoded else size + 9
     env = lmdb.open(staged, subdir=False, lock=False, map_size=_map_size(h.count, bound),
                     sync=False, metasync=False, max_dbs=0)
     written = 0
@@ -466,7 +491,7 @@ def _write_split(lmdb, split, staged, encoded, progress):
                 _raw_values(batch.images, batch.labels, prefix)
             pending += zip([b"%08d" % i for i in range(written, written + len(values))],
                            values)
-            pending_bytes += len(values) * len(values[0]) if values else 0
+            pending_bytes += sum(map(len, values))
             written += len(values)
             if pending_bytes >= TXN_BYTES:
                 _commit(lmdb, env, pending)
@@ -477,9 +502,33 @@ def _write_split(lmdb, split, staged, encoded, progress):
         raise (failed or OSError(errno.EIO, f"LMDB failed writing ({e})")) from None
     finally:
         env.close()
-    if written != h.count:
-        raise FormatError(h.source, f"yielded {written} examples, its header says {h.count}")
-    return written
+    _check_count(h, written)
+    return written, None
+
+
+def _write_pages(split, staged, prefix, size, progress):
+    """Raw Datums of one length, written as LMDB pages by pages.py (why: there)."""
+    h = split.header
+    written = 0
+    with open_staged(staged) as f:
+        out = HashingWriter(f)
+        leaves = pages.LeafWriter(out, h.count, size, _map_size(h.count, size))
+        for batch in iter_batches(split, progress, split.name):
+            if not _one_byte_labels(batch.labels):
+                raise FormatError(h.source, "yielded labels that labels() does not hold")
+            written += len(batch)
+            if written > h.count:
+                break
+            leaves.add(_columns(batch.images, batch.labels, prefix), len(batch))
+        _check_count(h, written)
+        leaves.close()
+    return written, out.sha256()
+
+
+def _check_count(header, written):
+    if written != header.count:
+        raise FormatError(header.source, f"yielded {written} examples, its header says "
+                                         f"{header.count}")
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=False):
@@ -504,6 +553,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=
             target = os.path.join(base, DATA_FILE) if one else \
                 os.path.join(base, f"{split.name}_lmdb", DATA_FILE)
             staged = out.file(target)
-            counts[split.name] = _write_split(lmdb, split, staged, encoded, progress)
-            files.append(OutputFile(target, os.path.getsize(staged), sha256_file(staged)))
+            counts[split.name], sha256 = _write_split(lmdb, split, staged, encoded,
+                                                      progress)
+            files.append(OutputFile(target, os.path.getsize(staged),
+                                    sha256 or sha256_file(staged)))
     return WriteResult(files, counts)
