@@ -386,3 +386,23 @@ def test_tfds_tampered_shard_found_when_finishing(src, tfds_reference, tmp_path)
     assert [t["task"] for t in json.loads(r.stdout)["tasks"]
             if t["status"] == "written"] == [2]
     assert _tree(tmp_path) == tfds_reference[0]
+
+
+def test_tfds_an_earlier_set_is_refused_then_replaced_with_force(src, tfds_reference,
+                                                                 tmp_path):
+    """An earlier 2-shard write is refused (its dataset_info.json exists); with --force
+    the plan writes the 3-shard set and, once finished, removes the 2-shard files, as a
+    local --force write does."""
+    out = tmp_path / "tf"
+    _cli("convert", src, out, "--to", "tfds", "--name", "digits", "--shards", "2", "-q",
+         check=0)
+    before = _tree(tmp_path)
+    r = _cli("convert", src, out, *TFDS, "--resume", check=2)
+    assert _last_error(r) == (f"Error: {out / 'digits/1.0.0/dataset_info.json'}: already "
+                              "exists; use --force to overwrite it")
+    assert _tree(tmp_path) == before
+    _cli("convert", src, out, *TFDS, "--num-tasks", 2, "--task-index", 0, "--force", "-q",
+         check=0)
+    assert len(_tree(tmp_path)) == 3 + 4 + 3  # the old set stays until the new one is whole
+    _cli("convert", src, out, *TFDS, "--num-tasks", 2, "--task-index", 1, "-q", check=0)
+    assert _tree(tmp_path) == tfds_reference[0]
