@@ -526,9 +526,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
         return torchvision.write(dataset, path, torchvision_dataset, force=force,
                                  progress=progress)
     names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
-    class_names = next((s.header.class_names for s in dataset.splits.values()
-                        if s.header.class_names), ())
-    sidecar = classes.sidecar_name()
+    class_names = classes.names_of(dataset)
     written = []
     with StagedOutput(force) as out:
         files = [n for pair in names.values() for n in pair]
@@ -536,10 +534,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
         # beside (gz) the new ones: they go when these replace them. So does a names
         # file these do not have: it would name their classes on reading.
         others = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
-        if class_names:
-            files.append(sidecar)
-        else:
-            others.append(sidecar)
+        sidecar = classes.plan_sidecar(class_names, files, others)
         stage = out.directory(path, files, replaces=others)
         if class_names:  # before the data: a name it cannot hold fails at once
             classes.write_names_file(os.path.join(stage, sidecar), class_names, path)
