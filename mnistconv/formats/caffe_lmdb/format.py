@@ -12,10 +12,14 @@ LMDB creates lock.mdb beside data.mdb when Caffe first opens it; mnistconv write
          pixels C x H x W, row-major; a colour image's channels in the order the
          dataset holds them), label. With encoded=True: data is a PNG, label, and
          encoded = true, as convert_imageset --encoded writes (grayscale images only).
-Records go in with MDB_APPEND in transactions of about TXN_BYTES (convert_mnist_data
-commits every 1000), the map sized from the data (doubled, as Caffe's db_lmdb does, if
-LMDB ever says it is full), without an fsync per commit. The file is staged and renamed
-like every output and its bytes are the same on every run.
+Raw Datums that all have one length (labels 0..127) and fit a leaf page (28 x 28
+does; 3 x 32 x 32 does not) are written as LMDB pages directly (pages.py, which says
+why): a B+tree of full leaf pages in key order that liblmdb reads, and can go on
+modifying, like one it wrote. Every other split goes through liblmdb: records put
+with MDB_APPEND in transactions of about TXN_BYTES (convert_mnist_data commits every
+1000), the map sized from the data (doubled, as Caffe's db_lmdb does, if LMDB ever
+says it is full). Neither fsyncs per commit. The file is staged and renamed like
+every output and its bytes are the same on every run.
 
 Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them (a split
 per environment, named by the directory: mnist_train_lmdb and train_lmdb are split

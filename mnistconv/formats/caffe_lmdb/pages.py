@@ -100,6 +100,7 @@ class LeafWriter:
         depth = len(self.levels) + 1 if self.leaves else 0
         metas = np.zeros((2, PAGE), np.uint8)
         _headers(metas, 0, P_META, 0, 0)
+        metas[:, 12:14] = 0  # mp_lower: 0 in a meta page, as liblmdb leaves it
         for i, (main, last_pgno) in enumerate((
                 ([0, 0, 0, 0, 0, P_INVALID], 1),
                 ([depth << 48, sum(self.levels), self.leaves, 0, self.count, root],
