@@ -20,7 +20,6 @@ import importlib
 import os
 
 from .errors import UsageError
-from .formats.common import SPLIT_NAME
 from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .Format)
 
 
@@ -38,6 +37,7 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.caffe_lmdb",
     "mnistconv.formats.caffe_hdf5",
     "mnistconv.formats.quickdraw",
+    "mnistconv.formats.tfrecord",
 )
 
 FORMATS: dict = {}
@@ -247,52 +247,3 @@ def _compression_hint(fmt):
 
 for _package in FORMAT_PACKAGES:
     register(importlib.import_module(_package).SPEC)
-
-# --- formats still declared here (to move into their packages) ---
-
-register(Format(
-    "tfrecord", "mnistconv.formats.tfrecord",
-    "TFRecord of tf.train.Example (JPEG image + one-hot label by default; no TensorFlow "
-    "needed)",
-    extensions=(".tfrecord", ".tfrecords", ".tfrec"),
-    compression_suffixes=((".gz", ("compression", "gzip")), (".zz", ("compression", "zlib")),
-                          (".zlib", ("compression", "zlib"))),
-    split_names_from_file_names=True,
-    read_options=(
-        SPLIT_NAME,
-        Option("schema", "--schema", "Feature convention of the records (default: "
-               "detected from the first record)", "choice",
-               ("auto", "recipe", "tfds", "slim"), "auto"),
-        Option("input_compression", "--input-compression", "Compression of the input "
-               "files (default: detected from content)", "choice",
-               ("auto", "none", "gzip", "zlib"), "auto"),
-    ),
-    write_options=(
-        Option("preset", "--preset", "Feature convention: recipe (image JPEG, one-hot "
-               "label), tfds (image PNG, scalar label), slim (TF-slim's MNIST converter: "
-               "PNG image/encoded, image/format, image/class/label, image/height, "
-               "image/width)", "choice",
-               ("recipe", "tfds", "slim"), "recipe"),
-        Option("image_format", "--image-format", "Image encoding (default: the preset's; "
-               "jpeg is lossy, png and raw are exact)", "choice", ("jpeg", "png", "raw")),
-        Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is OpenCV's "
-               "default, the recipe's)", "int", (), 95, low=1, high=100),
-        Option("label_format", "--label-format", "Label as a one-hot int64 list or a "
-               "class index (default: the preset's)", "choice", ("onehot", "index")),
-        Option("with_index", "--with-index", "Add each example's original index as an "
-               "int64 feature 'index'"),
-        Option("shards", "--shards", "Cut each split into N files (1..10000), named as "
-               "TensorFlow does: DST-00000-of-0000N for one split, "
-               "<stem>-<split>.tfrecord-00000-of-0000N for several; with --preset tfds even "
-               "--shards 1 gets the -00000-of-00001 suffix TFDS expects (default: one file "
-               "per split, no suffix)", "int", low=1, high=10000),
-        Option("compression", "--compression", "Compress whole files as TensorFlow's "
-               "compression_type GZIP or ZLIB", "choice", ("none", "gzip", "zlib"), "none"),
-        Option("exact_jpeg_error", "--exact-jpeg-error", "Measure the JPEG pixel error on "
-               "every record, not the first quarter of every 1000 (decodes them all: "
-               "about 20% slower)"),
-        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-               "core)", "int", low=1, high=64),
-    ),
-    stdio=True,
-))
