@@ -105,6 +105,90 @@ def ordered_map(function, items, workers=1):
                 future.cancel()
 
 
+class ReadAhead:
+    """Iterates `items` on a thread of its own, at most `depth` items ahead of the
+    caller, who iterates this object: the reading (e.g. inflating a gzip IDX, which
+    releases the GIL) then overlaps what the caller does meanwhile, the start-up of the
+    workers above all. An exception raised by `items` is raised where its item would
+    have been yielded. close() stops the thread (after the item it is reading).
+
+    The official training set to TFRecord, started before the writer imports its
+    codecs and forks: the parent's gunzip (0.07 s of CPU) begins while one core would
+    otherwise wait; see the figures in writer.py.
+
+    The hand-over is a deque and two pipes (a byte per item queued, a byte per item
+    taken), as npz's hashing thread does it: no lock anywhere, so a Ctrl-C landing
+    inside a hand-over cannot leave one held. Each side closes only its own ends of the
+    pipes (forked workers hold copies of all four: only bytes wake a side, never EOF).
+
+        for piece in ReadAhead(split.batches(1000), depth=8):
+            ...
+    """
+
+    def __init__(self, items, depth):
+        import threading
+        self._items, self._depth = iter(items), max(1, depth)
+        self._queue = deque()
+        self._stopped = False
+        self._ready_read, self._ready_write = os.pipe()
+        self._room_read, self._room_write = os.pipe()
+        for fd in (self._ready_write, self._room_write):
+            os.set_blocking(fd, False)
+        self._thread = threading.Thread(target=self._run, name="mnistconv-read-ahead",
+                                        daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _wake(fd):
+        try:
+            os.write(fd, b"\0")
+        except (BlockingIOError, BrokenPipeError):  # full: the other side has bytes
+            pass
+
+    def _run(self):
+        end = (False, None)
+        try:
+            for item in self._items:
+                while len(self._queue) >= self._depth and not self._stopped:
+                    os.read(self._room_read, 4096)
+                if self._stopped:
+                    return
+                self._queue.append((True, item))
+                self._wake(self._ready_write)
+        except BaseException as e:  # raised in the caller's thread instead
+            end = (False, e)
+        finally:
+            self._queue.append(end)
+            self._wake(self._ready_write)
+            os.close(self._ready_write)
+            os.close(self._room_read)
+
+    def __iter__(self):
+        while True:
+            try:
+                more, item = self._queue.popleft()
+            except IndexError:
+                os.read(self._ready_read, 4096)
+                continue
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            self._wake(self._room_write)
+            yield item
+
+    def close(self):
+        """Stop the thread (it ends once the item it is reading is read) and close the
+        caller's ends of the pipes."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._queue.clear()
+        self._wake(self._room_write)
+        os.close(self._room_write)
+        os.close(self._ready_read)
+
+
 class ParallelEncoder:
     """Encodes pieces of records on `workers` workers, in order (see the module
     docstring for threads against processes).
