@@ -167,6 +167,13 @@ def test_formats_lists_the_registry():
     assert {"idx", "npz"} <= set(names)
 
 
+def test_formats_lists_an_option_both_sides_take_once():
+    lines = run("formats").stdout.decode().splitlines()
+    parquet = lines[[line.split(" ")[0] for line in lines].index("parquet") + 1]
+    assert parquet.split() == ["options:", "--split-name", "--config", "--shards",
+                               "--row-group-size", "--workers"]
+
+
 def test_every_pair_command_exists_and_helps():
     from click.testing import CliRunner
     from mnistconv.cli import cli

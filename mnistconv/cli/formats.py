@@ -63,7 +63,8 @@ def formats_command(as_json, markdown):
     for r in rows:
         modes = "".join(m for m, ok in (("r", r["read"]), ("w", r["write"])) if ok)
         click.echo(f"{r['name']:<10} {modes:<3} {r['description']}")
-        opts = r["read_options"] + r["write_options"]
+        # An option both sides take (Parquet's --config) is listed once.
+        opts = list(dict.fromkeys(r["read_options"] + r["write_options"]))
         if opts:
             click.echo(f"{'':<14} options: {' '.join(opts)}")
     return 0
