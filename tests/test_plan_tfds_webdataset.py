@@ -17,7 +17,7 @@ import pytest
 
 import mnistconv
 from mnistconv import plan as plans
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.records import ArraySplit, Dataset, Split
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -406,3 +406,35 @@ def test_tfds_an_earlier_set_is_refused_then_replaced_with_force(src, tfds_refer
     assert len(_tree(tmp_path)) == 3 + 4 + 3  # the old set stays until the new one is whole
     _cli("convert", src, out, *TFDS, "--num-tasks", 2, "--task-index", 1, "-q", check=0)
     assert _tree(tmp_path) == tfds_reference[0]
+
+
+class _Stream(ArraySplit):
+    """A split that cannot seek (Split's default take), in batches of 333 whatever is
+    asked: a shard's records are read up to its end and cut out of them."""
+
+    take = Split.take
+
+    def batches(self, batch_size=None):
+        for batch in ArraySplit.batches(self, 333):
+            yield batch
+
+
+@pytest.mark.parametrize("fmt, opts", [("tfds", {"shards": 3}),
+                                       ("webdataset", {"shard_size": "400"})])
+def test_a_split_that_cannot_seek_plans_the_same_bytes(tmp_path, fmt, opts):
+    base = _dataset(1300, 200, seed=4)
+    ds = Dataset("npz", {})
+    for name, split in base.splits.items():
+        ds.splits[name] = _Stream(name, split.take(np.arange(split.header.count)),
+                                  split.labels())
+        ds.splits[name].header = split.header
+    assert plans.RangeSplit(ds.splits["train"], 0, 10).seekable is False
+    path = "tf" if fmt == "tfds" else "w/m.tar"
+    local = mnistconv.write(base, str(tmp_path / "a" / path), fmt, **opts)
+    plan = plans.make_plan(ds, str(tmp_path / "b" / path), fmt, opts)
+    plans.prepare(ds, str(tmp_path / "b" / path), plan)
+    for number in reversed(range(len(plan["tasks"]))):
+        plans.run_task(ds, str(tmp_path / "b" / path), plan, number)
+    assert plans.finish(ds, str(tmp_path / "b" / path), plan) == (True, [])
+    assert plans.totals(str(tmp_path / "b" / path), plan) == local.stats
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
