@@ -5,7 +5,8 @@ A writer hands ParallelEncoder a task (an object with encode(images, labels, ind
 it gets back each piece's encoded bytes in the pieces' order, computed on N workers.
 The bytes never depend on the number of workers or on how the work was cut, because
 each piece is encoded on its own and appended in order. ordered_map() is the same for
-readers: decode batches of JPEG/PNG on every core, results in order.
+readers: decode batches of JPEG/PNG on every core, results in order. ReadAhead reads
+a writer's input on a thread of its own, ahead of the encoding.
 
 How the work runs, and when a process is forked (DESIGN.md rule 11: the library is a
 good guest in someone else's process):
