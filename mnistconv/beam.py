@@ -4,7 +4,10 @@ finishing step once every shard is written.
 
     mnistconv convert data/mnist out/m.tfrecord --shards 8 --runner beam \\
         --beam-option runner=DirectRunner --beam-option direct_num_workers=2
-    python -m mnistconv.beam data/mnist out/m.tfrecord --shards 8    # the same
+    mnistconv convert data/mnist out/tfds_data --to tfds --shards 8 --runner beam
+
+Every format mnistconv.plan plans runs this way (TFRecord, Parquet, the TFDS directory,
+WebDataset cut by samples).
 
 Every worker opens the input itself (an InputSpec: path, format, read options,
 selection) and writes beside the output, so both must be paths every worker sees (one
