@@ -243,6 +243,29 @@ def test_lmdb_pages_make_a_tree_liblmdb_reads_and_modifies(tmp_path, count, shap
         env.close()
 
 
+
+@pytest.mark.parametrize("count, shape, big_label", [
+    (8192 + 3, (2, 2), 200),   # a batch of one-byte labels, then one with a 2-byte one
+    (3, (32, 32, 3), None),    # 3082-byte Datums: liblmdb puts them in overflow pages
+])
+def test_lmdb_shapes_the_page_writer_leaves_to_liblmdb(tmp_path, count, shape, big_label):
+    rng = np.random.default_rng(count)
+    images = rng.integers(0, 256, (count,) + shape, dtype=np.uint8)
+    labels = (np.arange(count) % 10).astype(np.int64)
+    if big_label:
+        labels[-1] = big_label
+    ds = mnistconv.Dataset("gen", {"train": mnistconv.ArraySplit("train", images, labels)})
+    mnistconv.write(ds, tmp_path / "c", "caffe-lmdb")
+    records = lmdb_records(tmp_path / "c" / "train_lmdb")
+    assert [k for k, _ in records] == [b"%08d" % i for i in range(count)]
+    for (key, value), image, label in zip(records, images, labels):
+        d = decode_datum(value)
+        pixels = np.moveaxis(image, 2, 0) if image.ndim == 3 else image
+        assert (d["data"], d["label"]) == (pixels.tobytes(), label), key
+    env = lmdb.open(str(tmp_path / "c" / "train_lmdb"), readonly=True, lock=False)
+    assert (env.stat()["overflow_pages"] > 0) == (big_label is None)
+    env.close()
+
 def test_lmdb_meta_page_zero_is_what_liblmdb_writes_for_a_new_environment(tmp_path):
     """Page 0 is the empty environment liblmdb creates (txnid 0): the same bytes."""
     assert run("idx-to-caffe-lmdb", SAMPLE, tmp_path / "c", "-q").returncode == 0
