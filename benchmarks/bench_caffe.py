@@ -15,10 +15,10 @@ timed, not targeted: caffe-hdf5 of the same set (float32 [0, 1]).
 
 Target: mnistconv at least 5x faster than the baseline (wall time, the median). Where
 the time goes (2-core VM, cProfile and /usr/bin/time): mnistconv's command is about
-0.2 s of CPU, of which 0.12 s is starting Python and importing numpy, click and
+0.19 s of CPU, of which 0.13 s is starting Python and importing numpy, click and
 mnistconv, 0.03 s hashing the 49 MB output (the SHA-256 every writer reports) and the
 rest reading the IDX and building the pages (formats/caffe_lmdb/pages.py). The
-baseline is about 0.25 s of CPU (protobuf's upb serializer and liblmdb are C; it
+baseline is about 0.24 s of CPU (protobuf's upb serializer and liblmdb are C; it
 imports no numpy) plus waiting for its 60 fsyncs. So the ratio is the baseline's
 fsync time over a start-up-bound mnistconv: 5x needs fsyncs that cost about 1 s in
 all (a spinning disk, a busy one); on a fast disk it is out of reach and is reported
