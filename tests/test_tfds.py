@@ -44,11 +44,14 @@ def test_png_bytes_are_tf_image_encode_png():
     ours = encode_batch(images)
     assert ours == [tf.image.encode_png(im[:, :, None]).numpy() for im in images]
     rng = np.random.default_rng(3)
+    # (3, 600) with values near 128: rows whose unfiltered cost (about 600 x 114) needs
+    # more than 16 bits, and wrapped would make None look cheapest.
     for h, w in [(1, 1), (8, 8), (16, 16), (27, 31), (64, 64), (100, 100), (50, 400),
-                 (200, 200)]:
+                 (200, 200), (3, 600)]:
         for image in (rng.integers(0, 256, (h, w), dtype=np.uint8),
                       np.resize(images[7], (h, w)), np.zeros((h, w), np.uint8),
-                      (np.arange(h * w) % 256).astype(np.uint8).reshape(h, w)):
+                      (np.arange(h * w) % 256).astype(np.uint8).reshape(h, w),
+                      rng.integers(100, 157, (h, w), dtype=np.uint8)):
             assert encode_batch(image[None])[0] == \
                 tf.image.encode_png(image[:, :, None]).numpy(), (h, w)
 
