@@ -17,9 +17,11 @@ process (the tests do) never collides with them:
     message Example { Features features = 1; }
 
 On the wire an Example is field 1 (Features), whose map entries are field 1 each: key
-(field 1, string) and value (field 2, Feature). Map entries have no defined order, so
-every serialization here passes deterministic=True, which sorts them by key: the same
-input always gives the same bytes.
+(field 1, string) and value (field 2, Feature); every length-delimited field is a tag
+byte, a varint length and its bytes. Map entries have no defined order: ExampleBuilder
+writes this wire format itself (no protobuf in the writers) in the order protobuf's
+deterministic serialization gives, so the same input always gives the same bytes,
+whatever protobuf is installed. Reading parses with protobuf (example_class).
 
 _FILE_DESCRIPTOR below is the serialized FileDescriptorProto of the text above; a test
 rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
