@@ -407,6 +407,17 @@ def finish(dataset, path, plan):
     return True, []
 
 
+def metadata_files(dataset, path, plan) -> list:
+    """[{"path", "bytes", "sha256"}] of the files finishing wrote beside the shards
+    (TFDS' dataset_info.json ..., Parquet's README.md), as they are on disk now."""
+    files = []
+    for target in planner(plan["format"]).finish_targets(dataset, path, plan["options"]):
+        found = file_sha256(target)
+        if found is not None:
+            files.append({"path": str(target), "bytes": found[0], "sha256": found[1]})
+    return files
+
+
 def totals(path, plan) -> dict:
     """The write stats of a finished set, from the recorded shards' counters (the same
     stats one local write() reports)."""
@@ -421,7 +432,8 @@ def run(source, path, format_name, options, *, num_tasks=1, task_index=0, resume
     """Run tasks task_index, task_index + num_tasks, ... of the plan (every task with
     the defaults), then finish the set if it is complete. source: an InputSpec or a
     Dataset. on_task(status, task, file dict) is called after each task. Returns
-    {"plan_hash", "tasks": [...], "finished": bool, "missing": [...], "stats"}.
+    {"plan_hash", "tasks": [...], "finished": bool, "missing": [...], "stats",
+    "metadata": the files finishing wrote beside the shards}.
 
         run(InputSpec("data/mnist"), "out/m.tfrecord", "tfrecord", {"shards": 4},
             num_tasks=2, task_index=0)  # tasks 0, 2, 4, 6
@@ -442,4 +454,5 @@ def run(source, path, format_name, options, *, num_tasks=1, task_index=0, resume
             on_task(status, plan["tasks"][number], written)
     finished, missing = finish(dataset, path, plan)
     return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
-            "missing": missing, "stats": totals(path, plan) if finished else {}}
+            "missing": missing, "stats": totals(path, plan) if finished else {},
+            "metadata": metadata_files(dataset, path, plan) if finished else []}

@@ -438,3 +438,21 @@ def test_a_split_that_cannot_seek_plans_the_same_bytes(tmp_path, fmt, opts):
     assert plans.finish(ds, str(tmp_path / "b" / path), plan) == (True, [])
     assert plans.totals(str(tmp_path / "b" / path), plan) == local.stats
     assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+
+
+def test_the_finishing_task_lists_the_metadata_it_wrote(src, tfds_reference, tmp_path):
+    """The task that completes the set says what it wrote beside the shards, with the
+    hashes of a one-machine run's files."""
+    tree, _ = tfds_reference
+    out = tmp_path / "tf"
+    first = _cli("convert", src, out, *TFDS, "--num-tasks", 2, "--task-index", 0, check=0)
+    assert "dataset_info.json" not in first.stderr.decode()
+    last = _cli("convert", src, out, *TFDS, "--num-tasks", 2, "--task-index", 1, check=0)
+    lines = last.stderr.decode().splitlines()
+    at = lines.index(next(line for line in lines if "finished:" in line))
+    listed = lines[at - 3:at]
+    for line, name in zip(listed, ("dataset_info.json", "features.json",
+                                   "label.labels.txt")):
+        path = out / "digits/1.0.0" / name
+        assert line == (f"  {path}  {path.stat().st_size:,} bytes  sha256 "
+                        f"{tree['tf/digits/1.0.0/' + name]}")

@@ -232,6 +232,8 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
     if as_json:
         emit_json(result)
     elif result["finished"]:
+        for f in result["metadata"]:
+            note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}", quiet)
         note(f"  finished: every shard of plan {result['plan_hash'][:12]} is there "
              "(hashes checked)", quiet)
         for key, value in result["stats"].items():
