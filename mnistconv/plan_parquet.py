@@ -13,47 +13,16 @@ import os
 
 import numpy as np
 
-from .errors import UsageError
 from .records import OutputFile, Split
 
 
 def _setup(dataset, path, options):
     """write()'s checks and what every shard shares: (pa, pq, labels per split, class
     names, schema, one_file, folder, shards, row_group)."""
-    from .formats.parquet import card, writer as w
-    from .limits import check_option_name, safe_split_name
-    from .shards import check_shard_count
+    from .formats.parquet import writer as w
     pa, pq = w.pyarrow("writing Parquet")
-    path = str(path)
-    config = options.get("config")
-    if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
-    one_file = path.lower().endswith(".parquet")
-    if config is not None:
-        check_option_name(config, "--config")
-        if one_file:
-            raise UsageError(path, "--config names a folder of a Parquet directory; this "
-                                   "output is one file", "name a directory instead")
-    shards = check_shard_count(options.get("shards") or 1)
-    row_group = int(options.get("row_group_size") or w.DEFAULT_ROW_GROUP)
-    if not 1 <= row_group <= 1 << 20:
-        raise UsageError(None, f"--row-group-size must be between 1 and {1 << 20}, "
-                               f"not {row_group}")
-    if one_file and (len(dataset.splits) > 1 or shards > 1):
-        raise UsageError(path, f"one .parquet file holds one split, this input has "
-                               f"{len(dataset.splits)} and --shards {shards}",
-                         "choose one with --split, or name a directory for the Hub's "
-                         "layout")
-    labels = {}
-    for name, split in dataset.splits.items():
-        safe_split_name(name, split.header.source or path)
-        labels[name] = w._check_split(split)
-    names = w._class_names(dataset, labels)
-    schema = pa.schema([("image", pa.struct([("bytes", pa.binary()),
-                                             ("path", pa.string())])),
-                        ("label", pa.int64())],
-                       metadata={"huggingface": card.features_json(names)})
-    return pa, pq, labels, names, schema, one_file, config or "data", shards, row_group
+    return (pa, pq) + w.checked_setup(dataset, path, options.get("config"),
+                                      options.get("shards"), options.get("row_group_size"))
 
 
 def sets(dataset, path, options):

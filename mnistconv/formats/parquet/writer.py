@@ -136,6 +136,42 @@ def _existing_shards(folder, split, keep):
             if pattern.fullmatch(n) and n not in keep]
 
 
+def checked_setup(dataset, path, config, shards, row_group_size):
+    """write()'s checks of its arguments and what every shard shares, for write() and
+    the shard plan (plan_parquet): (labels per split, class names, Arrow schema,
+    one_file, folder, shards, row_group_size)."""
+    pa, _ = pyarrow("writing Parquet")
+    path = str(path)
+    if not dataset.splits:
+        raise UsageError(path, "nothing to write: the input has no splits")
+    one_file = path.lower().endswith(".parquet")
+    if config is not None:
+        check_option_name(config, "--config")
+        if one_file:
+            raise UsageError(path, "--config names a folder of a Parquet directory; this "
+                                   "output is one file", "name a directory instead")
+    shards = check_shard_count(1 if shards is None else shards)
+    row_group_size = int(DEFAULT_ROW_GROUP if row_group_size is None else row_group_size)
+    if not 1 <= row_group_size <= 1 << 20:
+        raise UsageError(None, f"--row-group-size must be between 1 and {1 << 20}, "
+                               f"not {row_group_size}")
+    if one_file and (len(dataset.splits) > 1 or shards > 1):
+        raise UsageError(path, f"one .parquet file holds one split, this input has "
+                               f"{len(dataset.splits)} and --shards {shards}",
+                         "choose one with --split, or name a directory for the Hub's "
+                         "layout")
+    labels = {}
+    for name, split in dataset.splits.items():
+        safe_split_name(name, split.header.source or path)
+        labels[name] = _check_split(split)
+    names = _class_names(dataset, labels)
+    schema = pa.schema([("image", pa.struct([("bytes", pa.binary()),
+                                             ("path", pa.string())])),
+                        ("label", pa.int64())],
+                       metadata={"huggingface": card.features_json(names)})
+    return labels, names, schema, one_file, config or "data", shards, row_group_size
+
+
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shards=None,
           row_group_size=DEFAULT_ROW_GROUP, workers=1, processes=False, stats=None):
     """Write every split as Hugging Face Parquet. A directory gets the Hub's layout:
@@ -149,34 +185,9 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
     """
     pa, pq = pyarrow("writing Parquet")
     path = str(path)
-    if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
-    one_file = path.lower().endswith(".parquet")
-    if config is not None:
-        check_option_name(config, "--config")
-        if one_file:
-            raise UsageError(path, "--config names a folder of a Parquet directory; this "
-                                   "output is one file", "name a directory instead")
-    shards = check_shard_count(1 if shards is None else shards)
-    if not 1 <= int(row_group_size) <= 1 << 20:
-        raise UsageError(None, f"--row-group-size must be between 1 and {1 << 20}, "
-                               f"not {row_group_size}")
     workers = check_workers(workers)
-    if one_file and (len(dataset.splits) > 1 or shards > 1):
-        raise UsageError(path, f"one .parquet file holds one split, this input has "
-                               f"{len(dataset.splits)} and --shards {shards}",
-                         "choose one with --split, or name a directory for the Hub's "
-                         "layout")
-    folder = config or "data"
-    labels = {}
-    for name, split in dataset.splits.items():
-        safe_split_name(name, split.header.source or path)
-        labels[name] = _check_split(split)
-    names = _class_names(dataset, labels)
-    schema = pa.schema([("image", pa.struct([("bytes", pa.binary()),
-                                             ("path", pa.string())])),
-                        ("label", pa.int64())],
-                       metadata={"huggingface": card.features_json(names)})
+    labels, names, schema, one_file, folder, shards, row_group_size = \
+        checked_setup(dataset, path, config, shards, row_group_size)
     tasks = {tuple(s.header.shape): _PngTask(s.header.shape)
              for s in dataset.splits.values()}
     record_bytes = max(int(np.prod(shape)) for shape in tasks)
