@@ -523,17 +523,12 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     with StagedOutput(force) as out:
         # The reader prefers x.bin to x.bin.gz: the other-compression twins of these
         # files would shadow (or sit beside) the new ones, so they are replaced too.
-        files = list(names.values())
-        replaces = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
-        sidecar = classes.plan_sidecar(class_names, files, replaces)
-        stage = out.directory(path, files, replaces=replaces)
-        if class_names:  # before the data: a name it cannot hold fails at once
-            classes.write_names_file(os.path.join(stage, sidecar), class_names, path)
+        stage = classes.stage_directory(out, path, names.values(), class_names)
         for name, split in dataset.splits.items():
             target = os.path.join(stage, names[name])
             bin_hash, gz_hash = write_split_files(
                 split, None if gzip else target, target if gzip else None, progress)
             written.append((os.path.join(path, names[name]), gz_hash or bin_hash))
         if class_names:  # listed last, as IDX lists it
-            written.append((os.path.join(path, sidecar), None))
+            written.append((os.path.join(path, classes.sidecar_name()), None))
     return [output_file_info(p, w) for p, w in written]

@@ -280,6 +280,25 @@ def plan_sidecar(names, files, replaces, prefix=""):
     return sidecar
 
 
+def stage_directory(out, path, files, names, prefix=""):
+    """Stage a directory output of `files` (out: a StagedOutput) with the names file
+    planned (plan_sidecar) and written first, so a name it cannot hold fails before any
+    data. The files' other-compression twins (x for x.gz, x.gz for x) are replaced too:
+    a reader would take them instead of (or beside) the new files. Returns the staging
+    directory.
+
+        with StagedOutput(force) as out:
+            stage = stage_directory(out, "out", ["train.bin"], ("cat", "dog"))
+    """
+    files = list(files)
+    twins = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
+    sidecar = plan_sidecar(names, files, twins, prefix)
+    stage = out.directory(path, files, replaces=twins)
+    if names:
+        write_names_file(os.path.join(stage, sidecar), names, path)
+    return stage
+
+
 def read_sidecar(dataset, folder, prefix=""):
     """Give the dataset's splits the names of <folder>/classes.txt when it is there
     (checked against their labels). Returns its path, or None."""

@@ -529,22 +529,19 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     class_names = classes.names_of(dataset)
     written = []
     with StagedOutput(force) as out:
-        files = [n for pair in names.values() for n in pair]
         # The same files with the other compression would be read instead of (raw) or
         # beside (gz) the new ones: they go when these replace them. So does a names
         # file these do not have: it would name their classes on reading.
-        others = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
-        sidecar = classes.plan_sidecar(class_names, files, others)
-        stage = out.directory(path, files, replaces=others)
-        if class_names:  # before the data: a name it cannot hold fails at once
-            classes.write_names_file(os.path.join(stage, sidecar), class_names, path)
+        stage = classes.stage_directory(out, path,
+                                        [n for pair in names.values() for n in pair],
+                                        class_names)
         for name, split in dataset.splits.items():
             images_name, labels_name = names[name]
             written += _write_split(split, os.path.join(stage, images_name),
                                     os.path.join(stage, labels_name), gzip, progress,
                                     gzip_level)
         if class_names:
-            written.append(_Written(os.path.join(stage, sidecar), None))
+            written.append(_Written(os.path.join(stage, classes.sidecar_name()), None))
     return [output_file_info(os.path.join(path, os.path.basename(f.path)), f.writer)
             for f in written]
 
