@@ -6,8 +6,9 @@ exits 77 and is reported as skipped.
     python benchmarks/run.py              # all
     python benchmarks/run.py foundation   # only bench_foundation.py (names or substrings)
 
-bench_scale.py (issue 17: 1M, 2M and 5M images, several minutes and ~9 GB of temporary
-disk under /tmp) runs with the others; BENCH_SCALE_SIZES=100k,300k runs it small.
+bench_scale.py (issue 17: 1M, 2M and 5M images; about 27 minutes on the shared 2-core
+machine at load 5-10, and up to 20 GB of temporary disk under /tmp) runs with the others;
+BENCH_SCALE_SIZES=100k,300k runs it small.
 """
 
 import subprocess
