@@ -275,6 +275,15 @@ def test_a_cls_that_is_not_an_integer(tmp_path, images):
                     "a .cls holds a number such as 7")
 
 
+def test_a_json_nested_past_the_recursion_limit_is_not_json(tmp_path, images):
+    # 10,000 '[' fit a .json member's 64 KiB; json.loads raises RecursionError on them.
+    bad = make_tar(tmp_path / "d-train-000000.tar",
+                   [("000000.cls", b"1"), ("000000.json", b"[" * 10000),
+                    ("000000.png", png(images[0]))])
+    line = convert_fails(tmp_path, bad)
+    assert line == f"Error: {bad}: member '000000.json' is not JSON"
+
+
 def test_a_png_of_the_wrong_size(tmp_path, images):
     bad = make_tar(tmp_path / "d-train-000000.tar",
                    [("000000.cls", b"1"), ("000000.png", png(images[0])),

@@ -446,7 +446,7 @@ def _sample(path, key, fields):
         json_name, text = fields["json"]
         try:
             meta = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: arrays nested ~1000 deep
             raise FormatError(path, f"member {printable(json_name)} is not JSON") from None
         if isinstance(meta, dict) and type(meta.get("index")) is int:
             index = meta["index"]
