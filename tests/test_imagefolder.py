@@ -5,6 +5,7 @@ one-line errors for bad trees with nothing written."""
 import gzip
 import hashlib
 import io
+import os
 
 import numpy as np
 import pytest
@@ -192,6 +193,18 @@ def test_a_png_of_the_wrong_size_and_one_that_does_not_decode(tmp_path):
                                          b"\0\0\0\0IEND\xaeB`\x82")
     line = convert_fails(tmp_path, root)
     assert line.startswith(f"Error: {root}/train/1/1.png: does not decode as an image (")
+
+
+def test_a_class_folder_named_in_bytes_that_are_not_utf8(tmp_path):
+    # Python gives the folder's name b"3_\xff" as '3_\udcff': a name no writer can
+    # encode (TFRecord's label_name, npz's class_names), refused when read.
+    images = small_digits(2)[0]
+    root = make_tree(tmp_path / "t", {"train/0_zero/0.png": png(images[0])})
+    (root / "train").joinpath(os.fsdecode(b"3_\xff")).mkdir()
+    (root / "train").joinpath(os.fsdecode(b"3_\xff"), "1.png").write_bytes(png(images[1]))
+    line = convert_fails(tmp_path, root)
+    assert line == (f"Error: {root}/train: class folder names, class 3: class name "
+                    "'\\udcff' is not UTF-8 text")
 
 
 def test_a_missing_split_or_empty_tree(tmp_path):

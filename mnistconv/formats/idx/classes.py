@@ -68,6 +68,12 @@ def check_name(name, path, where):
     """A name as it may be carried: text, not too long."""
     if not isinstance(name, str):
         raise FormatError(path, f"{where}: class name {printable(name)} is not text")
+    if not name.isascii():  # lone surrogates: a file name's non-UTF-8 bytes, a JSON \ud800
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise FormatError(path, f"{where}: class name {printable(name)} is not "
+                                    "UTF-8 text") from None
     if len(name) > MAX_CLASS_NAME_LENGTH:
         raise FormatError(path, f"{where}: class name {printable(name)} is longer than "
                                 f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters")

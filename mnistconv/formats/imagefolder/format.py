@@ -37,6 +37,7 @@ from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
 from ...shards import is_data_name
+from ..idx.classes import check_names
 from ..images import class_labels, decode_image, grayscale_shape
 from ..webdataset.samples import SampleTask, pack, split_output
 
@@ -299,7 +300,8 @@ class ImageFolderSplit(Split):
         self._check_sizes(shape)
         super().__init__(name, Header(len(labels), shape, np.dtype(np.uint8),
                                       self._labels.dtype, None, folder,
-                                      _names(classes, numbers)))
+                                      check_names(_names(classes, numbers), folder,
+                                                  "class folder names")))
 
     @staticmethod
     def _head(path):
