@@ -221,10 +221,11 @@ def startup():
     results = common.measure({
         "mnistconv --help": mnistconv("--help"),
         "python -c 'import numpy'": [py, "-c", "import numpy"],
+        # What idx-to-tfrecord's writer loads (no protobuf: it writes the Example wire
+        # format itself; only reading TFRecord parses with protobuf).
         "import mnistconv's tfrecord writer deps": [
-            py, "-c", "import numpy, PIL.Image, simplejpeg, google_crc32c; "
-                      "from mnistconv.formats.tfrecord import example, reader, writer; "
-                      "example.example_class()"],
+            py, "-c", "import numpy, PIL.Image, PIL.JpegImagePlugin, simplejpeg, "
+                      "google_crc32c; from mnistconv.formats.tfrecord import writer"],
         "python -c 'import numpy, cv2'": [py, "-c", "import numpy, cv2"],
         "python -c 'import tensorflow'": [py, "-c", "import tensorflow"],
     }, repeat=max(common.REPEAT, 5), fewer={"python -c 'import tensorflow'": 3})
