@@ -284,6 +284,16 @@ def test_a_json_nested_past_the_recursion_limit_is_not_json(tmp_path, images):
     assert line == f"Error: {bad}: member '000000.json' is not JSON"
 
 
+def test_a_json_class_name_that_is_not_utf8(tmp_path, images):
+    # JSON's "\ud800" escape decodes to a lone surrogate, which no writer can encode.
+    bad = make_tar(tmp_path / "d-train-000000.tar",
+                   [("000000.cls", b"1"), ("000000.json", b'{"class": "\\ud800"}'),
+                    ("000000.png", png(images[0]))])
+    line = convert_fails(tmp_path, bad)
+    assert line == (f"Error: {bad}: member '000000.json': class name '\\ud800' is not "
+                    "UTF-8 text")
+
+
 def test_a_png_of_the_wrong_size(tmp_path, images):
     bad = make_tar(tmp_path / "d-train-000000.tar",
                    [("000000.cls", b"1"), ("000000.png", png(images[0])),

@@ -40,7 +40,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
     Split, WriteResult
 from ...shards import is_data_name
 from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
-from ..idx.classes import names_by_label
+from ..idx.classes import check_name, names_by_label
 from ..images import class_labels, decode_image, grayscale_shape
 from .samples import SampleTask, pack, split_output
 
@@ -451,7 +451,7 @@ def _sample(path, key, fields):
         if isinstance(meta, dict) and type(meta.get("index")) is int:
             index = meta["index"]
         if isinstance(meta, dict) and isinstance(meta.get("class"), str):
-            name = meta["class"]
+            name = check_name(meta["class"], path, f"member {printable(json_name)}")
     image_name, at, size, data = fields["image"]
     return key, image_name, at, size, int(value), index, name, data
 
