@@ -665,3 +665,15 @@ FAMILIES = {
     "ratio": {"npz": ratio_npz, "gdmnist": ratio_gdmnist, "tfrecord": ratio_tfrecord,
               "idx": ratio_idx},
 }
+
+# The readers added later: their builders are in hostile_formats.py and hostile_trees.py
+# (imported here, at the end, as they use the helpers above), which say where a family
+# does not apply to a reader.
+try:
+    from . import hostile_formats, hostile_trees
+except ImportError:
+    import hostile_formats
+    import hostile_trees
+for _more in (hostile_formats.FAMILIES, hostile_trees.FAMILIES):
+    for _family, _builders in _more.items():
+        FAMILIES[_family].update(_builders)
