@@ -187,6 +187,56 @@ def test_records_that_are_not_examples(tmp_path):
         f"Error: {path}: record 0 (counting from 0): not a tf.train.Example (")
 
 
+def _png_of_zeros(height, width):
+    """A grey PNG of zeros written by hand: 9000 x 9000 is 80 KB of file, 81 MB of
+    pixels."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + \
+            struct.pack(">I", zlib.crc32(kind + data))
+    z = zlib.compressobj(9)
+    row = bytes(width + 1)
+    idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
+    return b"\x89PNG\r\n\x1a\n" + \
+        chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) + \
+        chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def test_an_image_larger_than_the_first_is_refused_before_it_is_decoded(written,
+                                                                        monkeypatch):
+    # Found by the fuzz pass's PNG bombs: each decoding thread inflated its 9000 x 9000
+    # image (81 MB, twice with Pillow's copy) before comparing sizes (peak 325 MB).
+    from array_record.python.array_record_module import ArrayRecordReader, \
+        ArrayRecordWriter
+    from mnistconv.formats.arrayrecord import format as arrayrecord
+    from mnistconv.formats.tfrecord.example import example_class
+    path = written / "m-test.array_record"
+    reader = ArrayRecordReader(str(path))
+    records = reader.read([0, 1, 2])
+    reader.close()
+    example = example_class().FromString(records[1])
+    example.features.feature["image"].bytes_list.value[0] = _png_of_zeros(9000, 9000)
+    records[1] = example.SerializeToString()
+    bomb = written / "bomb.array_record"
+    writer = ArrayRecordWriter(str(bomb), "group_size:1")
+    for r in records:
+        writer.write(r)
+    writer.close()
+    decoded = []
+    real = arrayrecord.decode_record_image
+    monkeypatch.setattr(arrayrecord, "decode_record_image",
+                        lambda path, n, data: decoded.append(n) or real(path, n, data))
+    from mnistconv.errors import FormatError
+    with pytest.raises(FormatError) as e:
+        split, = mnistconv.read(str(bomb), "arrayrecord").splits.values()
+        next(split.batches())
+    assert str(e.value) == f"{bomb}: record 1 (counting from 0): image is (9000, 9000), " \
+                           "the first was (28, 28)"
+    assert 1 not in decoded
+
+
 # A mutated TFDS shard (found by tests/fuzz): Riegeli's signature, then a chunk header
 # cut short. Opened as the first ArrayRecordReader of a process under an address-space
 # limit (the fuzz harness's RLIMIT_AS, or ulimit -v), array_record's global thread pool

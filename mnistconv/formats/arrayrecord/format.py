@@ -29,6 +29,7 @@ import tempfile
 
 import numpy as np
 
+from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput, check_input_file
 from ...limits import printable
@@ -265,6 +266,12 @@ class ArrayRecordSplit(Split):
             for number, data in zip(numbers, records):
                 image, _, _ = self._fields(path, int(number),
                                            self._parse(path, int(number), data))
+                # The size its header claims first: a few KB of PNG can inflate to a
+                # 9000 x 9000 image, decoded on each thread before the check below.
+                claimed = codecs.image_size(image)
+                if claimed is not None and len(shape) == 2 and claimed != shape:
+                    raise FormatError(path, f"record {number} (counting from 0): image is "
+                                            f"{claimed}, the first was {shape}")
                 pixels = decode_record_image(path, int(number), image)
                 if pixels.shape != shape:
                     raise FormatError(path, f"record {number} (counting from 0): image is "
