@@ -237,6 +237,21 @@ def test_an_image_larger_than_the_first_is_refused_before_it_is_decoded(written,
     assert 1 not in decoded
 
 
+def test_a_file_name_that_is_not_utf8(written):
+    # array_record takes str names it can encode as UTF-8: a name in other bytes (here
+    # b"\xff") raised a TypeError from its constructor, a traceback.
+    path = written / os.fsdecode(b"m-\xff.array_record")
+    os.rename(written / "m-test.array_record", path)
+    from mnistconv.errors import FormatError
+    with pytest.raises(FormatError) as e:
+        mnistconv.read(path, "arrayrecord")
+    assert str(e.value) == f"{path}: the file's name is not UTF-8, and array_record " \
+                           "opens only UTF-8 names; rename the file"
+    err = _one_error_line(run("arrayrecord-to-npz", path, written / "out.npz"), 1)
+    assert err.endswith("m-\\udcff.array_record: the file's name is not UTF-8, and "
+                        "array_record opens only UTF-8 names; rename the file\n")
+
+
 # A mutated TFDS shard (found by tests/fuzz): Riegeli's signature, then a chunk header
 # cut short. Opened as the first ArrayRecordReader of a process under an address-space
 # limit (the fuzz harness's RLIMIT_AS, or ulimit -v), array_record's global thread pool

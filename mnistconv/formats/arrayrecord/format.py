@@ -136,6 +136,11 @@ def _named(groups):
 def _open(module, path):
     """An ArrayRecordReader whose footer read, else a FormatError naming the file."""
     try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # array_record takes UTF-8 names only (a TypeError)
+        raise FormatError(path, "the file's name is not UTF-8, and array_record opens "
+                                "only UTF-8 names", "rename the file") from None
+    try:
         reader = module.ArrayRecordReader(path)
     except (RuntimeError, ValueError) as e:
         why, reader = str(e), None
