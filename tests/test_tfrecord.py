@@ -106,6 +106,7 @@ def test_descriptor_is_tensorflows_example_proto():
 def test_every_record_is_the_librarys_own_serialization(tmp_path, preset, image_format):
     """Records reuse the library's framing per (class, image length); each must equal a
     fresh deterministic serialization of the Example built field by field."""
+    from mnistconv.formats.tfds import png as tf_png
     from mnistconv.formats.tfrecord.example import PRESETS, example_class
     ds = dataset(150, seed=9)
     source = ds.splits["train"]
@@ -115,7 +116,8 @@ def test_every_record_is_the_librarys_own_serialization(tmp_path, preset, image_
     Example = example_class()
     for i, record in enumerate(records_of(tmp_path / "a.tfrecord")):
         image = source._images[i]
-        blob = {"jpeg": codecs.encode_jpeg(image, 95), "png": codecs.encode_png(image),
+        blob = {"jpeg": codecs.encode_jpeg(image, 95),
+                "png": tf_png.encode_batch(image[None])[0],  # tf.image.encode_png's bytes
                 "raw": image.tobytes()}[image_format]
         ex = Example()
         f = ex.features.feature
@@ -773,7 +775,10 @@ def test_tfds_gets_the_shard_suffix_when_shards_are_asked_for(tmp_path, preset, 
 
 
 def test_slim_writes_png_as_tf_slims_mnist_converter(tmp_path):
-    """download_and_convert_mnist.py encodes PNG and sets image/format b'png'."""
+    """download_and_convert_mnist.py encodes PNG with tf.image.encode_png and sets
+    image/format b'png': the same bytes (tfds/png.py, checked against TensorFlow in
+    test_tfds.py)."""
+    from mnistconv.formats.tfds import png as tf_png
     from mnistconv.formats.tfrecord.example import example_class
     ds = dataset(20, seed=4)
     write(ds, tmp_path / "s.tfrecord", preset="slim")
@@ -782,7 +787,7 @@ def test_slim_writes_png_as_tf_slims_mnist_converter(tmp_path):
         f = Example.FromString(record).features.feature
         assert f["image/format"].bytes_list.value == [b"png"]
         assert f["image/encoded"].bytes_list.value[0] == \
-            codecs.encode_png(ds.splits["train"]._images[i])
+            tf_png.encode_batch(ds.splits["train"]._images[i][None])[0]
     images, labels, _ = read_all(tmp_path / "s.tfrecord")["train"]
     np.testing.assert_array_equal(images, ds.splits["train"]._images)
 
@@ -793,3 +798,16 @@ def test_help_names_the_shard_files_as_written():
     assert "<stem>-<split>.tfrecord-00000-of-0000N" in text
     assert "name-00000-of-0000N" not in text
     assert "slim (TF-slim's MNIST converter: PNG" in text
+
+
+def test_tfds_preset_file_is_the_tfds_directorys_shard(tmp_path):
+    """--preset tfds writes PNGs as tf.image.encode_png does, so its file is byte for
+    byte the shard of the TFDS directory of the same split (whose Examples the bench
+    checks against TFDS' own)."""
+    r = run("idx-to-tfrecord", SAMPLE, tmp_path / "m.tfrecord", "--split", "test",
+            "--preset", "tfds", "--shards", "1", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    r = run("idx-to-tfds", SAMPLE, tmp_path / "dir", "--split", "test", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    shard = tmp_path / "dir" / "mnist" / "1.0.0" / "mnist-test.tfrecord-00000-of-00001"
+    assert (tmp_path / "m.tfrecord-00000-of-00001").read_bytes() == shard.read_bytes()
