@@ -324,6 +324,42 @@ def test_png_of_the_wrong_size(tmp_path):
                              "28x28; mnistconv keeps one image size per split")
 
 
+def _png_of_zeros(height, width, extra=0):
+    """A grey PNG of zeros written by hand, its IDAT going on for `extra` zero bytes
+    past the image: a few KB of file, megabytes inflated."""
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + \
+            struct.pack(">I", zlib.crc32(kind + data))
+    z = zlib.compressobj(9)
+    row = bytes(width + 1)
+    idat = b"".join(z.compress(row) for _ in range(height))
+    idat += b"".join(z.compress(bytes(1 << 20)) for _ in range(extra >> 20)) + z.flush()
+    return b"\x89PNG\r\n\x1a\n" + \
+        chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) + \
+        chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+def test_a_png_whose_data_inflates_past_its_image_is_not_inflated_whole():
+    # Found by the fuzz pass's PNG bombs: 28 x 28 in IHDR, 64 KB of IDAT inflating to
+    # 64 MiB; the one-call fast path inflated it all (256 MiB: a 521 MB peak).
+    import tracemalloc
+    from mnistconv.formats.parquet.png import decode_unfiltered
+    bomb = _png_of_zeros(28, 28, extra=64 << 20)
+    assert len(bomb) < 100_000
+    tracemalloc.start()
+    try:
+        assert decode_unfiltered(bomb, (28, 28)) is None  # left to Pillow, which stops
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    plain = _png_of_zeros(28, 28)
+    assert (decode_unfiltered(plain, (28, 28)) == 0).all()
+
+
 def test_not_an_image_and_no_bytes(tmp_path):
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png(np.zeros((28, 28), np.uint8)), b"hello"], [1, 2])

@@ -77,7 +77,7 @@ def encode_batch(images: np.ndarray):
 def decode_unfiltered(data, shape):
     """The pixels of a PNG as encode_batch writes it (8-bit grey or RGB of `shape`, no
     interlace, every scan line with filter 0, no chunks but IHDR, IDAT and IEND), in
-    one zlib.decompress; None for any other PNG (Pillow decodes those). Checked as it
+    one inflate; None for any other PNG (Pillow decodes those). Checked as it
     goes: sizes, CRCs are left to zlib's own Adler-32 of the pixel data."""
     h, w = shape[:2]
     channels = shape[2] if len(shape) == 3 else 1
@@ -90,11 +90,14 @@ def decode_unfiltered(data, shape):
     if 41 + length + 4 != len(data) - 12:
         return None
     row = 1 + w * channels
+    # Inflated up to the image's size and no further: a 28 x 28 IHDR can front an IDAT
+    # of a few KB that inflates to 256 MiB (zlib.decompress took it all: 521 MB peak).
+    inflate = zlib.decompressobj()
     try:
-        raw = zlib.decompress(data[41:41 + length], bufsize=h * row)
+        raw = inflate.decompress(data[41:41 + length], h * row)
     except zlib.error:
         return None
-    if len(raw) != h * row:
+    if len(raw) != h * row or not inflate.eof:  # more, or less, than the image
         return None
     lines = np.frombuffer(raw, np.uint8).reshape(h, row)
     if lines[:, 0].any():
