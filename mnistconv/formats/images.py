@@ -14,17 +14,24 @@ from .parquet.png import decode_unfiltered
 
 def grayscale_shape(split, where, format_name):
     """The images' H x W (H x W x 1 counts as H x W), or a UsageError when a split's
-    images are not grayscale uint8, the only images these formats write.
+    images are not grayscale uint8, the only images the image-encoding writers write
+    (TFRecord, TFDS, ArrayRecord, WebDataset, ImageFolder). where: the input named in
+    the message (None: the split's source).
 
         grayscale_shape(split, "in.npz", "WebDataset")   # (28, 28)
     """
     h = split.header
+    where = where or h.source or split.name
     shape = tuple(h.shape)
     if len(shape) == 3 and shape[-1] == 1:
         shape = shape[:2]
-    if len(shape) != 2 or np.dtype(h.dtype) != np.uint8:
-        raise UsageError(where, f"{format_name} images are grayscale uint8 H x W; split "
-                                f"{split.name} has {np.dtype(h.dtype).name} {h.shape}")
+    if len(shape) != 2 or 0 in shape:
+        raise UsageError(where, f"{format_name} images are grayscale H x W (or H x W x "
+                                f"1); split {split.name} has shape {h.shape}")
+    if np.dtype(h.dtype) != np.uint8:
+        raise UsageError(where, f"{format_name} images must be uint8, split {split.name} "
+                                f"has {np.dtype(h.dtype).name}",
+                         "convert without --float, or from a uint8 source")
     return shape
 
 

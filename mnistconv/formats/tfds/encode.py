@@ -82,18 +82,8 @@ def chunk_records(shape):
 def image_shape(split, what):
     """(H, W) of a split's grayscale uint8 images, else a usage error: TFDS' Image
     feature is written here as (H, W, 1) uint8 PNG."""
-    h = split.header
-    shape = tuple(h.shape)
-    if len(shape) == 3 and shape[-1] == 1:
-        shape = shape[:2]
-    if len(shape) != 2 or 0 in shape:
-        raise UsageError(h.source or split.name, f"{what} images are written grayscale "
-                         f"H x W (or H x W x 1); split {split.name} has shape {h.shape}")
-    if np.dtype(h.dtype) != np.uint8:
-        raise UsageError(h.source or split.name, f"{what} images must be uint8, split "
-                         f"{split.name} has {np.dtype(h.dtype).name}",
-                         "convert without --float, or from a uint8 source")
-    return shape
+    from ..images import grayscale_shape
+    return grayscale_shape(split, None, what)
 
 
 def check_labels(split, what):

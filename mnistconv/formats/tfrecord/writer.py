@@ -158,18 +158,8 @@ class _Output:
 
 
 def _check_split(split):
-    h = split.header
-    shape = tuple(h.shape)
-    if len(shape) == 3 and shape[-1] == 1:
-        shape = shape[:2]
-    if len(shape) != 2:
-        raise UsageError(h.source or split.name, f"TFRecord images must be grayscale "
-                         f"H x W (or H x W x 1), split {split.name} has shape {h.shape}")
-    if np.dtype(h.dtype) != np.uint8:
-        raise UsageError(h.source or split.name, f"TFRecord images must be uint8, split "
-                         f"{split.name} has {np.dtype(h.dtype).name}",
-                         "convert without --float, or from a uint8 source")
-    return shape
+    from ..images import grayscale_shape
+    return grayscale_shape(split, None, "TFRecord")
 
 
 def _chunk_records(image_bytes):
