@@ -360,6 +360,27 @@ def test_a_png_whose_data_inflates_past_its_image_is_not_inflated_whole():
     assert (decode_unfiltered(plain, (28, 28)) == 0).all()
 
 
+def test_an_image_larger_than_the_split_is_refused_before_it_is_decoded(tmp_path,
+                                                                        monkeypatch):
+    # Found by the fuzz pass's PNG bombs: threads decoded several 80 KB PNGs of
+    # 9000 x 9000 zeros (81 MB each, and Pillow's copy) before comparing sizes, past
+    # the harness's 1 GiB of address space.
+    from mnistconv import codecs
+    path = tmp_path / "train.parquet"
+    _write_rows(path, [_png(np.zeros((28, 28), np.uint8)), _png_of_zeros(9000, 9000)],
+                [1, 2])
+    decoded = []
+    real = codecs.decode_image
+    monkeypatch.setattr(codecs, "decode_image", lambda data: decoded.append(len(data))
+                        or real(data))
+    from mnistconv.errors import FormatError
+    with pytest.raises(FormatError) as e:
+        list(mnistconv.read(path, "parquet").splits["train"].batches())
+    assert str(e.value) == (f"{path}: row 1: image is 9000x9000, the split's images are "
+                            "28x28; mnistconv keeps one image size per split")
+    assert all(size < 1000 for size in decoded)  # the 80 KB PNG never reached Pillow
+
+
 def test_not_an_image_and_no_bytes(tmp_path):
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png(np.zeros((28, 28), np.uint8)), b"hello"], [1, 2])

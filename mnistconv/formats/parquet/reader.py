@@ -177,6 +177,11 @@ def _decode(data, shape, where):
         else None
     if pixels is not None:
         return pixels
+    claimed = codecs.image_size(data)  # before decoding: 80 KB of PNG can be 9000 x 9000
+    if claimed is not None and claimed != tuple(shape[:2]):
+        raise FormatError(where, f"image is {claimed[0]}x{claimed[1]}, the split's images "
+                                 f"are {'x'.join(map(str, shape))}",
+                          "mnistconv keeps one image size per split")
     try:
         if len(shape) == 2 and codecs.image_kind(data) != "raw":
             pixels = codecs.decode_image(data)  # JPEG as TensorFlow decodes it
