@@ -383,6 +383,18 @@ def test_kmnist_class_map_not_covering_the_labels_is_one_line(tmp_path, capsys):
                    "every label\n")
 
 
+def test_kmnist_class_map_that_is_not_csv_is_one_line(tmp_path, capsys):
+    # Found by the fuzz pass's names: a carriage return inside a name is an error of
+    # Python's csv module (csv.Error), which was a traceback.
+    src, _ = k49(tmp_path / "k49")
+    (src / "k49_classmap.csv").write_text("index,codepoint,char\n0,U+3042,a\rb\n",
+                                          encoding="utf-8", newline="")
+    code, out, err = run(capsys, "info", src)
+    assert code == 1
+    assert err == (f"Error: {src / 'k49_classmap.csv'}: line 2 is not CSV (new-line "
+                   "character seen in unquoted field)\n")
+
+
 # --- Quick, Draw! ------------------------------------------------------------------
 
 def quickdraw(folder, counts=(("cat", 5), ("apple", 3), ("The Eiffel Tower", 4))):

@@ -183,7 +183,12 @@ def read_classmap_csv(path):
     import csv
     import io
     text = _read_text(path, "a class map CSV")
-    rows = list(csv.reader(io.StringIO(text)))
+    reader = csv.reader(io.StringIO(text))
+    try:
+        rows = list(reader)
+    except csv.Error as e:  # e.g. a lone carriage return inside a name
+        raise FormatError(path, f"line {reader.line_num} is not CSV "
+                                f"({str(e).split(' - ')[0]})") from None
     if not rows or [c.strip().lower() for c in rows[0]] != ["index", "codepoint", "char"]:
         raise FormatError(path, "is not a class map: its first line is not "
                                 "'index,codepoint,char'")
