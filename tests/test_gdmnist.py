@@ -140,8 +140,8 @@ def test_manifest_listing_a_missing_required_file(tmp_path):
 def test_writer_refuses_what_it_cannot_hold_before_any_output(tmp_path):
     floats = mnistconv.Dataset("t", {"train": mnistconv.ArraySplit(
         "train", np.zeros((2, 28, 28), np.float32), np.zeros(2, np.uint8), source="x.npz")})
-    with pytest.raises(mnistconv.UsageError, match="GDMNIST1 holds uint8 pixels; split "
-                                                   "'train' has float32"):
+    with pytest.raises(mnistconv.UsageError, match="GDMNIST1 images must be uint8, split "
+                                                   "train has float32"):
         mnistconv.write(floats, tmp_path / "out.bin")
     big_labels = mnistconv.Dataset("t", {"train": mnistconv.ArraySplit(
         "train", np.zeros((2, 4, 4), np.uint8), np.array([3, 300]))})

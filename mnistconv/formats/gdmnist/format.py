@@ -412,17 +412,8 @@ class _Tee:
 def check_writable(split: Split, where):
     """Refuse, before any output exists, a split GDMNIST1 cannot hold exactly.
     Returns (rows, columns)."""
-    h = split.header
-    shape = tuple(h.shape)
-    if len(shape) == 3 and shape[2] == 1:  # N,H,W,1 from a TensorFlow-layout npz
-        shape = shape[:2]
-    if len(shape) != 2:
-        raise UsageError(where, f"GDMNIST1 holds 2-D images; split '{split.name}' has "
-                                f"images of shape {' x '.join(map(str, h.shape))}")
-    if np.dtype(h.dtype) != np.uint8:
-        raise UsageError(where, f"GDMNIST1 holds uint8 pixels; split '{split.name}' has "
-                                f"{np.dtype(h.dtype).name}",
-                         "convert from uint8 data (no --float)")
+    from ..images import grayscale_shape
+    shape = grayscale_shape(split, where, "GDMNIST1")  # N,H,W,1 (TensorFlow's) is H x W
     labels = split.labels()
     if len(labels) and (labels.dtype.kind not in "iub" or labels.min() < 0
                         or labels.max() > 255):
@@ -432,7 +423,7 @@ def check_writable(split: Split, where):
     if len(indices) and (indices.min() < 0 or indices.max() > 0xFFFFFFFF):
         raise UsageError(where, f"GDMNIST1 original indices are uint32; split "
                                 f"'{split.name}' has {indices.min()}..{indices.max()}")
-    if layout(h.count, *shape)[3] > 0xFFFFFFFF:
+    if layout(split.header.count, *shape)[3] > 0xFFFFFFFF:
         raise UsageError(where, f"split '{split.name}' is too large for GDMNIST1's "
                                 "uint32 offsets (4 GiB)")
     return shape
