@@ -22,8 +22,8 @@ import glob
 import os
 import re
 
-from .errors import FormatError
-from .fileio import STAGING_MARK
+from .errors import FormatError, UsageError
+from .fileio import STAGING_MARK, check_input_file
 from .limits import MAX_SHARDS, count_in_range, printable
 
 SHARD_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})$")
@@ -200,3 +200,92 @@ class ShardSet:
         if not self.stream:
             for stale in other_shard_sets(self.base, self.targets):
                 staged.supersede(stale)
+
+
+# --- which files a path given to read() names (TFRecord, ArrayRecord) ---------------
+
+# Words of a file name that say its split (t10k is MNIST's test set).
+SPLIT_WORDS = {"train": "train", "test": "test", "t10k": "test", "validation": "validation",
+               "valid": "validation", "val": "validation"}
+_SPLIT_ORDER = {"train": 0, "validation": 1, "test": 2}
+
+
+def _without(name, extensions):
+    for ext in extensions:
+        if name.lower().endswith(ext):
+            return name[:-len(ext)]
+    return name
+
+
+def split_name_of(base, extensions=(), default="train"):
+    """train/test/validation from the words of a file name (t10k -> test), else the
+    default.
+
+        split_name_of("data/mnist-t10k.tfrecord", (".tfrecord",))   # 'test'
+    """
+    name = _without(os.path.basename(str(base)), extensions).lower()
+    for word in re.split(r"[-_.]", name)[::-1]:
+        if word in SPLIT_WORDS:
+            return SPLIT_WORDS[word]
+    return default
+
+
+def _in_split_order(named):
+    return dict(sorted(named.items(), key=lambda kv: (_SPLIT_ORDER.get(kv[0], 3), kv[0])))
+
+
+def _named_groups(groups, extensions, prefix=""):
+    """{split: files} of group_shards' groups: each base's split word, else its own
+    name (without the prefix write() gave it and the extension); a name taken twice
+    goes by its file name."""
+    named = {}
+    for base, files in groups.items():
+        own = _without(os.path.basename(base), extensions)
+        own = own[len(prefix):] if prefix and own.startswith(prefix) else own
+        name = split_name_of(base, extensions, default=own or os.path.basename(base))
+        named[name if name not in named else os.path.basename(base)] = files
+    return _in_split_order(named)
+
+
+def resolve_inputs(path, extensions, matches_name, kind) -> dict:
+    """{split name: [files]} for what read() is given: a file, a shard (its whole set),
+    a directory (its data files whose names matches_name accepts), a glob (its files
+    grouped by the split word in their names, train when there is none), or a name
+    write() was given (its shard set, or the <stem>-<split><ext> files written beside
+    it). kind names the format's files in messages.
+
+        resolve_inputs("out/m.tfrecord", (".tfrecord",), matches_name, ".tfrecord")
+        # {'train': ['out/m-train.tfrecord'], 'test': ['out/m-test.tfrecord']}
+    """
+    path = str(path)
+    if os.path.isdir(path):
+        files = data_files_in(path, matches_name)
+        if not files:
+            raise UsageError(path, f"directory holds no {kind} files")
+        return _named_groups(group_shards(files), extensions)
+    if os.path.exists(path):
+        check_input_file(path)
+        if SHARD_RE.match(os.path.basename(path)):
+            return {split_name_of(shard_numbers(path)[0], extensions): expand_shards(path)}
+        return {split_name_of(path, extensions): [path]}
+    if glob.has_magic(path):
+        files = sorted(f for f in glob.glob(path) if os.path.isfile(f) and is_data_name(f))
+        if not files:
+            raise UsageError(path, "no file matches this pattern")
+        named = {}
+        for base, members in group_shards(files).items():
+            named.setdefault(split_name_of(base, extensions), []).extend(members)
+        return _in_split_order(named)
+    shards = find_shard_set(path)
+    if shards:
+        return {split_name_of(path, extensions): shards}
+    directory, name = os.path.split(path)
+    stem = _without(name, extensions)
+    ext = name[len(stem):]
+    siblings = [s for s in glob.glob(os.path.join(glob.escape(directory) or ".",
+                                                  glob.escape(stem) + "-*" +
+                                                  glob.escape(ext) + "*"))
+                if os.path.isfile(s) and matches_name(s) and is_data_name(s)]
+    if siblings:
+        return _named_groups(group_shards(siblings), extensions, prefix=stem + "-")
+    raise UsageError(path, "no such file or directory")

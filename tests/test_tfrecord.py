@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import struct
 import sys
 import zlib
@@ -811,3 +812,20 @@ def test_tfds_preset_file_is_the_tfds_directorys_shard(tmp_path):
     assert r.returncode == 0, stderr_of(r)
     shard = tmp_path / "dir" / "mnist" / "1.0.0" / "mnist-test.tfrecord-00000-of-00001"
     assert (tmp_path / "m.tfrecord-00000-of-00001").read_bytes() == shard.read_bytes()
+
+
+def test_a_glob_reads_its_files_by_the_split_their_names_say(tmp_path):
+    """train and test files matched by one glob are two splits; files whose names say
+    no split are one split, train, in name order; a split write() named otherwise reads
+    back under its name."""
+    ds = dataset(30, splits=("train", "test"))
+    write(ds, tmp_path / "m.tfrecord", image_format="raw")  # m-train, m-test
+    back = mnistconv.read(str(tmp_path / "m-*.tfrecord"))
+    assert {n: s.header.count for n, s in back.splits.items()} == {"train": 30, "test": 30}
+    for part in ("part-0", "part-1"):
+        shutil.copy(tmp_path / "m-train.tfrecord", tmp_path / f"{part}.tfrecord")
+    back = mnistconv.read(str(tmp_path / "part-*.tfrecord"))
+    assert {n: s.header.count for n, s in back.splits.items()} == {"train": 60}
+    odd = mnistconv.Dataset("x", {"digits": ds.splits["train"], "test": ds.splits["test"]})
+    write(odd, tmp_path / "o.tfrecord", image_format="raw")
+    assert list(mnistconv.read(str(tmp_path / "o.tfrecord")).splits) == ["test", "digits"]

@@ -22,7 +22,6 @@ for, so --per-class and --shuffle on a large file decode only what they keep.
     # grain.sources.ArrayRecordDataSource(["mnist-train.array_record"])[5]
 """
 
-import glob
 import os
 import shutil
 import tempfile
@@ -31,14 +30,12 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput, check_input_file
+from ...fileio import StagedOutput
 from ...limits import printable
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
-from ...shards import (SHARD_RE, ShardSet, check_shard_count, expand_shards,
-                       data_files_in, find_shard_set, group_shards, is_data_name,
-                       shard_numbers, sniff_files)
+from ...shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
 from ...staging import signals_deferred, staging_prefix
 from ..tfds import encode, shardwrite
 from ..tfrecord.reader import decode_record_image
@@ -78,57 +75,10 @@ def split_target(path, split, several):
     return os.path.join(directory, f"{stem}-{split}{EXTENSION}")
 
 
-def _split_name(base, default="train"):
-    """train/test/validation from a file name (as TFRecord's), else the default: train
-    for a single file, the file's own name among several."""
-    from ..tfrecord.names import split_name_of
-    name = os.path.basename(base)
-    if name.lower().endswith(EXTENSION):
-        name = name[:-len(EXTENSION)]
-    return split_name_of(name, default=name if default is None else default)
-
-
 def resolve(path) -> dict:
     """{split: [files]} for a file, a shard, a glob, a directory or a name write() was
-    given."""
-    path = str(path)
-    if os.path.isdir(path):
-        files = data_files_in(path, matches_name)
-        if not files:
-            raise UsageError(path, "directory holds no .array_record files")
-        return _named(group_shards(files))
-    if os.path.exists(path):
-        check_input_file(path)
-        if SHARD_RE.match(os.path.basename(path)):
-            return {_split_name(shard_numbers(path)[0]): expand_shards(path)}
-        return {_split_name(path): [path]}
-    if glob.has_magic(path):
-        files = sorted(f for f in glob.glob(path) if os.path.isfile(f) and is_data_name(f))
-        if not files:
-            raise UsageError(path, "no file matches this pattern")
-        return _named(group_shards(files))
-    shards = find_shard_set(path)
-    if shards:
-        return {_split_name(path): shards}
-    directory, name = os.path.split(path)
-    stem = name[:-len(EXTENSION)] if name.lower().endswith(EXTENSION) else name
-    siblings = [s for s in glob.glob(os.path.join(glob.escape(directory) or ".",
-                                                  glob.escape(stem) + "-*"))
-                if os.path.isfile(s) and matches_name(s) and is_data_name(s)]
-    if siblings:
-        groups = group_shards(siblings)
-        return _named({b[len(os.path.join(directory, stem)) + 1:] or b: f
-                       for b, f in groups.items()})
-    raise UsageError(path, "no such file or directory")
-
-
-def _named(groups):
-    named = {}
-    for base, files in groups.items():
-        name = _split_name(base, None)
-        named[name if name not in named else os.path.basename(base)] = files
-    order = {"train": 0, "validation": 1, "test": 2}
-    return dict(sorted(named.items(), key=lambda kv: (order.get(kv[0], 3), kv[0])))
+    given (shards.resolve_inputs)."""
+    return resolve_inputs(path, (EXTENSION,), matches_name, EXTENSION)
 
 
 # --- reading ---------------------------------------------------------------------
