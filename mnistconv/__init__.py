@@ -1,4 +1,6 @@
-"""mnistconv: convert MNIST-like image datasets between IDX, npz, TFRecord and GDMNIST1.
+"""mnistconv: convert MNIST-like image datasets between the formats of TensorFlow, JAX,
+PyTorch, Hugging Face and Caffe (IDX, npz, TFRecord, TFDS, ArrayRecord, Parquet,
+WebDataset, ImageFolder, LMDB, HDF5, GDMNIST1).
 
     import mnistconv
     ds = mnistconv.read("data/mnist")                  # format detected by content

@@ -27,24 +27,24 @@ from ..errors import MnistconvError
 # exit (about 0.1 s of CPU per command, measured). Set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# command name -> ("module:attribute", one-line help). The help is kept here so that
-# `mnistconv --help` lists every command without importing any of them.
-COMMANDS = {
-    "convert": ("mnistconv.cli.convert:convert", "Convert SRC to DST, any format to any format."),
-    "info": ("mnistconv.cli.info:info",
-             "Format, splits, counts, labels, per-class histogram, SHA-256 of each file."),
-    "formats": ("mnistconv.cli.formats:formats_command",
-                "List the formats mnistconv reads and writes, with their options."),
-    "show": ("mnistconv.cli.show:show", "Draw images in the terminal with label and index."),
-    "preview": ("mnistconv.cli.preview:preview", "Write a PNG contact sheet, one row per class."),
-    "compare": ("mnistconv.cli.compare:compare",
-                "Compare two datasets split by split; exit 1 when they differ."),
-    "download": ("mnistconv.cli.download:download",
-                 "Download MNIST, Fashion-MNIST, KMNIST or EMNIST, checksums verified."),
-    "pack": ("mnistconv.cli.pack:pack", "Build asset packs (pack browser: GDMNIST1 + manifest)."),
-    "verify": ("mnistconv.cli.pack:verify", "Check every file a pack manifest lists."),
-    "serve": ("mnistconv.cli.pack:serve", "Serve a directory on 127.0.0.1 (browser demo)."),
-}
+# Each command: its name, the module:attribute that defines it, its one-line help. The
+# help is kept here so that `mnistconv --help` lists every command without importing
+# any of them.
+_COMMAND_TABLE = """
+convert   convert:convert          Convert SRC to DST, any format to any format.
+info      info:info                Format, splits, counts, labels, per-class histogram, SHA-256 of each file.
+formats   formats:formats_command  List the formats mnistconv reads and writes, with their options.
+show      show:show                Draw images in the terminal with label and index.
+preview   preview:preview          Write a PNG contact sheet, one row per class.
+compare   compare:compare          Compare two datasets split by split; exit 1 when they differ.
+download  download:download        Download MNIST, Fashion-MNIST, KMNIST or EMNIST, checksums verified.
+pack      pack:pack                Build asset packs (pack browser: GDMNIST1 + manifest).
+verify    pack:verify              Check every file a pack manifest lists.
+serve     pack:serve               Serve a directory on 127.0.0.1 (browser demo).
+"""
+# command name -> ("mnistconv.cli.<module>:<attribute>", one-line help)
+COMMANDS = {name: ("mnistconv.cli." + where, text) for name, where, text in
+            (line.split(None, 2) for line in _COMMAND_TABLE.strip().splitlines())}
 
 
 def _pair_commands():
@@ -157,7 +157,8 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="mnistconv")
 def cli():
-    """Convert MNIST-like image datasets between IDX, npz, TFRecord and GDMNIST1.
+    """Convert MNIST-like image datasets between the formats of TensorFlow, JAX,
+    PyTorch, Hugging Face and Caffe (`mnistconv formats` lists them).
 
     \b
     Examples:

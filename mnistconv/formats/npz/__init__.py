@@ -1,6 +1,6 @@
-"""numpy .npz in Keras' layout (byte layout in format.py). This file is the format's
-declaration, light enough for `--help`; the code is in format.py, imported on first
-use."""
+"""numpy .npz in Keras' layout: x_<split> images and y_<split> labels, with the class
+names and QMNIST's extra columns where known (byte layout in format.py). Only this
+declaration is loaded for `--help`; format.py is imported on first use."""
 
 from ...spec import Format, Option
 from ..common import SPLIT_NAME, lazy_attributes

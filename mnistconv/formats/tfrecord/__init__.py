@@ -104,21 +104,18 @@ SPEC = Format(
 )
 
 
-# Public name -> the module of this package (or of mnistconv) that holds it.
-_HOMES = {
-    "read": ".reader", "sniff": ".reader", "TFRecordSplit": ".reader",
-    "write": ".writer", "encode_records": ".writer", "Settings": ".writer",
-    "CHUNK": ".writer", "ERROR_SAMPLE": ".writer", "IMAGE_FORMATS": ".writer",
-    "LABEL_FORMATS": ".writer",
-    "masked_crc": ".framing", "Framer": ".framing", "iter_records": ".framing",
-    "COMPRESSIONS": ".framing", "NOT_TFRECORD": ".framing",
-    "NOT_TFRECORD_HINT": ".framing",
-    "matches_name": ".names", "resolve": ".names", "split_target": ".names",
-    "EXTENSIONS": ".names",
-    "PRESETS": ".example", "Schema": ".example", "ExampleBuilder": ".example",
-    "example_class": ".example",
-    "SHARD_RE": "mnistconv.shards", "shard_names": "mnistconv.shards",
+# The module of this package (or of mnistconv) that holds each public name.
+_NAMES_BY_HOME = {
+    ".reader": ("read", "sniff", "TFRecordSplit"),
+    ".writer": ("write", "encode_records", "Settings", "CHUNK", "ERROR_SAMPLE",
+                "IMAGE_FORMATS", "LABEL_FORMATS"),
+    ".framing": ("masked_crc", "Framer", "iter_records", "COMPRESSIONS", "NOT_TFRECORD",
+                 "NOT_TFRECORD_HINT"),
+    ".names": ("matches_name", "resolve", "split_target", "EXTENSIONS"),
+    ".example": ("PRESETS", "Schema", "ExampleBuilder", "example_class"),
+    "mnistconv.shards": ("SHARD_RE", "shard_names"),
 }
+_HOMES = {name: home for home, names in _NAMES_BY_HOME.items() for name in names}
 
 __all__ = sorted(_HOMES)
 

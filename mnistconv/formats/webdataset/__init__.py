@@ -1,6 +1,5 @@
-"""WebDataset tar shards (byte layout in format.py and tar.py). This file is the format's
-declaration, light enough for `--help`; the code is in format.py, imported on first
-use."""
+"""WebDataset: tar shards of samples, each <key>.png (or .jpg), <key>.cls and <key>.json
+(byte layout in format.py and tar.py). The declaration below is all `--help` loads."""
 
 from ...spec import Format, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
