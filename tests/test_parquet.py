@@ -381,6 +381,15 @@ def test_an_image_larger_than_the_split_is_refused_before_it_is_decoded(tmp_path
     assert all(size < 1000 for size in decoded)  # the 80 KB PNG never reached Pillow
 
 
+def test_batches_hold_at_most_64_mib_of_pixels(tmp_path):
+    # Found by the fuzz pass's PNG bombs: row 0 declared 16384 x 16384, and the batch
+    # array of 3 such rows (768 MiB) was allocated before any image was decoded.
+    path = tmp_path / "train.parquet"
+    _write_rows(path, [_png_of_zeros(4096, 4096)] * 6, [1] * 6)
+    split = mnistconv.read(path, "parquet").splits["train"]
+    assert [len(b.labels) for b in split.batches()] == [4, 2]  # 16 MiB an image
+
+
 def test_not_an_image_and_no_bytes(tmp_path):
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png(np.zeros((28, 28), np.uint8)), b"hello"], [1, 2])

@@ -306,6 +306,9 @@ class ParquetSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         labels = self.labels()
         shape = self.header.shape
+        # At most _BATCH_BYTES of pixels a batch (one image when one is larger), as the
+        # TFRecord and ArrayRecord readers do: row 0 may claim 16384 x 16384.
+        batch_size = max(1, min(batch_size, _BATCH_BYTES // max(1, int(np.prod(shape)))))
         at = 0
         for path, layout in zip(self.files, self.layouts):
             pf = _open(path)
@@ -333,6 +336,9 @@ class ParquetSplit(Split):
         if at != self.header.count:
             raise FormatError(self.header.source, f"holds {at} rows, its footers say "
                                                   f"{self.header.count}")
+
+
+_BATCH_BYTES = 64 << 20
 
 
 def _integers(array):
