@@ -390,6 +390,20 @@ def test_batches_hold_at_most_64_mib_of_pixels(tmp_path):
     assert [len(b.labels) for b in split.batches()] == [4, 2]  # 16 MiB an image
 
 
+def test_a_png_too_large_for_the_fast_path_is_left_to_pillows_bomb_limit(tmp_path):
+    # Found by the fuzz pass's PNG bombs: 256 KB of PNG holding 16384 x 16384 zeros was
+    # inflated by the fast path (268 MB), which Pillow refuses as a decompression bomb.
+    from mnistconv.formats.parquet.png import FAST_BYTES, decode_unfiltered
+    assert FAST_BYTES == 16 << 20
+    assert decode_unfiltered(_png_of_zeros(4096, 4096), (4096, 4096)) is None
+    assert decode_unfiltered(_png_of_zeros(2048, 2048), (2048, 2048)).shape == (2048, 2048)
+    path = tmp_path / "train.parquet"
+    _write_rows(path, [_png_of_zeros(16384, 16384)] * 2, [1, 2])
+    _refused(tmp_path, path, f"{path}: row 0: image does not decode (Image size "
+                             "(268435456 pixels) exceeds limit of 178956970 pixels, could "
+                             "be decompression bomb DOS attack.)")
+
+
 def test_not_an_image_and_no_bytes(tmp_path):
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png(np.zeros((28, 28), np.uint8)), b"hello"], [1, 2])

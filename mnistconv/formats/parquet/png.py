@@ -23,6 +23,9 @@ import numpy as np
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 6
+# The largest image (scan lines and filter bytes) decoded here: MNIST's are 812 bytes;
+# a 256 KB PNG can declare and hold 16384 x 16384 zeros, which Pillow refuses as a bomb.
+FAST_BYTES = 16 << 20
 _IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
 
 
@@ -90,6 +93,8 @@ def decode_unfiltered(data, shape):
     if 41 + length + 4 != len(data) - 12:
         return None
     row = 1 + w * channels
+    if h * row > FAST_BYTES:  # Pillow decodes those, within its decompression-bomb limits
+        return None
     # Inflated up to the image's size and no further: a 28 x 28 IHDR can front an IDAT
     # of a few KB that inflates to 256 MiB (zlib.decompress took it all: 521 MB peak).
     inflate = zlib.decompressobj()
