@@ -21,6 +21,12 @@ except ImportError:
                          deflate_parts, frame, hostile_name, label_feature, records)
 
 
+def refused(split, given=False):
+    """The exit codes for a split name read from a file or folder name: 1 when it is not
+    safe, unless the reader never sees it (a hidden name, in a directory it lists)."""
+    return None if _is_safe(split) or (split.startswith(".") and not given) else (1,)
+
+
 def _copy(rng, reader, work, keep=lambda seed: True):
     """A copy of one of the reader's seeds under work/in; its path."""
     seed = rng.choice([s for s in seedlib.seeds(reader) if keep(s)])
@@ -314,13 +320,13 @@ def names_parquet(rng, work, top):
             if os.path.basename(f).startswith(split + "-"):
                 os.rename(f, os.path.join(os.path.dirname(f), evil +
                                           os.path.basename(f)[len(split):]))
-        expect = None if _is_safe(evil) else (1,)
+        expect = refused(evil)
     elif how == "file":
         target = os.path.join(os.path.dirname(victim), evil + ".parquet")
         os.rename(victim, target)
         if rng.random() < 0.5:
             path = target
-        expect = None if _is_safe(evil) else (1,)
+        expect = refused(evil, path == target)
     elif how == "config":
         target = os.path.join(root, evil)
         if not os.path.exists(target):
@@ -331,7 +337,7 @@ def names_parquet(rng, work, top):
             os.makedirs(folder)
             os.rename(victim, os.path.join(folder, "0000.parquet"))
             path = rng.choice([root, os.path.join(folder, "0000.parquet")])
-            expect = None if _is_safe(evil) else (1,)
+            expect = refused(evil, path != root)
     else:
         card = os.path.join(root, "README.md")
         raw = hostile_name(rng, top)

@@ -13,14 +13,14 @@ import numpy as np
 
 try:
     from . import seeds as seedlib
-    from .hostile import (LABEL_DTYPES, MIB, TRAVERSAL, Case, _is_safe, _local_zip,
+    from .hostile import (LABEL_DTYPES, MIB, TRAVERSAL, Case, _local_zip,
                           _npy_header, bomb_mib, hostile_name, label_array)
-    from .hostile_formats import _copy, png_bomb
+    from .hostile_formats import _copy, png_bomb, refused
 except ImportError:
     import seeds as seedlib
-    from hostile import (LABEL_DTYPES, MIB, TRAVERSAL, Case, _is_safe, _local_zip,
+    from hostile import (LABEL_DTYPES, MIB, TRAVERSAL, Case, _local_zip,
                          _npy_header, bomb_mib, hostile_name, label_array)
-    from hostile_formats import _copy, png_bomb
+    from hostile_formats import _copy, png_bomb, refused
 
 
 # --- WebDataset --------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def names_webdataset(rng, work, top):
         os.rename(path, target)
         path = target
         # The split is the word before the shard number, after the last '-'.
-        expect = None if _is_safe(f"x-{evil}".rpartition("-")[2]) else (1,)
+        expect = refused(f"x-{evil}".rpartition("-")[2], True)
     else:
         victim = members[rng.randrange(len(members))][0].split(".")[0]
         out = []
@@ -139,7 +139,7 @@ def names_imagefolder(rng, work, top):
         if not os.path.exists(target):
             os.rename(split, target)
             split = target
-        expect = None if _is_safe(evil) else (1,)
+            expect = refused(evil)
     elif how == "symlink":  # a class folder that is a link out of the tree
         outside = os.path.join(work, "in", "outside")
         shutil.copytree(victim, outside)
@@ -319,7 +319,6 @@ def names_caffe_hdf5(rng, work, top):
         target = os.path.join(root, evil + ".txt")
         os.rename(listed, target)
         listed = target
-        expect = None if _is_safe(evil) else (1,)
     elif how == "dataset":  # data/label renamed, or an extra dataset with a path name
         import h5py
         with h5py.File(os.path.join(root, entries[0]), "a") as f:
@@ -337,7 +336,10 @@ def names_caffe_hdf5(rng, work, top):
                                   h5py.ExternalLink("../outside.h5", name),
                                   h5py.SoftLink("/" + evil.replace("\0", "")),
                                   h5py.ExternalLink("/proc/self/mem", name)])
-    return Case(rng.choice([root, listed]), f"Caffe HDF5 {how} {evil!r}", expect)
+    path = rng.choice([root, listed])
+    if how == "list":
+        expect = refused(evil, path == listed)
+    return Case(path, f"Caffe HDF5 {how} {evil!r}", expect)
 
 
 def _write_h5(path, data, label, compress=False, shape_data=None):
