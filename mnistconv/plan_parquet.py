@@ -18,7 +18,7 @@ from .records import OutputFile, Split
 
 def _setup(dataset, path, options):
     """write()'s checks and what every shard shares: (pa, pq, labels per split, class
-    names, schema, one_file, folder, shards, row_group)."""
+    names, schema, one_file, folder, shards, row_group, extra fields per split)."""
     from .formats.parquet import writer as w
     pa, pq = w.pyarrow("writing Parquet")
     return (pa, pq) + w.checked_setup(dataset, path, options.get("config"),
@@ -29,7 +29,7 @@ def sets(dataset, path, options):
     """(split, shard paths, bounds, superseded files) for every split."""
     from .formats.parquet import writer as w
     from .shards import shard_bounds
-    *_, one_file, folder, shards, _ = _setup(dataset, path, options)
+    *_, one_file, folder, shards, _, _ = _setup(dataset, path, options)
     out = []
     for name, split in dataset.splits.items():
         if one_file:
@@ -49,10 +49,10 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     from .fileio import sha256_file
     from .formats.parquet import writer as w
     from .parallel import ParallelEncoder, check_workers
-    pa, pq, labels, _, schema, one_file, folder, shards, row_group = \
+    pa, pq, labels, _, schema, one_file, folder, shards, row_group, tables = \
         _setup(dataset, path, options)
     split = dataset.splits[split_name]
-    labels = labels[split_name]
+    labels, extra = labels[split_name], tables[split_name]
     cuts = w._cuts(split.header.count, shards, row_group)
     if type(split).take is not Split.take:  # seekable: read the shard's rows only
         mine = [c for c in cuts if c[0] == index]
@@ -62,13 +62,14 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
 
         def pieces():
             for (shard, end, closes), at in zip(mine, starts):
-                yield ((shard, closes, labels[at:end]),
+                yield ((shard, closes, labels[at:end],
+                        None if extra is None else extra[at:end]),
                        split.take(np.arange(at, end, dtype=np.int64)), labels[at:end],
                        np.arange(at, end, dtype=np.int64))
         source = pieces()
     else:  # a stream: the writer's own pieces, up to this shard
         from .records import NO_PROGRESS
-        source = (p for p in w._pieces(split, labels, cuts, NO_PROGRESS)
+        source = (p for p in w._pieces(split, labels, cuts, NO_PROGRESS, extra)
                   if p[0][0] == index)
     task = w._PngTask(split.header.shape)
     arrow_bytes, rows, group = 0, 0, []
@@ -77,10 +78,11 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
         with ParallelEncoder([task], check_workers(options.get("workers", 1)),
                              options.get("processes", False),
                              int(np.prod(split.header.shape)), w.PIECE) as encoder:
-            for (_, closes, piece_labels), n, data, _ in encoder.encode(task, source):
+            for (_, closes, piece_labels, piece_extras), n, data, _ in \
+                    encoder.encode(task, source):
                 data = bytes(data)
                 offsets = np.frombuffer(data, np.int32, n + 1)
-                group.append((offsets, data[4 * (n + 1):], piece_labels))
+                group.append((offsets, data[4 * (n + 1):], piece_labels, piece_extras))
                 rows += n
                 if closes:
                     table = w._row_group(pa, group, schema)
@@ -120,7 +122,7 @@ def finish(dataset, path, options, recorded):
     """Write README.md, the dataset card, from the recorded shards' counters."""
     from .fileio import StagedOutput, open_staged
     from .formats.parquet import card
-    *_, names, _, one_file, folder, shards, _ = _setup(dataset, path, options)
+    *_, names, schema, one_file, folder, shards, _, _ = _setup(dataset, path, options)
     if one_file:
         return
     root = os.path.dirname(os.path.abspath(str(path)))
@@ -134,7 +136,7 @@ def finish(dataset, path, options, recorded):
             size += entry["bytes"]
         card_splits.append((name, split.header.count, arrow, size))
     text = card.dataset_card(options.get("config") or "default", folder, names,
-                             card_splits)
+                             card_splits, schema.names[2:])
     with StagedOutput(force=True) as staged:
         with open_staged(staged.file(os.path.join(str(path), "README.md"))) as f:
             f.write(text.encode("utf-8"))

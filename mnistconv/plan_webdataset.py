@@ -43,7 +43,7 @@ def sets(dataset, path, options):
     from .formats.webdataset import format as w
     directory, name, samples, _, _, plan, _ = _setup(dataset, path, options)
     out = []
-    for split, _ in plan:
+    for split, _, _ in plan:
         bounds = _bounds(split.header.count, samples)
         targets = [os.path.join(directory, w.shard_name(name, split.name, k))
                    for k in range(len(bounds))]
@@ -71,7 +71,7 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     from .parallel import ParallelEncoder
     from .plan import RangeSplit
     directory, name, samples, _, workers, plan, chunk = _setup(dataset, path, options)
-    split, task = next((s, t) for s, t in plan if s.name == split_name)
+    split, task, table = next(p for p in plan if p[0].name == split_name)
     count = split.header.count
     start, stop = index * samples, min(count, (index + 1) * samples)
     shards = w._Shards(_OneFile(staged_path), directory, name, split.name, samples, None)
@@ -81,7 +81,8 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     with ParallelEncoder([task], workers, options.get("processes", False),
                          w._record_room([task]), chunk, total=stop - start) as encoder:
         pieces = w._pieces(RangeSplit(split, start, stop), chunk, samples,
-                           task.slot_shape[0], first=start)
+                           task.slot_shape[0], first=start,
+                           table=None if table is None else table[start:stop])
         for _, n, data, (length, _, _) in encoder.encode(task, pieces):
             body, sizes = w.split_output(data, length, n)
             shards.add(body, sizes)

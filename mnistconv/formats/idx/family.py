@@ -14,8 +14,9 @@ and `xnist-{images-idx3-ubyte,labels-idx2-int}.xz` (split `nist`). Its labels ar
 int32 (magic 00 00 0C 02), N x 8: class, NIST HSF series, writer id, digit index for
 the writer, NIST class code, global NIST index, duplicate flag, unused. Column 0 is the
 label; the other seven are the split's extra fields (stream.extra_fields), which npz
-stores as extra_<split> (N x 7 int32) and extra_columns, and other formats drop (a note
-says so). QMNIST's test split holds 60000 records; the first 10000 are MNIST's test set.
+stores as extra_<split> (N x 7 int32) and extra_columns, Parquet as int32 columns and
+WebDataset as .json keys, and other formats drop (a note says so). QMNIST's test split
+holds 60000 records; the first 10000 are MNIST's test set.
 
 .xz files are read with the standard library's lzma, detected by their magic
 (fd 37 7a 58 5a 00), their expansion bounded as gzip's is (XZ_MAX_RATIO).
@@ -29,6 +30,7 @@ import numpy as np
 from ...errors import FormatError, UsageError
 from ...fileio import GZIP_MAX_RATIO, InputFile
 from ...stream import TRANSPOSED_NOTE
+from ..extras import KEPT_BY  # a writer keeping the extras drops the note
 from . import classes
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -128,8 +130,7 @@ def finish(dataset, folder, prefix, relabel=False):
         if any(len(_root(s).labels_header.dims) == 2 for s in dataset.splits.values()):
             dataset.notes.append(
                 f"QMNIST labels carry {len(EXTRA_COLUMNS)} more columns "
-                f"({', '.join(EXTRA_COLUMNS)}): npz keeps them (extra_<split>, "
-                "extra_columns); other formats drop them")
+                f"({', '.join(EXTRA_COLUMNS)}): {KEPT_BY}")
         test = dataset.splits.get("test")
         if test is not None and test.header.count == 60000:
             dataset.notes.append(f"{QMNIST_TEST_NOTE}; the first 10000 are MNIST's test "

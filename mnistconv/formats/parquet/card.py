@@ -7,6 +7,8 @@ Features.arrow_schema and _to_yaml_list; datasets/info.py DatasetInfosDict.to_da
 
     huggingface = {"info": {"features": {"image": {"_type": "Image"},
                    "label": {"names": ["0", ..., "9"], "_type": "ClassLabel"}}}}
+                   (+ "hsf_series": {"dtype": "int32", "_type": "Value"}, ... for each
+                   extra field, QMNIST's columns, after label)
 
     ---
     dataset_info:
@@ -19,6 +21,8 @@ Features.arrow_schema and _to_yaml_list; datasets/info.py DatasetInfosDict.to_da
           class_label:
             names:
               '0': '0'
+      - name: hsf_series          (each extra field, if any)
+        dtype: int32
       splits:
       - name: train
         num_bytes: 17470848       (the split's Arrow size, as datasets counts it)
@@ -40,30 +44,35 @@ newline cannot change the document's structure.
 import json
 
 
-def features_json(names) -> str:
-    """The `huggingface` schema metadata value: Image and ClassLabel(names).
+def features_json(names, extra=()) -> str:
+    """The `huggingface` schema metadata value: Image, ClassLabel(names) and a
+    Value("int32") for each extra field.
 
         features_json(["0", "1"])  # '{"info": {"features": {"image": ...'
     """
-    return json.dumps({"info": {"features": {"image": {"_type": "Image"},
-                                             "label": {"names": list(names),
-                                                       "_type": "ClassLabel"}}}})
+    features = {"image": {"_type": "Image"},
+                "label": {"names": list(names), "_type": "ClassLabel"}}
+    features.update((name, {"dtype": "int32", "_type": "Value"}) for name in extra)
+    return json.dumps({"info": {"features": features}})
 
 
 def _q(text) -> str:
     return json.dumps(str(text), ensure_ascii=True)
 
 
-def dataset_card(config, folder, names, splits) -> str:
+def dataset_card(config, folder, names, splits, extra=()) -> str:
     """README.md for a directory written by mnistconv. config: its config_name;
     folder: where its files are ('data' or the config); names: class names; splits:
-    [(name, num_examples, num_bytes, download bytes)] in order."""
+    [(name, num_examples, num_bytes, download bytes)] in order; extra: the names of
+    the int32 columns after label (extra fields), if any."""
     lines = ["---", "dataset_info:"]
     if config != "default":
         lines.append(f"  config_name: {_q(config)}")
     lines += ["  features:", "  - name: image", "    dtype: image", "  - name: label",
               "    dtype:", "      class_label:", "        names:"]
     lines += [f"          {_q(i)}: {_q(name)}" for i, name in enumerate(names)]
+    for name in extra:
+        lines += [f"  - name: {_q(name)}", "    dtype: int32"]
     lines.append("  splits:")
     for name, count, size, _ in splits:
         lines += [f"  - name: {_q(name)}", f"    num_bytes: {size}",
@@ -77,7 +86,9 @@ def dataset_card(config, folder, names, splits) -> str:
               "Written by mnistconv in the Hugging Face Hub's Parquet layout: one or more "
               f"`{folder}/<split>-NNNNN-of-NNNNN.parquet` files per split, with columns "
               "`image` (PNG bytes) and `label` (a class index; names in the features "
-              "above).", "", "| split | examples |", "| --- | --- |"]
+              "above)" + (f", then int32 columns {', '.join(f'`{n}`' for n in extra)} "
+                          "(each record's extra fields)" if extra else "") + ".", "",
+              "| split | examples |", "| --- | --- |"]
     lines += [f"| {name} | {count} |" for name, count, *_ in splits]
     lines += ["", "```python", "from datasets import load_dataset",
               'ds = load_dataset("path/to/this/directory"'

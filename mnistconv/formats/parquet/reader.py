@@ -116,6 +116,10 @@ class _Layout:
                                     f"are {shown[:300]}", _EXPECTED)
         self.image, self.label = image, label
         self.types = (str(schema.field(image).type), str(schema.field(label).type))
+        # Integer columns beside them are the records' extra fields (QMNIST's columns,
+        # written as int32): read when asked (extra_fields), in the schema's order.
+        self.extras = tuple(f.name for f in schema if f.name not in (image, label)
+                            and pa.types.is_integer(f.type))
         class_names = features.get(label, {}).get("names") \
             if isinstance(features.get(label), dict) else None
         if isinstance(class_names, list) and len(class_names) <= MAX_CLASSES and \
@@ -225,6 +229,7 @@ class ParquetSplit(Split):
     def __init__(self, name, files, workers=None, _known=None):
         self.files = list(files)
         self.workers = check_workers(workers)
+        self._extras = None
         if _known is not None:
             self.layouts, header, self.class_names = _known
             super().__init__(name, header)
@@ -303,6 +308,28 @@ class ParquetSplit(Split):
         """0 .. count-1: the rows' order."""
         return np.arange(self.header.count, dtype=np.int64)
 
+    def extra_fields(self):
+        """(names, N x k int32) of the integer columns beside image and label (the
+        records' extra fields: QMNIST's columns), else None. Read, and checked to fit
+        int32, on the first call."""
+        names = self.layouts[0].extras if self.layouts else ()
+        if not names:
+            return None
+        if self._extras is None:
+            from .. import extras
+            extras.check_names(names, self.files[0], (self.layouts[0].image,
+                                                      self.layouts[0].label))
+            parts = []
+            for path, layout in zip(self.files, self.layouts):
+                if layout.extras != names:
+                    raise FormatError(path, f"its integer columns "
+                                            f"({', '.join(layout.extras) or 'none'}) "
+                                            f"differ from {os.path.basename(self.files[0])}"
+                                            f"'s ({', '.join(names)})")
+                parts.append(np.stack([_int32_column(path, name) for name in names], 1))
+            self._extras = np.concatenate(parts)
+        return names, self._extras
+
     def batches(self, batch_size=DEFAULT_BATCH):
         labels = self.labels()
         shape = self.header.shape
@@ -336,6 +363,23 @@ class ParquetSplit(Split):
         if at != self.header.count:
             raise FormatError(self.header.source, f"holds {at} rows, its footers say "
                                                   f"{self.header.count}")
+
+
+def _int32_column(path, name):
+    """An integer column of a file as int32, or a FormatError for a null or a value
+    that does not fit."""
+    from ..extras import INT32
+    column = _read_column(path, name)
+    if column.null_count:
+        raise FormatError(path, f"{column.null_count} rows have no {printable(name)}")
+    values = [_integers(c) for c in column.chunks]
+    for part in values:
+        if len(part) and (int(part.min()) < INT32[0] or int(part.max()) > INT32[1]):
+            bad = int(part.min()) if int(part.min()) < INT32[0] else int(part.max())
+            raise FormatError(path, f"column {printable(name)} holds {bad}, which does "
+                                    "not fit int32", "extra fields are int32")
+    return np.concatenate([v.astype(np.int32) for v in values] or
+                          [np.zeros(0, np.int32)])
 
 
 _BATCH_BYTES = 64 << 20

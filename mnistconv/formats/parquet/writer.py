@@ -20,6 +20,7 @@ from ...parallel import COUNTERS, ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, OutputFile, WriteResult
 from ...shards import check_shard_count
 from ..idx.format import check_labels
+from .. import extras
 from . import card, png
 from .reader import pyarrow
 
@@ -98,9 +99,10 @@ def _cuts(count, shards, row_group):
     return cuts
 
 
-def _pieces(split, labels, cuts, progress):
+def _pieces(split, labels, cuts, progress, table=None):
     """(key, images, labels, indices) for each cut, re-cut from the split's batches
-    (a piece spanning two batches is copied; the others are views)."""
+    (a piece spanning two batches is copied; the others are views). The key is (shard,
+    ends a row group, labels, the extra fields' rows from `table` or None)."""
     from ...records import iter_batches
     where = split.header.source or split.name
     batches = iter_batches(split, progress, f"{split.name} -> parquet")
@@ -115,8 +117,8 @@ def _pieces(split, labels, cuts, progress):
             held = batch.images if held is None or not len(held) else \
                 np.concatenate([held, batch.images])
         piece, held = held[:want], held[want:]
-        yield (shard, closes, labels[at:end]), piece, labels[at:end], \
-            np.arange(at, end, dtype=np.int64)
+        yield (shard, closes, labels[at:end], None if table is None else table[at:end]), \
+            piece, labels[at:end], np.arange(at, end, dtype=np.int64)
         at = end
     extra = (len(held) if held is not None else 0) + sum(len(b) for b in batches)
     if extra:
@@ -139,7 +141,9 @@ def _existing_shards(folder, split, keep):
 def checked_setup(dataset, path, config, shards, row_group_size):
     """write()'s checks of its arguments and what every shard shares, for write() and
     the shard plan (plan_parquet): (labels per split, class names, Arrow schema,
-    one_file, folder, shards, row_group_size)."""
+    one_file, folder, shards, row_group_size, extra fields table (or None) per split).
+    Extra fields (QMNIST's columns) are int32 columns after label, the same in every
+    split (one schema, one features list)."""
     pa, _ = pyarrow("writing Parquet")
     path = str(path)
     if not dataset.splits:
@@ -165,11 +169,16 @@ def checked_setup(dataset, path, config, shards, row_group_size):
         safe_split_name(name, split.header.source or path)
         labels[name] = _check_split(split)
     names = _class_names(dataset, labels)
+    found = {name: extras.checked(split, ("image", "label"))
+             for name, split in dataset.splits.items()}
+    extra_names = extras.same_names(found, path)
     schema = pa.schema([("image", pa.struct([("bytes", pa.binary()),
                                              ("path", pa.string())])),
-                        ("label", pa.int64())],
-                       metadata={"huggingface": card.features_json(names)})
-    return labels, names, schema, one_file, config or "data", shards, row_group_size
+                        ("label", pa.int64())] + [(n, pa.int32()) for n in extra_names],
+                       metadata={"huggingface": card.features_json(names, extra_names)})
+    tables = {name: e[1] if e else None for name, e in found.items()}
+    return labels, names, schema, one_file, config or "data", shards, row_group_size, \
+        tables
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shards=None,
@@ -186,8 +195,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
     pa, pq = pyarrow("writing Parquet")
     path = str(path)
     workers = check_workers(workers)
-    labels, names, schema, one_file, folder, shards, row_group_size = \
+    labels, names, schema, one_file, folder, shards, row_group_size, tables = \
         checked_setup(dataset, path, config, shards, row_group_size)
+    if any(t is not None for t in tables.values()):
+        extras.kept(dataset)
     tasks = {tuple(s.header.shape): _PngTask(s.header.shape)
              for s in dataset.splits.values()}
     record_bytes = max(int(np.prod(shape)) for shape in tasks)
@@ -214,7 +225,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
             for name, split, targets, tmps in plan:
                 arrow_bytes = _write_split(pa, pq, encoder, tasks[tuple(split.header.shape)],
                                            split, labels[name], schema, tmps, shards,
-                                           int(row_group_size), progress)
+                                           int(row_group_size), progress, tables[name])
                 sizes = []
                 for target, tmp in zip(targets, tmps):
                     size = os.path.getsize(tmp)
@@ -223,7 +234,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
                 counts[name] = split.header.count
                 card_splits.append((name, split.header.count, arrow_bytes, sum(sizes)))
         if not one_file:
-            text = card.dataset_card(config or "default", folder, names, card_splits)
+            text = card.dataset_card(config or "default", folder, names, card_splits,
+                                     schema.names[2:])
             with open_staged(card_tmp) as f:
                 f.write(text.encode("utf-8"))
             files.append(OutputFile(os.path.join(path, "README.md"),
@@ -235,18 +247,19 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
 
 
 def _write_split(pa, pq, encoder, task, split, labels, schema, tmps, shards, row_group,
-                 progress):
+                 progress, table=None):
     """Write one split's shard files; returns its Arrow size (num_bytes in the card)."""
     cuts = _cuts(split.header.count, shards, row_group)
     arrow_bytes = 0
     writers = {}
-    group = []  # (offsets, data, labels) of the row group being gathered
+    group = []  # (offsets, data, labels, extra fields) of the row group being gathered
     try:
-        pieces = _pieces(split, labels, cuts, progress)
-        for (shard, closes, piece_labels), n, data, _ in encoder.encode(task, pieces):
+        pieces = _pieces(split, labels, cuts, progress, table)
+        for (shard, closes, piece_labels, piece_extras), n, data, _ in \
+                encoder.encode(task, pieces):
             data = bytes(data)  # may be a view of a worker's slot, reused next
             offsets = np.frombuffer(data, np.int32, n + 1)
-            group.append((offsets, data[4 * (n + 1):], piece_labels))
+            group.append((offsets, data[4 * (n + 1):], piece_labels, piece_extras))
             if not closes:
                 continue
             table = _row_group(pa, group, schema)
@@ -269,12 +282,14 @@ def _write_split(pa, pq, encoder, task, split, labels, schema, tmps, shards, row
 class _Writer:
     def __init__(self, pq, file, schema):
         self.file = file
+        extra = schema.names[2:]  # int32 extra fields: as labels (pyarrow's defaults)
         self.parquet = pq.ParquetWriter(
             file, schema,
             # As datasets writes an image dataset (arrow_writer.get_parquet_column_options):
             # PNG bytes neither compress nor repeat, labels do.
-            compression={"image.bytes": "none", "image.path": "none", "label": "snappy"},
-            use_dictionary=["label"],
+            compression={"image.bytes": "none", "image.path": "none", "label": "snappy",
+                         **{name: "snappy" for name in extra}},
+            use_dictionary=["label", *extra],
             column_encoding={"image.bytes": "PLAIN", "image.path": "PLAIN"},
             write_page_index=True)
 
@@ -291,23 +306,28 @@ def _open(pq, tmp, schema):
 
 def _row_group(pa, group, schema):
     """One row group as an Arrow table: contiguous buffers, whatever the pieces."""
-    n = sum(len(offsets) - 1 for offsets, _, _ in group)
+    n = sum(len(offsets) - 1 for offsets, *_ in group)
     offsets = np.zeros(n + 1, np.int64)
     at, base = 0, 0
-    for piece_offsets, data, _ in group:
+    for piece_offsets, data, *_ in group:
         k = len(piece_offsets) - 1
         offsets[at + 1:at + k + 1] = piece_offsets[1:].astype(np.int64) + base
         at += k
         base += len(data)
     if base >= 1 << 31:
         raise UsageError(None, "a row group over 2 GiB of PNGs", "lower --row-group-size")
-    data = b"".join(d for _, d, _ in group)
+    data = b"".join(d for _, d, *_ in group)
     images = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
         offsets.astype(np.int32)), pa.py_buffer(data)])
     paths = pa.nulls(n, pa.string())
     image = pa.StructArray.from_arrays([images, paths], fields=list(schema.field("image").type))
     # from_buffers, not pa.array: pa.array imports pandas when it is installed (to check
     # for its types), ~55 MB of the process's memory for nothing.
-    labels = np.ascontiguousarray(np.concatenate([lab for _, _, lab in group]), np.int64)
+    labels = np.ascontiguousarray(np.concatenate([g[2] for g in group]), np.int64)
     label = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(labels)])
-    return pa.Table.from_arrays([image, label], schema=schema)
+    columns = [image, label]
+    if len(schema.names) > 2:  # the extra fields, int32 columns
+        table = np.concatenate([g[3] for g in group]).astype("<i4", copy=False)
+        columns += [pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(
+            np.ascontiguousarray(table[:, j]))]) for j in range(table.shape[1])]
+    return pa.Table.from_arrays(columns, schema=schema)

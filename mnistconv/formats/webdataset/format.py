@@ -5,7 +5,9 @@ order, three members named by the sample's key, its position in the split zero-p
 to at least 6 digits (keys sort in sample order, the same in every shard):
     <key>.cls   the class index as ASCII text, e.g. b"7"
     <key>.json  {"index": <original index>, "class": "<class name>"} (json.dumps; the
-                name is the class's number when the input records no names)
+                name is the class's number when the input records no names), then
+                the record's extra fields if it has any (QMNIST's columns:
+                "hsf_series": 4, "writer_id": 12, ...)
     <key>.png   the image, grayscale PNG (or <key>.jpg with image_format="jpeg")
 in that order (sorted by extension, as webdataset.TarWriter writes them). Every header
 has mtime 0, uid/gid 0, mode 0644 and empty user and group names, so a conversion gives
@@ -19,7 +21,9 @@ sample alone is).
 Reading takes a directory of shards, a shard (its whole set, checked complete) or any
 tar file of samples: members grouped by key as webdataset groups them (the name up to
 the first dot of its last path part); each sample needs an image (.png, .jpg, .jpeg) and
-a .cls; .json's "index" is the original index when present; other members are ignored.
+a .cls; .json's "index" is the original index when present; its other keys whose values
+are integers in the split's first sample are the split's extra fields (every sample must
+hold them, int32; keys of other types are ignored); other members are ignored.
 A split's name is the word before the shard number (`mnist-train-000000.tar` is train).
 """
 
@@ -42,6 +46,7 @@ from ...shards import is_data_name
 from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
 from ..idx.classes import check_name, names_by_label
 from ..images import class_labels, decode_image, grayscale_shape
+from .. import extras
 from .samples import SampleTask, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
@@ -53,6 +58,7 @@ _KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # webdataset's base_plus_ext
 _UNITS = {"b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 _SMALL_MEMBER = 1 << 16  # a .cls or .json larger than this is not a label or an index
+_JSON_KEYS = ("index", "class")  # a .json's own keys; the others are extra fields
 
 
 # ---- names ----
@@ -131,10 +137,11 @@ def _check_split(split, where):
     return shape
 
 
-def _pieces(split, chunk, samples_per_shard, slot_bytes, first=0):
+def _pieces(split, chunk, samples_per_shard, slot_bytes, first=0, table=None):
     """(0, packed rows, labels, indices) of at most `chunk` records that never cross a
     shard boundary when shards are cut by samples; the first record's key is `first`
-    (its position in the whole split)."""
+    (its position in the whole split). table: the split's extra fields (row 0 is its
+    first record), or None."""
     position = first
     for batch in split.batches(chunk):
         start = 0
@@ -143,7 +150,9 @@ def _pieces(split, chunk, samples_per_shard, slot_bytes, first=0):
             if samples_per_shard:
                 left = samples_per_shard - position % samples_per_shard
                 end = min(end, start + left)
-            yield (0, pack(position, batch.images[start:end], slot_bytes),
+            rows = None if table is None else \
+                table[position - first:position - first + end - start]
+            yield (0, pack(position, batch.images[start:end], slot_bytes, rows),
                    np.asarray(batch.labels[start:end], np.int64),
                    np.asarray(batch.indices[start:end], np.int64))
             position += end - start
@@ -249,18 +258,20 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
                                    f"more than {MAX_SHARDS} shards",
                              "choose a larger --shard-size")
         width = max(6, len(str(max(split.header.count - 1, 0))))
+        extra = extras.checked(split, _JSON_KEYS)
         task = SampleTask(shape, image_format, jpeg_quality, width,
-                          split.header.class_names)
-        plan.append((split, task))
-    slot = max(task.slot_shape[0] for _, task in plan)
+                          split.header.class_names, extra_names=extra[0] if extra else ())
+        plan.append((split, task, extra[1] if extra else None))
+    slot = max(task.slot_shape[0] for _, task, _ in plan)
     return directory, name, samples, max_bytes, workers, plan, \
         max(1, min(CHUNK, _CHUNK_BYTES // slot))
 
 
 def _record_room(tasks):
     """A record's output room in a forked worker's slot is twice this plus 2 KB: three
-    headers, three paddings and a PNG of noise fit."""
-    return max(t.slot_shape[0] for t in tasks) + 1024
+    headers, three paddings and a PNG of noise fit, and the .json's extra fields (a name
+    of at most 64 characters and an int32 each)."""
+    return max(t.slot_shape[0] + 40 * len(t.extra_names) for t in tasks) + 1024
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
@@ -279,21 +290,24 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
     directory, name, samples, max_bytes, workers, plan, chunk = _checked(
         dataset, path, shard_size, image_format, jpeg_quality, workers)
     files, counts = [], {}
+    if any(table is not None for _, _, table in plan):
+        extras.kept(dataset)
     with StagedOutput(force) as staged:
-        old = {s.name: _family(directory, name, s.name) for s, _ in plan}
+        old = {s.name: _family(directory, name, s.name) for s, _, _ in plan}
         for stale in old.values():
             if stale and not force:
                 staged.supersede(stale[0])  # refused: the output exists
-        tasks = [task for _, task in plan]
+        tasks = [task for _, task, _ in plan]
         tasks[0].warm()
         with ParallelEncoder(tasks, workers, processes, _record_room(tasks), chunk,
-                             total=sum(s.header.count for s, _ in plan)) as encoder:
-            for split, task in plan:
+                             total=sum(s.header.count for s, _, _ in plan)) as encoder:
+            for split, task, table in plan:
                 shards = _Shards(staged, directory, name, split.name, samples, max_bytes)
                 progress.start(f"{split.name} -> webdataset", split.header.count)
                 counts[split.name] = 0
                 try:
-                    pieces = _pieces(split, chunk, samples, task.slot_shape[0])
+                    pieces = _pieces(split, chunk, samples, task.slot_shape[0],
+                                     table=table)
                     for _, n, data, (length, _, _) in encoder.encode(task, pieces):
                         body, sizes = split_output(data, length, n)
                         shards.add(body, sizes)
@@ -327,8 +341,9 @@ class WebDatasetSplit(Split):
         names, file_numbers, offsets, sizes, labels, indices = [], [], [], [], [], []
         shape = None
         class_names = {}  # label -> the first name a .json gives it
+        extra_names, extra_rows = None, []  # the first sample's integer .json keys
         for number, path in enumerate(files):
-            for key, member_name, at, size, label, index, class_name, head in \
+            for key, member_name, at, size, label, index, class_name, head, meta in \
                     _samples(path):
                 if len(labels) >= MAX_EXAMPLES:
                     raise FormatError(where, f"holds more than {MAX_EXAMPLES:,} samples, "
@@ -354,6 +369,17 @@ class WebDatasetSplit(Split):
                 indices.append(len(indices) if index is None else index)
                 if class_name is not None:
                     class_names.setdefault(label, class_name)
+                if extra_names or meta or extra_names is None:
+                    member = printable(meta[0] if meta else f"{key}.json")
+                    obj = meta[1] if meta else {}
+                    if extra_names is None:
+                        extra_names = extras.integer_keys(obj, _JSON_KEYS, path, member)
+                    row = extras.json_values(obj, extra_names, _JSON_KEYS, path, member)
+                    if extra_names:
+                        extra_rows.append(row)
+        self._extra_names = extra_names or ()
+        self._extras = np.array(extra_rows, np.int32).reshape(len(extra_rows),
+                                                              len(self._extra_names))
         self._names = names
         self._files = np.array(file_numbers, np.int32)
         self._offsets = np.array(offsets, np.int64)
@@ -371,6 +397,11 @@ class WebDatasetSplit(Split):
     def labels(self):
         """Every sample's class, in order (read at read() time)."""
         return self._labels
+
+    def extra_fields(self):
+        """(names, N x k int32) of the integer keys every sample's .json holds beside
+        index and class (QMNIST's columns), else None."""
+        return (self._extra_names, self._extras) if self._extra_names else None
 
     def indices(self):
         """Every sample's original index (its .json's, else its position)."""
@@ -402,8 +433,8 @@ class WebDatasetSplit(Split):
 
 def _samples(path):
     """(key, image member name, image offset, image size, label, original index and
-    class name from its .json or None, image bytes) of each sample of one tar file, in
-    order."""
+    class name from its .json or None, image bytes, (.json member name, its object) or
+    None) of each sample of one tar file, in order."""
     check_input_file(path)
     with open(path, "rb") as f:
         current, fields = None, {}
@@ -441,7 +472,7 @@ def _sample(path, key, fields):
         raise FormatError(path, f"member {printable(member_name)} holds "
                                 f"{printable(value.decode('utf-8', 'replace'), 40)}, not "
                                 "a class index", "a .cls holds a number such as 7")
-    index = name = None
+    index = name = meta = None
     if "json" in fields:
         json_name, text = fields["json"]
         try:
@@ -452,8 +483,9 @@ def _sample(path, key, fields):
             index = meta["index"]
         if isinstance(meta, dict) and isinstance(meta.get("class"), str):
             name = check_name(meta["class"], path, f"member {printable(json_name)}")
+        meta = (json_name, meta) if isinstance(meta, dict) else None
     image_name, at, size, data = fields["image"]
-    return key, image_name, at, size, int(value), index, name, data
+    return key, image_name, at, size, int(value), index, name, data, meta
 
 
 def _split_of(file_name):

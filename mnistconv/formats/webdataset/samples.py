@@ -5,8 +5,10 @@ any number of workers.
 
 A worker is handed pixels, labels and original indices only (ParallelEncoder's forked
 workers get them through shared memory), but a WebDataset key is the sample's position
-in its split. So each record's slot carries its position in 8 bytes before its pixels
-(pack()); fill() copies such packed rows and encode() unpacks them.
+in its split, and a .json holds the record's extra fields (QMNIST's columns). So each
+record's slot carries its position in 8 bytes, then its k extra fields (int32,
+little-endian), before its pixels (pack()); fill() copies such packed rows and encode()
+unpacks them.
 
 encode() returns the chunk's bytes followed by one little-endian uint32 per record, the
 size of that record's bytes, and the counters (length of the bytes before the sizes,
@@ -23,14 +25,18 @@ from ..parquet.png import encode_batch as encode_png_batch
 from .tar import header, padding
 
 
-def pack(positions_start, images, slot_bytes):
+def pack(positions_start, images, slot_bytes, extras=None):
     """A chunk's rows as a worker's slot holds them: position (int64, little-endian),
-    then the pixels."""
+    the extra fields (n x k, as int32 little-endian) if any, then the pixels."""
     n = len(images)
     out = np.empty((n, slot_bytes), np.uint8)
     out[:, :8] = np.arange(positions_start, positions_start + n,
                            dtype="<i8").view(np.uint8).reshape(n, 8)
-    out[:, 8:] = np.asarray(images).reshape(n, -1)
+    at = 8
+    if extras is not None and extras.shape[1]:
+        at += 4 * extras.shape[1]
+        out[:, 8:at] = np.ascontiguousarray(extras, "<i4").view(np.uint8).reshape(n, -1)
+    out[:, at:] = np.asarray(images).reshape(n, -1)
     return out
 
 
@@ -39,13 +45,18 @@ class SampleTask:
     workers, usable from any thread). tar=False gives the images alone (ImageFolder)."""
 
     def __init__(self, shape, image_format="png", quality=95, key_width=6,
-                 class_names=None, tar=True):
+                 class_names=None, tar=True, extra_names=()):
         self.shape = tuple(shape)
         self.image_format, self.quality = image_format, int(quality)
         self.key_width, self.tar = key_width, tar
         self.class_names = list(class_names) if class_names else None
-        self.slot_shape = (8 + int(np.prod(self.shape)),)
+        self.extra_names = tuple(extra_names)
+        self.pixels_at = 8 + 4 * len(self.extra_names)
+        self.slot_shape = (self.pixels_at + int(np.prod(self.shape)),)
         self.extension = b"jpg" if image_format == "jpeg" else b"png"
+        # The .json as json.dumps writes it: index, class, then each extra field.
+        self.json = b'{"index": %d, "class": %s' + b"".join(
+            b", %s: %%d" % json.dumps(name).encode() for name in self.extra_names) + b"}"
 
     def fill(self, out, packed):
         """Copy a chunk's packed rows into a worker's slot (ParallelEncoder)."""
@@ -59,7 +70,8 @@ class SampleTask:
 
     def images(self, packed):
         """Encoded images of a chunk's packed rows, as bytes-like objects."""
-        pixels = np.ascontiguousarray(packed[:, 8:]).reshape((len(packed),) + self.shape)
+        pixels = np.ascontiguousarray(packed[:, self.pixels_at:]).reshape(
+            (len(packed),) + self.shape)
         if self.image_format == "jpeg":
             return codecs.encode_jpeg_batch(pixels, self.quality)[0]
         # PNGs of the whole chunk at once (filter none, the standard library's zlib at
@@ -86,18 +98,23 @@ class SampleTask:
             data = b"".join(blobs)
             return data + sizes.tobytes(), (len(data), 0, 0)
         positions = np.ascontiguousarray(packed[:, :8]).view("<i8").reshape(-1).tolist()
+        k = len(self.extra_names)
+        extras = np.ascontiguousarray(packed[:, 8:self.pixels_at]).view("<i4").reshape(
+            -1, k).tolist() if k else [()] * len(positions)
+        template = self.json
         parts, sizes = [], []
         width, ext, jpg = self.key_width, b"." + self.extension, self.extension == b"jpg"
         names = {}  # label -> its name as a JSON string
-        for position, label, index, blob in zip(positions, np.asarray(labels).tolist(),
-                                                np.asarray(indices).tolist(), blobs):
+        for position, label, index, blob, extra in zip(
+                positions, np.asarray(labels).tolist(), np.asarray(indices).tolist(),
+                blobs, extras):
             key = b"%0*d" % (width, position)
             name = names.get(label)
             if name is None:
                 name = names[label] = json.dumps(self.class_name(label)).encode()
-            # json.dumps({"index": index, "class": name}), spelled out (a third of the
-            # time of calling it for each sample).
-            text = b'{"index": %d, "class": %s}' % (index, name)
+            # json.dumps({"index": index, "class": name, <extra fields>}), spelled out
+            # (a third of the time of calling it for each sample).
+            text = template % (index, name, *extra)
             cls = b"%d" % label
             # Members in sorted order of their extensions, as webdataset.TarWriter
             # writes them: cls, json, png (cls, jpg, json).

@@ -1,0 +1,115 @@
+"""Per-record fields beyond the label (stream.extra_fields: QMNIST's seven extra label
+columns) in the writers that keep them: npz (extra_<split>), Parquet (int32 columns
+after `label`) and WebDataset (integer keys of each sample's .json). Each writes a table
+checked here, and takes away the reader's note that other formats drop them; the
+WebDataset reader checks each sample's .json here.
+"""
+
+import json
+
+import numpy as np
+
+from ..errors import FormatError
+from ..limits import is_safe_name, printable
+from ..stream import extra_fields
+
+# The end of the note a reader adds when its splits carry extra fields (idx/family.py);
+# a writer that keeps them removes the note (kept()).
+KEPT_BY = ("npz (extra_<split>, extra_columns), Parquet (int32 columns) and WebDataset "
+           "(.json keys) keep them; other formats drop them")
+INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def check_names(names, where, reserved=(), what=""):
+    """Extra field names are data (they become column names and JSON keys): plain
+    names, each once, none of the format's own. `what` starts each message."""
+    seen = set()
+    for name in names:
+        if not isinstance(name, str) or not is_safe_name(name):
+            shown = printable(name if isinstance(name, str) else repr(name), 70)
+            raise FormatError(where, f"{what}extra field name {shown} is not a plain "
+                                     "name (letters, digits, _ . -; at most 64 "
+                                     "characters)")
+        if name in reserved:
+            raise FormatError(where, f"{what}extra field {name} has the name of a field "
+                                     "the format writes itself",
+                              f"names taken: {', '.join(reserved)}")
+        if name in seen:
+            raise FormatError(where, f"{what}extra field {name} is named twice")
+        seen.add(name)
+    return tuple(names)
+
+
+def checked(split, reserved=()):
+    """(names, N x k int32 table) of a split's extra fields, checked: a row per record,
+    a column per name, integers that fit int32; or None when it has none."""
+    extra = extra_fields(split)
+    if extra is None:
+        return None
+    names, table = extra
+    where = split.header.source or split.name
+    names = check_names(names, where, reserved)
+    table = np.asarray(table)
+    if table.ndim != 2 or table.shape != (split.header.count, len(names)) or \
+            table.dtype.kind not in "iu":
+        raise FormatError(where, f"its extra fields are a {table.dtype.name} table of "
+                                 f"shape {table.shape}, not {split.header.count} x "
+                                 f"{len(names)} integers")
+    if table.size and (table.min() < INT32[0] or table.max() > INT32[1]):
+        bad = table[(table < INT32[0]) | (table > INT32[1])][0]
+        raise FormatError(where, f"extra field value {int(bad)} does not fit int32")
+    return names, table.astype(np.int32, copy=False)
+
+
+def same_names(found, where):
+    """The one list of extra field names every split shares (a schema holds one), from
+    {split: checked() result}; () when none has any."""
+    lists = {name: (e[0] if e else ()) for name, e in found.items()}
+    first = next(iter(lists.items()), (None, ()))
+    for name, names in lists.items():
+        if names != first[1]:
+            raise FormatError(where, f"split {name} has extra fields "
+                                     f"({', '.join(names) or 'none'}), split {first[0]} "
+                                     f"has ({', '.join(first[1]) or 'none'})",
+                              "write one split at a time (--split)")
+    return first[1]
+
+
+def integer_keys(obj, skip, path, member):
+    """A WebDataset split's extra fields, from its first sample's .json object: the
+    keys beside `skip` whose values are integers, in their order."""
+    names = [k for k, v in obj.items() if k not in skip and type(v) is int]
+    return check_names(names, path, skip, f"member {member}: ")
+
+
+def json_values(obj, names, skip, path, member):
+    """A sample's values of the split's extra fields, checked: every one there, an
+    integer that fits int32, and no other integer key beside `skip`. A third-party
+    .json's keys of other types (captions, floats) are not extra fields."""
+    same = "every sample's .json holds the same extra fields"
+    values = []
+    for name in names:
+        if name not in obj:
+            raise FormatError(path, f"member {member} has no {name}, which the split's "
+                                    "first sample has", same)
+        value = obj[name]
+        if type(value) is not int:
+            shown = json.dumps(value)  # ASCII, one line
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            raise FormatError(path, f"member {member}: {name} is {shown}, not an integer")
+        if not INT32[0] <= value <= INT32[1]:
+            raise FormatError(path, f"member {member}: {name} is {value}, which does not "
+                                    "fit int32", "extra fields are int32")
+        values.append(value)
+    others = [k for k, v in obj.items() if k not in skip and type(v) is int
+              and k not in names]
+    if others:
+        raise FormatError(path, f"member {member} has {printable(others[0], 70)}, which "
+                                "the split's first sample has not", same)
+    return values
+
+
+def kept(dataset):
+    """The writer keeps the extra fields: the reader's note that they are dropped
+    goes."""
+    dataset.notes[:] = [n for n in dataset.notes if not n.endswith(KEPT_BY)]
