@@ -13,6 +13,7 @@ def describe(dataset, check=True):
     """The facts `info` shows, as plain data (also the --json output)."""
     import numpy as np
     from ..fileio import sha256_file
+    from ..errors import FormatError
     from ..stream import extra_fields
     splits = {}
     for name, split in dataset.splits.items():
@@ -32,7 +33,11 @@ def describe(dataset, check=True):
         # Only where known, so the output of a dataset without them stays as it was.
         if h.class_names:
             splits[name]["class_names"] = list(h.class_names)
-        extra = extra_fields(split)
+        try:
+            extra = extra_fields(split)
+        except FormatError as e:  # fields another tool wrote unevenly: not extra fields
+            extra = None
+            dataset.notes.append(f"{name}: no extra fields carried ({e})")
         if extra is not None:
             splits[name]["extra_fields"] = list(extra[0])
     files = [{"path": p, "bytes": os.path.getsize(p), "sha256": sha256_file(p)}

@@ -116,10 +116,13 @@ class _Layout:
                                     f"are {shown[:300]}", _EXPECTED)
         self.image, self.label = image, label
         self.types = (str(schema.field(image).type), str(schema.field(label).type))
-        # Integer columns beside them are the records' extra fields (QMNIST's columns,
-        # written as int32): read when asked (extra_fields), in the schema's order.
+        # Integer columns of 32 bits or fewer beside them are the records' extra fields
+        # (QMNIST's columns, written as int32): read when asked (extra_fields), in the
+        # schema's order. A Hub dataset's int64 column (an id, a timestamp) is not one:
+        # its values need not fit, and it must not stop a conversion.
         self.extras = tuple(f.name for f in schema if f.name not in (image, label)
-                            and pa.types.is_integer(f.type))
+                            and pa.types.is_integer(f.type) and f.type.bit_width <= 32
+                            and f.type != pa.uint32())
         class_names = features.get(label, {}).get("names") \
             if isinstance(features.get(label), dict) else None
         if isinstance(class_names, list) and len(class_names) <= MAX_CLASSES and \

@@ -343,6 +343,7 @@ class WebDatasetSplit(Split):
         shape = None
         class_names = {}  # label -> the first name a .json gives it
         extra_names, extra_rows = None, []  # the first sample's integer .json keys
+        extra_error = None  # why they are not extra fields of every sample
         for number, path in enumerate(files):
             for key, member_name, at, size, label, index, class_name, head, meta in \
                     _samples(path):
@@ -372,15 +373,25 @@ class WebDatasetSplit(Split):
                     class_names.setdefault(label, class_name)
                 # (a .json of index and class alone, as most are, has nothing to check:
                 # checking every one cost 3% of reading MNIST's 70000 samples)
-                if extra_names is None or extra_names or \
-                        (meta and not meta[1].keys() <= _OWN_KEYS):
+                if extra_error is None and (extra_names is None or extra_names or (
+                        meta and not meta[1].keys() <= _OWN_KEYS)):
                     member = printable(meta[0] if meta else f"{key}.json")
                     obj = meta[1] if meta else {}
-                    if extra_names is None:
-                        extra_names = extras.integer_keys(obj, _JSON_KEYS, path, member)
-                    row = extras.json_values(obj, extra_names, _JSON_KEYS, path, member)
-                    if extra_names:
-                        extra_rows.append(row)
+                    try:
+                        if extra_names is None:
+                            extra_names = extras.integer_keys(obj, _JSON_KEYS, path,
+                                                              member)
+                        row = extras.json_values(obj, extra_names, _JSON_KEYS, path,
+                                                 member)
+                    except FormatError as e:
+                        # Said only to a writer that keeps extra fields (extra_fields()):
+                        # another tool's .json (an id past int32, a key some samples
+                        # lack) must not stop a conversion that drops them anyway.
+                        extra_error, extra_rows = e, []
+                    else:
+                        if extra_names:
+                            extra_rows.append(row)
+        self._extra_error = extra_error
         self._extra_names = extra_names or ()
         self._extras = np.array(extra_rows, np.int32).reshape(len(extra_rows),
                                                               len(self._extra_names))
@@ -396,7 +407,8 @@ class WebDatasetSplit(Split):
         self._indices = np.array(indices, np.int64)
         super().__init__(name, Header(len(labels), shape or (0, 0), np.dtype(np.uint8),
                                       self._labels.dtype, None, where,
-                                      names_by_label(class_names, int(labels.max()) + 1 if len(labels) else 0)))
+                                      names_by_label(class_names, int(labels.max()) + 1
+                                                     if len(labels) else 0)))
 
     def labels(self):
         """Every sample's class, in order (read at read() time)."""
@@ -404,7 +416,10 @@ class WebDatasetSplit(Split):
 
     def extra_fields(self):
         """(names, N x k int32) of the integer keys every sample's .json holds beside
-        index and class (QMNIST's columns), else None."""
+        index and class (QMNIST's columns), else None; a FormatError when some sample's
+        do not match the first's."""
+        if self._extra_error is not None:
+            raise self._extra_error
         return (self._extra_names, self._extras) if self._extra_names else None
 
     def indices(self):
