@@ -252,6 +252,29 @@ def test_a_file_name_that_is_not_utf8(written):
                         "array_record opens only UTF-8 names; rename the file\n")
 
 
+def test_a_label_past_the_class_limit(written):
+    # Found by the fuzz pass's labels: 2**31 - 1 was read, and `info` then counted the
+    # labels in a bincount of 2**31 entries (16 GiB).
+    from array_record.python.array_record_module import ArrayRecordReader, \
+        ArrayRecordWriter
+    from mnistconv.formats.tfrecord.example import example_class
+    path = written / "m-test.array_record"
+    reader = ArrayRecordReader(str(path))
+    records = reader.read([0, 1])
+    reader.close()
+    example = example_class().FromString(records[1])
+    example.features.feature["label"].int64_list.value[0] = 2 ** 31 - 1
+    records[1] = example.SerializeToString()
+    bad = written / "bad.array_record"
+    writer = ArrayRecordWriter(str(bad), "group_size:1")
+    for r in records:
+        writer.write(r)
+    writer.close()
+    err = _one_error_line(run("info", bad), 1)
+    assert err == f"Error: {bad}: record 1 (counting from 0): label 2147483647 need " \
+                  "2,147,483,648 classes, more than mnistconv's limit of 65,536\n"
+
+
 # A mutated TFDS shard (found by tests/fuzz): Riegeli's signature, then a chunk header
 # cut short. Opened as the first ArrayRecordReader of a process under an address-space
 # limit (the fuzz harness's RLIMIT_AS, or ulimit -v), array_record's global thread pool

@@ -31,7 +31,7 @@ import numpy as np
 from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput
-from ...limits import printable
+from ...limits import check_num_classes, printable
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
@@ -197,6 +197,8 @@ class ArrayRecordSplit(Split):
             if label < 0:
                 raise FormatError(path, f"{record_name(number)}: label {label} is "
                                         "negative")
+            # 2**31 - 1 was taken, and `info` counted it in a 16 GiB bincount.
+            check_num_classes(label + 1, path, f"{record_name(number)}: label {label}")
         index = one_value(path, number, feature, layout.index_key, "int64_list") \
             if layout.index_key else None
         return images[0], label, index
