@@ -508,6 +508,15 @@ def make_h5(path, **datasets):
     ({"data": np.zeros((2, 1, 4, 4), np.float32), "label": np.array([0.5, 1])},
      "'label': label 0.5 of example 0 is not a class number; labels are whole numbers "
      "below 65,536"),
+    # Found by the fuzz pass: cast to int32, -2**63 warned (a RuntimeWarning line on
+    # stderr) as a float and wrapped silently as an int64.
+    ({"data": np.zeros((2, 1, 4, 4), np.float32), "label": np.array([1, -2.0 ** 63])},
+     "'label': label -9.223372036854776e+18 of example 1 is not a class number; labels "
+     "below -2,147,483,648 do not fit int32"),
+    ({"data": np.zeros((2, 1, 4, 4), np.float32),
+      "label": np.array([1, -2 ** 31 - 1], np.int64)},
+     "'label': label -2147483649 of example 1 is not a class number; labels below "
+     "-2,147,483,648 do not fit int32"),
 ])
 def test_bad_hdf5_is_one_line_and_writes_nothing(tmp_path, datasets, message):
     make_h5(tmp_path / "bad.h5", **datasets)

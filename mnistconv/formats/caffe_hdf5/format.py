@@ -253,6 +253,11 @@ class Hdf5Split(Split):
                 labels = np.asarray(h["label"][...]).reshape(-1)
             check_labels(labels.astype(labels.dtype.newbyteorder("=")), f.path, done,
                          "'label': ")
+            if len(labels) and labels.min() < -(1 << 31):  # int32 below would wrap
+                i = int(np.argmin(labels))
+                raise FormatError(f.path, f"'label': label {labels[i].item()!r} of example "
+                                          f"{done + i} is not a class number",
+                                  "labels below -2,147,483,648 do not fit int32")
             parts.append(labels)
             done += len(labels)
         labels = np.concatenate(parts) if parts else np.zeros(0, np.float32)
