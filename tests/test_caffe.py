@@ -525,6 +525,19 @@ def test_bad_hdf5_is_one_line_and_writes_nothing(tmp_path, datasets, message):
     assert sorted(os.listdir(tmp_path)) == ["bad.h5"]
 
 
+def test_hdf5_float16_labels_are_checked_without_a_warning(tmp_path):
+    # Compared with -2**31, a float16 warned of an overflow: a RuntimeWarning line on
+    # stderr before the output (found by the fuzz pass).
+    import warnings
+    make_h5(tmp_path / "h.h5", data=np.zeros((2, 1, 4, 4), np.float32),
+            label=np.array([-128, 300], np.float16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        split, = mnistconv.read(tmp_path / "h.h5", "caffe-hdf5").splits.values()
+        labels = split.labels()
+    assert labels.tolist() == [-128, 300] and labels.dtype == np.int32
+
+
 def test_hdf5_scale_attribute_is_checked(tmp_path):
     with h5py.File(tmp_path / "s.h5", "w") as f:
         f["data"] = np.full((2, 1, 4, 4), 2.0, np.float32)

@@ -253,7 +253,8 @@ class Hdf5Split(Split):
                 labels = np.asarray(h["label"][...]).reshape(-1)
             check_labels(labels.astype(labels.dtype.newbyteorder("=")), f.path, done,
                          "'label': ")
-            if len(labels) and labels.min() < -(1 << 31):  # int32 below would wrap
+            # float(): a float16 compared with -2**31 warns of an overflow
+            if len(labels) and float(labels.min()) < -(1 << 31):  # int32 below would wrap
                 i = int(np.argmin(labels))
                 raise FormatError(f.path, f"'label': label {labels[i].item()!r} of example "
                                           f"{done + i} is not a class number",
