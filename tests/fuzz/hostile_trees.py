@@ -325,13 +325,17 @@ def names_caffe_hdf5(rng, work, top):
     elif how == "dataset":  # data/label renamed, or an extra dataset with a path name
         import h5py
         with h5py.File(os.path.join(root, entries[0]), "a") as f:
-            name = evil.replace("\0", "") or "x"
-            if rng.random() < 0.5:
-                name = name.replace("/", "_")
-                if name not in f:
-                    f.move(rng.choice(["data", "label"]), name)
-            elif name.strip("/.") and name not in f:
-                f.create_dataset(name, data=np.zeros(3))
+            # (h5py takes names it can encode as UTF-8, not empty, not '.' alone)
+            name = evil.replace("\0", "").encode("utf-8", "replace").decode() or "x"
+            if name.strip("/.") == "":
+                name = "x" + name.replace("/", "")
+            try:
+                if rng.random() < 0.5:
+                    f.move(rng.choice(["data", "label"]), name.replace("/", "_"))
+                else:
+                    f.create_dataset(name, data=np.zeros(3))
+            except (ValueError, TypeError):  # h5py: that name, or a part of it, exists
+                pass
     else:  # a link from inside the file to another file or path
         import h5py
         with h5py.File(os.path.join(root, entries[0]), "a") as f:
