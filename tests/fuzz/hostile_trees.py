@@ -343,7 +343,8 @@ def names_caffe_hdf5(rng, work, top):
             del f[name]
             f[name] = rng.choice([h5py.ExternalLink(outside, name),
                                   h5py.ExternalLink("../outside.h5", name),
-                                  h5py.SoftLink("/" + evil.replace("\0", "")),
+                                  h5py.SoftLink("/" + evil.replace("\0", "").encode(
+                                      "utf-8", "replace").decode()),
                                   h5py.ExternalLink("/proc/self/mem", name)])
     path = rng.choice([root, listed])
     if how == "list":
