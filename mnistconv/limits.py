@@ -14,6 +14,10 @@ from .errors import FormatError, UsageError
 # an MNIST-like image is 28 x 28), and at most this many bytes in any one record.
 MAX_IMAGE_PIXELS = 16384 * 16384
 MAX_RECORD_BYTES = 256 << 20
+# Images larger than this are decoded one at a time, on one thread: each decoding
+# thread holds a decoder's copy of its image besides the batch (two threads decoding
+# 9000 x 9000 PNGs peaked at 330-510 MB in the fuzz pass).
+MAX_THREADED_IMAGE_PIXELS = 1 << 22
 # A one-hot label or a per-class table has at most this many columns or rows.
 MAX_CLASSES = 65536
 # Examples in one split (MNIST8M has 8.1M). All of a split's labels are held in memory,

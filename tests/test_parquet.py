@@ -496,3 +496,27 @@ def test_parquet_never_imports_pandas(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "o")], cwd=REPO,
                        capture_output=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_images_past_four_million_pixels_are_decoded_on_one_thread(tmp_path, monkeypatch):
+    """Each decoding thread holds a decoder's copy of its image besides the batch: two
+    threads on 9000 x 9000 PNGs peaked at 330-510 MB (the fuzz pass), so large images
+    go one at a time; small ones keep every thread."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from mnistconv.formats.parquet import png, reader
+    seen = []
+    real = reader.ordered_map
+    monkeypatch.setattr(reader, "ordered_map",
+                        lambda f, jobs, workers: seen.append(workers) or real(f, jobs,
+                                                                               workers))
+    for side in (2048, 2049):  # 4,194,304 pixels: still threaded; one more row: not
+        data, offsets = png.encode_batch(np.zeros((1, side, side), np.uint8))
+        table = pa.table({"image": [{"bytes": data[offsets[0]:offsets[1]], "path": None}],
+                          "label": pa.array([3], pa.int64())})
+        (tmp_path / str(side)).mkdir()
+        pq.write_table(table, tmp_path / str(side) / "train.parquet")
+        split = mnistconv.read(tmp_path / str(side) / "train.parquet", workers=2) \
+            .splits["train"]
+        assert next(split.batches()).images.shape == (1, side, side)
+    assert seen == [2, 1]

@@ -31,7 +31,7 @@ import numpy as np
 from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput
-from ...limits import check_num_classes, printable
+from ...limits import MAX_THREADED_IMAGE_PIXELS, check_num_classes, printable
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
@@ -259,7 +259,8 @@ class ArrayRecordSplit(Split):
                                 max(1, int(np.prod(self.header.shape)))))
         jobs = (self._pieces(np.arange(s, min(count, s + batch_size)))
                 for s in range(0, count, batch_size))
-        workers = self.workers if count > batch_size else 1
+        workers = self.workers if count > batch_size and \
+            int(np.prod(self.header.shape)) <= MAX_THREADED_IMAGE_PIXELS else 1
         start = 0
         for images in ordered_map(self._decode_records, jobs, workers):
             n = len(images)

@@ -13,7 +13,8 @@ import numpy as np
 
 from ...errors import FormatError, MissingDependency, UsageError
 from ...fileio import check_input_file, has_magic
-from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES, check_image_size,
+from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
+                       MAX_THREADED_IMAGE_PIXELS, check_image_size,
                        printable, safe_split_name)
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
@@ -358,7 +359,9 @@ class ParquetSplit(Split):
                 def decode(start, values=values, images=images, at=at, path=path):
                     for i in range(start, min(start + step, n)):
                         images[i] = _decode(values[i], shape, f"{path}: row {at + i}")
-                for _ in ordered_map(decode, range(0, n, step), self.workers):
+                workers = self.workers if int(np.prod(shape)) <= \
+                    MAX_THREADED_IMAGE_PIXELS else 1
+                for _ in ordered_map(decode, range(0, n, step), workers):
                     pass
                 yield Batch(images, labels[at:at + n], np.arange(at, at + n,
                                                                  dtype=np.int64))
