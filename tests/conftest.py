@@ -2,6 +2,7 @@
 generated IDX data, and running the real command line as a subprocess."""
 
 import gzip
+import hashlib
 import os
 import subprocess
 import sys
@@ -118,3 +119,26 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where every check must run: {reason}"
+
+
+def tree_hashes(folder):
+    """{relative path: sha256} of every visible file under folder (progress records and
+    staging leftovers are hidden): what "the same bytes as a local run" compares."""
+    found = {}
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if not name.startswith("."):
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
+@pytest.fixture
+def hf_env(tmp_path, monkeypatch):
+    """`datasets` offline, its cache under the test's folder."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    return tmp_path

@@ -24,15 +24,6 @@ EXPECTED = ("mnistconv reads an image column (a struct of PNG or JPEG bytes and 
             "as datasets' Image() stores it) and an integer label column")
 
 
-@pytest.fixture
-def hf_env(tmp_path, monkeypatch):
-    """`datasets` offline, its cache under the test's folder."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    return tmp_path
-
-
 def _generated(n_train=300, n_test=120, shape=(28, 28), seed=0):
     rng = np.random.default_rng(seed)
     splits = {}

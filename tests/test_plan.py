@@ -15,6 +15,7 @@ import pytest
 
 import mnistconv
 from mnistconv import plan as plans
+from conftest import tree_hashes
 from mnistconv.records import ArraySplit, Dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -324,25 +325,12 @@ def test_beam_missing_is_one_line(src, tmp_path):
 PQ = ["--to", "parquet", "--shards", "3", "--row-group-size", "300"]
 
 
-def _tree(folder):
-    """{relative path: sha256} of every visible file under folder."""
-    found = {}
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in names:
-            if not name.startswith("."):
-                path = os.path.join(root, name)
-                with open(path, "rb") as f:
-                    found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return found
-
-
 @pytest.fixture(scope="module")
 def pq_reference(src, tmp_path_factory):
     pytest.importorskip("pyarrow")
     out = tmp_path_factory.mktemp("pqref") / "hf"
     r = _cli("convert", src, out, *PQ, "--json", check=0)
-    tree = _tree(out)
+    tree = tree_hashes(out)
     assert sorted(tree) == ["README.md"] + [f"data/{s}-0000{i}-of-00003.parquet"
                                             for s in ("test", "train") for i in range(3)]
     return tree, json.loads(r.stdout)["stats"]
@@ -355,7 +343,7 @@ def test_parquet_tasks_in_reverse_give_the_local_bytes_and_card(src, pq_referenc
                                i, "--json", check=0).stdout) for i in range(5, -1, -1)]
     assert [r["finished"] for r in results] == [False] * 5 + [True]
     assert results[-1]["stats"] == pq_reference[1]
-    assert _tree(out) == pq_reference[0]
+    assert tree_hashes(out) == pq_reference[0]
     assert (tmp_path / ".hf.mnistconv-plan.json").is_file()
 
 
@@ -363,7 +351,7 @@ def test_parquet_through_beam_gives_the_local_bytes(src, pq_reference, tmp_path)
     pytest.importorskip("apache_beam")
     out = tmp_path / "hf"
     _cli("convert", src, out, *PQ, "--runner", "beam", "-q", check=0)
-    assert _tree(out) == pq_reference[0]
+    assert tree_hashes(out) == pq_reference[0]
 
 
 def test_parquet_resume_after_kill_and_a_tampered_shard(src, pq_reference, tmp_path):
@@ -383,11 +371,11 @@ def test_parquet_resume_after_kill_and_a_tampered_shard(src, pq_reference, tmp_p
     proc.wait()
     assert not (out / "README.md").exists() or proc.returncode == 0
     _cli("convert", src, out, *PQ, "--resume", "-q", check=0)
-    assert _tree(out) == pq_reference[0]
+    assert tree_hashes(out) == pq_reference[0]
     shard = out / "data" / "train-00002-of-00003.parquet"
     shard.write_bytes(shard.read_bytes()[:-8] + b"PAR1PAR1")
     r = _cli("convert", src, out, *PQ, "--resume", "--json", check=0)
     written = [os.path.basename(t["path"]) for t in json.loads(r.stdout)["tasks"]
                if t["status"] == "written"]
     assert written == ["train-00002-of-00003.parquet"]
-    assert _tree(out) == pq_reference[0]
+    assert tree_hashes(out) == pq_reference[0]

@@ -17,6 +17,7 @@ import pytest
 
 import mnistconv
 from mnistconv import plan as plans
+from conftest import tree_hashes
 from mnistconv.records import ArraySplit, Dataset, Split
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -54,27 +55,13 @@ def _cli(*args, check=None):
     return r
 
 
-def _tree(folder):
-    """{relative path: sha256} of every visible file under folder (the progress record
-    and staging leftovers are hidden)."""
-    found = {}
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in names:
-            if not name.startswith("."):
-                path = os.path.join(root, name)
-                with open(path, "rb") as f:
-                    found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return found
-
-
 def _last_error(r):
     return r.stderr.decode().strip().splitlines()[-1]
 
 
 def _reference(src, root, out, args):
     r = _cli("convert", src, root / out, *args, "--json", check=0)
-    return _tree(root), json.loads(r.stdout)["stats"]
+    return tree_hashes(root), json.loads(r.stdout)["stats"]
 
 
 TFDS_FILES = ["tf/digits/1.0.0/" + n for n in (
@@ -130,7 +117,7 @@ def test_tfds_tasks_one_by_one_give_the_local_bytes(src, tfds_reference, tmp_pat
         assert (out / "digits/1.0.0/dataset_info.json").exists() == (len(results) == 6)
     assert [r["finished"] for r in results] == [False] * 5 + [True]
     assert results[-1]["stats"] == stats == {"records": 3000, "shards": 6}
-    assert _tree(tmp_path) == tree
+    assert tree_hashes(tmp_path) == tree
     record = json.loads((tmp_path / ".tf.mnistconv-plan.json").read_text())
     assert record["finished"] is True and len(record["shards"]) == 6
 
@@ -144,7 +131,7 @@ def test_tfds_job_array_and_beam_give_the_local_bytes(src, tfds_reference, tmp_p
                  "--json", check=0)
         slices[i] = [t["task"] for t in json.loads(r.stdout)["tasks"]]
     assert slices == {0: [0, 4], 1: [1, 5], 2: [2], 3: [3]}
-    assert _tree(tmp_path / "a") == tfds_reference[0]
+    assert tree_hashes(tmp_path / "a") == tfds_reference[0]
     pytest.importorskip("apache_beam")
     out = tmp_path / "b" / "tf"
     r = _cli("convert", src, out, *TFDS, "--runner", "beam", "--beam-option",
@@ -152,7 +139,7 @@ def test_tfds_job_array_and_beam_give_the_local_bytes(src, tfds_reference, tmp_p
              "--beam-option", "direct_running_mode=multi_threading", "--json", check=0)
     result = json.loads(r.stdout)
     assert result["finished"] and result["stats"] == tfds_reference[1]
-    assert _tree(tmp_path / "b") == tfds_reference[0]
+    assert tree_hashes(tmp_path / "b") == tfds_reference[0]
 
 
 @pytest.mark.parametrize("args", [[], ["--file-format", "array_record", "--shards", "2"]],
@@ -175,7 +162,7 @@ def test_tfds_default_shard_count_and_array_record_plan(tmp_path, args):
     assert plans.finish(ds, str(tmp_path / "b" / "tf"), plan) == (True, [])
     assert plans.totals(str(tmp_path / "b" / "tf"), plan) == local.stats == {
         "records": 1800, "shards": 2 * n}
-    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
 
 
 def test_tfds_shard_count_that_follows_the_encoding_is_refused(src, tmp_path):
@@ -250,14 +237,14 @@ def test_webdataset_tasks_in_reverse_and_through_beam(src, wds_reference, tmp_pa
                for i in range(6, -1, -1)]
     assert [r["finished"] for r in results] == [False] * 6 + [True]
     assert results[-1]["stats"] == stats == {"samples": 3000, "shards": 7}
-    assert _tree(tmp_path / "a") == tree
+    assert tree_hashes(tmp_path / "a") == tree
     assert (tmp_path / "a" / "w" / ".m.tar.mnistconv-plan.json").is_file()
     pytest.importorskip("apache_beam")
     r = _cli("convert", src, tmp_path / "b" / "w" / "m.tar", *WDS, "--runner", "beam",
              "--beam-option", "direct_num_workers=2", "--beam-option",
              "direct_running_mode=multi_threading", "--json", check=0)
     assert json.loads(r.stdout)["stats"] == stats
-    assert _tree(tmp_path / "b") == tree
+    assert tree_hashes(tmp_path / "b") == tree
 
 
 def test_webdataset_default_size_and_an_empty_split(tmp_path):
@@ -268,9 +255,9 @@ def test_webdataset_default_size_and_an_empty_split(tmp_path):
     result = plans.run(ds, str(tmp_path / "b") + "/", "webdataset", {}, workers=2)
     assert result["finished"] and result["stats"] == local.stats == {"samples": 1200,
                                                                       "shards": 2}
-    assert sorted(_tree(tmp_path / "b")) == ["b-test-000000.tar", "b-train-000000.tar"]
-    assert _tree(tmp_path / "a") == {n.replace("b-", "a-"): h
-                                     for n, h in _tree(tmp_path / "b").items()}
+    assert sorted(tree_hashes(tmp_path / "b")) == ["b-test-000000.tar", "b-train-000000.tar"]
+    assert tree_hashes(tmp_path / "a") == {n.replace("b-", "a-"): h
+                                     for n, h in tree_hashes(tmp_path / "b").items()}
 
 
 def test_webdataset_library_reads_a_planned_set(src, tmp_path):
@@ -327,11 +314,11 @@ def _kill_and_resume(tmp_path, src, expected, out_name, record_name, opts, point
         proc.send_signal(signal.SIGKILL)
         killed += proc.wait() == -signal.SIGKILL
         if kind == "shards":  # killed mid-set: not the set yet
-            assert _tree(top) != expected
+            assert tree_hashes(top) != expected
         r = _cli("convert", src, out, *opts, "--resume", "--json", check=0)
         result = json.loads(r.stdout)
         assert result["finished"]
-        assert _tree(top) == expected
+        assert tree_hashes(top) == expected
         leftovers = [os.path.join(root, n) for root, _, names in os.walk(top)
                      for n in names if "mnistconv-tmp" in n]
         assert leftovers == []
@@ -357,7 +344,7 @@ def test_resume_after_kill_9_at_several_points(big, tmp_path, fmt):
         out_name, record_name = "w/m.tar", "w/.m.tar.mnistconv-plan.json"
     ref = tmp_path / "ref"
     _cli("convert", big, ref / out_name, *opts, "-q", check=0)
-    expected = _tree(ref)
+    expected = tree_hashes(ref)
     assert len(expected) == (15 if fmt == "tfds" else 10)
     rng = random.Random(17)
     points = [("shards", 1), ("shards", 4), ("shards", 9),
@@ -385,7 +372,7 @@ def test_tfds_tampered_shard_found_when_finishing(src, tfds_reference, tmp_path)
     r = _cli("convert", src, out, *TFDS, "--resume", "--json", check=0)
     assert [t["task"] for t in json.loads(r.stdout)["tasks"]
             if t["status"] == "written"] == [2]
-    assert _tree(tmp_path) == tfds_reference[0]
+    assert tree_hashes(tmp_path) == tfds_reference[0]
 
 
 def test_tfds_an_earlier_set_is_refused_then_replaced_with_force(src, tfds_reference,
@@ -396,16 +383,16 @@ def test_tfds_an_earlier_set_is_refused_then_replaced_with_force(src, tfds_refer
     out = tmp_path / "tf"
     _cli("convert", src, out, "--to", "tfds", "--name", "digits", "--shards", "2", "-q",
          check=0)
-    before = _tree(tmp_path)
+    before = tree_hashes(tmp_path)
     r = _cli("convert", src, out, *TFDS, "--resume", check=2)
     assert _last_error(r) == (f"Error: {out / 'digits/1.0.0/dataset_info.json'}: already "
                               "exists; use --force to overwrite it")
-    assert _tree(tmp_path) == before
+    assert tree_hashes(tmp_path) == before
     _cli("convert", src, out, *TFDS, "--num-tasks", 2, "--task-index", 0, "--force", "-q",
          check=0)
-    assert len(_tree(tmp_path)) == 3 + 4 + 3  # the old set stays until the new one is whole
+    assert len(tree_hashes(tmp_path)) == 3 + 4 + 3  # the old set stays until the new one is whole
     _cli("convert", src, out, *TFDS, "--num-tasks", 2, "--task-index", 1, "-q", check=0)
-    assert _tree(tmp_path) == tfds_reference[0]
+    assert tree_hashes(tmp_path) == tfds_reference[0]
 
 
 class _Stream(ArraySplit):
@@ -437,7 +424,7 @@ def test_a_split_that_cannot_seek_plans_the_same_bytes(tmp_path, fmt, opts):
         plans.run_task(ds, str(tmp_path / "b" / path), plan, number)
     assert plans.finish(ds, str(tmp_path / "b" / path), plan) == (True, [])
     assert plans.totals(str(tmp_path / "b" / path), plan) == local.stats
-    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
 
 
 def test_the_finishing_task_lists_the_metadata_it_wrote(src, tfds_reference, tmp_path):

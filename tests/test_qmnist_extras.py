@@ -16,6 +16,7 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from mnistconv.records import ArraySplit, Dataset
+from conftest import tree_hashes
 from test_family import qmnist, run
 
 COLUMNS = ["hsf_series", "writer_id", "writer_digit_index", "nist_class_code",
@@ -26,27 +27,19 @@ NOTE = ("note: QMNIST labels carry 7 more columns (hsf_series, writer_id, "
         "keys) keep them; other formats drop them")
 
 
-@pytest.fixture
-def hf_env(tmp_path, monkeypatch):
-    """`datasets` offline, its cache under the test's folder."""
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    return tmp_path
+def _assert_extras(npz, tables):
+    """The npz holds the seven columns of every split, int32, as QMNIST's labels had
+    them (tables: split -> N x 8)."""
+    back = _npz_extras(npz)
+    assert back["extra_columns"].tolist() == COLUMNS
+    for split in ("train", "test"):
+        assert back[f"extra_{split}"].dtype == np.int32
+        assert np.array_equal(back[f"extra_{split}"], tables[split][:, 1:])
 
 
 def _npz_extras(path):
     with np.load(path) as f:
         return {k: f[k] for k in f.files if k.startswith("extra_")}
-
-
-def _tree(folder):
-    import hashlib
-    return {os.path.relpath(os.path.join(d, n), folder):
-            hashlib.sha256(open(os.path.join(d, n), "rb").read()).hexdigest()
-            for d, dirs, names in os.walk(folder) for n in names
-            if not n.startswith(".") and not any(p.startswith(".") for p in
-                                                 os.path.relpath(d, folder).split(os.sep))}
 
 
 # --- WebDataset -----------------------------------------------------------------------
@@ -65,15 +58,11 @@ def test_qmnist_to_webdataset_to_npz_keeps_the_seven_columns(tmp_path, capsys):
                                **dict(zip(COLUMNS, row[1:]))}).encode()
     code, _, err = run(capsys, "convert", tmp_path / "w", tmp_path / "back.npz")
     assert code == 0
-    back = _npz_extras(tmp_path / "back.npz")
-    assert back["extra_columns"].tolist() == COLUMNS
-    for split in ("train", "test"):
-        assert back[f"extra_{split}"].dtype == np.int32
-        assert np.array_equal(back[f"extra_{split}"], tables[split][:, 1:])
+    _assert_extras(tmp_path / "back.npz", tables)
     # ... and from npz back to WebDataset: the same tars.
     code, *_ = run(capsys, "convert", tmp_path / "back.npz", tmp_path / "w2" / "q.tar")
     assert code == 0
-    assert _tree(tmp_path / "w2") == _tree(tmp_path / "w")
+    assert tree_hashes(tmp_path / "w2") == tree_hashes(tmp_path / "w")
 
 
 def test_webdataset_library_reads_the_extra_fields(tmp_path, capsys):
@@ -195,11 +184,7 @@ def test_qmnist_to_parquet_to_npz_keeps_the_seven_columns(tmp_path, capsys):
     assert '  - name: "unused"\n    dtype: int32\n  splits:' in card
     code, *_ = run(capsys, "convert", tmp_path / "hf", tmp_path / "back.npz")
     assert code == 0
-    back = _npz_extras(tmp_path / "back.npz")
-    assert back["extra_columns"].tolist() == COLUMNS
-    for split in ("train", "test"):
-        assert back[f"extra_{split}"].dtype == np.int32
-        assert np.array_equal(back[f"extra_{split}"], tables[split][:, 1:])
+    _assert_extras(tmp_path / "back.npz", tables)
 
 
 def test_datasets_reads_the_extra_columns_typed(tmp_path, capsys, hf_env):
@@ -320,7 +305,7 @@ def test_shard_plans_give_a_local_runs_bytes(tmp_path, fmt, path, opts):
     for number in reversed(range(len(plan["tasks"]))):
         plans.run_task(ds, str(tmp_path / "b" / path), plan, number)
     assert plans.finish(ds, str(tmp_path / "b" / path), plan)[0] is True
-    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+    assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
     back = mnistconv.read(tmp_path / "b" / os.path.dirname(path) if fmt == "webdataset"
                           else tmp_path / "b" / path)
     for name, split in back.splits.items():
