@@ -196,8 +196,8 @@ def test_qmnist_class_is_column_0_and_extras_travel_in_npz(tmp_path, capsys):
     assert code == 0
     assert ("note: QMNIST labels carry 7 more columns (hsf_series, writer_id, "
             "writer_digit_index, nist_class_code, nist_digit_index, duplicate, unused): npz "
-            "(extra_<split>, extra_columns), Parquet (int32 columns) and WebDataset (.json "
-            "keys) keep them; other formats drop them") in err
+            "(extra_<split>, extra_columns), Parquet (int32 columns), WebDataset (.json "
+            "keys) and TFRecord (int64 features) keep them; other formats drop them") in err
     with np.load(tmp_path / "q.npz") as f:
         assert f["y_train"].dtype == np.uint8
         assert f["y_train"].tolist() == tables["train"][:, 0].tolist()

@@ -23,8 +23,8 @@ COLUMNS = ["hsf_series", "writer_id", "writer_digit_index", "nist_class_code",
            "nist_digit_index", "duplicate", "unused"]
 NOTE = ("note: QMNIST labels carry 7 more columns (hsf_series, writer_id, "
         "writer_digit_index, nist_class_code, nist_digit_index, duplicate, unused): npz "
-        "(extra_<split>, extra_columns), Parquet (int32 columns) and WebDataset (.json "
-        "keys) keep them; other formats drop them")
+        "(extra_<split>, extra_columns), Parquet (int32 columns), WebDataset (.json "
+        "keys) and TFRecord (int64 features) keep them; other formats drop them")
 
 
 def _assert_extras(npz, tables):

@@ -1,8 +1,8 @@
 """Per-record fields beyond the label (stream.extra_fields: QMNIST's seven extra label
 columns) in the writers that keep them: npz (extra_<split>), Parquet (int32 columns
-after `label`) and WebDataset (integer keys of each sample's .json). Each writes a table
-checked here, and takes away the reader's note that other formats drop them; the
-WebDataset reader checks each sample's .json here.
+after `label`), WebDataset (integer keys of each sample's .json) and TFRecord (an int64
+feature each). Each writes a table checked here, and takes away the reader's note that
+other formats drop them; the WebDataset and TFRecord readers check each record here.
 """
 
 import json
@@ -15,8 +15,9 @@ from ..stream import extra_fields
 
 # The end of the note a reader adds when its splits carry extra fields (idx/family.py);
 # a writer that keeps them removes the note (kept()).
-KEPT_BY = ("npz (extra_<split>, extra_columns), Parquet (int32 columns) and WebDataset "
-           "(.json keys) keep them; other formats drop them")
+KEPT_BY = ("npz (extra_<split>, extra_columns), Parquet (int32 columns), WebDataset "
+           "(.json keys) and TFRecord (int64 features) keep them; other formats drop "
+           "them")
 INT32 = (-(1 << 31), (1 << 31) - 1)
 
 
@@ -113,3 +114,44 @@ def kept(dataset):
     """The writer keeps the extra fields: the reader's note that they are dropped
     goes."""
     dataset.notes[:] = [n for n in dataset.notes if not n.endswith(KEPT_BY)]
+
+
+def _single_int(feature):
+    """A tf.train.Feature's value when it holds exactly one int64, else None."""
+    if feature.WhichOneof("kind") == "int64_list" and len(feature.int64_list.value) == 1:
+        return feature.int64_list.value[0]
+    return None
+
+
+def example_names(feature, skip, path):
+    """A TFRecord split's extra fields, from its first record's features (a map): the
+    single int64 features beside `skip`. QMNIST's columns in QMNIST's order, any
+    others sorted after them (the map has no order of its own)."""
+    from .idx.family import EXTRA_COLUMNS
+    names = [k for k in feature if k not in skip and _single_int(feature[k]) is not None]
+    names.sort(key=lambda k: (EXTRA_COLUMNS.index(k) if k in EXTRA_COLUMNS
+                              else len(EXTRA_COLUMNS), k))
+    return check_names(names, path, skip)
+
+
+def example_values(feature, names, skip, path, where):
+    """A record's values of the split's extra fields, checked as json_values() checks
+    a .json's: every one there, one int64 that fits int32, and no other single int64
+    feature beside `skip`."""
+    same = "every record holds the same extra fields"
+    values = []
+    for name in names:
+        value = _single_int(feature[name]) if name in feature else None
+        if value is None:
+            raise FormatError(path, f"{where}: no single int64 {name} feature, which the "
+                                    "first record has", same)
+        if not INT32[0] <= value <= INT32[1]:
+            raise FormatError(path, f"{where}: {name} is {value}, which does not fit "
+                                    "int32", "extra fields are int32")
+        values.append(value)
+    others = [k for k in feature if k not in skip and k not in names and
+              _single_int(feature[k]) is not None]
+    if others:
+        raise FormatError(path, f"{where} has {printable(others[0], 70)}, which the "
+                                "first record has not", same)
+    return values

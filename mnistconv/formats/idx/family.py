@@ -14,9 +14,10 @@ and `xnist-{images-idx3-ubyte,labels-idx2-int}.xz` (split `nist`). Its labels ar
 int32 (magic 00 00 0C 02), N x 8: class, NIST HSF series, writer id, digit index for
 the writer, NIST class code, global NIST index, duplicate flag, unused. Column 0 is the
 label; the other seven are the split's extra fields (stream.extra_fields), which npz
-stores as extra_<split> (N x 7 int32) and extra_columns, Parquet as int32 columns and
-WebDataset as .json keys, and other formats drop (a note says so). QMNIST's test split
-holds 60000 records; the first 10000 are MNIST's test set.
+stores as extra_<split> (N x 7 int32) and extra_columns, Parquet as int32 columns,
+WebDataset as .json keys and TFRecord as int64 features, and other formats drop (a
+note says so). QMNIST's test split holds 60000 records; the first 10000 are MNIST's
+test set.
 
 .xz files are read with the standard library's lzma, detected by their magic
 (fd 37 7a 58 5a 00), their expansion bounded as gzip's is (XZ_MAX_RATIO).

@@ -161,7 +161,8 @@ class ExampleBuilder:
     CACHE_VALUES = 1 << 21
 
     def __init__(self, schema: Schema, image_format: str, label_format: str,
-                 num_classes: int, shape, with_index: bool, class_names=()):
+                 num_classes: int, shape, with_index: bool, class_names=(),
+                 extra_names=()):
         self.height, self.width = shape
         self.height_key, self.width_key = schema.height_key, schema.width_key
         if image_format == "raw" and self.height_key is None:
@@ -171,11 +172,14 @@ class ExampleBuilder:
         self.num_classes = num_classes
         self.with_index = with_index
         self.class_names = tuple(class_names)
+        # Per-record int64 features (QMNIST's extra columns): serialize() only.
+        self.extra_names = tuple(extra_names)
         self.image_key = _field(schema.image_key.encode("utf-8"))
         width = num_classes if label_format == "onehot" else 1
         self.cache_size = max(16, self.CACHE_VALUES // (width + 8))
         self.cache = {}  # label -> the entries around the image's (and the index's)
         self.image_heads, self.index_prefixes = {}, {}
+        self._slots = None
         self.index_first = _order(schema.index_key.encode()) < \
             _order(schema.image_key.encode())
 
@@ -216,6 +220,7 @@ class ExampleBuilder:
         slots = {self.schema.image_key.encode("utf-8")}
         if self.with_index:
             slots.add(self.schema.index_key.encode("utf-8"))
+        slots.update(name.encode("utf-8") for name in self.extra_names)
         parts, part = [], []
         for key in sorted([k.encode("utf-8") for k in entries] + list(slots), key=_order):
             if key in slots:
@@ -273,10 +278,29 @@ class ExampleBuilder:
         thousands of times."""
         return self._head_tail(label, 0, length)
 
-    def serialize(self, label: int, image: bytes, index: int) -> bytes:
-        """The deterministic serialization of one Example."""
-        head, tail = self._head_tail(label, index, len(image))
-        return head + image + tail
+    def serialize(self, label: int, image: bytes, index: int, extras=()) -> bytes:
+        """The deterministic serialization of one Example; extras: its values of
+        extra_names (one int64 feature each)."""
+        if not self.extra_names:
+            head, tail = self._head_tail(label, index, len(image))
+            return head + image + tail
+        if self._slots is None:  # the per-record entries' keys, in the map's order
+            keys = [self.schema.image_key] + ([self.schema.index_key] if self.with_index
+                                              else []) + list(self.extra_names)
+            self._slots = sorted(keys, key=lambda k: _order(k.encode("utf-8")))
+        values = dict(zip(self.extra_names, extras))
+        parts = self._template(label)
+        out = [parts[0]]
+        for key, part in zip(self._slots, parts[1:]):
+            if key == self.schema.image_key:
+                out.append(self._image_head(len(image)) + image)
+            elif key in values:
+                out.append(_entry(key, _int64_feature(_varint(values[key]))))
+            else:
+                out.append(self._index_entry(index))
+            out.append(part)
+        body = b"".join(out)
+        return b"\x0a" + _varint(len(body)) + body
 
 
 # --- reading back ----------------------------------------------------------------

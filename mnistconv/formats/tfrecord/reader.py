@@ -12,7 +12,9 @@ are then that index, and batches() reads only the image bytes again, from where 
 index says they are (framing.read_ranges; a file changed since is an error), and
 decodes them, a batch at a time, on every core (parallel.ordered_map: threads; Pillow
 and simplejpeg release the GIL). JPEGs sharing a header decode as tiles of many
-(codecs.decode_jpeg_tiles).
+(codecs.decode_jpeg_tiles). Single int64 features beside the layout's are extra
+fields (extra_fields(): QMNIST's columns, as the writer puts them): a split whose first
+record has them is parsed record by record, with no template, to collect them.
 """
 
 import os
@@ -25,18 +27,18 @@ from ...limits import MAX_CLASSES, check_image_size, printable
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx.classes import check_name, names_by_label
-from .example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
-                      find_layout, one_value, record_name)
+from .. import extras
+from .example import (LABEL_NAME_KEY, PRESETS, RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
+                      example_class, feature_values, find_layout, one_value, record_name)
 from ...shards import sniff_files
 from .framing import (COMPRESSIONS, iter_record_blocks, read_ranges, resolve_compression,
                       sniff_file)
 from .names import matches_name, resolve
+from .templates import _JPEG, _PNG, _Templates
 
 IMAGE_KINDS = ("jpeg", "png", "raw")
 # A batch of decoded images stays within this (as IDX's and npz's do).
 _BATCH_BYTES = 64 << 20
-_JPEG = b"\xff\xd8\xff"
-_PNG = b"\x89PNG\r\n\x1a\n"
 
 
 class TFRecordSplit(Split):
@@ -59,6 +61,10 @@ class TFRecordSplit(Split):
         # record indexed from a template has the same bytes but its image's, hence the
         # same label and name.
         self._label_names = {}
+        # Extra fields (QMNIST's columns as int64 features): their names, from the
+        # first record, every record's values, and the first error, raised only by
+        # extra_fields() so that conversions dropping them are never stopped.
+        self._extra_names, self._extra_values, self._extra_error = (), [], None
         # Per record: (label, original index or -1, image start, image length, raw).
         rows = []
         templates = _Templates()  # the shortcut for records like those already parsed
@@ -86,6 +92,10 @@ class TFRecordSplit(Split):
                 example = self._parse(path, number, data)
                 if self.layout is None:
                     self.layout = find_layout(example, schema, path, number)
+                    self._extra_skip = _layout_keys(self.layout, schema)
+                    self._note_extras(path, number, example.features.feature, True)
+                elif self._extra_names:
+                    self._note_extras(path, number, example.features.feature)
                 fields = self._usual_fields(example.features.feature)
                 image, label, index = fields if fields is not None else \
                     self._fields(path, number, example)
@@ -99,7 +109,9 @@ class TFRecordSplit(Split):
                 row = (label, -1 if index is None else index, _locate(data, image),
                        len(image), int(isinstance(image, _Raw)))
                 rows.append(row)
-                if isinstance(data, bytes):
+                # With extra fields no template is learnt (they differ per record):
+                # every record is parsed and its values collected.
+                if isinstance(data, bytes) and not self._extra_names:
                     templates.learn(self.layout, example, data, row, fields is not None)
             templates.index(block, at, sizes, rows, parse)
         shape = self._first_shape
@@ -145,6 +157,27 @@ class TFRecordSplit(Split):
                                     f"{printable(name)} for label {label}, which earlier "
                                     f"records name {printable(known)}",
                               "every record of a class carries the same name")
+
+    def _note_extras(self, path, number, feature, first=False):
+        """Collect a record's extra field values (the first record names them)."""
+        if self._extra_error is not None:
+            return
+        try:
+            if first:
+                self._extra_names = extras.example_names(feature, self._extra_skip, path)
+            self._extra_values.extend(extras.example_values(
+                feature, self._extra_names, self._extra_skip, path, record_name(number)))
+        except FormatError as e:
+            self._extra_error = e
+
+    def extra_fields(self):
+        """(names, N x k int32 table) of the records' extra int64 features, or None."""
+        if self._extra_error is not None:
+            raise self._extra_error
+        if not self._extra_names:
+            return None
+        return self._extra_names, np.array(self._extra_values, np.int32).reshape(
+            -1, len(self._extra_names))
 
     def _blocks(self):
         """(path, (buffer, starts, lengths, first record number, offset)) per block of
@@ -372,126 +405,14 @@ class _Raw:
         return np.frombuffer(self.data, np.uint8).reshape(self.shape)
 
 
-# Complements every byte: an image no record can hold where its image was.
-_COMPLEMENT = bytes(range(255, -1, -1))
-
-
-_NOT_CODED = -1  # a template's kind check: the image is neither JPEG nor PNG
-
-
-class _Templates:
-    """The index pass's shortcut. Records one writer serializes in one layout differ
-    only in the image's bytes and in what is before or after them (lengths, label,
-    index). A record parsed the checked way teaches a template: for its length, the
-    bytes before its image (with the image's first bytes when it is a JPEG or PNG:
-    decisions hang on its kind), where the image lies, and the bytes after it with what
-    the record holds. A later record of that length which starts with those bytes and
-    ends with a known tail holds the same but for its image, with no parse: a prefix
-    and a dictionary look-up instead of a protobuf parse and a dozen feature look-ups
-    (the 60000-record index pass: 0.37 s -> 0.1 s). A template is learnt only from a
-    record that is the deterministic serialization of its own parse, and whose
-    serialization with every image byte complemented changes exactly the bytes where
-    the image was: then any record of those bytes around an image of that length is
-    (protobuf round trip) that Example with that image. Bounded: at most MAX_TAILS
-    tails and MAX_BYTES bytes."""
-
-    MAX_TAILS = 1 << 16
-    MAX_BYTES = 16 << 20
-    PER_LENGTH = 16  # templates of one record length (labels before the image: slim)
-    MAX_USUAL = 1024  # parses kept for _borrow (one per label, usually)
-
-    def __init__(self):
-        self.by_length = {}  # record length -> [(head, image start, length, kind, tails)]
-        self.usual = {}  # tail -> (parse, its image's values, label, index): _borrow
-        self.tails = self.bytes = 0
-
-    def index(self, block, starts, sizes, rows, parse):
-        """Append each record's row to rows: from a template, or parse(k) for record k
-        of the block, which appends it (and learns from it)."""
-        if not isinstance(block, bytes):
-            for k in range(len(starts)):
-                parse(k)
-            return
-        get, append, startswith = self.by_length.get, rows.append, block.startswith
-        for k, (start, size) in enumerate(zip(starts, sizes)):
-            for head, at, n, kind, tails in get(size, ()):
-                if startswith(head, start) and (kind is not _NOT_CODED or not (
-                        startswith(_JPEG, start + at, start + at + n) or
-                        startswith(_PNG, start + at, start + at + n))):
-                    tail = block[start + at + n:start + size]
-                    row = tails.get(tail)
-                    if row is None and kind is not _NOT_CODED:
-                        row = self._borrow(head, at, n, tails, tail)
-                    if row is not None:
-                        append(row)
-                        break
-            else:
-                parse(k)
-
-    def _borrow(self, head, at, n, tails, tail):
-        """The row for a tail this template has not seen but another length's has, from
-        that record's parse: its serialization with an image of n zero bytes and of n
-        0xFF bytes must be this template's bytes around them (the proof learn() makes,
-        with two serializations instead of a parse). Only for records read the usual
-        way (_usual_fields: a JPEG or PNG, no format or size feature), whose label and
-        index do not depend on the image; None otherwise."""
-        known = self.usual.get(tail)
-        if known is None:
-            return None
-        example, values, label, index = known
-        before, image = head[:at], values[0]
-        try:
-            values[0] = bytes(n)
-            zeros = example.SerializeToString(deterministic=True)
-            values[0] = b"\xff" * n
-            ones = example.SerializeToString(deterministic=True)
-        finally:
-            values[0] = image
-        if zeros != before + bytes(n) + tail or ones != before + b"\xff" * n + tail:
-            return None
-        row = tails[tail] = (label, index, at, n, 0)
-        self.tails += 1
-        self.bytes += len(tail)
-        return row
-
-    def learn(self, layout, example, data, row, usual):
-        """Learn from a record parsed the checked way: its data, its parse, its row,
-        and whether _usual_fields read it (its parse may then serve other lengths)."""
-        start, n = row[2], row[3]
-        if n == 0 or self.tails >= self.MAX_TAILS or self.bytes >= self.MAX_BYTES:
-            return
-        values = example.features.feature[layout.image_key].bytes_list.value
-        image = values[0]
-        if len(image) != n or data[start:start + n] != image:
-            return
-        before, after = data[:start], data[start + n:]
-        flipped = image.translate(_COMPLEMENT)
-        try:
-            if example.SerializeToString(deterministic=True) != data:
-                return  # not serialized as mnistconv does (e.g. another map order)
-            values[0] = flipped
-            if example.SerializeToString(deterministic=True) != before + flipped + after:
-                return
-        finally:
-            values[0] = image
-        kind = codecs.image_kind(image)
-        head = before + {"jpeg": _JPEG, "png": _PNG}.get(kind, b"")
-        kind = _NOT_CODED if kind == "raw" else 0
-        entries = self.by_length.setdefault(len(data), [])
-        for entry in entries:
-            if entry[:4] == (head, start, n, kind):
-                break
-        else:
-            if len(entries) >= self.PER_LENGTH:
-                return
-            entry = (head, start, n, kind, {})
-            entries.append(entry)
-            self.bytes += len(head)
-        entry[4][after] = row
-        self.tails += 1
-        self.bytes += len(after)
-        if usual and kind is not _NOT_CODED and len(self.usual) < self.MAX_USUAL:
-            self.usual.setdefault(after, (example, values, row[0], row[1]))
+def _layout_keys(layout, schema):
+    """Feature names that are never extra fields: the layout's and the conventions'."""
+    keys = {LABEL_NAME_KEY, RAW_HEIGHT_KEY, RAW_WIDTH_KEY, layout.image_key,
+            layout.label_key, layout.index_key, layout.format_key, layout.height_key,
+            layout.width_key}
+    for preset in PRESETS.values() if schema in (None, "auto") else [PRESETS[schema]]:
+        keys.update((preset.index_key, preset.height_key, preset.width_key))
+    return keys - {None}
 
 
 def _identity(path):

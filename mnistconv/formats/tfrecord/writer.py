@@ -12,6 +12,7 @@ import threading
 import numpy as np
 
 from ... import codecs
+from .. import extras
 from ...errors import FormatError, UsageError
 from ...fileio import DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged
 from ...limits import check_num_classes
@@ -44,12 +45,18 @@ class Settings:
     attributes, inherited by forked workers, usable from any thread)."""
 
     def __init__(self, schema, image_format, label_format, quality, num_classes, shape,
-                 with_index, exact_error, class_names=()):
+                 with_index, exact_error, class_names=(), extras=None, original=None):
         self.schema, self.image_format, self.label_format = schema, image_format, label_format
         # Known class names add a label_name bytes feature (nothing when there are none).
         self.class_names = tuple(class_names)
         self.quality, self.num_classes, self.shape = quality, num_classes, shape
         self.with_index, self.exact_error = with_index, exact_error
+        # (names, N x k int32 table) of the split's extra fields, or None. With them the
+        # pieces' indices are the records' positions in the split, which pick their
+        # rows here and, with_index, their original indices from `original`: the
+        # table travels to forked workers with the task (inherited), not per piece.
+        self.extras, self.original = extras, original
+        self.extra_names = extras[0] if extras is not None else ()
         # One image as encode_records() takes it fastest: for JPEG, padded to whole
         # 8x8 blocks, which fill() does while it copies the pixels anyway.
         self.slot_shape = codecs.jpeg_input_shape(*shape) if image_format == "jpeg" \
@@ -58,7 +65,8 @@ class Settings:
     def key(self):
         """What the Example templates depend on."""
         return (self.schema.name, self.image_format, self.label_format, self.quality,
-                self.num_classes, self.shape, self.with_index, self.class_names)
+                self.num_classes, self.shape, self.with_index, self.class_names,
+                self.extra_names)
 
     def encode(self, images, labels, indices):
         """Framed records of a chunk and its JPEG error counters (ParallelEncoder)."""
@@ -94,7 +102,8 @@ def _builder(settings):
         hit = _BUILDERS[key] = (ExampleBuilder(settings.schema, settings.image_format,
                                                settings.label_format, settings.num_classes,
                                                settings.shape, settings.with_index,
-                                               settings.class_names),
+                                               settings.class_names,
+                                               settings.extra_names),
                                 Framer())
     return hit
 
@@ -124,6 +133,15 @@ def encode_records(settings, images, labels, indices):
             blobs = [im.tobytes() for im in images]
     builder, framer = _builder(settings)
     labels = np.asarray(labels)
+    if settings.extras is not None:
+        # Extra fields differ per record: each record is serialized whole.
+        positions = np.asarray(indices, np.int64)
+        index = settings.original[positions].tolist() if settings.with_index else \
+            [0] * n
+        examples = map(builder.serialize, labels.tolist(),
+                       [prefix + blob + suffix for blob in blobs], index,
+                       settings.extras[1][positions].tolist())
+        return framer.frame_all(examples), (err_sum, err_max, measured)
     if settings.with_index:
         # The index changes every record's serialization: the library serializes each.
         examples = map(builder.serialize, labels.tolist(),
@@ -168,9 +186,10 @@ def _chunk_records(image_bytes):
     return max(1, min(CHUNK, _CHUNK_BYTES // max(1, image_bytes)))
 
 
-def _chunks(split, bounds, chunk):
+def _chunks(split, bounds, chunk, positions=False):
     """(output number, images, labels, indices) pieces of at most `chunk` records that
-    never cross an output boundary (bounds: the end position of each output)."""
+    never cross an output boundary (bounds: the end position of each output); with
+    positions, the records' positions in the split stand for their indices."""
     position, out = 0, 0
     for batch in split.batches(chunk):
         start = 0
@@ -180,8 +199,10 @@ def _chunks(split, bounds, chunk):
                 out += 1
             end = min(n, start + bounds[out] - position) if bounds[out] > position else n
             end = min(end, start + chunk)
+            indices = np.arange(position, position + end - start, dtype=np.int64) \
+                if positions else np.asarray(batch.indices[start:end], dtype=np.int64)
             yield (out, batch.images[start:end], np.asarray(batch.labels[start:end]),
-                   np.asarray(batch.indices[start:end], dtype=np.int64))
+                   indices)
             position += end - start
             start = end
 
@@ -257,14 +278,28 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
         _check_labels(split.labels(), where)
         num_classes = split.num_classes()
         check_num_classes(num_classes, where, "labels")
+        extra = extras.checked(split, _reserved(schema))
+        original = np.asarray(split.indices(), np.int64) \
+            if extra is not None and with_index else None
         settings = Settings(schema, image_format, label_format, int(jpeg_quality),
                             num_classes, shape, bool(with_index), bool(exact_jpeg_error),
-                            split.header.class_names)
+                            split.header.class_names, extra, original)
         base = split_target(path, name, several)
         plan.append((split, settings, ShardSet(base, split.header.count, shards,
                                                suffix_one, stream=is_stdio(base))))
 
+    if any(settings.extras is not None for _, settings, _ in plan):
+        extras.kept(dataset)  # every record holds them as int64 features
     return plan, image_format, compression, workers
+
+
+def _reserved(schema):
+    """The feature names the writer (and the reader's layout) use themselves."""
+    from .example import LABEL_NAME_KEY, RAW_HEIGHT_KEY, RAW_WIDTH_KEY
+    keys = (schema.image_key, schema.label_key, schema.index_key, schema.format_key,
+            schema.height_key, schema.width_key, RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
+            LABEL_NAME_KEY)
+    return tuple(k for k in keys if k)
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
@@ -324,8 +359,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
 
 def _read_ahead(entry, chunk, record_bytes):
     """A split's pieces, read on a thread of their own up to _READ_AHEAD_BYTES ahead."""
-    split, _, shard_set = entry
-    return ReadAhead(_chunks(split, shard_set.bounds, chunk),
+    split, settings, shard_set = entry
+    return ReadAhead(_chunks(split, shard_set.bounds, chunk, settings.extras is not None),
                      _READ_AHEAD_BYTES // max(1, chunk * record_bytes))
 
 
@@ -351,7 +386,8 @@ def _write_splits(plan, staged, ahead, chunk, record_bytes, workers, processes,
             try:
                 if workers > 1 and ahead[number] is None:
                     ahead[number] = _read_ahead(plan[number], chunk, record_bytes)
-                pieces = ahead[number] or _chunks(split, shard_set.bounds, chunk)
+                pieces = ahead[number] or _chunks(split, shard_set.bounds, chunk,
+                                                  settings.extras is not None)
                 for out, n, data, (esum, emax, ecount) in encoder.encode(settings,
                                                                          pieces):
                     outputs[out].write(data)
@@ -396,9 +432,10 @@ def write_shard(dataset, path, split_name, index, staged_path, *, preset="recipe
     chunk = _chunk_records(max(int(np.prod(s.slot_shape)) for _, s, _ in plan))
     settings.warm()
     if type(split).take is not Split.take:  # seekable: read the shard's range only
-        pieces = _range_pieces(split, start, stop, chunk)
+        pieces = _range_pieces(split, start, stop, chunk, settings.extras is not None)
     else:  # a stream: read up to the shard, cut exactly as write() does
-        pieces = ((0, *rest) for out, *rest in _chunks(split, shard_set.bounds, chunk)
+        pieces = ((0, *rest) for out, *rest in _chunks(split, shard_set.bounds, chunk,
+                                                       settings.extras is not None)
                   if out == index)
     counters = [0, 0, 0, 0, 0]
     output = _Output(shard_set.targets[index], staged_path, compression)
@@ -414,10 +451,13 @@ def write_shard(dataset, path, split_name, index, staged_path, *, preset="recipe
     return output.close(), counters
 
 
-def _range_pieces(split, start, stop, chunk):
+def _range_pieces(split, start, stop, chunk, positions=False):
     """write()'s pieces of records start..stop of a seekable split: cut at every
-    multiple of chunk (where a reader's batches of chunk records end)."""
-    labels, indices = np.asarray(split.labels()), np.asarray(split.indices(), np.int64)
+    multiple of chunk (where a reader's batches of chunk records end); with positions,
+    as _chunks()."""
+    labels = np.asarray(split.labels())
+    indices = np.arange(split.header.count, dtype=np.int64) if positions else \
+        np.asarray(split.indices(), np.int64)
     at = start
     while at < stop:
         end = min(stop, (at // chunk + 1) * chunk)
