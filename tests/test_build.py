@@ -37,3 +37,26 @@ def test_editable_install_prints_no_deprecation(tmp_path):
     # not the project's build.
     said = "\n".join(l for l in said.splitlines() if "is ignored: it is neither" not in l)
     assert not re.search(r"deprecat|transitional|Warning", said, re.I), said
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    """`import mnistconv.formats.parquet.reader` as a program's first import once failed
+    (a sibling import went through the format package's lazy names into its half-
+    imported code module): every module must import alone."""
+    import concurrent.futures
+    import pkgutil
+    import subprocess
+    import sys
+
+    import mnistconv
+    names = [m.name for m in pkgutil.walk_packages(mnistconv.__path__, "mnistconv.")
+             if not m.name.endswith("__main__")]
+    assert "mnistconv.formats.parquet.reader" in names
+
+    def attempt(name):
+        r = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True)
+        return name, r.returncode, r.stderr.decode()[-300:]
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        failed = [r for r in pool.map(attempt, names) if r[1] != 0]
+    assert failed == []

@@ -1,6 +1,7 @@
 """What the format declarations share (light: no numpy)."""
 
 import importlib
+import importlib.util
 
 from ..spec import Option
 
@@ -23,8 +24,14 @@ def lazy_attributes(module_name):
     """A module __getattr__ that finds a format package's names (read, write, ...) in
     its code module, imported on first use: `from mnistconv.formats import idx;
     idx.read(...)` works without `--help` paying for numpy."""
+    package = module_name.rpartition(".")[0]
+
     def __getattr__(name):
-        if name.startswith("__"):
+        if name.startswith("__") or \
+                importlib.util.find_spec(f"{package}.{name}") is not None:
+            # A submodule (`from . import png` asks for it first): imported as itself,
+            # or a module that imports a sibling would import the format's code module
+            # half-way through its own import.
             raise AttributeError(name)
         return getattr(importlib.import_module(module_name), name)
     return __getattr__
