@@ -204,26 +204,34 @@ def _png_of_zeros(height, width):
         chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
+def _with_record_1_changed(written, name, count, change):
+    """<name>.array_record: the first `count` records of m-test.array_record, record 1's
+    Example features changed by change(feature map)."""
+    from array_record.python.array_record_module import ArrayRecordReader, \
+        ArrayRecordWriter
+    from mnistconv.formats.tfrecord.example import example_class
+    reader = ArrayRecordReader(str(written / "m-test.array_record"))
+    records = reader.read(list(range(count)))
+    reader.close()
+    example = example_class().FromString(records[1])
+    change(example.features.feature)
+    records[1] = example.SerializeToString()
+    out = written / f"{name}.array_record"
+    writer = ArrayRecordWriter(str(out), "group_size:1")
+    for r in records:
+        writer.write(r)
+    writer.close()
+    return out
+
+
 def test_an_image_larger_than_the_first_is_refused_before_it_is_decoded(written,
                                                                         monkeypatch):
     # Found by the fuzz pass's PNG bombs: each decoding thread inflated its 9000 x 9000
     # image (81 MB, twice with Pillow's copy) before comparing sizes (peak 325 MB).
-    from array_record.python.array_record_module import ArrayRecordReader, \
-        ArrayRecordWriter
     from mnistconv.formats.arrayrecord import format as arrayrecord
-    from mnistconv.formats.tfrecord.example import example_class
-    path = written / "m-test.array_record"
-    reader = ArrayRecordReader(str(path))
-    records = reader.read([0, 1, 2])
-    reader.close()
-    example = example_class().FromString(records[1])
-    example.features.feature["image"].bytes_list.value[0] = _png_of_zeros(9000, 9000)
-    records[1] = example.SerializeToString()
-    bomb = written / "bomb.array_record"
-    writer = ArrayRecordWriter(str(bomb), "group_size:1")
-    for r in records:
-        writer.write(r)
-    writer.close()
+    bomb = _with_record_1_changed(
+        written, "bomb", 3,
+        lambda f: f["image"].bytes_list.value.__setitem__(0, _png_of_zeros(9000, 9000)))
     decoded = []
     real = arrayrecord.decode_record_image
     monkeypatch.setattr(arrayrecord, "decode_record_image",
@@ -234,7 +242,7 @@ def test_an_image_larger_than_the_first_is_refused_before_it_is_decoded(written,
         next(split.batches())
     assert str(e.value) == f"{bomb}: record 1 (counting from 0): image is (9000, 9000), " \
                            "the first was (28, 28)"
-    assert 1 not in decoded
+    assert 0 in decoded and 1 not in decoded  # the first decoded, the bomb never
 
 
 def test_a_file_name_that_is_not_utf8(written):
@@ -255,21 +263,9 @@ def test_a_file_name_that_is_not_utf8(written):
 def test_a_label_past_the_class_limit(written):
     # Found by the fuzz pass's labels: 2**31 - 1 was read, and `info` then counted the
     # labels in a bincount of 2**31 entries (16 GiB).
-    from array_record.python.array_record_module import ArrayRecordReader, \
-        ArrayRecordWriter
-    from mnistconv.formats.tfrecord.example import example_class
-    path = written / "m-test.array_record"
-    reader = ArrayRecordReader(str(path))
-    records = reader.read([0, 1])
-    reader.close()
-    example = example_class().FromString(records[1])
-    example.features.feature["label"].int64_list.value[0] = 2 ** 31 - 1
-    records[1] = example.SerializeToString()
-    bad = written / "bad.array_record"
-    writer = ArrayRecordWriter(str(bad), "group_size:1")
-    for r in records:
-        writer.write(r)
-    writer.close()
+    bad = _with_record_1_changed(
+        written, "bad", 2,
+        lambda f: f["label"].int64_list.value.__setitem__(0, 2 ** 31 - 1))
     err = _one_error_line(run("info", bad), 1)
     assert err == f"Error: {bad}: record 1 (counting from 0): label 2147483647 need " \
                   "2,147,483,648 classes, more than mnistconv's limit of 65,536\n"

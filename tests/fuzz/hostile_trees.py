@@ -14,12 +14,14 @@ import numpy as np
 try:
     from . import seeds as seedlib
     from .hostile import (LABEL_DTYPES, MIB, TRAVERSAL, Case, _local_zip,
-                          _npy_header, bomb_mib, hostile_name, label_array)
+                          _npy_header, _varint, bomb_mib, hostile_name,
+                          label_array)
     from .hostile_formats import _copy, png_bomb, refused
 except ImportError:
     import seeds as seedlib
     from hostile import (LABEL_DTYPES, MIB, TRAVERSAL, Case, _local_zip,
-                         _npy_header, bomb_mib, hostile_name, label_array)
+                         _npy_header, _varint, bomb_mib, hostile_name,
+                         label_array)
     from hostile_formats import _copy, png_bomb, refused
 
 
@@ -195,16 +197,6 @@ def ratio_imagefolder(rng, work, top):
 
 
 # --- Caffe LMDB --------------------------------------------------------------------------
-
-def _varint(n):
-    n &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
 
 def _datum(label, data, shape=(1, 28, 28), encoded=False, label_raw=None):
     c, h, w = shape
