@@ -456,11 +456,11 @@ def _range_pieces(split, start, stop, chunk, positions=False):
     multiple of chunk (where a reader's batches of chunk records end); with positions,
     as _chunks()."""
     labels = np.asarray(split.labels())
-    indices = np.arange(split.header.count, dtype=np.int64) if positions else \
-        np.asarray(split.indices(), np.int64)
+    indices = None if positions else np.asarray(split.indices(), np.int64)
     at = start
     while at < stop:
         end = min(stop, (at // chunk + 1) * chunk)
-        yield (0, split.take(np.arange(at, end, dtype=np.int64)), labels[at:end],
-               indices[at:end])
+        here = np.arange(at, end, dtype=np.int64)
+        yield (0, split.take(here), labels[at:end],
+               here if positions else indices[at:end])
         at = end
