@@ -83,3 +83,12 @@ def test_the_check_sees_a_heavy_import(tmp_path):
     names, _ = modules_at_exit(tmp_path, "-c",
                                "import importlib; importlib.import_module('google.protobuf')")
     assert "google.protobuf" in heavy_in(names)
+
+
+def test_version_is_the_installed_one_and_cheap(tmp_path):
+    """`mnistconv --version` prints the installed distribution's version without
+    looking it up (no importlib.metadata scan) and without importing numpy."""
+    from importlib.metadata import version
+    names, result = modules_at_exit(tmp_path, "-m", "--version")
+    assert result.stdout.decode() == f"mnistconv, version {version('mnistconv')}\n"
+    assert "importlib.metadata" not in names and "numpy" not in names
