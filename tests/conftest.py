@@ -49,8 +49,14 @@ def official_dir():
 @pytest.fixture(scope="session")
 def official_arrays(official_dir):
     """The official files decoded independently of mnistconv (gzip + numpy at offsets)."""
+    return mnist_gz_arrays(official_dir)
+
+
+def mnist_gz_arrays(folder):
+    """The four MNIST .gz files in folder (the official ones, or SAMPLE) decoded
+    independently of mnistconv: gzip, then numpy at the IDX data offsets."""
     def load(name, offset):
-        return np.frombuffer(gzip.decompress((official_dir / f"{name}.gz").read_bytes()),
+        return np.frombuffer(gzip.decompress((Path(folder) / f"{name}.gz").read_bytes()),
                              np.uint8, offset=offset)
     return {
         "x_train": load("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
@@ -70,6 +76,40 @@ def run(*args, stdin=None, env=None, cwd=None):
 
 def stderr_of(result):
     return result.stderr.decode()
+
+
+def sample_arrays():
+    """The bundled sample's (train images, train labels, test images, test labels),
+    decoded independently of mnistconv."""
+    return tuple(mnist_gz_arrays(SAMPLE).values())
+
+
+def png(image):
+    """An 8-bit grayscale PNG of image, by mnistconv's encoder."""
+    from mnistconv import codecs
+    return codecs.encode_png(np.asarray(image, np.uint8))
+
+
+def run_main(capsys, *args):
+    """The real entry point in-process (so monkeypatch reaches what it reads): (exit
+    code, stdout, stderr)."""
+    from mnistconv.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+def cli_fails(tmp_path, *args):
+    """Run the CLI: exit 1, nothing written or left under tmp_path, one stderr line
+    starting "Error: ", which is returned."""
+    before = sorted(tmp_path.rglob("*"))
+    r = run(*args)
+    assert r.returncode == 1, stderr_of(r)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing left over
+    lines = stderr_of(r).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
+    return lines[0]
 
 
 def idx_bytes(array, dtype_code=None):
@@ -106,6 +146,33 @@ def small_digits(n=50, seed=1, classes=10):
 
 def files_in(folder):
     return sorted(p.name for p in Path(folder).iterdir())
+
+
+def tfrecord_frame(records):
+    """TFRecord framing of payloads (the layout in tfrecord's docstring): length, its
+    masked CRC-32C, data, its masked CRC-32C."""
+    import struct
+
+    from mnistconv.formats import tfrecord
+    out = []
+    for data in records:
+        length = struct.pack("<Q", len(data))
+        out += [length, struct.pack("<I", tfrecord.masked_crc(length)), data,
+                struct.pack("<I", tfrecord.masked_crc(data))]
+    return b"".join(out)
+
+
+def tfrecord_example(features=None, **more):
+    """A serialized tf.train.Example: bytes values are bytes_list, ints int64_list."""
+    from mnistconv.formats.tfrecord.example import example_class
+    ex = example_class()()
+    for key, values in {**(features or {}), **more}.items():
+        values = values if isinstance(values, list) else [values]
+        if values and isinstance(values[0], bytes):
+            ex.features.feature[key].bytes_list.value.extend(values)
+        else:
+            ex.features.feature[key].int64_list.value.extend(values)
+    return ex.SerializeToString(deterministic=True)
 
 
 @pytest.hookimpl(hookwrapper=True)
