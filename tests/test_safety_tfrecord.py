@@ -18,8 +18,8 @@ import mnistconv
 from mnistconv import limits
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.formats import tfrecord
-from mnistconv.formats.tfrecord.example import example_class
-from conftest import REPO, SAMPLE, run, stderr_of
+from conftest import REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
+    tfrecord_frame as frame
 from tfrecord_helpers import dataset, write
 
 MB = 1 << 20
@@ -52,30 +52,18 @@ def run_peak(tmp_path, *args):
     return int(code), r.stderr.decode(), int(peak), seconds
 
 
-def frame(records):
-    """TFRecord framing of payloads (the layout in tfrecord.py's docstring)."""
-    out = b""
-    for data in records:
-        length = struct.pack("<Q", len(data))
-        out += length + struct.pack("<I", tfrecord.masked_crc(length)) + data + \
-            struct.pack("<I", tfrecord.masked_crc(data))
-    return out
-
-
-def example(features=None, **more):
-    """A serialized Example: bytes values are bytes_list, ints int64_list."""
-    ex = example_class()()
-    for key, values in {**(features or {}), **more}.items():
-        values = values if isinstance(values, list) else [values]
-        if values and isinstance(values[0], bytes):
-            ex.features.feature[key].bytes_list.value.extend(values)
-        else:
-            ex.features.feature[key].int64_list.value.extend(values)
-    return ex.SerializeToString()
-
-
 def only(tmp_path, *names):
     assert sorted(os.listdir(tmp_path)) == sorted(names)
+
+
+def refused_small(tmp_path, message, *args, seconds=None):
+    """The CLI in a child process exits 1 with `message` as its stderr, its peak memory
+    under PEAK_LIMIT_KB (and its time under `seconds` when given)."""
+    code, err, peak, took = run_peak(tmp_path, *args)
+    assert (code, err) == (1, message)
+    assert peak < PEAK_LIMIT_KB
+    if seconds is not None:
+        assert took < seconds
 
 
 # --- class counts (issue 12.4) --------------------------------------------------------
@@ -90,14 +78,12 @@ def tfrecord_with_labels(path, labels):
 def test_a_label_of_10_8_is_one_line_fast_and_small(tmp_path):
     """One label of 10**8 made the writer build a one-hot template per class (4-7 GB)."""
     src = tfrecord_with_labels(tmp_path / "in.tfrecord", [3, 10**8, 1])
-    code, err, peak, seconds = run_peak(tmp_path, "convert", src,
-                                        tmp_path / "out.tfrecord", "-q")
     # Refused where it is read (the reader checks label values, so `info` is bounded
     # too), before the writer would count classes.
-    assert (code, err) == (1, f"Error: {src}: record 1 (counting from 0): label "
-                              "100000000 is not a class number; labels are whole numbers "
-                              "below 65,536\n")
-    assert peak < PEAK_LIMIT_KB and seconds < 20
+    refused_small(tmp_path, f"Error: {src}: record 1 (counting from 0): label 100000000 "
+                            "is not a class number; labels are whole numbers below "
+                            "65,536\n", "convert", src, tmp_path / "out.tfrecord", "-q",
+                  seconds=20)
     only(tmp_path, "in.tfrecord")
 
 
@@ -154,12 +140,9 @@ def test_a_100000_wide_one_hot_label_is_refused_on_read(tmp_path):
     onehot = [0] * 100_000
     onehot[5] = 1
     bad.write_bytes(frame([example(image=bytes(784), label=onehot)]))
-    code, err, peak, _ = run_peak(tmp_path, "convert", bad, tmp_path / "out.tfrecord",
-                                  "-q")
-    assert (code, err) == (1, f"Error: {bad}: record 0 (counting from 0): one-hot labels "
-                              "need 100,000 classes, more than mnistconv's limit of "
-                              "65,536\n")
-    assert peak < PEAK_LIMIT_KB
+    refused_small(tmp_path, f"Error: {bad}: record 0 (counting from 0): one-hot labels "
+                            "need 100,000 classes, more than mnistconv's limit of "
+                            "65,536\n", "convert", bad, tmp_path / "out.tfrecord", "-q")
     only(tmp_path, "wide.tfrecord")
 
 
@@ -177,12 +160,10 @@ def test_a_gzip_record_of_1_gib_is_refused_before_it_is_read(tmp_path):
             f.write(deflate.compress(bytes(16 * MB)))
         f.write(deflate.flush())
     assert bomb.stat().st_size < 2 * MB
-    code, err, peak, seconds = run_peak(tmp_path, "tfrecord-to-npz", bomb,
-                                        tmp_path / "out.npz")
-    assert (code, err) == (1, f"Error: {bomb}: record 0 (counting from 0, at byte 0): "
-                              "length 1,073,741,824 is more than mnistconv's limit of "
-                              "268,435,456 bytes per record\n")
-    assert peak < PEAK_LIMIT_KB and seconds < 10
+    refused_small(tmp_path, f"Error: {bomb}: record 0 (counting from 0, at byte 0): "
+                            "length 1,073,741,824 is more than mnistconv's limit of "
+                            "268,435,456 bytes per record\n", "tfrecord-to-npz", bomb,
+                  tmp_path / "out.npz", seconds=10)
     only(tmp_path, "bomb.tfrecord.gz")
 
 
@@ -260,12 +241,10 @@ def test_an_image_header_claiming_65500_squared_is_refused_before_decoding(tmp_p
     image = jpeg_claiming(65500, 65500) if kind == "jpeg" else png_claiming(65500, 65500)
     assert len(image) < 1000
     bad = one_image_file(tmp_path, image)
-    code, err, peak, seconds = run_peak(tmp_path, "tfrecord-to-npz", bad,
-                                        tmp_path / "out.npz")
-    assert (code, err) == (1, f"Error: {bad}: record 0 (counting from 0): image of "
-                              "65500x65500 exceeds mnistconv's limit of 268,435,456 "
-                              "pixels per image\n")
-    assert peak < PEAK_LIMIT_KB and seconds < 10
+    refused_small(tmp_path, f"Error: {bad}: record 0 (counting from 0): image of "
+                            "65500x65500 exceeds mnistconv's limit of 268,435,456 pixels "
+                            "per image\n", "tfrecord-to-npz", bad, tmp_path / "out.npz",
+                  seconds=10)
     only(tmp_path, "bomb.tfrecord")
 
 
@@ -338,21 +317,35 @@ def test_4096_squared_png_records_read_back_in_bounded_batches(tmp_path):
 
 # --- features that are missing, mistyped or out of range (issue 12.6) --------------
 
-def raw_records(changes, n=5):
-    """Raw-image recipe records with height/width/index; changes: {record: {key:
-    value or None to drop}}."""
+def changed_records(features, changes, n):
+    """n records, record i holding features(i) with changes applied: {record: {key:
+    value, or None to drop it}}."""
     out = []
     for i in range(n):
-        features = {"image": bytes(range(28)) * 28, "label": [int(j == i % 10)
-                                                               for j in range(10)],
-                    "height": 28, "width": 28, "index": i}
+        record = features(i)
         for key, value in changes.get(i, {}).items():
             if value is None:
-                del features[key]
+                del record[key]
             else:
-                features[key] = value
-        out.append(example(features))
+                record[key] = value
+        out.append(example(record))
     return out
+
+
+def raw_records(changes, n=5):
+    """Raw-image recipe records with height/width/index, changed as changed_records."""
+    return changed_records(lambda i: {
+        "image": bytes(range(28)) * 28, "label": [int(j == i % 10) for j in range(10)],
+        "height": 28, "width": 28, "index": i}, changes, n)
+
+
+def refused_records(tmp_path, records, message):
+    """tfrecord-to-npz of these records exits 1 with `message` and writes nothing."""
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(frame(records))
+    r = run("tfrecord-to-npz", bad, tmp_path / "out.npz")
+    assert (r.returncode, stderr_of(r)) == (1, f"Error: {bad}: {message}\n")
+    only(tmp_path, "bad.tfrecord")
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -389,11 +382,7 @@ def raw_records(changes, n=5):
                                 "the first record's has 10"),
 ], ids=lambda v: repr(v)[:40] if isinstance(v, dict) else "")
 def test_bad_features_are_one_line_and_exit_1(tmp_path, changes, message):
-    bad = tmp_path / "bad.tfrecord"
-    bad.write_bytes(frame(raw_records(changes)))
-    r = run("tfrecord-to-npz", bad, tmp_path / "out.npz")
-    assert (r.returncode, stderr_of(r)) == (1, f"Error: {bad}: {message}\n")
-    only(tmp_path, "bad.tfrecord")
+    refused_records(tmp_path, raw_records(changes), message)
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -407,21 +396,9 @@ def test_bad_features_are_one_line_and_exit_1(tmp_path, changes, message):
                                   "which the first record has"),
 ])
 def test_bad_slim_features_are_one_line_and_exit_1(tmp_path, changes, message):
-    records = []
-    for i in range(4):
-        features = {"image/encoded": bytes(784), "image/format": b"raw",
-                    "image/class/label": i, "image/height": 28, "image/width": 28}
-        for key, value in changes.get(i, {}).items():
-            if value is None:
-                del features[key]
-            else:
-                features[key] = value
-        records.append(example(features))
-    bad = tmp_path / "bad.tfrecord"
-    bad.write_bytes(frame(records))
-    r = run("tfrecord-to-npz", bad, tmp_path / "out.npz")
-    assert (r.returncode, stderr_of(r)) == (1, f"Error: {bad}: {message}\n")
-    only(tmp_path, "bad.tfrecord")
+    refused_records(tmp_path, changed_records(lambda i: {
+        "image/encoded": bytes(784), "image/format": b"raw", "image/class/label": i,
+        "image/height": 28, "image/width": 28}, changes, 4), message)
 
 
 @pytest.mark.parametrize("name, says", [

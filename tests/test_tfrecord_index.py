@@ -5,7 +5,6 @@ never hiding a record that a parse would refuse."""
 
 import gzip
 import os
-import struct
 
 import numpy as np
 import pytest
@@ -16,26 +15,7 @@ from mnistconv.errors import FormatError
 from mnistconv.formats import tfrecord
 from mnistconv.formats.tfrecord import framing
 from mnistconv.formats.tfrecord.example import example_class
-
-
-def frame(records):
-    out = []
-    for data in records:
-        length = struct.pack("<Q", len(data))
-        out += [length, struct.pack("<I", tfrecord.masked_crc(length)), data,
-                struct.pack("<I", tfrecord.masked_crc(data))]
-    return b"".join(out)
-
-
-def example(**features):
-    ex = example_class()()
-    for key, values in features.items():
-        values = values if isinstance(values, list) else [values]
-        if values and isinstance(values[0], bytes):
-            ex.features.feature[key].bytes_list.value.extend(values)
-        else:
-            ex.features.feature[key].int64_list.value.extend(values)
-    return ex.SerializeToString(deterministic=True)
+from conftest import tfrecord_example as example, tfrecord_frame as frame
 
 
 def onehot(label):
