@@ -13,27 +13,12 @@ import pytest
 import mnistconv
 from mnistconv.formats.imagefolder.format import class_folders
 from mnistconv.records import ArraySplit, Dataset
-from conftest import SAMPLE, run, small_digits, stderr_of
-
-
-def sample_arrays():
-    def load(name, offset):
-        return np.frombuffer(gzip.decompress((SAMPLE / f"{name}.gz").read_bytes()),
-                             np.uint8, offset=offset)
-    return (load("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-            load("train-labels-idx1-ubyte", 8),
-            load("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-            load("t10k-labels-idx1-ubyte", 8))
+from conftest import SAMPLE, cli_fails, png, run, sample_arrays, small_digits, stderr_of
 
 
 def tree_digests(root):
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def png(image):
-    from mnistconv import codecs
-    return codecs.encode_png(np.asarray(image, np.uint8))
 
 
 def test_class_folders_sort_in_class_order():
@@ -156,13 +141,8 @@ def test_torchvision_and_keras_read_the_official_mnist(tmp_path, official_dir,
 # ---- bad input: one line, exit 1, nothing written ----
 
 def convert_fails(tmp_path, source):
-    before = sorted(tmp_path.rglob("*"))
-    r = run("convert", source, tmp_path / "out.npz", "--from", "imagefolder")
-    assert r.returncode == 1, stderr_of(r)
-    assert sorted(tmp_path.rglob("*")) == before
-    lines = stderr_of(r).strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
-    return lines[0]
+    return cli_fails(tmp_path, "convert", source, tmp_path / "out.npz", "--from",
+                     "imagefolder")
 
 
 def make_tree(root, files):

@@ -15,17 +15,8 @@ import pytest
 import mnistconv
 from mnistconv.formats.webdataset import tar as wtar
 from mnistconv.records import ArraySplit, Dataset
-from conftest import SAMPLE, files_in, run, small_digits, stderr_of
-
-
-def sample_arrays():
-    def load(name, offset):
-        return np.frombuffer(gzip.decompress((SAMPLE / f"{name}.gz").read_bytes()),
-                             np.uint8, offset=offset)
-    return (load("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-            load("train-labels-idx1-ubyte", 8),
-            load("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-            load("t10k-labels-idx1-ubyte", 8))
+from conftest import SAMPLE, cli_fails, files_in, png, run, sample_arrays, small_digits, \
+    stderr_of
 
 
 def digest(path):
@@ -44,11 +35,6 @@ def make_tar(path, members):
             info.size = len(data)
             t.addfile(info, io.BytesIO(data))
     return path
-
-
-def png(image):
-    from mnistconv import codecs
-    return codecs.encode_png(np.asarray(image, np.uint8))
 
 
 # ---- bytes ----
@@ -235,13 +221,8 @@ def test_webdataset_and_a_torch_dataloader_read_the_official_mnist(tmp_path, off
 # ---- bad input: one line, exit 1, nothing written ----
 
 def convert_fails(tmp_path, source, *extra):
-    before = sorted(tmp_path.rglob("*"))
-    r = run("convert", source, tmp_path / "out.npz", "--from", "webdataset", *extra)
-    assert r.returncode == 1, stderr_of(r)
-    assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing left over
-    lines = stderr_of(r).strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
-    return lines[0]
+    return cli_fails(tmp_path, "convert", source, tmp_path / "out.npz", "--from",
+                     "webdataset", *extra)
 
 
 @pytest.fixture
