@@ -10,20 +10,12 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.cli import main
 from mnistconv.records import ArraySplit, Dataset
 
-from conftest import SAMPLE
+from conftest import SAMPLE, run_main as run
 
 FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
            "Sneaker", "Bag", "Ankle boot"]
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exit_info.value.code, out, err
 
 
 @pytest.fixture
@@ -110,6 +102,30 @@ def test_names_file_not_covering_the_labels_is_one_line(tmp_path, capsys):
                    f"{labels[first]} of train example {first} has no name; give a names "
                    "file that covers every label\n")
     assert not (tmp_path / "out.npz").exists()
+
+
+@pytest.mark.parametrize("fmt, name", [
+    ("tfrecord", "o.tfrecord"), ("npz", "o.npz"), ("idx", "o/"), ("parquet", "pq"),
+    ("tfds", "tfds"), ("webdataset", "wds"), ("gdmnist", "o.bin"),
+    ("imagefolder", "folder"), ("caffe-lmdb", "lmdb")])
+def test_names_that_miss_a_label_are_refused_by_every_writer(tmp_path, fmt, name):
+    """A library caller's dataset whose class names do not cover its labels: write()
+    refuses it before anything exists (a writer carrying names would write a label with
+    no name, or fail halfway), and so does a plan of it."""
+    split = ArraySplit("train", np.zeros((3, 28, 28), np.uint8), np.array([1, 2, 12]),
+                       source="made.npz")
+    split.header = split.header.with_(class_names=("a", "b", "c"))
+    dataset = Dataset("npz", {"train": split})
+    message = ("made.npz: names 3 classes (labels 0..2), but label 12 of train example 2 "
+               "has no name; give names for every class (--class-names)")
+    with pytest.raises(mnistconv.FormatError) as error:
+        mnistconv.write(dataset, tmp_path / name, fmt)
+    assert str(error.value) == message
+    assert os.listdir(tmp_path) == []
+    if fmt == "tfrecord":
+        from mnistconv.plan import make_plan
+        with pytest.raises(mnistconv.FormatError, match="label 12 of train example 2"):
+            make_plan(dataset, str(tmp_path / name), fmt, {})
 
 
 def test_names_file_with_an_empty_line_is_one_line(tmp_path, capsys):

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from mnistconv import download as dl
-from mnistconv.cli import main
+from conftest import run_main as run_cli
 from mnistconv.errors import MnistconvError, UsageError
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.records import Progress
@@ -211,12 +211,11 @@ class Recorder(Progress):
         self.events.append(["finish"])
 
 
-def run_cli(capsys, *args):
-    """The real entry point in-process (so monkeypatch reaches the catalogue)."""
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exit_info.value.code, out, err
+def download_error(*args, kind=MnistconvError, **options):
+    """The message of the error dl.download(*args, **options) raises."""
+    with pytest.raises(kind) as e:
+        dl.download(*args, **options)
+    return str(e.value)
 
 
 # --- the library ------------------------------------------------------------------------
@@ -272,10 +271,9 @@ def test_cut_connection_every_time_fails_and_leaves_nothing(serve, tmp_path):
     name = "train-images-idx3-ubyte.gz"
     server = serve(files, {name: "cut"})
     target = tmp_path / "data"
-    with pytest.raises(MnistconvError) as e:
-        dl.download(family_for(files, server.url), target, retries=2, retry_delay=0)
     size = len(files[name])
-    assert str(e.value) == (
+    assert download_error(family_for(files, server.url), target, retries=2,
+                          retry_delay=0) == (
         f"{server.url}/{name}: truncated transfer: the connection closed after "
         f"{size // 2} of {size} bytes (3 attempts); nothing was saved; try again, "
         f"or raise --retries")
@@ -288,10 +286,8 @@ def test_checksum_mismatch_names_file_and_digests(serve, tmp_path):
     name = "train-labels-idx1-ubyte.gz"
     server = serve(files, {name: "wrong"})
     fam = family_for(files, server.url)
-    with pytest.raises(MnistconvError) as e:
-        dl.download(fam, tmp_path, retry_delay=0)
     wrong = bytes(b ^ 0x55 for b in files[name])
-    assert str(e.value) == (
+    assert download_error(fam, tmp_path, retry_delay=0) == (
         f"{server.url}/{name}: checksum mismatch: expected sha256 "
         f"{hashlib.sha256(files[name]).hexdigest()}, got {hashlib.sha256(wrong).hexdigest()}"
         f"; nothing was saved: the mirror serves different bytes from the ones published")
@@ -340,10 +336,8 @@ def test_every_mirror_failing_is_one_line_listing_them(serve, tmp_path, closed_p
     empty = serve({})
     name = "train-images-idx3-ubyte.gz"
     refused = f"http://127.0.0.1:{closed_port}"
-    with pytest.raises(MnistconvError) as e:
-        dl.download(family_for(files, empty.url), tmp_path,
-                    base_urls=(refused, empty.url), retry_delay=0)
-    assert str(e.value) == (
+    assert download_error(family_for(files, empty.url), tmp_path,
+                          base_urls=(refused, empty.url), retry_delay=0) == (
         f"{name}: no mirror could provide it ({refused}/{name}: connection refused, "
         f"{empty.url}/{name}: HTTP 404 Not Found); nothing was saved; check --base-url "
         f"(or MNISTCONV_BASE_URL)")
@@ -354,10 +348,8 @@ def test_stalled_server_times_out(serve, tmp_path):
     files = generated_files()
     name = "train-images-idx3-ubyte.gz"
     server = serve(files, {name: "stall"})
-    with pytest.raises(MnistconvError) as e:
-        dl.download(family_for(files, server.url), tmp_path, timeout=0.3, retries=1,
-                    retry_delay=0)
-    assert str(e.value) == (
+    assert download_error(family_for(files, server.url), tmp_path, timeout=0.3, retries=1,
+                          retry_delay=0) == (
         f"{server.url}/{name}: timed out: nothing received for 0.3 s (2 attempts); "
         f"nothing was saved; check the network connection, or point --base-url (or "
         f"MNISTCONV_BASE_URL) at a reachable mirror")
@@ -372,9 +364,7 @@ def test_size_differing_from_the_published_one_is_refused_before_the_body(serve,
     fam = family_for(files, server.url)
     wrong_size = dataclasses.replace(fam.files[0], size=len(files[name]) + 1)
     fam = dataclasses.replace(fam, files=(wrong_size,) + fam.files[1:])
-    with pytest.raises(MnistconvError) as e:
-        dl.download(fam, tmp_path, retry_delay=0)
-    assert str(e.value) == (
+    assert download_error(fam, tmp_path, retry_delay=0) == (
         f"{server.url}/{name}: the mirror offers {len(files[name])} bytes, the published "
         f"file has {len(files[name]) + 1}; nothing was saved: the mirror serves different "
         f"bytes from the ones published")
@@ -387,9 +377,7 @@ def test_present_file_that_does_not_match_is_refused_without_force(serve, tmp_pa
     fam = family_for(files, server.url)
     name = "t10k-images-idx3-ubyte.gz"
     (tmp_path / name).write_bytes(b"not the file")
-    with pytest.raises(UsageError) as e:
-        dl.download(fam, tmp_path, retry_delay=0)
-    assert str(e.value) == (
+    assert download_error(fam, tmp_path, retry_delay=0, kind=UsageError) == (
         f"{tmp_path / name}: exists and is not the published file (checksum mismatch: "
         f"expected sha256 {hashlib.sha256(files[name]).hexdigest()}, got "
         f"{hashlib.sha256(b'not the file').hexdigest()}); use --force to replace it")
@@ -1230,10 +1218,9 @@ def test_keras_mnist_npz_converted_to_the_official_content(serve, tmp_path, monk
     assert {r.check for r in results} == {"content sha256 matches the official file"}
     assert content_hashes(tmp_path / "k") == {n[:-3]: h for n, (h, _) in contents.items()}
     # The real catalogue's SHA-256 of Keras' mnist.npz refuses these bytes.
-    with pytest.raises(MnistconvError) as e:
-        dl.download(REAL_FAMILIES["mnist"], tmp_path / "real", base_urls=[server.url],
-                    source="keras", retries=0, retry_delay=0)
-    assert "checksum mismatch: expected sha256 731c5ac6" in str(e.value)
+    assert "checksum mismatch: expected sha256 731c5ac6" in download_error(
+        REAL_FAMILIES["mnist"], tmp_path / "real", base_urls=[server.url], source="keras",
+        retries=0, retry_delay=0)
     assert not (tmp_path / "real").exists()
 
 

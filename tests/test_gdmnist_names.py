@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.cli import main
 from mnistconv.errors import FormatError
 from mnistconv.formats.idx.classes import KMNIST, MAX_CLASS_NAME_LENGTH
 from mnistconv.limits import MAX_CLASSES
@@ -20,7 +19,7 @@ from mnistconv.packs import browser as pack
 from mnistconv.packs.manifest import dumps, open_manifest
 from mnistconv.formats.gdmnist import split_name
 
-from conftest import SAMPLE, files_in
+from conftest import SAMPLE, files_in, run_main as run
 
 FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
            "Sneaker", "Bag", "Ankle boot"]
@@ -28,13 +27,6 @@ SMALL = ["--train-per-class", "20", "--validation-size", "300", "--validation-pe
          "5", "--test-per-class", "8", "--seed", "7", "-q"]
 SMALL_KW = dict(train_per_class=20, validation_size=300, validation_per_class=5,
                 test_per_class=8, seed=7)
-
-
-def run(capsys, *args):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exit_info.value.code, out, err
 
 
 def names_txt(names):
