@@ -213,6 +213,14 @@ def test_safe_split_names_still_read(tmp_path):
 
 # --- 2. decompression bombs and header lies ----------------------------------------------
 
+def info_refused(tmp_path, src, message, named=None, peak_mb=300):
+    """`info src` in a child exits 1 with `Error: <named, or src>: message` and its
+    peak memory under peak_mb."""
+    code, err, peak, _ = run_measured(tmp_path, "info", src)
+    assert (code, err) == (1, f"Error: {named or src}: {message}\n")
+    assert peak < peak_mb
+
+
 def idx_pair(folder, images, labels):
     """images/labels: (idx header, zero bytes after it), written gzip-compressed."""
     write(folder / "train-images-idx3-ubyte.gz", gzip_of(*images))
@@ -225,22 +233,18 @@ def test_idx_gz_holding_1e9_labels(tmp_path):
     the headers (all labels of a split are held in memory)."""
     n = 10 ** 9
     src = idx_pair(tmp_path / "src", (idx_header(8, [n, 0, 0]), 0), (idx_header(8, [n]), n))
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
-    assert (code, err) == (1, f"Error: {src / 'train-images-idx3-ubyte.gz'}: header declares "
-                              "1,000,000,000 examples, more than mnistconv's limit of "
-                              "16,777,216 per split\n")
-    assert peak < 300
+    info_refused(tmp_path, src, "header declares "
+                 "1,000,000,000 examples, more than mnistconv's limit of "
+                 "16,777,216 per split", named=src / "train-images-idx3-ubyte.gz")
 
 
 def test_idx_gz_with_one_1gib_image(tmp_path):
     side = 32768
     src = idx_pair(tmp_path / "src", (idx_header(8, [1, side, side]), side * side),
                    (idx_header(8, [1]), 1))
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
-    assert (code, err) == (1, f"Error: {src / 'train-images-idx3-ubyte.gz'}: image of "
-                              "32768x32768 exceeds mnistconv's limit of 268,435,456 pixels "
-                              "per image\n")
-    assert peak < 300
+    info_refused(tmp_path, src, "image of "
+                 "32768x32768 exceeds mnistconv's limit of 268,435,456 pixels "
+                 "per image", named=src / "train-images-idx3-ubyte.gz")
 
 
 def test_idx_labels_header_claiming_more_than_the_stream_holds(tmp_path):
@@ -251,11 +255,9 @@ def test_idx_labels_header_claiming_more_than_the_stream_holds(tmp_path):
     write(src / "train-images-idx3-ubyte.gz", gzip_of(idx_header(8, [n, 0, 0]), 0))
     write(src / "train-labels-idx1-ubyte.gz",
           gzip_of(idx_header(8, [n]), 1000) + bytes(n // 1000))
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
-    assert (code, err) == (1, f"Error: {src / 'train-labels-idx1-ubyte.gz'}: truncated data: "
-                              "header declares 16777216 uint8 (16777216 bytes), the file "
-                              "holds 1000\n")
-    assert peak < 100
+    info_refused(tmp_path, src, "truncated data: "
+                 "header declares 16777216 uint8 (16777216 bytes), the file "
+                 "holds 1000", named=src / "train-labels-idx1-ubyte.gz", peak_mb=100)
 
 
 def test_npz_member_deflated_from_1e9_zeros(tmp_path):
@@ -264,22 +266,18 @@ def test_npz_member_deflated_from_1e9_zeros(tmp_path):
     n = 10 ** 9
     src = write(tmp_path / "bomb.npz", zip_of({"x_train.npy": npy_of_zeros("u1", (n, 0)),
                                                "y_train.npy": npy_of_zeros("u1", (n,))}))
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
-    assert (code, err) == (1, f"Error: {src}: x_train declares 1,000,000,000 examples, more "
-                              "than mnistconv's limit of 16,777,216 per split\n")
-    assert peak < 300
+    info_refused(tmp_path, src, "x_train declares 1,000,000,000 examples, more "
+                 "than mnistconv's limit of 16,777,216 per split")
 
 
 def test_npz_fortran_order_images_over_the_limit(tmp_path):
     src = write(tmp_path / "f.npz", zip_of({
         "x_train.npy": npy_of_zeros("u1", (8, 16384, 16384), fortran=True),
         "y_train.npy": npy(np.zeros(8, np.uint8))}))
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
-    assert (code, err) == (1, f"Error: {src}: x_train is stored in Fortran (column) order, "
-                              "which is read whole: 2,147,483,648 bytes, more than "
-                              "mnistconv's limit of 67,108,864; save it in C order "
-                              "(np.ascontiguousarray) first\n")
-    assert peak < 300
+    info_refused(tmp_path, src, "x_train is stored in Fortran (column) order, "
+                 "which is read whole: 2,147,483,648 bytes, more than "
+                 "mnistconv's limit of 67,108,864; save it in C order "
+                 "(np.ascontiguousarray) first")
 
 
 def test_npz_fortran_order_images_within_the_limit_read_right(tmp_path):
@@ -304,10 +302,8 @@ def test_one_image_over_max_pixels_is_refused_from_the_header(tmp_path, fmt):
         src = named = write(tmp_path / "big.npz", zip_of({
             "x_train.npy": npy_of_zeros("u1", (1, side, side)),
             "y_train.npy": npy(np.zeros(1, np.uint8))}))
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
-    assert (code, err) == (1, f"Error: {named}: image of 16385x16385 exceeds mnistconv's "
-                              "limit of 268,435,456 pixels per image\n")
-    assert peak < 300
+    info_refused(tmp_path, src, "image of 16385x16385 exceeds mnistconv's "
+                 "limit of 268,435,456 pixels per image", named=named)
 
 
 def test_one_image_over_max_record_bytes_is_refused_from_the_header(tmp_path):
@@ -315,11 +311,9 @@ def test_one_image_over_max_record_bytes_is_refused_from_the_header(tmp_path):
     src = write(tmp_path / "f8.npz", zip_of({
         "x_train.npy": npy_of_zeros("<f8", (1, 11586, 11586)),
         "y_train.npy": npy(np.zeros(1, np.uint8))}))
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
-    assert (code, err) == (1, f"Error: {src}: images of 11586x11586 float64 are "
-                              "1,073,883,168 bytes each, more than mnistconv's limit of "
-                              "268,435,456\n")
-    assert peak < 300
+    info_refused(tmp_path, src, "images of 11586x11586 float64 are "
+                 "1,073,883,168 bytes each, more than mnistconv's limit of "
+                 "268,435,456")
 
 
 @pytest.mark.parametrize("fmt, dtype", [("npz", "<i8"), ("npz", "u1"), ("idx", "i4")])
