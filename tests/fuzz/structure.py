@@ -71,14 +71,22 @@ def gdmnist_boundaries(payload):
                    labels + count, indices, indices + 4, len(payload)})
 
 
+def _chunk_boundaries(data, pos, length_format):
+    """Chunks from pos on, each a length (length_format), 4 bytes (a CRC or a type),
+    the data and a 4-byte CRC: the end of each of those four parts."""
+    size = struct.calcsize(length_format)
+    out = []
+    while pos + size + 4 <= len(data):
+        (length,) = struct.unpack(length_format, data[pos:pos + size])
+        out += [pos + size, pos + size + 4, pos + size + 4 + length,
+                pos + size + 8 + length]
+        pos += size + 8 + length
+    return out
+
+
 def tfrecord_boundaries(payload):
     """For every record: its length, the length's CRC, its data, the data's CRC."""
-    out, pos = [], 0
-    while pos + 12 <= len(payload):
-        (length,) = struct.unpack("<Q", payload[pos:pos + 8])
-        out += [pos + 8, pos + 12, pos + 12 + length, pos + 16 + length]
-        pos += 16 + length
-    return out
+    return _chunk_boundaries(payload, 0, "<Q")
 
 
 def npy_boundaries(member):
@@ -149,12 +157,7 @@ def cuts(boundaries, length):
 
 def png_boundaries(data):
     """The 8-byte signature, then each chunk's length, type, data and CRC."""
-    out, pos = [8], 8
-    while pos + 8 <= len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        out += [pos + 4, pos + 8, pos + 8 + length, pos + 12 + length]
-        pos += 12 + length
-    return out
+    return [8] + _chunk_boundaries(data, 8, ">I")
 
 
 def tar_boundaries(data):
