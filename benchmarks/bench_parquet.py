@@ -14,7 +14,6 @@ Targets: mnistconv at least 5x faster; peak memory of mnistconv under 200 MB (th
 recipe's is printed: it holds the whole set several times over).
 """
 
-import importlib.util
 import os
 import sys
 
@@ -46,15 +45,8 @@ def same_rows(recipe, ours):
 
 
 def main():
-    common.require_gnu_time()
-    gz = common.official_gz_dir()
-    if importlib.util.find_spec("datasets") is None or \
-            importlib.util.find_spec("pyarrow") is None:
-        common.skip("the recipe needs datasets and pyarrow; pip install "
-                    "'mnistconv[parquet,test-parquet]'")
-    targets = common.Targets()
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of "
-          f"{common.REPEAT} runs after a warm-up (the recipe: 2), interleaved")
+    gz, targets = common.start("the recipe", ["datasets", "pyarrow"],
+                               "mnistconv[parquet,test-parquet]", " (the recipe: 2)")
     with common.workdir() as tmp:
         outputs = {RECIPE: tmp / "recipe.parquet", OURS: tmp / "ours"}
         commands = {RECIPE: common.python("hf_datasets_to_parquet.py", gz, outputs[RECIPE]),

@@ -20,7 +20,6 @@ tf.train.Example, array_record's ArrayRecordWriter (group_size:1); mnistconv:
 200 MB.
 """
 
-import importlib.util
 import os
 import sys
 
@@ -129,15 +128,10 @@ def array_records(folder):
 
 
 def main():
-    common.require_gnu_time()
-    gz = common.official_gz_dir()
-    for module, extra in (("tensorflow_datasets", "test-tfds"),
-                          ("array_record", "arrayrecord"), ("tensorflow", "tensorflow")):
-        if importlib.util.find_spec(module) is None:
-            common.skip(f"the baselines need {module}; pip install 'mnistconv[{extra}]'")
-    targets = common.Targets()
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of "
-          f"{common.REPEAT} runs after a warm-up (TFDS' API: 1), interleaved")
+    gz, targets = common.start("the baselines",
+                               ["tensorflow_datasets", "array_record", "tensorflow"],
+                               "mnistconv[test-tfds,arrayrecord,tensorflow]",
+                               " (TFDS' API: 1)")
     with common.workdir() as tmp:
         (tmp / "tfds_script.py").write_text(TFDS_SCRIPT)
         (tmp / "ar_script.py").write_text(ARRAY_RECORD_SCRIPT)

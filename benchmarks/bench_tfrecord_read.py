@@ -11,9 +11,6 @@ decode_jpeg defaults are the fast integer IDCT mnistconv decodes with), or the t
 means nothing. Target: at least 8x faster than tf.data.
 """
 
-import os
-import sys
-
 import common
 from common import mnistconv
 
@@ -52,14 +49,7 @@ def same_arrays(a, b):
 
 
 def main():
-    common.require_gnu_time()
-    gz = common.official_gz_dir()
-    import importlib.util
-    if importlib.util.find_spec("tensorflow") is None:
-        common.skip("the baseline needs tensorflow; pip install 'mnistconv[tensorflow]'")
-    targets = common.Targets()
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of "
-          f"{common.REPEAT} runs after a warm-up, interleaved")
+    gz, targets = common.start("the baseline", ["tensorflow"], "mnistconv[tensorflow]")
     with common.workdir() as tmp:
         src = tmp / "train.tfrecord"
         common.run_once(mnistconv("idx-to-tfrecord", gz, src, "--split", "train", "-q"))

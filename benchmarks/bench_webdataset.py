@@ -15,10 +15,6 @@ bench_tfrecord does). The baseline's peak is printed, not held to it: tarfile ke
 TarInfo for every member it writes (about 870 MB for these 180000).
 """
 
-import importlib.util
-import os
-import sys
-
 import common
 from common import mnistconv
 
@@ -52,14 +48,8 @@ def same_samples(baseline, ours):
 
 
 def main():
-    common.require_gnu_time()
-    gz = common.official_gz_dir()
-    if importlib.util.find_spec("webdataset") is None:
-        common.skip("the baseline needs webdataset; pip install 'mnistconv[test-pytorch]'")
+    gz, targets = common.start("the baseline", ["webdataset"], "mnistconv[test-pytorch]")
     from bench_tfrecord import tree_peak_mb
-    targets = common.Targets()
-    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of "
-          f"{common.REPEAT} runs after a warm-up, interleaved")
     with common.workdir() as tmp:
         base_out = tmp / "baseline.tar"
         ours_dir = tmp / "ours"

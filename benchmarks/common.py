@@ -15,6 +15,7 @@ not run here, e.g. no ../shared data), which run.py reports as skipped.
 """
 
 import gzip
+import importlib.util
 import os
 import re
 import shutil
@@ -210,6 +211,21 @@ def workdir(prefix="mnistconv-bench-"):
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def start(who, needs, install, note=""):
+    """What a bench against another tool does first: GNU time must be there, the
+    official files and the modules `needs` (else skip: "<who> needs ...; pip install
+    '<install>'"); then the line saying how the figures were taken. Returns the official
+    .gz folder and the Targets to check."""
+    require_gnu_time()
+    gz = official_gz_dir()
+    missing = [m for m in needs if importlib.util.find_spec(m) is None]
+    if missing:
+        skip(f"{who} needs {' and '.join(missing)}; pip install '{install}'")
+    print(f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; median of {REPEAT} "
+          f"runs after a warm-up{note}, interleaved")
+    return gz, Targets()
 
 
 def official_gz_dir():
