@@ -16,6 +16,8 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from conftest import tree_hashes
+from plan_helpers import cli as _cli, in_order, job_array_slices, last_error as _last_error, \
+    run_tasks
 from mnistconv.records import ArraySplit, Dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -39,14 +41,6 @@ def src(tmp_path_factory):
     return str(path)
 
 
-def _cli(*args, cwd=None, check=None):
-    r = subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
-                       capture_output=True, cwd=cwd)
-    if check is not None:
-        assert r.returncode == check, r.stderr.decode()
-    return r
-
-
 def _files(folder):
     """{name: sha256} of the visible files of an output folder (the progress record is
     hidden: readers skip it, as they skip staging leftovers)."""
@@ -60,10 +54,6 @@ def reference(src, tmp_path_factory):
     out = tmp_path_factory.mktemp("ref")
     r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--json", check=0)
     return _files(out), json.loads(r.stdout)["stats"]
-
-
-def _last_error(r):
-    return r.stderr.decode().strip().splitlines()[-1]
 
 
 def test_plan_prints_tasks_and_writes_nothing(src, tmp_path):
@@ -90,12 +80,7 @@ def test_plan_prints_tasks_and_writes_nothing(src, tmp_path):
 def test_every_task_one_by_one_gives_the_local_bytes(src, reference, tmp_path, order):
     files, stats = reference
     out = tmp_path / "out"
-    tasks = list(range(6)) if order == "forward" else list(range(5, -1, -1))
-    results = []
-    for i in tasks:
-        r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--num-tasks", 6,
-                 "--task-index", i, "--json", check=0)
-        results.append(json.loads(r.stdout))
+    results = run_tasks(src, out / "m.tfrecord", OPTS, in_order(order))
     assert [r["finished"] for r in results] == [False] * 5 + [True]
     assert results[-1]["stats"] == stats
     assert _files(out) == files
@@ -107,11 +92,7 @@ def test_every_task_one_by_one_gives_the_local_bytes(src, reference, tmp_path, o
 def test_slices_of_a_job_array(src, reference, tmp_path):
     """--num-tasks 4 over 6 tasks: slices hold 2, 2, 1, 1 tasks, run in any order."""
     out = tmp_path / "out"
-    sizes = {}
-    for i in (2, 0, 3, 1):
-        r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--num-tasks", 4,
-                 "--task-index", i, "--json", check=0)
-        sizes[i] = [t["task"] for t in json.loads(r.stdout)["tasks"]]
+    sizes = job_array_slices(src, out / "m.tfrecord", OPTS, (2, 0, 3, 1))
     assert sizes == {0: [0, 4], 1: [1, 5], 2: [2], 3: [3]}
     assert _files(out) == reference[0]
 
@@ -339,8 +320,7 @@ def pq_reference(src, tmp_path_factory):
 def test_parquet_tasks_in_reverse_give_the_local_bytes_and_card(src, pq_reference,
                                                                   tmp_path):
     out = tmp_path / "hf"
-    results = [json.loads(_cli("convert", src, out, *PQ, "--num-tasks", 6, "--task-index",
-                               i, "--json", check=0).stdout) for i in range(5, -1, -1)]
+    results = run_tasks(src, out, PQ, in_order("reverse"))
     assert [r["finished"] for r in results] == [False] * 5 + [True]
     assert results[-1]["stats"] == pq_reference[1]
     assert tree_hashes(out) == pq_reference[0]

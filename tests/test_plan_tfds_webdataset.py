@@ -18,6 +18,8 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from conftest import tree_hashes
+from plan_helpers import cli as _cli, in_order, job_array_slices, last_error as _last_error, \
+    run_tasks
 from mnistconv.records import ArraySplit, Dataset, Split
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -45,18 +47,6 @@ def src(tmp_path_factory):
     path = tmp_path_factory.mktemp("src") / "small.npz"
     mnistconv.write(_dataset(), str(path), "npz")
     return str(path)
-
-
-def _cli(*args, check=None):
-    r = subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
-                       capture_output=True)
-    if check is not None:
-        assert r.returncode == check, r.stderr.decode()
-    return r
-
-
-def _last_error(r):
-    return r.stderr.decode().strip().splitlines()[-1]
 
 
 def _reference(src, root, out, args):
@@ -107,14 +97,11 @@ def test_tfds_plan_cuts_as_tfds_and_writes_nothing(src, tmp_path):
 def test_tfds_tasks_one_by_one_give_the_local_bytes(src, tfds_reference, tmp_path, order):
     tree, stats = tfds_reference
     out = tmp_path / "tf"
-    tasks = list(range(6)) if order == "forward" else list(range(5, -1, -1))
-    results = []
-    for i in tasks:
-        r = _cli("convert", src, out, *TFDS, "--num-tasks", 6, "--task-index", i,
-                 "--json", check=0)
-        results.append(json.loads(r.stdout))
+
+    def metadata_last(results):
         # The metadata comes last: until then no reader takes the folder for TFDS.
         assert (out / "digits/1.0.0/dataset_info.json").exists() == (len(results) == 6)
+    results = run_tasks(src, out, TFDS, in_order(order), after_each=metadata_last)
     assert [r["finished"] for r in results] == [False] * 5 + [True]
     assert results[-1]["stats"] == stats == {"records": 3000, "shards": 6}
     assert tree_hashes(tmp_path) == tree
@@ -125,11 +112,7 @@ def test_tfds_tasks_one_by_one_give_the_local_bytes(src, tfds_reference, tmp_pat
 def test_tfds_job_array_and_beam_give_the_local_bytes(src, tfds_reference, tmp_path):
     """--num-tasks 4 slices in any order; then the same through Beam's DirectRunner."""
     out = tmp_path / "a" / "tf"
-    slices = {}
-    for i in (3, 1, 0, 2):
-        r = _cli("convert", src, out, *TFDS, "--num-tasks", 4, "--task-index", i,
-                 "--json", check=0)
-        slices[i] = [t["task"] for t in json.loads(r.stdout)["tasks"]]
+    slices = job_array_slices(src, out, TFDS, (3, 1, 0, 2))
     assert slices == {0: [0, 4], 1: [1, 5], 2: [2], 3: [3]}
     assert tree_hashes(tmp_path / "a") == tfds_reference[0]
     pytest.importorskip("apache_beam")
@@ -232,9 +215,7 @@ def test_webdataset_plan_cuts_by_samples(src, tmp_path):
 def test_webdataset_tasks_in_reverse_and_through_beam(src, wds_reference, tmp_path):
     tree, stats = wds_reference
     out = tmp_path / "a" / "w" / "m.tar"
-    results = [json.loads(_cli("convert", src, out, *WDS, "--num-tasks", 7,
-                               "--task-index", i, "--json", check=0).stdout)
-               for i in range(6, -1, -1)]
+    results = run_tasks(src, out, WDS, in_order("reverse", 7), num_tasks=7)
     assert [r["finished"] for r in results] == [False] * 6 + [True]
     assert results[-1]["stats"] == stats == {"samples": 3000, "shards": 7}
     assert tree_hashes(tmp_path / "a") == tree
