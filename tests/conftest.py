@@ -84,6 +84,16 @@ def sample_arrays():
     return tuple(mnist_gz_arrays(SAMPLE).values())
 
 
+def converts_back_to_the_sample(src, back):
+    """`convert src back --to idx` gives the bundled sample's four files, byte for
+    byte."""
+    r = run("convert", src, back, "--to", "idx", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    for name in OFFICIAL_SHA256:
+        assert (Path(back) / name).read_bytes() == \
+            gzip.decompress((SAMPLE / f"{name}.gz").read_bytes())
+
+
 def png(image):
     """An 8-bit grayscale PNG of image, by mnistconv's encoder."""
     from mnistconv import codecs
