@@ -109,13 +109,14 @@ def big_input(tmp_path_factory):
     return folder
 
 
-def _old_output(fmt_name, work):
-    """A small, complete earlier output at the target, to be protected by --force."""
+def _old_output(fmt_name, work, limit=50, tmp=None):
+    """A small, complete earlier output at the target, to be protected by --force (the
+    CLI's temporary files under tmp, work/tmp by default)."""
     target = work / output_name(fmt_name)
     result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                             str(target), "--split", "train", "--limit", "50", "-q"]
+                             str(target), "--split", "train", "--limit", str(limit), "-q"]
                             + writer_args(fmt_name, slow=False),
-                            capture_output=True, env=cli_env(work / "tmp"))
+                            capture_output=True, env=cli_env(tmp or work / "tmp"))
     assert result.returncode == 0, result.stderr.decode()
     return target
 
@@ -401,12 +402,7 @@ def tiny_tmpfs(tmp_path):
 def test_real_disk_full(fmt_name, tiny_tmpfs, tmp_path, big_input):
     work = tiny_tmpfs
     (tmp_path / "tmp").mkdir()
-    target = work / output_name(fmt_name)
-    small = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                            str(target), "--split", "train", "--limit", "20", "-q"]
-                           + writer_args(fmt_name, slow=False),
-                           capture_output=True, env=cli_env(tmp_path / "tmp"))
-    assert small.returncode == 0, small.stderr.decode()
+    target = _old_output(fmt_name, work, limit=20, tmp=tmp_path / "tmp")
     before, paths_before = tree_hashes(target), all_paths(work)
     result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(big_input),
                              str(target), "--force", "-q"] + writer_args(fmt_name, slow=False),
