@@ -143,6 +143,8 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
     fmt.check_options(options, "write")
     path, options = registry.resolve_output(path, fmt, options)
+    from .formats.idx.classes import check_dataset
+    check_dataset(dataset)
     written = fmt.load().write(dataset, path, force=force,
                                progress=progress or NO_PROGRESS, **options)
     if isinstance(written, WriteResult):

@@ -225,6 +225,8 @@ def make_plan(dataset, path, format_name, options) -> dict:
         [t["shard"] for t in plan["tasks"]][:1]  # ['m-train.tfrecord-00000-of-00004']
     """
     from . import registry
+    from .formats.idx.classes import check_dataset
+    check_dataset(dataset)  # as write() does
     defaults = {o.name: o.default for o in registry.get(format_name).write_options}
     # Only what differs from the format's defaults: the library's call and the command
     # line's (which passes every default) plan the same conversion with the same hash.

@@ -240,7 +240,8 @@ def names_by_label(found, num_labels):
     return tuple(found.get(i, str(i)) for i in range(num_labels))
 
 
-def check_covers(names, labels, path, split_name, source=None):
+def check_covers(names, labels, path, split_name, source=None,
+                 hint="give a names file that covers every label"):
     """Every label of the split has a name: else a FormatError saying which does not."""
     if not len(names) or not len(labels):
         return
@@ -251,8 +252,20 @@ def check_covers(names, labels, path, split_name, source=None):
         raise FormatError(source or path, f"names {len(names)} classes (labels 0.."
                                           f"{len(names) - 1}), but label "
                                           f"{labels[i].item()} of {split_name} example {i} "
-                                          "has no name",
-                          "give a names file that covers every label")
+                                          "has no name", hint)
+
+
+def check_dataset(dataset):
+    """Every split that has class names names each of its labels (a dataset built by a
+    library caller, or read from a file whose names and labels disagree): else the
+    FormatError of check_covers. Writers carry the names (TFRecord's label_name, a
+    ClassLabel, classes.txt), so a label past them would be written with no name or
+    fail halfway."""
+    for split in dataset.splits.values():
+        if split.header.class_names:
+            check_covers(split.header.class_names, split.labels(),
+                         split.header.source or split.name, split.name,
+                         hint="give names for every class (--class-names)")
 
 
 def attach(dataset, names, source, check=True):
