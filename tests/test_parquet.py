@@ -307,6 +307,22 @@ def test_parquet_of_another_schema(tmp_path):
                              f"columns are 'a' (int64), 'text' (string); {EXPECTED}")
 
 
+def test_a_label_its_classlabel_does_not_name(tmp_path):
+    """Found by the long fuzz pass: a ClassLabel of 10 names over a label 255 went on
+    to the TFRecord writer, which failed with a traceback; every command now stops at
+    the reader in one line (info too: it would count a class that has no name)."""
+    path = tmp_path / "test-00000-of-00001.parquet"
+    _write_rows(path, [_png(np.zeros((28, 28), np.uint8))] * 3, [3, 255, 6])
+    message = (f"{path}: names 10 classes (labels 0..9), but label 255 of test example 1 "
+               "has no name; the file's ClassLabel feature does not name it")
+    _refused(tmp_path, path, message)
+    for args in (["convert", path, tmp_path / "o.tfrecord", "--label-format", "onehot"],
+                 ["info", path]):
+        r = run(*args)
+        assert (r.returncode, stderr_of(r)) == (1, f"Error: {message}\n")
+    assert not (tmp_path / "o.tfrecord").exists()
+
+
 def test_png_of_the_wrong_size(tmp_path):
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png(np.zeros((28, 28), np.uint8)),
@@ -370,6 +386,30 @@ def test_an_image_larger_than_the_split_is_refused_before_it_is_decoded(tmp_path
     assert str(e.value) == (f"{path}: row 1: image is 9000x9000, the split's images are "
                             "28x28; mnistconv keeps one image size per split")
     assert all(size < 1000 for size in decoded)  # the 80 KB PNG never reached Pillow
+
+
+def test_a_large_first_image_then_others_is_refused_before_it_is_decoded(tmp_path,
+                                                                        monkeypatch):
+    # Found by the long fuzz pass: row 0, a 6000 x 6000 PNG, set the split's size and
+    # was decoded alone in its batch (RGB: 578 MB) before row 1 (28 x 28) showed the
+    # sizes differ. Rows are now fetched 1024 at a time and all their sizes checked
+    # before any is decoded.
+    from mnistconv.formats.parquet import reader
+    path = tmp_path / "train.parquet"
+    _write_rows(path, [_png_of_zeros(6000, 6000)] + [_png(np.zeros((28, 28), np.uint8))] * 2,
+                [1, 2, 3])
+    decoded = []
+    real = reader._decode
+    monkeypatch.setattr(reader, "_decode", lambda data, shape, where: decoded.append(where)
+                        or real(data, shape, where))
+    from mnistconv.errors import FormatError
+    split = mnistconv.read(path, "parquet").splits["train"]
+    assert split.header.shape == (6000, 6000)
+    with pytest.raises(FormatError) as e:
+        next(split.batches())
+    assert str(e.value) == (f"{path}: row 1: image is 28x28, the split's images are "
+                            "6000x6000; mnistconv keeps one image size per split")
+    assert decoded == []
 
 
 def test_batches_hold_at_most_64_mib_of_pixels(tmp_path):

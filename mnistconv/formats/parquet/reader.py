@@ -18,6 +18,7 @@ from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        printable, safe_split_name)
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ..idx import classes
 from . import png
 
 MAGIC = b"PAR1"
@@ -178,6 +179,17 @@ def _jpeg_components(data):
         return 1
 
 
+def _check_claimed_size(data, shape, where):
+    """The size an image's header claims is the split's (checked before decoding: 80 KB
+    of PNG can be 9000 x 9000), else a FormatError naming the row."""
+    from ... import codecs
+    claimed = codecs.image_size(data)
+    if claimed is not None and claimed != tuple(shape[:2]):
+        raise FormatError(where, f"image is {claimed[0]}x{claimed[1]}, the split's images "
+                                 f"are {'x'.join(map(str, shape))}",
+                          "mnistconv keeps one image size per split")
+
+
 def _decode(data, shape, where):
     """One image's pixels in `shape`, or a FormatError naming the row."""
     from ... import codecs
@@ -185,11 +197,7 @@ def _decode(data, shape, where):
         else None
     if pixels is not None:
         return pixels
-    claimed = codecs.image_size(data)  # before decoding: 80 KB of PNG can be 9000 x 9000
-    if claimed is not None and claimed != tuple(shape[:2]):
-        raise FormatError(where, f"image is {claimed[0]}x{claimed[1]}, the split's images "
-                                 f"are {'x'.join(map(str, shape))}",
-                          "mnistconv keeps one image size per split")
+    _check_claimed_size(data, shape, where)
     try:
         if len(shape) == 2 and codecs.image_kind(data) != "raw":
             pixels = codecs.decode_image(data)  # JPEG as TensorFlow decodes it
@@ -304,6 +312,11 @@ class ParquetSplit(Split):
                 part = np.concatenate([_integers(c) for c in column.chunks] or
                                       [np.zeros(0, np.int64)]).astype(np.int64, copy=False)
                 check_labels(part, path)
+                # A ClassLabel names the classes: a label past its names is no class
+                # (datasets' int2str refuses it; writers that carry names would fail).
+                classes.check_covers(self.class_names or (), part, path, self.name,
+                                     hint="the file's ClassLabel feature does not name "
+                                          "it")
                 parts.append(part)
             self._labels = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         return self._labels
@@ -334,38 +347,52 @@ class ParquetSplit(Split):
             self._extras = np.concatenate(parts)
         return names, self._extras
 
+    def _decode_rows(self, values, shape, path, at):
+        """The pixels of encoded images (rows at, at + 1, ...), decoded on threads."""
+        n = len(values)
+        images = np.empty((n,) + tuple(shape), np.uint8)
+        step = max(64, -(-n // (4 * self.workers)))
+
+        def decode(start):
+            for i in range(start, min(start + step, n)):
+                images[i] = _decode(values[i], shape, f"{path}: row {at + i}")
+        workers = self.workers if int(np.prod(shape)) <= MAX_THREADED_IMAGE_PIXELS else 1
+        for _ in ordered_map(decode, range(0, n, step), workers):
+            pass
+        return images
+
     def batches(self, batch_size=DEFAULT_BATCH):
         labels = self.labels()
         shape = self.header.shape
         # At most _BATCH_BYTES of pixels a batch (one image when one is larger), as the
         # TFRecord and ArrayRecord readers do: row 0 may claim 16384 x 16384.
         batch_size = max(1, min(batch_size, _BATCH_BYTES // max(1, int(np.prod(shape)))))
+        # With images so large that a batch holds few, the rows are still fetched
+        # _CHECK_ROWS at a time and every one's claimed size checked before any is
+        # decoded: a 6000 x 6000 row 0 followed by 28 x 28 rows is refused before 400 MB
+        # go into decoding row 0.
+        fetch = max(batch_size, _CHECK_ROWS)
         at = 0
         for path, layout in zip(self.files, self.layouts):
             pf = _open(path)
-            for batch in _iter_batches(pf, path, batch_size=batch_size,
-                                       columns=[layout.image]):
+            for batch in _iter_batches(pf, path, batch_size=fetch, columns=[layout.image]):
                 column = batch.column(0).field("bytes")
-                n = len(column)
                 if column.null_count:
-                    row = at + next(i for i in range(n) if not column[i].is_valid)
+                    row = at + next(i for i in range(len(column))
+                                    if not column[i].is_valid)
                     raise FormatError(path, f"row {row} has no image bytes",
                                       "mnistconv reads images stored in the file, "
                                       "not paths")
-                images = np.empty((n,) + tuple(shape), np.uint8)
                 values = column.to_pylist()
-                step = max(64, -(-n // (4 * self.workers)))
-
-                def decode(start, values=values, images=images, at=at, path=path):
-                    for i in range(start, min(start + step, n)):
-                        images[i] = _decode(values[i], shape, f"{path}: row {at + i}")
-                workers = self.workers if int(np.prod(shape)) <= \
-                    MAX_THREADED_IMAGE_PIXELS else 1
-                for _ in ordered_map(decode, range(0, n, step), workers):
-                    pass
-                yield Batch(images, labels[at:at + n], np.arange(at, at + n,
-                                                                 dtype=np.int64))
-                at += n
+                if batch_size < len(values):
+                    for i, data in enumerate(values):
+                        _check_claimed_size(data, shape, f"{path}: row {at + i}")
+                for start in range(0, len(values), batch_size):
+                    part = values[start:start + batch_size]
+                    yield Batch(self._decode_rows(part, shape, path, at),
+                                labels[at:at + len(part)],
+                                np.arange(at, at + len(part), dtype=np.int64))
+                    at += len(part)
         if at != self.header.count:
             raise FormatError(self.header.source, f"holds {at} rows, its footers say "
                                                   f"{self.header.count}")
@@ -389,6 +416,7 @@ def _int32_column(path, name):
 
 
 _BATCH_BYTES = 64 << 20
+_CHECK_ROWS = 1024  # rows whose sizes are checked together (batches())
 
 
 def _integers(array):
