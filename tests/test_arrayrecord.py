@@ -105,11 +105,11 @@ def test_take_reads_only_what_it_is_asked(written, sample, monkeypatch):
     real = fmt.decode_record_image
     monkeypatch.setattr(fmt, "decode_record_image", lambda *a: decoded.append(a[1]) or real(*a))
     split = mnistconv.read(written / "m-train.array_record").splits["train"]
-    assert len(decoded) == 1  # the first image, for its shape
+    assert decoded == []  # the shape is read from the first image's header
     picked = stream.select_split(split, per_class=3, shuffle=True, seed=4)
     images = np.concatenate([b.images for b in picked.batches()])
     assert np.array_equal(images, sample["train"][0][picked.positions])
-    assert len(decoded) == 1 + 30
+    assert len(decoded) == 30
 
 
 def test_options_checked_by_array_record(tmp_path):
@@ -204,18 +204,18 @@ def _png_of_zeros(height, width):
         chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
-def _with_record_1_changed(written, name, count, change):
+def _with_record_1_changed(written, name, count, change, number=1):
     """<name>.array_record: the first `count` records of m-test.array_record, record 1's
-    Example features changed by change(feature map)."""
+    (or record `number`'s) Example features changed by change(feature map)."""
     from array_record.python.array_record_module import ArrayRecordReader, \
         ArrayRecordWriter
     from mnistconv.formats.tfrecord.example import example_class
     reader = ArrayRecordReader(str(written / "m-test.array_record"))
     records = reader.read(list(range(count)))
     reader.close()
-    example = example_class().FromString(records[1])
+    example = example_class().FromString(records[number])
     change(example.features.feature)
-    records[1] = example.SerializeToString()
+    records[number] = example.SerializeToString()
     out = written / f"{name}.array_record"
     writer = ArrayRecordWriter(str(out), "group_size:1")
     for r in records:
@@ -224,25 +224,58 @@ def _with_record_1_changed(written, name, count, change):
     return out
 
 
-def test_an_image_larger_than_the_first_is_refused_before_it_is_decoded(written,
-                                                                        monkeypatch):
+@pytest.mark.parametrize("number, size, message", [
     # Found by the fuzz pass's PNG bombs: each decoding thread inflated its 9000 x 9000
     # image (81 MB, twice with Pillow's copy) before comparing sizes (peak 325 MB).
-    from mnistconv.formats.arrayrecord import format as arrayrecord
+    (1, 9000, "record 1 (counting from 0): image is (9000, 9000), the first was (28, 28)"),
+    # And by the long pass: a 6000 x 6000 first image was decoded for its shape when
+    # the file was opened, and again with its batch, before record 1 (28 x 28) showed
+    # the sizes differ (331 MB). Now every record's size is read from its header while
+    # the labels are indexed: nothing is decoded before the mismatch is seen.
+    (0, 6000, "record 1 (counting from 0): image is (28, 28), the first was (6000, 6000)")],
+    ids=["bomb after the first", "bomb first"])
+def test_images_of_another_size_are_refused_before_any_is_decoded(written, monkeypatch,
+                                                                  number, size, message):
+    from mnistconv import codecs
     bomb = _with_record_1_changed(
         written, "bomb", 3,
-        lambda f: f["image"].bytes_list.value.__setitem__(0, _png_of_zeros(9000, 9000)))
+        lambda f: f["image"].bytes_list.value.__setitem__(0, _png_of_zeros(size, size)),
+        number)
     decoded = []
-    real = arrayrecord.decode_record_image
-    monkeypatch.setattr(arrayrecord, "decode_record_image",
-                        lambda path, n, data: decoded.append(n) or real(path, n, data))
+    real = codecs.decode_image
+    monkeypatch.setattr(codecs, "decode_image", lambda data: decoded.append(len(data)) or
+                        real(data))
     from mnistconv.errors import FormatError
     with pytest.raises(FormatError) as e:
-        split, = mnistconv.read(str(bomb), "arrayrecord").splits.values()
-        next(split.batches())
-    assert str(e.value) == f"{bomb}: record 1 (counting from 0): image is (9000, 9000), " \
-                           "the first was (28, 28)"
-    assert 0 in decoded and 1 not in decoded  # the first decoded, the bomb never
+        mnistconv.read(str(bomb), "arrayrecord")
+    assert str(e.value) == f"{bomb}: {message}"
+    assert decoded == []
+    err = _one_error_line(run("arrayrecord-to-npz", bomb, written / "out.npz"), 1)
+    assert err == f"Error: {bomb}: {message}\n"
+
+
+def test_a_record_far_larger_than_an_image_and_label_is_refused_unparsed(written):
+    # Found by the long fuzz pass: records of 40 MB (a one-hot label of 4,000,000
+    # values) were read 4096 at a time while indexing, and refusing the first took
+    # 550 MB. Now blocks shrink to the largest record seen, and once the first image's
+    # size is known a record that no such image and label fill is refused before it is
+    # parsed, as the TFRecord reader does.
+    junk = b"\0" * (2 << 20)
+    big = _with_record_1_changed(
+        written, "big", 3, lambda f: f["junk"].bytes_list.value.append(junk))
+    size = len(_records(big)[1])
+    err = _one_error_line(run("info", big), 1)
+    assert err == f"Error: {big}: record 1 (counting from 0): {size:,} bytes, more than a " \
+                  "record of one 28x28 image and its label can hold\n"
+
+
+def _records(path):
+    from array_record.python.array_record_module import ArrayRecordReader
+    reader = ArrayRecordReader(str(path))
+    try:
+        return reader.read(list(range(reader.num_records())))
+    finally:
+        reader.close()
 
 
 def test_a_file_name_that_is_not_utf8(written):

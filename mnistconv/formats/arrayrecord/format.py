@@ -31,14 +31,15 @@ import numpy as np
 from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput
-from ...limits import MAX_THREADED_IMAGE_PIXELS, check_num_classes, printable
+from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
+                       printable)
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
 from ...shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
 from ...staging import signals_deferred, staging_prefix
 from ..tfds import encode, shardwrite
-from ..tfrecord.reader import decode_record_image
+from ..tfrecord.reader import check_record_size, decode_record_image
 
 EXTENSION = ".array_record"
 # Riegeli's file signature: the first 64 bytes of every Riegeli (so ArrayRecord) file.
@@ -46,7 +47,11 @@ SIGNATURE = bytes.fromhex(
     "83af70d10d884a3f00000000000000004000000000000000"
     "91bac23c9287e1a90000000000000000e19f13c0e9b1c372"
     "73000000000000000000000000000000")
-_READ = 4096  # records read from a file at once while indexing
+# Records read from a file at once while indexing: at most _READ, and at most about
+# _READ_BYTES by the largest record seen so far (a file of 40 MB records was read 4096
+# at a time: 120 MB of records, then 550 MB to refuse the first).
+_READ = 4096
+_READ_BYTES = 16 << 20
 _BATCH_BYTES = 64 << 20
 
 
@@ -111,6 +116,26 @@ def _open(module, path):
                       "was it cut short or overwritten? write it again")
 
 
+def _first_shape(path, number, image):
+    """The split's image shape, from the first record's image header when it has one
+    (the image is decoded with its batch, as every other; a few KB of PNG can be a
+    6000 x 6000 image), else from decoding it."""
+    size = codecs.image_size(image)
+    if size is None:
+        return decode_record_image(path, number, image).shape
+    check_image_size(size, path, f"record {number} (counting from 0): image")
+    return size
+
+
+def _check_claimed_size(path, number, image, shape):
+    """The size an image's header claims is the first image's, else a FormatError: a
+    few KB of PNG can inflate to a 9000 x 9000 image."""
+    claimed = codecs.image_size(image)
+    if claimed is not None and len(shape) == 2 and claimed != tuple(shape):
+        raise FormatError(path, f"record {number} (counting from 0): image is "
+                                f"{claimed}, the first was {tuple(shape)}")
+
+
 class ArrayRecordSplit(Split):
     """One split: ArrayRecord files of Examples, read by record number.
 
@@ -137,17 +162,24 @@ class ArrayRecordSplit(Split):
         self.layout = None
         shape = None
         for f, reader, count in zip(self.files, self.readers, self.counts):
-            for at in range(0, count, _READ):
-                for i, data in enumerate(self._read(f, reader, at, min(count, at + _READ))):
-                    number = at + i
-                    example = self._parse(f, number, data)
+            at, block, largest = 0, 1, 1
+            while at < count:
+                for data in self._read(f, reader, at, min(count, at + block)):
+                    largest = max(largest, len(data))
+                    if shape is not None:
+                        check_record_size(f, at, len(data), shape)
+                    example = self._parse(f, at, data)
                     if self.layout is None:
-                        self.layout = find_layout(example, "auto", f, number)
-                    image, label, index = self._fields(f, number, example)
+                        self.layout = find_layout(example, "auto", f, at)
+                    image, label, index = self._fields(f, at, example)
                     if shape is None:
-                        shape = decode_record_image(f, number, image).shape
+                        shape = _first_shape(f, at, image)
+                    else:  # every size now, so none is decoded before a bad one is seen
+                        _check_claimed_size(f, at, image, shape)
                     labels.append(label)
                     indices.append(len(indices) if index is None else index)
+                    at += 1
+                block = max(1, min(_READ, _READ_BYTES // largest))
         if shape is None:
             raise FormatError(self.files[0], "contains no records")
         labels = np.array(labels, np.int64)
@@ -223,12 +255,7 @@ class ArrayRecordSplit(Split):
             for number, data in zip(numbers, records):
                 image, _, _ = self._fields(path, int(number),
                                            self._parse(path, int(number), data))
-                # The size its header claims first: a few KB of PNG can inflate to a
-                # 9000 x 9000 image, decoded on each thread before the check below.
-                claimed = codecs.image_size(image)
-                if claimed is not None and len(shape) == 2 and claimed != shape:
-                    raise FormatError(path, f"record {number} (counting from 0): image is "
-                                            f"{claimed}, the first was {shape}")
+                _check_claimed_size(path, number, image, shape)
                 pixels = decode_record_image(path, int(number), image)
                 if pixels.shape != shape:
                     raise FormatError(path, f"record {number} (counting from 0): image is "

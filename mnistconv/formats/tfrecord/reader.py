@@ -83,15 +83,7 @@ class TFRecordSplit(Split):
                 number = first + k
                 data = block if whole else block[at[k]:at[k] + sizes[k]]
                 if self._first_shape is not None:
-                    # Once one image's size is known, a record far larger than such an
-                    # image and a full label can be is refused before it is parsed (a
-                    # 36 MB label of 4,000,000 values took 350 MB to parse and refuse).
-                    cap = 2 * int(np.prod(self._first_shape)) + (1 << 20)
-                    if len(data) > cap:
-                        raise FormatError(path, f"{record_name(number)}: {len(data):,} "
-                                                f"bytes, more than a record of one "
-                                                f"{'x'.join(map(str, self._first_shape))} "
-                                                "image and its label can hold")
+                    check_record_size(path, number, len(data), self._first_shape)
                 example = self._parse(path, number, data)
                 if self.layout is None:
                     self.layout = find_layout(example, schema, path, number)
@@ -446,6 +438,16 @@ def _check_shape(path, number, shape, first):
     if tuple(shape) != tuple(first):
         raise FormatError(path, f"record {number} (counting from 0): image is "
                                 f"{tuple(shape)}, the first was {tuple(first)}")
+
+
+def check_record_size(path, number, size, image_shape):
+    """Once one image's size is known, a record far larger than such an image and a full
+    label can be is refused before it is parsed (a 36 MB label of 4,000,000 values took
+    350 MB to parse and refuse). ArrayRecord's Examples are held to it too."""
+    if size > 2 * int(np.prod(image_shape)) + (1 << 20):
+        raise FormatError(path, f"{record_name(number)}: {size:,} bytes, more than a "
+                                f"record of one {'x'.join(map(str, image_shape))} image "
+                                "and its label can hold")
 
 
 def decode_record_image(path, number, data):
