@@ -15,6 +15,10 @@ from ..stream import extra_fields
 
 # The end of the note a reader adds when its splits carry extra fields (idx/family.py);
 # a writer that keeps them removes the note (kept()).
+# QMNIST's label columns (its idx2-int labels file): the first is the class, the rest
+# are the extra fields, and they keep this order in every format.
+QMNIST_COLUMNS = ("class", "hsf_series", "writer_id", "writer_digit_index",
+                  "nist_class_code", "nist_digit_index", "duplicate", "unused")
 KEPT_BY = ("npz (extra_<split>, extra_columns), Parquet (int32 columns), WebDataset "
            "(.json keys) and TFRecord (int64 features) keep them; other formats drop "
            "them")
@@ -127,10 +131,9 @@ def example_names(feature, skip, path):
     """A TFRecord split's extra fields, from its first record's features (a map): the
     single int64 features beside `skip`. QMNIST's columns in QMNIST's order, any
     others sorted after them (the map has no order of its own)."""
-    from .idx.family import EXTRA_COLUMNS
+    order = QMNIST_COLUMNS[1:]
     names = [k for k in feature if k not in skip and _single_int(feature[k]) is not None]
-    names.sort(key=lambda k: (EXTRA_COLUMNS.index(k) if k in EXTRA_COLUMNS
-                              else len(EXTRA_COLUMNS), k))
+    names.sort(key=lambda k: (order.index(k) if k in order else len(order), k))
     return check_names(names, path, skip)
 
 

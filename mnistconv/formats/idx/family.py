@@ -31,15 +31,15 @@ import numpy as np
 from ...errors import FormatError, UsageError
 from ...fileio import GZIP_MAX_RATIO, InputFile
 from ...stream import TRANSPOSED_NOTE
-from ..extras import KEPT_BY  # a writer keeping the extras drops the note
+# KEPT_BY: a writer keeping the extras drops the note; QMNIST_COLUMNS: extras.py orders
+# every format's extra fields by them.
+from ..extras import KEPT_BY, QMNIST_COLUMNS
 from . import classes
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
 # LZMA2 gains at most about 6,800:1 (a run of zeros at preset 9e: its chunks' headers
 # bound it); a header claiming more than this many times the file's size is lying.
 XZ_MAX_RATIO = 1 << 14
-QMNIST_COLUMNS = ("class", "hsf_series", "writer_id", "writer_digit_index",
-                  "nist_class_code", "nist_digit_index", "duplicate", "unused")
 EXTRA_COLUMNS = QMNIST_COLUMNS[1:]
 QMNIST_TEST_NOTE = "QMNIST's test split holds 60000 records"
 
