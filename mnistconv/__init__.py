@@ -79,7 +79,7 @@ def read(path, format=None, *, split_name=None, **options):
     if "://" in str(path):  # s3://, https://, memory://...: read from a local copy
         from . import remote
         if remote.is_remote(path):
-            return remote.read(path, format, split_name=split_name, **options)
+            return remote.read(path, read, format, split_name=split_name, **options)
     if os.path.lexists(path) and not os.path.isdir(path) and not os.path.isfile(path):
         # A FIFO or device: a reader opening it would block, or read what it is not.
         raise UsageError(path, "is not a regular file (device, FIFO or socket)")
@@ -136,8 +136,8 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
     if "://" in str(path):  # s3://, memory://...: written locally, then uploaded
         from . import remote
         if remote.is_remote(path):
-            return remote.write(dataset, path, format, force=force, progress=progress,
-                                **options)
+            return remote.write(dataset, path, write, format, force=force,
+                                progress=progress, **options)
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")

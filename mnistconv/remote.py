@@ -274,15 +274,15 @@ def _detect(spool, from_flag="--from"):
         raise _renamed(e, spool) from None
 
 
-def read(url, format=None, **options):
-    """mnistconv.read for a remote path: the dataset read from a local copy, its errors
-    and notes naming the remote path. The copy lives as long as the dataset or any of
-    its splits."""
-    import mnistconv
+def read(url, read_local, format=None, **options):
+    """mnistconv.read for a remote path: the dataset read_local (mnistconv.read, handed
+    in by it: this module never imports the package) reads from a local copy, its
+    errors and notes naming the remote path. The copy lives as long as the dataset or
+    any of its splits."""
     spool = _spool(url)
     try:
         format = format or _detect(spool).name
-        dataset = mnistconv.read(spool.local, format, **options)
+        dataset = read_local(spool.local, format, **options)
     except MnistconvError as e:
         raise _renamed(e, spool) from None
     dataset.notes = [spool.local_name(n) for n in dataset.notes]
@@ -309,10 +309,11 @@ def _keep_spool(split, spool):
 
 # --- output ------------------------------------------------------------------------------
 
-def write(dataset, url, format=None, *, force=False, progress=None, **options):
-    """mnistconv.write for a remote path: written locally in a staging folder, then each
-    file uploaded (see the module docstring), refused without force if it exists."""
-    import mnistconv
+def write(dataset, url, write_local, format=None, *, force=False, progress=None,
+          **options):
+    """mnistconv.write for a remote path: written by write_local (mnistconv.write,
+    handed in by it) in a local staging folder, then each file uploaded (see the module
+    docstring), refused without force if it exists."""
     from . import registry
     from .records import OutputFile, WriteResult
     from .staging import exists_error, remove_dead_leftovers, staging_prefix
@@ -330,8 +331,7 @@ def write(dataset, url, format=None, *, force=False, progress=None, **options):
         local = os.path.join(stage, name) + ("/" if url.endswith("/") else "")
         base, root = _parent(url), _parent(path)
         try:
-            result = mnistconv.write(dataset, local, fmt.name, progress=progress,
-                                     **options)
+            result = write_local(dataset, local, fmt.name, progress=progress, **options)
         except MnistconvError as e:
             raise _replaced(e, stage, base) from None
         uploads = []
