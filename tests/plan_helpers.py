@@ -2,8 +2,13 @@
 as a subprocess, and a plan's tasks one by one."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+
+from conftest import tree_hashes
 
 
 def cli(*args, cwd=None, check=None):
@@ -42,3 +47,43 @@ def job_array_slices(src, out, args, indices):
     plan tasks it ran}."""
     reports = run_tasks(src, out, args, indices, num_tasks=4)
     return {i: [t["task"] for t in r["tasks"]] for i, r in zip(indices, reports)}
+
+
+def kill_and_resume(tmp_path, src, expected, out_name, record_name, opts, points):
+    """For each point, ("shards", n) or ("time", seconds): `convert src OUT OPTS
+    --resume` killed with SIGKILL once its progress record lists n shards, or after
+    that long; then resumed to the end, which must give `expected` (tree_hashes of an
+    uninterrupted run), no staging leftovers, and at least n shards kept. Returns how
+    many runs the kill stopped mid-way."""
+    killed = 0
+    for kind, at in points:
+        top = tmp_path / f"out-{kind}-{at}"
+        out, record = top / out_name, top / record_name
+        proc = subprocess.Popen([sys.executable, "-m", "mnistconv", "convert", str(src),
+                                 str(out), *opts, "--resume", "-q"],
+                                stderr=subprocess.DEVNULL)
+        started = time.monotonic()
+        while proc.poll() is None:
+            if kind == "time" and time.monotonic() - started >= at:
+                break
+            if kind == "shards" and record.exists():
+                try:
+                    if len(json.loads(record.read_text())["shards"]) >= at:
+                        break
+                except ValueError:
+                    pass
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGKILL)
+        killed += proc.wait() == -signal.SIGKILL
+        if kind == "shards":  # killed mid-set: not the set yet
+            assert tree_hashes(top) != expected
+        r = cli("convert", src, out, *opts, "--resume", "--json", check=0)
+        result = json.loads(r.stdout)
+        assert result["finished"]
+        assert tree_hashes(top) == expected
+        leftovers = [os.path.join(root, n) for root, _, names in os.walk(top)
+                     for n in names if "mnistconv-tmp" in n]
+        assert leftovers == []
+        if kind == "shards":
+            assert len([t for t in result["tasks"] if t["status"] == "kept"]) >= at
+    return killed

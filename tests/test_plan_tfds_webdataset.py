@@ -7,10 +7,8 @@ import hashlib
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -18,8 +16,8 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from conftest import tree_hashes
-from plan_helpers import cli as _cli, in_order, job_array_slices, last_error as _last_error, \
-    run_tasks
+from plan_helpers import cli as _cli, in_order, job_array_slices, kill_and_resume, \
+    last_error as _last_error, run_tasks
 from mnistconv.records import ArraySplit, Dataset, Split
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -273,41 +271,6 @@ def test_webdataset_cut_by_bytes_is_refused(src, tmp_path):
 
 # --- kill -9 and --resume, both formats ---
 
-def _kill_and_resume(tmp_path, src, expected, out_name, record_name, opts, points):
-    killed = 0
-    for kind, at in points:
-        top = tmp_path / f"out-{kind}-{at}"
-        out, record = top / out_name, top / record_name
-        proc = subprocess.Popen([sys.executable, "-m", "mnistconv", "convert", str(src),
-                                 str(out), *opts, "--resume", "-q"],
-                                stderr=subprocess.DEVNULL)
-        started = time.monotonic()
-        while proc.poll() is None:
-            if kind == "time" and time.monotonic() - started >= at:
-                break
-            if kind == "shards" and record.exists():
-                try:
-                    if len(json.loads(record.read_text())["shards"]) >= at:
-                        break
-                except ValueError:
-                    pass
-            time.sleep(0.002)
-        proc.send_signal(signal.SIGKILL)
-        killed += proc.wait() == -signal.SIGKILL
-        if kind == "shards":  # killed mid-set: not the set yet
-            assert tree_hashes(top) != expected
-        r = _cli("convert", src, out, *opts, "--resume", "--json", check=0)
-        result = json.loads(r.stdout)
-        assert result["finished"]
-        assert tree_hashes(top) == expected
-        leftovers = [os.path.join(root, n) for root, _, names in os.walk(top)
-                     for n in names if "mnistconv-tmp" in n]
-        assert leftovers == []
-        if kind == "shards":
-            assert len([t for t in result["tasks"] if t["status"] == "kept"]) >= at
-    return killed
-
-
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
     path = tmp_path_factory.mktemp("big") / "big.npz"
@@ -331,8 +294,8 @@ def test_resume_after_kill_9_at_several_points(big, tmp_path, fmt):
     points = [("shards", 1), ("shards", 4), ("shards", 9),
               ("time", round(rng.uniform(0.5, 2.5), 2)),
               ("time", round(rng.uniform(0.5, 2.5), 2))]
-    assert _kill_and_resume(tmp_path, big, expected, out_name, record_name, opts,
-                            points) >= 3
+    assert kill_and_resume(tmp_path, big, expected, out_name, record_name, opts,
+                           points) >= 3
 
 
 def test_tfds_tampered_shard_found_when_finishing(src, tfds_reference, tmp_path):
