@@ -139,8 +139,8 @@ def run_once(cmd, cwd=None):
 
 
 def measure(commands, repeat=REPEAT, before=None, fewer=None):
-    """Time named commands {name: argv}, interleaved, `repeat` timed runs each after one
-    warm-up. `before(name)` runs untimed before every run (e.g. to delete an output).
+    """Time named commands {name: argv}, interleaved in a rotating order, `repeat` timed
+    runs each after one warm-up. `before(name)` runs untimed before every run (e.g. to delete an output).
     `fewer` = {name: n} gives slow baselines n timed runs instead (their median moves
     little and each run costs seconds)."""
     fewer = fewer or {}
@@ -148,8 +148,13 @@ def measure(commands, repeat=REPEAT, before=None, fewer=None):
     times = {name: [] for name in commands}
     cpu = {name: [] for name in commands}
     peaks = {name: 0 for name in commands}
+    names = list(commands)
     for i in range(repeat + 1):
-        for name, cmd in commands.items():
+        # Each round starts one command later, so every command follows every other
+        # equally often: in a fixed order the one after a heavy baseline (TensorFlow's
+        # 4 s at full load) always ran in its wake.
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            cmd = commands[name]
             if i > fewer.get(name, repeat):
                 continue
             if before:
