@@ -39,14 +39,14 @@ def write(ds, path, **options):
 
 def measured(count, shards=1):
     """The records whose JPEG error the writer measures by default (a boolean mask),
-    computed here from its documented rule: the first quarter (rounded up) of every
+    computed here from its documented rule: the first sixteenth (rounded up) of every
     chunk, chunks starting at every multiple of CHUNK and at every shard's start."""
     from mnistconv.formats.tfrecord.writer import CHUNK
     starts = set(range(0, count, CHUNK)) | {count * i // shards for i in range(shards)}
     starts = sorted(s for s in starts if s < count)
     mask = np.zeros(count, bool)
     for start, end in zip(starts, starts[1:] + [count]):
-        mask[start:start - (-(end - start) // 4)] = True
+        mask[start:start - (-(end - start) // 16)] = True
     return mask
 
 

@@ -95,7 +95,7 @@ SPEC = Format(
         Option("compression", "--compression", "Compress whole files as TensorFlow's "
                "compression_type GZIP or ZLIB", "choice", ("none", "gzip", "zlib"), "none"),
         Option("exact_jpeg_error", "--exact-jpeg-error", "Measure the JPEG pixel error on "
-               "every record, not the first quarter of every 1000 (decodes them all: "
+               "every record, not the first 63 of every 1000 (decodes them all: "
                "about 20% slower)"),
         Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
                "core)", "int", low=1, high=64),
