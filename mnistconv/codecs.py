@@ -391,13 +391,9 @@ def decode_image(data: bytes) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as image:
-                if image.mode == "L":
-                    return np.asarray(image)
-                gray = image.convert("L")
-            # The colour image is freed before the grey one is copied out: a 6000 x
-            # 6000 RGB PNG is 144 MB decoded (4 bytes a pixel), its grey copy 36 MB.
-            with gray:
-                return np.asarray(gray)
+                if image.mode != "L":
+                    image = image.convert("L")
+                return np.asarray(image)
     except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
         raise ValueError(str(e) or type(e).__name__) from None
 
