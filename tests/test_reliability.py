@@ -73,7 +73,11 @@ def tree_hashes(path):
 
 
 def staged_paths(root):
-    return [p for p in Path(root).rglob("*") if STAGING_MARK in p.name]
+    """Staging names under root, polled while a conversion runs: os.walk passes over a
+    folder the run removes between listing and entering it (rglob raised
+    FileNotFoundError for ArrayRecord's temporary folder in one CI run)."""
+    return [Path(top) / name for top, dirs, files in os.walk(root)
+            for name in dirs + files if STAGING_MARK in name]
 
 
 def staged_bytes(root):
