@@ -97,6 +97,16 @@ RAW_HEIGHT_KEY, RAW_WIDTH_KEY = "height", "width"
 LABEL_NAME_KEY = "label_name"
 
 
+def own_keys(*conventions):
+    """Feature names that are never extra fields, in order (messages list them): each
+    convention's own (a Schema's or a read file's Layout: image, label, index, format,
+    height, width), then the raw image size keys and label_name."""
+    keys = [k for c in conventions for k in (c.image_key, c.label_key, c.index_key,
+                                             c.format_key, c.height_key, c.width_key)]
+    return tuple(dict.fromkeys(k for k in keys + [RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
+                                                  LABEL_NAME_KEY] if k))
+
+
 def _varint(n: int) -> bytes:
     """A base-128 varint, as protobuf writes an int64 (negatives as 10 bytes)."""
     if 0 <= n < 0x80:

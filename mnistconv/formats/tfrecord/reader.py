@@ -29,8 +29,8 @@ from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx.classes import check_name, names_by_label
 from .. import extras
-from .example import (LABEL_NAME_KEY, PRESETS, RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
-                      example_class, feature_values, find_layout, one_value, record_name)
+from .example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
+                      find_layout, one_value, own_keys, record_name)
 from ...shards import sniff_files
 from .framing import (COMPRESSIONS, iter_record_blocks, read_ranges, resolve_compression,
                       sniff_file)
@@ -402,9 +402,7 @@ class _Raw:
 
 def _layout_keys(layout, schema):
     """Feature names that are never extra fields: the layout's and the conventions'."""
-    keys = {LABEL_NAME_KEY, RAW_HEIGHT_KEY, RAW_WIDTH_KEY, layout.image_key,
-            layout.label_key, layout.index_key, layout.format_key, layout.height_key,
-            layout.width_key}
+    keys = set(own_keys(layout))
     for preset in PRESETS.values() if schema in (None, "auto") else [PRESETS[schema]]:
         keys.update((preset.index_key, preset.height_key, preset.width_key))
     return keys - {None}

@@ -136,21 +136,19 @@ def encode_records(settings, images, labels, indices):
             blobs = [im.tobytes() for im in images]
     builder, framer = _builder(settings)
     labels = np.asarray(labels)
-    if settings.extras is not None:
-        # Extra fields differ per record: each record is serialized whole.
-        positions = np.asarray(indices, np.int64)
-        index = settings.original[positions].tolist() if settings.with_index else \
-            [0] * n
-        examples = map(builder.serialize, labels.tolist(),
-                       [prefix + blob + suffix for blob in blobs], index,
-                       settings.extras[1][positions].tolist())
-        return framer.frame_all(examples), (err_sum, err_max, measured)
-    if settings.with_index:
-        # The index changes every record's serialization: the library serializes each.
-        examples = map(builder.serialize, labels.tolist(),
-                       [prefix + blob + suffix for blob in blobs],
-                       np.asarray(indices).tolist())
-        return framer.frame_all(examples), (err_sum, err_max, measured)
+    if settings.with_index or settings.extras is not None:
+        # An index or extra fields differ per record: each record is serialized whole.
+        # With extras the pieces' indices are positions in the split (see Settings).
+        columns = [labels.tolist(), [prefix + blob + suffix for blob in blobs]]
+        if settings.extras is None:
+            columns.append(np.asarray(indices).tolist())
+        else:
+            positions = np.asarray(indices, np.int64)
+            columns.append(settings.original[positions].tolist() if settings.with_index
+                           else [0] * n)
+            columns.append(settings.extras[1][positions].tolist())
+        return framer.frame_all(map(builder.serialize, *columns)), \
+            (err_sum, err_max, measured)
     return (framer.frame_spliced(builder, labels.tolist(), prefix, blobs, suffix),
             (err_sum, err_max, measured))
 
@@ -281,7 +279,8 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
         _check_labels(split.labels(), where)
         num_classes = split.num_classes()
         check_num_classes(num_classes, where, "labels")
-        extra = extras.checked(split, _reserved(schema))
+        from .example import own_keys
+        extra = extras.checked(split, own_keys(schema))
         original = np.asarray(split.indices(), np.int64) \
             if extra is not None and with_index else None
         settings = Settings(schema, image_format, label_format, int(jpeg_quality),
@@ -294,15 +293,6 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
     if any(settings.extras is not None for _, settings, _ in plan):
         extras.kept(dataset)  # every record holds them as int64 features
     return plan, image_format, compression, workers
-
-
-def _reserved(schema):
-    """The feature names the writer (and the reader's layout) use themselves."""
-    from .example import LABEL_NAME_KEY, RAW_HEIGHT_KEY, RAW_WIDTH_KEY
-    keys = (schema.image_key, schema.label_key, schema.index_key, schema.format_key,
-            schema.height_key, schema.width_key, RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
-            LABEL_NAME_KEY)
-    return tuple(k for k in keys if k)
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
