@@ -60,9 +60,9 @@ class Settings:
         # table travels to forked workers with the task (inherited), not per piece.
         self.extras, self.original = extras, original
         self.extra_names = extras[0] if extras is not None else ()
-        # One image as encode_records() takes it fastest: for JPEG, padded to whole
-        # 8x8 blocks, which fill() does while it copies the pixels anyway.
-        self.slot_shape = codecs.jpeg_input_shape(*shape) if image_format == "jpeg" \
+        # One image as encode_records() takes it: for JPEG, padded to whole 8x8
+        # blocks, which fill() does while it copies the pixels anyway.
+        self.slot_shape = codecs.block_padded_shape(*shape) if image_format == "jpeg" \
             else tuple(shape)
 
     def key(self):
