@@ -119,8 +119,13 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             # otherwise, and the workers may be forked processes (mnistconv.parallel).
             write_options.setdefault("workers", None)
             write_options["processes"] = True
-        files = mnistconv.write(dataset, dst, writer.name, force=force,
-                                progress=make_progress(quiet), **write_options)
+        # -q without --json or --sha256sums shows no hash: none is computed.
+        from contextlib import nullcontext
+        from ..fileio import unhashed_outputs
+        shown = not quiet or as_json or sums
+        with nullcontext() if shown else unhashed_outputs():
+            files = mnistconv.write(dataset, dst, writer.name, force=force,
+                                    progress=make_progress(quiet), **write_options)
         stats = files.stats
         sums_path = write_sha256sums(files) if sums and files else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
