@@ -23,7 +23,7 @@ def file_sha256(path):
 
 
 @pytest.mark.parametrize("to, name", [("tfrecord", "d.tfrecord"), ("idx", "idx_out"),
-                                      ("npz", "d.npz")])
+                                      ("npz", "d.npz"), ("caffe-lmdb", "caffe_out")])
 def test_library_hashes_by_default_and_not_inside_unhashed_outputs(digits_dir, tmp_path,
                                                                    to, name):
     ds = mnistconv.read(digits_dir)

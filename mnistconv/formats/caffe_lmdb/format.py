@@ -41,7 +41,7 @@ import resource
 import numpy as np
 
 from ...errors import FormatError, UsageError, optional_import
-from ...fileio import HashingWriter, StagedOutput, has_magic, open_staged, sha256_file
+from ...fileio import HashingWriter, StagedOutput, has_magic, open_staged, output_file_info
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
@@ -477,7 +477,8 @@ def _os_error(error, staged, attempted):
 
 
 def _write_split(lmdb, split, staged, encoded, progress):
-    """Write one environment; returns (examples written, SHA-256 if known)."""
+    """Write one environment; returns (examples written, the HashingWriter that saw
+    every byte, or None when liblmdb wrote the file)."""
     h = split.header
     channels = 1 if len(h.shape) == 2 else h.shape[2]
     prefix = datum.raw_prefix(channels, h.shape[0], h.shape[1])
@@ -526,7 +527,7 @@ def _write_pages(split, staged, prefix, size, progress):
             leaves.add(_columns(batch.images, batch.labels, prefix), len(batch))
         _check_count(h, written)
         leaves.close()
-    return written, out.sha256()
+    return written, out
 
 
 def _check_count(header, written):
@@ -557,8 +558,10 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=
             target = os.path.join(base, DATA_FILE) if one else \
                 os.path.join(base, f"{split.name}_lmdb", DATA_FILE)
             staged = out.file(target)
-            counts[split.name], sha256 = _write_split(lmdb, split, staged, encoded,
-                                                      progress)
-            files.append(OutputFile(target, os.path.getsize(staged),
-                                    sha256 or sha256_file(staged)))
+            counts[split.name], hashing = _write_split(lmdb, split, staged, encoded,
+                                                       progress)
+            # Read back only when liblmdb wrote it; None inside unhashed_outputs().
+            sha256 = hashing.sha256() if hashing is not None else \
+                output_file_info(staged).sha256
+            files.append(OutputFile(target, os.path.getsize(staged), sha256))
     return WriteResult(files, counts)
