@@ -19,7 +19,8 @@ from .staging import (STAGING_MARK, StagedOutput, exists_error, is_staging_name,
                       remove_dead_leftovers, signals_deferred, staging_prefix)
 
 __all__ = [
-    "GZIP_MAGIC", "GZIP_MAX_RATIO", "check_input_file", "fast_zlib", "InputFile",
+    "GZIP_MAGIC", "GZIP_MAX_RATIO", "check_input", "check_input_file", "has_magic",
+    "input_entries", "input_root", "open_input", "fast_zlib", "InputFile",
     "HashingWriter", "DeflateWriter", "sha256_file", "output_file_info", "unhashed_outputs",
     "STAGING_MARK", "StagedOutput", "exists_error", "is_staging_name", "is_stdio",
     "is_stream_path", "open_staged", "refuse_replacing_special", "remove_dead_leftovers",
@@ -32,31 +33,139 @@ GZIP_MAX_RATIO = 1032
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
 
-def check_input_file(path):
-    """A readable regular file, or a clear error (directories, devices, FIFOs, missing)."""
+def input_root(path) -> str:
+    """The tree a named input confines its reads to: the directory itself, or the
+    folder of a file (its side files, shards and siblings live there), resolved.
+
+        input_root("data/mnist")                  # '/home/me/data/mnist'
+        input_root("data/train-images-idx3-ubyte")  # '/home/me/data'
+    """
+    path = os.fspath(path)
+    return os.path.realpath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
+
+
+def _outside(path, root) -> bool:
+    """Whether path, its links and '..' resolved, lies outside the directory root."""
+    real, root = os.path.realpath(path), os.path.realpath(root)
+    return real != root and not real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _refuse_outside(path, root):
+    raise UsageError(path, f"leads outside {root} (a symlink or '..'); mnistconv reads "
+                           "only inside the tree it is given",
+                     "copy the file into the tree, or name it on its own")
+
+
+def _refuse_special(path, st):
+    if stat.S_ISLNK(st.st_mode):
+        raise UsageError(path, "is a dangling symlink", "point it at a file, or remove it")
+    raise UsageError(path, "is not a regular file (device, FIFO or socket)")
+
+
+def check_input(path, root=None, kind="file") -> os.stat_result:
+    """The one guard before anything under an input is read: path (kind "file", "dir"
+    or "any") exists, is a regular file or directory, not a device, FIFO or socket,
+    and, when root (a directory: what the user named, see input_root) is given, does
+    not lead outside it through a symlink or '..'. A link that stays inside is fine.
+    Returns its stat (links followed); raises UsageError naming path.
+
+        check_input("data/mnist/train/3", root="data/mnist", kind="dir")
+    """
+    path = os.fspath(path)
+    if root is not None and _outside(path, root):
+        _refuse_outside(path, root)
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if os.path.lexists(path):
+            _refuse_special(path, os.lstat(path))
         raise UsageError(path, "no such file or directory") from None
     except OSError as e:
         raise UsageError(path, e.strerror or str(e)) from None
-    if stat.S_ISDIR(st.st_mode):
+    is_dir, is_file = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
+    if not (is_dir or is_file):
+        _refuse_special(path, st)
+    if kind == "file" and is_dir:
         raise UsageError(path, "is a directory, expected a file")
+    if kind == "dir" and is_file:
+        raise UsageError(path, "is a file, expected a directory")
+    return st
+
+
+def check_input_file(path, root=None):
+    """A readable regular file inside root (see check_input), or a clear error
+    (directories, devices, FIFOs, missing, a link out of the tree); returns its size."""
+    return check_input(path, root).st_size
+
+
+def open_input(path, root=None, mode="rb", **text_options):
+    """Open an input file for reading, the one way the package does: check_input's
+    checks (confined to root, a regular file), then opened without blocking on a FIFO
+    swapped in since, and its type checked again on the open file. mode "rb" or "r"
+    (then text_options: encoding, errors, newline).
+
+        with open_input("data/mnist/classes.txt", root="data/mnist", mode="r",
+                        encoding="utf-8") as f: ...
+    """
+    path = os.fspath(path)
+    check_input(path, root)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        raise UsageError(path, e.strerror or str(e)) from None
+    st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        raise UsageError(path, "is not a regular file (device, FIFO or socket)")
-    return st.st_size
+        os.close(fd)
+        _refuse_special(path, st)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, mode, **text_options)
 
 
-def has_magic(path, magic: bytes, offset=0) -> bool:
+def input_entries(directory, root=None, keep=None, kind="any") -> list:
+    """The entries of an input directory that keep(name) accepts (default: all but
+    hidden and staging names), sorted by name, each checked like check_input (kind:
+    "file", "dir" or "any": entries of the other kind are left out): the walker every
+    reader of a tree uses, so a link out of the tree, a FIFO or a device among them is
+    refused, never followed or read. root defaults to directory itself.
+
+        input_entries("out/images/train", kind="dir")   # ['out/images/train/0', ...]
+    """
+    directory = os.fspath(directory)
+    root = directory if root is None else root
+    check_input(directory, root, "dir")
+    keep = keep or (lambda name: not name.startswith(".") and STAGING_MARK not in name)
+    try:
+        with os.scandir(directory) as scan:
+            entries = sorted((e for e in scan if keep(e.name)), key=lambda e: e.name)
+    except OSError as e:
+        raise UsageError(directory, e.strerror or str(e)) from None
+    found = []
+    for e in entries:
+        # The listing's own types (no system call) for plain entries; links resolved.
+        if e.is_symlink():
+            is_dir = stat.S_ISDIR(check_input(e.path, root, "any").st_mode)
+        elif e.is_dir(follow_symlinks=False):
+            is_dir = True
+        elif e.is_file(follow_symlinks=False):
+            is_dir = False
+        else:
+            _refuse_special(e.path, os.lstat(e.path))
+        if kind == "any" or (kind == "dir") == is_dir:
+            found.append(e.path)
+    return found
+
+
+def has_magic(path, magic: bytes, offset=0, root=None) -> bool:
     """Whether the file at path holds `magic` at `offset`: a format's sniff by content.
-    False, not an error, for anything unreadable (a directory, a missing file).
+    False, not an error, for a directory or a missing file; a device, FIFO or a link
+    out of root is refused (see check_input).
 
         has_magic("train-00000-of-00001.parquet", b"PAR1")   # True
     """
-    if not os.path.isfile(path):
-        return False  # a FIFO would block the open; a device holds no format
+    if not os.path.lexists(path) or os.path.isdir(path):
+        return False
     try:
-        with open(path, "rb") as f:
+        with open_input(path, root) as f:
             f.seek(offset)
             return f.read(len(magic)) == magic
     except OSError:
@@ -88,17 +197,17 @@ def _gzip_reader():
 
 
 class InputFile:
-    """A binary input, decompressed if it is gzip, that turns gzip failures and short
-    reads into FormatError naming the file."""
+    """A binary input (opened with open_input, confined to root when given),
+    decompressed if it is gzip, that turns gzip failures and short reads into
+    FormatError naming the file."""
 
     # The compression the errors name; a subclass that decompresses more sets its own.
     kind = "gzip"
 
-    def __init__(self, path, raw=None):
+    def __init__(self, path, raw=None, root=None):
         self.path = str(path)
         if raw is None:
-            check_input_file(self.path)
-            raw = open(self.path, "rb")
+            raw = open_input(self.path, root)
         self.raw = raw
         self.compressed = raw.read(2) == GZIP_MAGIC
         raw.seek(0)

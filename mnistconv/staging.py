@@ -98,6 +98,43 @@ def refuse_replacing_special(target):
                          "write to a file name, or to '-' for stdout")
 
 
+def check_output_path(target, root):
+    """The one rule for paths inside an output tree: below root (what the user named,
+    which may itself be a link), no existing folder on the way to target, nor target
+    itself when it is a folder, is a symlink. --force replaces files; it never
+    follows, empties or writes through a link (a class folder `out/train/3 ->
+    ../../victim` is refused, and victim is never touched). A target file that is a
+    link is replaced by the new file, the link itself, not what it points to.
+
+        check_output_path("out/train/3", "out")   # UsageError if out/train/3 is a link
+    """
+    if root is None:
+        return
+    shown = str(root)  # messages name the links under the root as the user gave it
+    target, root = os.path.abspath(target), os.path.abspath(root).rstrip(os.sep)
+    if not target.startswith(root + os.sep):
+        return
+    parts = target[len(root) + 1:].split(os.sep)
+    folder = shown
+    for i, part in enumerate(parts):
+        folder = os.path.join(folder, part)
+        try:
+            st = os.lstat(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        last = i == len(parts) - 1
+        if stat.S_ISLNK(st.st_mode) and (not last or os.path.isdir(folder)):
+            raise UsageError(folder, "is a symlink inside the output; mnistconv never "
+                                     "writes through a link, even with force",
+                             "remove the link, or write to another output")
+
+
+def create_staged(path):
+    """Create and open a new file inside a staging directory (StagedOutput.directory),
+    to write it: never an existing file, never through a link ("xb")."""
+    return open(path, "xb")
+
+
 def open_staged(path):
     """Open a file StagedOutput.file() made, to write it from the start. Not with "wb":
     truncating the (empty) file marks it on ext4, which then forces the allocation of
@@ -189,16 +226,20 @@ class StagedOutput:
     folder that concurrent mnistconv runs also take, and with SIGINT and SIGTERM held
     back until the last rename: the set changes all at once unless the process is
     killed outright. Files of an existing directory that the new output does not
-    write stay as they were."""
+    write stay as they were. With root (the output the user named), every target
+    below it is checked by check_output_path: no link inside the output is followed."""
 
-    def __init__(self, force=False):
+    def __init__(self, force=False, root=None):
         self.force = force
+        # The output the user named: nothing below it is followed through a link.
+        self.root = root
         self._moves = []  # (staged path, target path, is a whole directory)
         self._removals = []  # superseded files removed on commit (see directory())
         self._temps = []  # staged paths to remove on abort
         self._made_dirs = []  # directories made for the output, removed on abort
 
     def _refuse_existing(self, target):
+        check_output_path(target, self.root)
         if not os.path.lexists(target):
             return
         if not self.force:
@@ -261,6 +302,7 @@ class StagedOutput:
         target that the new ones supersede (the same data under another compression,
         which a reader might prefer): refused the same way, removed on commit."""
         target = os.path.abspath(target)
+        check_output_path(target, self.root)
         if os.path.exists(target) and not os.path.isdir(target):
             raise UsageError(target, "exists and is not a directory")
         for name in list(names) + list(replaces):
@@ -313,7 +355,8 @@ class StagedOutput:
                     and not os.path.islink(target):
                 raise UsageError(target, "is a directory, expected a file name")
             if not is_stream_path(target):
-                refuse_replacing_special(target)  # it may have appeared since
+                check_output_path(target, self.root)  # a link may have appeared since
+                refuse_replacing_special(target)
                 _give_usual_modes(staged)
         folders = [os.path.dirname(t) for _, t, _ in self._moves if not is_stream_path(t)]
         # An interrupt now would leave a mix of old and new; another run committing the

@@ -30,7 +30,8 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput, sha256_file
+from ...fileio import StagedOutput, input_entries, open_input, sha256_file
+from ...staging import check_output_path
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, \
     printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers, ordered_map
@@ -51,35 +52,29 @@ def sniff(path) -> bool:
     """A directory of class folders of images, or of split folders of those."""
     if not os.path.isdir(path):
         return False
-    return _holds_class_folders(path) or any(
-        _holds_class_folders(os.path.join(path, e)) for e in _folders(path)[:4])
+    return _holds_class_folders(path, path) or any(
+        _holds_class_folders(os.path.join(path, e), path) for e in _folders(path, path)[:4])
 
 
-def _folders(path):
-    try:
-        return sorted(e.name for e in os.scandir(path) if e.is_dir() and is_data_name(e.name))
-    except OSError:
+def _folders(path, root):
+    """The data folders in path (names), none of them leading out of root."""
+    if not os.path.isdir(path):
         return []
+    return [os.path.basename(p) for p in input_entries(path, root, is_data_name, "dir")]
 
 
-def _images_in(path, limit=None):
-    names = []
-    try:
-        with os.scandir(path) as entries:
-            for e in entries:
-                if e.name.lower().endswith(IMAGE_EXTENSIONS) and is_data_name(e.name) \
-                        and e.is_file():
-                    names.append(e.name)
-                    if limit and len(names) >= limit:
-                        break
-    except OSError:
-        pass
-    return names
+def _is_image_name(name):
+    return name.lower().endswith(IMAGE_EXTENSIONS) and is_data_name(name)
 
 
-def _holds_class_folders(path):
-    folders = _folders(path)
-    return bool(folders) and any(_images_in(os.path.join(path, f), 1) for f in folders[:4])
+def _images_in(path, root):
+    """The image files in path (names), none of them leading out of root."""
+    return [os.path.basename(p) for p in input_entries(path, root, _is_image_name, "file")]
+
+
+def _holds_class_folders(path, root):
+    folders = _folders(path, root)
+    return bool(folders) and any(_images_in(os.path.join(path, f), root) for f in folders[:4])
 
 
 # ---- writing ----
@@ -113,12 +108,19 @@ def _check_split(split, where):
     return shape, labels.astype(np.int64), indices
 
 
-def _existing_files(folder):
-    """Files under folder/<class>/ (what an earlier write left), by class folder."""
+def _existing_files(folder, root):
+    """Files under folder/<class>/ (what an earlier write left), by class folder. A
+    class folder that is a symlink is refused (staging.check_output_path), never
+    listed, emptied or written through."""
     found = {}
-    for cls in _folders(folder):
+    if not os.path.isdir(folder):
+        return found
+    check_output_path(folder, root)
+    for cls in sorted(os.listdir(folder)):
         path = os.path.join(folder, cls)
-        found[cls] = [os.path.join(path, n) for n in sorted(os.listdir(path))]
+        if is_data_name(cls) and (os.path.isdir(path) or os.path.islink(path)):
+            check_output_path(path, root)
+            found[cls] = [os.path.join(path, n) for n in sorted(os.listdir(path))]
     return found
 
 
@@ -151,12 +153,12 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, image_format="png
     folders = class_folders(max(highest + 1, len(names or ())), names)
     suffix = ".jpg" if image_format == "jpeg" else ".png"
     files, counts = [], {}
-    with StagedOutput(force) as staged:
+    with StagedOutput(force, root=path) as staged:
         stages = {}  # (split, class) -> staging directory
         for split_name, (shape, labels, indices) in checked.items():
             width = len(str(int(indices.max()))) if len(indices) else 1
             file_names = np.array([f"{i:0{width}d}{suffix}" for i in indices.tolist()])
-            old = _existing_files(os.path.join(path, split_name))
+            old = _existing_files(os.path.join(path, split_name), path)
             for label in np.unique(labels).tolist():
                 folder = folders[label]
                 target = os.path.join(path, split_name, folder)
@@ -270,15 +272,16 @@ class ImageFolderSplit(Split):
     """One split's image files: listed, labelled and sized at read() time; decoded by
     batches()."""
 
-    def __init__(self, name, folder):
-        classes = _folders(folder)
+    def __init__(self, name, folder, root):
+        self.root = root
+        classes = _folders(folder, root)
         if not classes:
             raise FormatError(folder, f"split {name} holds no class folders",
                               "ImageFolder is <split>/<class>/<image>.png")
         paths, labels, keys = [], [], []
         numbers = _class_numbers(classes, folder)
         for cls, label in zip(classes, numbers):
-            for image in _images_in(os.path.join(folder, cls)):
+            for image in _images_in(os.path.join(folder, cls), root):
                 paths.append(os.path.join(folder, cls, image))
                 labels.append(label)
                 stem = os.path.splitext(image)[0]
@@ -303,9 +306,8 @@ class ImageFolderSplit(Split):
                                       check_names(_names(classes, numbers), folder,
                                                   "class folder names")))
 
-    @staticmethod
-    def _head(path):
-        with open(path, "rb") as f:
+    def _head(self, path):
+        with open_input(path, self.root) as f:
             return f.read(1 << 16)
 
     def _shape(self, path):
@@ -343,7 +345,7 @@ class ImageFolderSplit(Split):
             yield Batch(images, self._labels[start:end], self._indices[start:end])
 
     def _decode(self, path):
-        with open(path, "rb") as f:
+        with open_input(path, self.root) as f:
             data = f.read()
         if data[:8] == PNG_SIGNATURE and not png_is_whole(data):
             raise FormatError(path, "is cut short: the PNG ends before its IEND chunk")
@@ -361,16 +363,16 @@ def read(path) -> Dataset:
     if not os.path.isdir(path):
         raise FormatError(path, "is not a directory", "ImageFolder is a directory tree "
                                                       "<split>/<class>/<image>.png")
-    folders = _folders(path)
-    if folders and any(_images_in(os.path.join(path, f), 1) for f in folders):
+    folders = _folders(path, path)
+    if folders and any(_images_in(os.path.join(path, f), path) for f in folders):
         name = os.path.basename(os.path.abspath(path))
-        splits = {safe_split_name(name, path): ImageFolderSplit(name, path)}
+        splits = {safe_split_name(name, path): ImageFolderSplit(name, path, path)}
     else:
-        found = [f for f in folders if _folders(os.path.join(path, f))]
+        found = [f for f in folders if _folders(os.path.join(path, f), path)]
         if not found:
             raise FormatError(path, "holds no <split>/<class>/ folders of images",
                               "ImageFolder is <split>/<class>/<image>.png")
         order = {"train": 0, "test": 1}
-        splits = {safe_split_name(s, path): ImageFolderSplit(s, os.path.join(path, s))
+        splits = {safe_split_name(s, path): ImageFolderSplit(s, os.path.join(path, s), path)
                   for s in sorted(found, key=lambda s: (order.get(s, 2), s))}
     return Dataset("imagefolder", splits, [path])
