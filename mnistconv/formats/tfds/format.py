@@ -34,12 +34,12 @@ import tempfile
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput
+from ...fileio import StagedOutput, check_input_file, input_root, open_input
 from ...parallel import ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, Dataset, Split, WriteResult, OutputFile
 from ...shards import check_shard_count, SHARD_RE
-from ...staging import exists_error, is_staging_name, signals_deferred, \
-    staging_prefix
+from ...staging import check_output_path, exists_error, is_staging_name, \
+    signals_deferred, staging_prefix
 from ...limits import MAX_SHARDS
 from . import encode, info as tfds_info, shardwrite
 
@@ -132,6 +132,7 @@ def _checked(dataset, path, force, name, version, shards, shard_size, file_forma
     if not dataset.splits:
         raise UsageError(path, "nothing to write: the input has no splits")
     target = os.path.join(str(path), name, version)
+    check_output_path(target, path)  # a linked name or version folder: refused first
     if os.path.exists(target) and not os.path.isdir(target):
         raise UsageError(target, "exists and is not a directory")
     if not force and os.path.isdir(target) and os.listdir(target):
@@ -209,7 +210,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
         file_names = list(_METADATA) + ["label.labels.txt"] + \
             [t for *_, targets in layout for t in targets]
         files, counts = [], {}
-        with StagedOutput(force) as staged:
+        with StagedOutput(force, root=path) as staged:
             stage = staged.directory(target, file_names,
                                      replaces=_stale_files(target, set(file_names)))
             for file_name, data in metadata_files(
@@ -316,7 +317,7 @@ def _tfrecord_counts(path):
     length fields (their CRCs and the data are checked when the records are read)."""
     count = data = 0
     size = os.path.getsize(path)
-    with open(path, "rb", buffering=1 << 16) as f:
+    with open_input(path) as f:  # confined by read() (check_input_file)
         at = 0
         while at < size:
             head = f.read(8)
@@ -343,8 +344,9 @@ def read(path, split_name=None, workers=None) -> Dataset:
         ds = read("tfds_data")
         ds.splits["test"].header.count     # 10000
     """
+    root = input_root(path)
     directory = find_directory(path)
-    meta = tfds_info.Info(directory)
+    meta = tfds_info.Info(directory, root)
     if (meta.image_key, meta.label_key) != ("image", "label"):
         raise FormatError(os.path.join(directory, "features.json"),
                           f"features {meta.image_key!r} and {meta.label_key!r}: mnistconv "
@@ -354,9 +356,10 @@ def read(path, split_name=None, workers=None) -> Dataset:
     for name, (lengths, num_bytes) in meta.splits.items():
         files = meta.shard_files(name)
         for f in files:
-            if not os.path.isfile(f):
+            if not os.path.lexists(f):
                 raise FormatError(f, f"missing: dataset_info.json lists {len(files)} "
                                      f"shards for split {name}")
+            check_input_file(f, root)
         if meta.file_format == "tfrecord":
             inner, data_bytes = _tfrecord_split(name, files, lengths, info_path, workers)
             if num_bytes is not None and num_bytes != data_bytes:

@@ -30,6 +30,7 @@ import os
 import re
 
 from ...errors import FormatError, UsageError
+from ...fileio import check_input_file, open_input
 from ...limits import MAX_CLASSES, MAX_SHARDS, check_image_size, is_safe_name, printable
 
 FILEPATH_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
@@ -221,19 +222,17 @@ def tfds_bounds(count, shards):
 
 # --- reading ---------------------------------------------------------------------
 
-def load_json(path):
-    """A metadata file's JSON, bounded in size; a FormatError naming the file else."""
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        raise FormatError(path, "missing: a TFDS dataset directory holds it") from None
-    if not os.path.isfile(path):  # a FIFO would block the open, a device never end
-        raise FormatError(path, "is not a regular file: a TFDS metadata file is JSON")
+def load_json(path, root=None):
+    """A metadata file's JSON, bounded in size, read only inside root (the directory
+    the user named); a FormatError naming the file else."""
+    if not os.path.lexists(path):
+        raise FormatError(path, "missing: a TFDS dataset directory holds it")
+    size = check_input_file(path, root)  # a FIFO would block the open, a device never end
     if size > MAX_METADATA_BYTES:
         raise FormatError(path, f"is {size:,} bytes, more than a TFDS metadata file "
                                 f"({MAX_METADATA_BYTES:,} at most)")
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_input(path, root, "r", encoding="utf-8") as f:
             return json.load(f)
     except (ValueError, UnicodeDecodeError) as e:
         raise FormatError(path, f"is not valid JSON ({printable(e, 100)})") from None
@@ -257,11 +256,11 @@ class Info:
     file format, splits (name, shard lengths, numBytes), image shape, class count and
     names, and the image and label feature keys."""
 
-    def __init__(self, directory):
-        self.directory = directory
+    def __init__(self, directory, root=None):
+        self.directory, self.root = directory, root
         info_path = os.path.join(directory, "dataset_info.json")
         features_path = os.path.join(directory, "features.json")
-        info = load_json(info_path)
+        info = load_json(info_path, root)
         if not isinstance(info, dict):
             raise FormatError(info_path, "is not a DatasetInfo object")
         self.name = info.get("name")
@@ -300,16 +299,14 @@ class Info:
                 _count(num_bytes, info_path, f"split {split}: numBytes")
             self.splits[split] = (lengths, num_bytes)
         self.image_key, self.label_key, shape, self.num_classes = \
-            _features(load_json(features_path), features_path)
+            _features(load_json(features_path, root), features_path)
         self.shape = shape
         names_path = os.path.join(directory, f"{self.label_key}.labels.txt")
         self.class_names = None
-        if os.path.exists(names_path):
-            if not os.path.isfile(names_path):  # a FIFO would block the open
-                raise FormatError(names_path, "is not a regular file: class names are text")
-            if os.path.getsize(names_path) > MAX_METADATA_BYTES:
+        if os.path.lexists(names_path):
+            if check_input_file(names_path, root) > MAX_METADATA_BYTES:
                 raise FormatError(names_path, "is larger than a list of class names")
-            with open(names_path, encoding="utf-8", errors="replace") as f:
+            with open_input(names_path, root, "r", encoding="utf-8", errors="replace") as f:
                 names = [n.strip() for n in f.read().split("\n") if n.strip()]
             if len(names) != self.num_classes:
                 raise FormatError(names_path, f"names {len(names)} classes, features.json "
@@ -340,6 +337,10 @@ def _features(features, path):
         raise FormatError(path, f"has {len(images)} Image and {len(labels)} ClassLabel "
                                 "features; mnistconv reads image classification datasets "
                                 "(one of each)")
+    for key in images + labels:  # a key names a side file (<label>.labels.txt): data
+        if not is_safe_name(key):
+            raise FormatError(path, f"feature name {printable(key)} is not a safe name",
+                              "feature names are letters, digits, '_', '-' and '.'")
     image = entries[images[0]].get("image") or {}
     dims = (image.get("shape") or {}).get("dimensions")
     if image.get("dtype", "uint8") != "uint8" or not isinstance(dims, list) or \

@@ -20,7 +20,7 @@ import zlib
 import numpy as np
 
 from ...errors import FormatError, MissingDependency
-from ...fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib
+from ...fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
 from ...limits import MAX_RECORD_BYTES
 
 _MASK_DELTA = 0xA282EAD8
@@ -165,7 +165,7 @@ class _Stream:
 
     def __init__(self, path, compression):
         self.path = path
-        self.raw = open(path, "rb")
+        self.raw = open_input(path)
         self.compression = compression
         self.size = os.fstat(self.raw.fileno()).st_size
         self.errors = fast_zlib()[1]
@@ -256,7 +256,7 @@ def iter_records(path, compression="auto", start_number=0):
     two reads and a slice per record cost more than checking it."""
     check_input_file(path)
     if compression in (None, "auto"):
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             compression = detect_compression(path, f.read(12))
     crc = _crc32c()
     stream = _Stream(path, compression)
@@ -366,7 +366,7 @@ def resolve_compression(path, compression="auto") -> str:
     (detect_compression) for "auto" or None."""
     check_input_file(path)
     if compression in (None, "auto"):
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             compression = detect_compression(path, f.read(12))
     return compression
 
@@ -477,7 +477,7 @@ def sniff_file(path) -> bool:
     if not os.path.isfile(path):  # opening a FIFO would block until a writer comes
         return False
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             head = f.read(4096)
     except OSError:
         return False
