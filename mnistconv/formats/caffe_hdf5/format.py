@@ -50,7 +50,8 @@ import re
 import numpy as np
 
 from ...errors import FormatError, UsageError, optional_import
-from ...fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, sha256_file
+from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
+    input_entries, open_input, sha256_file
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
@@ -83,7 +84,7 @@ def _list_entries(path):
     try:
         if not os.path.isfile(path) or os.path.getsize(path) > MAX_LIST_BYTES:
             return None
-        with open(path, "rb") as f:
+        with open_input(path) as f:  # inside the tree: the caller's input_entries
             words = f.read().decode("utf-8").split()
     except (OSError, UnicodeDecodeError):
         return None
@@ -117,8 +118,8 @@ def _resolve(entry, list_path):
         raise FormatError(list_path, f"names {named}, which is not a file in the list's "
                                      "folder")
     root = os.path.realpath(folder)
-    if os.path.commonpath([root, os.path.realpath(os.path.dirname(
-            os.path.abspath(found)))]) != root:
+    # The entry's target, links resolved: an entry that is a link out is outside too.
+    if os.path.commonpath([root, os.path.realpath(found)]) != root:
         raise FormatError(list_path, f"names {named}, which is outside the list's folder",
                           "mnistconv reads only .h5 files in their list's folder: list "
                           "them by name (train.h5), or move them beside the list")
@@ -134,7 +135,7 @@ def _sources(path):
         if entries is None:
             raise FormatError(path, "is neither an HDF5 file nor a list of .h5 files")
         return [(_stem(path), [_resolve(e, path) for e in entries])]
-    names = sorted(e for e in os.listdir(path) if is_data_name(e))
+    names = [os.path.basename(e) for e in input_entries(path, path, is_data_name)]
     found = {}
     lists = [n for n in names if n.lower().endswith(".txt")
              and _list_entries(os.path.join(path, n))]
@@ -222,6 +223,7 @@ def _kind(f):
 
 
 def _open(path, h5py):
+    check_input_file(path)  # confined by _sources; a FIFO swapped in is refused
     try:
         return h5py.File(path, "r")
     except OSError as e:
@@ -331,10 +333,7 @@ def sniff(path) -> bool:
         return _is_hdf5(path) or _list_entries(path) is not None
     if not os.path.isdir(path):
         return False
-    try:
-        names = [n for n in os.listdir(path) if is_data_name(n)]
-    except OSError:
-        return False
+    names = [os.path.basename(e) for e in input_entries(path, path, is_data_name)]
     return any((n.lower().endswith(".txt") and _list_entries(os.path.join(path, n)))
                or (n.lower().endswith(EXTENSIONS) and _is_hdf5(os.path.join(path, n)))
                for n in names)

@@ -41,7 +41,8 @@ import resource
 import numpy as np
 
 from ...errors import FormatError, UsageError, optional_import
-from ...fileio import HashingWriter, StagedOutput, has_magic, open_staged, output_file_info
+from ...fileio import HashingWriter, StagedOutput, check_input_file, has_magic, \
+    input_entries, open_staged, output_file_info
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
@@ -67,8 +68,8 @@ def _lmdb():
 
 # --- reading ---
 
-def _is_lmdb(path) -> bool:
-    return has_magic(path, LMDB_MAGIC, MAGIC_OFFSET)
+def _is_lmdb(path, root=None) -> bool:
+    return has_magic(path, LMDB_MAGIC, MAGIC_OFFSET, root)
 
 
 def _split_name(directory, path):
@@ -88,12 +89,13 @@ def _environments(path):
     of environments."""
     if os.path.isfile(path):
         return [(_split_name(os.path.dirname(os.path.abspath(path)), path), path)]
-    if os.path.isfile(os.path.join(path, DATA_FILE)):
+    if os.path.lexists(os.path.join(path, DATA_FILE)):
+        check_input_file(os.path.join(path, DATA_FILE), path)
         return [(_split_name(path, path), os.path.join(path, DATA_FILE))]
     found = {}
-    for entry in sorted(os.listdir(path)):
-        data = os.path.join(path, entry, DATA_FILE)
-        if is_data_name(entry) and os.path.isfile(data):
+    for folder in input_entries(path, path, is_data_name, "dir"):
+        entry, data = os.path.basename(folder), os.path.join(folder, DATA_FILE)
+        if os.path.lexists(data) and check_input_file(data, path) is not None:
             _check_meta(data)  # a cut data.mdb is an error, not a split less
             name = _split_name(entry, os.path.join(path, entry))
             if name in found:
@@ -118,6 +120,7 @@ def _check_meta(data_path):
 
 
 def _open(lmdb, data_path):
+    check_input_file(data_path)  # confined by _environments; a FIFO swapped in refused
     _check_meta(data_path)
     try:
         env = lmdb.open(data_path, subdir=False, readonly=True, lock=False,
@@ -337,14 +340,10 @@ def sniff(path) -> bool:
         return _is_lmdb(path)
     if not os.path.isdir(path):
         return False
-    if _is_lmdb(os.path.join(path, DATA_FILE)):
+    if _is_lmdb(os.path.join(path, DATA_FILE), path):
         return True
-    try:
-        entries = os.listdir(path)
-    except OSError:
-        return False
-    return any(is_data_name(e) and _is_lmdb(os.path.join(path, e, DATA_FILE))
-               for e in entries)
+    return any(_is_lmdb(os.path.join(e, DATA_FILE), path)
+               for e in input_entries(path, path, is_data_name, "dir"))
 
 
 def matches_name(path) -> bool:
