@@ -46,6 +46,18 @@ def formats():
     return dict(registry.FORMATS)
 
 
+def _file_url(path):
+    """A file:// URL as the local path it names, so it follows every rule of local
+    paths (confined reads, outputs never placed over a FIFO or through a link)."""
+    text = str(path)
+    if text[:7].lower() == "file://" and "/" in text[7:]:
+        from urllib.parse import unquote
+        host, rest = text[7:].split("/", 1)
+        if host in ("", "localhost"):
+            return unquote("/" + rest)
+    return path
+
+
 def detect(path, from_flag="--from"):
     """The format of an input, by content first, then by name; a remote path (s3://,
     https://, ...) is detected on its local copy. `from_flag` is the option that names
@@ -53,6 +65,7 @@ def detect(path, from_flag="--from"):
 
         mnistconv.detect("data/mnist").name  # 'idx'
     """
+    path = _file_url(path)
     if "://" in str(path):
         from . import remote
         if remote.is_remote(path):
@@ -76,6 +89,7 @@ def read(path, format=None, *, split_name=None, **options):
     """
     import os
     from .limits import check_option_name, is_safe_name, safe_split_name
+    path = _file_url(path)
     if "://" in str(path):  # s3://, https://, memory://...: read from a local copy
         from . import remote
         if remote.is_remote(path):
@@ -133,6 +147,7 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
         mnistconv.write(ds, "mnist.tfrecord.gz", force=True)     # gzip from the name
     """
     from .records import NO_PROGRESS, WriteResult
+    path = _file_url(path)
     if "://" in str(path):  # s3://, memory://...: written locally, then uploaded
         from . import remote
         if remote.is_remote(path):

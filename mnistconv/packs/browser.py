@@ -348,7 +348,7 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
     workers = max(1, min(len(plans), os.cpu_count() or 1))
     # The pool is left (its threads joined) before the staging is committed or removed,
     # so no compression is still writing into a staging directory being deleted.
-    with StagedOutput(force) as staged, _threads(workers) as pool:
+    with StagedOutput(force, root=out) as staged, _threads(workers) as pool:
         stage = staged.directory(out, names)
         for name, p in plans.items():
             base = train if p.base == "train" else test

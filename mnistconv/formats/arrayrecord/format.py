@@ -391,7 +391,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, grou
     for _, _, shape, _ in plan:
         tasks.setdefault(shape, encode.ExampleTask(num_classes, shape))
     files, counts = [], {}
-    with StagedOutput(force) as staged:
+    with StagedOutput(force, root=path) as staged:
         staged_paths = [s.stage_files(staged) for *_, s in plan]
         for *_, shard_set in plan:
             shard_set.supersede_others(staged)

@@ -534,7 +534,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
         safe_split_name(split.name, path)
         _check(split, pixel_type, path)
     files, counts = [], {}
-    with StagedOutput(force) as out:
+    with StagedOutput(force, root=path) as out:
         for split in splits:
             h = split.header
             # Files are reported as the caller named them; the list holds absolute

@@ -552,7 +552,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=
         _check_writable(split, encoded, path)
     one = len(splits) == 1 and os.path.basename(base).endswith("_lmdb")
     files, counts = [], {}
-    with StagedOutput(force) as out:
+    with StagedOutput(force, root=path) as out:
         for split in splits:
             target = os.path.join(base, DATA_FILE) if one else \
                 os.path.join(base, f"{split.name}_lmdb", DATA_FILE)

@@ -496,7 +496,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
                              "write to a directory, or choose one with --split")
         split = next(iter(dataset.splits.values()))
         compress = gzip or path.lower().endswith(".gz")
-        with StagedOutput(force) as out:
+        with StagedOutput(force, root=path) as out:
             staged = out.file(path)
             bin_hash, gz_hash = write_split_files(
                 split, None if compress else staged, staged if compress else None,
@@ -511,7 +511,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     names = {name: name + suffix for name in dataset.splits}
     class_names = classes.names_of(dataset)
     written = []
-    with StagedOutput(force) as out:
+    with StagedOutput(force, root=path) as out:
         # The reader prefers x.bin to x.bin.gz: the other-compression twins of these
         # files would shadow (or sit beside) the new ones, so they are replaced too.
         stage = classes.stage_directory(out, path, names.values(), class_names)

@@ -528,7 +528,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
     class_names = classes.names_of(dataset)
     written = []
-    with StagedOutput(force) as out:
+    with StagedOutput(force, root=path) as out:
         # The same files with the other compression would be read instead of (raw) or
         # beside (gz) the new ones: they go when these replace them. So does a names
         # file these do not have: it would name their classes on reading.

@@ -99,7 +99,7 @@ def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
         _check(split, name)
     target = folder(root, name)
     written = []
-    with StagedOutput(force) as out:
+    with StagedOutput(force, root=root) as out:
         stage = out.directory(target, [n for pair in names.values() for n in pair])
         for split_name, split in dataset.splits.items():
             images_name, labels_name = names[split_name]

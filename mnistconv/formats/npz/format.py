@@ -393,7 +393,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
     """
     if layout not in LAYOUTS:
         raise UsageError(path, f"unknown layout '{layout}'", f"choose {', '.join(LAYOUTS)}")
-    with StagedOutput(force) as out:
+    with StagedOutput(force, root=path) as out:
         with open_staged(out.file(path)) as raw:
             stream = _HashedStream(raw)
             try:

@@ -204,7 +204,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
     record_bytes = max(int(np.prod(shape)) for shape in tasks)
 
     files, counts, card_splits = [], {}, []
-    with StagedOutput(force) as staged:
+    with StagedOutput(force, root=path) as staged:
         plan = []
         for name, split in dataset.splits.items():
             if one_file:

@@ -330,7 +330,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     if workers > 1:
         ahead[0] = _read_ahead(plan[0], chunk, record_bytes)
     try:
-        with StagedOutput(force) as staged:
+        with StagedOutput(force, root=path) as staged:
             files = _write_splits(plan, staged, ahead, chunk, record_bytes, workers,
                                   processes, compression, progress, counts, totals)
     finally:

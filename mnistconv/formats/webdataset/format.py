@@ -293,7 +293,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
     files, counts = [], {}
     if any(table is not None for _, _, table in plan):
         extras.kept(dataset)
-    with StagedOutput(force) as staged:
+    with StagedOutput(force, root=path) as staged:
         old = {s.name: _family(directory, name, s.name) for s, _, _ in plan}
         for stale in old.values():
             if stale and not force:
