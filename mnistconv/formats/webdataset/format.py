@@ -35,8 +35,8 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...fileio import HashingWriter, StagedOutput, check_input_file, is_stream_path, \
-    open_staged
+from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
+    open_input, open_staged
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_num_classes, \
     printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers
@@ -72,20 +72,25 @@ def matches_name(path) -> bool:
 def sniff(path) -> bool:
     """A tar file, or a directory holding one."""
     if os.path.isdir(path):
-        try:
-            entries = sorted(os.listdir(path))
-        except OSError:
-            return False
-        tars = [e for e in entries if e.lower().endswith(".tar") and is_data_name(e)]
-        return any(_is_tar(os.path.join(path, e)) for e in tars[:3])
+        return any(_is_tar(p) for p in _tars_in(path, _is_tar_name)[:3])
     return _is_tar(path)
+
+
+def _is_tar_name(name):
+    return name.lower().endswith(".tar") and is_data_name(name)
+
+
+def _tars_in(directory, keep):
+    """The names keep() accepts in a folder, each checked by the input walker (a link
+    out of the folder, a FIFO or a device among them is refused)."""
+    return input_entries(directory or ".", None, keep, "file")
 
 
 def _is_tar(path):
     if not os.path.isfile(path):  # a FIFO or device: opening it would block
         return False
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             return looks_like_tar(f.read(BLOCK))
     except OSError:
         return False
@@ -435,7 +440,7 @@ class WebDatasetSplit(Split):
                 for i in range(start, end):
                     number = int(self._files[i])
                     if number not in handles:
-                        handles[number] = open(self.files[number], "rb")
+                        handles[number] = open_input(self.files[number])
                     f = handles[number]
                     f.seek(int(self._offsets[i]))
                     data = f.read(int(self._sizes[i]))
@@ -454,8 +459,7 @@ def _samples(path):
     """(key, image member name, image offset, image size, label, original index and
     class name from its .json or None, image bytes, (.json member name, its object) or
     None) of each sample of one tar file, in order."""
-    check_input_file(path)
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         current, fields = None, {}
         for member_name, at, size in members(f, path):
             m = _KEY.match(member_name)
@@ -519,17 +523,16 @@ def _shard_sets(path):
     """{split: [files in order]} for a directory or one tar file."""
     if os.path.isdir(path):
         directory = path
-        entries = sorted(e for e in os.listdir(path)
-                         if e.lower().endswith(".tar") and is_data_name(e))
+        entries = [os.path.basename(e) for e in _tars_in(path, _is_tar_name)]
         if not entries:
             raise FormatError(path, "holds no .tar shards")
     elif not os.path.exists(path) and path.lower().endswith(".tar"):
         # The name the shards were written under: out/mnist.tar is every split's set
         # out/mnist-<split>-000000.tar, ...
         directory, own = os.path.split(path)
-        entries = [e for e in sorted(os.listdir(directory or "."))
-                   if is_data_name(e) and _split_of(e)[0] == own[:-4]
-                   and _split_of(e)[2] is not None]
+        entries = [os.path.basename(e) for e in _tars_in(
+            directory, lambda e: is_data_name(e) and _split_of(e)[0] == own[:-4]
+            and _split_of(e)[2] is not None)]
         if not entries:
             raise FormatError(path, "no such file, nor shards named after it "
                                     f"({printable(own[:-4] + '-<split>-000000.tar')})")
@@ -538,9 +541,8 @@ def _shard_sets(path):
         prefix, split, number = _split_of(own)
         if number is None:
             return {safe_split_name(split, path): [path]}
-        entries = [e for e in sorted(os.listdir(directory or "."))
-                   if e.lower().endswith(".tar") and is_data_name(e)
-                   and _split_of(e)[:2] == (prefix, split)]
+        entries = [os.path.basename(e) for e in _tars_in(
+            directory, lambda e: _is_tar_name(e) and _split_of(e)[:2] == (prefix, split))]
     groups = {}
     for entry in entries:
         prefix, split, number = _split_of(entry)
