@@ -24,6 +24,7 @@ import os
 import numpy as np
 
 from ...errors import FormatError, UsageError
+from ...fileio import check_input_file, open_input
 from ...limits import MAX_CLASSES, printable
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
@@ -101,7 +102,7 @@ def _read_text(path, what):
     if size > MAX_NAMES_FILE_BYTES:
         raise FormatError(path, f"{size:,} bytes is too large for {what} (mnistconv's "
                                 f"limit is {MAX_NAMES_FILE_BYTES:,})")
-    with open(path, "rb") as f:
+    with open_input(path) as f:  # a FIFO or device refused; callers confine it
         data = f.read(MAX_NAMES_FILE_BYTES + 1)
     try:
         return data.decode("utf-8-sig")
@@ -213,7 +214,7 @@ def published_names(labels_path):
     published MD5 or by torchvision's folder names; (None, ()) otherwise."""
     try:
         if os.path.getsize(labels_path) <= _MAX_HASHED:
-            with open(labels_path, "rb") as f:
+            with open_input(labels_path) as f:
                 digest = hashlib.md5(f.read()).hexdigest()
             if digest in _LABELS_MD5:
                 return _LABELS_MD5[digest]
@@ -323,11 +324,24 @@ def stage_directory(out, path, files, names, prefix=""):
     return stage
 
 
+def side_file(folder, name):
+    """folder/name when it is there, None when not; a side file that leads out of
+    folder (a link, '..') or is a FIFO or device is refused (fileio.check_input).
+
+        side_file("data/mnist", "classes.txt")   # 'data/mnist/classes.txt' or None
+    """
+    path = os.path.join(folder, name)
+    if not os.path.lexists(path):
+        return None
+    check_input_file(path, folder or os.curdir)
+    return path
+
+
 def read_sidecar(dataset, folder, prefix=""):
     """Give the dataset's splits the names of <folder>/classes.txt when it is there
     (checked against their labels). Returns its path, or None."""
-    sidecar = os.path.join(folder, sidecar_name(prefix))
-    if not os.path.isfile(sidecar):
+    sidecar = side_file(folder, sidecar_name(prefix))
+    if sidecar is None:
         return None
     attach(dataset, read_names_file(sidecar), sidecar)
     dataset.paths.append(sidecar)

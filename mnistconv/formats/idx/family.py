@@ -98,11 +98,11 @@ def finish(dataset, folder, prefix, relabel=False):
     emnist = prefix.startswith("emnist-")
     qmnist = prefix in ("qmnist", "xnist")
     names, source, check = (), None, True
-    sidecar = os.path.join(folder, classes.sidecar_name(prefix))
-    mapping = os.path.join(folder, f"{prefix}-mapping.txt")
-    if os.path.isfile(sidecar):
+    sidecar = classes.side_file(folder, classes.sidecar_name(prefix))
+    mapping = classes.side_file(folder, f"{prefix}-mapping.txt") if emnist else None
+    if sidecar:
         names, source = classes.read_names_file(sidecar), sidecar
-    elif emnist and os.path.isfile(mapping):
+    elif mapping:
         names, source = classes.read_emnist_mapping(mapping), mapping
     elif not emnist and not qmnist and dataset.splits:
         first = next(iter(dataset.splits.values()))

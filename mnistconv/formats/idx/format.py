@@ -25,8 +25,8 @@ import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
-from ...fileio import (HashingWriter, StagedOutput, check_input_file,
-                      output_file_info)
+from ...fileio import (HashingWriter, StagedOutput, check_input_file, input_entries,
+                      input_root, open_input, output_file_info)
 from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
@@ -339,7 +339,7 @@ class IdxSplit(Split):
         against the header when it was opened."""
         import mmap
         h = self.images
-        with open(h.path, "rb") as f:
+        with open_input(h.path) as f:
             for start in range(0, h.count, batch_size):
                 n = min(batch_size, h.count - start)
                 begin = h.offset + start * per_item
@@ -368,12 +368,12 @@ class IdxSplit(Split):
                 pass
 
 
-def _scan_directory(path, prefix):
+def _scan_directory(path, prefix, root):
     """(prefix, {(split, kind): file name}) of the IDX family chosen in a directory."""
     found = {}  # prefix -> {(split, kind): filename}
-    for name in sorted(os.listdir(path)):
+    for name in map(os.path.basename, input_entries(path, root, NAME.match, "file")):
         m = NAME.match(name)
-        if m and os.path.isfile(os.path.join(path, name)):
+        if m:
             stem, split = _name_parts(m)
             files = found.setdefault(stem, {})
             key = (split, m["kind"])
@@ -406,7 +406,8 @@ def _labels_for(images_path):
         if guess == base:
             continue
         for candidate in (guess, guess + ".gz", guess + ".xz"):
-            if os.path.isfile(os.path.join(folder, candidate)):
+            if os.path.lexists(os.path.join(folder, candidate)):
+                check_input_file(os.path.join(folder, candidate), input_root(images_path))
                 return os.path.join(folder, candidate)
     raise UsageError(images_path, "no labels file found beside it",
                      "give one with --labels")
@@ -420,10 +421,8 @@ def _split_name(filename):
 def _torchvision_raw(path):
     """A torchvision root (ROOT/<Dataset>/raw/, as --layout torchvision writes it) holding
     one dataset stands for its raw folder; any other directory for itself."""
-    try:
-        entries = [e for e in os.listdir(path) if not e.startswith(".")]
-    except OSError:
-        return path
+    entries = [os.path.basename(e) for e in
+               input_entries(path, path, lambda e: not e.startswith("."))]
     if len(entries) == 1 and os.path.isdir(os.path.join(path, entries[0], "raw")) \
             and not os.path.isfile(os.path.join(path, entries[0])):
         return os.path.join(path, entries[0], "raw")
@@ -446,8 +445,8 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
     if os.path.isdir(path):
         if labels:
             raise UsageError(path, "--labels goes with a single images file, not a directory")
-        path = _torchvision_raw(path)
-        stem, files = _scan_directory(path, prefix)
+        root, path = path, _torchvision_raw(path)
+        stem, files = _scan_directory(path, prefix, root)
         splits = {}
         for split in ("train", "test", "nist"):
             have_images, have_labels = (split, "images") in files, (split, "labels") in files
@@ -476,7 +475,7 @@ def sniff(path) -> bool:
     """True for a file (gzip or not) that starts with an IDX magic, or a directory
     holding a file with an MNIST IDX name."""
     if os.path.isdir(path):
-        return any(NAME.match(n) for n in os.listdir(_torchvision_raw(path)))
+        return bool(input_entries(_torchvision_raw(path), path, NAME.match))
     try:
         with InputFile(path) as f:
             magic = f.read(4)

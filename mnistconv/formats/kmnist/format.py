@@ -17,7 +17,7 @@ import zipfile
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import check_input_file
+from ...fileio import check_input_file, input_entries, input_root, open_input
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ..idx import classes
 from ..idx.format import check_labels, check_split_header
@@ -33,7 +33,7 @@ def _only_arr0(path):
     if not os.path.isfile(path):
         return False  # a FIFO would block the open
     try:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             if f.read(4) != ZIP_MAGIC:
                 return False
         with zipfile.ZipFile(path) as archive:
@@ -103,10 +103,9 @@ class KmnistSplit(Split):
 
 def _families(folder):
     found = {}
-    for name in sorted(os.listdir(folder)):
+    for name in map(os.path.basename, input_entries(folder, folder, NAME.match, "file")):
         m = NAME.match(name)
-        if m and os.path.isfile(os.path.join(folder, name)):
-            found.setdefault(m["prefix"], {})[(m["split"], m["kind"])] = name
+        found.setdefault(m["prefix"], {})[(m["split"], m["kind"])] = name
     return found
 
 
@@ -141,8 +140,12 @@ def read(path, prefix=None) -> Dataset:
         prefix = m["prefix"]
         files = {(m["split"], "imgs"): base}
         other = f"{prefix}-{m['split']}-labels.npz"
-        if os.path.isfile(os.path.join(folder, other)):
+        if os.path.lexists(os.path.join(folder, other)):
             files[(m["split"], "labels")] = other
+    root = input_root(path)  # side files: only inside the folder named (or the file's)
+    for name in files.values():
+        if os.path.join(folder, name) != path:
+            check_input_file(os.path.join(folder, name), root)
     splits = {}
     for split in ("train", "test"):
         have = [(split, k) in files for k in ("imgs", "labels")]
@@ -155,7 +158,8 @@ def read(path, prefix=None) -> Dataset:
     paths = [p for s in splits.values() for p in (s.images_path, s.labels_path)]
     dataset = Dataset("kmnist", splits, paths)
     classmap = os.path.join(folder, f"{prefix}_classmap.csv")
-    if os.path.isfile(classmap):
+    if os.path.lexists(classmap):
+        check_input_file(classmap, root)
         classes.attach(dataset, classes.read_classmap_csv(classmap), classmap)
         dataset.paths.append(classmap)
     return dataset
@@ -164,8 +168,7 @@ def read(path, prefix=None) -> Dataset:
 def sniff(path) -> bool:
     """A zip holding only arr_0.npy, or a directory holding one named as KMNIST's."""
     if os.path.isdir(path):
-        return any(NAME.match(n) and _only_arr0(os.path.join(path, n))
-                   for n in os.listdir(path))
+        return any(_only_arr0(p) for p in input_entries(path, path, NAME.match))
     return os.path.isfile(path) and _only_arr0(path)
 
 

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import check_input_file, has_magic
+from ...fileio import check_input_file, has_magic, input_entries, open_input
 from ...limits import MAX_EXAMPLES
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx import classes
@@ -31,6 +31,10 @@ def class_of(filename):
     return stem[len(PREFIX):] if stem.startswith(PREFIX) else stem
 
 
+def _is_npy_name(name):
+    return name.endswith(".npy")
+
+
 def _is_npy(path):
     return has_magic(path, NPY_MAGIC)
 
@@ -38,7 +42,7 @@ def _is_npy(path):
 def _header(path):
     """(offset, rows) of a drawing file: uint8 N x 784, C order, its size as declared."""
     size = check_input_file(path)
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         try:
             version = np.lib.format.read_magic(f)
             read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
@@ -78,8 +82,10 @@ class QuickDrawSplit(Split):
 
     def _map(self, k):
         path, offset, rows = self.files[k]
-        return np.memmap(path, np.uint8, "r", offset, (rows, SIDE, SIDE)) if rows else \
-            np.zeros((0, SIDE, SIDE), np.uint8)
+        if not rows:
+            return np.zeros((0, SIDE, SIDE), np.uint8)
+        with open_input(path) as f:  # the map outlives the file it was made from
+            return np.memmap(f, np.uint8, "r", offset, (rows, SIDE, SIDE))
 
     def labels(self):
         return np.repeat(np.arange(len(self.files), dtype=self.header.label_dtype),
@@ -119,11 +125,9 @@ def read(path) -> Dataset:
         ds.splits["train"].header.class_names     # ('apple', 'cat', ...)
     """
     if os.path.isdir(path):
-        names = sorted(n for n in os.listdir(path) if n.endswith(".npy")
-                       and os.path.isfile(os.path.join(path, n)))
-        if not names:
+        paths = input_entries(path, path, _is_npy_name, "file")
+        if not paths:
             raise UsageError(path, "holds no .npy files (Quick, Draw! numpy_bitmap)")
-        paths = [os.path.join(path, n) for n in names]
     else:
         paths = [path]
     paths.sort(key=class_of)
@@ -143,6 +147,6 @@ def read(path) -> Dataset:
 def sniff(path) -> bool:
     """A .npy file, or a directory whose .npy files are all NPY arrays."""
     if os.path.isdir(path):
-        names = [n for n in os.listdir(path) if n.endswith(".npy")]
-        return bool(names) and all(_is_npy(os.path.join(path, n)) for n in names[:8])
+        paths = input_entries(path, path, _is_npy_name)
+        return bool(paths) and all(_is_npy(p) for p in paths[:8])
     return os.path.isfile(path) and _is_npy(path)
