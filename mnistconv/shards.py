@@ -23,7 +23,7 @@ import os
 import re
 
 from .errors import FormatError, UsageError
-from .fileio import STAGING_MARK, check_input_file
+from .fileio import STAGING_MARK, check_input, check_input_file, input_entries
 from .limits import MAX_SHARDS, count_in_range, printable
 
 SHARD_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})$")
@@ -72,9 +72,8 @@ def is_data_name(name) -> bool:
 def data_files_in(directory, matches_name) -> list:
     """The data files of a directory whose names matches_name accepts (staging and
     hidden names left out), sorted by name: what a directory given as input holds."""
-    return [os.path.join(directory, n) for n in sorted(os.listdir(directory))
-            if matches_name(n) and is_data_name(n)
-            and os.path.isfile(os.path.join(directory, n))]
+    return input_entries(directory, None, lambda n: matches_name(n) and is_data_name(n),
+                         "file")
 
 
 def sniff_files(path, matches_name, has_signature) -> bool:
@@ -83,12 +82,8 @@ def sniff_files(path, matches_name, has_signature) -> bool:
     path = str(path)
     if not os.path.isdir(path):
         return has_signature(path)
-    try:
-        names = sorted(os.listdir(path))
-    except OSError:
-        return False
-    return any(matches_name(n) and is_data_name(n) and
-               has_signature(os.path.join(path, n)) for n in names)
+    return any(has_signature(p) for p in input_entries(
+        path, None, lambda n: matches_name(n) and is_data_name(n)))
 
 
 def shard_numbers(path):
@@ -117,10 +112,12 @@ def expand_shards(path) -> list:
     base, _, total = shard_numbers(path)
     files = [os.path.join(directory, f"{base}-{i:05d}-of-{total:05d}")
              for i in range(total)]
-    missing = [f for f in files if not os.path.exists(f)]
+    missing = [f for f in files if not os.path.lexists(f)]
     if missing:
         raise FormatError(path, f"shard set incomplete: {len(missing)} of {total} shards "
                                 f"missing, first {os.path.basename(missing[0])}")
+    for f in files:  # the set's other shards: inside the named one's folder
+        check_input_file(f, directory or os.curdir)
     return files
 
 
@@ -285,7 +282,8 @@ def resolve_inputs(path, extensions, matches_name, kind) -> dict:
     siblings = [s for s in glob.glob(os.path.join(glob.escape(directory) or ".",
                                                   glob.escape(stem) + "-*" +
                                                   glob.escape(ext) + "*"))
-                if os.path.isfile(s) and matches_name(s) and is_data_name(s)]
+                if matches_name(s) and is_data_name(s)
+                and check_input(s, directory or os.curdir, "any") and os.path.isfile(s)]
     if siblings:
         return _named_groups(group_shards(siblings), extensions, prefix=stem + "-")
     raise UsageError(path, "no such file or directory")

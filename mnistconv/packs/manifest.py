@@ -28,10 +28,9 @@ split.
 
 import json
 import os
-import stat
 
-from ..errors import FormatError, UsageError
-from ..fileio import check_input_file
+from ..errors import FormatError
+from ..fileio import open_input
 from ..limits import printable, safe_split_name
 
 # A manifest is a few kilobytes (browser-v1's is 9 KB); json.load holds all of it and
@@ -52,20 +51,13 @@ def dumps(obj) -> bytes:
 
 
 def _read_small_file(path, limit):
-    """The bytes of a regular file of at most `limit` bytes. Opened without blocking
-    and checked on the open descriptor: a FIFO named manifest.json neither blocks nor
-    is read, and a file swapped in after a check is still the one checked."""
-    check_input_file(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise UsageError(path, e.strerror or str(e)) from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(path, "is not a regular file (device, FIFO or socket)")
-        if st.st_size > limit:
-            raise FormatError(path, f"is {st.st_size:,} bytes, more than a manifest may "
+    """The bytes of a regular file of at most `limit` bytes, through the guarded
+    opener: a FIFO named manifest.json neither blocks nor is read, and a file swapped
+    in after a check is still the one checked."""
+    with open_input(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > limit:
+            raise FormatError(path, f"is {size:,} bytes, more than a manifest may "
                                     f"hold ({limit:,})")
         return f.read(limit + 1)
 

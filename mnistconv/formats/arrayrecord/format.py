@@ -30,7 +30,7 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput
+from ...fileio import StagedOutput, check_input_file, has_magic
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
 from ...parallel import ParallelEncoder, check_workers, ordered_map
@@ -95,6 +95,7 @@ def _open(module, path):
     except UnicodeEncodeError:  # array_record takes UTF-8 names only (a TypeError)
         raise FormatError(path, "the file's name is not UTF-8, and array_record opens "
                                 "only UTF-8 names", "rename the file") from None
+    check_input_file(path)  # confined where it was found (shards.resolve_inputs)
     try:
         reader = module.ArrayRecordReader(path)
     except (RuntimeError, ValueError) as e:
@@ -333,13 +334,7 @@ def sniff(path) -> bool:
 
 
 def _has_signature(path):
-    if not os.path.isfile(path):
-        return False  # a FIFO would block the open; a device has no signature
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(SIGNATURE)) == SIGNATURE
-    except OSError:
-        return False
+    return has_magic(path, SIGNATURE)
 
 
 # --- writing ---------------------------------------------------------------------

@@ -53,7 +53,8 @@ import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
-                      StagedOutput, check_input_file, is_stdio, output_file_info)
+                      StagedOutput, check_input_file, input_entries, is_stdio,
+                      output_file_info)
 from ...limits import check_image_size, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
@@ -294,16 +295,17 @@ def _has_magic(path):
         return False
 
 
+def _is_bin_name(name):
+    return name.endswith((".bin", ".bin.gz")) and STAGING_MARK not in name
+
+
 def _scan(path):
     """{split name: file} of the *.bin / *.bin.gz in a directory, .bin preferred."""
     found = {}
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if name.endswith((".bin", ".bin.gz")) and os.path.isfile(full) \
-                and STAGING_MARK not in name:
-            split = split_name(name)
-            if split not in found or found[split].endswith(".gz"):
-                found[split] = full
+    for full in input_entries(path, path, _is_bin_name, "file"):
+        split = split_name(os.path.basename(full))
+        if split not in found or found[split].endswith(".gz"):
+            found[split] = full
     known = [s for s in SPLIT_ORDER if s in found]
     return {s: found[s] for s in known + sorted(set(found) - set(known))}
 

@@ -32,7 +32,8 @@ import zlib
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, open_staged
+from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
+    open_staged
 from ...limits import printable, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
@@ -173,6 +174,7 @@ class NpzSplit(Split):
     extra_columns = None  # set by read() when extra_<split> is there
 
     def _archive(self):
+        check_input_file(self.path)  # a FIFO or device swapped in since read()
         return zipfile.ZipFile(self.path)
 
     def extra_fields(self):
@@ -333,10 +335,7 @@ def read(path) -> Dataset:
 
 def sniff(path) -> bool:
     """True for a file that starts as a zip archive does (an npz is one)."""
-    if not os.path.isfile(path):
-        return False
-    with open(path, "rb") as f:
-        return f.read(4) == ZIP_MAGIC
+    return has_magic(path, ZIP_MAGIC)
 
 
 def _layout_shape(shape, layout, where):

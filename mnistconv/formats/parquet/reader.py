@@ -12,7 +12,7 @@ import re
 import numpy as np
 
 from ...errors import FormatError, MissingDependency, UsageError
-from ...fileio import check_input_file, has_magic
+from ...fileio import check_input_file, has_magic, input_entries
 from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        MAX_THREADED_IMAGE_PIXELS, check_image_size,
                        printable, safe_split_name)
@@ -429,18 +429,16 @@ def _integers(array):
                          array.offset * dtype.itemsize)
 
 
-def _config_splits(folder):
+def _config_splits(folder, root):
     """{split: [files]} of one config folder: <split>-NNNNN-of-NNNNN.parquet shard
-    sets, <split>.parquet, and <split>/NNNN.parquet folders."""
+    sets, <split>.parquet, and <split>/NNNN.parquet folders; nothing out of root."""
     groups = {}
-    for entry in sorted(os.listdir(folder)):
-        path = os.path.join(folder, entry)
-        if entry.startswith(".") or ".mnistconv-tmp-" in entry:
-            continue
+    for path in input_entries(folder, root):
+        entry = os.path.basename(path)
         if os.path.isdir(path):
-            numbered = sorted(n for n in os.listdir(path) if _NUMBERED.fullmatch(n))
+            numbered = _numbered_in(path, root)
             if numbered:
-                groups.setdefault(entry, []).extend(os.path.join(path, n) for n in numbered)
+                groups.setdefault(entry, []).extend(numbered)
             continue
         if not entry.lower().endswith(".parquet"):
             continue
@@ -471,23 +469,26 @@ def _check_shard_set(name, files):
                           (f", first missing {missing[0]:05d}" if missing else ""))
 
 
+def _numbered_in(folder, root):
+    """The NNNN.parquet files of a split folder, in order."""
+    return input_entries(folder, root, _NUMBERED.fullmatch, "file")
+
+
 def _configs(path):
     """{config folder name: {split: files}} of the folders under a dataset directory."""
     found = {}
-    for entry in sorted(os.listdir(path)):
-        sub = os.path.join(path, entry)
-        if entry.startswith(".") or not os.path.isdir(sub):
-            continue
-        if any(_NUMBERED.fullmatch(n) for n in os.listdir(sub)):
+    for sub in input_entries(path, path, kind="dir"):
+        entry = os.path.basename(sub)
+        if _numbered_in(sub, path):
             continue  # a split folder (<split>/0000.parquet), not a config
-        splits = _config_splits(sub)
+        splits = _config_splits(sub, path)
         if splits:
             found[entry] = splits
     return found
 
 
 def _directory_splits(path, config):
-    here = _config_splits(path)
+    here = _config_splits(path, path)
     configs = _configs(path)
     if config is not None:
         folder = config if config in configs else \
@@ -526,7 +527,7 @@ def read(path, config=None, workers=None) -> Dataset:
         m = _SHARD.fullmatch(name)
         if m:
             folder = os.path.dirname(path) or "."
-            groups = {m["split"]: _config_splits(folder).get(m["split"], [path])}
+            groups = {m["split"]: _config_splits(folder, folder).get(m["split"], [path])}
         elif _NUMBERED.fullmatch(name):
             groups = {os.path.basename(os.path.dirname(os.path.abspath(path))): [path]}
         else:
@@ -544,19 +545,14 @@ def sniff(path) -> bool:
         return has_magic(path, MAGIC)
     if not os.path.isdir(path):
         return False
-    try:
-        for entry in os.scandir(path):
-            if entry.name.startswith("."):
-                continue
-            if entry.is_file() and entry.name.endswith(".parquet"):
-                return True
-            if entry.is_dir():
-                for inner in os.scandir(entry.path):
-                    if inner.name.endswith(".parquet") or (inner.is_dir() and any(
-                            n.endswith(".parquet") for n in os.listdir(inner.path))):
-                        return True
-    except OSError:
-        return False
+    for entry in input_entries(path):
+        if entry.endswith(".parquet") and not os.path.isdir(entry):
+            return True
+        if os.path.isdir(entry):
+            for inner in input_entries(entry, path):
+                if inner.endswith(".parquet") or (os.path.isdir(inner) and any(
+                        n.endswith(".parquet") for n in input_entries(inner, path))):
+                    return True
     return False
 
 
