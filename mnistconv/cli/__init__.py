@@ -213,7 +213,8 @@ def _redeliver(signum, frame):
 def one_line(text) -> str:
     """A message as one line: a newline or other control character in a file name
     (which a file from elsewhere may hold) would split or garble the error line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    from ..errors import redact
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in redact(text))
 
 
 
