@@ -265,6 +265,8 @@ def _relative(entry, folder, url, fs):
             return None if entry.rstrip("/") == folder.rstrip("/") else \
                 _unsafe(url, entry)
         entry = entry[len(folder.rstrip("/")) + 1:]
+        if not entry.rstrip("/"):
+            return None  # the folder itself (a link to '/' on some servers)
     else:
         entry = entry.rstrip("/").rsplit("/", 1)[-1]
     if _protocols(fs) & {"http", "https"}:

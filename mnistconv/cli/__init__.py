@@ -295,6 +295,8 @@ def main(argv=None):
         sys.unraisablehook = previous[0]
         signal.signal(signal.SIGTERM, previous[1])
         signal.signal(signal.SIGINT, previous[2])
+        if "mnistconv.remote" in sys.modules:  # copies of remote inputs: the command
+            sys.modules["mnistconv.remote"].remove_spools()  # is done with them
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -335,8 +337,6 @@ def console():
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    if "mnistconv.remote" in sys.modules:  # copies of remote inputs (s3://...)
-        sys.modules["mnistconv.remote"].remove_spools()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
