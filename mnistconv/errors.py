@@ -5,6 +5,19 @@ MnistconvError naming the file and what is wrong, optionally with what to do.
 """
 
 import importlib
+import re
+
+# user:password@ in a URL (s3://key:secret@bucket, https://user:pw@host/...).
+_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^\s/]*@")
+
+
+def redact(text) -> str:
+    """text with the password of every URL in it replaced by ***, so that no message,
+    note or summary shows one.
+
+        redact("https://ann:s3cret@host/m.npz")  # 'https://ann:***@host/m.npz'
+    """
+    return _PASSWORD.sub(r"\1:***@", str(text))
 
 
 class MnistconvError(Exception):
@@ -23,7 +36,7 @@ class MnistconvError(Exception):
 
     def _text(self, hint):
         text = f"{self.path}: {self.message}" if self.path else self.message
-        return f"{text}; {hint}" if hint else text
+        return redact(f"{text}; {hint}" if hint else text)
 
     def __str__(self):
         return self._text(self.hint)

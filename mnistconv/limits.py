@@ -32,6 +32,10 @@ MAX_SHARDS = 10000
 # Files copied from one remote input (mnistconv.remote): a directory of shard sets, or an
 # ImageFolder tree of a few hundred thousand PNGs, stays below it; a bucket's root does not.
 MAX_REMOTE_FILES = 1_000_000
+# Folders walked in one remote input, and how deep: a listing that links to itself or
+# nests without end is refused, not walked for ever (an ImageFolder tree is 3 deep).
+MAX_REMOTE_FOLDERS = 10_000
+MAX_REMOTE_DEPTH = 16
 # One Parquet row group, uncompressed, as its footer declares it: a reader decodes a row
 # group at a time, so a compressed column cannot make it allocate more than this.
 MAX_ROW_GROUP_BYTES = 1 << 30
@@ -55,6 +59,27 @@ def safe_split_name(name, path, what="split name"):
                           "split names are letters, digits, '_', '-' and '.' "
                           f"(not leading), at most {MAX_NAME_LENGTH} characters")
     return name
+
+
+# One component of a file name from a listing (a remote directory, an archive): what
+# every file system takes, and never a step out of the folder it is placed in.
+_UNSAFE_COMPONENT = re.compile(r"[/\\\x00-\x1f\x7f]|\A\.{1,2}\Z|\A[A-Za-z]:|\A\Z")
+
+
+def is_safe_file_name(name) -> bool:
+    """True for one path component that may become a file beside others: not empty,
+    '.' or '..', no '/', backslash, control character or drive letter, at most 255
+    bytes of UTF-8 (a lone surrogate is not UTF-8).
+
+        is_safe_file_name("t10k-images-idx3-ubyte.gz")  # True
+        is_safe_file_name("..")                         # False
+    """
+    if not isinstance(name, str) or _UNSAFE_COMPONENT.search(name):
+        return False
+    try:
+        return len(name.encode("utf-8")) <= 255
+    except UnicodeEncodeError:
+        return False
 
 
 def check_option_name(name, option):

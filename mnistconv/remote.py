@@ -27,14 +27,20 @@ an S3-compatible server and the usual AWS_* variables for credentials.
 """
 
 import atexit
+import contextlib
+import contextvars
+import functools
 import os
 import re
 import shutil
 import tempfile
+import time
 import weakref
+from urllib.parse import unquote
 
-from .errors import MissingDependency, MnistconvError, UsageError
-from .limits import MAX_REMOTE_FILES
+from .errors import FormatError, MissingDependency, MnistconvError, UsageError, redact
+from .limits import (MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
+                     is_safe_file_name, printable)
 
 CHUNK = 1 << 20
 # How much of a remote file is held at once: one read of READ bytes on input (CHUNK
@@ -50,6 +56,27 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}
 _GLOB = re.compile(r"[*?\[]")
 _SHARD = re.compile(r"-\d{5}-of-(\d{5})$")  # TensorFlow's shard suffix
+DEFAULT_TIMEOUT = 60.0
+# A remote read makes progress when PROGRESS bytes (or the end of the file) arrive.
+PROGRESS = 64 << 10
+_timeout = contextvars.ContextVar("mnistconv_remote_timeout", default=DEFAULT_TIMEOUT)
+
+
+@contextlib.contextmanager
+def timeout(seconds):
+    """Inside the block, a remote input or output gives up after `seconds` without
+    progress (DEFAULT_TIMEOUT otherwise): a listing or a file's details not answered
+    in that time, or a file's bytes arriving slower than PROGRESS bytes in that time.
+    On S3 the same time bounds each connection and each socket read of an upload.
+
+        with mnistconv.remote.timeout(10):
+            ds = mnistconv.read("https://example.org/mnist.npz")
+    """
+    token = _timeout.set(float(seconds))
+    try:
+        yield
+    finally:
+        _timeout.reset(token)
 
 
 def is_remote(path) -> bool:
@@ -70,8 +97,14 @@ def _filesystem(url):
     except ImportError:
         raise MissingDependency("fsspec", "remote", f"the remote path {scheme}://") \
             from None
+    options = {}
+    if scheme in ("s3", "s3a"):  # botocore's own socket timeouts bound uploads too
+        configured = fsspec.config.conf.get(scheme, {}).get("config_kwargs", {})
+        seconds = _timeout.get()
+        options["config_kwargs"] = {"connect_timeout": seconds, "read_timeout": seconds,
+                                    **configured}
     try:
-        return fsspec.core.url_to_fs(url)
+        return fsspec.core.url_to_fs(url, **options)
     except ImportError as e:
         module = getattr(e, "name", None) or \
             {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "http": "aiohttp",
@@ -88,6 +121,8 @@ def _failed(url, what, e):
     """A store's failure (botocore, aiohttp, OSError) as one line naming the URL."""
     if isinstance(e, MnistconvError):
         return e
+    if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
+        return _stalled(url)
     if isinstance(e, FileNotFoundError):
         return UsageError(url, "no such file or directory")
     if isinstance(e, NotImplementedError):
@@ -96,6 +131,25 @@ def _failed(url, what, e):
     text = _one_line(e)
     return MnistconvError(url, f"{what} failed: {text}", "check the URL, the network and "
                           "the credentials, then run again")
+
+
+def _stalled(url):
+    return MnistconvError(url, f"no progress for {_timeout.get():g} s",
+                          "check the server and the network, or allow more time "
+                          "(mnistconv.remote.timeout)",
+                          cli_hint="check the server and the network, or allow more "
+                                   "time with --timeout")
+
+
+def _call(fs, method, *args, seconds=None, **kwargs):
+    """fs.method(*args, **kwargs), abandoned (cancelled) after `seconds` (default: the
+    timeout) on a store fsspec drives asynchronously (HTTP, S3, GCS, Azure)."""
+    if getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False):
+        from fsspec.asyn import sync
+        seconds = _timeout.get() if seconds is None else max(seconds, 0.001)
+        return sync(fs.loop, getattr(fs, "_" + method), *args, timeout=seconds,
+                    **kwargs)
+    return getattr(fs, method)(*args, **kwargs)
 
 
 def _protocols(fs):
@@ -126,11 +180,14 @@ class Spool:
             self.folder = tempfile.mkdtemp(prefix=staging_prefix("remote-in")[1:])
             weakref.finalize(self, _remove, self.folder, os.getpid())
             _folders.add(self.folder)
-        self.local = os.path.join(self.folder, self.url.rsplit("/", 1)[-1] or "input")
+        # The URL's own last name, when it is one (the format may be told by it).
+        last = self.url.rsplit("/", 1)[-1]
+        self.name = last if is_safe_file_name(last) else "input"
+        self.local = os.path.join(self.folder, self.name)
 
     def local_name(self, text):
         """text with the spool's paths given back their remote names."""
-        return str(text).replace(self.folder, _parent(self.url))
+        return redact(str(text).replace(self.folder, _parent(self.url)))
 
 
 _folders = set()  # this process's live spool folders, for remove_spools()
@@ -150,42 +207,115 @@ def remove_spools():
         _remove(folder, os.getpid())
 
 
-def _sources(fs, path, url):
-    """[(remote path, path relative to the spool folder, size or None)]: what to copy."""
+def _sources(fs, path, url, name):
+    """[(remote path, path relative to the spool folder, size or None)]: what to copy.
+    Every name a listing gives is checked (_relative) before it becomes a local path."""
     stem = path.rstrip("/")
-    name = stem.rsplit("/", 1)[-1]
+    base = stem.rsplit("/", 1)[-1]
+    parent = _parent(stem)
     try:
-        if _GLOB.search(name):
-            found = [(p, fs.info(p)) for p in sorted(fs.glob(stem))]
-        elif fs.isdir(stem):
-            found = [(p, info) for p, info in sorted(fs.find(stem, detail=True).items())]
-            return [(p, name + "/" + p[len(stem):].lstrip("/"),
-                     info.get("size")) for p, info in found]
-        elif fs.isfile(stem) and _SHARD.search(name):  # one shard: read with its set
-            pattern = re.escape(_SHARD.sub("", name)) + r"-\d{5}-of-" + \
-                _SHARD.search(name).group(1) + "$"
-            found = [(info["name"], info) for info in fs.ls(_parent(stem), detail=True)
-                     if info.get("type") == "file" and
-                     re.match(pattern, info["name"].rsplit("/", 1)[-1])]
-        elif fs.isfile(stem):
-            found = [(stem, fs.info(stem))]
-            if "images" in name:  # an IDX images file: its labels file beside it
-                before = name.split("images", 1)[0]
-                labels = re.escape(before) + r"labels-idx\d+-[a-z0-9]+(\.gz|\.xz)?$"
-                found += [(info["name"], info) for info in fs.ls(_parent(stem), detail=True)
-                          if info.get("type") == "file" and
-                          re.match(labels, info["name"].rsplit("/", 1)[-1])]
+        if _GLOB.search(base):
+            found = [(p, _call(fs, "info", p)) for p in sorted(_call(fs, "glob", stem))]
+            parent = None  # a glob's matches may lie in several folders
+        elif _call(fs, "isdir", stem):
+            return _tree(fs, stem, name, url)
+        elif _call(fs, "isfile", stem) and _SHARD.search(base):  # read with its set
+            pattern = re.escape(_SHARD.sub("", base)) + r"-\d{5}-of-" + \
+                _SHARD.search(base).group(1) + "$"
+            found = _files_beside(fs, stem, pattern)
+        elif _call(fs, "isfile", stem):
+            found = [(stem, _call(fs, "info", stem))]
+            if "images" in base:  # an IDX images file: its labels file beside it
+                before = base.split("images", 1)[0]
+                found += _files_beside(fs, stem, re.escape(before) +
+                                       r"labels-idx\d+-[a-z0-9]+(\.gz|\.xz)?$")
+            return [(stem, name, found[0][1].get("size"))] + \
+                _named(fs, found[1:], parent, url)
         else:  # the name a writer was given: its per-split files and shard sets
-            base = name.split(".", 1)[0]
-            found = [(info["name"], info) for info in fs.ls(_parent(stem), detail=True)
-                     if info.get("type") == "file" and
-                     re.match(f"({re.escape(name)}|{re.escape(base)})-",
-                              info["name"].rsplit("/", 1)[-1])]
+            stub = base.split(".", 1)[0]
+            found = _files_beside(fs, stem, f"({re.escape(base)}|{re.escape(stub)})-")
     except FileNotFoundError:
         found = []
     if not found:
         raise UsageError(url, "no such file or directory")
-    return [(p, p.rstrip("/").rsplit("/", 1)[-1], info.get("size")) for p, info in found]
+    return _named(fs, found, parent, url)
+
+
+def _named(fs, found, parent, url):
+    """[(path, info)] from a listing as _sources gives them, each name checked."""
+    named = [(p, _relative(p, parent, url, fs), info.get("size")) for p, info in found]
+    return [(p, "/".join(names), size) for p, names, size in named if names]
+
+
+def _files_beside(fs, stem, pattern):
+    """[(path, info)] of the files in stem's folder whose names match pattern."""
+    return [(info["name"], info) for info in _call(fs, "ls", _parent(stem), detail=True)
+            if info.get("type") == "file" and
+            re.match(pattern, info["name"].rstrip("/").rsplit("/", 1)[-1])]
+
+
+def _relative(entry, folder, url, fs):
+    """The names of entry's path below folder (None: anywhere, a glob's match), each a
+    safe file name (limits.is_safe_file_name), or a FormatError: a listing is data
+    from elsewhere, and `../../tmp/x` must never become a local path. Over HTTP a
+    name is a link, %-encoded; None for a link to a query or a fragment (a server's
+    sort links), which names no file."""
+    if folder is not None:
+        if not entry.startswith(folder.rstrip("/") + "/"):
+            return None if entry.rstrip("/") == folder.rstrip("/") else \
+                _unsafe(url, entry)
+        entry = entry[len(folder.rstrip("/")) + 1:]
+        if not entry.rstrip("/"):
+            return None  # the folder itself (a link to '/' on some servers)
+    else:
+        entry = entry.rstrip("/").rsplit("/", 1)[-1]
+    if _protocols(fs) & {"http", "https"}:
+        if "?" in entry or "#" in entry:
+            return None
+        entry = unquote(entry)
+    names = entry.rstrip("/").split("/")
+    if not all(is_safe_file_name(n) for n in names):
+        _unsafe(url, entry)
+    return names
+
+
+def _unsafe(url, entry):
+    raise FormatError(url, f"its listing names {printable(entry)}, which is not a file "
+                           "name inside it", "mnistconv copies only the files a listing "
+                           "names inside the folder; check the server")
+
+
+def _tree(fs, top, name, url):
+    """Every file under the folder top, as _sources gives them, walked one listing at
+    a time: MAX_REMOTE_FOLDERS folders at most, MAX_REMOTE_DEPTH deep, each name
+    checked, each listing under the timeout (a listing may link to itself)."""
+    found, seen, pending, folders = [], set(), [(top, [name])], 0
+    while pending:
+        folder, parts = pending.pop()
+        folders += 1
+        if folders > MAX_REMOTE_FOLDERS or len(parts) > MAX_REMOTE_DEPTH:
+            raise UsageError(url, f"holds more than {MAX_REMOTE_FOLDERS:,} folders or "
+                                  f"folders more than {MAX_REMOTE_DEPTH} deep",
+                             "name a smaller directory or a glob")
+        for info in _call(fs, "ls", folder, detail=True):
+            names = _relative(info["name"], folder, url, fs)
+            key = "/".join(parts + (names or []))
+            if names is None or key in seen:
+                continue
+            seen.add(key)
+            if info.get("type") == "directory":
+                pending.append((info["name"], parts + names))
+            else:
+                found.append((info["name"], key, info.get("size")))
+                if len(found) > MAX_REMOTE_FILES:
+                    _too_many(url, len(found))
+    return sorted(found)
+
+
+def _too_many(url, count):
+    raise UsageError(url, f"holds {'more than ' if count > MAX_REMOTE_FILES else ''}"
+                          f"{count:,} files, more than the {MAX_REMOTE_FILES:,} mnistconv "
+                          "copies from one remote input", "name a smaller directory or a glob")
 
 
 def _copy_in(url) -> Spool:
@@ -195,28 +325,23 @@ def _copy_in(url) -> Spool:
     fs, path = _filesystem(url)
     spool = Spool(url)
     try:
-        sources = [s for s in _sources(fs, path, url) if not is_staging_name(s[1])]
+        sources = [s for s in _sources(fs, path, url, spool.name)
+                   if not is_staging_name(s[1].rsplit("/", 1)[-1])]
         if len(sources) > MAX_REMOTE_FILES:
-            raise UsageError(url, f"holds {len(sources):,} files, more than the "
-                                  f"{MAX_REMOTE_FILES:,} mnistconv copies from one "
-                                  "remote input", "name a smaller directory or a glob")
+            _too_many(url, len(sources))
         known = sum(size or 0 for _, _, size in sources)
         free = shutil.disk_usage(spool.folder).free
         if known > free:
-            raise UsageError(url, f"holds {known:,} bytes, more than the {free:,} free "
-                                  f"where it would be copied ({tempfile.gettempdir()})",
-                             "set TMPDIR to a folder with room")
-        # One pass from start to end, holding one read: HTTP as a stream (no range
-        # requests, which many servers lack); elsewhere one ranged read per READ bytes,
-        # no cache (s3fs' default reads ahead 50 MB blocks and keeps them).
-        http = bool(_protocols(fs) & {"http", "https"})
-        streaming = {"block_size": 0} if http else {"cache_type": "none"}
-        step = CHUNK if http else READ
-        for remote, relative, _ in sources:
+            _no_room(url, known, free)
+        copied = 0
+        for remote, relative, size in sources:
             local = os.path.join(spool.folder, *relative.split("/"))
             os.makedirs(os.path.dirname(local), exist_ok=True)
-            with fs.open(remote, "rb", **streaming) as src, open(local, "wb") as dst:
-                while chunk := src.read(step):
+            with open(local, "xb") as dst:  # two entries of one name: refused
+                for chunk in _chunks(fs, remote, size):
+                    copied += len(chunk)
+                    if copied > free:  # a server sending more than it said
+                        _no_room(url, copied, free)
                     dst.write(chunk)
     except BaseException as e:
         _remove(spool.folder, os.getpid())  # not left for garbage collection to find
@@ -226,6 +351,65 @@ def _copy_in(url) -> Spool:
     if _GLOB.search(path.rstrip("/").rsplit("/", 1)[-1]):
         spool.local = spool.folder  # the matches, read as a directory of files
     return spool
+
+
+def _no_room(url, size, free):
+    raise UsageError(url, f"holds {size:,} bytes, more than the {free:,} free where it "
+                          f"would be copied ({tempfile.gettempdir()})",
+                     "set TMPDIR to a folder with room")
+
+
+def _chunks(fs, remote, size):
+    """remote's bytes, one read at a time, in one pass from start to end: HTTP as a
+    stream (no range requests, which many servers lack); elsewhere one ranged read per
+    READ bytes, no cache (s3fs' default reads ahead 50 MB blocks and keeps them).
+    TimeoutError when PROGRESS bytes (or the end) take longer than the timeout."""
+    seconds = _timeout.get()
+    mark, since = time.monotonic(), 0
+
+    def left():
+        return seconds - (time.monotonic() - mark)
+
+    if not getattr(fs, "async_impl", False):
+        source = fs.open(remote, "rb", cache_type="none")
+        read = functools.partial(source.read, READ)
+    elif _protocols(fs) & {"http", "https"}:
+        from fsspec.asyn import sync
+        source = sync(fs.loop, fs.open_async, remote, timeout=seconds)
+        read = lambda: sync(fs.loop, source.read, CHUNK, timeout=max(left(), 0.001))
+    else:
+        source, offset = None, [0]
+        if size is None:
+            size = _call(fs, "info", remote)["size"]
+
+        def read():
+            if offset[0] >= size:
+                return b""
+            data = _call(fs, "cat_file", remote, start=offset[0],
+                         end=min(offset[0] + READ, size), seconds=left())
+            offset[0] += len(data)
+            return data
+    try:
+        while chunk := read():
+            since += len(chunk)
+            if since >= PROGRESS:
+                mark, since = time.monotonic(), 0
+            elif left() <= 0:
+                raise TimeoutError(remote)
+            yield chunk
+    finally:
+        _close(fs, source)
+
+
+def _close(fs, source):
+    if source is None:
+        return
+    if getattr(fs, "async_impl", False):
+        from fsspec.asyn import sync
+        with contextlib.suppress(Exception):
+            sync(fs.loop, source.close, timeout=1)
+    else:
+        source.close()
 
 
 _detected = {}  # url -> Spool copied for detect_input, taken by the read() that follows

@@ -2,15 +2,26 @@
 inside (examples/browser). Nothing here is specific to packs beyond the content types:
 .bin.gz is sent as application/gzip with no Content-Encoding, so the page receives the
 gzip bytes untouched and decompresses them itself (DecompressionStream("gzip")).
+
+It serves the folder and nothing else: regular files and folders under it (a link may
+point only inside it; a FIFO, device or socket is neither listed nor opened), only to
+requests addressed to localhost, 127.0.0.1 or [::1] with its port (a web page that
+rebinds its own name to 127.0.0.1 is refused), with at most MAX_CONNECTIONS at once,
+each dropped after CONNECTION_TIMEOUT seconds of silence.
 """
 
 import errno
 import functools
+import io
 import os
+import stat
 
 from .errors import UsageError
 
 _FIX_PORT = "choose another with --port (--port 0 picks a free one)"
+MAX_CONNECTIONS = 32
+CONNECTION_TIMEOUT = 30
+_LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
 def make_server(directory, host="127.0.0.1", port=8000, log=None):
@@ -34,12 +45,64 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
 
     if not os.path.isdir(directory):
         raise UsageError(directory, "is not a directory")
+    root = os.path.realpath(directory)
 
     class Handler(SimpleHTTPRequestHandler):
         extensions_map = {**SimpleHTTPRequestHandler.extensions_map,
                           ".js": "text/javascript", ".mjs": "text/javascript",
                           ".json": "application/json", ".bin": "application/octet-stream",
                           ".gz": "application/gzip", ".html": "text/html"}
+        timeout = CONNECTION_TIMEOUT  # a silent client holds its thread no longer
+
+        def parse_request(self):
+            if not super().parse_request():
+                return False
+            port = self.server.server_address[1]
+            allowed = {f"{name}:{port}" for name in _LOCAL_NAMES}
+            if port == 80:
+                allowed.update(_LOCAL_NAMES)
+            if self.headers.get("Host", "").lower() not in allowed:
+                # DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends
+                # its own name; the browser's same-origin rule does not stop it.
+                self.send_error(403, "Host must be localhost, 127.0.0.1 or [::1] "
+                                     f"with port {port}")
+                return False
+            return True
+
+        def send_head(self):
+            path = _inside(root, self.translate_path(self.path))
+            if path and os.path.isdir(path):
+                if not self.path.split("?", 1)[0].split("#", 1)[0].endswith("/"):
+                    return super().send_head()  # the stdlib's redirect to name/
+                index = _inside(root, os.path.join(path, "index.html"))
+                if not index or not os.path.lexists(index):
+                    return self.list_directory(path)
+                path = index
+            f = _open_regular(path) if path else None
+            if f is None:
+                self.send_error(404, "File not found")
+                return None
+            self.send_response(200)
+            self.send_header("Content-type", self.guess_type(path))
+            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            self.end_headers()
+            return f
+
+        def list_directory(self, path):
+            # Only what would be served (the stdlib's lists every name, links out too).
+            try:
+                names = sorted((n for n in os.listdir(path)
+                                if _servable(root, os.path.join(path, n))), key=str.lower)
+            except OSError:
+                self.send_error(404, "No permission to list directory")
+                return None
+            body = _listing(self.path, [n + "/" if os.path.isdir(os.path.join(path, n))
+                                        else n for n in names])
+            self.send_response(200)
+            self.send_header("Content-type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            return io.BytesIO(body)
 
         def end_headers(self):
             self.send_header("Cache-Control", "no-store")
@@ -49,9 +112,9 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
             if log:
                 log(f"{self.address_string()} {fmt % args}")
 
-    handler = functools.partial(Handler, directory=os.path.abspath(directory))
+    handler = functools.partial(Handler, directory=root)
     try:
-        return ThreadingHTTPServer((host, port), handler)
+        return _bounded_server(ThreadingHTTPServer)((host, port), handler)
     except OSError as e:
         if e.errno == errno.EADDRINUSE:
             raise UsageError(None, f"port {port} on {host} is already in use",
@@ -61,3 +124,84 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
                                    "(ports below 1024 need privileges)", _FIX_PORT) \
                 from None
         raise
+
+
+def _bounded_server(base):
+    """base (ThreadingHTTPServer) with at most MAX_CONNECTIONS handled at once (one more
+    is closed at once) and no traceback for a client that went away."""
+    import threading
+
+    class Bounded(base):
+        daemon_threads = True  # Ctrl-C stops serve without waiting for a client
+
+        def __init__(self, *args, **kwargs):
+            self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+            super().__init__(*args, **kwargs)
+
+        def process_request(self, request, client_address):
+            if not self.slots.acquire(blocking=False):
+                self.shutdown_request(request)
+                return
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self.slots.release()
+                raise
+
+        def process_request_thread(self, request, client_address):
+            try:
+                super().process_request_thread(request, client_address)
+            finally:
+                self.slots.release()
+
+        def handle_error(self, request, client_address):
+            import sys
+            if not isinstance(sys.exc_info()[1], OSError):  # a bug keeps its traceback
+                super().handle_error(request, client_address)
+
+    return Bounded
+
+
+def _listing(url_path, names):
+    """A folder's listing page (as http.server writes it) for the given names."""
+    import html
+    from urllib.parse import quote, unquote
+    shown = html.escape(unquote(url_path.split("?", 1)[0].split("#", 1)[0]))
+    items = "".join(f'<li><a href="{quote(n)}">{html.escape(n)}</a></li>\n'
+                    for n in names)
+    page = (f'<!DOCTYPE HTML>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>Directory listing for {shown}</title>\n</head>\n<body>\n"
+            f"<h1>Directory listing for {shown}</h1>\n<hr>\n<ul>\n{items}</ul>\n"
+            "<hr>\n</body>\n</html>\n")
+    return page.encode("utf-8", "surrogateescape")
+
+
+def _inside(root, path):
+    """path with its links resolved, if that lies under root; else None."""
+    real = os.path.realpath(path)
+    return real if real == root or real.startswith(root.rstrip(os.sep) + os.sep) else None
+
+
+def _servable(root, path):
+    """Whether path is a regular file or a folder under root (after its links)."""
+    real = _inside(root, path)
+    try:
+        mode = os.stat(real).st_mode if real else 0
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
+
+def _open_regular(path):
+    """path opened for reading if it is a regular file, else None. Opened without
+    blocking and checked after opening: a FIFO would wait for a writer for ever, a
+    device would stream without end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")

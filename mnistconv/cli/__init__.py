@@ -213,7 +213,8 @@ def _redeliver(signum, frame):
 def one_line(text) -> str:
     """A message as one line: a newline or other control character in a file name
     (which a file from elsewhere may hold) would split or garble the error line."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    from ..errors import redact
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in redact(text))
 
 
 
@@ -294,6 +295,8 @@ def main(argv=None):
         sys.unraisablehook = previous[0]
         signal.signal(signal.SIGTERM, previous[1])
         signal.signal(signal.SIGINT, previous[2])
+        if "mnistconv.remote" in sys.modules:  # copies of remote inputs: the command
+            sys.modules["mnistconv.remote"].remove_spools()  # is done with them
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -334,8 +337,6 @@ def console():
     elif not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    if "mnistconv.remote" in sys.modules:  # copies of remote inputs (s3://...)
-        sys.modules["mnistconv.remote"].remove_spools()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

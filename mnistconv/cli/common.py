@@ -10,6 +10,7 @@ import time
 
 import click
 
+from ..errors import redact
 from ..records import Progress
 
 
@@ -31,12 +32,31 @@ def force_option(f):
                         help="Overwrite outputs that already exist.")(f)
 
 
+def timeout_option(f):
+    """--timeout S: how long a remote input or output (https://, s3://) may go without
+    progress (mnistconv.remote.timeout), for the rest of the command."""
+    def enter(ctx, param, value):
+        if value is not None:
+            from .. import remote
+            ctx.with_resource(remote.timeout(value))
+    return click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+                        metavar="S", callback=enter, expose_value=False,
+                        help="Give up on a remote input or output (https://, s3://, ...) "
+                             "after S seconds without progress (a listing not answered, "
+                             "less than 64 KB of a file arriving).  [default: 60]")(f)
+
+
+def say(message, err=False):
+    """One line of output, any password in a URL shown as *** (errors.redact)."""
+    click.echo(redact(message), err=err)
+
+
 def note(message, quiet=False):
     """A human-readable line on stderr (never stdout, which may carry data or JSON).
     Progress bars still drawn are finished first, so the line comes below them."""
     if not quiet:
         close_progress()
-        click.echo(message, err=True)
+        say(message, err=True)
 
 
 def emit_json(obj):
@@ -45,7 +65,7 @@ def emit_json(obj):
         emit_json({"path": "mnist.npz", "splits": {...}})
     """
     close_progress()
-    click.echo(json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False))
+    say(json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False))
 
 
 def _finite(obj):
@@ -107,7 +127,7 @@ class RichProgress(Progress):
             self.bars.start()
             self.started = True
             _open.append(self)
-        self.task = self.bars.add_task(description, total=total)
+        self.task = self.bars.add_task(redact(description), total=total)
         self._began, self._done = time.monotonic(), 0
 
     def advance(self, n):

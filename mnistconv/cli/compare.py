@@ -5,7 +5,8 @@ import math
 import click
 
 from ..errors import UsageError
-from .common import emit_json, json_option, make_progress, quiet_option
+from .common import emit_json, json_option, make_progress, quiet_option, say, \
+    timeout_option
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -83,6 +84,7 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
 @click.option("--worst", type=click.IntRange(min=0), default=5, show_default=True,
               metavar="N", help="List the N examples that differ most.")
 @format_options(all_options("read"))
+@timeout_option
 @quiet_option
 @json_option
 def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json, **values):
@@ -116,5 +118,5 @@ def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json, **va
         emit_json({"a": {"path": a, "format": fmt_a.name},
                    "b": {"path": b, "format": fmt_b.name}, **result.to_json()})
     elif not quiet:
-        click.echo(_report(result, a, b, fmt_a.name, fmt_b.name))
+        say(_report(result, a, b, fmt_a.name, fmt_b.name))
     return 0 if result.equal else 1

@@ -12,7 +12,7 @@ import click
 from .. import registry
 from ..errors import UsageError
 from .common import (emit_json, files_json, force_option, json_option, make_progress, note,
-                     quiet_option)
+                     quiet_option, timeout_option)
 from .inputs import (Input, StdinSpool, all_options, format_options, from_option,
                      options_for, selection, selection_options)
 
@@ -260,6 +260,7 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
 @force_option
 @sha256sums_option
 @plan_options
+@timeout_option
 @quiet_option
 @json_option
 def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
@@ -298,7 +299,8 @@ def pair_command(reader_name, writer_name):
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, sha256sums_option, plan_options, quiet_option, json_option,
+        force_option, sha256sums_option, plan_options, timeout_option, quiet_option,
+        json_option,
     ]):
         command = decorator(command)
     return command

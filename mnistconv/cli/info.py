@@ -4,7 +4,7 @@ import os
 
 import click
 
-from .common import emit_json, json_option, note
+from .common import emit_json, json_option, note, say, timeout_option
 from .inputs import Input, all_options, format_options, from_option, selection, \
     selection_options
 
@@ -51,6 +51,7 @@ def describe(dataset, check=True):
 @from_option()
 @format_options(all_options("read"))
 @selection_options
+@timeout_option
 @json_option
 def info(path, from_name, as_json, **values):
     """Show a dataset's format, splits, counts, element type, shape, labels and
@@ -69,25 +70,25 @@ def info(path, from_name, as_json, **values):
     if as_json:
         emit_json(facts)
         return 0
-    click.echo(f"{path}: {facts['format']}, {len(facts['splits'])} split(s)")
+    say(f"{path}: {facts['format']}, {len(facts['splits'])} split(s)")
     for name, s in facts["splits"].items():
         shape = "x".join(map(str, s["shape"]))
         low, high = s["label_range"] or ("-", "-")
-        click.echo(f"  {name}: {s['count']} images {shape} {s['dtype']}, labels "
+        say(f"  {name}: {s['count']} images {shape} {s['dtype']}, labels "
                    f"{s['label_dtype']} {low}..{high}")
         names = s.get("class_names", ())
         if names:
-            click.echo(f"    class names: {_names_line(names)}")
+            say(f"    class names: {_names_line(names)}")
         if s.get("extra_fields"):
-            click.echo(f"    extra fields: {', '.join(s['extra_fields'])}")
-        click.echo("    per class:")
+            say(f"    extra fields: {', '.join(s['extra_fields'])}")
+        say("    per class:")
         counts = {f"{c} {_short(names[int(c)])}" if int(c) < len(names) else c: n
                   for c, n in s["class_counts"].items()}
         print_histogram(counts, "      ")
     for f in facts["files"]:
-        click.echo(f"  {f['sha256']}  {f['bytes']:>10}  {f['path']}")
+        say(f"  {f['sha256']}  {f['bytes']:>10}  {f['path']}")
     for text in facts["notes"]:
-        click.echo(f"  note: {text}")
+        say(f"  note: {text}")
     return 0
 
 
@@ -119,7 +120,7 @@ def print_histogram(class_counts, indent="    "):
             from rich.text import Text
             console.print(Text.assemble(indent, label, " ", (bar, "cyan"), " ", count))
         else:
-            click.echo(f"{indent}{label} {bar} {count}")
+            say(f"{indent}{label} {bar} {count}")
 
 
 def orientation_hint(split, transposed=False, quiet=False):

@@ -14,7 +14,7 @@ import click
 
 from .. import detect, registry
 from ..errors import UsageError
-from .common import note
+from .common import note, timeout_option
 
 # The selection options' names: the keyword arguments of mnistconv.stream.select.
 SELECTION = ("splits", "limit", "per_class", "shuffle", "seed", "transpose")
@@ -139,13 +139,15 @@ class Input:
 
 
 def one_split_options(f):
-    """What show and preview read: --from, the read options, one --split, --transpose."""
+    """What show and preview read: --from, the read options, one --split, --transpose,
+    --timeout."""
     for decorator in reversed([
         from_option(),
         format_options(all_options("read")),
         click.option("--split", "split_name", metavar="NAME",
                      help="The split to draw (default: the first, e.g. train)."),
         transpose_option(),
+        timeout_option,
     ]):
         f = decorator(f)
     return f
