@@ -37,7 +37,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 # h5py, Apache Beam, an S3 server: moto); torch and torchvision are the builds that lie
 # on this project's machines. Beam caps protobuf below 7 and Pillow below 13 for the
 # whole environment; the tests pass with those versions.
-TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch,beam,test-beam,remote,test-remote
+TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch,beam,test-beam,remote,test-remote,test-croissant,test-tfrecord-index
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(TEST_EXTRAS)]'

@@ -139,7 +139,8 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
     exists is replaced only with force=True; outputs appear whole or not at all.
     `progress` (a records.Progress) hears how far each split has got; `options` are
     the format's write options (see formats()). Returns the files written, in order,
-    each with .path, .bytes and .sha256.
+    each with .path, .bytes and .sha256. A Parquet directory or an ImageFolder tree
+    also gets croissant.json, its Croissant 1.0 metadata (mnistconv.croissant).
 
         ds = mnistconv.read("data/mnist")
         files = mnistconv.write(ds, "mnist.npz", compress=True)
@@ -160,13 +161,19 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options) 
     path, options = registry.resolve_output(path, fmt, options)
     from .formats.idx.classes import check_dataset
     check_dataset(dataset)
+    from . import croissant
+    described = croissant.applies(fmt.name, path)
+    if described:  # refused now, not after the data is written
+        croissant.check_target(path, force)
     written = fmt.load().write(dataset, path, force=force,
                                progress=progress or NO_PROGRESS, **options)
-    if isinstance(written, WriteResult):
-        return written
-    # A writer that returns its files only: the counts are its splits' (all written).
-    return WriteResult(list(written), {name: split.header.count
-                                       for name, split in dataset.splits.items()})
+    if not isinstance(written, WriteResult):
+        # A writer that returns its files only: the counts are its splits' (all written).
+        written = WriteResult(list(written), {name: split.header.count
+                                              for name, split in dataset.splits.items()})
+    if described:  # Parquet and ImageFolder directories: croissant.json beside the data
+        written.files.append(croissant.write(dataset, path, written, fmt.name, force))
+    return written
 
 
 def convert(src, dst, from_=None, to=None, *, read_options=None, select=None,

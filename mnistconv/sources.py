@@ -69,6 +69,10 @@ class Family:
     extract: Optional[Callable[[str], Optional[str]]] = None
     note: str = ""
     sources: tuple = ()  # other Sources, beside "original" (mirrors + files above)
+    # What the publishers state, where they state it (Croissant metadata, dataset
+    # cards): the license's URL and the paper to cite, as BibTeX; "" when unstated.
+    license: str = ""
+    citation: str = ""
 
     def source(self, name="original") -> Source:
         """The source of that name: "original" is the publishers' files on `mirrors`.
@@ -99,6 +103,13 @@ def _emnist_member(member):
 
 _IDX = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+
+
+def _bibtex(key, kind, title, authors, year, **more):
+    """A BibTeX entry, as Croissant's citeAs and dataset cards carry it."""
+    lines = [f"@{kind}{{{key},", f"  title={{{title}}},", f"  author={{{authors}}},"]
+    lines += [f"  {name}={{{value}}}," for name, value in more.items()]
+    return "\n".join(lines + [f"  year={{{year}}}", "}"])
 
 
 _KERAS = "https://storage.googleapis.com/tensorflow/tf-keras-datasets"
@@ -173,7 +184,13 @@ FAMILIES = {
                 Source("hf", "the Hugging Face Hub's Parquet (ylecun/mnist), converted "
                        "to IDX", (f"{_HUB}/ylecun/mnist/resolve/main",), _hub_files("mnist"),
                        "parquet", "the official files' content SHA-256"),
-            )),
+            ),
+            # The publishers' page states no license.
+            citation=_bibtex("lecun1998gradient", "article",
+                             "Gradient-based learning applied to document recognition",
+                             "LeCun, Yann and Bottou, L{\\'e}on and Bengio, Yoshua and "
+                             "Haffner, Patrick", 1998, journal="Proceedings of the IEEE",
+                             volume="86", number="11", pages="2278--2324")),
         Family(
             "fashion-mnist", "Fashion-MNIST: Zalando article images, 10 classes",
             "https://github.com/zalandoresearch/fashion-mnist",
@@ -209,7 +226,13 @@ FAMILIES = {
                        (f"{_HUB}/zalando-datasets/fashion_mnist/resolve/main",),
                        _hub_files("fashion_mnist"), "parquet",
                        "the converted files' content, where its SHA-256 is known"),
-            )),
+            ),
+            license="https://opensource.org/licenses/MIT",  # the repository's LICENSE
+            citation=_bibtex("xiao2017fashion", "article",
+                             "Fashion-MNIST: a Novel Image Dataset for Benchmarking "
+                             "Machine Learning Algorithms",
+                             "Xiao, Han and Rasul, Kashif and Vollgraf, Roland", 2017,
+                             journal="arXiv preprint arXiv:1708.07747")),
         Family(
             "kmnist", "Kuzushiji-MNIST: cursive Japanese characters, 10 classes",
             "https://github.com/rois-codh/kmnist",
@@ -231,7 +254,14 @@ FAMILIES = {
                     29497, "t10k-images-idx3-ubyte.gz": 3041136,
                     "t10k-labels-idx1-ubyte.gz": 5120}),
             checksums_from="torchvision/datasets/mnist.py (KMNIST.resources); TensorFlow "
-                           "Datasets' url_checksums/kmnist.txt (SHA-256, sizes)"),
+                           "Datasets' url_checksums/kmnist.txt (SHA-256, sizes)",
+            # The repository's README: CC BY-SA 4.0.
+            license="https://creativecommons.org/licenses/by-sa/4.0/",
+            citation=_bibtex("clanuwat2018deep", "article",
+                             "Deep Learning for Classical Japanese Literature",
+                             "Clanuwat, Tarin and Bober-Irizar, Mikel and Kitamoto, Asanobu "
+                             "and Lamb, Alex and Yamamoto, Kazuaki and Ha, David", 2018,
+                             journal="arXiv preprint arXiv:1812.01718")),
         Family(
             "emnist", "EMNIST: NIST Special Database 19 in MNIST form, all six splits",
             "https://www.nist.gov/itl/products-and-services/emnist-dataset",
@@ -245,7 +275,12 @@ FAMILIES = {
             extract=_emnist_member,
             note="about 560 MB; the splits are extracted to DIR/<split>/ "
                  "(byclass, bymerge, balanced, letters, digits, mnist); EMNIST images "
-                 "are stored transposed"),
+                 "are stored transposed",
+            citation=_bibtex("cohen2017emnist", "article",
+                             "EMNIST: an extension of MNIST to handwritten letters",
+                             "Cohen, Gregory and Afshar, Saeed and Tapson, Jonathan and "
+                             "van Schaik, Andr{\\'e}", 2017,
+                             journal="arXiv preprint arXiv:1702.05373")),
     )
 }
 

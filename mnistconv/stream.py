@@ -175,6 +175,11 @@ def select_split(split: Split, limit=None, per_class=None, shuffle=False, seed=0
     when nothing is asked."""
     if not shuffle and per_class is None and limit is None:
         return split
+    # A reader that can read only the chosen records (a TFRecord with record indexes).
+    chosen = split.select(limit, per_class, shuffle, seed) if hasattr(split, "select") \
+        else None
+    if chosen is not None:
+        return chosen
     count = split.header.count
     order = np.arange(count, dtype=np.int64)
     if shuffle:

@@ -54,7 +54,8 @@ def _chosen(split, path, index, per_class, grid):
                          "give one of them")
     cols, rows = (None, None) if grid is None else parse_grid(grid)
     limit = None if rows is None else cols * rows
-    count = split.header.count
+    # A split read through record indexes knows its count without reading it all.
+    count = split.count if hasattr(split, "at") else split.header.count
     if index is not None:
         positions = parse_index(index, count, path)
     elif per_class is not None:
@@ -100,6 +101,10 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     dataset = Input(path, from_name).read(values, {"transpose": transpose})
     split = one_split(dataset, path, split_name, quiet)
     positions, cols, rows = _chosen(split, path, index, per_class, grid)
+    if index is not None and hasattr(split, "at"):
+        # Only the records shown are read, through the record indexes.
+        import numpy as np
+        split, positions = split.at(positions), np.arange(len(positions))
     if len(positions) == 0:
         note(f"{path}: no images to show", quiet)
         return 0

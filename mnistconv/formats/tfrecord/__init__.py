@@ -43,7 +43,9 @@ against MAX_CLASSES, shard names' counts; and every record must have the feature
 the first, with their kinds.
 
 Modules: framing.py (records, CRCs, compression), example.py (Example messages,
-presets, layouts), names.py (output names, resolving inputs), reader.py, writer.py.
+presets, layouts), names.py (output names, resolving inputs), reader.py, writer.py, index_files.py
+(`<file>.idx` record indexes) and indexed.py (read(): a split with indexes reads only
+the records a selection needs).
 This file imports none of them until a name is used, so `--help` pays for nothing.
 
     from mnistconv.formats import tfrecord
@@ -99,6 +101,9 @@ SPEC = Format(
                "about 20% slower)"),
         Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
                "core)", "int", low=1, high=64),
+        Option("index_files", "--index-files", "Also write <file>.idx beside every "
+               "output file: an 'offset length' line per record (DALI's tfrecord2idx, "
+               "the tfrecord package's index; uncompressed output only)"),
     ),
     stdio=True,
 )
@@ -106,7 +111,8 @@ SPEC = Format(
 
 # The module of this package (or of mnistconv) that holds each public name.
 _NAMES_BY_HOME = {
-    ".reader": ("read", "sniff", "TFRecordSplit"),
+    ".reader": ("sniff", "TFRecordSplit"),
+    ".indexed": ("read", "IndexedSplit"),
     ".writer": ("write", "encode_records", "Settings", "CHUNK", "ERROR_SAMPLE",
                 "IMAGE_FORMATS", "LABEL_FORMATS"),
     ".framing": ("masked_crc", "Framer", "iter_records", "COMPRESSIONS", "NOT_TFRECORD",

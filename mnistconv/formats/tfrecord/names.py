@@ -15,12 +15,15 @@ from ...fileio import is_stdio
 from ...shards import SHARD_RE
 
 EXTENSIONS = (".tfrecord", ".tfrecords", ".tfrec")
+INDEX_SUFFIX = ".idx"
 
 
 def matches_name(path) -> bool:
     """The name says TFRecord: a .tfrecord/.tfrecords/.tfrec extension (before .gz), or
     a shard name."""
     name = os.path.basename(str(path).rstrip("/")).lower()
+    if name.endswith(INDEX_SUFFIX):  # a record index beside a file (index_files.py)
+        return False
     if name.endswith(".gz"):
         name = name[:-3]
     return name.endswith(EXTENSIONS) or ".tfrecord" in name or \
@@ -58,4 +61,13 @@ def split_name_of(base, default="train"):
 def resolve(path):
     """{split name: [files]} for a file, a shard (-of- name), a glob, a directory, or a
     name that was written as shards or per-split files (shards.resolve_inputs)."""
-    return shards.resolve_inputs(path, EXTENSIONS, matches_name, ".tfrecord")
+    groups = shards.resolve_inputs(path, EXTENSIONS, matches_name, ".tfrecord")
+    # A glob or a shard set also finds the record indexes beside the files: not data.
+    kept = {name: [f for f in files if not f.lower().endswith(INDEX_SUFFIX)]
+            for name, files in groups.items()}
+    kept = {name: files for name, files in kept.items() if files}
+    if not kept:
+        from ...errors import UsageError
+        raise UsageError(path, "names only record index files (.idx)",
+                         "name the TFRecord files they index")
+    return kept

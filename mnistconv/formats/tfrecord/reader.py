@@ -23,18 +23,17 @@ import os
 import numpy as np
 
 from ... import codecs
-from ...errors import FormatError, UsageError
+from ...errors import FormatError
 from ...limits import MAX_CLASSES, check_image_size, printable
 from ...parallel import check_workers, ordered_map
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...records import DEFAULT_BATCH, Batch, Header, Split
 from ..idx.classes import check_name, names_by_label
 from .. import extras
 from .example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                       find_layout, one_value, own_keys, record_name)
 from ...shards import sniff_files
-from .framing import (COMPRESSIONS, iter_record_blocks, read_ranges, resolve_compression,
-                      sniff_file)
-from .names import matches_name, resolve
+from .framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
+from .names import matches_name
 from .templates import _JPEG, _PNG, _Templates
 
 IMAGE_KINDS = ("jpeg", "png", "raw")
@@ -476,30 +475,6 @@ def _decode_jpegs(jpegs, images, shape):
         image = decode_record_image(path, number, data)
         _check_shape(path, number, image.shape, shape)
         images[place] = image
-
-
-def read(path, schema="auto", input_compression="auto", split_name=None,
-         workers=None) -> Dataset:
-    """Read TFRecord files of tf.train.Example records: a file, a shard set (any
-    shard's name, or a glob), a directory of TFRecord files, or the name write() was
-    given (finding its shards or per-split files). workers: threads that decode images
-    (None: one per core; 1: in the calling thread).
-
-        ds = read("mnist.tfrecord")
-        ds.splits["train"].header.count
-    """
-    if schema not in (None, "auto") and schema not in PRESETS:
-        raise UsageError(None, f"unknown schema '{schema}'",
-                         f"choose one of: auto, {', '.join(PRESETS)}")
-    if input_compression not in (None, "auto") + COMPRESSIONS:
-        raise UsageError(None, f"unknown compression '{input_compression}'")
-    groups = resolve(path)
-    if split_name and len(groups) == 1:
-        groups = {split_name: next(iter(groups.values()))}
-    splits = {name: TFRecordSplit(name, files, schema, input_compression, workers)
-              for name, files in groups.items()}
-    paths = [f for files in groups.values() for f in files]
-    return Dataset("tfrecord", splits, paths)
 
 
 def sniff(path) -> bool:

@@ -14,12 +14,14 @@ import numpy as np
 from ... import codecs
 from .. import extras
 from ...errors import FormatError, UsageError
-from ...fileio import DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged
+from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged,
+                       output_file_info)
 from ...limits import check_num_classes
 from ...parallel import ParallelEncoder, ReadAhead, check_workers
 from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
 from ...shards import ShardSet, check_shard_count
 from .framing import COMPRESSIONS, Framer
+from .index_files import IndexWriter, index_path
 from .names import split_target
 
 # Records per work unit: big enough that per-chunk costs (a JPEG tile, a round trip to a
@@ -156,8 +158,9 @@ def encode_records(settings, images, labels, indices):
 class _Output:
     """One output file being written: staged path, hashing, optional compression."""
 
-    def __init__(self, target, staged_path, compression):
+    def __init__(self, target, staged_path, compression, index=False):
         self.target = target
+        self.index = IndexWriter() if index else None
         self.file = open_staged(staged_path)
         self.hashing = HashingWriter(self.file)
         self.sink = {"none": lambda f: f, "gzip": DeflateWriter,
@@ -167,6 +170,8 @@ class _Output:
     def write(self, data):
         """Append encoded records (compressed and hashed on the way)."""
         self.sink.write(data)
+        if self.index is not None:
+            self.index.add(data)
 
     def close(self) -> OutputFile:
         """Finish the file; its path (the target's name), size and SHA-256."""
@@ -174,6 +179,23 @@ class _Output:
             self.sink.close()
         self.file.close()
         return OutputFile(str(self.target), self.hashing.bytes, self.hashing.sha256())
+
+    def close_index(self, staged) -> OutputFile:
+        """Write the file's index (index_files.py) at its staged place."""
+        target = index_path(self.target)
+        tmp = staged.file(target)
+        self.index.save(tmp)
+        info = output_file_info(tmp)
+        return OutputFile(target, info.bytes, info.sha256)
+
+
+def _stale_indexes(shard_set, staged, index_files):
+    """Index files an earlier write left beside the targets: replaced when indexes are
+    written, removed when not (an index of other records would be refused on reading)."""
+    import os
+    for target in shard_set.targets:
+        if not index_files and os.path.lexists(index_path(target)):
+            staged.supersede(index_path(target))
 
 
 def _check_split(split):
@@ -298,14 +320,15 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
           image_format=None, jpeg_quality=95, label_format=None, with_index=False,
           shards=None, compression="none", workers=1, processes=False,
-          exact_jpeg_error=False) -> WriteResult:
+          exact_jpeg_error=False, index_files=False) -> WriteResult:
     """Write every split as TFRecord: one split to `path`, several to
     `<stem>-<split><ext>` beside it; shards=N cuts each into TensorFlow-named shards.
     Returns a WriteResult: the files, the records per split, and stats: "records" and,
     for JPEG, "jpeg_mean_abs_error" and "jpeg_max_abs_error" over the pixels of the
     records measured, and "jpeg_error_records", their number: the first sixteenth of
     every chunk of CHUNK records (chunks start at every split and shard), or every
-    record with exact_jpeg_error=True.
+    record with exact_jpeg_error=True. index_files=True writes `<file>.idx` beside every
+    output file (index_files.py: DALI's and the `tfrecord` package's record index).
 
     workers: 1 (the default) encodes in the calling thread; N > 1 on N threads; None
     one per core. processes=True lets the workers be forked processes (faster; the
@@ -318,6 +341,11 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     plan, image_format, compression, workers = _split_sets(
         dataset, path, preset, image_format, jpeg_quality, label_format, with_index,
         shards, compression, exact_jpeg_error, workers)
+    if index_files and (compression != "none" or is_stdio(path)):
+        raise UsageError(path, "--index-files indexes uncompressed files: offsets into "
+                               f"{'stdout' if is_stdio(path) else 'a compressed stream'} "
+                               "mean nothing to DALI or the tfrecord package",
+                         "drop --compression, or --index-files")
     totals = [0, 0, 0, 0, 0]  # records, error sum, error max, measured, their pixels
     counts = {}
     all_settings = [settings for _, settings, _ in plan]
@@ -332,7 +360,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     try:
         with StagedOutput(force, root=path) as staged:
             files = _write_splits(plan, staged, ahead, chunk, record_bytes, workers,
-                                  processes, compression, progress, counts, totals)
+                                  processes, compression, progress, counts, totals,
+                                  bool(index_files))
     finally:
         for reader in ahead:
             if reader is not None:
@@ -358,7 +387,7 @@ def _read_ahead(entry, chunk, record_bytes):
 
 
 def _write_splits(plan, staged, ahead, chunk, record_bytes, workers, processes,
-                  compression, progress, counts, totals):
+                  compression, progress, counts, totals, index_files=False):
     """write()'s work inside its staged output: every split encoded and written; the
     files. totals: [records, error sum, error max, records measured, pixels measured]."""
     files = []
@@ -366,13 +395,14 @@ def _write_splits(plan, staged, ahead, chunk, record_bytes, workers, processes,
     staged_paths = [shard_set.stage_files(staged) for _, _, shard_set in plan]
     for _, _, shard_set in plan:
         shard_set.supersede_others(staged)
+        _stale_indexes(shard_set, staged, index_files)
     for settings in all_settings:
         settings.warm()
     with ParallelEncoder(all_settings, workers, processes, record_bytes, chunk,
                          total=sum(s.header.count for s, _, _ in plan)) as encoder:
         for number, ((split, settings, shard_set), paths) in enumerate(
                 zip(plan, staged_paths)):
-            outputs = [_Output(t, p, compression)
+            outputs = [_Output(t, p, compression, index_files)
                        for t, p in zip(shard_set.targets, paths)]
             progress.start(f"{split.name} -> tfrecord", split.header.count)
             counts[split.name] = 0
@@ -393,7 +423,10 @@ def _write_splits(plan, staged, ahead, chunk, record_bytes, workers, processes,
                     progress.advance(n)
             finally:
                 progress.finish()
-            files += [o.close() for o in outputs]
+            for o in outputs:
+                files.append(o.close())
+                if index_files:
+                    files.append(o.close_index(staged))
     return files
 
 
@@ -401,7 +434,7 @@ def _write_splits(plan, staged, ahead, chunk, record_bytes, workers, processes,
 def write_shard(dataset, path, split_name, index, staged_path, *, preset="recipe",
                 image_format=None, jpeg_quality=95, label_format=None, with_index=False,
                 shards=None, compression="none", workers=1, processes=False,
-                exact_jpeg_error=False):
+                exact_jpeg_error=False, index_files=False):
     """Write shard `index` of split `split_name` alone, at staged_path (the caller
     stages and commits it): exactly the bytes write() gives that shard with the same
     options, since the options, settings, cut and chunks are write()'s own (chunks
@@ -416,6 +449,9 @@ def write_shard(dataset, path, split_name, index, staged_path, *, preset="recipe
     plan, _, compression, workers = _split_sets(
         dataset, path, preset, image_format, jpeg_quality, label_format, with_index,
         shards, compression, exact_jpeg_error, workers)
+    if index_files:
+        raise UsageError(str(path), "--index-files does not apply to planned runs",
+                         "write the indexes with a local conversion")
     entry = next((e for e in plan if e[0].name == split_name), None)
     if entry is None or not 0 <= index < len(entry[2].targets):
         raise UsageError(str(path), f"no shard {index} of split {split_name} to write")

@@ -1,0 +1,217 @@
+"""Croissant 1.0 metadata (MLCommons' JSON-LD dataset description,
+http://mlcommons.org/croissant/1.0) written as `croissant.json` at the root of a
+Parquet directory or an ImageFolder tree, so `mlcroissant` and TFDS' CroissantBuilder
+load the output from it, and dataset sites index it.
+
+    {"@context": {...}, "@type": "sc:Dataset", "conformsTo": ".../croissant/1.0",
+     "name", "description", "url", "license", "citeAs"   (the family's, where known),
+     "distribution": [
+       Parquet:     a cr:FileObject per file: contentUrl (relative), encodingFormat
+                    application/x-parquet, contentSize, sha256; a cr:FileSet per split
+                    of several shards (includes data/train-*.parquet)
+       ImageFolder: a cr:FileSet per split: includes train/*/*.png (image/png, or
+                    image/jpeg); Croissant 1.0 gives a FileSet no digest],
+     "recordSet": [
+       "classes" (when the class names are known): dataType sc:Enumeration, key
+                    classes/label, fields label (sc:Integer) and name (sc:Text), the
+                    names as inline data
+       one per split, @id the split's name: fields <split>/image (sc:ImageObject:
+                    the image column's `bytes`, or the file's content) and
+                    <split>/label (sc:Integer: the label column, or the class folder's
+                    number, taken from the path by a regex), referencing classes/label
+                    (Parquet);
+                    for ImageFolder also <split>/index, the file name's number]}
+
+Every name in it is one mnistconv wrote (split names are checked safe names, file
+names are the writer's own): nothing read from a Croissant file is ever a path here.
+"""
+
+import json
+import os
+
+NAME = "croissant.json"
+CONFORMS_TO = "http://mlcommons.org/croissant/1.0"
+# The @context every Croissant 1.0 file carries (as mlcroissant's own examples do).
+CONTEXT = {
+    "@language": "en", "@vocab": "https://schema.org/", "sc": "https://schema.org/",
+    "cr": "http://mlcommons.org/croissant/", "rai": "http://mlcommons.org/croissant/RAI/",
+    "dct": "http://purl.org/dc/terms/",
+    "citeAs": "cr:citeAs", "column": "cr:column", "conformsTo": "dct:conformsTo",
+    "data": {"@id": "cr:data", "@type": "@json"},
+    "dataType": {"@id": "cr:dataType", "@type": "@vocab"},
+    "equivalentProperty": "cr:equivalentProperty", "samplingRate": "cr:samplingRate",
+    "examples": {"@id": "cr:examples", "@type": "@json"},
+    "extract": "cr:extract", "field": "cr:field", "fileProperty": "cr:fileProperty",
+    "fileObject": "cr:fileObject", "fileSet": "cr:fileSet", "format": "cr:format",
+    "includes": "cr:includes", "isLiveDataset": "cr:isLiveDataset",
+    "jsonPath": "cr:jsonPath", "key": "cr:key", "md5": "cr:md5",
+    "parentField": "cr:parentField", "path": "cr:path", "recordSet": "cr:recordSet",
+    "references": "cr:references", "regex": "cr:regex", "repeated": "cr:repeated",
+    "replace": "cr:replace", "separator": "cr:separator", "source": "cr:source",
+    "subField": "cr:subField", "transform": "cr:transform",
+}
+# The outputs that get one: a directory of files a Croissant loader can read.
+FORMATS = ("parquet", "imagefolder")
+
+
+def applies(writer_name, path) -> bool:
+    """Whether a write of this format to this path gets a croissant.json (Parquet and
+    ImageFolder directories; not a single .parquet file, nor stdout or a remote URL)."""
+    path = str(path)
+    return writer_name in FORMATS and "://" not in path and path != "-" and \
+        not (writer_name == "parquet" and path.lower().endswith(".parquet"))
+
+
+def target(root) -> str:
+    """Where the croissant.json of an output directory goes."""
+    return os.path.join(str(root), NAME)
+
+
+def document(dataset, root, files, writer_name, family=None) -> dict:
+    """The Croissant document of a written output: `files` are the WriteResult's (path,
+    bytes, sha256), `family` a sources.Family or None."""
+    root = os.path.abspath(str(root))
+    names = next((tuple(s.header.class_names) for s in dataset.splits.values()
+                  if s.header.class_names), ())
+    counts = ", ".join(f"{s.header.count} {n}" for n, s in dataset.splits.items())
+    shape = "x".join(map(str, next(iter(dataset.splits.values())).header.shape)) \
+        if dataset.splits else ""
+    doc = {"@context": CONTEXT, "@type": "sc:Dataset", "conformsTo": CONFORMS_TO,
+           "name": family.name if family else os.path.basename(root) or "dataset",
+           "description": (f"{family.title}. " if family else "") +
+           f"{shape} images with class labels ({counts}), written by mnistconv as "
+           f"{'Hugging Face Parquet' if writer_name == 'parquet' else 'an ImageFolder tree'}.",
+           "url": family.homepage if family else "https://pypi.org/project/mnistconv/"}
+    if family and family.license:
+        doc["license"] = family.license
+    if family and family.citation:
+        doc["citeAs"] = family.citation
+    relative = [(os.path.relpath(os.path.abspath(f.path), root), f) for f in files]
+    if writer_name == "parquet":
+        distribution, sources = _parquet(dataset, relative)
+    else:
+        distribution, sources = _imagefolder(dataset, relative)
+    record_sets = [_classes(names)] if names else []
+    for split_name in dataset.splits:
+        record_sets.append(_split_records(split_name, sources[split_name], bool(names)))
+    doc["distribution"] = distribution
+    doc["recordSet"] = record_sets
+    return doc
+
+
+def _file_object(name, f):
+    return {"@type": "cr:FileObject", "@id": name, "name": name, "contentUrl": name,
+            "encodingFormat": "application/x-parquet", "contentSize": f"{f.bytes} B",
+            "sha256": f.sha256}
+
+
+def _parquet(dataset, relative):
+    """FileObjects for the Parquet files; each split's image and label come from its
+    file, or from a FileSet of its shards."""
+    distribution, sources = [], {}
+    for split_name in dataset.splits:
+        mine = [(name, f) for name, f in relative if name.endswith(".parquet") and
+                os.path.basename(name).startswith(f"{split_name}-")]
+        distribution += [_file_object(name, f) for name, f in mine]
+        if len(mine) == 1:
+            sources[split_name] = ({"fileObject": {"@id": mine[0][0]}}, "column")
+        else:
+            folder = os.path.dirname(mine[0][0]) if mine else "data"
+            set_id = f"{split_name}-files"
+            distribution.append({
+                "@type": "cr:FileSet", "@id": set_id, "name": set_id,
+                "encodingFormat": "application/x-parquet",
+                "includes": f"{folder}/{split_name}-*-of-*.parquet"})
+            sources[split_name] = ({"fileSet": {"@id": set_id}}, "column")
+    return distribution, sources
+
+
+def _imagefolder(dataset, relative):
+    """A FileSet of each split's images; the label is the class folder's number."""
+    distribution, sources = [], {}
+    for split_name in dataset.splits:
+        suffix = next((os.path.splitext(n)[1] for n, _ in relative
+                       if n.startswith(f"{split_name}{os.sep}")), ".png")
+        set_id = f"{split_name}-images"
+        distribution.append({
+            "@type": "cr:FileSet", "@id": set_id, "name": set_id,
+            "encodingFormat": "image/jpeg" if suffix == ".jpg" else "image/png",
+            "includes": f"{split_name}/*/*{suffix}"})
+        sources[split_name] = ({"fileSet": {"@id": set_id}}, "files")
+    return distribution, sources
+
+
+def _classes(names):
+    return {"@type": "cr:RecordSet", "@id": "classes", "name": "classes",
+            "description": "The name of each class, by label.",
+            "dataType": "sc:Enumeration", "key": {"@id": "classes/label"},
+            "field": [{"@type": "cr:Field", "@id": "classes/label", "name": "label",
+                       "dataType": "sc:Integer"},
+                      {"@type": "cr:Field", "@id": "classes/name", "name": "name",
+                       "dataType": "sc:Text"}],
+            "data": [{"classes/label": i, "classes/name": str(n)}
+                     for i, n in enumerate(names)]}
+
+
+def _split_records(split_name, source, named):
+    where, kind = source
+    if kind == "column":
+        image = {**where, "extract": {"column": "image"}, "transform": {"jsonPath": "bytes"}}
+        label = {**where, "extract": {"column": "label"}}
+    else:
+        image = {**where, "extract": {"fileProperty": "content"}}
+        # <split>/<class number>[_<name>]/<index>.png: the number is the label.
+        label = {**where, "extract": {"fileProperty": "fullpath"},
+                 "transform": {"regex": f"^/?{split_name}/([0-9]+)[^/]*/[^/]+$"}}
+    label_field = {"@type": "cr:Field", "@id": f"{split_name}/label", "name": "label",
+                   "description": "The class number.", "dataType": "sc:Integer",
+                   "source": label}
+    if named and kind == "column":
+        # (A label taken from a path by a regex is text until cast: mlcroissant's join
+        # on the integer classes/label refuses it, so the tree's labels stand alone.)
+        label_field["references"] = {"field": {"@id": "classes/label"}}
+    fields = [{"@type": "cr:Field", "@id": f"{split_name}/image", "name": "image",
+               "description": "The image.", "dataType": "sc:ImageObject",
+               "source": image}, label_field]
+    if kind == "files":  # the file's name is the example's original index
+        fields.append({"@type": "cr:Field", "@id": f"{split_name}/index", "name": "index",
+                       "description": "The example's original index (its file name).",
+                       "dataType": "sc:Integer",
+                       "source": {**where, "extract": {"fileProperty": "fullpath"},
+                                  "transform": {"regex": "^.*/([0-9]+)[.][a-z]+$"}}})
+    return {"@type": "cr:RecordSet", "@id": split_name, "name": split_name,
+            "description": f"The {split_name} split.", "field": fields}
+
+
+def write(dataset, root, result, writer_name, force=False):
+    """Write croissant.json for an output just written (result: its WriteResult),
+    staged and renamed as every output; its OutputFile. SHA-256 of files written
+    unhashed (-q) are computed here: Croissant requires them."""
+    from .fileio import StagedOutput, output_file_info, sha256_file
+    from .provenance import family_of
+    from .records import OutputFile
+    files = [f if f.sha256 else OutputFile(f.path, f.bytes, sha256_file(f.path))
+             for f in result.files]
+    doc = document(dataset, root, files, writer_name, family_of(dataset))
+    path = target(root)
+    with StagedOutput(force=True) as out:
+        staged = out.file(path)
+        with open(staged, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        info = output_file_info(staged)
+    return OutputFile(path, info.bytes, info.sha256)
+
+
+def check_target(root, force):
+    """Refused before anything is written: a croissant.json there already (without
+    force), or one that is a directory, a link or a device."""
+    from .errors import UsageError
+    from .staging import exists_error, refuse_replacing_special
+    path = target(root)
+    if os.path.lexists(path):
+        if not force:
+            raise exists_error(path)
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise UsageError(path, "is a directory; the output's croissant.json goes there")
+        refuse_replacing_special(path)

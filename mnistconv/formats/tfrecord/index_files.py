@@ -1,0 +1,127 @@
+"""TFRecord index files: `<shard>.idx` beside an uncompressed TFRecord file, as DALI's
+`tfrecord2idx` and the `tfrecord` package's `create_index` write them, one text line
+per record:
+
+    <offset> <length>\\n
+
+offset: where the record's framing starts in the file (its uint64 length field);
+length: the whole framed record, 8 + 4 + data + 4 bytes; both decimal. The records lie
+back to back, so the first offset is 0, each next offset is the one before plus its
+length, and the last record ends where the file ends. An index is data, not a path:
+it names no file, and it is only believed once it holds to all of that (check()); a
+record read through it is then checked against its own framing and CRCs.
+
+Written by write(..., index_files=True) for every output file (not for compressed
+ones: offsets into a gzip stream mean nothing to DALI or `tfrecord`); read by the
+indexed split (indexed.py) to read only the records a selection needs.
+"""
+
+import os
+
+import numpy as np
+
+from ...errors import FormatError
+from .names import INDEX_SUFFIX as SUFFIX
+FRAMING = 16  # length (8) + its CRC (4) + the data's CRC (4)
+# A line is two numbers below 2**64 and their separators.
+MAX_LINE = 2 * 20 + 2
+REBUILD = "rewrite it with --index-files, or delete it to read the file without it"
+
+
+def index_path(path) -> str:
+    """The index file of a TFRecord file: `train.tfrecord` -> `train.tfrecord.idx`."""
+    return str(path) + SUFFIX
+
+
+def record_sizes(data) -> np.ndarray:
+    """The framed size of each record of encoded TFRecord bytes (whole records back
+    to back, as the writer's chunks are)."""
+    from .framing import _walk  # the framing's own walk over length fields
+    _, lengths, end = _walk(data)
+    if end != len(data):
+        raise ValueError("encoded records do not end on a record boundary")
+    return np.asarray(lengths, np.int64) + FRAMING
+
+
+class IndexWriter:
+    """The lines of one output's index, added a chunk of records at a time."""
+
+    def __init__(self):
+        self.offset = 0
+        self.parts = []
+
+    def add(self, data):
+        """Index the records of a chunk just appended to the file."""
+        sizes = record_sizes(data)
+        if not len(sizes):
+            return
+        offsets = self.offset + np.concatenate(([0], np.cumsum(sizes[:-1])))
+        self.parts.append("".join(f"{o} {n}\n" for o, n in
+                                  zip(offsets.tolist(), sizes.tolist())))
+        self.offset += int(sizes.sum())
+
+    def save(self, staged_path):
+        """Write the index at its staged path."""
+        with open(staged_path, "w", encoding="ascii", newline="\n") as f:
+            f.writelines(self.parts)
+
+
+def read_index(path, data_path):
+    """(offsets, lengths) of an index file, both int64 arrays, checked against its data
+    file (check()); a FormatError naming the index otherwise."""
+    size = os.path.getsize(data_path)
+    # At most one record per 16 bytes of data: a bigger index is wrong before it is read.
+    limit = (size // FRAMING + 1) * MAX_LINE
+    try:
+        with open(path, "rb") as f:
+            text = f.read(limit + 1)
+    except OSError as e:
+        raise FormatError(path, f"cannot be read ({e.strerror})") from None
+    if len(text) > limit:
+        raise FormatError(path, f"lists more records than {data_path} can hold "
+                                f"({size:,} bytes)", REBUILD)
+    offsets, lengths = _parse(path, text)
+    check(path, data_path, size, offsets, lengths)
+    return offsets, lengths
+
+
+def _parse(path, text):
+    lines = text.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    values = np.zeros((len(lines), 2), np.int64)
+    for number, line in enumerate(lines):
+        parts = line.split()
+        if len(parts) != 2 or not all(p.isdigit() and len(p) < 19 for p in parts):
+            raise FormatError(path, f"line {number + 1} is not '<offset> <length>' "
+                                    "(two whole numbers)", REBUILD)
+        values[number] = int(parts[0]), int(parts[1])
+    return values[:, 0], values[:, 1]
+
+
+def check(path, data_path, size, offsets, lengths):
+    """An index holds to its file: records back to back from byte 0 to the end, none
+    shorter than its framing. The first line that does not is named."""
+    if not len(offsets):
+        if size:
+            raise FormatError(path, f"lists no records; {data_path} holds {size:,} "
+                                    "bytes", REBUILD)
+        return
+    short = np.flatnonzero(lengths < FRAMING)
+    if len(short):
+        i = int(short[0])
+        raise FormatError(path, f"line {i + 1}: a record of {int(lengths[i])} bytes is "
+                                f"shorter than its {FRAMING}-byte framing", REBUILD)
+    expected = np.concatenate(([0], offsets[:-1] + lengths[:-1]))
+    wrong = np.flatnonzero(offsets != expected)
+    if len(wrong):
+        i = int(wrong[0])
+        how = "overlaps the record before" if offsets[i] < expected[i] else \
+            "leaves a gap after the record before"
+        raise FormatError(path, f"line {i + 1}: the record at offset {int(offsets[i])} "
+                                f"{how} (which ends at {int(expected[i])})", REBUILD)
+    end = int(offsets[-1] + lengths[-1])
+    if end != size:
+        where = "past the end of" if end > size else "before the end of"
+        raise FormatError(path, f"its last record ends at byte {end:,}, {where} "
+                                f"{data_path} ({size:,} bytes)", REBUILD)

@@ -1,0 +1,167 @@
+"""croissant.json beside Parquet and ImageFolder outputs: `mlcroissant validate` passes,
+and mlcroissant's own loader yields every record of every split, labels in order and
+pixels exact; the family's metadata where the input is a published dataset."""
+
+import json
+
+import numpy as np
+import pytest
+
+import mnistconv
+from mnistconv import ArraySplit, Dataset
+from conftest import run, small_digits, stderr_of
+
+mlc = pytest.importorskip("mlcroissant")
+NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def named_dataset():
+    train = ArraySplit("train", *small_digits(40, seed=3))
+    test = ArraySplit("test", *small_digits(15, seed=5))
+    for split in (train, test):
+        split.header = split.header.with_(class_names=NAMES)
+    return Dataset("t", {"train": train, "test": test})
+
+
+def gray(image):
+    return np.asarray(image.convert("L"))
+
+
+def validate(path):
+    """`mlcroissant validate` as users run it (its console script): exit 0 and its
+    closing "Done."; warnings (no version, no datePublished) are allowed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    r = subprocess.run([str(Path(sys.executable).parent / "mlcroissant"), "validate",
+                        "--jsonld", str(path)], capture_output=True)
+    log = r.stderr.decode()
+    assert r.returncode == 0, log
+    assert "Done." in log and "error" not in log.lower(), log
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_parquet_croissant_validates_and_loads_every_record(tmp_path, shards):
+    ds = named_dataset()
+    out = tmp_path / "hf"
+    files = mnistconv.write(ds, str(out), "parquet", shards=shards)
+    assert files[-1].path == str(out / "croissant.json")
+    doc = json.loads((out / "croissant.json").read_text())
+    parquet = [f for f in files if f.path.endswith(".parquet")]
+    objects = {d["contentUrl"]: d for d in doc["distribution"]
+               if d["@type"] == "cr:FileObject"}
+    assert {f"data/{p.path.rsplit('/', 1)[1]}" for p in parquet} == set(objects)
+    for f in parquet:
+        entry = objects[f"data/{f.path.rsplit('/', 1)[1]}"]
+        assert (entry["sha256"], entry["contentSize"]) == (f.sha256, f"{f.bytes} B")
+    validate(out / "croissant.json")
+    loaded = mlc.Dataset(jsonld=str(out / "croissant.json"))
+    for name, split in ds.splits.items():
+        records = list(loaded.records(name))
+        assert [r[f"{name}/label"] for r in records] == split.labels().tolist()
+        assert np.array_equal(np.stack([gray(r[f"{name}/image"]) for r in records]),
+                              split._images)
+    classes = list(loaded.records("classes"))
+    assert [(r["classes/label"], r["classes/name"]) for r in classes] == \
+        list(enumerate(NAMES))
+
+
+def test_imagefolder_croissant_loads_every_record(tmp_path):
+    ds = named_dataset()
+    out = tmp_path / "tree"
+    mnistconv.write(ds, str(out), "imagefolder")
+    validate(out / "croissant.json")
+    loaded = mlc.Dataset(jsonld=str(out / "croissant.json"))
+    for name, split in ds.splits.items():
+        records = list(loaded.records(name))
+        assert len(records) == split.header.count
+        # mlcroissant walks the files in path order (class folder, then index): the
+        # index field puts them back in the split's order.
+        records.sort(key=lambda r: r[f"{name}/index"])
+        assert [r[f"{name}/index"] for r in records] == list(range(split.header.count))
+        assert [r[f"{name}/label"] for r in records] == split.labels().tolist()
+        assert np.array_equal(np.stack([gray(r[f"{name}/image"]) for r in records]),
+                              split._images)
+
+
+def test_the_family_metadata_of_a_published_dataset(tmp_path, official_dir):
+    out = tmp_path / "hf"
+    r = run("convert", official_dir, out, "--to", "parquet", "--limit", "20", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    doc = json.loads((out / "croissant.json").read_text())
+    assert doc["name"] == "mnist" and doc["url"] == "http://yann.lecun.com/exdb/mnist/"
+    assert doc["citeAs"].startswith("@article{lecun1998gradient,")
+    assert "license" not in doc  # the publishers state none
+    assert doc["conformsTo"] == "http://mlcommons.org/croissant/1.0"
+    assert [rs["@id"] for rs in doc["recordSet"]] == ["train", "test"]
+
+
+def test_fashion_names_give_its_license_and_citation(tmp_path):
+    from mnistconv.formats.idx.classes import FASHION_MNIST
+    split = ArraySplit("train", *small_digits(12))
+    split.header = split.header.with_(class_names=FASHION_MNIST)
+    mnistconv.write(Dataset("t", {"train": split}), str(tmp_path / "f"), "imagefolder")
+    doc = json.loads((tmp_path / "f" / "croissant.json").read_text())
+    assert doc["name"] == "fashion-mnist"
+    assert doc["license"] == "https://opensource.org/licenses/MIT"
+    assert "Xiao, Han" in doc["citeAs"]
+    assert doc["recordSet"][0]["data"][0] == {"classes/label": 0,
+                                              "classes/name": "T-shirt/top"}
+
+
+def test_an_existing_croissant_json_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "tree"
+    out.mkdir()
+    (out / "croissant.json").write_text("{}")
+    images, labels = small_digits(10)
+    np.savez(tmp_path / "s.npz", x_train=images, y_train=labels)
+    r = run("convert", tmp_path / "s.npz", out, "--to", "imagefolder")
+    assert r.returncode == 2
+    assert stderr_of(r).strip().splitlines()[-1].startswith(
+        f"Error: {out / 'croissant.json'}: ")
+    assert sorted(p.name for p in out.iterdir()) == ["croissant.json"]
+    (out / "croissant.json").unlink()
+    (out / "croissant.json").mkdir()
+    r = run("convert", tmp_path / "s.npz", out, "--to", "imagefolder", "--force")
+    assert r.returncode == 2 and "is a directory" in stderr_of(r)
+    assert sorted(p.name for p in out.iterdir()) == ["croissant.json"]
+
+
+def test_a_single_parquet_file_gets_none(tmp_path):
+    split = ArraySplit("train", *small_digits(10))
+    files = mnistconv.write(Dataset("t", {"train": split}), str(tmp_path / "one.parquet"),
+                            "parquet")
+    assert [f.path for f in files] == [str(tmp_path / "one.parquet")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.parquet"]
+
+
+def test_quiet_conversions_still_record_every_sha256(tmp_path):
+    images, labels = small_digits(10)
+    np.savez(tmp_path / "s.npz", x_train=images, y_train=labels)
+    r = run("convert", tmp_path / "s.npz", tmp_path / "hf", "--to", "parquet", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    doc = json.loads((tmp_path / "hf" / "croissant.json").read_text())
+    import hashlib
+    for entry in doc["distribution"]:
+        data = (tmp_path / "hf" / entry["contentUrl"]).read_bytes()
+        assert entry["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_tfds_croissant_builder_prepares_each_split(tmp_path):
+    """TFDS' CroissantBuilder, offline: each split's RecordSet is a config of one
+    split, `default`, whose examples (shuffled by TFDS' writer) are the split's."""
+    tfds = pytest.importorskip("tensorflow_datasets")
+    ds = named_dataset()
+    out = tmp_path / "hf"
+    mnistconv.write(ds, str(out), "parquet")
+    for name, split in ds.splits.items():
+        builder = tfds.dataset_builders.CroissantBuilder(
+            jsonld=str(out / "croissant.json"), record_set_ids=[name],
+            file_format="array_record", data_dir=str(tmp_path / "tfds"))
+        builder.download_and_prepare()
+        assert builder.info.splits["default"].num_examples == split.header.count
+        source = builder.as_data_source(split="default")
+        got = sorted((int(source[i]["label"]), source[i]["image"][..., 0].tobytes())
+                     for i in range(len(source)))
+        assert got == sorted((int(y), im.tobytes())
+                             for y, im in zip(split.labels(), split._images))
