@@ -133,9 +133,8 @@ def format_page(name):
         ("split name", "taken from the file name when the file does not record it"
          if f.split_names_from_file_names else "recorded in the input"),
     ]
-    out = [f"# {f.name}", "", _escape(f.description) + ".", "",
-           "| | |", "|---|---|"]
-    out += [f"| {k} | {v} |" for k, v in facts]
+    out = [f"# {f.name}", "", _escape(f.description) + ".", ""]
+    out += [f"- **{k}**: {v}" for k, v in facts]
     if f.read_options:
         out += ["", "## Reading options", "", options_table(f.read_options)]
     if f.write_options:
@@ -176,16 +175,45 @@ def format_layout(name):
 
 # --- the command line ---------------------------------------------------------------
 
+def _description(ctx, remove_ascii_art=False):
+    """A command's help as Markdown: each of click's `\\b` paragraphs (the examples)
+    kept line for line in a code block, as `--help` shows it, under its heading line
+    ("Examples:") when it has one."""
+    import inspect
+    import textwrap
+    paragraphs = inspect.cleandoc(ctx.command.help or ctx.command.short_help or "")
+    for paragraph in paragraphs.split("\n\n"):
+        lines = paragraph.splitlines()
+        if lines and lines[0].strip() == "\b":
+            lines = lines[1:]
+            if lines and lines[0].rstrip().endswith(":") and not lines[0].startswith(" "):
+                yield from (lines.pop(0), "")
+            yield from ["```text"] + textwrap.dedent("\n".join(lines)).splitlines() + ["```"]
+        else:
+            yield from lines
+        yield ""
+
+
+def _command_docs(name, command):
+    """mkdocs-click's Markdown for one command and its subcommands, with the help's
+    examples as code and an option's unset default shown as nothing."""
+    from mkdocs_click import _docs
+    _docs._make_description = _description
+    lines = _docs.make_command_docs(f"mnistconv {name}", command, depth=1, style="table",
+                                    list_subcommands=True)
+    return [line.replace("`Sentinel.UNSET`", "").replace("| None |", "| |")
+            for line in lines]
+
+
 def cli_reference(_=None):
     """Every command of `mnistconv --help` through mkdocs-click, then the pairs."""
+    import importlib
     from mnistconv import registry
     from mnistconv.cli import COMMANDS
     out = []
     for name, (where, _text) in COMMANDS.items():
         module, attr = where.split(":")
-        out += [f"::: mkdocs-click", f"    :module: {module}", f"    :command: {attr}",
-                f"    :prog_name: mnistconv {name}", "    :depth: 1",
-                "    :style: table", "    :list_subcommands: true", ""]
+        out += _command_docs(name, getattr(importlib.import_module(module), attr)) + [""]
     out += ["## READER-to-WRITER", "",
             "One command per reader and writer, `mnistconv READER-to-WRITER SRC DST`: "
             "`convert` with both formats named, taking the selection options, the "
@@ -197,6 +225,20 @@ def cli_reference(_=None):
                          if w.name != r.name)
         out.append(f"| [{r.name}](formats/{r.name}.md) | {cmds} |")
     return "\n".join(out) + "\n"
+
+
+# --- the library ---------------------------------------------------------------------
+
+def api_reference(_=None):
+    """A mkdocstrings entry for every name of mnistconv.__all__, where it is defined (the
+    record types load lazily, so their home is mnistconv.records)."""
+    import mnistconv
+    out = []
+    for name in mnistconv.__all__:
+        home = "mnistconv.records" if name in mnistconv._RECORD_TYPES else "mnistconv"
+        out += [f"::: {home}.{name}", "    options:", "      heading_level: 2",
+                "      filters: [\"!^_\"]", ""]
+    return "\n".join(out)
 
 
 # --- benchmark results --------------------------------------------------------------
@@ -244,5 +286,5 @@ def results(key):
     return "\n".join(line for k in keys for line in _entry(k, benches[k], heading=True))
 
 
-GENERATORS = {"formats-table": formats_table, "format": format_page,
+GENERATORS = {"formats-table": formats_table, "format": format_page, "api": api_reference,
               "cli": cli_reference, "results": results}

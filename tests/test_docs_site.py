@@ -131,3 +131,22 @@ def test_the_performance_page_shows_the_results_file(site):
         for table in bench.get("tables", ()):
             for row in table["rows"]:
                 assert html.unescape(re.sub(r"[*`]", "", row[0])) in page, (key, row[0])
+
+
+def test_the_api_reference_documents_every_public_name(site):
+    import mnistconv
+    raw = (site / "api" / "index.html").read_text(encoding="utf-8")
+    for name in mnistconv.__all__:
+        home = "mnistconv.records" if name in mnistconv._RECORD_TYPES else "mnistconv"
+        assert f'id="{home}.{name}"' in raw, name
+    for loader in ("tf.dataset", "torch.dataset", "grain.source"):
+        assert f'id="mnistconv.{loader}"' in raw, loader
+
+
+def test_readme_links_lead_to_files_that_exist():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10
+    for link in local:
+        assert (REPO / link).exists(), link
