@@ -1,6 +1,7 @@
 # Set-up and everyday commands. Everything installs itself on a fresh machine:
 #   make demo   - a virtual environment, mnistconv, and the bundled sample in every format
 #   make test   - everything the tests need (TensorFlow, Chromium), then the tests
+#   make docs   - the documentation site, built strictly into site/ (make test builds it too)
 #   make bench  - whole-process timings against the baselines users have today
 #   make fuzz   - the long fuzzing pass
 
@@ -9,7 +10,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_OUT ?= demo-out
 
-.PHONY: demo test bench fuzz install install-test system-test-deps clean
+.PHONY: demo test docs bench fuzz install install-test install-docs system-test-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,14 +38,20 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 # h5py, Apache Beam, an S3 server: moto); torch and torchvision are the builds that lie
 # on this project's machines. Beam caps protobuf below 7 and Pillow below 13 for the
 # whole environment; the tests pass with those versions.
-TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch,beam,test-beam,remote,test-remote,test-croissant,test-tfrecord-index
+# docs: the site's tools, since the tests build it (tests/test_docs_site.py).
+TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch,beam,test-beam,remote,test-remote,test-croissant,test-tfrecord-index,docs
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(TEST_EXTRAS)]'
-	touch $(VENV)/.installed $@
+	touch $(VENV)/.installed $(VENV)/.installed-docs $@
+
+$(VENV)/.installed-docs: pyproject.toml | $(PY)
+	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[docs]'
+	touch $@
 
 install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
+install-docs: $(VENV)/.installed-docs
 
 # Headless Chromium for the browser test (Debian's package; test tools cannot download
 # browsers here).
@@ -57,7 +64,13 @@ system-test-deps:
 demo: install
 	$(PY) examples/demo.py $(DEMO_OUT)
 
+# --strict: a broken link, a missing page or any warning fails the build. The material
+# theme's banner about its successor is not a warning about these pages.
+docs: install-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 test: install-test system-test-deps
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 	$(PY) -m pytest -q
 
 # Peak memory comes from GNU time (`/usr/bin/time -v`), Debian's package `time`.
@@ -77,4 +90,4 @@ fuzz: install-test
 	$(PY) -m pytest -q tests/fuzz --fuzz-long
 
 clean:
-	rm -rf $(DEMO_OUT) .pytest_cache build *.egg-info
+	rm -rf $(DEMO_OUT) .pytest_cache build site *.egg-info

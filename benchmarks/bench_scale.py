@@ -178,6 +178,14 @@ class Row:
     def per_core_wall(self):
         return self.n / self.wall / os.cpu_count()
 
+    def cells(self, ref=None):
+        """The row as results.json keeps it: HEADER's columns, as text."""
+        share = f"{self.per_core / ref.per_core:.0%}" if ref else "ref"
+        return [self.fmt, f"{self.n:,}", f"{self.wall:.1f}", f"{self.cpu:.1f}",
+                f"{self.per_core:,.0f}", share, f"{self.per_core_wall:,.0f}",
+                f"{self.wall * 1e6 / self.n:.1f}", f"{self.cpu * 1e6 / self.n:.1f}",
+                f"{self.peak_mb:.1f}", f"{self.written / 1e6:,.0f}", f"{self.load:.1f}"]
+
     def line(self, ref=None):
         share = f"{self.per_core / ref.per_core:6.0%}" if ref else "  ref "
         return (f"  {self.fmt:<13} {self.n:>10,} {self.wall:>8.1f} {self.cpu:>8.1f} "
@@ -252,6 +260,12 @@ def main(argv):
                 print(row.line(ref[fmt]), flush=True)
                 for p in outputs(work, name):
                     common.remove(p)
+    common.record("table", title="The training set repeated, converted with --shards",
+                  columns=["format", "images", "wall s", "cpu s", "img/cpu-s", "vs ref",
+                           "img/s/core", "wall s/M", "cpu s/M", "peak MB", "wrote MB",
+                           "load"],
+                  rows=[ref[fmt].cells() for fmt in FORMATS] +
+                  [row.cells(ref[fmt]) for fmt in FORMATS for row in rows[fmt]])
     print(f"  (img/cpu-s: images per CPU second, user + system of the whole process tree; "
           f"img/s/core: images / wall / {os.cpu_count()} cores; s/M: seconds per million; "
           f"load: the 1-minute load average, the higher of before and after)")

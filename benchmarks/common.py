@@ -16,6 +16,7 @@ not run here, e.g. no ../shared data), which run.py reports as skipped.
 
 import gzip
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -40,6 +41,17 @@ SKIP_EXIT = 77  # automake's "skipped" code
 REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
 PY = sys.executable
 MB = 1e6
+# Set by run.py: the file each table and target is appended to (one JSON object a
+# line), which it then keeps in benchmarks/results.json for the documentation.
+RECORD = os.environ.get("MNISTCONV_BENCH_RECORD")
+
+
+def record(kind, **fields):
+    """Note a table ("table": title, columns, rows of text) or a target ("target":
+    description, met) for run.py; nothing when the bench runs on its own."""
+    if RECORD:
+        with open(RECORD, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": kind, **fields}) + "\n")
 
 
 def mnistconv(*args):
@@ -176,18 +188,27 @@ def print_table(title, results, reference):
     a ratio above 1 means that command takes longer than mnistconv."""
     ref = results[reference].seconds
     width = max(len(r) for r in results) + 2
-    print(f"\n{title}")
-    print(f"  {'command':<{width}} {'median s':>9} {'min..max s':>13} {'cpu s':>6} "
-          f"{'peak MB':>8} {'time / mnistconv':>17}")
+    columns = ["command", "median s", "min..max s", "cpu s", "peak MB", "time / mnistconv"]
+    rows = []
     for name, r in results.items():
         ratio = "1.00 (ref)" if name == reference else f"{r.seconds / ref:.2f}x"
-        print(f"  {name:<{width}} {r.seconds:>9.3f} {min(r.times):>6.3f}..{max(r.times):<6.3f} "
-              f"{r.cpu_seconds:>6.2f} {r.peak_mb:>8.1f} {ratio:>17}")
+        rows.append([name, f"{r.seconds:.3f}", f"{min(r.times):.3f}..{max(r.times):.3f}",
+                     f"{r.cpu_seconds:.2f}", f"{r.peak_mb:.1f}", ratio])
+    print(f"\n{title}")
+    print(f"  {columns[0]:<{width}} {columns[1]:>9} {columns[2]:>13} {columns[3]:>6} "
+          f"{columns[4]:>8} {columns[5]:>17}")
+    for row in rows:
+        low, high = row[2].split("..")
+        print(f"  {row[0]:<{width}} {row[1]:>9} {low:>6}..{high:<6} {row[3]:>6} "
+              f"{row[4]:>8} {row[5]:>17}")
     load = getattr(results[reference], "load", None)
     if load:
         # Other work on the machine stretches wall times (not CPU times): say how busy it was.
-        print(f"  ({os.cpu_count()} cores; load average {load[0]:.1f} before these runs, "
-              f"{load[1]:.1f} after)")
+        note = (f"{os.cpu_count()} cores; load average {load[0]:.1f} before these runs, "
+                f"{load[1]:.1f} after")
+        print(f"  ({note})")
+        title = f"{title} ({note})"
+    record("table", title=title, columns=columns, rows=rows)
     sys.stdout.flush()
 
 
@@ -199,6 +220,7 @@ class Targets:
 
     def check(self, ok, description):
         print(f"  [{'met' if ok else 'MISSED'}] {description}")
+        record("target", description=description, met=bool(ok))
         if not ok:
             self.missed.append(description)
 

@@ -1,5 +1,5 @@
 """What mnistconv will accept from a file it did not write: the limits behind the
-README's "Safety" section, in one place so every reader and writer applies the same.
+documentation's safety page, in one place so every reader and writer applies the same.
 
 Files come from elsewhere (a download, a colleague's bucket, a pull request). A name
 read from inside a file is data, never a path; work and memory are bounded by what the

@@ -3,8 +3,9 @@
 Each format package under mnistconv/formats/ holds one `SPEC = Format(...)` in its
 `__init__.py`, next to its code and importable without numpy or any codec, so listing
 the formats, building the command line and `--help` stay light. The registry collects
-the specs; the CLI, `mnistconv formats`, the README's table and option validation all
-derive from them, so an option's type, choices, default and range are written once.
+the specs; the CLI, `mnistconv formats`, the documentation's format pages and option
+validation all derive from them, so an option's type, choices, default and range are
+written once.
 
     SPEC = Format("npz", "mnistconv.formats.npz", "numpy .npz in Keras' layout",
                   extensions=(".npz",),

@@ -1,6 +1,6 @@
 """formats: the formats mnistconv reads and writes, with their options, from the
-formats' own declarations (their SPECs). The README's formats table is this command's
-`--markdown` output (a test holds the two together)."""
+formats' own declarations (their SPECs). The documentation site's formats overview is
+this command's `--markdown` output (docs/hooks.py)."""
 
 import click
 
@@ -17,7 +17,7 @@ def _output_kind(f):
 
 
 def markdown_table():
-    """The formats as the README shows them: one row per registered format."""
+    """The formats as the documentation site's overview shows them: one row per registered format."""
     rows = ["| format | read | write | `-` | names | output | options |",
             "|---|---|---|---|---|---|---|"]
     for f in registry.FORMATS.values():
@@ -37,7 +37,7 @@ def markdown_table():
 @click.command("formats")
 @json_option
 @click.option("--markdown", is_flag=True, help="Print the formats as a Markdown table "
-                                                "(the README's).")
+                                                "(the documentation site's overview).")
 def formats_command(as_json, markdown):
     """List the formats mnistconv reads and writes, with their options.
 
