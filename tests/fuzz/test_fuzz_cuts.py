@@ -52,6 +52,9 @@ def cut_seeds(fmt):
 # Text files beside the data (a dataset card, class names, Caffe's list of .h5 files):
 # cutting their last newline leaves them valid, so they have no boundaries to cut.
 TEXT_SUFFIXES = (".md", ".txt", ".csv")
+# Descriptions for other tools that no mnistconv reader reads (Croissant metadata):
+# a cut one changes nothing mnistconv converts.
+UNREAD_NAMES = ("croissant.json",)
 
 # Cut cases that still misbehave, found when the later formats got boundaries; each is
 # a reader (or seed) fix still to make. strict: the test says when one is fixed.
@@ -61,7 +64,7 @@ KNOWN_GAPS = {}
 def cases(fmt):
     for seed in cut_seeds(fmt):
         for victim in files_of(seed):
-            if victim.name.endswith(TEXT_SUFFIXES):
+            if victim.name.endswith(TEXT_SUFFIXES) or victim.name in UNREAD_NAMES:
                 continue
             for what, data in file_cuts(fmt, victim.read_bytes()):
                 yield seed, victim, what, data
