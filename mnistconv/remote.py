@@ -6,8 +6,12 @@ local spool folder in the temporary directory (TMPDIR), then read with the
 normal reader: a file, every file of a directory, the files a glob matches, or the name
 a writer was given (every file beside it whose name starts with its stem: its per-split
 files and shard sets). An input is refused before anything is copied when it holds
-more bytes than the spool folder has free, or more than MAX_REMOTE_FILES files. The
-spool is removed when the dataset read from it is no longer used (or the process
+more bytes than the spool folder has free, or more than MAX_REMOTE_FILES files, or when
+a listing (an HTTP page's links, a bucket's keys) names anything but a file or folder
+inside it: each name is data, checked like a name read from a file
+(limits.is_safe_file_name), so `../../x` never becomes a local path. Every listing and
+read is under a timeout without progress (timeout(), `--timeout`: 60 s). The spool
+is removed when the dataset read from it is no longer used (or the process
 exits); its name carries the pid (staging.staging_prefix), so a killed run's spool is
 removed by the next run. Messages and notes name the remote path, not the spool.
 
@@ -69,7 +73,8 @@ def timeout(seconds):
     in that time, or a file's bytes arriving slower than PROGRESS bytes in that time.
     On S3 the same time bounds each connection and each socket read of an upload.
 
-        with mnistconv.remote.timeout(10):
+        from mnistconv import remote
+        with remote.timeout(10):
             ds = mnistconv.read("https://example.org/mnist.npz")
     """
     token = _timeout.set(float(seconds))

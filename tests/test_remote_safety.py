@@ -217,3 +217,25 @@ def test_s3_key_with_dot_dot_is_refused(tmp_path):
         assert os.listdir(tmp_path / "spool") == []
     finally:
         server.stop()
+
+
+def test_progress_lines_redact_passwords():
+    from mnistconv.cli.common import RichProgress
+    progress = RichProgress()
+    try:
+        progress.start("https://ann:s3cret@host/m.npz -> npz", 10)
+        assert [t.description for t in progress.bars.tasks] == \
+            ["https://ann:***@host/m.npz -> npz"]
+    finally:
+        progress.close()
+
+
+@pytest.mark.parametrize("name, safe", [
+    ("train-images-idx3-ubyte.gz", True), ("T-shirt top", True), (".hidden", True),
+    ("..a", True), ("\u65e5\u672c.png", True), ("x" * 255, True), ("x" * 256, False),
+    ("\u00e9" * 128, False), ("", False), (".", False), ("..", False), ("a/b", False),
+    ("a\\b", False), ("C:x", False), ("ev\x00il", False), ("ev\nil", False),
+    ("\x7f", False), ("\ud800", False), (None, False)])
+def test_safe_file_name(name, safe):
+    from mnistconv.limits import is_safe_file_name
+    assert is_safe_file_name(name) is safe
