@@ -507,16 +507,19 @@ def write(dataset, url, write_local, format=None, *, force=False, progress=None,
     from .records import OutputFile, WriteResult
     from .staging import exists_error, remove_dead_leftovers, staging_prefix
     fmt = registry.get(format) if format else registry.detect_output(url)
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    if not is_safe_file_name(name):  # it names the local staging file too
+        raise UsageError(url, "does not end in a file or folder name",
+                         "name the output, e.g. s3://bucket/mnist.npz")
     fs, path = _filesystem(url)
     try:
-        if not force and not url.endswith("/") and fs.isfile(path):
+        if not force and not url.endswith("/") and _call(fs, "isfile", path):
             raise exists_error(url)
     except Exception as e:
         raise _failed(url, "checking the output", e) from None
     remove_dead_leftovers(tempfile.gettempdir())
     stage = tempfile.mkdtemp(prefix=staging_prefix("remote-out")[1:])
     try:
-        name = url.rstrip("/").rsplit("/", 1)[-1]
         local = os.path.join(stage, name) + ("/" if url.endswith("/") else "")
         base, root = _parent(url), _parent(path)
         try:
@@ -530,7 +533,7 @@ def write(dataset, url, write_local, format=None, *, force=False, progress=None,
         try:
             if not force:
                 for f, relative in uploads:
-                    if fs.exists(f"{root}/{relative}"):
+                    if _call(fs, "exists", f"{root}/{relative}"):
                         raise exists_error(f"{base}/{relative}")
             for f, relative in uploads:
                 _upload(fs, f.path, f"{root}/{relative}")

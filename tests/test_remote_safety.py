@@ -239,3 +239,14 @@ def test_progress_lines_redact_passwords():
 def test_safe_file_name(name, safe):
     from mnistconv.limits import is_safe_file_name
     assert is_safe_file_name(name) is safe
+
+
+@pytest.mark.parametrize("url", ["memory://x/..", "memory://x/../", "memory://x/."])
+def test_an_output_url_must_end_in_a_name(url, data, tmp_path):
+    """Its last name also names the local staging file: '..' would be the staging
+    folder's parent."""
+    r = run("convert", data, url, env=spool_env(tmp_path))
+    assert (r.returncode, stderr_of(r)) == \
+        (2, f"Error: {url}: does not end in a file or folder name; name the output, e.g. "
+            "s3://bucket/mnist.npz\n")
+    assert os.listdir(tmp_path / "spool") == []
