@@ -6,8 +6,12 @@ local spool folder in the temporary directory (TMPDIR), then read with the
 normal reader: a file, every file of a directory, the files a glob matches, or the name
 a writer was given (every file beside it whose name starts with its stem: its per-split
 files and shard sets). An input is refused before anything is copied when it holds
-more bytes than the spool folder has free, or more than MAX_REMOTE_FILES files. The
-spool is removed when the dataset read from it is no longer used (or the process
+more bytes than the spool folder has free, or more than MAX_REMOTE_FILES files, or when
+a listing (an HTTP page's links, a bucket's keys) names anything but a file or folder
+inside it: each name is data, checked like a name read from a file
+(limits.is_safe_file_name), so `../../x` never becomes a local path. Every listing and
+read is under a timeout without progress (timeout(), `--timeout`: 60 s). The spool
+is removed when the dataset read from it is no longer used (or the process
 exits); its name carries the pid (staging.staging_prefix), so a killed run's spool is
 removed by the next run. Messages and notes name the remote path, not the spool.
 
@@ -69,7 +73,8 @@ def timeout(seconds):
     in that time, or a file's bytes arriving slower than PROGRESS bytes in that time.
     On S3 the same time bounds each connection and each socket read of an upload.
 
-        with mnistconv.remote.timeout(10):
+        from mnistconv import remote
+        with remote.timeout(10):
             ds = mnistconv.read("https://example.org/mnist.npz")
     """
     token = _timeout.set(float(seconds))
@@ -502,16 +507,19 @@ def write(dataset, url, write_local, format=None, *, force=False, progress=None,
     from .records import OutputFile, WriteResult
     from .staging import exists_error, remove_dead_leftovers, staging_prefix
     fmt = registry.get(format) if format else registry.detect_output(url)
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    if not is_safe_file_name(name):  # it names the local staging file too
+        raise UsageError(url, "does not end in a file or folder name",
+                         "name the output, e.g. s3://bucket/mnist.npz")
     fs, path = _filesystem(url)
     try:
-        if not force and not url.endswith("/") and fs.isfile(path):
+        if not force and not url.endswith("/") and _call(fs, "isfile", path):
             raise exists_error(url)
     except Exception as e:
         raise _failed(url, "checking the output", e) from None
     remove_dead_leftovers(tempfile.gettempdir())
     stage = tempfile.mkdtemp(prefix=staging_prefix("remote-out")[1:])
     try:
-        name = url.rstrip("/").rsplit("/", 1)[-1]
         local = os.path.join(stage, name) + ("/" if url.endswith("/") else "")
         base, root = _parent(url), _parent(path)
         try:
@@ -525,7 +533,7 @@ def write(dataset, url, write_local, format=None, *, force=False, progress=None,
         try:
             if not force:
                 for f, relative in uploads:
-                    if fs.exists(f"{root}/{relative}"):
+                    if _call(fs, "exists", f"{root}/{relative}"):
                         raise exists_error(f"{base}/{relative}")
             for f, relative in uploads:
                 _upload(fs, f.path, f"{root}/{relative}")

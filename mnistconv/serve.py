@@ -133,6 +133,7 @@ def _bounded_server(base):
 
     class Bounded(base):
         daemon_threads = True  # Ctrl-C stops serve without waiting for a client
+        request_queue_size = MAX_CONNECTIONS  # waiting to be accepted, beyond those
 
         def __init__(self, *args, **kwargs):
             self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)

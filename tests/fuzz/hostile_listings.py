@@ -19,11 +19,6 @@ import threading
 import time
 from urllib.parse import quote, unquote
 
-try:
-    from .hostile_formats import _copy
-except ImportError:
-    from hostile_formats import _copy
-
 EVIL = b"EVIL bytes a hostile server sent"
 
 # Links that must be refused (exit 1) when a folder's listing holds them; `{top}` is
@@ -149,10 +144,12 @@ def site():
 def listing(rng, work, top, reader):
     """A seed of `reader` served over HTTP with hostile links in its listings; the case
     is the folder's URL."""
-    try:
+    try:  # here: hostile.py imports this module
         from .hostile import Case
+        from .hostile_formats import _copy
     except ImportError:
         from hostile import Case
+        from hostile_formats import _copy
     seed = _copy(rng, reader, work)
     root = seed if os.path.isdir(seed) else os.path.dirname(seed)
     folders = [""] + sorted(os.path.relpath(f, root).replace(os.sep, "/")

@@ -1,0 +1,189 @@
+"""`serve` serves only the folder (mnistconv.serve): regular files and folders under it,
+no link out, no FIFO, device or socket; only requests addressed to localhost,
+127.0.0.1 or [::1] with its port; connections bounded; a client that leaves prints no
+traceback; Ctrl-C stops it. Real clients (http.client, raw sockets) on 127.0.0.1."""
+
+import http.client
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from conftest import REPO
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A folder to serve, with everything that must not be served beside what must."""
+    root = tmp_path / "site"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.bin").write_bytes(bytes(range(256)) * 4)
+    (root / "sub" / "b.txt").write_bytes(b"inside\n")
+    (root / "big.bin").write_bytes(os.urandom(1 << 20) * 16)
+    (tmp_path / "secret.txt").write_bytes(b"outside the folder\n")
+    os.symlink("sub/b.txt", root / "link-in")
+    os.symlink("/etc", root / "etc")
+    os.symlink("/etc/passwd", root / "passwd")
+    os.symlink(tmp_path / "secret.txt", root / "secret")
+    os.symlink("../secret.txt", root / "sub" / "up")
+    os.symlink("/dev/zero", root / "zero")
+    os.mkfifo(root / "fifo")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "sock"))
+    yield root
+    sock.close()
+
+
+class Serving:
+    """`mnistconv serve ROOT --port 0 -q` as a child process."""
+
+    def __init__(self, root):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mnistconv", "serve", str(root), "--port", "0", "-q"],
+            stderr=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(REPO)))
+        self.first = self.proc.stderr.readline().decode()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", self.first)
+        assert match, self.first
+        self.port = int(match.group(1))
+
+    def get(self, path, host=None):
+        """(status, body) of GET path, with the Host header given (default: the URL's)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        try:
+            c.putrequest("GET", path, skip_host=host is not None)
+            if host is not None:
+                c.putheader("Host", host)
+            c.endheaders()
+            r = c.getresponse()
+            return r.status, r.read()
+        finally:
+            c.close()
+
+    def stop(self):
+        """Ctrl-C; (exit code, the rest of stderr)."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise AssertionError("serve did not stop on SIGINT")
+        return self.proc.returncode, err.decode()
+
+
+@pytest.fixture
+def serving(tree):
+    s = Serving(tree)
+    yield s
+    if s.proc.poll() is None:
+        s.proc.kill()
+        s.proc.wait()
+
+
+def hrefs(page):
+    return re.findall(rb'href="([^"]*)"', page)
+
+
+def test_serves_files_and_links_that_stay_inside(serving, tree):
+    assert serving.get("/a.bin") == (200, (tree / "a.bin").read_bytes())
+    assert serving.get("/sub/b.txt") == (200, b"inside\n")
+    assert serving.get("/link-in") == (200, b"inside\n")
+    status, page = serving.get("/")
+    assert status == 200
+    assert hrefs(page) == [b"a.bin", b"big.bin", b"link-in", b"sub/"]
+    assert hrefs(serving.get("/sub/")[1]) == [b"b.txt"]
+    assert serving.get("/sub")[0] == 301
+    assert serving.stop() == (130, "Interrupted.\n")
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/etc/", "/passwd", "/secret",
+                                  "/sub/up", "/zero", "/fifo", "/sock",
+                                  "/../secret.txt", "/%2e%2e/secret.txt", "/missing"])
+def test_nothing_outside_or_not_regular_is_served(path, serving):
+    """A link out (to /etc, to a file beside the folder), a device, a FIFO (which
+    blocked a handler for ever), a socket: 404, and serve still answers and stops."""
+    status, body = serving.get(path)
+    assert status == 404 and b"root:" not in body and b"outside" not in body
+    assert serving.get("/sub/b.txt") == (200, b"inside\n")
+    assert serving.stop() == (130, "Interrupted.\n")
+
+
+@pytest.mark.parametrize("host, status", [
+    ("127.0.0.1:{port}", 200), ("localhost:{port}", 200), ("[::1]:{port}", 200),
+    ("LOCALHOST:{port}", 200), ("evil.example:{port}", 403), ("evil.example", 403),
+    ("127.0.0.1", 403), ("localhost:1", 403), ("127.0.0.1.evil.example:{port}", 403),
+    ("", 403)])
+def test_host_header_must_name_this_machine_and_port(host, status, serving):
+    """DNS rebinding: a page at evil.example whose name now resolves to 127.0.0.1 sends
+    Host: evil.example; only the loopback names with serve's port are answered."""
+    got, body = serving.get("/a.bin", host=host.format(port=serving.port))
+    assert got == status
+    if status == 403:
+        assert b"Host must be localhost, 127.0.0.1 or [::1] with port " \
+               + str(serving.port).encode() in body
+
+
+def test_a_client_that_leaves_prints_no_traceback(serving):
+    """Sixteen clients drop the connection (reset) part-way through a 16 MB file; serve
+    prints nothing for them, still answers, and stops on Ctrl-C."""
+    for _ in range(16):
+        s = socket.create_connection(("127.0.0.1", serving.port))
+        s.sendall(f"GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1:{serving.port}\r\n\r\n"
+                  .encode())
+        assert s.recv(4096)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    assert serving.get("/sub/b.txt") == (200, b"inside\n")
+    assert serving.stop() == (130, "Interrupted.\n")
+
+
+def test_connections_are_bounded(tree, monkeypatch):
+    """At most MAX_CONNECTIONS at once: with that many clients each holding a handler
+    (a 48 MB file they do not read), one more is closed unanswered; the stalled
+    handlers give up after CONNECTION_TIMEOUT (made short here) and the server answers
+    again while those clients are still connected."""
+    from mnistconv import serve
+    monkeypatch.setattr(serve, "CONNECTION_TIMEOUT", 2)
+    (tree / "big.bin").write_bytes(bytes(48 << 20))
+    server = serve.make_server(tree, "127.0.0.1", 0)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def ask(name):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.settimeout(20)
+        s.sendall(f"GET /{name} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        try:
+            return s, s.recv(15)
+        except ConnectionResetError:
+            return s, b""
+
+    stalled = []
+    try:
+        for _ in range(serve.MAX_CONNECTIONS):
+            s, answer = ask("big.bin")
+            stalled.append(s)
+            assert answer == b"HTTP/1.0 200 OK"  # its handler is running
+        extra, answer = ask("a.bin")
+        extra.close()
+        assert answer == b""  # closed, not served
+        for _ in range(100):  # the handlers time out, one by one
+            s, answer = ask("a.bin")
+            s.close()
+            if answer:
+                break
+            threading.Event().wait(0.2)
+        assert answer == b"HTTP/1.0 200 OK"
+    finally:
+        for s in stalled:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+        server.shutdown()
+        server.server_close()
