@@ -77,7 +77,7 @@ def document(dataset, root, files, writer_name, family=None) -> dict:
     shape = "x".join(map(str, next(iter(dataset.splits.values())).header.shape)) \
         if dataset.splits else ""
     doc = {"@context": CONTEXT, "@type": "sc:Dataset", "conformsTo": CONFORMS_TO,
-           "name": family.name if family else os.path.basename(root) or "dataset",
+           "name": family.name if family else _input_name(dataset),
            "description": (f"{family.title}. " if family else "") +
            f"{shape} images with class labels ({counts}), written by mnistconv as "
            f"{'Hugging Face Parquet' if writer_name == 'parquet' else 'an ImageFolder tree'}.",
@@ -97,6 +97,14 @@ def document(dataset, root, files, writer_name, family=None) -> dict:
     doc["distribution"] = distribution
     doc["recordSet"] = record_sets
     return doc
+
+
+def _input_name(dataset):
+    """The name of what was read (the same wherever the output goes: outputs of one
+    input are the same bytes)."""
+    first = os.path.basename(str(dataset.paths[0]).rstrip("/" + os.sep)) \
+        if dataset.paths else ""
+    return first.split(".")[0] or "dataset"
 
 
 def _file_object(name, f):
