@@ -24,10 +24,13 @@ SAMPLES = 8  # images shown per class
 # Mean images are kept for at most this many pixels over all classes (float64 sums).
 MAX_MEAN_PIXELS = 1 << 23
 MAX_FILES_LISTED = 100
+_BLOCK = 512  # rows converted to float32 at a time
 
 
 class SplitStats:
     """What the card shows of one split, accumulated a batch at a time."""
+
+    shown = SAMPLES  # images kept per class
 
     def __init__(self, name, header):
         self.name, self.header = name, header
@@ -55,43 +58,52 @@ class SplitStats:
             return
         images = np.asarray(images)
         self.count += n
-        classes = int(labels.max()) + 1
-        if classes > len(self.class_counts):
-            self.class_counts = np.pad(self.class_counts, (0, classes - len(self.class_counts)))
-        self.class_counts += np.bincount(labels, minlength=len(self.class_counts))
+        classes = max(int(labels.max()) + 1, len(self.class_counts))
+        counts = np.bincount(labels, minlength=classes)
+        self.class_counts = np.pad(self.class_counts, (0, classes - len(self.class_counts)))
+        self.class_counts += counts
         low, high = images.min(), images.max()
         self.pixel_min = low if self.pixel_min is None else min(self.pixel_min, low)
         self.pixel_max = high if self.pixel_max is None else max(self.pixel_max, high)
-        flat = images.reshape(n, -1).astype(np.float32)
-        self.pixel_sum += float(flat.sum(dtype=np.float64))
-        # (a dot product is the fastest sum of squares numpy has)
-        self.pixel_sq += float(np.dot(flat.ravel(), flat.ravel()))
-        self._add_means(flat, labels)
-        self._add_samples(images, labels, to_gray_uint8)
+        order = np.argsort(labels, kind="stable")
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        present = np.flatnonzero(counts).tolist()
+        rows = images.reshape(n, -1)
+        # A block of rows at a time, sorted by class: each class's sum is one slice's
+        # (float32 sums of 8-bit pixels over a block are exact integers), and the
+        # float32 copy stays in cache (a whole batch's was most of the time).
+        for start in range(0, n, _BLOCK):
+            part = order[start:start + _BLOCK]
+            flat = rows[part].astype(np.float32)
+            self.pixel_sq += float(np.dot(flat.ravel(), flat.ravel()))
+            cut = np.clip(bounds - start, 0, len(part))
+            if not self._add_means(flat, cut, present, classes):
+                self.pixel_sum += float(flat.sum(dtype=np.float64))
+        if self.sums is not None:
+            self.pixel_sum = float(self.sums.sum())
+        for label in present:
+            have = self.samples.setdefault(label, [])
+            if len(have) < SAMPLES:
+                picks = order[bounds[label]:bounds[label + 1]][:SAMPLES - len(have)]
+                have.extend(to_gray_uint8(images[np.sort(picks)]))
 
-    def _add_means(self, flat, labels):
+    def _add_means(self, flat, bounds, present, classes) -> bool:
+        """Add a block's rows (sorted by class, bounds cut per class) to the class sums;
+        False once the sums are left out (too many classes x pixels)."""
         if self.means_dropped:
-            return
-        classes = len(self.class_counts)
+            return False
         if classes * flat.shape[1] > MAX_MEAN_PIXELS:
             self.means_dropped, self.sums = True, None
-            return
+            return False
         if self.sums is None or len(self.sums) < classes:
             grown = np.zeros((classes, flat.shape[1]), np.float64)
             if self.sums is not None:
                 grown[:len(self.sums)] = self.sums
             self.sums = grown
-        onehot = np.zeros((classes, len(labels)), np.float32)
-        onehot[labels, np.arange(len(labels))] = 1
-        self.sums += onehot @ flat  # every class's sum in one product
-
-    def _add_samples(self, images, labels, to_gray):
-        wanted = [label for label in np.unique(labels).tolist()
-                  if len(self.samples.get(label, ())) < SAMPLES]
-        for label in wanted:
-            have = self.samples.setdefault(label, [])
-            picks = np.flatnonzero(labels == label)[:SAMPLES - len(have)]
-            have.extend(to_gray(images[picks]))
+        for label in present:
+            if bounds[label + 1] > bounds[label]:
+                self.sums[label] += flat[bounds[label]:bounds[label + 1]].sum(0)
+        return True
 
     def means(self):
         """{label: mean image (display uint8)} of the classes present, or {}."""
@@ -115,7 +127,7 @@ class SplitStats:
         mean = self.pixel_sum / values
         std = max(0.0, self.pixel_sq / values - mean * mean) ** 0.5
         return {"min": _number(self.pixel_min), "max": _number(self.pixel_max),
-                "mean": round(mean, 4), "std": round(std, 4)}
+                "mean": round(mean, 2), "std": round(std, 2)}
 
 
 def _number(value):
