@@ -241,19 +241,6 @@ def card_path(dst) -> str:
     return str(dst).rstrip("/" + os.sep) + ".card.html"
 
 
-def write_card(path, html, force=False):
-    """Write the page (staged and renamed, refused over an existing file without force);
-    its OutputFile."""
-    from .fileio import StagedOutput, output_file_info
-    from .records import OutputFile
-    with StagedOutput(force) as out:
-        staged = out.file(path)
-        with open(staged, "w", encoding="utf-8") as f:
-            f.write(html)
-        info = output_file_info(staged)
-    return OutputFile(str(path), info.bytes, info.sha256)
-
-
 def render_card(stats, title, files, dataset, conversion=None) -> str:
     """The page (card_html.render) for stats gathered from `dataset`, with the
     family it was read from where known (provenance.family_of) and its notes."""
@@ -267,14 +254,9 @@ def check_card_target(dst, force) -> str:
     """Checked before a conversion with --card writes anything: where its card goes
     (card_path), refused if it exists without force, or is a directory or device."""
     from .errors import UsageError
-    from .staging import exists_error, refuse_replacing_special
+    from .staging import check_later_file
     if dst == "-" or "://" in str(dst):
         raise UsageError(dst, "--card writes beside a local output, not stdout or a URL")
     target = card_path(dst)
-    if os.path.lexists(target):
-        if not force:
-            raise exists_error(target)
-        if os.path.isdir(target) and not os.path.islink(target):
-            raise UsageError(target, "is a directory; --card writes a file there")
-        refuse_replacing_special(target)
+    check_later_file(target, force, "--card writes a file")
     return target

@@ -28,11 +28,12 @@ def card(path, output, from_name, force, quiet, **values):
       mnistconv card mnist.tfrecord -o card.html --force
     """
     from .. import card as cards
+    from ..fileio import write_text_output
     if output == "-" or output.endswith(("/", "\\")):
         raise UsageError(output, "name an HTML file to write")
     dataset = Input(path, from_name).read(values)
     stats = cards.collect(dataset)
     html = cards.render_card(stats, path, cards.input_files(dataset), dataset)
-    written = cards.write_card(output, html, force)
+    written = write_text_output(output, html, force)
     note(f"card: {written.path}  {written.bytes:,} bytes", quiet)
     return 0

@@ -196,10 +196,11 @@ def _chosen_options(values, reader, writer):
 def _write_card(target, dataset, stats, files, force, conversion):
     """The dataset card of a conversion's output (mnistconv.card), beside it."""
     from .. import card
+    from ..fileio import write_text_output
     card.complete(stats, dataset)
     html = card.render_card(stats, conversion["output"], card.output_files(files),
                             dataset, conversion)
-    return card.write_card(target, html, force)
+    return write_text_output(target, html, force)
 
 
 def _unrecorded_split_name(dataset, dst, writer):
