@@ -378,10 +378,10 @@ def output_file_info(path, writer: HashingWriter = None):
 def write_text_output(path, text, force=False):
     """A small text output (a card, croissant.json) written whole: staged and renamed,
     refused over an existing file without force. Its OutputFile."""
-    from .records import OutputFile
+    from dataclasses import replace
     with StagedOutput(force) as out:
         staged = out.file(path)
         with open(staged, "w", encoding="utf-8") as f:
             f.write(text)
         info = output_file_info(staged)
-    return OutputFile(str(path), info.bytes, info.sha256)
+    return replace(info, path=str(path))
