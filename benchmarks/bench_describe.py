@@ -1,14 +1,15 @@
 """What describing an output costs (issue 29), as whole processes in the same run (see
 common.py for how each figure is taken), on the official 60000-image training set:
 
-    mnistconv idx-to-tfrecord MNIST out.tfrecord --split train -q
+    mnistconv idx-to-tfrecord MNIST out.tfrecord --split train
     ... the same with --index-files                 (<file>.idx beside it)
     ... the same with --card                        (out.tfrecord.card.html)
-    mnistconv idx-to-parquet MNIST out/ --split train -q     (croissant.json always)
+    mnistconv idx-to-parquet MNIST out/ --split train        (croissant.json always)
     ... the same with --card
 
-Targets: --index-files and --card each add under 10% to their conversion's median wall
-time. The CPU-time ratio is printed beside it (steadier when other sessions share the
+Run as users type them (no -q: the files' SHA-256 are computed and shown, as a card
+lists them). Targets: --index-files and --card each add under 10% to their conversion's
+median wall time. The CPU-time ratio is printed beside it (steadier when other sessions share the
 machine). Each output is checked: the index lists 60000 records, the card shows 60000.
 """
 
@@ -25,8 +26,7 @@ def main():
 
         def conversion(name, fmt, dst, *extra):
             outs[name] = (work / dst, extra)
-            return mnistconv(f"idx-to-{fmt}", gz, work / dst, "--split", "train", "-q",
-                             *extra)
+            return mnistconv(f"idx-to-{fmt}", gz, work / dst, "--split", "train", *extra)
         commands = {
             "tfrecord": conversion("tfrecord", "tfrecord", "a.tfrecord"),
             "tfrecord --index-files": conversion("tfrecord --index-files", "tfrecord",

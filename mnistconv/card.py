@@ -24,7 +24,7 @@ SAMPLES = 8  # images shown per class
 # Mean images are kept for at most this many pixels over all classes (float64 sums).
 MAX_MEAN_PIXELS = 1 << 23
 MAX_FILES_LISTED = 100
-_BLOCK = 512  # rows converted to float32 at a time
+_BLOCK = 512  # rows squared at a time
 
 
 class SplitStats:
@@ -65,45 +65,34 @@ class SplitStats:
         low, high = images.min(), images.max()
         self.pixel_min = low if self.pixel_min is None else min(self.pixel_min, low)
         self.pixel_max = high if self.pixel_max is None else max(self.pixel_max, high)
-        order = np.argsort(labels, kind="stable")
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        present = np.flatnonzero(counts).tolist()
         rows = images.reshape(n, -1)
-        # A block of rows at a time, sorted by class: each class's sum is one slice's
-        # (float32 sums of 8-bit pixels over a block are exact integers), and the
-        # float32 copy stays in cache (a whole batch's was most of the time).
+        present = np.flatnonzero(counts).tolist()
+        # Integer sums of 8-bit pixels (a float32 copy of each batch was most of the
+        # card's time): per class, and of the squares a block at a time.
+        self._add_means(rows, labels, present, classes)
         for start in range(0, n, _BLOCK):
-            part = order[start:start + _BLOCK]
-            flat = rows[part].astype(np.float32)
-            self.pixel_sq += float(np.dot(flat.ravel(), flat.ravel()))
-            cut = np.clip(bounds - start, 0, len(part))
-            if not self._add_means(flat, cut, present, classes):
-                self.pixel_sum += float(flat.sum(dtype=np.float64))
-        if self.sums is not None:
-            self.pixel_sum = float(self.sums.sum())
+            self.pixel_sq += _squares(rows[start:start + _BLOCK])
         for label in present:
             have = self.samples.setdefault(label, [])
             if len(have) < SAMPLES:
-                picks = order[bounds[label]:bounds[label + 1]][:SAMPLES - len(have)]
-                have.extend(to_gray_uint8(images[np.sort(picks)]))
+                picks = np.flatnonzero(labels == label)[:SAMPLES - len(have)]
+                have.extend(to_gray_uint8(images[picks]))
 
-    def _add_means(self, flat, bounds, present, classes) -> bool:
-        """Add a block's rows (sorted by class, bounds cut per class) to the class sums;
-        False once the sums are left out (too many classes x pixels)."""
-        if self.means_dropped:
-            return False
-        if classes * flat.shape[1] > MAX_MEAN_PIXELS:
+    def _add_means(self, rows, labels, present, classes):
+        """Add a batch's rows to the sums of their classes (and the pixel sum)."""
+        if self.means_dropped or classes * rows.shape[1] > MAX_MEAN_PIXELS:
             self.means_dropped, self.sums = True, None
-            return False
+            self.pixel_sum += float(_column_sums(rows).sum())
+            return
         if self.sums is None or len(self.sums) < classes:
-            grown = np.zeros((classes, flat.shape[1]), np.float64)
+            grown = np.zeros((classes, rows.shape[1]), np.float64)
             if self.sums is not None:
                 grown[:len(self.sums)] = self.sums
             self.sums = grown
         for label in present:
-            if bounds[label + 1] > bounds[label]:
-                self.sums[label] += flat[bounds[label]:bounds[label + 1]].sum(0)
-        return True
+            part = _column_sums(rows[labels == label])
+            self.sums[label] += part
+            self.pixel_sum += float(part.sum())
 
     def means(self):
         """{label: mean image (display uint8)} of the classes present, or {}."""
@@ -127,7 +116,24 @@ class SplitStats:
         mean = self.pixel_sum / values
         std = max(0.0, self.pixel_sq / values - mean * mean) ** 0.5
         return {"min": _number(self.pixel_min), "max": _number(self.pixel_max),
-                "mean": round(mean, 2), "std": round(std, 2)}
+                "mean": round(mean, 4), "std": round(std, 4)}
+
+
+def _column_sums(rows):
+    """Each pixel's sum over the rows: in 64-bit integers for 8-bit pixels (exact, and
+    no float copy of the batch), else in float64."""
+    if rows.dtype == np.uint8:
+        return rows.sum(0, dtype=np.uint64).astype(np.float64)
+    return rows.sum(0, dtype=np.float64)
+
+
+def _squares(rows) -> float:
+    """The sum of the squared pixel values: 8-bit pixels squared in 16 bits."""
+    if rows.dtype == np.uint8:
+        wide = rows.astype(np.uint16)
+        return float(np.multiply(wide, wide).sum(dtype=np.uint64))
+    wide = rows.astype(np.float64)
+    return float(np.dot(wide.ravel(), wide.ravel()))
 
 
 def _number(value):

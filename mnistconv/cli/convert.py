@@ -135,10 +135,11 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             # otherwise, and the workers may be forked processes (mnistconv.parallel).
             write_options.setdefault("workers", None)
             write_options["processes"] = True
-        # -q without --json or --sha256sums shows no hash: none is computed.
+        # -q without --json, --sha256sums or --card shows no hash: none is computed.
         from contextlib import nullcontext
         from ..fileio import unhashed_outputs
-        shown = not quiet or as_json or sums
+        # (A card lists them: hashed as written rather than read back for it.)
+        shown = not quiet or as_json or sums or card_target
         observed, card_stats = dataset, None
         if card_target:  # the card's figures are gathered as the writer reads
             from .. import card
