@@ -77,7 +77,7 @@ def document(dataset, root, files, writer_name, family=None) -> dict:
     shape = "x".join(map(str, next(iter(dataset.splits.values())).header.shape)) \
         if dataset.splits else ""
     doc = {"@context": CONTEXT, "@type": "sc:Dataset", "conformsTo": CONFORMS_TO,
-           "name": family.name if family else os.path.basename(root) or "dataset",
+           "name": family.name if family else _input_name(dataset),
            "description": (f"{family.title}. " if family else "") +
            f"{shape} images with class labels ({counts}), written by mnistconv as "
            f"{'Hugging Face Parquet' if writer_name == 'parquet' else 'an ImageFolder tree'}.",
@@ -97,6 +97,14 @@ def document(dataset, root, files, writer_name, family=None) -> dict:
     doc["distribution"] = distribution
     doc["recordSet"] = record_sets
     return doc
+
+
+def _input_name(dataset):
+    """The name of what was read (the same wherever the output goes: outputs of one
+    input are the same bytes)."""
+    first = os.path.basename(str(dataset.paths[0]).rstrip("/" + os.sep)) \
+        if dataset.paths else ""
+    return first.split(".")[0] or "dataset"
 
 
 def _file_object(name, f):
@@ -187,31 +195,18 @@ def write(dataset, root, result, writer_name, force=False):
     """Write croissant.json for an output just written (result: its WriteResult),
     staged and renamed as every output; its OutputFile. SHA-256 of files written
     unhashed (-q) are computed here: Croissant requires them."""
-    from .fileio import StagedOutput, output_file_info, sha256_file
+    from .fileio import sha256_file, write_text_output
     from .provenance import family_of
     from .records import OutputFile
     files = [f if f.sha256 else OutputFile(f.path, f.bytes, sha256_file(f.path))
              for f in result.files]
     doc = document(dataset, root, files, writer_name, family_of(dataset))
-    path = target(root)
-    with StagedOutput(force=True) as out:
-        staged = out.file(path)
-        with open(staged, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2, ensure_ascii=False)
-            f.write("\n")
-        info = output_file_info(staged)
-    return OutputFile(path, info.bytes, info.sha256)
+    return write_text_output(target(root), json.dumps(doc, indent=2, ensure_ascii=False)
+                             + "\n", force=True)
 
 
 def check_target(root, force):
     """Refused before anything is written: a croissant.json there already (without
-    force), or one that is a directory, a link or a device."""
-    from .errors import UsageError
-    from .staging import exists_error, refuse_replacing_special
-    path = target(root)
-    if os.path.lexists(path):
-        if not force:
-            raise exists_error(path)
-        if os.path.isdir(path) and not os.path.islink(path):
-            raise UsageError(path, "is a directory; the output's croissant.json goes there")
-        refuse_replacing_special(path)
+    force), or one that is a directory or a device."""
+    from .staging import check_later_file
+    check_later_file(target(root), force, "the output's croissant.json")

@@ -373,3 +373,15 @@ def output_file_info(path, writer: HashingWriter = None):
         return OutputFile(str(path), writer.bytes, writer.sha256())
     return OutputFile(str(path), os.path.getsize(path),
                       sha256_file(path) if _HASH_OUTPUTS.get() else None)
+
+
+def write_text_output(path, text, force=False):
+    """A small text output (a card, croissant.json) written whole: staged and renamed,
+    refused over an existing file without force. Its OutputFile."""
+    from dataclasses import replace
+    with StagedOutput(force) as out:
+        staged = out.file(path)
+        with open(staged, "w", encoding="utf-8") as f:
+            f.write(text)
+        info = output_file_info(staged)
+    return replace(info, path=str(path))

@@ -83,6 +83,19 @@ def exists_error(target):
                       cli_hint="use --force to overwrite it")
 
 
+def check_later_file(target, force, role):
+    """A file an output writes after its data (a card, croissant.json), checked before
+    anything is written: refused if it exists without force, or is a directory or a
+    device even with it. role says what goes there, for the message."""
+    if not os.path.lexists(target):
+        return
+    if not force:
+        raise exists_error(target)
+    if os.path.isdir(target) and not os.path.islink(target):
+        raise UsageError(target, f"is a directory; {role} goes there")
+    refuse_replacing_special(target)
+
+
 def refuse_replacing_special(target):
     """--force replaces only what mnistconv would write: a regular file (or a symlink,
     which is replaced, not followed). A device, FIFO or socket in its place is refused

@@ -41,7 +41,7 @@ def test_layout_round_trip_and_same_files_for_any_workers(tmp_path):
     first = tree_digests(tmp_path / "a")
     assert first == tree_digests(tmp_path / "b")
     x, y, xt, yt = sample_arrays()
-    assert len(first) == len(y) + len(yt)
+    assert len(first) == len(y) + len(yt) + 1  # and croissant.json
     assert f"train/{y[7]}/007.png" in first and f"test/{yt[42]}/042.png" in first
     converts_back_to_the_sample(tmp_path / "a", tmp_path / "back")
     one = mnistconv.read(tmp_path / "a" / "test")  # a split's own folder
@@ -70,7 +70,7 @@ def test_force_replaces_a_split_folder_whole(tmp_path):
         mnistconv.write(smaller, tmp_path / "f", "imagefolder")
     assert tree_digests(tmp_path / "f") == before
     mnistconv.write(smaller, tmp_path / "f", "imagefolder", force=True)
-    assert len(tree_digests(tmp_path / "f")) == 10
+    assert len(tree_digests(tmp_path / "f")) == 11  # the images and croissant.json
     assert mnistconv.read(tmp_path / "f").splits["train"].header.count == 10
 
 

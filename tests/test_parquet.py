@@ -71,11 +71,13 @@ def test_round_trip_layout_schema_and_card(tmp_path):
     ds = _generated()
     out = tmp_path / "hf"
     result = mnistconv.write(ds, out, "parquet", row_group_size=100)
-    assert _files(out) == ["README.md", "data/test-00000-of-00001.parquet",
+    assert _files(out) == ["README.md", "croissant.json",
+                           "data/test-00000-of-00001.parquet",
                            "data/train-00000-of-00001.parquet"]
     assert [f.path for f in result] == [str(out / "data/train-00000-of-00001.parquet"),
                                         str(out / "data/test-00000-of-00001.parquet"),
-                                        str(out / "README.md")]
+                                        str(out / "README.md"),
+                                        str(out / "croissant.json")]
     assert result.counts == {"train": 300, "test": 120}
     pf = pq.ParquetFile(out / "data/train-00000-of-00001.parquet")
     assert str(pf.schema_arrow.field("image").type) == "struct<bytes: binary, path: string>"
@@ -167,7 +169,7 @@ def test_same_bytes_twice_and_for_any_worker_count(tmp_path, official_dir):
                       workers=2, shards=2, row_group_size=700)
     outs.append(_hashes(threads))
     assert outs[0] == outs[1] == outs[2] == outs[3]
-    assert len(outs[0]) == 3
+    assert len(outs[0]) == 4  # two shards, README.md and croissant.json
 
 
 # --- the real clients on the official MNIST ---
@@ -257,7 +259,7 @@ def test_official_mnist_round_trip_rebuilds_the_four_files(tmp_path, official_di
     out, idx = tmp_path / "pq", tmp_path / "idx"
     assert run("convert", official_dir, out, "--to", "parquet", "--config", "mnist",
                "-q").returncode == 0
-    assert _files(out)[1:] == ["mnist/test-00000-of-00001.parquet",
+    assert _files(out)[2:] == ["mnist/test-00000-of-00001.parquet",
                                "mnist/train-00000-of-00001.parquet"]
     mnistconv.convert(out, idx, to="idx")
     for name, digest in OFFICIAL_SHA256.items():

@@ -37,6 +37,7 @@ info      info:info                Format, splits, counts, labels, per-class his
 formats   formats:formats_command  List the formats mnistconv reads and writes, with their options.
 show      show:show                Draw images in the terminal with label and index.
 preview   preview:preview          Write a PNG contact sheet, one row per class.
+card      card:card                Write a dataset card: one self-contained HTML page.
 compare   compare:compare          Compare two datasets split by split; exit 1 when they differ.
 download  download:download        Download MNIST, Fashion-MNIST, KMNIST or EMNIST, checksums verified.
 pack      pack:pack                Build asset packs (pack browser: GDMNIST1 + manifest).

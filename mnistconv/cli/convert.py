@@ -27,6 +27,14 @@ def _refuse_foreign(values, reader, writer):
                                        f"or writing {writer.name}")
 
 
+def card_option(f):
+    """--card: write a dataset card beside the output."""
+    return click.option("--card", is_flag=True,
+                        help="Also write a dataset card beside the output "
+                             "(DST.card.html: samples, class histogram, mean images, "
+                             "pixel statistics, files, this conversion).")(f)
+
+
 def sha256sums_option(f):
     """--sha256sums: write SHA256SUMS beside the output."""
     return click.option("--sha256sums", is_flag=True,
@@ -94,10 +102,17 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         raise UsageError(None, "--sha256sums needs an output file, not stdout")
     if sums and "://" in dst:  # it writes beside the files: a remote one would be local
         raise UsageError(dst, "--sha256sums needs a local output")
+    card_target = None
+    if values.pop("card", False):
+        from ..card import check_card_target
+        card_target = check_card_target(dst, force)
     planned = {k: values.pop(k, None) for k in PLAN_KEYS}
     # (0 is a task index: compare by identity, not equality, with False)
     if any(v is not None and v is not False and v != () and v != "local"
            for v in planned.values()):
+        if card_target:
+            raise UsageError(None, "--card does not apply to planned runs",
+                             "write the card with `mnistconv card DST -o FILE`")
         return _run_planned(src, dst, from_name, to_name, values, planned, quiet,
                             as_json, force, sums)
     started = time.perf_counter()
@@ -113,20 +128,31 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         if sums:
             _check_sums_target(dst, writer)
         dataset = source.read(values, selection(values))
+        chosen = _chosen_options(values, reader, writer)
         write_options = options_for(writer.write_options, values)
         if any(o.name == "workers" for o in writer.write_options):
             # The command line owns its process: every core unless --workers says
             # otherwise, and the workers may be forked processes (mnistconv.parallel).
             write_options.setdefault("workers", None)
             write_options["processes"] = True
-        # -q without --json or --sha256sums shows no hash: none is computed.
+        # -q without --json, --sha256sums or --card shows no hash: none is computed.
         from contextlib import nullcontext
         from ..fileio import unhashed_outputs
-        shown = not quiet or as_json or sums
+        # (A card lists them: hashed as written rather than read back for it.)
+        shown = not quiet or as_json or sums or card_target
+        observed, card_stats = dataset, None
+        if card_target:  # the card's figures are gathered as the writer reads
+            from .. import card
+            observed, card_stats = card.observe(dataset)
         with nullcontext() if shown else unhashed_outputs():
-            files = mnistconv.write(dataset, dst, writer.name, force=force,
+            files = mnistconv.write(observed, dst, writer.name, force=force,
                                     progress=make_progress(quiet), **write_options)
         stats = files.stats
+        if card_target:
+            card_file = _write_card(card_target, dataset, card_stats, files, force,
+                                    {"input": src, "input_format": reader.name,
+                                     "output": dst, "output_format": writer.name,
+                                     "options": chosen, "stats": stats})
         sums_path = write_sha256sums(files) if sums and files else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
@@ -135,7 +161,8 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
                    "output": {"path": dst, "format": writer.name},
                    "splits": splits, "files": files_json(files), "stats": stats,
                    "notes": dataset.notes,
-                   **({"sha256sums": sums_path} if sums_path else {})})
+                   **({"sha256sums": sums_path} if sums_path else {}),
+                   **({"card": card_file.path} if card_target else {})})
         return 0
     counts = ", ".join(f"{n} {s['count']}" for n, s in splits.items())
     note(f"{reader.name} -> {writer.name}: {counts} in "
@@ -152,7 +179,29 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         note(f"  note: {text}", quiet)
     if sums_path:
         note(f"  {sums_path}  (sha256sum -c)", quiet)
+    if card_target:
+        note(f"  card: {card_file.path}  {card_file.bytes:,} bytes", quiet)
     return 0
+
+
+def _chosen_options(values, reader, writer):
+    """The options this conversion was given (not their defaults), for its card."""
+    declared = {o.name: o for o in list(reader.read_options) + list(writer.write_options)}
+    chosen = {k: v for k, v in values.items() if k in declared and k != "workers"
+              and v not in (None, False, (), declared[k].default)}
+    chosen.update((k, v) for k, v in selection(values).items()
+                  if v not in (None, False, (), "auto"))
+    return chosen
+
+
+def _write_card(target, dataset, stats, files, force, conversion):
+    """The dataset card of a conversion's output (mnistconv.card), beside it."""
+    from .. import card
+    from ..fileio import write_text_output
+    card.complete(stats, dataset)
+    html = card.render_card(stats, conversion["output"], card.output_files(files),
+                            dataset, conversion)
+    return write_text_output(target, html, force)
 
 
 def _unrecorded_split_name(dataset, dst, writer):
@@ -259,6 +308,7 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
 @format_options(all_options("read") + all_options("write"))
 @force_option
 @sha256sums_option
+@card_option
 @plan_options
 @timeout_option
 @quiet_option
@@ -299,7 +349,8 @@ def pair_command(reader_name, writer_name):
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, sha256sums_option, plan_options, timeout_option, quiet_option,
+        force_option, sha256sums_option, card_option, plan_options, timeout_option,
+        quiet_option,
         json_option,
     ]):
         command = decorator(command)

@@ -1,0 +1,268 @@
+"""A dataset card: one self-contained HTML page (card_html.py draws it) describing a
+dataset as it streams past: per split the count, the first few images of each class,
+the class histogram, the mean image of each class and pixel statistics; the files with
+their sizes and SHA-256; for a conversion, what was converted from what, with which
+options, and the writer's figures (JPEG error).
+
+The figures are gathered from the batches a writer already reads (observe(): nothing
+is read twice), or by one pass of their own (collect()). Memory is bounded: a running
+sum per class (float64, one image each), the first SAMPLES images of each class, and
+the batch in hand.
+
+    dataset = mnistconv.read("data/mnist")
+    html = card.render_card(card.collect(dataset), "data/mnist",
+                            card.input_files(dataset), dataset)
+"""
+
+import os
+
+import numpy as np
+
+from .records import DEFAULT_BATCH, Split
+
+SAMPLES = 8  # images shown per class
+# Mean images are kept for at most this many pixels over all classes (float64 sums).
+MAX_MEAN_PIXELS = 1 << 23
+MAX_FILES_LISTED = 100
+_BLOCK = 512  # rows squared at a time
+
+
+class SplitStats:
+    """What the card shows of one split, accumulated a batch at a time."""
+
+    shown = SAMPLES  # images kept per class
+
+    def __init__(self, name, header):
+        self.name, self.header = name, header
+        self.reset()
+
+    def reset(self):
+        """Start over (a writer reading the split a second time)."""
+        self.count = 0
+        self.class_counts = np.zeros(0, np.int64)
+        self.sums = None  # classes x pixels, float64
+        self.samples = {}  # label -> list of images (display uint8)
+        self.pixel_sum = self.pixel_sq = 0.0
+        self.pixel_min, self.pixel_max = None, None
+        self.means_dropped = False
+
+    def add(self, images, labels):
+        """Take in a batch: images as the split yields them, labels one per image."""
+        from .view import to_gray_uint8
+        labels = np.asarray(labels)
+        if labels.ndim > 1:  # extra label columns: the class is the first
+            labels = labels[:, 0]
+        labels = labels.astype(np.int64)
+        n = len(labels)
+        if not n:
+            return
+        images = np.asarray(images)
+        self.count += n
+        classes = max(int(labels.max()) + 1, len(self.class_counts))
+        counts = np.bincount(labels, minlength=classes)
+        self.class_counts = np.pad(self.class_counts, (0, classes - len(self.class_counts)))
+        self.class_counts += counts
+        low, high = images.min(), images.max()
+        self.pixel_min = low if self.pixel_min is None else min(self.pixel_min, low)
+        self.pixel_max = high if self.pixel_max is None else max(self.pixel_max, high)
+        rows = images.reshape(n, -1)
+        present = np.flatnonzero(counts).tolist()
+        # Integer sums of 8-bit pixels (a float32 copy of each batch was most of the
+        # card's time): per class, and of the squares a block at a time.
+        self._add_means(rows, labels, present, classes)
+        for start in range(0, n, _BLOCK):
+            self.pixel_sq += _squares(rows[start:start + _BLOCK])
+        for label in present:
+            have = self.samples.setdefault(label, [])
+            if len(have) < SAMPLES:
+                picks = np.flatnonzero(labels == label)[:SAMPLES - len(have)]
+                have.extend(to_gray_uint8(images[picks]))
+
+    def _add_means(self, rows, labels, present, classes):
+        """Add a batch's rows to the sums of their classes (and the pixel sum)."""
+        if self.means_dropped or classes * rows.shape[1] > MAX_MEAN_PIXELS:
+            self.means_dropped, self.sums = True, None
+            self.pixel_sum += float(_column_sums(rows).sum())
+            return
+        if self.sums is None or len(self.sums) < classes:
+            grown = np.zeros((classes, rows.shape[1]), np.float64)
+            if self.sums is not None:
+                grown[:len(self.sums)] = self.sums
+            self.sums = grown
+        for label in present:
+            part = _column_sums(rows[labels == label])
+            self.sums[label] += part
+            self.pixel_sum += float(part.sum())
+
+    def means(self):
+        """{label: mean image (display uint8)} of the classes present, or {}."""
+        if self.sums is None:
+            return {}
+        from .view import to_gray_uint8
+        shape = tuple(self.header.shape)
+        out = {}
+        for label, n in enumerate(self.class_counts.tolist()):
+            if n:
+                mean = (self.sums[label] / n).reshape(shape)
+                out[label] = to_gray_uint8(mean[None].round().clip(0, 255)
+                                           .astype(np.uint8))[0]
+        return out
+
+    def pixel_stats(self):
+        """{min, max, mean, std} over every pixel value of the split."""
+        values = self.count * int(np.prod(self.header.shape) or 1)
+        if not values:
+            return {}
+        mean = self.pixel_sum / values
+        std = max(0.0, self.pixel_sq / values - mean * mean) ** 0.5
+        return {"min": _number(self.pixel_min), "max": _number(self.pixel_max),
+                "mean": round(mean, 4), "std": round(std, 4)}
+
+
+def _column_sums(rows):
+    """Each pixel's sum over the rows: in 64-bit integers for 8-bit pixels (exact, and
+    no float copy of the batch), else in float64."""
+    if rows.dtype == np.uint8:
+        return rows.sum(0, dtype=np.uint64).astype(np.float64)
+    return rows.sum(0, dtype=np.float64)
+
+
+def _squares(rows) -> float:
+    """The sum of the squared pixel values: 8-bit pixels squared in 16 bits."""
+    if rows.dtype == np.uint8:
+        wide = rows.astype(np.uint16)
+        return float(np.multiply(wide, wide).sum(dtype=np.uint64))
+    wide = rows.astype(np.float64)
+    return float(np.dot(wide.ravel(), wide.ravel()))
+
+
+def _number(value):
+    value = value.item() if hasattr(value, "item") else value
+    return round(value, 4) if isinstance(value, float) else value
+
+
+class _Observed(Split):
+    """A split whose batches are also counted into a SplitStats on their way to the
+    writer; everything else is the base split's."""
+
+    def __init__(self, base, stats):
+        super().__init__(base.name, base.header)
+        self.base, self.stats = base, stats
+
+    def batches(self, batch_size=DEFAULT_BATCH):
+        self.stats.reset()
+        for batch in self.base.batches(batch_size):
+            self.stats.add(batch.images, batch.labels)
+            yield batch
+
+    def labels(self):
+        return self.base.labels()
+
+    def indices(self):
+        return self.base.indices()
+
+    def take(self, positions):
+        return self.base.take(positions)
+
+    def num_classes(self):
+        return self.base.num_classes()
+
+    def extra_fields(self):
+        """The base's extra fields (QMNIST's columns), if it has them."""
+        get = getattr(self.base, "extra_fields", None)
+        return get() if get is not None else None
+
+
+def observe(dataset):
+    """(a dataset whose splits fill SplitStats as a writer reads them, {name: stats}).
+    After the write, complete(stats, dataset) fills in what the writer did not read."""
+    from .records import Dataset
+    stats = {name: SplitStats(name, split.header) for name, split in dataset.splits.items()}
+    splits = {name: _Observed(split, stats[name]) for name, split in dataset.splits.items()}
+    return Dataset(dataset.format, splits, dataset.paths, dataset.notes), stats
+
+
+def complete(stats, dataset):
+    """Any split whose stats the writer did not fill (it read by take(), or stopped
+    early) gets a pass of its own."""
+    for name, split in dataset.splits.items():
+        if stats[name].count != split.header.count:
+            stats[name] = collect_split(split)
+    return stats
+
+
+def collect_split(split) -> SplitStats:
+    """One pass over a split."""
+    stats = SplitStats(split.name, split.header)
+    for batch in split.batches():
+        stats.add(batch.images, batch.labels)
+    return stats
+
+
+def collect(dataset) -> dict:
+    """{split name: SplitStats}, one pass over each split."""
+    return {name: collect_split(split) for name, split in dataset.splits.items()}
+
+
+def input_files(dataset):
+    """(path, bytes, sha256) of the files a dataset was read from: every file under a
+    directory it names (at most MAX_FILES_LISTED, then a count). Returns (rows, more
+    files, more bytes)."""
+    from .fileio import sha256_file
+    paths = []
+    for path in dataset.paths:
+        if os.path.isdir(path):
+            for folder, dirs, names in os.walk(path):
+                dirs.sort()
+                paths += [os.path.join(folder, n) for n in sorted(names)]
+        elif os.path.isfile(path):
+            paths.append(path)
+    return file_rows(paths, sha256_file)
+
+
+def file_rows(paths, hash_file, known=None):
+    """Rows (path, bytes, sha256) of at most MAX_FILES_LISTED files, and the number and
+    bytes of the rest. known: {path: sha256} already computed."""
+    rows, more, more_bytes = [], 0, 0
+    for path in paths:
+        size = os.path.getsize(path)
+        if len(rows) < MAX_FILES_LISTED:
+            digest = (known or {}).get(path) or hash_file(path)
+            rows.append((path, size, digest))
+        else:
+            more, more_bytes = more + 1, more_bytes + size
+    return rows, more, more_bytes
+
+
+def output_files(result):
+    """The rows of a WriteResult's files (hashing those written unhashed)."""
+    from .fileio import sha256_file
+    known = {f.path: f.sha256 for f in result.files if f.sha256}
+    return file_rows([f.path for f in result.files], sha256_file, known)
+
+
+def card_path(dst) -> str:
+    """Where `convert --card` writes the card: beside the output, never inside it
+    (out/mnist.tfrecord -> out/mnist.tfrecord.card.html, out/hf/ -> out/hf.card.html)."""
+    return str(dst).rstrip("/" + os.sep) + ".card.html"
+
+
+def render_card(stats, title, files, dataset, conversion=None) -> str:
+    """The page (card_html.render) for stats gathered from `dataset`, with the
+    family it was read from where known (provenance.family_of) and its notes."""
+    from . import card_html
+    from .provenance import family_of
+    return card_html.render(stats, title, files, conversion, family_of(dataset),
+                            dataset.notes)
+
+
+def check_card_target(dst, force) -> str:
+    """Checked before a conversion with --card writes anything: where its card goes
+    (card_path), refused if it exists without force, or is a directory or device."""
+    from .errors import UsageError
+    from .staging import check_later_file
+    if dst == "-" or "://" in str(dst):
+        raise UsageError(dst, "--card writes beside a local output, not stdout or a URL")
+    target = card_path(dst)
+    check_later_file(target, force, "--card writes a file")
+    return target

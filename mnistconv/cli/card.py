@@ -1,0 +1,39 @@
+"""card: a dataset card, one self-contained HTML page, for anything mnistconv reads
+(mnistconv.card; `convert --card` writes one beside a conversion's output)."""
+
+import click
+
+from ..errors import UsageError
+from .common import force_option, note, quiet_option
+from .inputs import Input, all_options, format_options, from_option
+
+
+@click.command()
+@click.argument("path")
+@click.option("-o", "--output", "output", required=True, metavar="FILE",
+              help="The HTML file to write.")
+@from_option()
+@format_options(all_options("read"))
+@force_option
+@quiet_option
+def card(path, output, from_name, force, quiet, **values):
+    """Write a dataset card for PATH: one HTML file, images inline, no network
+    references. Per split: the count, the first images of each class, the class
+    histogram, the mean image of each class, pixel statistics; then the files read,
+    with sizes and SHA-256.
+
+    \b
+    Examples:
+      mnistconv card data/mnist -o mnist-card.html
+      mnistconv card mnist.tfrecord -o card.html --force
+    """
+    from .. import card as cards
+    from ..fileio import write_text_output
+    if output == "-" or output.endswith(("/", "\\")):
+        raise UsageError(output, "name an HTML file to write")
+    dataset = Input(path, from_name).read(values)
+    stats = cards.collect(dataset)
+    html = cards.render_card(stats, path, cards.input_files(dataset), dataset)
+    written = write_text_output(output, html, force)
+    note(f"card: {written.path}  {written.bytes:,} bytes", quiet)
+    return 0

@@ -1,0 +1,125 @@
+"""The dataset card: `mnistconv card DATA -o card.html` and `convert --card`, one
+self-contained HTML page, rendered by headless Chromium (Debian's `chromium`, as
+test_browser.py runs it) and checked in the DOM it builds: counts, class names, the
+number of sample and mean images, the conversion's figures."""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import make_idx_dir, run, small_digits, stderr_of
+
+BROWSER = os.environ.get("CHROMIUM") or shutil.which("chromium") or \
+    shutil.which("chromium-browser")
+NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+         "nine <&>"]
+
+
+def named_idx(folder):
+    """IDX train (57 examples) and test (20) with classes.txt naming the classes; class
+    9 has 3 training examples (fewer than the 8 samples a card shows)."""
+    images, labels = small_digits(60, seed=2)
+    keep = np.ones(60, bool)
+    keep[np.flatnonzero(labels == 9)[3:]] = False
+    make_idx_dir(folder, images[keep], labels[keep], "train")
+    make_idx_dir(folder, *small_digits(20, seed=3), "test")
+    (folder / "classes.txt").write_text("\n".join(NAMES) + "\n")
+    return images[keep], labels[keep]
+
+
+def dom(page):
+    """The DOM Chromium builds from the page (no network: the page needs none)."""
+    if BROWSER is None:
+        pytest.skip("chromium is not installed (make test installs it)")
+    r = subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--disable-background-networking", "--disable-extensions",
+                        "--no-first-run", "--dump-dom", page.resolve().as_uri()],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    return r.stdout.decode()
+
+
+def split_section(text, name):
+    m = re.search(rf'<section class="split" data-split="{name}".*?</section>', text, re.S)
+    assert m, name
+    return m.group(0)
+
+
+def test_card_of_an_idx_dataset_in_chromium(tmp_path):
+    images, labels = named_idx(tmp_path / "data")
+    out = tmp_path / "card.html"
+    r = run("card", tmp_path / "data", "-o", out)
+    assert r.returncode == 0, stderr_of(r)
+    html = out.read_text()
+    # Self-contained: nothing fetched from anywhere.
+    assert not re.search(r"<(script|link|iframe)|\b(src|href)=\"(?!data:)", html)
+    page = dom(out)
+    train = split_section(page, "train")
+    assert len(labels) == 57 and 'data-count="57"' in train
+    counts = np.bincount(labels, minlength=10)
+    rows = re.findall(r'<tr class="class" data-label="(\d+)">(.*?)</tr>', train, re.S)
+    assert [int(label) for label, _ in rows] == list(range(10))
+    for label, row in rows:
+        label = int(label)
+        assert f'<td class="name">{NAMES[label].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")}</td>' in row
+        assert f'<td class="n">{counts[label]:,}</td>' in row
+        assert row.count('class="sample"') == min(8, counts[label])
+        assert row.count('class="mean"') == 1
+    assert train.count('class="sample"') == sum(min(8, int(c)) for c in counts)
+    mean = float(re.search(r'data-pixel="mean">([\d.]+)<', train).group(1))
+    assert mean == pytest.approx(images.mean(), abs=1e-3)
+    assert 'data-count="20"' in split_section(page, "test")
+    # The files read, with their SHA-256.
+    for name in ("train-images-idx3-ubyte", "classes.txt"):
+        digest = hashlib.sha256((tmp_path / "data" / name).read_bytes()).hexdigest()
+        assert digest in page
+
+
+def test_convert_card_says_what_was_converted(tmp_path):
+    named_idx(tmp_path / "data")
+    dst = tmp_path / "m.tfrecord"
+    r = run("convert", tmp_path / "data", dst, "--card", "--jpeg-quality", "90",
+            "--split", "train", "--json")
+    assert r.returncode == 0, stderr_of(r)
+    import json
+    summary = json.loads(r.stdout)
+    card = tmp_path / "m.tfrecord.card.html"
+    assert summary["card"] == str(card)
+    page = dom(card)
+    conversion = re.search(r'<section id="conversion">.*?</section>', page, re.S).group(0)
+    assert f"<code>{tmp_path / 'data'}</code> (idx)" in conversion
+    assert f"<code>{dst}</code> (tfrecord)" in conversion
+    assert "<code>jpeg_quality=90</code>" in conversion and \
+        "<code>splits=train</code>" in conversion
+    error = re.search(r'data-stat="jpeg_mean_abs_error">([\d.]+)<', conversion).group(1)
+    assert float(error) == summary["stats"]["jpeg_mean_abs_error"]
+    assert 'data-count="57"' in split_section(page, "train")
+    assert 'data-split="test"' not in page
+    assert hashlib.sha256(dst.read_bytes()).hexdigest() in page
+
+
+def test_card_is_refused_before_anything_is_written(tmp_path):
+    named_idx(tmp_path / "data")
+    (tmp_path / "m.npz.card.html").write_text("mine")
+    r = run("convert", tmp_path / "data", tmp_path / "m.npz", "--card")
+    assert r.returncode == 2
+    assert stderr_of(r).strip().startswith(f"Error: {tmp_path / 'm.npz.card.html'}: ")
+    assert not (tmp_path / "m.npz").exists()
+    r = run("convert", tmp_path / "data", "-", "--to", "npz", "--card")
+    assert r.returncode == 2 and "--card writes beside a local output" in stderr_of(r)
+    (tmp_path / "card.html").write_text("mine")
+    r = run("card", tmp_path / "data", "-o", tmp_path / "card.html")
+    assert r.returncode == 2 and (tmp_path / "card.html").read_text() == "mine"
+
+
+def test_card_help_loads_no_image_codec(tmp_path):
+    """`card --help` stays light: Pillow is imported only when a card is drawn."""
+    from test_startup import heavy_in, modules_at_exit
+    names, result = modules_at_exit(tmp_path, "-m", "card", "--help")
+    assert b"Write a dataset card for PATH" in result.stdout
+    assert heavy_in(names) == []
