@@ -14,16 +14,19 @@ from contextvars import ContextVar
 
 from .errors import FormatError, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
-from .staging import (STAGING_MARK, StagedOutput, exists_error, is_staging_name,
-                      is_stdio, is_stream_path, open_staged, refuse_replacing_special,
-                      remove_dead_leftovers, signals_deferred, staging_prefix)
+from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,
+                      exists_error, is_staging_name, is_stdio, is_stream_path,
+                      open_staged, output_entries, refuse_replacing_special,
+                      remove_dead_leftovers, remove_scratch, signals_deferred,
+                      staging_prefix)
 
 __all__ = [
     "GZIP_MAGIC", "GZIP_MAX_RATIO", "check_input", "check_input_file", "has_magic",
     "input_entries", "input_root", "open_input", "fast_zlib", "InputFile",
     "HashingWriter", "DeflateWriter", "sha256_file", "output_file_info", "unhashed_outputs",
-    "STAGING_MARK", "StagedOutput", "exists_error", "is_staging_name", "is_stdio",
-    "is_stream_path", "open_staged", "refuse_replacing_special", "remove_dead_leftovers",
+    "STAGING_MARK", "StagedOutput", "check_output_path", "create_staged", "exists_error",
+    "is_staging_name", "is_stdio", "is_stream_path", "open_staged", "output_entries",
+    "refuse_replacing_special", "remove_dead_leftovers", "remove_scratch",
     "signals_deferred", "staging_prefix"]
 
 GZIP_MAGIC = b"\x1f\x8b"
