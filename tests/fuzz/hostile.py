@@ -670,10 +670,13 @@ FAMILIES = {
 # (imported here, at the end, as they use the helpers above), which say where a family
 # does not apply to a reader.
 try:
-    from . import hostile_formats, hostile_trees
+    from . import hostile_formats, hostile_links, hostile_trees
 except ImportError:
     import hostile_formats
+    import hostile_links
     import hostile_trees
 for _more in (hostile_formats.FAMILIES, hostile_trees.FAMILIES):
     for _family, _builders in _more.items():
         FAMILIES[_family].update(_builders)
+# Symlink trees, in and out, apply to every reader (hostile_links.py).
+FAMILIES.update(hostile_links.families(sorted(set().union(*FAMILIES.values()))))

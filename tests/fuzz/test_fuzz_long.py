@@ -33,13 +33,14 @@ from .seeds import readers
 
 # Which families of hostile inputs each reader gets: every family that applies to its
 # format (hostile.py, hostile_formats.py, hostile_trees.py build them).
-HOSTILE_FAMILIES = {fmt: [f for f in ("names", "labels", "ratio") if fmt in FAMILIES[f]]
+HOSTILE_FAMILIES = {fmt: [f for f in ("names", "labels", "ratio", "links")
+                          if fmt in FAMILIES[f]]
                     for fmt in sorted(set().union(*FAMILIES.values()))}
 HOSTILE_READERS = sorted(HOSTILE_FAMILIES)
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 REPO = Path(__file__).resolve().parents[2]
-SHORT = 6  # per reader in the default pass: two of each family that applies
+SHORT = 8  # per reader in the default pass: two of each family that applies
 HARD_SECONDS = 60  # the worker's own watchdog fires at 20 s; this catches what it cannot
 START_SECONDS = 180  # a worker builds every seed before its first case
 
@@ -194,8 +195,9 @@ def test_hostile_generators_cover_every_reader():
     assert HOSTILE_READERS == every
     assert sorted(readers()) == every
     assert HOSTILE_FAMILIES == {
-        **{fmt: ["names", "labels", "ratio"] for fmt in every if fmt != "quickdraw"},
-        "quickdraw": ["names"]}
+        **{fmt: ["names", "labels", "ratio", "links"] for fmt in every
+           if fmt != "quickdraw"},
+        "quickdraw": ["names", "links"]}
 
 
 @pytest.mark.parametrize("fmt", HOSTILE_READERS)
