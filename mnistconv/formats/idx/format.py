@@ -357,8 +357,9 @@ class IdxSplit(Split):
         if self.images.compressed:
             return super().take(positions)
         h = self.images
-        images = gather_from_file(h.path, h.offset, self.header.with_(dtype=h.dtype),
-                                  positions)
+        with open_input(h.path) as f:  # the map outlives the file it was made from
+            images = gather_from_file(f, h.offset, self.header.with_(dtype=h.dtype),
+                                      positions)
         return images.astype(self.header.dtype, copy=False)
 
     def check(self):
