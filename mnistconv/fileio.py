@@ -14,16 +14,19 @@ from contextvars import ContextVar
 
 from .errors import FormatError, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
-from .staging import (STAGING_MARK, StagedOutput, exists_error, is_staging_name,
-                      is_stdio, is_stream_path, open_staged, refuse_replacing_special,
-                      remove_dead_leftovers, signals_deferred, staging_prefix)
+from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,
+                      exists_error, is_staging_name, is_stdio, is_stream_path,
+                      open_staged, output_entries, refuse_replacing_special,
+                      remove_dead_leftovers, remove_scratch, signals_deferred,
+                      staging_prefix)
 
 __all__ = [
     "GZIP_MAGIC", "GZIP_MAX_RATIO", "check_input", "check_input_file", "has_magic",
     "input_entries", "input_root", "open_input", "fast_zlib", "InputFile",
     "HashingWriter", "DeflateWriter", "sha256_file", "output_file_info", "unhashed_outputs",
-    "STAGING_MARK", "StagedOutput", "exists_error", "is_staging_name", "is_stdio",
-    "is_stream_path", "open_staged", "refuse_replacing_special", "remove_dead_leftovers",
+    "STAGING_MARK", "StagedOutput", "check_output_path", "create_staged", "exists_error",
+    "is_staging_name", "is_stdio", "is_stream_path", "open_staged", "output_entries",
+    "refuse_replacing_special", "remove_dead_leftovers", "remove_scratch",
     "signals_deferred", "staging_prefix"]
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -44,9 +47,28 @@ def input_root(path) -> str:
     return os.path.realpath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
 
 
+# Resolving through an O_PATH descriptor and /proc costs three system calls whatever
+# the depth; os.path.realpath makes one per component (most of a small file's open).
+_PROC_FD = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
+
+
+def _real(path):
+    """path with every link and '..' resolved (os.path.realpath's answer)."""
+    if _PROC_FD:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return os.path.realpath(path)  # dangling or unreadable: resolved by name
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+    return os.path.realpath(path)
+
+
 def _outside(path, root) -> bool:
     """Whether path, its links and '..' resolved, lies outside the directory root."""
-    real, root = os.path.realpath(path), os.path.realpath(root)
+    real, root = _real(path), _real(root)
     return real != root and not real.startswith(root.rstrip(os.sep) + os.sep)
 
 
@@ -98,24 +120,55 @@ def check_input_file(path, root=None):
     return check_input(path, root).st_size
 
 
+# Folders already found inside a root, by (folder, root, device, inode): a folder
+# swapped for a link since is another inode, so it is checked again.
+_INSIDE = {}
+
+
+def _check_folder(path, root):
+    """Refuse path (naming it) when its folder leads outside root; one stat when that
+    folder was checked before."""
+    folder = os.path.dirname(path) or os.curdir
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return check_input(path, root)  # says what is wrong with it
+    key = (folder, root, st.st_dev, st.st_ino)
+    if key not in _INSIDE:
+        if _outside(folder, root):
+            _refuse_outside(path, root)
+        if len(_INSIDE) > 4096:
+            _INSIDE.clear()
+        _INSIDE[key] = True
+
+
 def open_input(path, root=None, mode="rb", **text_options):
-    """Open an input file for reading, the one way the package does: check_input's
-    checks (confined to root, a regular file), then opened without blocking on a FIFO
-    swapped in since, and its type checked again on the open file. mode "rb" or "r"
-    (then text_options: encoding, errors, newline).
+    """Open an input file for reading, the one way the package does: confined to root
+    (see check_input), a regular file (not a FIFO, device or socket, checked on the
+    open descriptor, so nothing swapped in after a check is read), never blocking on a
+    FIFO. mode "rb" or "r" (then text_options: encoding, errors, newline).
 
         with open_input("data/mnist/classes.txt", root="data/mnist", mode="r",
                         encoding="utf-8") as f: ...
     """
     path = os.fspath(path)
-    check_input(path, root)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    if root is not None:
+        _check_folder(path, root)
+        flags |= os.O_NOFOLLOW  # the file itself a link: checked whole, below
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as e:
-        raise UsageError(path, e.strerror or str(e)) from None
+        if root is None or not os.path.islink(path):
+            check_input(path, root)  # a clear message for what is there, if anything
+            raise UsageError(path, e.strerror or str(e)) from None
+        check_input(path, root)  # a link: where it leads must be inside root
+        return open_input(path, None, mode, **text_options)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(path, "is a directory, expected a file")
         _refuse_special(path, st)
     os.set_blocking(fd, True)
     return os.fdopen(fd, mode, **text_options)

@@ -141,7 +141,8 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
                                                      [staged_path], "group_size:1")
     finally:
         if spool != staged_path and os.path.exists(spool):
-            os.unlink(spool)
+            from .staging import remove_scratch
+            remove_scratch(spool)
     return written[0], [len(lengths), int(lengths.sum())]
 
 

@@ -9,7 +9,6 @@ Memory is bounded by the batch size: readers stream from disk, and a Split can b
 iterated more than once (selection reads labels first, then the chosen images).
 """
 
-import os
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
@@ -255,13 +254,8 @@ def gather_from_file(file, offset, header: Header, positions) -> np.ndarray:
     if header.count == 0 or len(positions) == 0 or 0 in tuple(header.shape):
         # Nothing to map (mmap refuses a zero-length region): the answer is empty images.
         return np.zeros((len(positions),) + tuple(header.shape), header.dtype)
-    from contextlib import nullcontext
-    from .fileio import open_input
-    # A path is opened through the guard; the map outlives the file it was made from.
-    with open_input(file) if isinstance(file, (str, os.PathLike)) else nullcontext(file) \
-            as f:
-        mapped = np.memmap(f, dtype=header.dtype, mode="r", offset=offset,
-                           shape=(header.count,) + tuple(header.shape))
+    mapped = np.memmap(file, dtype=header.dtype, mode="r", offset=offset,
+                       shape=(header.count,) + tuple(header.shape))
     try:
         return np.array(mapped[positions])
     finally:

@@ -81,7 +81,8 @@ _NOT_DATASETS = ((b"\xff\xd8\xff", "a JPEG image"), (b"\x89PNG", "a PNG image"),
 def _what_it_is(path):
     """'a JPEG image', 'text', ... for a file that is no dataset, or None."""
     try:
-        with open(path, "rb") as f:
+        from .fileio import open_input
+        with open_input(path) as f:
             head = f.read(512)
     except OSError:
         return None

@@ -23,7 +23,8 @@ import os
 import re
 
 from .errors import FormatError, UsageError
-from .fileio import STAGING_MARK, check_input, check_input_file, input_entries
+from .fileio import STAGING_MARK, check_input, check_input_file, input_entries, \
+    output_entries
 from .limits import MAX_SHARDS, count_in_range, printable
 
 SHARD_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})$")
@@ -147,10 +148,7 @@ def other_shard_sets(base, targets) -> list:
     """Files beside `base` that an earlier write of it left under other names than
     `targets`: the unsharded file and shard sets of other sizes."""
     folder, name = os.path.split(os.path.abspath(str(base)))
-    try:
-        entries = os.listdir(folder or ".")
-    except OSError:
-        return []
+    entries = output_entries(folder)
     keep = {os.path.basename(t) for t in targets}
     found = []
     for entry in sorted(entries):

@@ -142,10 +142,42 @@ def check_output_path(target, root):
                              "remove the link, or write to another output")
 
 
-def create_staged(path):
-    """Create and open a new file inside a staging directory (StagedOutput.directory),
-    to write it: never an existing file, never through a link ("xb")."""
-    return open(path, "xb")
+def create_staged(path, mode="wb", **text_options):
+    """Create (or truncate) and open a file in a staging directory or scratch folder
+    of this run, to write it ("wb", or "w" with text_options): never through a link
+    (O_NOFOLLOW), so a link planted there is an error, not a door.
+
+        with create_staged(os.path.join(stage, "manifest.json")) as f: f.write(data)
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
+                 os.O_CLOEXEC, 0o666)
+    return os.fdopen(fd, mode, **text_options)
+
+
+def output_entries(folder, root=None) -> list:
+    """The names in an existing output folder (what an earlier write left, to be
+    superseded), sorted; [] when it is not there. The folder is checked first
+    (check_output_path): a link inside the output is refused, never listed.
+
+        output_entries("out/train", root="out")   # ['0', '1', ...]
+    """
+    check_output_path(folder, root)
+    try:
+        return sorted(os.listdir(folder or os.curdir))
+    except OSError:
+        return []
+
+
+def remove_scratch(path):
+    """Remove a scratch folder or file this run made for itself (a spool, a staging
+    directory), whatever it holds; never follows a link (rmtree does not)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def open_staged(path):

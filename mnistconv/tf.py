@@ -58,8 +58,9 @@ def _first_record(files):
     from . import codecs
     from .errors import FormatError
     from .formats.tfrecord.example import example_class, find_layout
+    from .fileio import open_input
     from .formats.tfrecord.framing import detect_compression, iter_records
-    with open(files[0], "rb") as f:
+    with open_input(files[0]) as f:
         head = f.read(16)
     compression = detect_compression(files[0], head)
     for number, _, data in iter_records(files[0], compression):

@@ -55,22 +55,23 @@ def write_sha256sums(files):
     Entries of an existing SHA256SUMS for other files are kept, so several outputs in
     one directory share one file; ours replace their old lines. Staged and renamed like
     every output. Returns its path."""
-    from ..fileio import StagedOutput
+    from ..fileio import StagedOutput, create_staged, open_input
     paths = [os.path.abspath(f.path) for f in files]
     folder = os.path.commonpath([os.path.dirname(p) for p in paths])
     target = os.path.join(folder, "SHA256SUMS")
     ours = {os.path.relpath(p, folder): f.sha256 for p, f in zip(paths, files)}
     lines = []
     if os.path.isfile(target):
-        with open(target, encoding="utf-8", errors="surrogateescape") as old:
+        with open_input(target, None, "r", encoding="utf-8",
+                        errors="surrogateescape") as old:
             for line in old:
                 name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
                 if name is None or name not in ours:
                     lines.append(line if line.endswith("\n") else line + "\n")
     lines += [_sums_line(digest, name) for name, digest in ours.items()]
     with StagedOutput(force=True) as out:
-        with open(out.file(target), "w", encoding="utf-8",
-                  errors="surrogateescape") as f:
+        with create_staged(out.file(target), "w", encoding="utf-8",
+                           errors="surrogateescape") as f:
             f.writelines(lines)
     return target
 

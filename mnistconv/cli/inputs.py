@@ -184,7 +184,8 @@ class StdinSpool:
         if self.src == "-":
             import shutil
             import sys
-            from ..fileio import remove_dead_leftovers, signals_deferred, staging_prefix
+            from ..fileio import create_staged, remove_dead_leftovers, remove_scratch, \
+                signals_deferred, staging_prefix
             if sys.stdin is None or sys.stdin.isatty():
                 raise UsageError("-", "stdin is a terminal, not a dataset",
                                  "pipe one in: cat mnist.npz | mnistconv convert - out/")
@@ -195,17 +196,17 @@ class StdinSpool:
                 self.folder = tempfile.mkdtemp(prefix=staging_prefix("stdin")[1:])
             self.path = os.path.join(self.folder, "stdin")
             try:
-                with open(self.path, "wb") as f:
+                with create_staged(self.path) as f:
                     shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
             except BaseException:  # __exit__ does not run when __enter__ fails
-                shutil.rmtree(self.folder, ignore_errors=True)
+                remove_scratch(self.folder)
                 raise
         return self.path
 
     def __exit__(self, exc_type, exc, tb):
         if self.path != self.src:
-            import shutil
-            shutil.rmtree(self.folder, ignore_errors=True)
+            from ..fileio import remove_scratch
+            remove_scratch(self.folder)
             # Errors name what the user gave, '-', not our spool file.
             from ..errors import MnistconvError
             if isinstance(exc, MnistconvError) and exc.path \

@@ -32,7 +32,7 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
       mnistconv preview data/mnist -o sheet.webp
     """
     from .. import view
-    from ..fileio import StagedOutput, output_file_info
+    from ..fileio import StagedOutput, open_staged, output_file_info
     if output == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the PNG")
     ext = view.sheet_format(output)
@@ -66,7 +66,7 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     kind = view.SHEET_FORMATS[ext][0]
     with StagedOutput(force) as staged:
         tmp = staged.file(output)
-        with open(tmp, "wb") as f:
+        with open_staged(tmp) as f:
             f.write(data)
         info = output_file_info(tmp)
     facts = {"path": output, "format": kind, "bytes": info.bytes, "sha256": info.sha256,

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import FormatError, UsageError
-from ..fileio import StagedOutput, sha256_file
+from ..fileio import StagedOutput, create_staged, sha256_file
 from ..formats import gdmnist
 from ..formats.idx import classes
 from ..limits import printable
@@ -403,7 +403,7 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
         finally:
             progress.finish()
         preview_bytes = dumps(preview)
-        with open(os.path.join(stage, "preview.json"), "wb") as f:
+        with create_staged(os.path.join(stage, "preview.json")) as f:
             f.write(preview_bytes)
         required = list(entries.values())
         manifest = {
@@ -440,7 +440,7 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
         if optional_entries:
             manifest["optional_splits"] = optional_entries
         manifest_bytes = dumps(manifest)
-        with open(os.path.join(stage, "manifest.json"), "wb") as f:
+        with create_staged(os.path.join(stage, "manifest.json")) as f:
             f.write(manifest_bytes)
     written += [OutputFile(os.path.join(out, "preview.json"), len(preview_bytes),
                            manifest["preview"]["sha256"]),

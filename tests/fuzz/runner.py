@@ -79,6 +79,7 @@ def run_cli(args, work, top=None, seconds=None, budget=None, expect_file=None,
     top = str(top or work)
     out_dir = os.path.join(work, "out")
     before = snapshot(top, out_dir)
+    out_before = _listing(out_dir)  # a case may give an output that exists (--force)
     err, out = io.StringIO(), io.StringIO()
     problems = []
     code = None
@@ -122,7 +123,7 @@ def run_cli(args, work, top=None, seconds=None, budget=None, expect_file=None,
                 problems.append("stderr is not one 'Error: ...' line")
             elif expect_file is not None and str(expect_file) not in stderr:
                 problems.append(f"error does not name the file {expect_file}")
-            if _listing(out_dir):
+            if _listing(out_dir) != out_before:
                 problems.append(f"failed but left in the output: {_listing(out_dir)[:5]}")
         if expect_code is not None and code not in expect_code:
             problems.append(f"exit code {code}, expected {' or '.join(map(str, expect_code))}")

@@ -32,8 +32,9 @@ from .runner import scratch_dir
 from .seeds import readers
 
 # Which families of hostile inputs each reader gets: every family that applies to its
-# format (hostile.py, hostile_formats.py, hostile_trees.py, hostile_listings.py build them).
-HOSTILE_FAMILIES = {fmt: [f for f in ("names", "labels", "ratio", "listing")
+# format (hostile.py, hostile_formats.py, hostile_trees.py, hostile_listings.py,
+# hostile_links.py build them).
+HOSTILE_FAMILIES = {fmt: [f for f in ("names", "labels", "ratio", "listing", "links")
                           if fmt in FAMILIES[f]]
                     for fmt in sorted(set().union(*FAMILIES.values()))}
 HOSTILE_READERS = sorted(HOSTILE_FAMILIES)
@@ -195,9 +196,9 @@ def test_hostile_generators_cover_every_reader():
     assert HOSTILE_READERS == every
     assert sorted(readers()) == every
     assert HOSTILE_FAMILIES == {
-        **{fmt: ["names", "labels", "ratio", "listing"] for fmt in every
+        **{fmt: ["names", "labels", "ratio", "listing", "links"] for fmt in every
            if fmt != "quickdraw"},
-        "quickdraw": ["names", "listing"]}
+        "quickdraw": ["names", "listing", "links"]}
 
 
 @pytest.mark.parametrize("fmt", HOSTILE_READERS)

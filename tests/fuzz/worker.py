@@ -63,8 +63,9 @@ def _reset_peak():
 def command(rng, reader, case, out):
     """The command line for a case: info, a conversion to each writer, or verify for a
     pack; the reader named or detected."""
-    choices = COMMANDS + (["verify"] if os.path.isfile(os.path.join(case.path,
-                                                                    "manifest.json")) else [])
+    choices = list(case.commands) if case.commands else \
+        COMMANDS + (["verify"] if os.path.isfile(os.path.join(case.path,
+                                                              "manifest.json")) else [])
     which = rng.choice(choices)
     source = ["--from", reader] if rng.random() < 0.5 else []
     if which == "verify":
@@ -72,7 +73,7 @@ def command(rng, reader, case, out):
     if which == "info":
         return ["info", case.path, "--json"] + source + case.extra_args, which
     target = {"npz": f"{out}/o.npz", "idx": f"{out}/o", "gdmnist": f"{out}/o",
-              "tfrecord": f"{out}/o.tfrecord"}[which]
+              "tfrecord": f"{out}/o.tfrecord", "imagefolder": f"{out}/o"}[which]
     args = ["convert", case.path, target, "--to", which, "--quiet"] + source + \
         case.extra_args
     if which == "tfrecord":

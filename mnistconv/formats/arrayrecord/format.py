@@ -23,14 +23,14 @@ for, so --per-class and --shuffle on a large file decode only what they keep.
 """
 
 import os
-import shutil
 import tempfile
 
 import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput, check_input_file, has_magic
+from ...fileio import StagedOutput, check_input_file, create_staged, has_magic, \
+    remove_scratch
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
 from ...parallel import ParallelEncoder, check_workers, ordered_map
@@ -407,7 +407,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, grou
                 for name, split, shape, shard_set in plan:
                     spool = os.path.join(scratch, name)
                     with shardwrite.naming_failures(shard_set.targets[0]):
-                        open(spool, "wb").close()
+                        create_staged(spool).close()
                         lengths = shardwrite.spool_split(split, tasks[shape], encoder,
                                                          spool, progress,
                                                          f"{name} -> arrayrecord")
@@ -419,5 +419,5 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, grou
                 counts[name] = len(lengths)
         finally:
             if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
+                remove_scratch(scratch)
     return WriteResult(files, counts, {"records": sum(counts.values())})

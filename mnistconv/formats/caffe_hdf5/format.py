@@ -51,7 +51,7 @@ import numpy as np
 
 from ...errors import FormatError, UsageError, optional_import
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
-    input_entries, open_input, sha256_file
+    input_entries, open_input, open_staged, sha256_file
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
@@ -385,7 +385,7 @@ class _Sink:
     interpreter at exit (h5py 3.14, HDF5 1.14)."""
 
     def __init__(self, path):
-        self.file = open(path, "r+b")
+        self.file = open_staged(path)
         self.error = None
 
     def _guarded(self, method, *args):
@@ -567,7 +567,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
                 raise
             list_target = os.path.join(folder, stem + ".txt")
             text = "".join(os.path.abspath(t) + "\n" for t in targets).encode("utf-8")
-            with open(out.file(list_target), "wb") as f:
+            with open_staged(out.file(list_target)) as f:
                 f.write(text)
             files.append(OutputFile(list_target, len(text), hashlib.sha256(text).hexdigest()))
             counts[split.name] = written

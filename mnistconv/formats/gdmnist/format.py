@@ -53,7 +53,8 @@ import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
-                      StagedOutput, check_input_file, input_entries, is_stdio,
+                      StagedOutput, check_input_file, create_staged, input_entries,
+                      is_stdio, open_input,
                       output_file_info)
 from ...limits import check_image_size, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
@@ -378,7 +379,7 @@ def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
         gz = gzip_file("out/test.bin", "out/test.bin.gz")
         print(gz.bytes, gz.sha256())
     """
-    with open(src, "rb") as f, open(dst, "wb") as out:
+    with open_input(src) as f, create_staged(dst) as out:
         hashed = HashingWriter(out)
         gz = DeflateWriter(hashed, os_byte=GZIP_OS_BYTE)
         while block := f.read(chunk):
@@ -449,11 +450,11 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
     opened, outputs, bin_hash, gz_hash, gz = [], [], None, None, None
     try:
         if bin_path:
-            opened.append(open(bin_path, "wb"))
+            opened.append(create_staged(bin_path))
             bin_hash = HashingWriter(opened[-1])
             outputs.append(bin_hash)
         if gz_path:
-            opened.append(open(gz_path, "wb"))
+            opened.append(create_staged(gz_path))
             gz_hash = HashingWriter(opened[-1])
             gz = DeflateWriter(gz_hash, os_byte=GZIP_OS_BYTE)
             outputs.append(gz)

@@ -24,7 +24,7 @@ import os
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import check_input_file, open_input
+from ...fileio import check_input_file, create_staged, open_input
 from ...limits import MAX_CLASSES, printable
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
@@ -139,7 +139,7 @@ def write_names_file(path, names, where=None):
             raise UsageError(where or path, f"class name {printable(name)} (class {i}) "
                                             "holds a line break, which classes.txt (one "
                                             "name per line) cannot hold")
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+    with create_staged(path, "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(name + "\n" for name in names))
 
 

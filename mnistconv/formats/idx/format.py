@@ -25,7 +25,8 @@ import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
-from ...fileio import (HashingWriter, StagedOutput, check_input_file, input_entries,
+from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
+                      input_entries,
                       input_root, open_input, output_file_info)
 from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
@@ -155,7 +156,7 @@ def read_array(path) -> np.ndarray:
 def write_array(path, array, gzip=False):
     """Write one array as an IDX file (used for generated data and by the writer)."""
     array = np.asarray(array)
-    with open(path, "wb") as raw:
+    with create_staged(path) as raw:
         out = ParallelGzipWriter(raw) if gzip else raw
         out.write(_header_bytes(array.dtype, array.shape, path))
         out.write(np.ascontiguousarray(array, _big_endian(array.dtype, path)).tobytes())
@@ -356,8 +357,9 @@ class IdxSplit(Split):
         if self.images.compressed:
             return super().take(positions)
         h = self.images
-        images = gather_from_file(h.path, h.offset, self.header.with_(dtype=h.dtype),
-                                  positions)
+        with open_input(h.path) as f:  # the map outlives the file it was made from
+            images = gather_from_file(f, h.offset, self.header.with_(dtype=h.dtype),
+                                      positions)
         return images.astype(self.header.dtype, copy=False)
 
     def check(self):
@@ -553,7 +555,8 @@ class _Written:
 def _write_split(split, images_path, labels_path, gzip, progress, level=DEFAULT_LEVEL):
     h = split.header
     image_type = _big_endian(h.dtype, h.source)
-    with open(images_path, "wb") as image_file, open(labels_path, "wb") as label_file:
+    with create_staged(images_path) as image_file, \
+            create_staged(labels_path) as label_file:
         image_hash, label_hash = HashingWriter(image_file), HashingWriter(label_file)
         # Deflated on every core, bytes set by the data and level alone (parallel_gzip).
         images = ParallelGzipWriter(image_hash, level) if gzip else image_hash

@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import HashingWriter, StagedOutput, output_file_info
+from ...fileio import HashingWriter, StagedOutput, create_staged, output_file_info
 from ...records import NO_PROGRESS, iter_batches
 
 EMNIST_SPLITS = ("balanced", "byclass", "bymerge", "digits", "letters", "mnist")
@@ -104,8 +104,8 @@ def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
         for split_name, split in dataset.splits.items():
             images_name, labels_name = names[split_name]
             count = split.header.count
-            with open(os.path.join(stage, images_name), "wb") as f1, \
-                    open(os.path.join(stage, labels_name), "wb") as f2:
+            with create_staged(os.path.join(stage, images_name)) as f1, \
+                    create_staged(os.path.join(stage, labels_name)) as f2:
                 images, labels = HashingWriter(f1), HashingWriter(f2)
                 images.write(_header(0x08, (count,) + tuple(split.header.shape)))
                 labels.write(_header(0x0C, (count, 8)) if name == "QMNIST"

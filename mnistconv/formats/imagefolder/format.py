@@ -30,8 +30,8 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput, input_entries, open_input, sha256_file
-from ...staging import check_output_path
+from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
+    output_entries, sha256_file
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, \
     printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers, ordered_map
@@ -115,12 +115,10 @@ def _existing_files(folder, root):
     found = {}
     if not os.path.isdir(folder):
         return found
-    check_output_path(folder, root)
-    for cls in sorted(os.listdir(folder)):
+    for cls in output_entries(folder, root):
         path = os.path.join(folder, cls)
         if is_data_name(cls) and (os.path.isdir(path) or os.path.islink(path)):
-            check_output_path(path, root)
-            found[cls] = [os.path.join(path, n) for n in sorted(os.listdir(path))]
+            found[cls] = [os.path.join(path, n) for n in output_entries(path, root)]
     return found
 
 
@@ -192,8 +190,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, image_format="png
                             label = int(labels[position])
                             name = str(file_names[position])
                             target = os.path.join(path, split_name, folders[label], name)
-                            with open(os.path.join(stages[split_name, label], name),
-                                      "wb") as f:
+                            with create_staged(os.path.join(stages[split_name, label],
+                                                            name)) as f:
                                 f.write(body[at:at + size])
                             files.append((target, os.path.join(stages[split_name, label],
                                                                name), size))

@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput, open_staged, sha256_file
+from ...fileio import StagedOutput, open_staged, output_entries, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...parallel import COUNTERS, ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, OutputFile, WriteResult
@@ -130,11 +130,7 @@ def _existing_shards(folder, split, keep):
     """Parquet files of an earlier write of this split (other shard counts), to be
     superseded: `<split>-NNNNN-of-NNNNN.parquet` and `<split>.parquet`."""
     pattern = re.compile(re.escape(split) + r"(-\d{5}-of-\d{5})?\.parquet")
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    return [os.path.join(folder, n) for n in sorted(names)
+    return [os.path.join(folder, n) for n in output_entries(folder)
             if pattern.fullmatch(n) and n not in keep]
 
 

@@ -28,13 +28,13 @@ an error naming it.
 
 import glob
 import os
-import shutil
 import tempfile
 
 import numpy as np
 
 from ...errors import FormatError, UsageError
-from ...fileio import StagedOutput, check_input_file, input_root, open_input
+from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
+    open_input, output_entries, remove_scratch
 from ...parallel import ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, Dataset, Split, WriteResult, OutputFile
 from ...shards import check_shard_count, SHARD_RE
@@ -85,10 +85,7 @@ def _shard_count(shards, shard_size, total_bytes, count, split, where):
 def _stale_files(directory, keep):
     """TFDS files of an earlier write in directory that the new one does not write
     (other shard counts, splits or file format): removed on commit, with force."""
-    try:
-        entries = sorted(os.listdir(directory))
-    except OSError:
-        return []
+    entries = output_entries(directory)
     stale = []
     for entry in entries:
         if entry in keep or is_staging_name(entry):
@@ -135,7 +132,7 @@ def _checked(dataset, path, force, name, version, shards, shard_size, file_forma
     check_output_path(target, path)  # a linked name or version folder: refused first
     if os.path.exists(target) and not os.path.isdir(target):
         raise UsageError(target, "exists and is not a directory")
-    if not force and os.path.isdir(target) and os.listdir(target):
+    if not force and os.path.isdir(target) and output_entries(target, path):
         raise exists_error(target)
 
     plan = []
@@ -194,7 +191,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
             for split_name, split, _ in plan:
                 spool = os.path.join(scratch, split_name)
                 with shardwrite.naming_failures(target):
-                    open(spool, "wb").close()
+                    create_staged(spool).close()
                     lengths = shardwrite.spool_split(split, tasks[0], encoder, spool,
                                                      progress, f"{split_name} -> tfds")
                 spooled.append((split_name, lengths, spool))
@@ -217,13 +214,13 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
                     name, version, file_format,
                     [(s, int(lengths.sum()), np.diff([0] + bounds).tolist())
                      for s, lengths, _, bounds, _ in layout], shape, num_classes, names):
-                with open(os.path.join(stage, file_name), "wb") as f:
+                with create_staged(os.path.join(stage, file_name)) as f:
                     f.write(data)
                 files.append(_output(os.path.join(target, file_name), data))
             for split_name, lengths, spool, bounds, targets in layout:
                 staged_paths = [os.path.join(stage, t) for t in targets]
                 for p in staged_paths:
-                    open(p, "wb").close()
+                    create_staged(p).close()
                 full = [os.path.join(target, t) for t in targets]
                 if file_format == "tfrecord":
                     files += shardwrite.tfrecord_shards(spool, lengths, bounds, full,
@@ -234,7 +231,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
                 counts[split_name] = len(lengths)
     finally:
         if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_scratch(scratch)
     return WriteResult(files, counts, {"records": sum(counts.values()),
                                        "shards": sum(len(t) for *_, t in layout)})
 

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from ...errors import MissingDependency, UsageError
-from ...fileio import open_staged
+from ...fileio import open_input, open_staged, remove_scratch
 from ...staging import STAGING_MARK
 from ...records import OutputFile
 from . import encode
@@ -55,7 +55,7 @@ def spool_split(split, task, encoder, spool_path, progress, description):
 def _hash_file(path, target):
     digest = hashlib.sha256()
     size = 0
-    with open(path, "rb") as f:
+    with open_input(path) as f:
         while block := f.read(_BLOCK):
             digest.update(block)
             size += len(block)
@@ -71,7 +71,7 @@ def tfrecord_shards(spool_path, lengths, bounds, targets, staged_paths) -> list:
     ends = np.cumsum(lengths + 16)
     offsets = np.concatenate([[0], ends])
     files = []
-    with open(spool_path, "rb") as spool:
+    with open_input(spool_path) as spool:
         start = 0
         for end, target, path in zip(bounds, targets, staged_paths):
             first, last = int(offsets[start]), int(offsets[end])
@@ -86,7 +86,7 @@ def tfrecord_shards(spool_path, lengths, bounds, targets, staged_paths) -> list:
                     left -= len(block)
             files.append(OutputFile(str(target), last - first, digest.hexdigest()))
             start = end
-    os.unlink(spool_path)
+    remove_scratch(spool_path)
     return files
 
 
@@ -145,7 +145,7 @@ def array_record_shards(spool_path, lengths, bounds, targets, staged_paths,
     """Write the spool's records into ArrayRecord shards; the spool is removed."""
     module = array_record_module()
     files = []
-    with open(spool_path, "rb") as spool:
+    with open_input(spool_path) as spool:
         start = 0
         for end, target, path in zip(bounds, targets, staged_paths):
             writer = module.ArrayRecordWriter(path, options)
@@ -157,5 +157,5 @@ def array_record_shards(spool_path, lengths, bounds, targets, staged_paths,
                 writer.close()
             files.append(_hash_file(path, target))
             start = end
-    os.unlink(spool_path)
+    remove_scratch(spool_path)
     return files

@@ -36,7 +36,7 @@ import numpy as np
 from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
-    open_input, open_staged
+    open_input, open_staged, output_entries
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_num_classes, \
     printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers
@@ -229,11 +229,8 @@ class _Shards:
 def _family(directory, name, split):
     """Shards of this name and split already in the directory."""
     pattern = re.compile(re.escape(f"{name}-{split}-") + r"\d{6}\.tar$")
-    try:
-        return sorted(os.path.join(directory, e) for e in os.listdir(directory)
-                      if pattern.match(e))
-    except OSError:
-        return []
+    return [os.path.join(directory, e) for e in output_entries(directory)
+            if pattern.match(e)]
 
 
 def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
