@@ -145,6 +145,10 @@ def format_page(name):
     if f.can_write:
         out.append(f"- To it: `mnistconv convert SRC DST --to {f.name}`, or " +
                    ", ".join(f"`{r}-to-{f.name}`" for r in readers) + ".")
+    else:
+        out.append("- Read only: mnistconv reads the files as their publishers ship them "
+                   "([the MNIST family](../family.md)) and converts them to any format "
+                   "it writes.")
     if f.can_read:
         out.append(f"- From it: `mnistconv convert SRC DST --from {f.name}`, or " +
                    ", ".join(f"`{f.name}-to-{w}`" for w in writers) + ".")
