@@ -150,3 +150,15 @@ def test_readme_links_lead_to_files_that_exist():
     assert len(local) >= 10
     for link in local:
         assert (REPO / link).exists(), link
+
+
+def test_every_writer_has_a_page_showing_the_client_that_reads_it():
+    """The generated part of a format's page comes from its SPEC; the client that reads
+    what it writes is hand-written in docs/formats/<name>.md, with examples the tests
+    run (tests/test_docs_examples.py)."""
+    for fmt in registry.writers():
+        page = REPO / "docs" / "formats" / f"{fmt.name}.md"
+        assert page.exists(), f"docs/formats/{fmt.name}.md: how its output is read"
+        text = page.read_text(encoding="utf-8")
+        assert text.startswith(f"<!-- generated: format {fmt.name} -->\n"), fmt.name
+        assert "```python" in text or "```console" in text, fmt.name
