@@ -62,7 +62,8 @@ def on_page_markdown(markdown, page, config, files):
     markdown = MARKER.sub(replace, markdown)
     name = page.file.src_uri
     if name.startswith("formats/") and name != "formats/index.md":
-        markdown += "\n" + format_layout(name[len("formats/"):-len(".md")])
+        fmt = name[len("formats/"):-len(".md")]
+        markdown += "\n" + format_reference(fmt) + "\n" + format_layout(fmt)
     return markdown
 
 
@@ -119,7 +120,8 @@ def options_table(options):
 
 
 def format_page(name):
-    """The generated head of a format's page: what it is, names, options, commands."""
+    """The generated head of a format's page: what it is, what it reads and writes, the
+    names it goes by (its options and commands end the page)."""
     from mnistconv import registry
     f = registry.get(name)
     names = [f"`{e}`" for e in f.extensions] + [
@@ -135,6 +137,14 @@ def format_page(name):
     ]
     out = [f"# {f.name}", "", _escape(f.description) + ".", ""]
     out += [f"- **{k}**: {v}" for k, v in facts]
+    return "\n".join(out) + "\n"
+
+
+def format_reference(name):
+    """The generated end of a format's page: its options and the commands that use it."""
+    from mnistconv import registry
+    f = registry.get(name)
+    out = []
     if f.read_options:
         out += ["", "## Reading options", "", options_table(f.read_options)]
     if f.write_options:
