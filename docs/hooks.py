@@ -1,16 +1,19 @@
 """MkDocs hooks: the pages that are generated from the code, so they cannot drift.
 
-- formats/index.md and formats/<name>.md: one page per format in the registry, from
-  its SPEC (extensions, what it reads and writes, every option with its default and
-  range) and its package docstring (the byte layout). A hand-written
-  docs/formats/<name>.md (the client that reads it, with a snippet) is kept, with the
-  generated part put where its `<!-- generated: format NAME -->` marker stands.
-- cli.md: every command of `mnistconv --help`, through mkdocs-click, and every
+- formats/index.md and formats/<name>.md: one page per format in the registry. Its head
+  (what it is, what it reads and writes, its names) comes from its SPEC where the
+  page's `<!-- generated: format NAME -->` marker stands; a hand-written
+  docs/formats/<name>.md follows it with the client that reads the format (examples
+  the tests run); every option with its default and range, the commands that use the
+  format and its docstrings (the byte layout) end the page. A format without a
+  hand-written page gets the generated parts alone.
+- cli.md: every command of `mnistconv --help` through mkdocs-click, and every
   READER-to-WRITER command.
-- performance.md: the tables of benchmarks/results.json (`make bench` writes it).
+- api.md: a mkdocstrings entry for every name of mnistconv.__all__.
+- performance.md: the entries of benchmarks/results.json (`make bench` writes it).
 
-Markers are HTML comments, `<!-- generated: KIND [ARG] -->`, replaced in
-on_page_markdown. The repository's root is put on sys.path, so the checkout's own
+Markers are HTML comments alone on a line, `<!-- generated: KIND [ARG] -->`, replaced
+in on_page_markdown. The repository's root is put on sys.path, so the checkout's own
 mnistconv is documented whatever is installed.
 """
 
