@@ -1,16 +1,19 @@
 """MkDocs hooks: the pages that are generated from the code, so they cannot drift.
 
-- formats/index.md and formats/<name>.md: one page per format in the registry, from
-  its SPEC (extensions, what it reads and writes, every option with its default and
-  range) and its package docstring (the byte layout). A hand-written
-  docs/formats/<name>.md (the client that reads it, with a snippet) is kept, with the
-  generated part put where its `<!-- generated: format NAME -->` marker stands.
-- cli.md: every command of `mnistconv --help`, through mkdocs-click, and every
+- formats/index.md and formats/<name>.md: one page per format in the registry. Its head
+  (what it is, what it reads and writes, its names) comes from its SPEC where the
+  page's `<!-- generated: format NAME -->` marker stands; a hand-written
+  docs/formats/<name>.md follows it with the client that reads the format (examples
+  the tests run); every option with its default and range, the commands that use the
+  format and its docstrings (the byte layout) end the page. A format without a
+  hand-written page gets the generated parts alone.
+- cli.md: every command of `mnistconv --help` through mkdocs-click, and every
   READER-to-WRITER command.
-- performance.md: the tables of benchmarks/results.json (`make bench` writes it).
+- api.md: a mkdocstrings entry for every name of mnistconv.__all__.
+- performance.md: the entries of benchmarks/results.json (`make bench` writes it).
 
-Markers are HTML comments, `<!-- generated: KIND [ARG] -->`, replaced in
-on_page_markdown. The repository's root is put on sys.path, so the checkout's own
+Markers are HTML comments alone on a line, `<!-- generated: KIND [ARG] -->`, replaced
+in on_page_markdown. The repository's root is put on sys.path, so the checkout's own
 mnistconv is documented whatever is installed.
 """
 
@@ -62,7 +65,8 @@ def on_page_markdown(markdown, page, config, files):
     markdown = MARKER.sub(replace, markdown)
     name = page.file.src_uri
     if name.startswith("formats/") and name != "formats/index.md":
-        markdown += "\n" + format_layout(name[len("formats/"):-len(".md")])
+        fmt = name[len("formats/"):-len(".md")]
+        markdown += "\n" + format_reference(fmt) + "\n" + format_layout(fmt)
     return markdown
 
 
@@ -119,7 +123,8 @@ def options_table(options):
 
 
 def format_page(name):
-    """The generated head of a format's page: what it is, names, options, commands."""
+    """The generated head of a format's page: what it is, what it reads and writes, the
+    names it goes by (its options and commands end the page)."""
     from mnistconv import registry
     f = registry.get(name)
     names = [f"`{e}`" for e in f.extensions] + [
@@ -135,6 +140,14 @@ def format_page(name):
     ]
     out = [f"# {f.name}", "", _escape(f.description) + ".", ""]
     out += [f"- **{k}**: {v}" for k, v in facts]
+    return "\n".join(out) + "\n"
+
+
+def format_reference(name):
+    """The generated end of a format's page: its options and the commands that use it."""
+    from mnistconv import registry
+    f = registry.get(name)
+    out = []
     if f.read_options:
         out += ["", "## Reading options", "", options_table(f.read_options)]
     if f.write_options:
@@ -145,6 +158,10 @@ def format_page(name):
     if f.can_write:
         out.append(f"- To it: `mnistconv convert SRC DST --to {f.name}`, or " +
                    ", ".join(f"`{r}-to-{f.name}`" for r in readers) + ".")
+    else:
+        out.append("- Read only: mnistconv reads the files as their publishers ship them "
+                   "([the MNIST family](../family.md)) and converts them to any format "
+                   "it writes.")
     if f.can_read:
         out.append(f"- From it: `mnistconv convert SRC DST --from {f.name}`, or " +
                    ", ".join(f"`{f.name}-to-{w}`" for w in writers) + ".")

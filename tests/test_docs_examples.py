@@ -99,8 +99,9 @@ def _commands(code):
 
 
 def _env():
+    # LC_ALL=C: `ls` and `sort` order names the same way on every machine.
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", COLUMNS="100",
-               PYTHONPATH=str(REPO))
+               PYTHONPATH=str(REPO), LC_ALL="C")
     for name in ("FSSPEC_S3_ENDPOINT_URL", "MNISTCONV_TEST_PROGRESS"):
         env.pop(name, None)
     return env

@@ -65,7 +65,7 @@ def _commands(ctx, command, path):
 
 
 def test_every_command_and_option_is_in_the_cli_reference(site):
-    page = _text(site / "cli" / "index.html")
+    page = _text(site / "cli.html")
     ctx = click.Context(cli, info_name="mnistconv")
     seen = 0
     for path, command in _commands(ctx, cli, ["mnistconv"]):
@@ -101,10 +101,10 @@ def test_every_format_has_a_page_with_every_option(site):
     overview = _text(site / "formats" / "index.html")
     for name in names:
         fmt = registry.get(name)
-        page = _text(site / "formats" / name / "index.html")
-        rows = _rows(site / "formats" / name / "index.html")
+        page = _text(site / "formats" / f"{name}.html")
+        rows = _rows(site / "formats" / f"{name}.html")
         assert fmt.description in page, name
-        assert f'href="{name}/"' in (site / "formats" / "index.html").read_text()
+        assert f'href="{name}.html"' in (site / "formats" / "index.html").read_text()
         assert name in overview
         for ext in fmt.extensions:
             assert ext in page, (name, ext)
@@ -125,7 +125,7 @@ def test_every_format_has_a_page_with_every_option(site):
 def test_the_performance_page_shows_the_results_file(site):
     import json
     results = json.loads((REPO / "benchmarks" / "results.json").read_text())
-    page = _text(site / "performance" / "index.html")
+    page = _text(site / "performance.html")
     for key, bench in results["benches"].items():
         assert bench["date"] in page, key
         for table in bench.get("tables", ()):
@@ -135,7 +135,7 @@ def test_the_performance_page_shows_the_results_file(site):
 
 def test_the_api_reference_documents_every_public_name(site):
     import mnistconv
-    raw = (site / "api" / "index.html").read_text(encoding="utf-8")
+    raw = (site / "api.html").read_text(encoding="utf-8")
     for name in mnistconv.__all__:
         home = "mnistconv.records" if name in mnistconv._RECORD_TYPES else "mnistconv"
         assert f'id="{home}.{name}"' in raw, name
@@ -150,3 +150,15 @@ def test_readme_links_lead_to_files_that_exist():
     assert len(local) >= 10
     for link in local:
         assert (REPO / link).exists(), link
+
+
+def test_every_writer_has_a_page_showing_the_client_that_reads_it():
+    """The generated part of a format's page comes from its SPEC; the client that reads
+    what it writes is hand-written in docs/formats/<name>.md, with examples the tests
+    run (tests/test_docs_examples.py)."""
+    for fmt in registry.writers():
+        page = REPO / "docs" / "formats" / f"{fmt.name}.md"
+        assert page.exists(), f"docs/formats/{fmt.name}.md: how its output is read"
+        text = page.read_text(encoding="utf-8")
+        assert text.startswith(f"<!-- generated: format {fmt.name} -->\n"), fmt.name
+        assert "```python" in text or "```console" in text, fmt.name

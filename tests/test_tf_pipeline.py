@@ -1,6 +1,6 @@
 """mnistconv.tf.dataset: tf.data for every TFRecord preset and TFDS directory mnistconv
-writes (labels and pixels against the source), and the README's Keras example: one
-real epoch on the bundled sample with the loss falling."""
+writes (labels and pixels against the source), and the Keras example of
+docs/formats/tfrecord.md: one real epoch on the bundled sample with the loss falling."""
 
 import numpy as np
 import pytest
@@ -72,7 +72,7 @@ def test_tfds_directory_and_shuffle(tmp_path, sample):
 def test_keras_trains_one_epoch_on_the_sample(tmp_path):
     assert run("idx-to-tfrecord", SAMPLE, tmp_path / "m.tfrecord").returncode == 0
     tf.keras.utils.set_random_seed(0)
-    # The README's example.
+    # The example of docs/formats/tfrecord.md.
     train = mnistconv.tf.dataset(tmp_path / "m-train.tfrecord", "train", normalize=True,
                                  shuffle=1000, seed=0, batch_size=32)
     model = tf.keras.Sequential([tf.keras.Input((28, 28, 1)), tf.keras.layers.Flatten(),

@@ -88,7 +88,7 @@ def test_shuffled_training_loop_and_transforms(tmp_path, data):
     image, label = ds[3]
     assert image.dtype == torch.uint8 and torch.equal(image, torch.from_numpy(images[3]))
     assert label == int(labels[3]) + 100
-    # The README's loop, a few steps.
+    # The loop of docs/formats/parquet.md, a few steps.
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     train = mtorch.dataset(path)

@@ -336,14 +336,14 @@ def test_noise_gives_no_verdict():
     assert view.looks_transposed(ArraySplit("train", images, labels))[0] is None
 
 
-# --- the README's pictures stay true -----------------------------------------------
+# --- the documentation's pictures stay true ----------------------------------------
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def test_readme_artifacts_match_the_current_drawing(tmp_path):
-    """docs/sample-show.txt and docs/sample-sheet.png are what the README shows; they
-    must be what the commands draw today. Regenerate with:
+    """docs/sample-show.txt and docs/sample-sheet.png are what the documentation shows;
+    they must be what the commands draw today. Regenerate with:
       COLUMNS=100 mnistconv show examples/data/mnist-sample --index 0:3 > docs/sample-show.txt
       mnistconv preview examples/data/mnist-sample -o docs/sample-sheet.png --force"""
     from PIL import Image
