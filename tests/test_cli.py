@@ -174,6 +174,22 @@ def test_formats_lists_an_option_both_sides_take_once():
                                "--row-group-size", "--workers"]
 
 
+def test_formats_lines_up_its_columns():
+    # Every description starts in one column, every options line in the next, whatever
+    # the length of a format's name (arrayrecord and imagefolder once pushed theirs on).
+    lines = run("formats").stdout.decode().splitlines()
+    rows = [line for line in lines if not line.startswith(" ")]
+    options = [line for line in lines if line.startswith(" ")]
+    assert [row.split()[0] for row in rows] == list(registry.FORMATS)
+    width = max(len(name) for name in registry.FORMATS)
+    for row in rows:  # name, two spaces, modes (r, w, rw) padded to 2, two spaces
+        name, modes = row.split()[:2]
+        assert row[:width + 2] == f"{name:<{width}}  " and row[width + 2:width + 6] \
+            == f"{modes:<2}  " and row[width + 6] != " ", row
+    assert {len(line) - len(line.lstrip(" ")) for line in options} == {width + 6}
+    assert all(line.lstrip(" ").startswith("options: ") for line in options)
+
+
 def test_every_pair_command_exists_and_helps():
     from click.testing import CliRunner
     from mnistconv.cli import cli
