@@ -58,3 +58,36 @@ def test_a_failing_run_with_json_prints_one_object_and_keeps_its_exit_code(
         assert report["error"] == error.format(tmp=tmp_path)
     assert report["file"].startswith(str(tmp_path))
     assert not (tmp_path / "out.npz").exists()
+
+
+def _sums(folder):
+    lines = (folder / "SHA256SUMS").read_text().splitlines()
+    return sorted(line.split("  ", 1)[1] for line in lines)
+
+
+def _sha256sum_c(folder):
+    return subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=folder,
+                          capture_output=True, text=True)
+
+
+def test_force_with_another_shard_count_replaces_the_whole_set_and_its_sums(tmp_path):
+    out = tmp_path / "out"
+    assert run("convert", SAMPLE, out / "other.npz", "--sha256sums", "-q").returncode == 0
+    base = ["convert", SAMPLE, out / "m.tfrecord", "--limit", "40", "-q"]
+    assert run(*base, "--shards", "4", "--sha256sums").returncode == 0
+    r = run(*base, "--shards", "2", "--sha256sums", "--force")
+    assert r.returncode == 0, stderr_of(r)
+    new = [f"m-{s}.tfrecord-0000{i}-of-00002" for s in ("test", "train") for i in (0, 1)]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        new + ["SHA256SUMS", "other.npz"])  # no stale shard of the 4-shard set
+    assert _sums(out) == sorted(new + ["other.npz"])  # the other output's line kept
+    check = _sha256sum_c(out)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    # Without --sha256sums, -q: the SHA256SUMS there is rewritten all the same, since
+    # the files it lists are replaced.
+    assert run(*base, "--shards", "3", "--force").returncode == 0
+    three = [f"m-{s}.tfrecord-0000{i}-of-00003" for s in ("test", "train") for i in range(3)]
+    assert _sums(out) == sorted(three + ["other.npz"])
+    check = _sha256sum_c(out)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -42,23 +42,50 @@ def _sums_line(digest, name):
     return f"{digest}  {name}\n"
 
 
+def _sums_folder(files):
+    """The directory holding all the written files (where SHA256SUMS goes)."""
+    return os.path.commonpath([os.path.dirname(os.path.abspath(f.path)) for f in files])
+
+
+def _listed(target):
+    """(name or None for an escaped line, line) of each entry of a SHA256SUMS."""
+    with open(target, encoding="utf-8", errors="surrogateescape") as old:
+        for line in old:
+            name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
+            yield name, line if line.endswith("\n") else line + "\n"
+
+
+def sums_are_stale(files) -> bool:
+    """An existing SHA256SUMS beside the written files lists one of them or a file that
+    is gone (an earlier shard set that --force replaced): it must be rewritten, with or
+    without --sha256sums, or `sha256sum -c` fails."""
+    folder = _sums_folder(files)
+    target = os.path.join(folder, "SHA256SUMS")
+    if not os.path.isfile(target):
+        return False
+    ours = {os.path.relpath(os.path.abspath(f.path), folder) for f in files}
+    return any(name is not None and (name in ours or
+                                     not os.path.lexists(os.path.join(folder, name)))
+               for name, _ in _listed(target))
+
+
 def write_sha256sums(files):
     """SHA256SUMS in the directory holding all the written files, names relative to it.
-    Entries of an existing SHA256SUMS for other files are kept, so several outputs in
-    one directory share one file; ours replace their old lines. Staged and renamed like
-    every output. Returns its path."""
+    Entries of an existing SHA256SUMS for other files that still exist are kept, so
+    several outputs in one directory share one file; ours replace their old lines, and
+    lines of files that are gone (the shards of an earlier set that --force replaced)
+    are dropped. Staged and renamed like every output. Returns its path."""
     from ..fileio import StagedOutput
     paths = [os.path.abspath(f.path) for f in files]
-    folder = os.path.commonpath([os.path.dirname(p) for p in paths])
+    folder = _sums_folder(files)
     target = os.path.join(folder, "SHA256SUMS")
     ours = {os.path.relpath(p, folder): f.sha256 for p, f in zip(paths, files)}
     lines = []
     if os.path.isfile(target):
-        with open(target, encoding="utf-8", errors="surrogateescape") as old:
-            for line in old:
-                name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
-                if name is None or name not in ours:
-                    lines.append(line if line.endswith("\n") else line + "\n")
+        for name, line in _listed(target):
+            if name is None or (name not in ours and
+                                os.path.lexists(os.path.join(folder, name))):
+                lines.append(line)
     lines += [_sums_line(digest, name) for name, digest in ours.items()]
     with StagedOutput(force=True) as out:
         with open(out.file(target), "w", encoding="utf-8",
@@ -67,13 +94,23 @@ def write_sha256sums(files):
     return target
 
 
+def _sums_target(dst, writer):
+    """Where SHA256SUMS goes for an output."""
+    folder = dst if writer.output_is_directory or registry.names_a_directory(dst) \
+        else os.path.dirname(os.path.abspath(dst))
+    return os.path.join(folder, "SHA256SUMS")
+
+
+def _sums_beside(dst, writer) -> bool:
+    """A SHA256SUMS already where this output goes (which the write may make stale)."""
+    return dst != "-" and "://" not in dst and os.path.isfile(_sums_target(dst, writer))
+
+
 def _check_sums_target(dst, writer):
     """--sha256sums is written after the data is committed: what would make it fail
     there (SHA256SUMS a directory or a device) is refused before anything is written."""
     from ..fileio import refuse_replacing_special
-    folder = dst if writer.output_is_directory or registry.names_a_directory(dst) \
-        else os.path.dirname(os.path.abspath(dst))
-    target = os.path.join(folder, "SHA256SUMS")
+    target = _sums_target(dst, writer)
     if os.path.isdir(target):
         raise UsageError(target, "is a directory; --sha256sums writes a file there")
     refuse_replacing_special(target)
@@ -119,15 +156,17 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             # otherwise, and the workers may be forked processes (mnistconv.parallel).
             write_options.setdefault("workers", None)
             write_options["processes"] = True
-        # -q without --json or --sha256sums shows no hash: none is computed.
+        # -q without --json or --sha256sums shows no hash: none is computed (unless a
+        # SHA256SUMS there must be kept true to the files replaced).
         from contextlib import nullcontext
         from ..fileio import unhashed_outputs
-        shown = not quiet or as_json or sums
+        shown = not quiet or as_json or sums or _sums_beside(dst, writer)
         with nullcontext() if shown else unhashed_outputs():
             files = mnistconv.write(dataset, dst, writer.name, force=force,
                                     progress=make_progress(quiet), **write_options)
         stats = files.stats
-        sums_path = write_sha256sums(files) if sums and files else None
+        sums_path = write_sha256sums(files) if files and (sums or (
+            "://" not in dst and sums_are_stale(files))) else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
     if as_json:
