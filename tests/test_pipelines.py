@@ -91,3 +91,55 @@ def test_force_with_another_shard_count_replaces_the_whole_set_and_its_sums(tmp_
     assert _sums(out) == sorted(three + ["other.npz"])
     check = _sha256sum_c(out)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _mtimes(folder):
+    """{file name: mtime} of every file under folder but the hidden ones."""
+    return {p.name: p.stat().st_mtime_ns for p in folder.rglob("*")
+            if p.is_file() and not p.name.startswith(".")}
+
+
+@pytest.mark.parametrize("fmt, dst, options", [
+    ("tfrecord", "m.tfrecord", ["--shards", "2"]),
+    ("tfrecord", "m.tfrecord", []),
+    ("parquet", "hf", ["--shards", "2"]),
+])
+def test_resume_on_the_complete_output_of_a_plain_run_exits_0(tmp_path, fmt, dst,
+                                                              options):
+    out = tmp_path / "out"
+    command = ["convert", SAMPLE, out / dst, "--to", fmt, "--limit", "60", *options]
+    assert run(*command, "-q").returncode == 0
+    before = _mtimes(out)
+    for _ in range(2):  # a CI retry, then another: both a check that writes no shard
+        r = run(*command, "--resume")
+        assert r.returncode == 0, stderr_of(r)
+        lines = stderr_of(r).splitlines()
+        assert lines[-1].startswith("  complete: every shard of plan ") or any(
+            line.startswith("  complete: every shard of plan ") and
+            line.endswith(" was already there (hashes checked)") for line in lines)
+        assert all(line.endswith("(kept)") for line in lines
+                   if "sha256" in line and "-of-0000" in line)
+        assert {k: v for k, v in _mtimes(out).items() if "-of-" in k} == \
+            {k: v for k, v in before.items() if "-of-" in k}
+    # The same with --json: every task kept.
+    report = json.loads(run(*command, "--resume", "--json").stdout)
+    assert report["finished"] is True and {t["status"] for t in report["tasks"]} == {"kept"}
+
+
+def test_resume_refuses_an_output_written_with_other_options_in_one_line(tmp_path):
+    out = tmp_path / "out"
+    command = ["convert", SAMPLE, out / "m.tfrecord", "--limit", "60", "--shards", "2"]
+    assert run(*command, "-q").returncode == 0
+    before = _mtimes(out)
+    r = run(*command, "--image-format", "png", "--resume")
+    assert r.returncode == 2
+    assert stderr_of(r) == (
+        f"Error: {out / 'm-train.tfrecord-00000-of-00002'}: exists and is not what this "
+        "conversion writes (an earlier run with another input or other options wrote "
+        "it); run that conversion again, or use --force to replace it\n")
+    assert _mtimes(out) == before
+    # And a set the plan recorded with other options: refused in one line too.
+    assert run(*command, "--resume", "-q").returncode == 0
+    r = run(*command[:-1], "3", "--resume")
+    assert r.returncode == 2 and len(stderr_of(r).splitlines()) == 1
+    assert "holds the progress of another plan" in stderr_of(r)
