@@ -5,6 +5,7 @@ saying why two datasets differ."""
 import json
 import subprocess
 
+import numpy as np
 import pytest
 
 from conftest import SAMPLE, make_idx_dir, run, run_main, small_digits, stderr_of
@@ -143,3 +144,96 @@ def test_resume_refuses_an_output_written_with_other_options_in_one_line(tmp_pat
     r = run(*command[:-1], "3", "--resume")
     assert r.returncode == 2 and len(stderr_of(r).splitlines()) == 1
     assert "holds the progress of another plan" in stderr_of(r)
+
+
+# --- compare says why ------------------------------------------------------------------
+
+def _hints(result):
+    return [line[len("hint: "):] for line in result.stdout.decode().splitlines()
+            if line.startswith("hint: ")]
+
+
+def test_compare_after_a_jpeg_conversion_names_the_tolerance_that_passes(tmp_path):
+    out = tmp_path / "out"
+    assert run("convert", SAMPLE, out / "m.tfrecord", "-q").returncode == 0  # JPEG
+    r = run("compare", SAMPLE, out, "--json")
+    assert r.returncode == 1
+    report = json.loads(r.stdout)
+    worst = max(s["pixel_error"]["max"] for s in report["splits"])
+    assert worst > 0 and all(s["label_mismatches"] == 0 for s in report["splits"])
+    advice = f"B is JPEG (lossy): pass --tolerance {worst:g}, or convert with " \
+        "--image-format png"
+    assert report["advice"] == [advice]
+    assert _hints(run("compare", SAMPLE, out)) == [advice]
+    # Both ways out work: the tolerance it names, and PNG.
+    assert run("compare", SAMPLE, out, "--tolerance", f"{worst:g}", "-q").returncode == 0
+    assert run("compare", SAMPLE, out, "--tolerance", f"{worst - 1:g}", "-q").returncode == 1
+    assert run("convert", SAMPLE, out / "m.tfrecord", "--image-format", "png", "--force",
+               "-q").returncode == 0
+    assert run("compare", SAMPLE, out, "-q").returncode == 0
+    # Lossless on both sides: the hint says only pixels differ, not JPEG.
+    (tmp_path / "idx").mkdir()
+    images, labels = small_digits(40)
+    make_idx_dir(tmp_path / "idx", images, labels)
+    make_idx_dir(tmp_path / "idx2", np.minimum(images.astype(int) + 3, 255).astype(
+        np.uint8), labels)
+    assert _hints(run("compare", tmp_path / "idx", tmp_path / "idx2")) == [
+        "only pixel values differ, by up to 3: pass --tolerance 3 if that is expected"]
+
+
+def _npz(path, **arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.fixture()
+def digits(tmp_path):
+    images, labels = small_digits(60)
+    a = _npz(tmp_path / "a.npz", x_train=images, y_train=labels, x_test=images[:20],
+             y_test=labels[:20])
+    return tmp_path, images, labels, a
+
+
+def test_compare_explains_labels_off_by_one_and_shifted(digits):
+    tmp_path, images, labels, a = digits
+    plus = _npz(tmp_path / "plus.npz", x_train=images, y_train=labels + 1,
+                x_test=images[:20], y_test=labels[:20] + 1)
+    r = run("compare", a, plus)
+    assert r.returncode == 1
+    assert _hints(r) == ["B's labels are A's +1 for every example (train, test): B numbers "
+                         "its classes from 1, A from 0"]
+    moved = _npz(tmp_path / "moved.npz", x_train=images[2:], y_train=labels[2:],
+                 x_test=images[:20], y_test=labels[:20])
+    assert _hints(run("compare", a, moved)) == [
+        "train: labels shifted: B's example 0 is A's example 2 (2 example(s) dropped or "
+        "added at the start of one side)"]
+    assert _hints(run("compare", moved, a))[0].startswith(
+        "train: labels shifted: A's example 0 is B's example 2")
+
+
+def test_compare_explains_image_sizes_and_split_names(digits):
+    tmp_path, images, labels, a = digits
+    big = _npz(tmp_path / "big.npz", x_train=np.zeros((60, 32, 32), np.uint8),
+               y_train=labels, x_test=np.zeros((20, 32, 32), np.uint8), y_test=labels[:20])
+    r = run("compare", a, big)
+    assert r.returncode == 1
+    assert _hints(r) == ["A's images are 28x28 and B's 32x32 (train, test): compare does "
+                         "not resize, so no option makes them equal; convert without "
+                         "resizing or padding"]
+    renamed = _npz(tmp_path / "v.npz", x_train=images, y_train=labels,
+                   x_validation=images[:20], y_validation=labels[:20])
+    r = run("compare", a, renamed)
+    assert r.returncode == 1
+    assert _hints(r) == ["splits named differently (only in A: test; only in B: "
+                         "validation): pass --split train --split test:validation"]
+    assert run("compare", a, renamed, "--split", "train", "--split", "test:validation",
+               "-q").returncode == 0
+    # No name in common: the error names the flags to pass.
+    other = _npz(tmp_path / "o.npz", x_a=images, y_a=labels, x_b=images[:20],
+                 y_b=labels[:20])
+    r = run("compare", a, other)
+    assert r.returncode == 2
+    assert stderr_of(r) == ("Error: no split names in common (A: train, test; B: a, b); "
+                            "pair them with --split train:a --split test:b\n")
+    assert run("compare", a, other, "--split", "train:a", "--split", "test:b",
+               "-q").returncode == 0

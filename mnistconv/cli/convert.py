@@ -278,7 +278,7 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
     elif result["finished"]:
         for f in result["metadata"]:
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}", quiet)
-        if result["tasks"] and all(t["status"] == "kept" for t in result["tasks"]):
+        if result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"]):
             # A CI retry or a job-array rerun of a finished task: nothing to do.
             note(f"  complete: every shard of plan {result['plan_hash'][:12]} was "
                  "already there (hashes checked)", quiet)
