@@ -237,3 +237,38 @@ def test_compare_explains_image_sizes_and_split_names(digits):
                             "pair them with --split train:a --split test:b\n")
     assert run("compare", a, other, "--split", "train:a", "--split", "test:b",
                "-q").returncode == 0
+
+
+# --- --list-outputs ----------------------------------------------------------------------
+
+def _files(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and not p.name.startswith("."))
+
+
+@pytest.mark.parametrize("dst, options", [
+    ("out/m.tfrecord", ["--shards", "2", "--sha256sums"]),
+    ("out/m.tfrecord", []),
+    ("out/mnist.npz", []),
+    ("out/idx", ["--to", "idx", "--gzip"]),
+    ("out/hf", ["--to", "parquet", "--shards", "2"]),
+    ("out/wds/m.tar", ["--shard-size", "25"]),
+    ("out/tfds", ["--to", "tfds"]),
+    ("out/images", ["--to", "imagefolder", "--limit", "12"]),
+    ("out/caffe", ["--to", "caffe-hdf5"]),
+])
+def test_list_outputs_names_exactly_what_a_run_writes_and_writes_nothing(
+        tmp_path, dst, options):
+    base = ["convert", SAMPLE, dst, "--limit", "40", *options]
+    listed = run(*base, "--list-outputs", cwd=tmp_path)
+    assert listed.returncode == 0, stderr_of(listed)
+    assert listed.stderr == b""
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    names = listed.stdout.decode().splitlines()
+    assert json.loads(run(*base, "--list-outputs", "--json", cwd=tmp_path).stdout) == names
+    assert run(*base, "-q", cwd=tmp_path).returncode == 0
+    assert sorted(names) == _files(tmp_path)
+    # Absolute DST: absolute names.
+    absolute = run("convert", SAMPLE, tmp_path / dst, "--limit", "40", *options,
+                   "--list-outputs")
+    assert absolute.stdout.decode().splitlines() == [str(tmp_path / n) for n in names]

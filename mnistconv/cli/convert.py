@@ -27,6 +27,14 @@ def _refuse_foreign(values, reader, writer):
                                        f"or writing {writer.name}")
 
 
+def list_outputs_option(f):
+    """--list-outputs: name the files a run would write, write nothing."""
+    return click.option("--list-outputs", is_flag=True,
+                        help="Print the files this conversion would write, one per line "
+                             "(--json: a list), and write nothing: for a Makefile's "
+                             "targets or a CI cache key.")(f)
+
+
 def sha256sums_option(f):
     """--sha256sums: write SHA256SUMS beside the output."""
     return click.option("--sha256sums", is_flag=True,
@@ -131,7 +139,14 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         raise UsageError(None, "--sha256sums needs an output file, not stdout")
     if sums and "://" in dst:  # it writes beside the files: a remote one would be local
         raise UsageError(dst, "--sha256sums needs a local output")
+    listing = values.pop("list_outputs", False)
     planned = {k: values.pop(k, None) for k in PLAN_KEYS}
+    if listing:
+        if any(v is not None and v is not False and v != () and v != "local"
+               for v in planned.values()):
+            raise UsageError(None, "--list-outputs names what a plain run writes",
+                             "leave out --plan, --resume and the task options")
+        return _list_outputs(src, dst, from_name, to_name, values, as_json, sums)
     # (0 is a task index: compare by identity, not equality, with False)
     if any(v is not None and v is not False and v != () and v != "local"
            for v in planned.values()):
@@ -192,6 +207,77 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     if sums_path:
         note(f"  {sums_path}  (sha256sum -c)", quiet)
     return 0
+
+
+def _list_outputs(src, dst, from_name, to_name, values, as_json, sums):
+    """--list-outputs: the files a plain run with these options would write, as the
+    user names them, and nothing written. A format that plans names them from the
+    input's headers (its plan's shards and metadata); any other is written whole into a
+    private temporary directory, whose files are listed, then removed."""
+    if src == "-" or dst == "-" or "://" in dst:
+        raise UsageError(dst if dst != "-" else "-", "--list-outputs needs local files",
+                         "give a file or directory for SRC and DST")
+    source = Input(src, from_name)
+    writer = registry.get(to_name) if to_name else registry.detect_output(dst)
+    _refuse_foreign(values, source.format, writer)
+    dataset = source.read(values, selection(values))
+    options = options_for(writer.write_options, values)
+    options.pop("workers", None)
+    names = _planned_outputs(dataset, dst, writer, options)
+    if names is None:
+        names = _written_outputs(dataset, dst, writer, options)
+    if sums:
+        names.append(_sums_target(dst, writer))
+    shown = [_as_named(n, dst) for n in names]
+    if as_json:
+        emit_json(shown)
+    else:
+        for name in shown:
+            click.echo(name)
+    return 0
+
+
+def _as_named(path, dst):
+    """A path as the user named the output: relative to the working directory when
+    DST was relative."""
+    return path if os.path.isabs(dst) else os.path.relpath(os.path.abspath(path))
+
+
+def _planned_outputs(dataset, dst, writer, options):
+    """The shards and metadata of the format's plan, or None when it does not plan
+    (or cannot from the headers alone: a shard count that follows the encoded size)."""
+    from .. import plan as plans
+    if writer.name not in plans.PLANNED:
+        return None
+    the = plans.planner(writer.name)
+    try:
+        sets = the.sets(dataset, dst, options)
+        extra = the.finish_targets(dataset, dst, options)
+    except UsageError:
+        return None
+    return [str(t) for _, targets, _, _ in sets for t in targets] + [str(t) for t in extra]
+
+
+def _written_outputs(dataset, dst, writer, options):
+    """The files a write of dataset to dst gives, written under a private temporary
+    directory in the shape of dst's absolute path (so every name derived from it is
+    the same), listed, then removed."""
+    import shutil
+    import tempfile
+    import mnistconv
+    from ..fileio import unhashed_outputs
+    scratch = tempfile.mkdtemp(prefix="mnistconv-list-outputs-")
+    try:
+        root = os.path.join(scratch, "root")
+        mirrored = root + os.path.abspath(dst) + ("/" if dst.endswith("/") else "")
+        if any(o.name == "workers" for o in writer.write_options):
+            options["workers"] = None
+        with unhashed_outputs():
+            mnistconv.write(dataset, mirrored, writer.name, **options)
+        return sorted(os.path.join(folder, name)[len(root):]
+                      for folder, _, files in os.walk(root) for name in files)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _unrecorded_split_name(dataset, dst, writer):
@@ -303,6 +389,7 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
 @format_options(all_options("read") + all_options("write"))
 @force_option
 @sha256sums_option
+@list_outputs_option
 @plan_options
 @timeout_option
 @quiet_option
@@ -343,8 +430,8 @@ def pair_command(reader_name, writer_name):
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, sha256sums_option, plan_options, timeout_option, quiet_option,
-        json_option,
+        force_option, sha256sums_option, list_outputs_option, plan_options,
+        timeout_option, quiet_option, json_option,
     ]):
         command = decorator(command)
     return command
