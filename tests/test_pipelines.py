@@ -272,3 +272,65 @@ def test_list_outputs_names_exactly_what_a_run_writes_and_writes_nothing(
     absolute = run("convert", SAMPLE, tmp_path / dst, "--limit", "40", *options,
                    "--list-outputs")
     assert absolute.stdout.decode().splitlines() == [str(tmp_path / n) for n in names]
+
+
+# --- WebDataset and a DataLoader ------------------------------------------------------
+
+SNIPPET = """
+import webdataset as wds, torch
+ds = wds.WebDataset("out/mnist-test-{000000..000001}.tar", shardshuffle=False) \\
+    .decode("l").to_tuple("png", "cls")
+loader = torch.utils.data.DataLoader(ds, batch_size=256, num_workers=2)
+"""
+
+
+def test_default_webdataset_shards_feed_a_dataloader_with_two_workers(official_dir,
+                                                                      tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("webdataset")
+    r = run("convert", official_dir, tmp_path / "out" / "mnist.tar", "--split", "test",
+            "-q")
+    assert r.returncode == 0, stderr_of(r)
+    # The MNIST test split, 10000 samples: two shards by default (one per worker).
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "mnist-test-000000.tar", "mnist-test-000001.tar"]
+    check = SNIPPET + """
+import collections, numpy as np
+seen = collections.Counter()
+shapes = set()
+for images, labels in loader:
+    shapes.add(tuple(images.shape[1:]))
+    seen.update(labels.tolist())
+print(sum(seen.values()), sorted(shapes), [seen[c] for c in range(10)])
+"""
+    import sys
+    done = subprocess.run([sys.executable, "-c", check], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # no warning (shardshuffle, fewer shards than workers)
+    counts = np.bincount(mnistconv_labels(official_dir), minlength=10).tolist()
+    assert done.stdout.split("\n")[0] == f"10000 [(28, 28)] {counts}"
+
+
+def mnistconv_labels(folder):
+    """The official test labels, decoded independently of mnistconv."""
+    import gzip
+    data = gzip.decompress((folder / "t10k-labels-idx1-ubyte.gz").read_bytes())
+    return np.frombuffer(data, np.uint8, offset=8)
+
+
+def test_webdataset_default_shard_size_two_shards_from_a_few_thousand(tmp_path):
+    from mnistconv.formats.webdataset.format import TWO_SHARDS_FROM, default_samples
+    assert default_samples(100000, TWO_SHARDS_FROM - 1) == 100000  # one shard
+    assert default_samples(100000, 10000) == 5000
+    assert default_samples(100000, 60001) == 30001
+    assert default_samples(100000, 1000000) == 100000  # ten shards
+    # --shard-size given: as given, whatever the count.
+    images, labels = small_digits(TWO_SHARDS_FROM + 1)
+    make_idx_dir(tmp_path / "src", images, labels)
+    assert run("convert", tmp_path / "src", tmp_path / "a" / "m.tar", "-q").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
+        "m-train-000000.tar", "m-train-000001.tar"]
+    assert run("convert", tmp_path / "src", tmp_path / "b" / "m.tar", "--shard-size",
+               "100000", "-q").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["m-train-000000.tar"]

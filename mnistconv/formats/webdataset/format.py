@@ -52,6 +52,10 @@ from .samples import SampleTask, pack, split_output
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
 _CHUNK_BYTES = 64 << 20
 DEFAULT_SHARD_SIZE = "100000"  # webdataset.ShardWriter's default maxcount
+# Without --shard-size, a split of at least this many samples is cut into two shards
+# or more, so DataLoader(num_workers=2) has a shard for each worker (webdataset refuses
+# fewer shards than workers).
+TWO_SHARDS_FROM = 4096
 IMAGE_EXTENSIONS = ("png", "jpg", "jpeg")
 _SHARD_NAME = re.compile(r"^(?P<stem>.+?)(?:-(?P<shard>\d{6}))?\.tar$", re.IGNORECASE)
 _KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # webdataset's base_plus_ext
@@ -251,6 +255,7 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
     if not 1 <= int(jpeg_quality) <= 100:
         raise UsageError(None, f"--jpeg-quality must be between 1 and 100, not {jpeg_quality}")
     samples, max_bytes = parse_shard_size(shard_size or DEFAULT_SHARD_SIZE)
+    per_split = {}  # samples per shard of each split (None: cut by bytes)
     workers = check_workers(workers)
     if not dataset.splits:
         raise UsageError(path, "nothing to write: the input has no splits")
@@ -263,14 +268,25 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
             raise UsageError(None, f"--shard-size {samples} cuts split {split.name} into "
                                    f"more than {MAX_SHARDS} shards",
                              "choose a larger --shard-size")
+        per_split[split.name] = default_samples(samples, split.header.count) \
+            if not shard_size else samples
         width = max(6, len(str(max(split.header.count - 1, 0))))
         extra = extras.checked(split, _JSON_KEYS)
         task = SampleTask(shape, image_format, jpeg_quality, width,
                           split.header.class_names, extra_names=extra[0] if extra else ())
         plan.append((split, task, extra[1] if extra else None))
     slot = max(task.slot_shape[0] for _, task, _ in plan)
-    return directory, name, samples, max_bytes, workers, plan, \
+    return directory, name, per_split, max_bytes, workers, plan, \
         max(1, min(CHUNK, _CHUNK_BYTES // slot))
+
+
+def default_samples(samples, count):
+    """Samples per shard of a split of `count` without --shard-size: `samples`, but at
+    most half the split from TWO_SHARDS_FROM samples on (two shards or more).
+
+        default_samples(100000, 10000)  # 5000
+    """
+    return min(samples, -(-count // 2)) if count >= TWO_SHARDS_FROM else samples
 
 
 def _record_room(tasks):
@@ -284,8 +300,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
           image_format="png", jpeg_quality=95, workers=1, processes=False) -> WriteResult:
     """Write every split as WebDataset tar shards `<name>-<split>-000000.tar` in the
     directory `path` (name: the directory's own), or beside `path` named `<name>.tar`.
-    shard_size: samples per shard ("10000", the default 100000 as
-    webdataset.ShardWriter) or bytes per shard ("100MB", "1GiB"). workers: encoding
+    shard_size: samples per shard ("10000"; by default 100000 as
+    webdataset.ShardWriter, but at most half a split of TWO_SHARDS_FROM samples or
+    more, so that two DataLoader workers each have a shard) or bytes per shard
+    ("100MB", "1GiB"). workers: encoding
     threads (processes=True: forked processes, as the command line asks); the bytes are
     the same for any number. An earlier set of the same name and split is replaced
     whole (force=True), never mixed with the new one.
@@ -308,12 +326,13 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
         with ParallelEncoder(tasks, workers, processes, _record_room(tasks), chunk,
                              total=sum(s.header.count for s, _, _ in plan)) as encoder:
             for split, task, table in plan:
-                shards = _Shards(staged, directory, name, split.name, samples, max_bytes)
+                shards = _Shards(staged, directory, name, split.name,
+                                 samples[split.name], max_bytes)
                 progress.start(f"{split.name} -> webdataset", split.header.count)
                 counts[split.name] = 0
                 try:
-                    pieces = _pieces(split, chunk, samples, task.slot_shape[0],
-                                     table=table)
+                    pieces = _pieces(split, chunk, samples[split.name],
+                                     task.slot_shape[0], table=table)
                     for _, n, data, (length, _, _) in encoder.encode(task, pieces):
                         body, sizes = split_output(data, length, n)
                         shards.add(body, sizes)
