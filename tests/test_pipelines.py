@@ -320,7 +320,7 @@ def mnistconv_labels(folder):
 
 
 def test_webdataset_default_shard_size_two_shards_from_a_few_thousand(tmp_path):
-    from mnistconv.formats.webdataset.format import TWO_SHARDS_FROM, default_samples
+    from mnistconv.formats.webdataset.samples import TWO_SHARDS_FROM, default_samples
     assert default_samples(100000, TWO_SHARDS_FROM - 1) == 100000  # one shard
     assert default_samples(100000, 10000) == 5000
     assert default_samples(100000, 60001) == 30001
@@ -334,3 +334,19 @@ def test_webdataset_default_shard_size_two_shards_from_a_few_thousand(tmp_path):
     assert run("convert", tmp_path / "src", tmp_path / "b" / "m.tar", "--shard-size",
                "100000", "-q").returncode == 0
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["m-train-000000.tar"]
+
+
+def test_force_over_a_planned_output_drops_its_progress_record(tmp_path):
+    out = tmp_path / "out"
+    command = ["convert", SAMPLE, out / "m.tfrecord", "--limit", "40", "-q"]
+    assert run(*command, "--shards", "4", "--num-tasks", "1", "--task-index", "0").returncode == 0
+    record = out / ".m.tfrecord.mnistconv-plan.json"
+    assert record.exists()
+    assert run(*command, "--shards", "2", "--force").returncode == 0
+    assert not record.exists()  # it spoke for the four shards --force replaced
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"m-{s}.tfrecord-0000{i}-of-00002" for s in ("test", "train") for i in (0, 1))
+    # --resume now recognises the new set as complete.
+    r = run(*command[:-1], "--shards", "2", "--resume")
+    assert r.returncode == 0, stderr_of(r)
+    assert "complete: every shard of plan" in stderr_of(r)

@@ -180,6 +180,8 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             files = mnistconv.write(dataset, dst, writer.name, force=force,
                                     progress=make_progress(quiet), **write_options)
         stats = files.stats
+        if force and dst != "-" and "://" not in dst:
+            _drop_plan_record(dst)
         sums_path = write_sha256sums(files) if files and (sums or (
             "://" not in dst and sums_are_stale(files))) else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
@@ -278,6 +280,16 @@ def _written_outputs(dataset, dst, writer, options):
                       for folder, _, files in os.walk(root) for name in files)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _drop_plan_record(dst):
+    """The progress record of an earlier planned run of this output, which --force has
+    replaced: it would speak for shards that are gone (and --resume would refuse the new
+    set as another plan's)."""
+    from ..plan import record_path
+    record = record_path(dst)
+    if os.path.lexists(record) and not os.path.isdir(record):
+        os.unlink(record)
 
 
 def _unrecorded_split_name(dataset, dst, writer):

@@ -47,15 +47,11 @@ from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
 from ..idx.classes import check_name, names_by_label
 from ..images import class_labels, decode_image, grayscale_shape
 from .. import extras
-from .samples import SampleTask, pack, split_output
+from .samples import SampleTask, default_samples, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
 _CHUNK_BYTES = 64 << 20
 DEFAULT_SHARD_SIZE = "100000"  # webdataset.ShardWriter's default maxcount
-# Without --shard-size, a split of at least this many samples is cut into two shards
-# or more, so DataLoader(num_workers=2) has a shard for each worker (webdataset refuses
-# fewer shards than workers).
-TWO_SHARDS_FROM = 4096
 IMAGE_EXTENSIONS = ("png", "jpg", "jpeg")
 _SHARD_NAME = re.compile(r"^(?P<stem>.+?)(?:-(?P<shard>\d{6}))?\.tar$", re.IGNORECASE)
 _KEY = re.compile(r"^((?:.*/|)[^./]+)\.([^/]*)$")  # webdataset's base_plus_ext
@@ -280,15 +276,6 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
         max(1, min(CHUNK, _CHUNK_BYTES // slot))
 
 
-def default_samples(samples, count):
-    """Samples per shard of a split of `count` without --shard-size: `samples`, but at
-    most half the split from TWO_SHARDS_FROM samples on (two shards or more).
-
-        default_samples(100000, 10000)  # 5000
-    """
-    return min(samples, -(-count // 2)) if count >= TWO_SHARDS_FROM else samples
-
-
 def _record_room(tasks):
     """A record's output room in a forked worker's slot is twice this plus 2 KB: three
     headers, three paddings and a PNG of noise fit, and the .json's extra fields (a name
@@ -300,10 +287,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
           image_format="png", jpeg_quality=95, workers=1, processes=False) -> WriteResult:
     """Write every split as WebDataset tar shards `<name>-<split>-000000.tar` in the
     directory `path` (name: the directory's own), or beside `path` named `<name>.tar`.
-    shard_size: samples per shard ("10000"; by default 100000 as
-    webdataset.ShardWriter, but at most half a split of TWO_SHARDS_FROM samples or
-    more, so that two DataLoader workers each have a shard) or bytes per shard
-    ("100MB", "1GiB"). workers: encoding
+    shard_size: samples per shard ("10000"; by default samples.default_samples: two
+    shards from a few thousand samples) or bytes per shard ("100MB", "1GiB"). workers: encoding
     threads (processes=True: forked processes, as the command line asks); the bytes are
     the same for any number. An earlier set of the same name and split is replaced
     whole (force=True), never mixed with the new one.
