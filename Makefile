@@ -61,8 +61,12 @@ system-test-deps:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Chromium for the browser test" >&2; fi; }
 
+# The last line is the one command a newcomer needs next: mnistconv on PATH.
 demo: install
 	$(PY) examples/demo.py $(DEMO_OUT)
+	@echo
+	@echo "mnistconv is installed in $(VENV)/bin; to run it from this shell:"
+	@echo 'export PATH="$(abspath $(VENV))/bin:$$PATH"'
 
 # --strict: a broken link, a missing page or any warning fails the build. The material
 # theme's banner about its successor is not a warning about these pages.

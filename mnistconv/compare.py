@@ -176,6 +176,9 @@ class Comparison:
     only_b: list
     missing_counts: bool  # True when splits on one side only make the result unequal
     tolerance: float
+    # Why they differ where it can be told (JPEG on one side, labels shifted, ...),
+    # with the option that would make the comparison pass where there is one.
+    advice: list = field(default_factory=list)
 
     @property
     def equal(self) -> bool:
@@ -190,7 +193,8 @@ class Comparison:
         after the two inputs)."""
         return {"equal": self.equal, "tolerance": self.tolerance,
                 "splits": [s.to_json() for s in self.splits],
-                "only_in_a": self.only_a, "only_in_b": self.only_b}
+                "only_in_a": self.only_a, "only_in_b": self.only_b,
+                "advice": self.advice}
 
 
 def _finite(x):
@@ -253,9 +257,10 @@ def pair_splits(a, b, pairs=None, where=(None, None)):
                 [n for n in names_b if n != single], False)
     common = [n for n in names_a if n in b.splits]
     if not common:
+        pairing = " ".join(f"--split {x}:{y}" for x, y in zip(names_a, names_b)) \
+            if len(names_a) == len(names_b) else "--split A_NAME:B_NAME"
         raise UsageError(None, f"no split names in common (A: {', '.join(names_a)}; "
-                               f"B: {', '.join(names_b)})",
-                         "pair them with --split A_NAME:B_NAME")
+                               f"B: {', '.join(names_b)})", f"pair them with {pairing}")
     return ([(n, n) for n in common], [n for n in names_a if n not in b.splits],
             [n for n in names_b if n not in a.splits], True)
 
@@ -390,9 +395,13 @@ def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
 def compare(a, b, pairs=None, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
             progress=NO_PROGRESS, where=(None, None)) -> Comparison:
     """Compare datasets a and b (see the module docstring for how splits pair up)."""
+    from .compare_advice import explain
     pairs, only_a, only_b, strict = pair_splits(a, b, pairs, where)
     results = []
     for name_a, name_b in pairs:
         results.append(compare_splits(a.splits[name_a], b.splits[name_b], tolerance,
                                       worst, batch_size, progress))
-    return Comparison(results, only_a, only_b, strict, float(tolerance))
+    comparison = Comparison(results, only_a, only_b, strict, float(tolerance))
+    if not comparison.equal:
+        comparison.advice = explain(a, b, comparison)
+    return comparison

@@ -1,7 +1,25 @@
 """The errors the library raises. The CLI turns each into one line and an exit code.
 
 The library never prints and never exits: every failure a user can cause is a
-MnistconvError naming the file and what is wrong, optionally with what to do.
+MnistconvError, shown as one line `<file>: <what is wrong>; <what to do>`.
+
+The rule, for every raise:
+- path: the file (or URL, or '-') the error is about; None only when there is none
+  (a bad option).
+- message: what is wrong, in a few words, without the advice.
+- what to do, one of:
+  - hint=, in the library's words (`pass force=True`), and cli_hint= where the
+    command line says it otherwise (`use --force`);
+  - or a kind whose `advice` says it for every error of that kind: CorruptData (a
+    checksum or structure that does not hold), Truncated (the file ends early). A
+    new kind sets its own advice (its default what-to-do).
+tests/test_error_advice.py walks every raise in mnistconv/ and every error the fuzz
+corpus gives, and fails on one without advice.
+
+    raise FormatError(path, "not an IDX file: magic 01020803 ...",
+                      "check the path, or pass format= to read it as another format",
+                      cli_hint="check the path, or name its format with --from")
+    raise CorruptData(path, f"record {n}: data CRC mismatch")  # the kind's advice
 """
 
 import importlib
@@ -21,17 +39,28 @@ def redact(text) -> str:
 
 
 class MnistconvError(Exception):
-    """A failure a user can cause; exit code 1 (bad data or a failed write)."""
+    """A failure a user can cause; exit code 1 (bad data or a failed write). Its text
+    always ends with what to do: the hint given, else the kind's advice."""
 
     exit_code = 1
+    # A kind's default what-to-do, used when a raise gives no hint (None: the raise
+    # must give one); cli_advice where the command line says it otherwise.
+    advice = None
+    cli_advice = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "advice" in vars(cls) and not (isinstance(cls.advice, str)
+                                          and cls.advice.strip()):
+            raise TypeError(f"{cls.__name__}.advice must say what to do")
 
     def __init__(self, path, message, hint=None, cli_hint=None):
         self.path = str(path) if path is not None else None
         self.message = message
-        self.hint = hint
+        self.hint = hint if hint else type(self).advice
         # What to do, said the command line's way (`use --force`) where the library's
         # way differs (`pass force=True`): each caller is told what applies to it.
-        self.cli_hint = cli_hint
+        self.cli_hint = cli_hint if cli_hint else (None if hint else type(self).cli_advice)
         super().__init__(str(self))
 
     def _text(self, hint):
@@ -59,6 +88,18 @@ def _rebuild(cls, path, message, hint, cli_hint=None):
 
 class FormatError(MnistconvError):
     """The input is not what its format says: bad magic, truncated, inconsistent."""
+
+
+class CorruptData(FormatError):
+    """A checksum or a structure that does not hold: the file was damaged."""
+
+    advice = "the file is damaged: download, copy or convert it again"
+
+
+class Truncated(FormatError):
+    """The file ends before its content does: cut short in a download or a copy."""
+
+    advice = "the file is cut short: download or copy it again"
 
 
 class UsageError(MnistconvError):

@@ -12,7 +12,7 @@ import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .errors import FormatError, UsageError
+from .errors import CorruptData, FormatError, Truncated, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
 from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,
                       exists_error, is_staging_name, is_stdio, is_stream_path,
@@ -280,15 +280,15 @@ class InputFile:
         try:
             return self.file.read(n)
         except self.errors as e:
-            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
+            raise CorruptData(self.path, f"not a valid {self.kind} stream ({e})") from None
 
     def read_exact(self, n, what):
         """Exactly n bytes, or a FormatError saying which part (`what`, e.g. "header")
         is truncated."""
         data = self.read(n)
         if len(data) != n:
-            raise FormatError(self.path, f"truncated {what}: expected {n} bytes, "
-                                         f"found {len(data)}")
+            raise Truncated(self.path, f"truncated {what}: expected {n} bytes, "
+                                       f"found {len(data)}")
         return data
 
     def readinto_full(self, buffer) -> int:
@@ -306,7 +306,7 @@ class InputFile:
                     break
                 filled += got
         except self.errors as e:
-            raise FormatError(self.path, f"not a valid {self.kind} stream ({e})") from None
+            raise CorruptData(self.path, f"not a valid {self.kind} stream ({e})") from None
         return filled
 
     def readinto_exact(self, buffer, what):
@@ -314,13 +314,13 @@ class InputFile:
         filled = self.readinto_full(buffer)
         want = memoryview(buffer).nbytes
         if filled != want:
-            raise FormatError(self.path, f"truncated {what}: expected {want} bytes, "
-                                         f"found {filled}")
+            raise Truncated(self.path, f"truncated {what}: expected {want} bytes, "
+                                       f"found {filled}")
 
     def expect_end(self):
         """Raise if anything follows the data the header declared."""
         if self.read(1):
-            raise FormatError(self.path, "trailing bytes after the data the header declares")
+            raise CorruptData(self.path, "trailing bytes after the data the header declares")
 
     def seek(self, pos):
         """Move to a byte position of the (decompressed) data."""

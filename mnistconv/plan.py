@@ -317,15 +317,53 @@ def _intact(folder, name, entry) -> bool:
                                                         entry.get("sha256"))
 
 
-def prepare(dataset, path, plan, *, force=False):
+def _recognised(dataset, path, plan, folder):
+    """{shard name: record entry} when every shard of the plan is on disk, with no
+    record, and each is exactly what its task writes (written again beside it to a
+    temporary, compared by size and SHA-256, the temporary removed): the complete output
+    of a plain run of the same conversion, which --resume then keeps. None when a shard
+    is missing; a shard that differs is refused in one line (another input or other
+    options wrote it)."""
+    names = [t["shard"] for t in plan["tasks"]]
+    if not all(os.path.isfile(os.path.join(folder, n)) for n in names):
+        return None
+    entries = {}
+    for task in plan["tasks"]:
+        target = os.path.join(folder, task["shard"])
+        staged = StagedOutput(force=True)
+        try:
+            tmp = staged.file(target)
+            written, counters = planner(plan["format"]).shard(
+                dataset, path, task["split"], task["index"], tmp, plan["options"])
+        finally:
+            staged.abort()
+        if file_sha256(target) != (written.bytes, written.sha256):
+            raise UsageError(target, "exists and is not what this conversion writes (an "
+                                     "earlier run with another input or other options "
+                                     "wrote it)", "run that conversion again, or use "
+                                     "--force to replace it")
+        entries[task["shard"]] = {"bytes": written.bytes, "sha256": written.sha256,
+                                  "counters": counters}
+    return entries
+
+
+def prepare(dataset, path, plan, *, force=False, resume=False):
     """Before any task writes: refuse a record of another plan (or, with force, start
     over), refuse shard files or other shard sets that no record of this plan owns
-    (unless force), and create the record. Returns the record's path."""
+    (unless force, or resume finds them to be this plan's complete output: see
+    _recognised), and create the record. Returns the record's path."""
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     the = planner(plan["format"])
     with _locked(folder):
         record = _read_record(rpath)
+        if record is None and resume and not force:
+            found = _recognised(dataset, path, plan, folder)
+            if found is not None:
+                _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan,
+                                      "shards": found, "finished": False,
+                                      "force": False})
+                return rpath
         if record is not None and record.get("plan_hash") != plan["hash"] and not force:
             raise UsageError(rpath, f"holds the progress of another plan "
                                     f"({str(record.get('plan_hash'))[:12]}; this one is "
@@ -452,7 +490,7 @@ def run(source, path, format_name, options, *, num_tasks=1, task_index=0, resume
         raise UsageError(None, f"--task-index must be 0..{num_tasks - 1}, not {task_index}")
     dataset = source.open() if isinstance(source, InputSpec) else source
     plan = make_plan(dataset, path, format_name, options)
-    prepare(dataset, path, plan, force=force)
+    prepare(dataset, path, plan, force=force, resume=resume)
     done = []
     for number in range(int(task_index), len(plan["tasks"]), num_tasks):
         status, written = run_task(dataset, path, plan, number, resume=resume,

@@ -1,7 +1,7 @@
 """WebDataset in a shard plan (mnistconv.plan): one tar shard written alone with the
 bytes formats/webdataset/format.write() gives it.
 
-Shards cut by samples (--shard-size 10000, or the default 100000) plan: shard k holds
+Shards cut by samples (--shard-size 10000, or the default: see write()) plan: shard k holds
 samples k*size up to (k+1)*size of its split, keyed by their position in the split, and
 a tar shard's bytes depend on its samples only (every header has mtime 0, uid/gid 0, the
 archive ends with its end blocks padded to a 10240-byte record). Shards cut by bytes do
@@ -44,7 +44,7 @@ def sets(dataset, path, options):
     directory, name, samples, _, _, plan, _ = _setup(dataset, path, options)
     out = []
     for split, _, _ in plan:
-        bounds = _bounds(split.header.count, samples)
+        bounds = _bounds(split.header.count, samples[split.name])
         targets = [os.path.join(directory, w.shard_name(name, split.name, k))
                    for k in range(len(bounds))]
         keep = {os.path.abspath(t) for t in targets}
@@ -72,6 +72,7 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     from .plan import RangeSplit
     directory, name, samples, _, workers, plan, chunk = _setup(dataset, path, options)
     split, task, table = next(p for p in plan if p[0].name == split_name)
+    samples = samples[split.name]
     count = split.header.count
     start, stop = index * samples, min(count, (index + 1) * samples)
     shards = w._Shards(_OneFile(staged_path), directory, name, split.name, samples, None)

@@ -79,7 +79,8 @@ def _first_record(files):
             side = int(round(len(image) ** 0.5))
             shape = (side, side)
         return compression, layout, kind, tuple(int(d) for d in shape)
-    raise FormatError(files[0], "contains no records")
+    raise FormatError(files[0], "contains no records",
+                      "give a TFRecord file that holds at least one record")
 
 
 def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,

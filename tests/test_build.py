@@ -60,3 +60,31 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         failed = [r for r in pool.map(attempt, names) if r[1] != 0]
     assert failed == []
+
+
+def test_make_demo_ends_with_the_line_that_puts_mnistconv_on_path(tmp_path):
+    # A venv of wrappers around the one running the tests, its install stamps newer
+    # than pyproject.toml, so `make demo` runs the demo and installs nothing.
+    import os
+    import shutil
+    if shutil.which("make") is None:
+        pytest.skip("needs GNU make")
+    venv = tmp_path / "venv"  # (make cannot take a path with spaces)
+    (venv / "bin").mkdir(parents=True)
+    for name, target in (("python", sys.executable),
+                         ("mnistconv", os.path.join(os.path.dirname(sys.executable),
+                                                    "mnistconv"))):
+        wrapper = venv / "bin" / name
+        wrapper.write_text(f'#!/bin/sh\nexec "{target}" "$@"\n')
+        wrapper.chmod(0o755)
+    (venv / ".installed").touch()
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), f"VENV={venv}",
+                             f"DEMO_OUT={tmp_path / 'demo-out'}", "demo"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.rstrip("\n").splitlines()[-1]
+    assert last == f'export PATH="{venv}/bin:$PATH"'
+    # Pasted into a shell, it finds the venv's mnistconv first.
+    found = subprocess.run(["sh", "-c", f"{last}; command -v mnistconv"],
+                           capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert found.stdout.strip() == str(venv / "bin" / "mnistconv")

@@ -157,7 +157,7 @@ def test_info_reads_gzip_through(tmp_path):
     result = run("info", tmp_path)
     assert (result.returncode, result.stderr.decode()) == (
         1, f"Error: {path}: truncated data: header declares 20 x 28 x 28 uint8 (15680 bytes), "
-           "the file holds 14896\n")
+           "the file holds 14896; the file is cut short: download or copy it again\n")
 
 
 def test_formats_lists_the_registry():
@@ -172,6 +172,22 @@ def test_formats_lists_an_option_both_sides_take_once():
     parquet = lines[[line.split(" ")[0] for line in lines].index("parquet") + 1]
     assert parquet.split() == ["options:", "--split-name", "--config", "--shards",
                                "--row-group-size", "--workers"]
+
+
+def test_formats_lines_up_its_columns():
+    # Every description starts in one column, every options line in the next, whatever
+    # the length of a format's name (arrayrecord and imagefolder once pushed theirs on).
+    lines = run("formats").stdout.decode().splitlines()
+    rows = [line for line in lines if not line.startswith(" ")]
+    options = [line for line in lines if line.startswith(" ")]
+    assert [row.split()[0] for row in rows] == list(registry.FORMATS)
+    width = max(len(name) for name in registry.FORMATS)
+    for row in rows:  # name, two spaces, modes (r, w, rw) padded to 2, two spaces
+        name, modes = row.split()[:2]
+        assert row[:width + 2] == f"{name:<{width}}  " and row[width + 2:width + 6] \
+            == f"{modes:<2}  " and row[width + 6] != " ", row
+    assert {len(line) - len(line.lstrip(" ")) for line in options} == {width + 6}
+    assert all(line.lstrip(" ").startswith("options: ") for line in options)
 
 
 def test_every_pair_command_exists_and_helps():

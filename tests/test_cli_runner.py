@@ -115,7 +115,8 @@ def test_format_error_is_one_line_exit_1(tmp_path):
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"PK\x03\x04 not really a zip")
     assert outcome(invoke("info", bad)) == (
-        1, "", f"Error: {bad}: not a valid npz (zip) file (File is not a zip file)\n")
+        1, "", f"Error: {bad}: not a valid npz (zip) file (File is not a zip file)"
+                  "; check that numpy wrote it whole, or name its format with --from\n")
     # Converting it writes nothing.
     assert outcome(invoke("npz-to-idx", bad, tmp_path / "out", "-q"))[0] == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npz"]
@@ -126,7 +127,7 @@ def test_control_characters_in_a_name_stay_on_the_line(tmp_path):
     bad.write_bytes(b"PK\x03\x04 not really a zip")
     assert outcome(invoke("info", bad)) == (
         1, "", f"Error: {tmp_path}/bad\\nname\\x1b[2J.npz: not a valid npz (zip) file "
-               "(File is not a zip file)\n")
+               "(File is not a zip file); check that numpy wrote it whole, or name its format with --from\n")
 
 
 def test_an_os_error_is_one_line_with_the_disk_full_hint(tmp_path, monkeypatch):

@@ -30,20 +30,23 @@ def damage(path, data):
 
 CASES = {
     "wrong magic": (lambda img, lab: b"\x01\x02" + img[2:],
-                    "not an IDX file: magic 01020803 does not start with two zero bytes"),
+                    "not an IDX file: magic 01020803 does not start with two zero bytes"
+                    "; check the path, or name its format with --from"),
     "unknown element type": (lambda img, lab: img[:2] + b"\x0a" + img[3:],
                              "unknown IDX element type 0x0A; IDX defines 0x08 uint8, 0x09 "
                              "int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64"),
     "truncated data": (lambda img, lab: img[:-100],
                        "truncated data: header declares 10 x 28 x 28 uint8 (7840 bytes), "
-                       "the file holds 7740"),
+                       "the file holds 7740; the file is cut short: download or copy "
+                       "it again"),
     "trailing bytes": (lambda img, lab: img + b"\0\0\0",
                        "trailing bytes: 3 bytes after the 10 x 28 x 28 data the header "
-                       "declares"),
+                       "declares; the file is damaged: download, copy or convert it again"),
     "zero dimensions": (lambda img, lab: b"\0\0\x08\0",
                         "IDX header declares 0 dimensions"),
     "truncated header": (lambda img, lab: img[:9],
-                         "truncated IDX header: expected 12 bytes, found 5"),
+                         "truncated IDX header: expected 12 bytes, found 5; the file is "
+                         "cut short: download or copy it again"),
 }
 
 
@@ -64,7 +67,8 @@ def test_count_mismatch(tmp_path, good):
     code, err = convert_error(tmp_path, src)
     assert (code, err) == (1, f"Error: {src / 'train-images-idx3-ubyte'}: image/label count "
                               f"mismatch: 10 images, 9 labels in "
-                              f"{src / 'train-labels-idx1-ubyte'}\n")
+                              f"{src / 'train-labels-idx1-ubyte'}; use the images and "
+                              "labels files of one dataset, both whole\n")
 
 
 def test_labels_file_given_as_images(tmp_path, good):
@@ -80,7 +84,8 @@ def test_images_file_given_as_labels(tmp_path, good):
     img = src / "train-images-idx3-ubyte"
     code, err = convert_error(tmp_path, img, "--labels", img)
     assert (code, err) == (1, f"Error: {img}: is not a labels file: 3 dimensions, "
-                              "expected 1\n")
+                              "expected 1; give the labels file (*-labels-idx1-ubyte) as "
+                              "the labels\n")
 
 
 def test_invalid_gzip(tmp_path, good):
@@ -92,7 +97,7 @@ def test_invalid_gzip(tmp_path, good):
     code, err = convert_error(tmp_path, src)
     assert code == 1
     assert err == (f"Error: {bad}: not a valid gzip stream (Compressed file ended before "
-                   "the end-of-stream marker was reached)\n")
+                   "the end-of-stream marker was reached); the file is damaged: download, copy or convert it again\n")
 
     bad.write_bytes(data[:30] + bytes(b ^ 0xFF for b in data[30:60]) + data[60:])
     code, err = convert_error(tmp_path, src)
@@ -108,7 +113,7 @@ def test_missing_input_and_unknown_format(tmp_path, good):
     result = run("info", tmp_path / "junk.dat", "--from", "idx")
     assert (result.returncode, result.stderr.decode()) == (
         1, f"Error: {tmp_path / 'junk.dat'}: not an IDX file: magic 68656c6c does not "
-           "start with two zero bytes\n")
+           "start with two zero bytes; check the path, or name its format with --from\n")
     result = run("info", tmp_path / "junk.dat")
     assert (result.returncode, result.stderr.decode()) == (
         2, f"Error: {tmp_path / 'junk.dat'}: is text, not a dataset; mnistconv reads "

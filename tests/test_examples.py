@@ -319,3 +319,76 @@ def test_ci_script_runs_locally_as_in_the_workflow(examples, tmp_path):
     # What the workflow uploads.
     assert set(files_under(root / "examples/out/dataset")) == DATA_FILES | {"SHA256SUMS"}
     assert set(files_under(root / "examples/out/reports")) == REPORTS
+
+
+def _shards_of(folder):
+    return {p.name: p.stat().st_mtime_ns for p in Path(folder).iterdir()}
+
+
+def test_make_rule_rebuilds_when_an_input_changes_and_does_nothing_otherwise(examples):
+    rule = examples / "make"
+    first = make(rule)
+    assert first.returncode == 0, first.stderr
+    out = rule / "out"
+    # The targets --list-outputs named are the files written (never out/mnist.tfrecord).
+    written = _shards_of(out)
+    assert sorted(written) == sorted(f"mnist-{s}.tfrecord-0000{i}-of-00002"
+                                     for s in ("train", "test") for i in (0, 1))
+    assert first.stdout.count("--force -q") == 1  # one run for the grouped targets
+    # Nothing changed: nothing to do, nothing touched; `make -q` agrees.
+    again = make(rule)
+    assert again.returncode == 0 and "--force" not in again.stdout, again.stdout
+    assert "Nothing to be done for 'all'" in again.stdout
+    assert _shards_of(out) == written
+    assert make(rule, "-q").returncode == 0
+    # An input changes: one rerun rewrites every shard; then nothing again.
+    label = examples / "data" / "mnist-sample" / "t10k-labels-idx1-ubyte.gz"
+    later = max(written.values()) + 10**9
+    os.utime(label, ns=(later, later))
+    assert make(rule, "-q").returncode == 1
+    rerun = make(rule)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.count("--force -q") == 1
+    rewritten = _shards_of(out)
+    assert set(rewritten) == set(written)
+    assert all(rewritten[n] > written[n] for n in written)
+    assert "--force" not in make(rule).stdout
+    # The shards compare equal to the input: PNG is lossless.
+    check = subprocess.run([MNISTCONV, "compare", examples / "data" / "mnist-sample", out,
+                            "-q"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_ci_convert_then_compare_keeps_a_json_report_of_every_step(examples, tmp_path):
+    script = examples / "ci" / "convert-and-compare.sh"
+    env = dict(os.environ, MNISTCONV=str(MNISTCONV), OUT=str(tmp_path / "ci"))
+    ok = subprocess.run([script], env=env, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr == ""
+    reports = tmp_path / "ci" / "reports"
+    convert = json.loads((reports / "convert.json").read_text())
+    assert {s: v["count"] for s, v in convert["splits"].items()} == \
+        {"train": 1000, "test": 200}
+    compare = json.loads((reports / "compare.json").read_text())
+    assert compare["equal"] is True and compare["advice"] == []
+
+    # JPEG: compare fails the job, and its report says which tolerance would pass.
+    jpeg = subprocess.run([script], env=dict(env, OPTS="--image-format jpeg"),
+                          capture_output=True, text=True)
+    assert jpeg.returncode == 1
+    compare = json.loads((reports / "compare.json").read_text())
+    worst = max(s["pixel_error"]["max"] for s in compare["splits"])
+    assert compare["equal"] is False and compare["advice"] == [
+        f"B is JPEG (lossy): pass --tolerance {worst:g}, or convert with "
+        "--image-format png"]
+
+    # A corrupt input: the job fails, and the artifact still holds a report.
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "train-images-idx3-ubyte").write_bytes(b"\0\0\x08\x03\0\0\0\x05")
+    failed = subprocess.run([script], env=dict(env, SRC=str(bad)), capture_output=True,
+                            text=True)
+    assert failed.returncode != 0
+    report = json.loads((reports / "convert.json").read_text())
+    assert report["exit"] == failed.returncode
+    assert failed.stderr == f"Error: {report['error']}\n"

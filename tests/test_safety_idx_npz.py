@@ -257,7 +257,8 @@ def test_idx_labels_header_claiming_more_than_the_stream_holds(tmp_path):
           gzip_of(idx_header(8, [n]), 1000) + bytes(n // 1000))
     info_refused(tmp_path, src, "truncated data: "
                  "header declares 16777216 uint8 (16777216 bytes), the file "
-                 "holds 1000", named=src / "train-labels-idx1-ubyte.gz", peak_mb=100)
+                 "holds 1000; the file is cut short: download or copy it again", named=src / "train-labels-idx1-ubyte.gz",
+                 peak_mb=100)
 
 
 def test_npz_member_deflated_from_1e9_zeros(tmp_path):
@@ -461,9 +462,10 @@ def test_idx_with_32_dimensions_still_reads(tmp_path):
 
 @pytest.mark.parametrize("dims, message", [
     ([3, B32, B32], "header declares 3 x 4294967295 x 4294967295: items of "
-                    "18446744065119617025 bytes each are not images"),
+                    "18446744065119617025 bytes each are not images; the file is damaged: download, copy or convert it again"),
     ([0, B32, B32, B32], "header declares 0 x 4294967295 x 4294967295 x 4294967295: items of "
-                         "79228162458924105385300197375 bytes each are not images"),
+                         "79228162458924105385300197375 bytes each are not images"
+                         "; the file is damaged: download, copy or convert it again"),
     ([2, 0, B32], None),  # empty images: read
     ([0, 28, 28], None),
 ])

@@ -593,17 +593,19 @@ def corrupt_cases(path):
     past_end += bytes(50)
     return {
         "flipped byte": (bytes(flipped), f"record 3 (counting from 0, at byte {third_at}): "
-                                         "data CRC mismatch, the record is corrupt"),
+                                         "data CRC mismatch, the record is corrupt"
+                                         "; the file is damaged: download, copy or convert it again"),
         "length field": (bytes(bad_length), f"record 3 (counting from 0, at byte "
                                             f"{third_at}): length CRC mismatch, the "
-                                            "record header is corrupt"),
+                                            "record header is corrupt; the file is damaged: download, copy or convert it again"),
         "truncated": (bytes(data[:third_at + 40]), f"record 3 (counting from 0, at byte "
                                                    f"{third_at}): length {third_len} runs "
                                                    "past the end of the file (28 bytes "
-                                                   "left)"),
+                                                   "left); the file is cut short: download or copy it again"),
         "length past the end": (bytes(past_end), f"record 3 (counting from 0, at byte "
                                                  f"{third_at}): length 1048576 runs past "
-                                                 "the end of the file (50 bytes left)"),
+                                                 "the end of the file (50 bytes left)"
+                                                 "; the file is cut short: download or copy it again"),
         "not tfrecord": (b"\x89PNG\r\n\x1a\n" + bytes(200),
                          "not a TFRecord file: the first record's length CRC does not "
                          "match; is it another format, or compressed other than gzip or "

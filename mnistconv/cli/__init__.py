@@ -76,20 +76,22 @@ class CliError(click.ClickException):
             "Error: missing: no such file or directory\n"
     """
 
-    def __init__(self, message, exit_code):
+    def __init__(self, message, exit_code, path=None):
         super().__init__(one_line(message))
         self.exit_code = exit_code
+        self.path = path  # the file the error is about, for --json's report
 
     @classmethod
     def of(cls, error):
         """The CliError for a MnistconvError or an OSError (with the hint to free
         space when the disk is full)."""
         if isinstance(error, MnistconvError):
-            return cls(error.cli_message(), error.exit_code)
+            return cls(error.cli_message(), error.exit_code, error.path)
         name = error.filename or _written_to_stdout(error)
         where = f"{name}: " if name else ""
         hint = "; free some space and run again" if error.errno == errno.ENOSPC else ""
-        return cls(f"{where}{error.strerror or error}{hint}", 1)
+        return cls(f"{where}{error.strerror or error}{hint}", 1,
+                   str(name) if name is not None else None)
 
     def show(self, file=None):
         """Print the one `Error:` line on stderr (click calls it as the command ends)."""
@@ -281,16 +283,20 @@ def main(argv=None):
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupt)
     _guard_standard_streams()
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args[:args.index("--") if "--" in args else len(args)]
     try:
         # A command may return an int exit code (compare: 1 when the datasets differ).
-        code = cli.main(args=argv, prog_name="mnistconv", standalone_mode=False)
+        code = cli.main(args=args, prog_name="mnistconv", standalone_mode=False)
     except BaseException as e:
         if _signalled:
             signum = _signalled[0]
             if signum == signal.SIGINT:
                 click.echo("Interrupted.", err=True)
+            _json_failure(as_json, "interrupted" if signum == signal.SIGINT
+                          else "terminated", 128 + signum)
             sys.exit(128 + signum)
-        _exit_for(e)
+        _exit_for(e, as_json)
         raise
     finally:
         sys.unraisablehook = previous[0]
@@ -301,11 +307,13 @@ def main(argv=None):
     sys.exit(code if isinstance(code, int) else 0)
 
 
-def _exit_for(e):
+def _exit_for(e, as_json=False):
     """The exit for an exception a run ended with: one line and a code, or nothing
-    (a SystemExit, or a bug, which keeps its traceback)."""
+    (a SystemExit, or a bug, which keeps its traceback). With --json the same error is
+    also the one JSON object on stdout (_json_failure)."""
     if isinstance(e, (click.exceptions.Abort, KeyboardInterrupt, Interrupted)):
         click.echo("Interrupted.", err=True)
+        _json_failure(as_json, "interrupted", 130)
         sys.exit(130)
     if isinstance(e, (BrokenPipeError, StdoutGone)):
         _die_of_sigpipe()
@@ -315,7 +323,25 @@ def _exit_for(e):
         e = CliError.of(e)
     if isinstance(e, click.ClickException):
         e.show()
+        _json_failure(as_json, one_line(e.format_message()), e.exit_code,
+                      getattr(e, "path", None))
         sys.exit(e.exit_code)
+
+
+def _json_failure(as_json, message, code, path=None):
+    """A run given --json that fails still prints one JSON object on stdout, so
+    `... --json > report.json` in CI keeps a report: {"error", "exit", "file"}. (The
+    `Error:` line on stderr and the exit code are as without --json.)"""
+    if not as_json:
+        return
+    report = {"error": message, "exit": code}
+    if path is not None:
+        report["file"] = path
+    try:
+        from .common import emit_json
+        emit_json(report)
+    except (OSError, ValueError, MnistconvError):  # stdout closed or full: stderr said it
+        pass
 
 
 def console():

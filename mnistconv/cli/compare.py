@@ -65,6 +65,7 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
         if names:
             why = " (missing on the other side)" if result.missing_counts else ""
             lines.append(f"only in {side}, not compared: {', '.join(names)}{why}")
+    lines.extend(f"hint: {text}" for text in result.advice)
     verdict = (f"equal (tolerance {_fmt(result.tolerance)})" if result.equal
                else "different")
     lines.append(f"result: {verdict}")

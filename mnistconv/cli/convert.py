@@ -35,6 +35,14 @@ def card_option(f):
                              "pixel statistics, files, this conversion).")(f)
 
 
+def list_outputs_option(f):
+    """--list-outputs: name the files a run would write, write nothing."""
+    return click.option("--list-outputs", is_flag=True,
+                        help="Print the files this conversion would write, one per line "
+                             "(--json: a list), and write nothing: for a Makefile's "
+                             "targets or a CI cache key.")(f)
+
+
 def sha256sums_option(f):
     """--sha256sums: write SHA256SUMS beside the output."""
     return click.option("--sha256sums", is_flag=True,
@@ -50,24 +58,51 @@ def _sums_line(digest, name):
     return f"{digest}  {name}\n"
 
 
+def _sums_folder(files):
+    """The directory holding all the written files (where SHA256SUMS goes)."""
+    return os.path.commonpath([os.path.dirname(os.path.abspath(f.path)) for f in files])
+
+
+def _listed(target):
+    """(name or None for an escaped line, line) of each entry of a SHA256SUMS."""
+    from ..fileio import open_input
+    with open_input(target, None, "r", encoding="utf-8", errors="surrogateescape") as old:
+        for line in old:
+            name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
+            yield name, line if line.endswith("\n") else line + "\n"
+
+
+def sums_are_stale(files) -> bool:
+    """An existing SHA256SUMS beside the written files lists one of them or a file that
+    is gone (an earlier shard set that --force replaced): it must be rewritten, with or
+    without --sha256sums, or `sha256sum -c` fails."""
+    folder = _sums_folder(files)
+    target = os.path.join(folder, "SHA256SUMS")
+    if not os.path.isfile(target):
+        return False
+    ours = {os.path.relpath(os.path.abspath(f.path), folder) for f in files}
+    return any(name is not None and (name in ours or
+                                     not os.path.lexists(os.path.join(folder, name)))
+               for name, _ in _listed(target))
+
+
 def write_sha256sums(files):
     """SHA256SUMS in the directory holding all the written files, names relative to it.
-    Entries of an existing SHA256SUMS for other files are kept, so several outputs in
-    one directory share one file; ours replace their old lines. Staged and renamed like
-    every output. Returns its path."""
-    from ..fileio import StagedOutput, create_staged, open_input
+    Entries of an existing SHA256SUMS for other files that still exist are kept, so
+    several outputs in one directory share one file; ours replace their old lines, and
+    lines of files that are gone (the shards of an earlier set that --force replaced)
+    are dropped. Staged and renamed like every output. Returns its path."""
+    from ..fileio import StagedOutput, create_staged
     paths = [os.path.abspath(f.path) for f in files]
-    folder = os.path.commonpath([os.path.dirname(p) for p in paths])
+    folder = _sums_folder(files)
     target = os.path.join(folder, "SHA256SUMS")
     ours = {os.path.relpath(p, folder): f.sha256 for p, f in zip(paths, files)}
     lines = []
     if os.path.isfile(target):
-        with open_input(target, None, "r", encoding="utf-8",
-                        errors="surrogateescape") as old:
-            for line in old:
-                name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
-                if name is None or name not in ours:
-                    lines.append(line if line.endswith("\n") else line + "\n")
+        for name, line in _listed(target):
+            if name is None or (name not in ours and
+                                os.path.lexists(os.path.join(folder, name))):
+                lines.append(line)
     lines += [_sums_line(digest, name) for name, digest in ours.items()]
     with StagedOutput(force=True) as out:
         with create_staged(out.file(target), "w", encoding="utf-8",
@@ -76,13 +111,23 @@ def write_sha256sums(files):
     return target
 
 
+def _sums_target(dst, writer):
+    """Where SHA256SUMS goes for an output."""
+    folder = dst if writer.output_is_directory or registry.names_a_directory(dst) \
+        else os.path.dirname(os.path.abspath(dst))
+    return os.path.join(folder, "SHA256SUMS")
+
+
+def _sums_beside(dst, writer) -> bool:
+    """A SHA256SUMS already where this output goes (which the write may make stale)."""
+    return dst != "-" and "://" not in dst and os.path.isfile(_sums_target(dst, writer))
+
+
 def _check_sums_target(dst, writer):
     """--sha256sums is written after the data is committed: what would make it fail
     there (SHA256SUMS a directory or a device) is refused before anything is written."""
     from ..fileio import refuse_replacing_special
-    folder = dst if writer.output_is_directory or registry.names_a_directory(dst) \
-        else os.path.dirname(os.path.abspath(dst))
-    target = os.path.join(folder, "SHA256SUMS")
+    target = _sums_target(dst, writer)
     if os.path.isdir(target):
         raise UsageError(target, "is a directory; --sha256sums writes a file there")
     refuse_replacing_special(target)
@@ -107,7 +152,14 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     if values.pop("card", False):
         from ..card import check_card_target
         card_target = check_card_target(dst, force)
+    listing = values.pop("list_outputs", False)
     planned = {k: values.pop(k, None) for k in PLAN_KEYS}
+    if listing:
+        if any(v is not None and v is not False and v != () and v != "local"
+               for v in planned.values()):
+            raise UsageError(None, "--list-outputs names what a plain run writes",
+                             "leave out --plan, --resume and the task options")
+        return _list_outputs(src, dst, from_name, to_name, values, as_json, sums)
     # (0 is a task index: compare by identity, not equality, with False)
     if any(v is not None and v is not False and v != () and v != "local"
            for v in planned.values()):
@@ -136,11 +188,12 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             # otherwise, and the workers may be forked processes (mnistconv.parallel).
             write_options.setdefault("workers", None)
             write_options["processes"] = True
-        # -q without --json, --sha256sums or --card shows no hash: none is computed.
+        # -q without --json, --sha256sums or --card shows no hash: none is computed
+        # (unless a SHA256SUMS there must be kept true to the files replaced).
         from contextlib import nullcontext
         from ..fileio import unhashed_outputs
         # (A card lists them: hashed as written rather than read back for it.)
-        shown = not quiet or as_json or sums or card_target
+        shown = not quiet or as_json or sums or card_target or _sums_beside(dst, writer)
         observed, card_stats = dataset, None
         if card_target:  # the card's figures are gathered as the writer reads
             from .. import card
@@ -154,7 +207,10 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
                                     {"input": src, "input_format": reader.name,
                                      "output": dst, "output_format": writer.name,
                                      "options": chosen, "stats": stats})
-        sums_path = write_sha256sums(files) if sums and files else None
+        if force and dst != "-" and "://" not in dst:
+            _drop_plan_record(dst)
+        sums_path = write_sha256sums(files) if files and (sums or (
+            "://" not in dst and sums_are_stale(files))) else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
     if as_json:
@@ -203,6 +259,87 @@ def _write_card(target, dataset, stats, files, force, conversion):
     html = card.render_card(stats, conversion["output"], card.output_files(files),
                             dataset, conversion)
     return write_text_output(target, html, force)
+
+
+def _list_outputs(src, dst, from_name, to_name, values, as_json, sums):
+    """--list-outputs: the files a plain run with these options would write, as the
+    user names them, and nothing written. A format that plans names them from the
+    input's headers (its plan's shards and metadata); any other is written whole into a
+    private temporary directory, whose files are listed, then removed."""
+    if src == "-" or dst == "-" or "://" in dst:
+        raise UsageError(dst if dst != "-" else "-", "--list-outputs needs local files",
+                         "give a file or directory for SRC and DST")
+    source = Input(src, from_name)
+    writer = registry.get(to_name) if to_name else registry.detect_output(dst)
+    _refuse_foreign(values, source.format, writer)
+    dataset = source.read(values, selection(values))
+    options = options_for(writer.write_options, values)
+    options.pop("workers", None)
+    names = _planned_outputs(dataset, dst, writer, options)
+    if names is None:
+        names = _written_outputs(dataset, dst, writer, options)
+    if sums:
+        names.append(_sums_target(dst, writer))
+    shown = [_as_named(n, dst) for n in names]
+    if as_json:
+        emit_json(shown)
+    else:
+        for name in shown:
+            click.echo(name)
+    return 0
+
+
+def _as_named(path, dst):
+    """A path as the user named the output: relative to the working directory when
+    DST was relative."""
+    return path if os.path.isabs(dst) else os.path.relpath(os.path.abspath(path))
+
+
+def _planned_outputs(dataset, dst, writer, options):
+    """The shards and metadata of the format's plan, or None when it does not plan
+    (or cannot from the headers alone: a shard count that follows the encoded size)."""
+    from .. import plan as plans
+    if writer.name not in plans.PLANNED:
+        return None
+    the = plans.planner(writer.name)
+    try:
+        sets = the.sets(dataset, dst, options)
+        extra = the.finish_targets(dataset, dst, options)
+    except UsageError:
+        return None
+    return [str(t) for _, targets, _, _ in sets for t in targets] + [str(t) for t in extra]
+
+
+def _written_outputs(dataset, dst, writer, options):
+    """The files a write of dataset to dst gives, written under a private temporary
+    directory in the shape of dst's absolute path (so every name derived from it is
+    the same), listed, then removed."""
+    import shutil
+    import tempfile
+    import mnistconv
+    from ..fileio import unhashed_outputs
+    scratch = tempfile.mkdtemp(prefix="mnistconv-list-outputs-")
+    try:
+        root = os.path.join(scratch, "root")
+        mirrored = root + os.path.abspath(dst) + ("/" if dst.endswith("/") else "")
+        if any(o.name == "workers" for o in writer.write_options):
+            options["workers"] = None
+        with unhashed_outputs():
+            mnistconv.write(dataset, mirrored, writer.name, **options)
+        return sorted(os.path.join(folder, name)[len(root):]
+                      for folder, _, files in os.walk(root) for name in files)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _drop_plan_record(dst):
+    """The progress record of an earlier planned run of this output, which --force has
+    replaced: it would speak for shards that are gone (and --resume would refuse the new
+    set as another plan's)."""
+    from ..plan import record_path
+    record = record_path(dst)
+    if os.path.lexists(record) and not os.path.isdir(record):
+        os.unlink(record)
 
 
 def _unrecorded_split_name(dataset, dst, writer):
@@ -289,8 +426,13 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
     elif result["finished"]:
         for f in result["metadata"]:
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}", quiet)
-        note(f"  finished: every shard of plan {result['plan_hash'][:12]} is there "
-             "(hashes checked)", quiet)
+        if result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"]):
+            # A CI retry or a job-array rerun of a finished task: nothing to do.
+            note(f"  complete: every shard of plan {result['plan_hash'][:12]} was "
+                 "already there (hashes checked)", quiet)
+        else:
+            note(f"  finished: every shard of plan {result['plan_hash'][:12]} is there "
+                 "(hashes checked)", quiet)
         for key, value in result["stats"].items():
             note(f"  {key}: {value}", quiet)
     else:
@@ -310,6 +452,7 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
 @force_option
 @sha256sums_option
 @card_option
+@list_outputs_option
 @plan_options
 @timeout_option
 @quiet_option
@@ -350,9 +493,8 @@ def pair_command(reader_name, writer_name):
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, sha256sums_option, card_option, plan_options, timeout_option,
-        quiet_option,
-        json_option,
+        force_option, sha256sums_option, card_option, list_outputs_option, plan_options,
+        timeout_option, quiet_option, json_option,
     ]):
         command = decorator(command)
     return command

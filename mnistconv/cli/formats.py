@@ -60,11 +60,14 @@ def formats_command(as_json, markdown):
     if markdown:
         click.echo(markdown_table())
         return 0
+    # The name column is as wide as the longest name, so every description starts in
+    # one column however long a format's name is.
+    width = max(len(r["name"]) for r in rows)
     for r in rows:
         modes = "".join(m for m, ok in (("r", r["read"]), ("w", r["write"])) if ok)
-        click.echo(f"{r['name']:<10} {modes:<3} {r['description']}")
+        click.echo(f"{r['name']:<{width}}  {modes:<2}  {r['description']}")
         # An option both sides take (Parquet's --config) is listed once.
         opts = list(dict.fromkeys(r["read_options"] + r["write_options"]))
         if opts:
-            click.echo(f"{'':<14} options: {' '.join(opts)}")
+            click.echo(f"{'':<{width + 6}}options: {' '.join(opts)}")
     return 0

@@ -182,7 +182,8 @@ class ArrayRecordSplit(Split):
                     at += 1
                 block = max(1, min(_READ, _READ_BYTES // largest))
         if shape is None:
-            raise FormatError(self.files[0], "contains no records")
+            raise FormatError(self.files[0], "contains no records",
+                              "give an ArrayRecord file that holds at least one record")
         labels = np.array(labels, np.int64)
         self._labels = labels.astype(np.uint8) if labels.min() >= 0 and \
             labels.max() < 256 else labels

@@ -75,7 +75,8 @@ def check_label_dims(labels, path):
         raise FormatError(path, f"labels have {dims[1]} columns; QMNIST's idx2-int labels "
                                 f"have {len(QMNIST_COLUMNS)} ({', '.join(QMNIST_COLUMNS)})",
                           "is the file cut or from another dataset?")
-    raise FormatError(path, f"is not a labels file: {len(dims)} dimensions, expected 1")
+    raise FormatError(path, f"is not a labels file: {len(dims)} dimensions, expected 1",
+                      "give the labels file (*-labels-idx1-ubyte) as the labels")
 
 
 def qmnist_class(table, path):

@@ -23,7 +23,11 @@ import struct
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, Truncated, UsageError
+
+# What to do about a file that is not IDX at all (hint, cli_hint).
+_NOT_IDX = ("check the path, or pass format= to read it as another format",
+            "check the path, or name its format with --from")
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
 from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
                       input_entries,
@@ -87,7 +91,7 @@ class IdxHeader:
 
     def truncated(self, have):
         """The FormatError for data shorter than the header declares (`have` bytes)."""
-        return FormatError(self.path, f"truncated data: header declares "
+        return Truncated(self.path, f"truncated data: header declares "
                                       f"{' x '.join(map(str, self.dims))} {self.dtype.name} "
                                       f"({self.data_bytes} bytes), the file holds {have}")
 
@@ -100,10 +104,10 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
     try:
         magic = f.read(4)
         if len(magic) < 4:
-            raise FormatError(path, f"too short to be IDX ({len(magic)} bytes)")
+            raise FormatError(path, f"too short to be IDX ({len(magic)} bytes)", *_NOT_IDX)
         if magic[:2] != b"\0\0":
             raise FormatError(path, f"not an IDX file: magic {magic.hex()} does not start "
-                                    "with two zero bytes")
+                                    "with two zero bytes", *_NOT_IDX)
         code, ndim = magic[2], magic[3]
         if code not in ELEMENT_TYPES:
             raise FormatError(path, f"unknown IDX element type 0x{code:02X}",
@@ -119,12 +123,12 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
             int(np.prod(dims[1:], dtype=object)) * header.dtype.itemsize
         if item_bytes > MAX_ITEM_BYTES:
             # Checked even for 0 items: numpy cannot even describe (0, 4e9, 4e9, 4e9).
-            raise FormatError(path, f"header declares {' x '.join(map(str, dims))}: items "
+            raise CorruptData(path, f"header declares {' x '.join(map(str, dims))}: items "
                                     f"of {item_bytes} bytes each are not images")
         if f.compressed and header.offset + header.data_bytes > f.max_ratio * f.size():
             # Before any allocation: the data cannot be there, however it decompresses.
-            raise FormatError(path, f"truncated data: header declares "
-                                    f"{' x '.join(map(str, dims))} {header.dtype.name} "
+            raise Truncated(path, f"truncated data: header declares "
+                                  f"{' x '.join(map(str, dims))} {header.dtype.name} "
                                     f"({header.data_bytes} bytes), more than a "
                                     f"{f.kind} file of {f.size()} bytes can hold")
         if not f.compressed:
@@ -132,7 +136,7 @@ def read_header(path, f: InputFile = None) -> IdxHeader:
             if have < header.data_bytes:
                 raise header.truncated(have)
             if have > header.data_bytes:
-                raise FormatError(path, f"trailing bytes: {have - header.data_bytes} bytes "
+                raise CorruptData(path, f"trailing bytes: {have - header.data_bytes} bytes "
                                         f"after the {' x '.join(map(str, dims))} data the "
                                         "header declares")
         return header
@@ -281,7 +285,8 @@ class IdxSplit(Split):
         family.check_label_dims(labels, labels_path)
         if images.count != labels.count:
             raise FormatError(images_path, f"image/label count mismatch: {images.count} "
-                                           f"images, {labels.count} labels in {labels_path}")
+                                           f"images, {labels.count} labels in {labels_path}",
+                              "use the images and labels files of one dataset, both whole")
         check_split_header(images.count, images.dims[1:], images.dtype, images_path)
         label_dtype = labels.dtype.newbyteorder("=") if len(labels.dims) == 1 else \
             np.dtype(np.uint8)  # QMNIST's classes (column 0), 0..9

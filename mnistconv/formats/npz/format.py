@@ -31,7 +31,7 @@ import zlib
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, Truncated, UsageError
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     open_staged
 from ...limits import printable, safe_split_name
@@ -65,7 +65,10 @@ def _zip_errors(path):
     try:
         yield
     except _ZIP_ERRORS as e:
-        raise FormatError(path, f"not a valid npz (zip) file ({e})") from None
+        raise FormatError(path, f"not a valid npz (zip) file ({e})",
+                          "check that numpy wrote it whole, or pass format= to read it as "
+                          "another format", cli_hint="check that numpy wrote it whole, or "
+                          "name its format with --from") from None
 
 
 def _check_sizes(archive, info, path):
@@ -73,14 +76,15 @@ def _check_sizes(archive, info, path):
     a stored member holds exactly its compressed bytes, deflate expands at most 1032:1,
     and no member is larger than the archive itself."""
     if info.flag_bits & 0x1:
-        raise FormatError(path, f"member {info.filename} is encrypted")
+        raise FormatError(path, f"member {info.filename} is encrypted",
+                          "save the arrays again with numpy.savez (numpy never encrypts)")
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise FormatError(path, f"member {info.filename} uses zip compression method "
                                 f"{info.compress_type}", "numpy writes stored or deflated "
                                                          "members only")
     limit = info.compress_size * (GZIP_MAX_RATIO if info.compress_type else 1)
     if info.compress_size > os.path.getsize(path) or info.file_size > limit:
-        raise FormatError(path, f"member {info.filename} declares {info.file_size} bytes "
+        raise CorruptData(path, f"member {info.filename} declares {info.file_size} bytes "
                                 f"in {info.compress_size} compressed, which cannot be")
 
 
@@ -97,7 +101,7 @@ def _open_member(archive: zipfile.ZipFile, name, path):
     except Exception as e:  # numpy raises ValueError/OSError/SyntaxError for bad headers
         f.close()
         reason = " ".join(str(e).split())  # numpy's messages span several lines
-        raise FormatError(path, f"member {name} is not a valid .npy array ({reason})") \
+        raise CorruptData(path, f"member {name} is not a valid .npy array ({reason})") \
             from None
     if dtype.hasobject:
         f.close()
@@ -111,7 +115,7 @@ def _open_member(archive: zipfile.ZipFile, name, path):
     holds = info.file_size - f.tell()
     if declared != holds:
         f.close()
-        raise FormatError(path, f"member {name}: its .npy header declares shape {shape} "
+        raise CorruptData(path, f"member {name}: its .npy header declares shape {shape} "
                                 f"{dtype.name} ({declared} bytes), the member holds {holds}")
     return f, shape, dtype, fortran
 
@@ -160,7 +164,8 @@ class NpzSplit(Split):
                                     "example (N,)")
         if y_shape[0] != shape[0]:
             raise FormatError(path, f"image/label count mismatch: x_{name} has {shape[0]}, "
-                                    f"y_{name} has {y_shape[0]}")
+                                    f"y_{name} has {y_shape[0]}",
+                              f"save x_{name} and y_{name} with one label per image")
         check_split_header(shape[0], shape[1:], dtype, path, f"x_{name}")
         size = int(np.prod(shape, dtype=object)) * dtype.itemsize
         if self.fortran and size > FORTRAN_MAX_BYTES:
@@ -252,7 +257,7 @@ def _read_text_member(archive, name, path, limit):
                            else np.lib.format.read_array_header_2_0)
             shape, fortran, dtype = read_header(f)
         except Exception as e:
-            raise FormatError(path, f"member {name} is not a valid .npy array "
+            raise CorruptData(path, f"member {name} is not a valid .npy array "
                                     f"({' '.join(str(e).split())})") from None
         if dtype.kind != "U" or len(shape) != 1:
             raise FormatError(path, f"member {name} holds {dtype.str} {shape}, not a list "
@@ -265,7 +270,7 @@ def _read_text_member(archive, name, path, limit):
         want = shape[0] * dtype.itemsize
         data = f.read(want)
         if len(data) != want or f.read(1):
-            raise FormatError(path, f"member {name}: its .npy header declares {want} "
+            raise CorruptData(path, f"member {name}: its .npy header declares {want} "
                                     "bytes, the member holds others")
     try:
         return tuple(str(x) for x in np.frombuffer(data, dtype))

@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from ...errors import FormatError, MissingDependency
+from ...errors import CorruptData, FormatError, MissingDependency, Truncated
 from ...fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
 from ...limits import MAX_RECORD_BYTES
 
@@ -241,7 +241,7 @@ def _check_header(path, head, crc, where, first) -> int:
     if stored != _mask(crc(head[:8])):
         if first:
             raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
-        raise FormatError(path, f"{where}: length CRC mismatch, the record header is "
+        raise CorruptData(path, f"{where}: length CRC mismatch, the record header is "
                                 "corrupt")
     if length > MAX_RECORD_BYTES:
         raise FormatError(path, f"{where}: length {length:,} is more than mnistconv's "
@@ -291,8 +291,8 @@ def iter_records(path, compression="auto", start_number=0):
                 if length + 4 > left:
                     have = f" ({left} bytes left)" if compression == "none" else \
                         f" (its {compression} stream holds at most {left:,} more bytes)"
-                    raise FormatError(path, f"{where()}: length {length} runs past the end "
-                                            f"of the file{have}")
+                    raise Truncated(path, f"{where()}: length {length} runs past the end "
+                                          f"of the file{have}")
                 # A record longer than what is buffered: read into one buffer of its
                 # own size (only as far as the stream really holds it).
                 record = bytearray(16 + length)
@@ -301,8 +301,8 @@ def iter_records(path, compression="auto", start_number=0):
                 with memoryview(record) as view:
                     got = have + stream.read_into(view[have:])
                 if got < len(record):
-                    raise FormatError(path, f"{where()}: truncated: expected {length + 4} "
-                                            f"bytes of data and CRC, found {got - 12}")
+                    raise Truncated(path, f"{where()}: truncated: expected {length + 4} "
+                                          f"bytes of data and CRC, found {got - 12}")
                 block, pos, end = record, 0, 16 + length
             if isinstance(block, bytearray) and length > _READ_AHEAD:
                 # Yielded as a view: a copy would hold the record twice.
@@ -314,7 +314,7 @@ def iter_records(path, compression="auto", start_number=0):
                 data = bytes(block[pos + 12:end - 4])
                 value = crc(data)
             if _U32.unpack_from(block, end - 4)[0] != _mask(value):
-                raise FormatError(path, f"{where()}: data CRC mismatch, the record is "
+                raise CorruptData(path, f"{where()}: data CRC mismatch, the record is "
                                         "corrupt")
             yield number, offset, data
             number += 1

@@ -110,7 +110,8 @@ class TFRecordSplit(Split):
             templates.index(block, at, sizes, rows, parse)
         shape = self._first_shape
         if shape is None:
-            raise FormatError(self.files[0], "contains no records")
+            raise FormatError(self.files[0], "contains no records",
+                              "give a TFRecord file that holds at least one record")
         table = np.array(rows, np.int64).reshape(-1, 5)
         labels = table[:, 0]
         if len(labels) and labels.max() >= MAX_CLASSES:  # checked where they are read

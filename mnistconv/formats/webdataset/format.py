@@ -47,7 +47,7 @@ from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
 from ..idx.classes import check_name, names_by_label
 from ..images import class_labels, decode_image, grayscale_shape
 from .. import extras
-from .samples import SampleTask, pack, split_output
+from .samples import SampleTask, default_samples, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
 _CHUNK_BYTES = 64 << 20
@@ -248,6 +248,7 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
     if not 1 <= int(jpeg_quality) <= 100:
         raise UsageError(None, f"--jpeg-quality must be between 1 and 100, not {jpeg_quality}")
     samples, max_bytes = parse_shard_size(shard_size or DEFAULT_SHARD_SIZE)
+    per_split = {}  # samples per shard of each split (None: cut by bytes)
     workers = check_workers(workers)
     if not dataset.splits:
         raise UsageError(path, "nothing to write: the input has no splits")
@@ -260,13 +261,15 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
             raise UsageError(None, f"--shard-size {samples} cuts split {split.name} into "
                                    f"more than {MAX_SHARDS} shards",
                              "choose a larger --shard-size")
+        per_split[split.name] = default_samples(samples, split.header.count) \
+            if not shard_size else samples
         width = max(6, len(str(max(split.header.count - 1, 0))))
         extra = extras.checked(split, _JSON_KEYS)
         task = SampleTask(shape, image_format, jpeg_quality, width,
                           split.header.class_names, extra_names=extra[0] if extra else ())
         plan.append((split, task, extra[1] if extra else None))
     slot = max(task.slot_shape[0] for _, task, _ in plan)
-    return directory, name, samples, max_bytes, workers, plan, \
+    return directory, name, per_split, max_bytes, workers, plan, \
         max(1, min(CHUNK, _CHUNK_BYTES // slot))
 
 
@@ -281,8 +284,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
           image_format="png", jpeg_quality=95, workers=1, processes=False) -> WriteResult:
     """Write every split as WebDataset tar shards `<name>-<split>-000000.tar` in the
     directory `path` (name: the directory's own), or beside `path` named `<name>.tar`.
-    shard_size: samples per shard ("10000", the default 100000 as
-    webdataset.ShardWriter) or bytes per shard ("100MB", "1GiB"). workers: encoding
+    shard_size: samples per shard ("10000"; by default samples.default_samples: two
+    shards from a few thousand samples) or bytes per shard ("100MB", "1GiB"). workers: encoding
     threads (processes=True: forked processes, as the command line asks); the bytes are
     the same for any number. An earlier set of the same name and split is replaced
     whole (force=True), never mixed with the new one.
@@ -305,12 +308,13 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
         with ParallelEncoder(tasks, workers, processes, _record_room(tasks), chunk,
                              total=sum(s.header.count for s, _, _ in plan)) as encoder:
             for split, task, table in plan:
-                shards = _Shards(staged, directory, name, split.name, samples, max_bytes)
+                shards = _Shards(staged, directory, name, split.name,
+                                 samples[split.name], max_bytes)
                 progress.start(f"{split.name} -> webdataset", split.header.count)
                 counts[split.name] = 0
                 try:
-                    pieces = _pieces(split, chunk, samples, task.slot_shape[0],
-                                     table=table)
+                    pieces = _pieces(split, chunk, samples[split.name],
+                                     task.slot_shape[0], table=table)
                     for _, n, data, (length, _, _) in encoder.encode(task, pieces):
                         body, sizes = split_output(data, length, n)
                         shards.add(body, sizes)

@@ -132,3 +132,18 @@ def split_output(data, length, n):
     """(bytes, sizes) of what encode() returned for n records."""
     view = memoryview(data)
     return view[:length], np.frombuffer(view[length:length + 4 * n], "<u4")
+
+
+# Without --shard-size, a split of at least this many samples is cut into two shards
+# or more, so DataLoader(num_workers=2) has a shard for each worker (webdataset refuses
+# fewer shards than workers).
+TWO_SHARDS_FROM = 4096
+
+
+def default_samples(samples, count):
+    """Samples per shard of a split of `count` without --shard-size: `samples`, but at
+    most half the split from TWO_SHARDS_FROM samples on (two shards or more).
+
+        default_samples(100000, 10000)  # 5000
+    """
+    return min(samples, -(-count // 2)) if count >= TWO_SHARDS_FROM else samples
