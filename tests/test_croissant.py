@@ -147,6 +147,22 @@ def test_quiet_conversions_still_record_every_sha256(tmp_path):
         assert entry["sha256"] == hashlib.sha256(data).hexdigest()
 
 
+def test_a_planned_run_writes_the_same_croissant_json_as_a_local_one(tmp_path):
+    # A plan's tasks and its finish write the same tree as write(): the metadata included.
+    from mnistconv import plan
+    images, labels = small_digits(40)
+    np.savez(tmp_path / "s.npz", x_train=images, y_train=labels)
+    ds = mnistconv.read(str(tmp_path / "s.npz"))
+    mnistconv.write(ds, str(tmp_path / "local"), "parquet", shards=2)
+    spec = plan.InputSpec(str(tmp_path / "s.npz"), "npz", {}, {})
+    plan.run(spec, str(tmp_path / "planned"), "parquet", {"shards": 2})
+    local, planned = tmp_path / "local", tmp_path / "planned"
+    assert sorted(p.name for p in planned.iterdir()) == \
+        sorted(p.name for p in local.iterdir())
+    assert (planned / "croissant.json").read_bytes() == \
+        (local / "croissant.json").read_bytes()
+
+
 def test_tfds_croissant_builder_prepares_each_split(tmp_path):
     """TFDS' CroissantBuilder, offline: each split's RecordSet is a config of one
     split, `default`, whose examples (shuffled by TFDS' writer) are the split's."""

@@ -284,8 +284,8 @@ def pq_reference(src, tmp_path_factory):
     out = tmp_path_factory.mktemp("pqref") / "hf"
     r = _cli("convert", src, out, *PQ, "--json", check=0)
     tree = tree_hashes(out)
-    assert sorted(tree) == ["README.md"] + [f"data/{s}-0000{i}-of-00003.parquet"
-                                            for s in ("test", "train") for i in range(3)]
+    assert sorted(tree) == ["README.md", "croissant.json"] + [
+        f"data/{s}-0000{i}-of-00003.parquet" for s in ("test", "train") for i in range(3)]
     return tree, json.loads(r.stdout)["stats"]
 
 
