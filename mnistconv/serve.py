@@ -179,7 +179,10 @@ def _listing(url_path, names):
 
 def _inside(root, path):
     """path with its links resolved, if that lies under root; else None."""
-    real = os.path.realpath(path)
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):  # a NUL in the request's path
+        return None
     return real if real == root or real.startswith(root.rstrip(os.sep) + os.sep) else None
 
 

@@ -33,6 +33,7 @@ def tree(tmp_path):
     os.symlink(tmp_path / "secret.txt", root / "secret")
     os.symlink("../secret.txt", root / "sub" / "up")
     os.symlink("/dev/zero", root / "zero")
+    os.symlink("loop", root / "loop")
     os.mkfifo(root / "fifo")
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(root / "sock"))
@@ -104,10 +105,12 @@ def test_serves_files_and_links_that_stay_inside(serving, tree):
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "/etc/", "/passwd", "/secret",
                                   "/sub/up", "/zero", "/fifo", "/sock",
-                                  "/../secret.txt", "/%2e%2e/secret.txt", "/missing"])
+                                  "/../secret.txt", "/%2e%2e/secret.txt", "/missing",
+                                  "/loop", "/a.bin%00", "/%00/", "/sub/%ff%fe"])
 def test_nothing_outside_or_not_regular_is_served(path, serving):
     """A link out (to /etc, to a file beside the folder), a device, a FIFO (which
-    blocked a handler for ever), a socket: 404, and serve still answers and stops."""
+    blocked a handler for ever), a socket, a link to itself, a NUL: 404, and serve
+    still answers, printed nothing, and stops."""
     status, body = serving.get(path)
     assert status == 404 and b"root:" not in body and b"outside" not in body
     assert serving.get("/sub/b.txt") == (200, b"inside\n")

@@ -127,6 +127,11 @@ def serve(directory, port, quiet):
     http://127.0.0.1:PORT/ until interrupted. .bin.gz files are sent as they are
     (no Content-Encoding), for the page to decompress with DecompressionStream.
 
+    Only the folder is served: regular files and folders under it (a link may point
+    only inside it; FIFOs, devices and sockets are not served), only to requests for
+    localhost, 127.0.0.1 or [::1] with PORT (a page using DNS rebinding is refused),
+    at most 32 connections at once, each dropped after 30 s of silence.
+
     \b
     Example:
       mnistconv pack browser data/mnist examples/browser/pack/
