@@ -17,6 +17,8 @@ indexed split (indexed.py) to read only the records a selection needs.
 """
 
 import os
+import struct
+from itertools import accumulate
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from .names import INDEX_SUFFIX as SUFFIX
 FRAMING = 16  # length (8) + its CRC (4) + the data's CRC (4)
 # A line is two numbers below 2**64 and their separators.
 MAX_LINE = 2 * 20 + 2
+_LENGTH = struct.Struct("<Q")
 REBUILD = "rewrite it with --index-files, or delete it to read the file without it"
 
 
@@ -33,14 +36,18 @@ def index_path(path) -> str:
     return str(path) + SUFFIX
 
 
-def record_sizes(data) -> np.ndarray:
+def record_sizes(data) -> list:
     """The framed size of each record of encoded TFRecord bytes (whole records back
     to back, as the writer's chunks are)."""
-    from .framing import _walk  # the framing's own walk over length fields
-    _, lengths, end = _walk(data)
-    if end != len(data):
+    unpack = _LENGTH.unpack_from
+    sizes, pos, end = [], 0, len(data)
+    while pos + FRAMING <= end:
+        size = unpack(data, pos)[0] + FRAMING
+        sizes.append(size)
+        pos += size
+    if pos != end:
         raise ValueError("encoded records do not end on a record boundary")
-    return np.asarray(lengths, np.int64) + FRAMING
+    return sizes
 
 
 class IndexWriter:
@@ -53,12 +60,14 @@ class IndexWriter:
     def add(self, data):
         """Index the records of a chunk just appended to the file."""
         sizes = record_sizes(data)
-        if not len(sizes):
+        if not sizes:
             return
-        offsets = self.offset + np.concatenate(([0], np.cumsum(sizes[:-1])))
-        self.parts.append("".join(f"{o} {n}\n" for o, n in
-                                  zip(offsets.tolist(), sizes.tolist())))
-        self.offset += int(sizes.sum())
+        # Each record's start, and after the last one where the next chunk starts.
+        starts = list(accumulate(sizes, initial=self.offset))
+        # (one format string for the whole chunk: a line per record)
+        pairs = [value for pair in zip(starts, sizes) for value in pair]
+        self.parts.append(("%d %d\n" * len(sizes)) % tuple(pairs))
+        self.offset = starts[-1]
 
     def save(self, staged_path):
         """Write the index at its staged path."""
