@@ -162,3 +162,11 @@ def test_every_writer_has_a_page_showing_the_client_that_reads_it():
         text = page.read_text(encoding="utf-8")
         assert text.startswith(f"<!-- generated: format {fmt.name} -->\n"), fmt.name
         assert "```python" in text or "```console" in text, fmt.name
+
+
+def test_getting_started_has_a_row_for_every_command():
+    """The one-table overview of the commands names each one `mnistconv --help` lists
+    (the CLI reference is generated; this table is written by hand)."""
+    text = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    for name in COMMANDS:
+        assert re.search(rf"^\| `{name}[ `]", text, re.M), name
