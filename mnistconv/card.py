@@ -262,7 +262,8 @@ def check_card_target(dst, force) -> str:
     from .errors import UsageError
     from .staging import check_later_file
     if dst == "-" or "://" in str(dst):
-        raise UsageError(dst, "--card writes beside a local output, not stdout or a URL")
+        raise UsageError(dst, "--card writes beside a local output, not stdout or a URL",
+                         "write the output to a local path, or leave out --card")
     target = card_path(dst)
     check_later_file(target, force, "--card writes a file")
     return target

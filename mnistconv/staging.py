@@ -92,7 +92,7 @@ def check_later_file(target, force, role):
     if not force:
         raise exists_error(target)
     if os.path.isdir(target) and not os.path.islink(target):
-        raise UsageError(target, f"is a directory; {role} goes there")
+        raise UsageError(target, "is a directory", f"{role} goes there")
     refuse_replacing_special(target)
 
 

@@ -256,6 +256,7 @@ def _files(folder):
     ("out/tfds", ["--to", "tfds"]),
     ("out/images", ["--to", "imagefolder", "--limit", "12"]),
     ("out/caffe", ["--to", "caffe-hdf5"]),
+    ("out/mnist.npz", ["--card"]),
 ])
 def test_list_outputs_names_exactly_what_a_run_writes_and_writes_nothing(
         tmp_path, dst, options):

@@ -148,18 +148,18 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         raise UsageError(None, "--sha256sums needs an output file, not stdout")
     if sums and "://" in dst:  # it writes beside the files: a remote one would be local
         raise UsageError(dst, "--sha256sums needs a local output")
-    card_target = None
-    if values.pop("card", False):
+    listing = values.pop("list_outputs", False)
+    card, card_target = values.pop("card", False), None
+    if card and not listing:
         from ..card import check_card_target
         card_target = check_card_target(dst, force)
-    listing = values.pop("list_outputs", False)
     planned = {k: values.pop(k, None) for k in PLAN_KEYS}
     if listing:
         if any(v is not None and v is not False and v != () and v != "local"
                for v in planned.values()):
             raise UsageError(None, "--list-outputs names what a plain run writes",
                              "leave out --plan, --resume and the task options")
-        return _list_outputs(src, dst, from_name, to_name, values, as_json, sums)
+        return _list_outputs(src, dst, from_name, to_name, values, as_json, sums, card)
     # (0 is a task index: compare by identity, not equality, with False)
     if any(v is not None and v is not False and v != () and v != "local"
            for v in planned.values()):
@@ -261,7 +261,7 @@ def _write_card(target, dataset, stats, files, force, conversion):
     return write_text_output(target, html, force)
 
 
-def _list_outputs(src, dst, from_name, to_name, values, as_json, sums):
+def _list_outputs(src, dst, from_name, to_name, values, as_json, sums, card):
     """--list-outputs: the files a plain run with these options would write, as the
     user names them, and nothing written. A format that plans names them from the
     input's headers (its plan's shards and metadata); any other is written whole into a
@@ -280,6 +280,9 @@ def _list_outputs(src, dst, from_name, to_name, values, as_json, sums):
         names = _written_outputs(dataset, dst, writer, options)
     if sums:
         names.append(_sums_target(dst, writer))
+    if card:
+        from ..card import card_path
+        names.append(card_path(dst))
     shown = [_as_named(n, dst) for n in names]
     if as_json:
         emit_json(shown)
@@ -307,6 +310,9 @@ def _planned_outputs(dataset, dst, writer, options):
         extra = the.finish_targets(dataset, dst, options)
     except UsageError:
         return None
+    from .. import croissant
+    if croissant.applies(writer.name, dst):  # written by every plain run beside the data
+        extra = list(extra) + [croissant.target(dst)]
     return [str(t) for _, targets, _, _ in sets for t in targets] + [str(t) for t in extra]
 
 

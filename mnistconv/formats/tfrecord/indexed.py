@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, UsageError
 from ...limits import MAX_CLASSES
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...stream import balanced_positions
@@ -150,7 +150,7 @@ class IndexedSplit(Split):
                                     "does not match the index)", REBUILD)
         data = framed[12:12 + size]
         if masked_crc(data) != int.from_bytes(framed[-4:], "little"):
-            raise FormatError(path, f"{where}: data CRC does not match")
+            raise CorruptData(path, f"{where}: data CRC does not match")
         return path, first, data
 
 
@@ -250,7 +250,8 @@ def read(path, schema="auto", input_compression="auto", split_name=None,
         raise UsageError(None, f"unknown schema '{schema}'",
                          f"choose one of: auto, {', '.join(PRESETS)}")
     if input_compression not in (None, "auto") + COMPRESSIONS:
-        raise UsageError(None, f"unknown compression '{input_compression}'")
+        raise UsageError(None, f"unknown compression '{input_compression}'",
+                         "choose one of: auto, none, gzip, zlib")
     groups = resolve(path)
     if split_name and len(groups) == 1:
         groups = {split_name: next(iter(groups.values()))}
