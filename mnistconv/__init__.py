@@ -12,8 +12,11 @@ library never prints, never exits and leaves signal handling to its host; docs/l
 is the guide.
 """
 
-from . import registry
-from .errors import FormatError, MnistconvError, UsageError
+from .process import guard_start_up
+
+guard_start_up()  # the `mnistconv` program only: see process.py; nothing in a library host
+from . import registry  # noqa: E402 (after the guard)
+from .errors import FormatError, MnistconvError, UsageError  # noqa: E402
 
 # The record types need numpy; they are loaded on first use so that `mnistconv --help`
 # (which imports this package) does not pay for numpy.

@@ -36,6 +36,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from .errors import MnistconvError, UsageError
+from .limits import is_number
 from .fileio import STAGING_MARK, StagedOutput
 from .records import NO_PROGRESS, Progress
 # The catalogue, re-exported: download.FAMILIES, download.get_family, ...
@@ -137,7 +138,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
     got = 0
     with response:
         length = response.headers.get("Content-Length")
-        length = int(length) if length and length.isdigit() else None
+        length = int(length) if is_number(length) and len(length) < 19 else None
         if length is not None and spec.size is not None and length != spec.size:
             # Not the published file (an error page, another version): say so before
             # spending the transfer on it.

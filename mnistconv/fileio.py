@@ -382,6 +382,9 @@ class HashingWriter:
         return self.hash.hexdigest() if self.hash is not None else None
 
 
+_DEFLATE_SLICE = 128 << 10
+
+
 class DeflateWriter:
     """Deterministic deflate, level 9 (the same bytes whatever the write sizes), in a gzip
     container or, with container="zlib", a ZLIB one. The gzip header is written here:
@@ -399,9 +402,13 @@ class DeflateWriter:
         """Compress data into the file; returns len(data), as a file's write does."""
         if self.gzip:
             self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
-        self.file.write(self.pending + self.zlib.compress(data))
-        self.pending = b""
-        return len(data)
+        view = memoryview(data).cast("B")
+        # A slice at a time: Ctrl-C is handled between two calls into zlib, and one call
+        # on a whole batch (tens of MB at level 9) kept a run going for 20 s after it.
+        for at in range(0, len(view), _DEFLATE_SLICE):
+            self.file.write(self.pending + self.zlib.compress(view[at:at + _DEFLATE_SLICE]))
+            self.pending = b""
+        return len(view)
 
     def close(self):
         """End the stream (and the gzip trailer: CRC-32, length), not the file."""

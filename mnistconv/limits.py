@@ -116,6 +116,30 @@ def printable(text, limit=80) -> str:
     return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
+def is_number(text) -> bool:
+    """True for ASCII decimal digits only: str.isdigit() also takes '²' and '٣', which
+    int() then refuses or reads as a number no file name meant.
+
+        is_number("042"), is_number("²")  # True False
+    """
+    return isinstance(text, str) and text.isascii() and text.isdigit()
+
+
+def parse_json(text, path, what=""):
+    """JSON text from a file as Python values, or a FormatError naming the file
+    ("<what>not valid JSON (<reason>)"): for malformed text, for arrays nested deeper
+    than Python's recursion limit (json raises RecursionError) and for integers of
+    more digits than int() converts."""
+    import json
+    try:
+        return json.loads(text)
+    except RecursionError:
+        reason = "nested deeper than mnistconv reads"
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+        reason = str(e).split(";")[0] if "integer string conversion" in str(e) else str(e)
+    raise FormatError(path, f"{what}not valid JSON ({reason[:100]})")
+
+
 def count_in_range(value, option, limit) -> int:
     """An integer option in 1..limit (--shards, --workers), else one usage error line
     (exit 2) naming the option and the range.

@@ -136,15 +136,18 @@ class ParallelGzipWriter:
             self._shutdown()
 
     def abort(self):
-        """Drop what is queued (the output is being thrown away)."""
+        """Drop what is queued (the output is being thrown away) and return without
+        waiting: a block being deflated ends on its thread, and nothing writes it (at
+        level 9 on a loaded machine one block took seconds, and Ctrl-C waited for
+        them all)."""
         self.closed = True
         self.queue.clear()
-        self._shutdown()
+        self._shutdown(wait=False)
 
-    def _shutdown(self):
+    def _shutdown(self, wait=True):
         if self.pool is not None:
             self._finalizer.detach()
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.shutdown(wait=wait, cancel_futures=True)
             self.pool = None
 
     def __enter__(self):

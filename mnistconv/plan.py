@@ -43,8 +43,9 @@ import os
 
 import numpy as np
 
-from .errors import UsageError
+from .errors import FormatError, UsageError
 from .fileio import StagedOutput
+from .limits import parse_json
 from .records import DEFAULT_BATCH, Batch, Split
 from .staging import staging_prefix
 
@@ -98,10 +99,12 @@ class Planner:
     counters); stats([counters of each shard], options) -> write()'s stats;
     finish(dataset, path, options, {shard name: record entry}) writes the set's
     metadata once every shard is there (or None), and finish_targets(dataset, path,
-    options) names what it writes (checked like shards before any task runs)."""
+    options) names what it writes (checked like shards before any task runs);
+    `counters` is how many numbers shard() counts (a record's entry holds as many)."""
 
-    def __init__(self, sets, shard, stats, finish=None, finish_targets=None):
+    def __init__(self, sets, shard, stats, finish=None, finish_targets=None, counters=1):
         self.sets, self.shard, self.stats, self.finish = sets, shard, stats, finish
+        self.counters = counters
         self.finish_targets = finish_targets or (lambda dataset, path, options: [])
 
 
@@ -112,11 +115,12 @@ def _module_planner(module):
         import importlib
         m = importlib.import_module(f"{__package__}.{module}")
         return Planner(m.sets, m.write_shard, m.stats, getattr(m, "finish", None),
-                       getattr(m, "finish_targets", None))
+                       getattr(m, "finish_targets", None), m.COUNTERS)
     return load
 
 
-PLANNED = {"tfrecord": lambda: Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats),
+PLANNED = {"tfrecord": lambda: Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats,
+                                      counters=5),
            "parquet": _module_planner("plan_parquet"),
            "tfds": _module_planner("plan_tfds"),
            "webdataset": _module_planner("plan_webdataset")}
@@ -275,15 +279,35 @@ def _locked(folder):
         os.close(fd)
 
 
-def _read_record(path):
+def _read_record(path, plan):
+    """The progress record, None when there is none. A damaged one (not JSON, nested
+    past the recursion limit, fields of the wrong type) trusts no shard: {} when its
+    plan cannot be told, else its plan with the entries that are not whole dropped
+    (their shards are redone)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            record = json.load(f)
+        with open(path, "rb") as f:
+            record = parse_json(f.read(), path)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError):
-        return {}  # unreadable: no shard in it is trusted
-    return record if isinstance(record, dict) else {}
+    except (OSError, FormatError):
+        return {}
+    if not isinstance(record, dict) or not isinstance(record.get("plan_hash"), str):
+        return {}
+    shards = record.get("shards")
+    record["shards"] = {name: entry for name, entry in shards.items()
+                        if _whole(entry, planner(plan["format"]).counters)} \
+        if isinstance(shards, dict) else {}
+    return record
+
+
+def _whole(entry, counters) -> bool:
+    """A shard's entry as run_task writes it: bytes, SHA-256 and `counters` whole
+    numbers (what the format's stats and finish read)."""
+    def number(n):
+        return type(n) is int and n >= 0
+    return isinstance(entry, dict) and number(entry.get("bytes")) and \
+        isinstance(entry.get("sha256"), str) and isinstance(entry.get("counters"), list) \
+        and len(entry["counters"]) == counters and all(map(number, entry["counters"]))
 
 
 def _write_record(path, record):
@@ -356,7 +380,7 @@ def prepare(dataset, path, plan, *, force=False, resume=False):
     folder = os.path.dirname(rpath)
     the = planner(plan["format"])
     with _locked(folder):
-        record = _read_record(rpath)
+        record = _read_record(rpath, plan)
         if record is None and resume and not force:
             found = _recognised(dataset, path, plan, folder)
             if found is not None:
@@ -365,6 +389,9 @@ def prepare(dataset, path, plan, *, force=False, resume=False):
                                       "force": False})
                 return rpath
         if record is not None and record.get("plan_hash") != plan["hash"] and not force:
+            if not record:
+                raise UsageError(rpath, "is damaged: it names no plan whose progress it "
+                                        "holds", "use --force to start over")
             raise UsageError(rpath, f"holds the progress of another plan "
                                     f"({str(record.get('plan_hash'))[:12]}; this one is "
                                     f"{plan['hash'][:12]}): a different input, options "
@@ -397,7 +424,7 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
     shown = os.path.relpath(os.path.join(folder, name)) \
         if not os.path.isabs(str(path)) else os.path.join(folder, name)
     with _locked(folder):
-        record = _read_record(rpath) or {}
+        record = _read_record(rpath, plan) or {}
         if record.get("plan_hash") != plan["hash"]:
             raise UsageError(rpath, "holds no progress of this plan (another run "
                                     "started over)", "run the tasks again")
@@ -413,7 +440,7 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
                                                             task["index"], tmp, options)
     entry = {"bytes": written.bytes, "sha256": written.sha256, "counters": counters}
     with _locked(folder):
-        record = _read_record(rpath) or {}
+        record = _read_record(rpath, plan) or {}
         if record.get("plan_hash") == plan["hash"]:
             record["shards"][name] = entry
             record["finished"] = False
@@ -428,7 +455,7 @@ def finish(dataset, path, plan):
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     with _locked(folder):
-        record = _read_record(rpath) or {}
+        record = _read_record(rpath, plan) or {}
         if record.get("plan_hash") != plan["hash"]:
             return False, [t["shard"] for t in plan["tasks"]]
         shards = record.setdefault("shards", {})
@@ -467,7 +494,7 @@ def metadata_files(dataset, path, plan) -> list:
 def totals(path, plan) -> dict:
     """The write stats of a finished set, from the recorded shards' counters (the same
     stats one local write() reports)."""
-    record = _read_record(record_path(path)) or {}
+    record = _read_record(record_path(path), plan) or {}
     shards = record.get("shards", {})
     counters = [shards[t["shard"]]["counters"] for t in plan["tasks"] if t["shard"] in shards]
     return planner(plan["format"]).stats(counters, plan["options"])

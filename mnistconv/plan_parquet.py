@@ -107,6 +107,11 @@ def sets_target(path, folder, one_file, split_name, index, shards):
                                            ".parquet")
 
 
+# What write_shard counts for a shard (rows, Arrow bytes, row groups): a progress record's entry holds as
+# many numbers, else it is not trusted.
+COUNTERS = 3
+
+
 def stats(counters, options):
     """write()'s stats from every shard's counters."""
     return {"row_groups": sum(c[2] for c in counters)}

@@ -146,6 +146,11 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     return written[0], [len(lengths), int(lengths.sum())]
 
 
+# What write_shard counts for a shard (records, bytes of serialized Examples): a progress record's entry holds as
+# many numbers, else it is not trusted.
+COUNTERS = 2
+
+
 def stats(counters, options):
     """write()'s stats from every shard's counters."""
     return {"records": sum(c[0] for c in counters), "shards": len(counters)}

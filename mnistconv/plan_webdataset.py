@@ -95,6 +95,11 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     return files[0], [written]
 
 
+# What write_shard counts for a shard (samples): a progress record's entry holds as
+# many numbers, else it is not trusted.
+COUNTERS = 1
+
+
 def stats(counters, options):
     """write()'s stats from every shard's counters."""
     return {"samples": sum(c[0] for c in counters), "shards": len(counters)}

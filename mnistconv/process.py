@@ -3,6 +3,7 @@ the worker processes parallel.py forks when the caller asks for processes. The l
 never calls this in a caller's process (DESIGN.md rule 11; tests/test_library_guest.py)."""
 
 import os
+import signal
 import sys
 
 
@@ -41,3 +42,33 @@ def reuse_freed_memory():
     m_trim_threshold, m_mmap_threshold = -1, -3
     mallopt(m_mmap_threshold, 64 << 20)
     mallopt(m_trim_threshold, 128 << 20)
+
+
+def is_the_program() -> bool:
+    """True in the `mnistconv` program (its console script, or `python -m mnistconv`),
+    False in any other process that imports the package."""
+    argv = getattr(sys, "orig_argv", sys.argv)
+    if sys.argv and os.path.basename(sys.argv[0]) == "mnistconv":
+        return True
+    return any(a == "-m" and b == "mnistconv" for a, b in zip(argv, argv[1:]))
+
+
+def end_at_start_up(signum, frame):
+    """SIGINT or SIGTERM before the command line installs its own handling (imports
+    take a second on a loaded machine): nothing is written yet, so end at once with
+    what a later signal gives (exit 130 and "Interrupted.", or 143), where Python
+    would print a KeyboardInterrupt traceback or die of SIGTERM."""
+    if signum == signal.SIGINT:
+        os.write(2, b"Interrupted.\n")
+    os._exit(128 + signum)
+
+
+def guard_start_up():
+    """In the program only (is_the_program), as the package is first imported:
+    end_at_start_up for SIGINT (unless the caller ignores it, as a shell does for a
+    background job) and SIGTERM, until cli.main installs its handlers."""
+    if not is_the_program():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, end_at_start_up)

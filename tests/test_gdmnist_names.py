@@ -146,10 +146,11 @@ def test_a_name_classes_txt_cannot_hold_is_refused_before_any_output(tmp_path):
     names = ("zero", "one\ntwo") + tuple(str(i) for i in range(2, 10))
     for split in ds.splits.values():
         split.header = split.header.with_(class_names=names)
-    with pytest.raises(mnistconv.errors.UsageError) as e:
+    with pytest.raises(mnistconv.errors.FormatError) as e:
         mnistconv.write(ds, tmp_path / "g", "gdmnist")
-    assert str(e.value).endswith("class name 'one\\ntwo' (class 1) holds a line break, "
-                                 "which classes.txt (one name per line) cannot hold")
+    assert str(e.value).endswith("class names, class 1: class name 'one\\ntwo' holds a "
+                                 "line break or control character; names are stored one "
+                                 "per line")
     assert files_in(tmp_path) == []
 
 

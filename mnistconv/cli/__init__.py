@@ -23,6 +23,7 @@ import click
 
 from .. import __version__
 from ..errors import MnistconvError
+from ..process import end_at_start_up
 
 # Conversions do no linear algebra; OpenBLAS's idle threads only spin at start-up and
 # exit (about 0.1 s of CPU per command, measured). Set before numpy is first imported.
@@ -280,7 +281,7 @@ def main(argv=None):
                 signal.getsignal(signal.SIGINT))
     sys.unraisablehook = _unraisable
     signal.signal(signal.SIGTERM, _terminate)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, end_at_start_up):
         signal.signal(signal.SIGINT, _interrupt)
     _guard_standard_streams()
     args = list(sys.argv[1:] if argv is None else argv)

@@ -5,6 +5,7 @@ import re
 import click
 
 from ..errors import UsageError
+from ..limits import printable
 from .common import note, quiet_option
 from .inputs import Input, one_split, one_split_options
 
@@ -18,13 +19,14 @@ def parse_index(spec, count, path=None):
     positions = []
     for part in spec.split(","):
         part = part.strip()
-        if not re.fullmatch(r"-?\d*(:-?\d*){0,2}", part) or not part:
-            raise UsageError(None, f"--index {spec!r} is not a list of positions or "
-                                   "ranges", "write e.g. 0:20 or 3,7,10:12")
+        # ASCII digits, at most 18: int() refuses over 4300, and no split is longer
+        if not re.fullmatch(r"-?[0-9]{0,18}(:-?[0-9]{0,18}){0,2}", part) or not part:
+            raise UsageError(None, f"--index {printable(spec)} is not a list of positions "
+                                   "or ranges", "write e.g. 0:20 or 3,7,10:12")
         if ":" in part:
             bounds = [int(b) if b else None for b in part.split(":")]
             if len(bounds) == 3 and bounds[2] == 0:
-                raise UsageError(None, f"--index {spec!r}: a step cannot be 0")
+                raise UsageError(None, f"--index {printable(spec)}: a step cannot be 0")
             positions.extend(range(count)[slice(*bounds)])
         else:
             i = int(part)
@@ -37,9 +39,10 @@ def parse_index(spec, count, path=None):
 
 def parse_grid(spec):
     """(COLS, ROWS) from --grid's 'COLSxROWS', e.g. '10x2' -> (10, 2)."""
-    m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", spec or "")
+    m = re.fullmatch(r"\s*([0-9]{1,18})\s*[xX]\s*([0-9]{1,18})\s*", spec or "")
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
-        raise UsageError(None, f"--grid {spec!r} is not COLSxROWS", "write e.g. 10x2")
+        raise UsageError(None, f"--grid {printable(spec)} is not COLSxROWS",
+                         "write e.g. 10x2")
     return int(m.group(1)), int(m.group(2))
 
 

@@ -31,7 +31,7 @@ import os
 
 from ..errors import FormatError
 from ..fileio import open_input
-from ..limits import printable, safe_split_name
+from ..limits import parse_json, printable, safe_split_name
 
 # A manifest is a few kilobytes (browser-v1's is 9 KB); json.load holds all of it and
 # more, so a larger one is refused before it is read.
@@ -66,14 +66,7 @@ def load_manifest(path) -> dict:
     """The manifest as a dict, or a FormatError naming the file. Only its shape (an
     object with a 'splits' object) is checked here; open_manifest checks the rest."""
     data = _read_small_file(path, MAX_MANIFEST_BYTES)
-    try:
-        manifest = json.loads(data)
-    except RecursionError:
-        raise FormatError(path, "not valid JSON (nested deeper than mnistconv reads)") \
-            from None
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
-        reason = str(e).split(";")[0] if "integer string conversion" in str(e) else e
-        raise FormatError(path, f"not valid JSON ({reason})") from None
+    manifest = parse_json(data, path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
         raise FormatError(path, "not a browser-pack manifest: no 'splits' object")
     return manifest

@@ -20,15 +20,20 @@ Names are data from a file: bounded in number (MAX_CLASSES) and length
 
 import hashlib
 import os
+import re
 
 import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...fileio import check_input_file, create_staged, open_input
-from ...limits import MAX_CLASSES, printable
+from ...limits import MAX_CLASSES, is_number, printable
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
 MAX_CLASS_NAME_LENGTH = 256
+# C0 and C1 controls (\n, \r, \x85) and Unicode's line and paragraph separators: each
+# splits a line for some reader of a names file (str.splitlines, a text editor); a BOM
+# is dropped from the start of one (utf-8-sig).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 # A names file is at most this big: MAX_CLASSES names of a few dozen bytes.
 MAX_NAMES_FILE_BYTES = MAX_CLASSES * 64
 
@@ -66,18 +71,28 @@ def sidecar_name(prefix=""):
 
 
 def check_name(name, path, where):
-    """A name as it may be carried: text, not too long."""
+    """A name as every writer can store it and every reader read it back: UTF-8 text
+    of 1 to MAX_CLASS_NAME_LENGTH characters, not blank, without a line break or other
+    control character (names files and TFDS' labels.txt hold one name per line).
+    Readers apply it to what they read, write() to what it is given."""
     if not isinstance(name, str):
         raise FormatError(path, f"{where}: class name {printable(name)} is not text")
+    if len(name) > MAX_CLASS_NAME_LENGTH:
+        raise FormatError(path, f"{where}: class name {printable(name)} is longer than "
+                                f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters")
+    if not name.strip():
+        raise FormatError(path, f"{where}: class name {printable(name)} is blank",
+                          "every class needs a name")
+    if _CONTROL.search(name):
+        raise FormatError(path, f"{where}: class name {printable(name)} holds a line "
+                                "break or control character",
+                          "names are stored one per line")
     if not name.isascii():  # lone surrogates: a file name's non-UTF-8 bytes, a JSON \ud800
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
             raise FormatError(path, f"{where}: class name {printable(name)} is not "
                                     "UTF-8 text") from None
-    if len(name) > MAX_CLASS_NAME_LENGTH:
-        raise FormatError(path, f"{where}: class name {printable(name)} is longer than "
-                                f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters")
     return name
 
 
@@ -132,13 +147,9 @@ def read_names_file(path):
 
 
 def write_names_file(path, names, where=None):
-    """Write names one per line (UTF-8). A name holding a line break cannot be
-    written so: a UsageError names it."""
-    for i, name in enumerate(names):
-        if "\n" in name or "\r" in name:
-            raise UsageError(where or path, f"class name {printable(name)} (class {i}) "
-                                            "holds a line break, which classes.txt (one "
-                                            "name per line) cannot hold")
+    """Write names one per line (UTF-8), each checked first (check_name: a line break
+    would split it)."""
+    check_names(names, where or path)
     with create_staged(path, "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(name + "\n" for name in names))
 
@@ -197,7 +208,7 @@ def read_classmap_csv(path):
     for n, row in enumerate(rows[1:], 2):
         if not row:
             continue
-        if len(row) != 3 or not row[0].strip().isdigit():
+        if len(row) != 3 or not is_number(row[0].strip()):
             raise FormatError(path, f"line {n} is not 'index,codepoint,char': "
                                     f"{printable(','.join(row))}")
         index = int(row[0])
@@ -264,6 +275,7 @@ def check_dataset(dataset):
     fail halfway."""
     for split in dataset.splits.values():
         if split.header.class_names:
+            check_names(split.header.class_names, split.header.source or split.name)
             check_covers(split.header.class_names, split.labels(),
                          split.header.source or split.name, split.name,
                          hint="give names for every class (--class-names)")

@@ -17,6 +17,7 @@ read: `train-images.idx3-ubyte`, prefixed families such as
 with its labels file found by name or given as labels=.
 """
 
+import contextlib
 import os
 import re
 import struct
@@ -160,12 +161,10 @@ def read_array(path) -> np.ndarray:
 def write_array(path, array, gzip=False):
     """Write one array as an IDX file (used for generated data and by the writer)."""
     array = np.asarray(array)
-    with create_staged(path) as raw:
-        out = ParallelGzipWriter(raw) if gzip else raw
+    with create_staged(path) as raw, \
+            (ParallelGzipWriter(raw) if gzip else contextlib.nullcontext(raw)) as out:
         out.write(_header_bytes(array.dtype, array.shape, path))
         out.write(np.ascontiguousarray(array, _big_endian(array.dtype, path)).tobytes())
-        if gzip:
-            out.close()
 
 
 def _big_endian(dtype, where):
@@ -561,11 +560,14 @@ def _write_split(split, images_path, labels_path, gzip, progress, level=DEFAULT_
     h = split.header
     image_type = _big_endian(h.dtype, h.source)
     with create_staged(images_path) as image_file, \
-            create_staged(labels_path) as label_file:
+            create_staged(labels_path) as label_file, contextlib.ExitStack() as stack:
         image_hash, label_hash = HashingWriter(image_file), HashingWriter(label_file)
-        # Deflated on every core, bytes set by the data and level alone (parallel_gzip).
-        images = ParallelGzipWriter(image_hash, level) if gzip else image_hash
-        labels = ParallelGzipWriter(label_hash, level) if gzip else label_hash
+        # Deflated on every core, bytes set by the data and level alone (parallel_gzip);
+        # entered, so that an error or Ctrl-C drops their queued blocks at once.
+        images = stack.enter_context(ParallelGzipWriter(image_hash, level)) if gzip \
+            else image_hash
+        labels = stack.enter_context(ParallelGzipWriter(label_hash, level)) if gzip \
+            else label_hash
         label_type = _label_dtype(split)
         images.write(_header_bytes(h.dtype, (h.count,) + tuple(h.shape), h.source))
         labels.write(_header_bytes(label_type, (h.count,), h.source))

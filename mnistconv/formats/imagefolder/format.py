@@ -32,7 +32,7 @@ from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
     output_entries, sha256_file
-from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, \
+from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
     printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
@@ -283,7 +283,7 @@ class ImageFolderSplit(Split):
                 paths.append(os.path.join(folder, cls, image))
                 labels.append(label)
                 stem = os.path.splitext(image)[0]
-                keys.append((0, int(stem), image) if stem.isdigit() and len(stem) < 19
+                keys.append((0, int(stem), image) if is_number(stem) and len(stem) < 19
                             else (1, 0, image))
                 if len(paths) > MAX_EXAMPLES:
                     raise FormatError(folder, f"holds more than {MAX_EXAMPLES:,} images, "

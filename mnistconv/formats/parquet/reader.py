@@ -5,7 +5,6 @@ as one column, images a batch at a time and decoded (PNG or JPEG) on threads.
 """
 
 import io
-import json
 import os
 import re
 
@@ -15,7 +14,7 @@ from ...errors import FormatError, MissingDependency, UsageError
 from ...fileio import check_input_file, has_magic, input_entries
 from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        MAX_THREADED_IMAGE_PIXELS, check_image_size,
-                       printable, safe_split_name)
+                       parse_json, printable, safe_split_name)
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx import classes
@@ -78,14 +77,15 @@ def _read_column(path, name):
         raise FormatError(path, f"not a valid Parquet file ({reason})") from None
 
 
-def _features(schema):
-    """The datasets features in the schema's `huggingface` metadata, or {}."""
+def _features(schema, path):
+    """The datasets features in the schema's `huggingface` metadata, or {}; a
+    FormatError when it is not JSON (nested past the recursion limit, too)."""
     raw = (schema.metadata or {}).get(b"huggingface")
     if not raw:
         return {}
     try:
-        features = json.loads(raw)["info"]["features"]
-    except (ValueError, KeyError, TypeError):
+        features = parse_json(raw, path, "its huggingface metadata is ")["info"]["features"]
+    except (KeyError, TypeError):
         return {}
     return features if isinstance(features, dict) else {}
 
@@ -95,7 +95,7 @@ class _Layout:
 
     def __init__(self, path, schema):
         import pyarrow as pa
-        features = _features(schema)
+        features = _features(schema, path)
         names = schema.names
 
         def typed(kind):
@@ -129,7 +129,8 @@ class _Layout:
             if isinstance(features.get(label), dict) else None
         if isinstance(class_names, list) and len(class_names) <= MAX_CLASSES and \
                 all(isinstance(n, str) for n in class_names):
-            self.class_names = class_names
+            self.class_names = list(classes.check_names(class_names, path,
+                                                        "ClassLabel names"))
         else:
             self.class_names = None
 
@@ -310,8 +311,9 @@ class ParquetSplit(Split):
                 if column.null_count:
                     raise FormatError(path, f"{column.null_count} rows have no label")
                 part = np.concatenate([_integers(c) for c in column.chunks] or
-                                      [np.zeros(0, np.int64)]).astype(np.int64, copy=False)
-                check_labels(part, path)
+                                      [np.zeros(0, np.int64)])
+                check_labels(part, path)  # before int64: a uint64 2**64-1 would be -1
+                part = part.astype(np.int64, copy=False)
                 # A ClassLabel names the classes: a label past its names is no class
                 # (datasets' int2str refuses it; writers that carry names would fail).
                 classes.check_covers(self.class_names or (), part, path, self.name,

@@ -40,7 +40,7 @@ from ...records import NO_PROGRESS, Dataset, Split, WriteResult, OutputFile
 from ...shards import check_shard_count, SHARD_RE
 from ...staging import check_output_path, exists_error, is_staging_name, \
     signals_deferred, staging_prefix
-from ...limits import MAX_SHARDS
+from ...limits import MAX_SHARDS, is_number, printable
 from . import encode, info as tfds_info, shardwrite
 
 DEFAULT_VERSION = "1.0.0"
@@ -60,11 +60,12 @@ def parse_size(value, option="--shard-size"):
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:])
     number = text[:-1]
     size = None
-    if scale and number.replace(".", "", 1).isdigit():
+    # ASCII digits, few enough that float() stays finite (1e400 would be infinity).
+    if scale and is_number(number.replace(".", "", 1)) and len(number) <= 20:
         size = int(float(number) * scale)
     if size is None or not 1 << 10 <= size <= 1 << 40:
         raise UsageError(None, f"{option} must be bytes with a unit, e.g. 256MB or 1GiB "
-                               f"(1KB to 1TB), not {value!r}")
+                               f"(1KB to 1TB), not {printable(value)}")
     return size
 
 

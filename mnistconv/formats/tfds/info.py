@@ -31,7 +31,8 @@ import re
 
 from ...errors import FormatError, UsageError
 from ...fileio import check_input_file, open_input
-from ...limits import MAX_CLASSES, MAX_SHARDS, check_image_size, is_safe_name, printable
+from ...limits import (MAX_CLASSES, MAX_SHARDS, check_image_size, is_safe_name, printable,
+                       parse_json)
 
 FILEPATH_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 FILE_FORMATS = ("tfrecord", "array_record")
@@ -231,11 +232,8 @@ def load_json(path, root=None):
     if size > MAX_METADATA_BYTES:
         raise FormatError(path, f"is {size:,} bytes, more than a TFDS metadata file "
                                 f"({MAX_METADATA_BYTES:,} at most)")
-    try:
-        with open_input(path, root, "r", encoding="utf-8") as f:
-            return json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise FormatError(path, f"is not valid JSON ({printable(e, 100)})") from None
+    with open_input(path, root) as f:
+        return parse_json(f.read(), path, "is ")
 
 
 def _count(value, path, what, low=0, high=1 << 62):
@@ -311,7 +309,8 @@ class Info:
             if len(names) != self.num_classes:
                 raise FormatError(names_path, f"names {len(names)} classes, features.json "
                                               f"says {self.num_classes}")
-            self.class_names = names
+            from ..idx.classes import check_names
+            self.class_names = list(check_names(names, names_path))
 
     def shard_files(self, split):
         """The files of a split, as the template names them."""

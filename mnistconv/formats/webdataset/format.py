@@ -120,7 +120,8 @@ def parse_shard_size(value):
     """(samples, bytes) from --shard-size: a number of samples ("10000"), or bytes with
     a unit ("100MB", "1GiB", "512kB"); the other is None."""
     text = str(value).strip().lower().replace(" ", "")
-    m = re.fullmatch(r"(\d+)([kmgt]i?b|b)?", text)
+    # ASCII digits, at most 18 (int() refuses over 4300; no shard needs 10**18)
+    m = re.fullmatch(r"([0-9]{1,18})([kmgt]i?b|b)?", text)
     if m is None or int(m[1]) < 1:
         raise UsageError(None, f"--shard-size must be a number of samples (10000) or of "
                                f"bytes with a unit (100MB, 1GiB), not {printable(value)}")
@@ -505,6 +506,10 @@ def _sample(path, key, fields):
             raise FormatError(path, f"member {printable(json_name)} is not JSON") from None
         if isinstance(meta, dict) and type(meta.get("index")) is int:
             index = meta["index"]
+            if not -1 << 63 <= index < 1 << 63:  # indices are int64 in every format
+                raise FormatError(path, f"member {printable(json_name)} gives index "
+                                        f"{str(index)[:40]}, which does not fit int64",
+                                  "an index is a sample's position in its collection")
         if isinstance(meta, dict) and isinstance(meta.get("class"), str):
             name = check_name(meta["class"], path, f"member {printable(json_name)}")
         meta = (json_name, meta) if isinstance(meta, dict) else None
