@@ -150,7 +150,7 @@ def test_a_password_in_a_url_is_never_printed(site, data, tmp_path):
     r = run("info", secret + "missing.npz", env=env)
     assert (r.returncode, stderr_of(r)) == \
         (1, f"Error: {shown}missing.npz: not a valid npz (zip) file (File is not a zip "
-            "file)\n")
+            "file); check that numpy wrote it whole, or name its format with --from\n")
     # --json and the report
     r = run("info", secret, "--json", env=env)
     assert r.returncode == 0, stderr_of(r)

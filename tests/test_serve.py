@@ -70,11 +70,13 @@ class Serving:
         """Ctrl-C; (exit code, the rest of stderr)."""
         self.proc.send_signal(signal.SIGINT)
         try:
-            _, err = self.proc.communicate(timeout=20)
+            _, err = self.proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                status = f.read()
             self.proc.kill()
-            self.proc.communicate()
-            raise AssertionError("serve did not stop on SIGINT")
+            _, err = self.proc.communicate()
+            raise AssertionError(f"serve did not stop on SIGINT: {err!r}\n{status}")
         return self.proc.returncode, err.decode()
 
 
