@@ -134,8 +134,13 @@ def test_library_timeout_and_its_hint(site, data):
 
 
 def test_timeout_option_help_and_range(data):
-    r = run("info", "--help")
-    assert "--timeout S" in r.stdout.decode() and "[default: 60]" in r.stdout.decode()
+    for command in ("convert", "idx-to-npz", "info", "show", "preview", "compare",
+                    "card"):
+        r = run(command, "--help")
+        help_text = " ".join(r.stdout.decode().split())
+        assert "--timeout S Give up on a remote input or output (https://, s3://, ...) " \
+            "after S seconds without progress" in help_text and \
+            "[default: 60]" in help_text, command
     r = run("info", data, "--timeout", "0")
     assert r.returncode == 2 and \
         "Invalid value for '--timeout': 0.0 is not in the range x>0." in stderr_of(r)

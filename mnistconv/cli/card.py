@@ -4,7 +4,7 @@
 import click
 
 from ..errors import UsageError
-from .common import force_option, note, quiet_option
+from .common import force_option, note, quiet_option, timeout_option
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -15,6 +15,7 @@ from .inputs import Input, all_options, format_options, from_option
 @from_option()
 @format_options(all_options("read"))
 @force_option
+@timeout_option
 @quiet_option
 def card(path, output, from_name, force, quiet, **values):
     """Write a dataset card for PATH: one HTML file, images inline, no network
