@@ -116,6 +116,16 @@ def printable(text, limit=80) -> str:
     return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
+def check_index(index, path, where):
+    """An example's original index from a file, if it fits int64 (as indices are held
+    in every format), else a FormatError naming where it came from."""
+    if not -1 << 63 <= index < 1 << 63:
+        raise FormatError(path, f"{where} gives index {str(index)[:40]}, which does not "
+                                "fit int64", "an index is a sample's position in its "
+                                             "collection")
+    return index
+
+
 def is_number(text) -> bool:
     """True for ASCII decimal digits only: str.isdigit() also takes '²' and '٣', which
     int() then refuses or reads as a number no file name meant.

@@ -37,8 +37,8 @@ from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
-from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_num_classes, \
-    printable, safe_split_name
+from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_index, \
+    check_num_classes, printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
@@ -505,11 +505,7 @@ def _sample(path, key, fields):
         except (ValueError, RecursionError):  # RecursionError: arrays nested ~1000 deep
             raise FormatError(path, f"member {printable(json_name)} is not JSON") from None
         if isinstance(meta, dict) and type(meta.get("index")) is int:
-            index = meta["index"]
-            if not -1 << 63 <= index < 1 << 63:  # indices are int64 in every format
-                raise FormatError(path, f"member {printable(json_name)} gives index "
-                                        f"{str(index)[:40]}, which does not fit int64",
-                                  "an index is a sample's position in its collection")
+            index = check_index(meta["index"], path, f"member {printable(json_name)}")
         if isinstance(meta, dict) and isinstance(meta.get("class"), str):
             name = check_name(meta["class"], path, f"member {printable(json_name)}")
         meta = (json_name, meta) if isinstance(meta, dict) else None
