@@ -1,6 +1,6 @@
 """Hugging Face Parquet in a shard plan (mnistconv.plan): one shard file written alone
-with the bytes formats/parquet/writer.write() gives it, and the README.md card written
-once every shard is there.
+with the bytes formats/parquet/writer.write() gives it, and the README.md card and
+croissant.json (mnistconv.croissant) written once every shard is there.
 
 It uses the writer's own pieces (_check_split, _class_names, _cuts, _PngTask,
 _row_group, _open, card.dataset_card), so a shard is cut into the same row groups and
@@ -113,20 +113,24 @@ def stats(counters, options):
 
 
 def finish_targets(dataset, path, options):
-    """The card, README.md, unless the output is one .parquet file."""
+    """The card, README.md, and croissant.json, unless the output is one .parquet
+    file."""
     return [] if str(path).lower().endswith(".parquet") else \
-        [os.path.join(str(path), "README.md")]
+        [os.path.join(str(path), "README.md"), os.path.join(str(path), "croissant.json")]
 
 
 def finish(dataset, path, options, recorded):
-    """Write README.md, the dataset card, from the recorded shards' counters."""
+    """Write README.md, the dataset card, from the recorded shards' counters, and
+    croissant.json from their sizes and SHA-256 (as write() does)."""
+    from . import croissant
     from .fileio import StagedOutput, open_staged
     from .formats.parquet import card
+    from .records import OutputFile, WriteResult
     *_, names, schema, one_file, folder, shards, _, _ = _setup(dataset, path, options)
     if one_file:
         return
     root = os.path.dirname(os.path.abspath(str(path)))
-    card_splits = []
+    card_splits, files = [], []
     for name, split in dataset.splits.items():
         arrow, size = 0, 0
         for index in range(shards):
@@ -134,9 +138,11 @@ def finish(dataset, path, options, recorded):
             entry = recorded[os.path.relpath(os.path.abspath(target), root)]
             arrow += entry["counters"][1]
             size += entry["bytes"]
+            files.append(OutputFile(target, entry["bytes"], entry["sha256"]))
         card_splits.append((name, split.header.count, arrow, size))
     text = card.dataset_card(options.get("config") or "default", folder, names,
                              card_splits, schema.names[2:])
     with StagedOutput(force=True) as staged:
         with open_staged(staged.file(os.path.join(str(path), "README.md"))) as f:
             f.write(text.encode("utf-8"))
+    croissant.write(dataset, path, WriteResult(files), "parquet", force=True)

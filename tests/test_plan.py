@@ -273,7 +273,8 @@ def test_beam_missing_is_one_line(src, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-# --- Hugging Face Parquet (mnistconv/plan_parquet.py): shards and the README.md card ---
+# --- Hugging Face Parquet (mnistconv/plan_parquet.py): shards, the README.md card and
+# croissant.json ---
 
 PQ = ["--to", "parquet", "--shards", "3", "--row-group-size", "300"]
 
@@ -284,8 +285,8 @@ def pq_reference(src, tmp_path_factory):
     out = tmp_path_factory.mktemp("pqref") / "hf"
     r = _cli("convert", src, out, *PQ, "--json", check=0)
     tree = tree_hashes(out)
-    assert sorted(tree) == ["README.md"] + [f"data/{s}-0000{i}-of-00003.parquet"
-                                            for s in ("test", "train") for i in range(3)]
+    assert sorted(tree) == ["README.md", "croissant.json"] + [
+        f"data/{s}-0000{i}-of-00003.parquet" for s in ("test", "train") for i in range(3)]
     return tree, json.loads(r.stdout)["stats"]
 
 
