@@ -1,6 +1,6 @@
 """Hugging Face Parquet in a shard plan (mnistconv.plan): one shard file written alone
-with the bytes formats/parquet/writer.write() gives it, and the README.md card written
-once every shard is there.
+with the bytes formats/parquet/writer.write() gives it, and the README.md card and
+croissant.json (mnistconv.croissant) written once every shard is there.
 
 It uses the writer's own pieces (_check_split, _class_names, _cuts, _PngTask,
 _row_group, _open, card.dataset_card), so a shard is cut into the same row groups and

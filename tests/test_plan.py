@@ -273,7 +273,8 @@ def test_beam_missing_is_one_line(src, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-# --- Hugging Face Parquet (mnistconv/plan_parquet.py): shards and the README.md card ---
+# --- Hugging Face Parquet (mnistconv/plan_parquet.py): shards, the README.md card and
+# croissant.json ---
 
 PQ = ["--to", "parquet", "--shards", "3", "--row-group-size", "300"]
 
