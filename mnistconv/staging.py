@@ -149,9 +149,12 @@ def create_staged(path, mode="wb", **text_options):
 
         with create_staged(os.path.join(stage, "manifest.json")) as f: f.write(data)
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW |
-                 os.O_CLOEXEC, 0o666)
-    return os.fdopen(fd, mode, **text_options)
+    return open(path, mode, opener=_no_follow, **text_options)
+
+
+def _no_follow(path, flags):
+    """open()'s opener for create_staged: its flags, and never through a link."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
 
 
 def output_entries(folder, root=None) -> list:
