@@ -12,6 +12,9 @@ import os
 
 import numpy as np
 
+from .errors import MnistconvError
+from .fileio import input_entries, open_input
+
 # Formats whose images may be stored as JPEG (their writers take --image-format).
 _MAY_BE_JPEG = ("tfrecord", "webdataset", "imagefolder", "caffe-lmdb")
 _SNIFF_BYTES = 1 << 16
@@ -116,10 +119,10 @@ def is_jpeg(dataset) -> bool:
         if path.lower().endswith((".jpg", ".jpeg")):
             return True
         try:
-            with open(path, "rb") as f:
+            with open_input(path) as f:
                 if b"\xff\xd8\xff" in f.read(_SNIFF_BYTES):
                     return True
-        except OSError:
+        except (OSError, MnistconvError):
             continue
     return False
 
@@ -132,9 +135,8 @@ def _first_files(paths, depth=3):
         if os.path.isfile(path):
             yield path
         elif os.path.isdir(path) and depth > 0:
-            try:
-                entries = sorted(os.listdir(path))[:4]
-            except OSError:
+            try:  # advice only: a tree the reader refused is not looked into
+                entries = input_entries(path)[:4]
+            except MnistconvError:
                 continue
-            yield from _first_files([os.path.join(path, e) for e in entries
-                                     if not e.startswith(".")], depth - 1)
+            yield from _first_files(entries, depth - 1)

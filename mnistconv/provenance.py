@@ -10,6 +10,8 @@ import hashlib
 import io
 import os
 
+from .errors import MnistconvError
+from .fileio import open_input
 from .sources import FAMILIES
 
 # Labels files are small (MNIST's training labels: 60008 bytes); images are not hashed.
@@ -21,9 +23,9 @@ def _digests(path):
     try:
         if not os.path.isfile(path) or os.path.getsize(path) > _MAX_HASHED:
             return set()
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             data = f.read(_MAX_HASHED + 1)
-    except OSError:
+    except (OSError, MnistconvError):
         return set()
     found = {hashlib.md5(data).hexdigest(), hashlib.sha256(data).hexdigest()}
     if data[:2] == b"\x1f\x8b":

@@ -320,10 +320,9 @@ def _written_outputs(dataset, dst, writer, options):
     """The files a write of dataset to dst gives, written under a private temporary
     directory in the shape of dst's absolute path (so every name derived from it is
     the same), listed, then removed."""
-    import shutil
     import tempfile
     import mnistconv
-    from ..fileio import unhashed_outputs
+    from ..fileio import remove_scratch, unhashed_outputs
     scratch = tempfile.mkdtemp(prefix="mnistconv-list-outputs-")
     try:
         root = os.path.join(scratch, "root")
@@ -335,7 +334,7 @@ def _written_outputs(dataset, dst, writer, options):
         return sorted(os.path.join(folder, name)[len(root):]
                       for folder, _, files in os.walk(root) for name in files)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
 
 
 def _drop_plan_record(dst):

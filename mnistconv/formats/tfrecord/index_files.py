@@ -23,6 +23,7 @@ from itertools import accumulate
 import numpy as np
 
 from ...errors import FormatError
+from ...fileio import create_staged, open_input
 from .names import INDEX_SUFFIX as SUFFIX
 FRAMING = 16  # length (8) + its CRC (4) + the data's CRC (4)
 # A line is two numbers below 2**64 and their separators.
@@ -71,7 +72,7 @@ class IndexWriter:
 
     def save(self, staged_path):
         """Write the index at its staged path."""
-        with open(staged_path, "w", encoding="ascii", newline="\n") as f:
+        with create_staged(staged_path, "w", encoding="ascii", newline="\n") as f:
             f.writelines(self.parts)
 
 
@@ -82,7 +83,8 @@ def read_index(path, data_path):
     # At most one record per 16 bytes of data: a bigger index is wrong before it is read.
     limit = (size // FRAMING + 1) * MAX_LINE
     try:
-        with open(path, "rb") as f:
+        # A side file of the data file: confined to its folder, never a FIFO.
+        with open_input(path, os.path.dirname(data_path) or os.curdir) as f:
             text = f.read(limit + 1)
     except OSError as e:
         raise FormatError(path, f"cannot be read ({e.strerror})") from None

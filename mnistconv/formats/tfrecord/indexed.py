@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError
+from ...fileio import open_input
 from ...limits import MAX_CLASSES
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...stream import balanced_positions
@@ -138,7 +139,7 @@ class IndexedSplit(Split):
         number, offset, length = (int(v) for v in self._places[position])
         path = self.files[number]
         first = position - int(np.searchsorted(self._places[:, 0], number))
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             f.seek(offset)
             framed = f.read(length)
         where = f"{record_name(first)} (at byte {offset:,}, from {index_path(path)})"
