@@ -8,7 +8,7 @@ input really holds, never by what a header, a label value or a compressed stream
 
 import re
 
-from .errors import FormatError, UsageError
+from .errors import CorruptData, FormatError, UsageError
 
 # One image: at most 16384 x 16384 pixels (Pillow's own bomb limit is 89.5 M pixels;
 # an MNIST-like image is 28 x 28), and at most this many bytes in any one record.
@@ -147,7 +147,7 @@ def parse_json(text, path, what=""):
         reason = "nested deeper than mnistconv reads"
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit number
         reason = str(e).split(";")[0] if "integer string conversion" in str(e) else str(e)
-    raise FormatError(path, f"{what}not valid JSON ({reason[:100]})")
+    raise CorruptData(path, f"{what}not valid JSON ({reason[:100]})")
 
 
 def count_in_range(value, option, limit) -> int:

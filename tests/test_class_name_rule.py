@@ -22,8 +22,10 @@ BAD = [("newline", "a\nb", "class name 'a\\nb' holds a line break or control cha
                             "names are stored one per line"),
        ("empty", "", "class name '' is blank; every class needs a name"),
        ("long", "x" * 100_000, "class name '" + "x" * 75 + "...' is longer than "
-                               "mnistconv's limit of 256 characters"),
-       ("surrogate", "\ud800x", "class name '\\ud800x' is not UTF-8 text")]
+                               "mnistconv's limit of 256 characters; shorten it where "
+                               "the class names are written"),
+       ("surrogate", "\ud800x", "class name '\\ud800x' is not UTF-8 text; write the "
+                                "class names as UTF-8 text")]
 # The writers that store class names, and the name to write to.
 NAMED = {"idx": "out/", "gdmnist": "out/", "npz": "out.npz", "tfrecord": "out.tfrecord",
          "tfds": "out/", "parquet": "out/", "webdataset": "out/"}

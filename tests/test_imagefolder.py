@@ -180,7 +180,7 @@ def test_a_class_folder_named_in_bytes_that_are_not_utf8(tmp_path):
     (root / "train").joinpath(os.fsdecode(b"3_\xff"), "1.png").write_bytes(png(images[1]))
     line = convert_fails(tmp_path, root)
     assert line == (f"Error: {root}/train: class folder names, class 3: class name "
-                    "'\\udcff' is not UTF-8 text")
+                    "'\\udcff' is not UTF-8 text; write the class names as UTF-8 text")
 
 
 def test_a_missing_split_or_empty_tree(tmp_path):

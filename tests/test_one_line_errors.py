@@ -80,7 +80,7 @@ def test_parquet_huggingface_metadata_nested_100000_deep(tmp_path, capsys):
                                   + b"}")
     code, _, err = run(capsys, "convert", path, tmp_path / "out.npz")
     assert (code, err) == (1, f"Error: {path}: its huggingface metadata is not valid JSON "
-                              "(nested deeper than mnistconv reads)\n")
+                              "(nested deeper than mnistconv reads); the file is damaged: download, copy or convert it again\n")
     assert not (tmp_path / "out.npz").exists()
 
 
@@ -93,7 +93,8 @@ def test_classlabel_name_with_a_lone_surrogate(tmp_path, capsys, to):
                                "label": {"_type": "ClassLabel", "names": names}}}}).encode())
     code, _, err = run(capsys, "convert", path, tmp_path / "out/", "--to", to)
     assert (code, err) == (1, f"Error: {path}: ClassLabel names, class 3: class name "
-                              "'\\ud800x' is not UTF-8 text\n")
+                              "'\\ud800x' is not UTF-8 text; write the class names as "
+                              "UTF-8 text\n")
     assert not (tmp_path / "out").exists()
 
 
@@ -103,7 +104,7 @@ def test_tfds_metadata_nested_past_the_recursion_limit(tmp_path, capsys):
     info.write_text("[" * 100_000)
     code, _, err = run(capsys, "info", tmp_path / "t")
     assert (code, err) == (1, f"Error: {info}: is not valid JSON (nested deeper than "
-                              "mnistconv reads)\n")
+                              "mnistconv reads); the file is damaged: download, copy or convert it again\n")
 
 
 HUGE = "1" + "0" * 400

@@ -237,12 +237,15 @@ WRONG_TYPES = {
                            "integer; " + FIX_TYPES),
     "top level a list": ("[1, 2]", "not a browser-pack manifest: no 'splits' object"),
     "deep nesting": ("[" * 100000 + "]" * 100000,
-                     "not valid JSON (nested deeper than mnistconv reads)"),
+                     "not valid JSON (nested deeper than mnistconv reads)"
+                     "; the file is damaged: download, copy or convert it again"),
     "deep nesting of objects": ('{"a":' * 100000 + "1" + "}" * 100000,
-                                "not valid JSON (nested deeper than mnistconv reads)"),
+                                "not valid JSON (nested deeper than mnistconv reads)"
+                                "; the file is damaged: download, copy or convert it again"),
     "100000-digit number": ('{"splits": {}, "n": ' + "7" * 100000 + "}",
                             "not valid JSON (Exceeds the limit (4300 digits) for integer "
-                            "string conversion: value has 100000 digits)"),
+                            "string conversion: value has 100000 digits); the file is "
+                            "damaged: download, copy or convert it again"),
     "not utf-8": ('{"splits": {"\udcff": 1}}', None),
     "too large": ('{"splits": {}}' + " " * (1 << 20), "is 1,048,590 bytes, more than a "
                                                       "manifest may hold (1,048,576)"),

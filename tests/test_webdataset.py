@@ -257,7 +257,7 @@ def test_a_json_nested_past_the_recursion_limit_is_not_json(tmp_path, images):
                    [("000000.cls", b"1"), ("000000.json", b"[" * 10000),
                     ("000000.png", png(images[0]))])
     line = convert_fails(tmp_path, bad)
-    assert line == f"Error: {bad}: member '000000.json' is not JSON"
+    assert line == f"Error: {bad}: member '000000.json' is not JSON; the file is damaged: download, copy or convert it again"
 
 
 def test_a_json_class_name_that_is_not_utf8(tmp_path, images):
@@ -267,7 +267,7 @@ def test_a_json_class_name_that_is_not_utf8(tmp_path, images):
                     ("000000.png", png(images[0]))])
     line = convert_fails(tmp_path, bad)
     assert line == (f"Error: {bad}: member '000000.json': class name '\\ud800' is not "
-                    "UTF-8 text")
+                    "UTF-8 text; write the class names as UTF-8 text")
 
 
 def test_a_png_of_the_wrong_size(tmp_path, images):

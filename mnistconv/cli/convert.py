@@ -311,9 +311,10 @@ def _planned_outputs(dataset, dst, writer, options):
     except UsageError:
         return None
     from .. import croissant
-    if croissant.applies(writer.name, dst):  # written by every plain run beside the data
-        extra = list(extra) + [croissant.target(dst)]
-    return [str(t) for _, targets, _, _ in sets for t in targets] + [str(t) for t in extra]
+    extra = [str(t) for t in extra]
+    if croissant.applies(writer.name, dst) and croissant.target(dst) not in extra:
+        extra.append(croissant.target(dst))  # every plain run writes it beside the data
+    return [str(t) for _, targets, _, _ in sets for t in targets] + extra
 
 
 def _written_outputs(dataset, dst, writer, options):

@@ -79,7 +79,8 @@ def check_name(name, path, where):
         raise FormatError(path, f"{where}: class name {printable(name)} is not text")
     if len(name) > MAX_CLASS_NAME_LENGTH:
         raise FormatError(path, f"{where}: class name {printable(name)} is longer than "
-                                f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters")
+                                f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters",
+                          "shorten it where the class names are written")
     if not name.strip():
         raise FormatError(path, f"{where}: class name {printable(name)} is blank",
                           "every class needs a name")
@@ -92,7 +93,8 @@ def check_name(name, path, where):
             name.encode("utf-8")
         except UnicodeEncodeError:
             raise FormatError(path, f"{where}: class name {printable(name)} is not "
-                                    "UTF-8 text") from None
+                                    "UTF-8 text", "write the class names as UTF-8 "
+                                                  "text") from None
     return name
 
 

@@ -34,7 +34,7 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_index, \
@@ -283,14 +283,11 @@ def _record_room(tasks):
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
           image_format="png", jpeg_quality=95, workers=1, processes=False) -> WriteResult:
-    """Write every split as WebDataset tar shards `<name>-<split>-000000.tar` in the
-    directory `path` (name: the directory's own), or beside `path` named `<name>.tar`.
-    shard_size: samples per shard ("10000"; by default samples.default_samples: two
-    shards from a few thousand samples) or bytes per shard ("100MB", "1GiB"). workers: encoding
-    threads (processes=True: forked processes, as the command line asks); the bytes are
-    the same for any number. An earlier set of the same name and split is replaced
-    whole (force=True), never mixed with the new one.
-
+    """Write every split as tar shards `<name>-<split>-000000.tar` in the directory
+    `path` (name: its own) or beside `path` named `<name>.tar`. shard_size: samples
+    ("10000"; default: samples.default_samples) or bytes ("100MB") per shard; workers:
+    encoding threads (processes=True: forked), the same bytes for any number. An
+    earlier set of the same name and split is replaced whole (force=True), never mixed.
         write(mnistconv.read("data/mnist"), "shards/mnist.tar", shard_size="10000")
         # shards/mnist-train-000000.tar ... -000005.tar, shards/mnist-test-000000.tar
     """
@@ -503,7 +500,7 @@ def _sample(path, key, fields):
         try:
             meta = json.loads(text)
         except (ValueError, RecursionError):  # RecursionError: arrays nested ~1000 deep
-            raise FormatError(path, f"member {printable(json_name)} is not JSON") from None
+            raise CorruptData(path, f"member {printable(json_name)} is not JSON") from None
         if isinstance(meta, dict) and type(meta.get("index")) is int:
             index = check_index(meta["index"], path, f"member {printable(json_name)}")
         if isinstance(meta, dict) and isinstance(meta.get("class"), str):
