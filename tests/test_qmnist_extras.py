@@ -16,7 +16,7 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from mnistconv.records import ArraySplit, Dataset
-from conftest import tree_hashes
+from helpers import tree_hashes
 from test_family import qmnist, run
 
 COLUMNS = ["hsf_series", "writer_id", "writer_digit_index", "nist_class_code",

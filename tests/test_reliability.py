@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from conftest import REPO, SAMPLE, idx_bytes
+from helpers import REPO, SAMPLE, idx_bytes
 from mnistconv import registry
 from mnistconv.cli import main
 from mnistconv.fileio import STAGING_MARK
