@@ -88,9 +88,11 @@ check: install-check
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -n 2 -m "$(CHECK_MARKS)"
 
+# PYTEST_ARGS: e.g. "-n 2 --dist loadfile" (pytest-xdist) or "-m 'not slow'".
+PYTEST_ARGS ?=
 test: install-test system-test-deps
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Peak memory comes from GNU time (`/usr/bin/time -v`), Debian's package `time`.
 bench: install-test
