@@ -1,5 +1,6 @@
 # Set-up and everyday commands. Everything installs itself on a fresh machine:
 #   make demo   - a virtual environment, mnistconv, and the bundled sample in every format
+#   make check  - lint, type check and the in-process tests (about a minute, no TensorFlow)
 #   make test   - everything the tests need (TensorFlow, Chromium), then the tests
 #   make docs   - the documentation site, built strictly into site/ (make test builds it too)
 #   make bench  - whole-process timings against the baselines users have today
@@ -10,7 +11,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_OUT ?= demo-out
 
-.PHONY: demo test docs bench fuzz install install-test install-docs system-test-deps clean
+.PHONY: demo check test docs bench fuzz install install-check install-test install-docs system-test-deps clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,13 +44,19 @@ TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(TEST_EXTRAS)]'
-	touch $(VENV)/.installed $(VENV)/.installed-docs $@
+	touch $(VENV)/.installed $(VENV)/.installed-docs $(VENV)/.installed-check $@
 
 $(VENV)/.installed-docs: pyproject.toml | $(PY)
 	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[docs]'
 	touch $@
 
+# make check: the demo's formats and the test tools, no heavy client.
+$(VENV)/.installed-check: pyproject.toml | $(PY)
+	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(DEMO_EXTRAS),test]'
+	touch $(VENV)/.installed $@
+
 install: $(VENV)/.installed
+install-check: $(VENV)/.installed-check
 install-test: $(VENV)/.installed-test
 install-docs: $(VENV)/.installed-docs
 
@@ -73,9 +80,19 @@ demo: install
 docs: install-docs
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
+# The inner loop: every test that starts no process and imports no heavy client
+# (tests/marks.py finds them), on two workers.
+CHECK_MARKS := not process and not client and not slow
+check: install-check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -n 2 -m "$(CHECK_MARKS)"
+
+# PYTEST_ARGS: e.g. "-n 2 --dist loadfile" (pytest-xdist) or "-m 'not slow'".
+PYTEST_ARGS ?=
 test: install-test system-test-deps
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # Peak memory comes from GNU time (`/usr/bin/time -v`), Debian's package `time`.
 bench: install-test

@@ -134,7 +134,7 @@ def read(path, format=None, *, split_name=None, **options):
     return dataset
 
 
-def write(dataset, path, format=None, *, force=False, progress=None, **options) -> list:
+def write(dataset, path, format=None, *, force=False, progress=None, **options):
     """Write a dataset as `format`, or as the output name says: its extension (a
     compression suffix the format takes, such as .gz, selects that compression), or a
     directory for IDX (a name ending in '/', an existing directory, or a name without

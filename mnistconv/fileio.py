@@ -11,6 +11,7 @@ import struct
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Optional
 
 from .errors import CorruptData, FormatError, Truncated, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
@@ -425,7 +426,7 @@ def sha256_file(path, chunk=1 << 20) -> str:
     return h.hexdigest()
 
 
-def output_file_info(path, writer: HashingWriter = None):
+def output_file_info(path, writer: Optional[HashingWriter] = None):
     """OutputFile for a written file: from the writer's running hash when there is one
     (sha256 None inside unhashed_outputs())."""
     from .records import OutputFile

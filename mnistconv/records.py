@@ -161,7 +161,7 @@ class OutputFile:
 
     path: str
     bytes: int
-    sha256: str
+    sha256: Optional[str]  # None inside fileio.unhashed_outputs()
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,9 @@ def to_gray_uint8(images) -> np.ndarray:
     """n x H x W uint8 for display, from any image layout mnistconv reads.
 
     Layouts: n x H x W; n x H x W x C and n x C x H x W with C of 1 (squeezed) or 3/4
-    (RGB(A), converted to luminance); n x K*K flat vectors as K x K. Values: uint8 as is; floats in [0, 1] scaled by
-    255 (the --float convention), other floats and integers clipped to 0..255.
+    (RGB(A), converted to luminance); n x K*K flat vectors as K x K. Values: uint8 as
+    is; floats in [0, 1] scaled by 255 (the --float convention), other floats and
+    integers clipped to 0..255.
     """
     images = np.asarray(images)
     if images.ndim == 4:

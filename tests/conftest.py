@@ -1,15 +1,18 @@
-"""Shared test helpers: the official MNIST files (when ../shared is beside the clone),
-generated IDX data, and running the real command line as a subprocess."""
+"""Fixtures and hooks: the official MNIST files, the marks (process, client, slow) that
+`make check` leaves out, and skips that fail in CI but name the extra to install
+elsewhere. The helpers the tests call live in helpers.py."""
 
-import gzip
-import hashlib
 import os
-import subprocess
-import sys
-from pathlib import Path
+import re
 
-import numpy as np
 import pytest
+
+import marks
+# Re-exported for test modules that still import helpers from conftest.
+from helpers import (OFFICIAL, OFFICIAL_SHA256, REPO, SAMPLE,  # noqa: F401
+                     cli_fails, converts_back_to_the_sample, files_in, idx_bytes,
+                     make_idx_dir, mnist_gz_arrays, png, run, run_main, sample_arrays,
+                     small_digits, stderr_of, tfrecord_example, tfrecord_frame, tree_hashes)
 
 # `make test` runs pytest inside make: its MAKELEVEL and MAKEFLAGS would make the
 # Makefiles the tests run print "make[1]:" and take the outer make's flags. The tests
@@ -17,25 +20,39 @@ import pytest
 for _name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
     os.environ.pop(_name, None)
 
-# torch (through triton's native library) crashes the process when it is imported
-# after TensorFlow in the same process; the other way round both work. The tests read
-# outputs with both clients in this one pytest process, so torch comes first.
-try:
-    import torchvision  # noqa: F401
-except ImportError:
-    pass
 
-REPO = Path(__file__).resolve().parents[1]
-OFFICIAL = REPO.parent / "shared" / "data" / "mnist"
-SAMPLE = REPO / "examples" / "data" / "mnist-sample"
+def _clients_deselected(config) -> bool:
+    return "not client" in (config.getoption("markexpr", "") or "")
 
-# SHA-256 of the decompressed official files (../shared/data/mnist/README.md).
-OFFICIAL_SHA256 = {
-    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-}
+
+def pytest_configure(config):
+    # torch (through triton's native library) crashes the process when it is imported
+    # after TensorFlow in the same process; the other way round both work. The tests
+    # read outputs with both clients in this one pytest process, so torch comes first
+    # (unless no client test is to run: `make check`).
+    if not _clients_deselected(config):
+        try:
+            import torchvision  # noqa: F401
+        except ImportError:
+            pass
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With clients deselected, a file that imports one at its top is not even
+    collected: collecting it would cost the client's import (seconds)."""
+    if _clients_deselected(config) and collection_path.suffix == ".py" and \
+            collection_path.name.startswith("test_") and \
+            marks.imports_heavy_at_top(str(collection_path)):
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test `process` and/or `client` from what its code refers to."""
+    classifier = marks.Classifier()
+    for item in items:
+        for feature in sorted(marks.features(item, classifier)):
+            item.add_marker(feature)
 
 
 @pytest.fixture(scope="session")
@@ -52,166 +69,6 @@ def official_arrays(official_dir):
     return mnist_gz_arrays(official_dir)
 
 
-def mnist_gz_arrays(folder):
-    """The four MNIST .gz files in folder (the official ones, or SAMPLE) decoded
-    independently of mnistconv: gzip, then numpy at the IDX data offsets."""
-    def load(name, offset):
-        return np.frombuffer(gzip.decompress((Path(folder) / f"{name}.gz").read_bytes()),
-                             np.uint8, offset=offset)
-    return {
-        "x_train": load("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-        "y_train": load("train-labels-idx1-ubyte", 8),
-        "x_test": load("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28),
-        "y_test": load("t10k-labels-idx1-ubyte", 8),
-    }
-
-
-def run(*args, stdin=None, env=None, cwd=None):
-    """Run `python -m mnistconv ARGS` as users do; returns the CompletedProcess."""
-    full_env = dict(os.environ, **(env or {}))
-    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
-                          input=stdin, capture_output=True, env=full_env, cwd=cwd)
-
-
-def stderr_of(result):
-    return result.stderr.decode()
-
-
-def sample_arrays():
-    """The bundled sample's (train images, train labels, test images, test labels),
-    decoded independently of mnistconv."""
-    return tuple(mnist_gz_arrays(SAMPLE).values())
-
-
-def converts_back_to_the_sample(src, back):
-    """`convert src back --to idx` gives the bundled sample's four files, byte for
-    byte."""
-    r = run("convert", src, back, "--to", "idx", "-q")
-    assert r.returncode == 0, stderr_of(r)
-    for name in OFFICIAL_SHA256:
-        assert (Path(back) / name).read_bytes() == \
-            gzip.decompress((SAMPLE / f"{name}.gz").read_bytes())
-
-
-def png(image):
-    """An 8-bit grayscale PNG of image, by mnistconv's encoder."""
-    from mnistconv import codecs
-    return codecs.encode_png(np.asarray(image, np.uint8))
-
-
-def run_main(capsys, *args):
-    """The real entry point in-process (so monkeypatch reaches what it reads): (exit
-    code, stdout, stderr)."""
-    from mnistconv.cli import main
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return exit_info.value.code, out, err
-
-
-def cli_fails(tmp_path, *args):
-    """Run the CLI: exit 1, nothing written or left under tmp_path, one stderr line
-    starting "Error: ", which is returned."""
-    before = sorted(tmp_path.rglob("*"))
-    r = run(*args)
-    assert r.returncode == 1, stderr_of(r)
-    assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing left over
-    lines = stderr_of(r).strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
-    return lines[0]
-
-
-def idx_bytes(array, dtype_code=None):
-    """Independent IDX encoder for tests (not mnistconv's)."""
-    codes = {"uint8": 8, "int8": 9, "int16": 11, "int32": 12, "float32": 13, "float64": 14}
-    array = np.asarray(array)
-    code = dtype_code if dtype_code is not None else codes[array.dtype.name]
-    header = bytes([0, 0, code, array.ndim]) + b"".join(
-        int(d).to_bytes(4, "big") for d in array.shape)
-    return header + array.astype(array.dtype.newbyteorder(">")).tobytes()
-
-
-def make_idx_dir(folder, images, labels, split="train", gz=False, prefix=""):
-    """Write an images/labels pair with canonical names into folder."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{prefix}{'t10k' if split == 'test' else split}"
-    ext = ".gz" if gz else ""
-    for kind, arr in (("images", images), ("labels", labels)):
-        data = idx_bytes(arr)
-        if gz:
-            data = gzip.compress(data, mtime=0)
-        (folder / f"{stem}-{kind}-idx{np.ndim(arr)}-ubyte{ext}").write_bytes(data)
-    return folder
-
-
-def small_digits(n=50, seed=1, classes=10):
-    rng = np.random.default_rng(seed)
-    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
-    labels = (np.arange(n) % classes).astype(np.uint8)
-    rng.shuffle(labels)
-    return images, labels
-
-
-def files_in(folder):
-    return sorted(p.name for p in Path(folder).iterdir())
-
-
-def tfrecord_frame(records):
-    """TFRecord framing of payloads (the layout in tfrecord's docstring): length, its
-    masked CRC-32C, data, its masked CRC-32C."""
-    import struct
-
-    from mnistconv.formats import tfrecord
-    out = []
-    for data in records:
-        length = struct.pack("<Q", len(data))
-        out += [length, struct.pack("<I", tfrecord.masked_crc(length)), data,
-                struct.pack("<I", tfrecord.masked_crc(data))]
-    return b"".join(out)
-
-
-def tfrecord_example(features=None, **more):
-    """A serialized tf.train.Example: bytes values are bytes_list, ints int64_list."""
-    from mnistconv.formats.tfrecord.example import example_class
-    ex = example_class()()
-    for key, values in {**(features or {}), **more}.items():
-        values = values if isinstance(values, list) else [values]
-        if values and isinstance(values[0], bytes):
-            ex.features.feature[key].bytes_list.value.extend(values)
-        else:
-            ex.features.feature[key].int64_list.value.extend(values)
-    return ex.SerializeToString(deterministic=True)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """In CI (CI=true, as .ci/run is run) nothing may be skipped: `make test` installs
-    TensorFlow, Chromium and the rest, and ../shared is beside the clone, so a skip there
-    means a broken install hiding a check."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.skipped and os.environ.get("CI") and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = f"skipped in CI, where every check must run: {reason}"
-
-
-def tree_hashes(folder):
-    """{relative path: sha256} of every visible file under folder (progress records and
-    staging leftovers are hidden): what "the same bytes as a local run" compares."""
-    found = {}
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in names:
-            if not name.startswith("."):
-                path = os.path.join(root, name)
-                with open(path, "rb") as f:
-                    found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return found
-
-
 @pytest.fixture
 def hf_env(tmp_path, monkeypatch):
     """`datasets` offline, its cache under the test's folder."""
@@ -219,3 +76,89 @@ def hf_env(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     return tmp_path
+
+
+# The extra that installs a module tests import (the top-level name pip does not say).
+EXTRA_OF_MODULE = {
+    "tensorflow": "tensorflow", "tensorflow_datasets": "test-tfds", "grain": "grain",
+    "array_record": "arrayrecord", "torch": "test-pytorch", "torchvision": "test-pytorch",
+    "webdataset": "test-pytorch", "datasets": "test-parquet", "huggingface_hub":
+    "test-parquet", "pyarrow": "parquet", "apache_beam": "beam", "lmdb": "caffe",
+    "h5py": "caffe", "fsspec": "remote", "s3fs": "remote", "gcsfs": "remote",
+    "aiohttp": "remote", "moto": "test-remote", "boto3": "test-remote",
+}
+_NOT_IMPORTED = re.compile(r"could not import '([\w.]+)'")
+# mnistconv's own MissingDependency line (errors.py), from a test's exception or from
+# the stderr of a command the test ran.
+_MISSING = re.compile(r"needs the Python package '([\w.-]+)'; install it with: "
+                      r"pip install 'mnistconv\[([\w-]+)\]'")
+
+
+def _missing_dependency(report, call):
+    """The 'pip install ...' line when a test failed only for want of an optional
+    dependency that really is not installed (None otherwise)."""
+    from mnistconv.errors import MissingDependency
+    text = str(report.longrepr)
+    if call.excinfo is not None and isinstance(call.excinfo.value, MissingDependency):
+        text = str(call.excinfo.value)
+    found = _MISSING.search(text)
+    if found is None:
+        return None
+    package, extra = found.groups()
+    module = {"pillow": "PIL", "google-crc32c": "google_crc32c", "protobuf": "google.protobuf",
+              "array-record": "array_record", "apache-beam": "apache_beam"}.get(
+                  package, package.replace("-", "_"))
+    import importlib.util
+    try:
+        if importlib.util.find_spec(module) is not None:
+            return None  # installed: the failure is real
+    except (ImportError, ValueError):
+        pass
+    return f"needs {package}: pip install 'mnistconv[{extra}]'"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In CI (CI=true, as .ci/run is run) nothing may be skipped: `make test` installs
+    TensorFlow, Chromium and the rest, and ../shared is beside the clone, so a skip there
+    means a broken install hiding a check. Elsewhere a test that cannot run for want of
+    an optional package skips, naming the extra that installs it."""
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("CI"):
+        if report.skipped and not hasattr(report, "wasxfail"):
+            reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) \
+                else report.longrepr
+            report.outcome = "failed"
+            report.longrepr = f"skipped in CI, where every check must run: {reason}"
+        return
+    if report.failed and not hasattr(report, "wasxfail"):
+        reason = _missing_dependency(report, call)
+        if reason:
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
+    else:
+        _name_the_extra(report)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A whole file skipped for want of a module (a top-level importorskip) names the
+    extra too, or fails in CI."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where every check must run: {report.longrepr}"
+    elif report.skipped:
+        _name_the_extra(report)
+
+
+def _name_the_extra(report):
+    """'could not import X' gets the extra that installs X."""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        path, line, reason = report.longrepr
+        found = _NOT_IMPORTED.search(reason)
+        extra = found and EXTRA_OF_MODULE.get(found.group(1).split(".")[0])
+        if extra:
+            report.longrepr = (path, line, f"{reason}; pip install 'mnistconv[{extra}]'")

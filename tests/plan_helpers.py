@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import tree_hashes
+from helpers import tree_hashes
 
 
 def cli(*args, cwd=None, check=None):

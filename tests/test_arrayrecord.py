@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from conftest import SAMPLE, run, stderr_of
+from helpers import SAMPLE, run, stderr_of
 
 pytest.importorskip("array_record")
 

@@ -19,7 +19,7 @@ import pytest
 
 from mnistconv.serve import make_server
 from mnistconv.formats import gdmnist
-from conftest import REPO, SAMPLE, run
+from helpers import REPO, SAMPLE, run
 
 BROWSER = os.environ.get("CHROMIUM") or shutil.which("chromium") or \
     shutil.which("chromium-browser")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 
 def _makefile_install_command():

@@ -16,7 +16,7 @@ import pytest
 
 import mnistconv
 from mnistconv.formats.caffe_lmdb import pages
-from conftest import OFFICIAL_SHA256, SAMPLE, run
+from helpers import OFFICIAL_SHA256, SAMPLE, run
 
 lmdb = pytest.importorskip("lmdb")
 h5py = pytest.importorskip("h5py")

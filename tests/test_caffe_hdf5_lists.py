@@ -4,13 +4,12 @@ only files in the list's folder (a name read from a file is never a path out of 
 the user named): relative entries from that folder (else, as Caffe, from the current
 directory), absolute ones only when they point into it."""
 
-import os
 import shutil
 
 import numpy as np
 import pytest
 
-from conftest import SAMPLE, run, stderr_of
+from helpers import SAMPLE, run, stderr_of
 
 h5py = pytest.importorskip("h5py")
 

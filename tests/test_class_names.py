@@ -12,7 +12,7 @@ import pytest
 import mnistconv
 from mnistconv.records import ArraySplit, Dataset
 
-from conftest import SAMPLE, run_main as run
+from helpers import SAMPLE, run_main as run
 
 FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
            "Sneaker", "Bag", "Ankle boot"]

@@ -8,7 +8,7 @@ import pytest
 
 import mnistconv
 from mnistconv import registry
-from conftest import SAMPLE, make_idx_dir, run, small_digits
+from helpers import SAMPLE, make_idx_dir, run, small_digits
 
 
 @pytest.fixture()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import SAMPLE
+from helpers import SAMPLE
 from mnistconv import registry
 from mnistconv.cli import CliError, cli, main
 

@@ -10,7 +10,7 @@ import pytest
 
 from mnistconv import ArraySplit, Batch, Dataset, compare as comparing, registry
 from mnistconv.records import Split
-from conftest import SAMPLE, make_idx_dir, run, small_digits
+from helpers import SAMPLE, make_idx_dir, run, small_digits
 
 
 def figures(a, b, worst=5):

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from mnistconv import download as dl
-from conftest import run_main as run_cli
+from helpers import run_main as run_cli
 from mnistconv.errors import MnistconvError, UsageError
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.records import Progress

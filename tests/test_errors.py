@@ -6,7 +6,7 @@ import gzip
 import numpy as np
 import pytest
 
-from conftest import idx_bytes, make_idx_dir, run, small_digits
+from helpers import idx_bytes, make_idx_dir, run, small_digits
 
 
 @pytest.fixture()

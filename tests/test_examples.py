@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLE
+from helpers import REPO, SAMPLE
 
 EXAMPLES = REPO / "examples"
 # The console script installed beside the Python running the tests (the venv's).

@@ -17,7 +17,7 @@ import pytest
 import mnistconv
 from mnistconv import view
 from mnistconv.formats.idx import format as idx_format
-from conftest import run_main as run
+from helpers import run_main as run
 
 # An upright capital L, and EMNIST stores it transposed.
 L = np.zeros((28, 28), np.uint8)

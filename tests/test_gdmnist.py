@@ -12,7 +12,7 @@ import pytest
 
 import mnistconv
 from mnistconv.formats import gdmnist
-from conftest import SAMPLE, files_in, make_idx_dir, run, small_digits
+from helpers import SAMPLE, files_in, make_idx_dir, run, small_digits
 
 GZIP_HEADER = bytes.fromhex("1f8b08000000000002ff")
 

@@ -19,7 +19,7 @@ from mnistconv.packs import browser as pack
 from mnistconv.packs.manifest import dumps, open_manifest
 from mnistconv.formats.gdmnist import split_name
 
-from conftest import SAMPLE, files_in, run_main as run
+from helpers import SAMPLE, files_in, run_main as run
 
 FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
            "Sneaker", "Bag", "Ankle boot"]

@@ -9,7 +9,7 @@ import pytest
 
 import mnistconv
 from mnistconv.formats import idx
-from conftest import OFFICIAL_SHA256, files_in, idx_bytes, make_idx_dir, run, small_digits
+from helpers import OFFICIAL_SHA256, files_in, idx_bytes, make_idx_dir, run, small_digits
 
 DTYPES = ["uint8", "int8", "int16", "int32", "float32", "float64"]
 
@@ -191,6 +191,6 @@ def test_uncompressed_read_does_not_load_the_whole_file(tmp_path):
     make_idx_dir(tmp_path, images, labels)
     split = mnistconv.read(tmp_path).splits["train"]
     first = next(split.batches(batch_size=200))
-    assert first.images.shape == (200, 28, 28) and not first.images.base is images
+    assert first.images.shape == (200, 28, 28) and first.images.base is not images
     np.testing.assert_array_equal(split.take(np.array([4999, 0, 17])),
                                   images[[4999, 0, 17]])

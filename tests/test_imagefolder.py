@@ -12,7 +12,7 @@ import pytest
 import mnistconv
 from mnistconv.formats.imagefolder.format import class_folders
 from mnistconv.records import ArraySplit, Dataset
-from conftest import (
+from helpers import (
     SAMPLE, cli_fails, converts_back_to_the_sample, png, run, sample_arrays, small_digits,
     stderr_of)
 

@@ -12,7 +12,7 @@ import re
 import shutil
 
 import mnistconv
-from conftest import REPO, SAMPLE
+from helpers import REPO, SAMPLE
 
 PAGE = REPO / "docs" / "library.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)

@@ -16,7 +16,7 @@ import pytest
 import mnistconv
 from mnistconv import process
 from mnistconv.records import Progress, WriteResult
-from conftest import SAMPLE, make_idx_dir
+from helpers import SAMPLE, make_idx_dir
 from tfrecord_helpers import digit_like
 
 FORKS = []

@@ -9,7 +9,7 @@ import pytest
 
 import mnistconv
 from mnistconv import fileio
-from conftest import make_idx_dir, run_main, small_digits
+from helpers import make_idx_dir, run_main, small_digits
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 import mnistconv
 from mnistconv.packs import browser as pack
-from conftest import REPO, SAMPLE, files_in, run
+from helpers import REPO, SAMPLE, files_in, run
 
 PUBLISHED_MANIFEST = REPO.parent / "shared" / "specs" / "browser-v1-manifest.json"
 

@@ -19,7 +19,7 @@ import pytest
 
 from mnistconv import parallel_gzip as pg
 from mnistconv.errors import UsageError
-from conftest import files_in, idx_bytes, make_idx_dir, run, small_digits
+from helpers import files_in, idx_bytes, make_idx_dir, run, small_digits
 
 SMALL_BLOCK = 16384  # many cuts from little data; the format itself uses pg.BLOCK
 

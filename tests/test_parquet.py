@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import OFFICIAL_SHA256, idx_bytes, make_idx_dir, run, stderr_of
+from helpers import OFFICIAL_SHA256, idx_bytes, make_idx_dir, run, stderr_of
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -202,7 +202,7 @@ def test_peak_memory_writing_the_training_set(tmp_path, official_dir):
     """The 60000 training images to Parquet within 200 MB (VmHWM of the command)."""
     import subprocess
     import sys
-    from conftest import REPO
+    from helpers import REPO
     code = ("import sys\nfrom mnistconv.cli import main\ntry:\n    main(sys.argv[1:])\n"
             "except SystemExit as e:\n    code = e.code\n"
             "peak = next(l.split()[1] for l in open('/proc/self/status')\n"
@@ -519,7 +519,7 @@ def test_parquet_never_imports_pandas(tmp_path):
     the writer and reader use neither, which keeps the writer under 200 MB."""
     import subprocess
     import sys
-    from conftest import REPO
+    from helpers import REPO
     code = ("import sys, mnistconv\n"
             "mnistconv.convert('examples/data/mnist-sample', sys.argv[1], to='parquet')\n"
             "ds = mnistconv.read(sys.argv[1])\n"

@@ -15,7 +15,7 @@ import pytest
 
 import mnistconv
 from mnistconv import plan as plans
-from conftest import tree_hashes
+from helpers import tree_hashes
 from plan_helpers import cli as _cli, in_order, job_array_slices, kill_and_resume, \
     last_error as _last_error, run_tasks
 from mnistconv.records import ArraySplit, Dataset, Split

@@ -5,7 +5,7 @@ changes no environment."""
 import subprocess
 import sys
 
-from conftest import REPO
+from helpers import REPO
 
 PROBE = r'''
 import os, sys

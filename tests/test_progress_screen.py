@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLE, make_idx_dir
+from helpers import REPO, SAMPLE, make_idx_dir
 
 pyte = pytest.importorskip("pyte")
 

@@ -16,7 +16,7 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from mnistconv.records import ArraySplit, Dataset
-from conftest import tree_hashes
+from helpers import tree_hashes
 from test_family import qmnist, run
 
 COLUMNS = ["hsf_series", "writer_id", "writer_digit_index", "nist_class_code",
@@ -262,6 +262,7 @@ def test_hostile_parquet_extra_columns_are_one_line(tmp_path, capsys):
 
 
 def test_splits_with_other_extra_fields_are_one_line(tmp_path, capsys):
+    pytest.importorskip("pyarrow")  # it writes Parquet
     src, _ = qmnist(tmp_path / "q")
     code, *_ = run(capsys, "convert", src, tmp_path / "q.npz")
     with np.load(tmp_path / "q.npz") as f:
@@ -282,6 +283,7 @@ def test_splits_with_other_extra_fields_are_one_line(tmp_path, capsys):
 # --- The note, and shard plans --------------------------------------------------------
 
 def test_the_note_stays_for_a_format_that_drops_them(tmp_path, capsys):
+    pytest.importorskip("pyarrow")  # it writes Parquet
     src, _ = qmnist(tmp_path / "q")
     code, _, err = run(capsys, "convert", src, tmp_path / "img", "--to", "imagefolder")
     assert code == 0

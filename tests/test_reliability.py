@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from conftest import REPO, SAMPLE, idx_bytes
+from helpers import REPO, SAMPLE, idx_bytes
 from mnistconv import registry
 from mnistconv.cli import main
 from mnistconv.fileio import STAGING_MARK
@@ -243,7 +243,8 @@ def _sample_dataset():
     return mnistconv.read(str(SAMPLE), "idx")
 
 
-def test_sigint_during_renames_is_held_until_the_output_is_complete(tmp_path, monkeypatch):
+def test_sigint_during_renames_is_held_until_the_output_is_complete(tmp_path, monkeypatch,
+                                                                    request):
     """An IDX directory replaced with --force is published by four renames. SIGINT
     arriving after the first must not leave one new file among three old ones: it
     takes effect after the last rename."""
@@ -267,6 +268,9 @@ def test_sigint_during_renames_is_held_until_the_output_is_complete(tmp_path, mo
             for _ in range(1000):  # plenty of bytecodes for the handler to run
                 pass
     monkeypatch.setattr(os, "replace", replace_then_interrupt)
+    # Python's own handler, whatever an earlier test in this process left installed.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     with pytest.raises(KeyboardInterrupt):
         mnistconv.write(_sample_dataset(), str(target), "idx", force=True)
     assert len(calls) == 4
@@ -460,6 +464,7 @@ def peak_rss_mb(args, env):
     return kilobytes / 1024
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt_name", WRITERS)
 def test_memory_stays_bounded_on_200000_images(fmt_name, input_200k, tmp_path):
     target = tmp_path / output_name(fmt_name)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, make_idx_dir, run, small_digits, stderr_of
+from helpers import REPO, make_idx_dir, run, small_digits, stderr_of
 
 fsspec = pytest.importorskip("fsspec")
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from conftest import REPO, SAMPLE, make_idx_dir, run, small_digits
+from helpers import REPO, SAMPLE, make_idx_dir, run, small_digits
 from mnistconv.fileio import STAGING_MARK
 
 

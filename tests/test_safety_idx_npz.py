@@ -24,8 +24,8 @@ import pytest
 
 import mnistconv
 from mnistconv import limits
-from mnistconv.formats import idx, npz
-from conftest import REPO, idx_bytes, make_idx_dir, run
+from mnistconv.formats import idx
+from helpers import REPO, idx_bytes, make_idx_dir, run
 
 B32 = 2 ** 32 - 1
 CHUNK = 16 << 20

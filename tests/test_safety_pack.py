@@ -19,7 +19,7 @@ import pytest
 import mnistconv
 from mnistconv.packs import browser as pack
 from mnistconv.formats import gdmnist
-from conftest import REPO, run
+from helpers import REPO, run
 
 FIX_PATHS = "a manifest names files inside its own directory only"
 FIX_TYPES = "a manifest is the JSON `mnistconv pack browser` writes"

@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import limits
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.formats import tfrecord
-from conftest import REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
+from helpers import REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
     tfrecord_frame as frame
 from tfrecord_helpers import dataset, write
 

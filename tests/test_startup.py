@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLE
+from helpers import REPO, SAMPLE
 
 HEAVY = ("tensorflow", "keras", "cv2", "PIL", "google.protobuf")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from conftest import SAMPLE, run, stderr_of
+from helpers import SAMPLE, run, stderr_of
 
 tf = pytest.importorskip("tensorflow")
 import mnistconv.tf  # noqa: E402  (after the skip: it needs TensorFlow)

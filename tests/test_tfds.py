@@ -5,14 +5,13 @@ line, exit 1 or 2, nothing written)."""
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mnistconv
-from conftest import SAMPLE, run, stderr_of
+from helpers import SAMPLE, run, stderr_of
 
 tfds = pytest.importorskip("tensorflow_datasets")
 tf = pytest.importorskip("tensorflow")
@@ -153,7 +152,7 @@ def test_official_mnist_through_tfds(tmp_path, official_arrays):
 
 
 def official_arrays_dir():
-    from conftest import OFFICIAL
+    from helpers import OFFICIAL
     return OFFICIAL
 
 

@@ -21,7 +21,7 @@ from mnistconv import codecs, registry
 from mnistconv.formats import tfrecord
 from mnistconv.formats.tfrecord import writer
 from mnistconv.formats.tfrecord.example import example_class
-from conftest import SAMPLE, make_idx_dir, run, stderr_of
+from helpers import SAMPLE, make_idx_dir, run, stderr_of
 from tfrecord_helpers import dataset, digit_like, error_stats, measured, write
 
 

@@ -81,7 +81,7 @@ def test_tensorflow_parses_the_extra_features(tmp_path, capsys):
 
 def test_shard_plans_give_a_local_runs_bytes(tmp_path):
     from mnistconv import plan as plans
-    from conftest import tree_hashes
+    from helpers import tree_hashes
     src, tables = qmnist(tmp_path / "q", n_train=14, n_test=7)
     ds = mnistconv.stream.select(mnistconv.read(src), shuffle=True, seed=9)
     opts = {"shards": 3, "with_index": True}

@@ -15,7 +15,7 @@ from mnistconv.errors import FormatError
 from mnistconv.formats import tfrecord
 from mnistconv.formats.tfrecord import framing
 from mnistconv.formats.tfrecord.example import example_class
-from conftest import tfrecord_example as example, tfrecord_frame as frame
+from helpers import tfrecord_example as example, tfrecord_frame as frame
 
 
 def onehot(label):

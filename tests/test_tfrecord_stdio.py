@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from conftest import REPO, SAMPLE, run, stderr_of
+from helpers import REPO, SAMPLE, run, stderr_of
 from tfrecord_helpers import dataset, write
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from conftest import make_idx_dir, run, stderr_of
+from helpers import make_idx_dir, run, stderr_of
 from tfrecord_helpers import dataset, digit_like, error_stats, measured, write
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

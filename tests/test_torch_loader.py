@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, make_idx_dir
+from helpers import REPO, make_idx_dir
 
 torch = pytest.importorskip("torch")
 

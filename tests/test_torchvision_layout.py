@@ -9,7 +9,7 @@ import pytest
 
 import mnistconv
 from mnistconv.records import ArraySplit, Dataset
-from conftest import OFFICIAL_SHA256, SAMPLE, run, small_digits, stderr_of
+from helpers import OFFICIAL_SHA256, SAMPLE, run, small_digits, stderr_of
 
 
 def sample_dataset():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from mnistconv import view
-from conftest import SAMPLE, make_idx_dir, run, small_digits
+from helpers import SAMPLE, make_idx_dir, run, small_digits
 
 GOLDEN = Path(__file__).parent / "golden"
 # Empty values count as unset for rich (an empty FORCE_COLOR means "detect"), so these

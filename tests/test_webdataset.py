@@ -14,7 +14,7 @@ import pytest
 import mnistconv
 from mnistconv.formats.webdataset import tar as wtar
 from mnistconv.records import ArraySplit, Dataset
-from conftest import (
+from helpers import (
     SAMPLE, cli_fails, converts_back_to_the_sample, files_in, png, run, sample_arrays,
     small_digits, stderr_of)
 

@@ -126,10 +126,10 @@ def outcome(path, fmt):
         assert message and "\n" not in message, f"error message not one line: {message!r}"
         return "error", message
     except Hang:
-        raise AssertionError(f"reading {path} as {fmt} took longer than {CASE_SECONDS} s")
+        raise AssertionError(f"reading {path} as {fmt} took longer than {CASE_SECONDS} s") from None
     except MemoryError:
         raise AssertionError(f"reading {path} as {fmt} allocated more than "
-                             f"{MEMORY_BUDGET >> 20} MiB (address space)")
+                             f"{MEMORY_BUDGET >> 20} MiB (address space)") from None
     except AssertionError:
         raise
     except BaseException as e:
@@ -151,10 +151,10 @@ def cli_outcome(path, fmt):
     except SystemExit as e:
         code = e.code
     except Hang:
-        raise AssertionError(f"mnistconv {' '.join(args)} took longer than {CASE_SECONDS} s")
+        raise AssertionError(f"mnistconv {' '.join(args)} took longer than {CASE_SECONDS} s") from None
     except MemoryError:
         raise AssertionError(f"mnistconv {' '.join(args)} allocated more than "
-                             f"{MEMORY_BUDGET >> 20} MiB (address space)")
+                             f"{MEMORY_BUDGET >> 20} MiB (address space)") from None
     except BaseException as e:
         raise AssertionError(f"mnistconv {' '.join(args)} raised {type(e).__name__}: {e}") \
             from e

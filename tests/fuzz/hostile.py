@@ -218,7 +218,7 @@ def names_gdmnist(rng, work, top):
         if not _is_safe(evil):
             expect = (1,)
     else:
-        value = rng.choice([evil, "../outside.bin", outside, f"../in/outside.bin",
+        value = rng.choice([evil, "../outside.bin", outside, "../in/outside.bin",
                             f"{victim}.bin/../{victim}.bin", f"./{victim}.bin",
                             f"{victim}.bin\0", "../../../../../../etc/passwd"])
         entries[victim][how] = value

@@ -119,7 +119,7 @@ def parse(buf: bytes) -> dict:
 
         parse(raw_prefix(1, 2, 2) + bytes(4) + label_field(3))["label"]  # 3
     """
-    fields = {"channels": 0, "height": 0, "width": 0, "label": 0, "encoded": False,
+    fields: dict = {"channels": 0, "height": 0, "width": 0, "label": 0, "encoded": False,
               "data": None, "float_data": 0}
     at, end = 0, len(buf)
     while at < end:

@@ -447,7 +447,8 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
     where = where or split.header.source
     rows, columns = check_writable(split, where)
     count = split.header.count
-    opened, outputs, bin_hash, gz_hash, gz = [], [], None, None, None
+    opened, bin_hash, gz_hash, gz = [], None, None, None
+    outputs: list = []  # HashingWriter or DeflateWriter
     try:
         if bin_path:
             opened.append(create_staged(bin_path))

@@ -21,6 +21,7 @@ import contextlib
 import os
 import re
 import struct
+from typing import Optional
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from . import classes, family
 # Reads gzip and, for QMNIST's files, xz (family.py).
 from .family import IdxInput as InputFile
 
-ELEMENT_TYPES = {
+ELEMENT_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
     0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
 }
@@ -97,7 +98,7 @@ class IdxHeader:
                                       f"({self.data_bytes} bytes), the file holds {have}")
 
 
-def read_header(path, f: InputFile = None) -> IdxHeader:
+def read_header(path, f: Optional[InputFile] = None) -> IdxHeader:
     """Parse and check an IDX header; for an uncompressed file, check the declared data
     size against the file's real size before anything is allocated."""
     own = f is None

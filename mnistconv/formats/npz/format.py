@@ -27,6 +27,7 @@ import os
 import threading
 import time
 import zipfile
+from typing import Optional
 import zlib
 
 import numpy as np
@@ -176,7 +177,7 @@ class NpzSplit(Split):
         super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype, None, path))
         self._labels = None
 
-    extra_columns = None  # set by read() when extra_<split> is there
+    extra_columns: Optional[tuple] = None  # set by read() when extra_<split> is there
 
     def _archive(self):
         check_input_file(self.path)  # a FIFO or device swapped in since read()
@@ -401,7 +402,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
         with open_staged(out.file(path)) as raw:
             stream = _HashedStream(raw)
             try:
-                with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:
+                # (zipfile takes any object with write and tell; its stubs want a file)
+                with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:  # type: ignore[call-overload]
                     for split in dataset.splits.values():
                         _write_split(archive, split, compress, layout, to_float, progress)
                     _write_extras(archive, dataset, compress)

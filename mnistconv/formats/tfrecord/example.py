@@ -189,7 +189,7 @@ class ExampleBuilder:
         self.cache_size = max(16, self.CACHE_VALUES // (width + 8))
         self.cache = {}  # label -> the entries around the image's (and the index's)
         self.image_heads, self.index_prefixes = {}, {}
-        self._slots = None
+        self._slots: Optional[list] = None
         self.index_first = _order(schema.index_key.encode()) < \
             _order(schema.image_key.encode())
 

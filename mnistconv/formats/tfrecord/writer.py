@@ -367,7 +367,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
             if reader is not None:
                 reader.close()
     pixels = totals[4]
-    result_stats = {"records": totals[0]}
+    result_stats: dict = {"records": totals[0]}
     names = next((s.class_names for s in all_settings if s.class_names), ())
     if names:  # said in the summary; each record holds its own as label_name
         result_stats["class_names"] = list(names)

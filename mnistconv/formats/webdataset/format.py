@@ -548,14 +548,14 @@ def _shard_sets(path):
         safe_split_name(split, os.path.join(directory, entry))
         groups.setdefault(split, []).append((prefix, number, entry))
     sets = {}
-    for split, members in groups.items():
-        prefixes = sorted({p for p, _, _ in members})
+    for split, shards in groups.items():
+        prefixes = sorted({p for p, _, _ in shards})
         if len(prefixes) > 1:
             raise FormatError(path, f"holds shards of split {split} under two names "
                                     f"({', '.join(printable(p) for p in prefixes[:2])})",
                               "keep one set per directory, or read one shard file")
-        numbers = [n for _, n, _ in members]
-        if None in numbers and len(members) > 1:
+        numbers = [n for _, n, _ in shards]
+        if None in numbers and len(shards) > 1:
             raise FormatError(path, f"split {split} has a .tar without a shard number "
                                     "beside numbered shards")
         if None not in numbers:
@@ -564,8 +564,8 @@ def _shard_sets(path):
                 raise FormatError(path, f"shard {missing[0]:06d} of split {split} is "
                                         "missing", "a shard set is numbered from 000000 "
                                                    "without gaps")
-        members.sort(key=lambda m: m[1] or 0)
-        sets[split] = [os.path.join(directory, e) for _, _, e in members]
+        shards.sort(key=lambda m: m[1] or 0)
+        sets[split] = [os.path.join(directory, e) for _, _, e in shards]
     order = {"train": 0, "test": 1}
     return {s: sets[s] for s in sorted(sets, key=lambda s: (order.get(s, 2), s))}
 

@@ -1,0 +1,173 @@
+"""What the tests share: the official MNIST files (when ../shared is beside the clone),
+generated IDX data, and running the command line, as a subprocess (run) or in-process
+(run_main). Test modules import these from here; conftest.py holds the fixtures and
+hooks (and still re-exports these names for modules that import them from conftest)."""
+
+import gzip
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+OFFICIAL = REPO.parent / "shared" / "data" / "mnist"
+SAMPLE = REPO / "examples" / "data" / "mnist-sample"
+
+# SHA-256 of the decompressed official files (../shared/data/mnist/README.md).
+OFFICIAL_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+
+
+def mnist_gz_arrays(folder):
+    """The four MNIST .gz files in folder (the official ones, or SAMPLE) decoded
+    independently of mnistconv: gzip, then numpy at the IDX data offsets."""
+    def load(name, offset):
+        return np.frombuffer(gzip.decompress((Path(folder) / f"{name}.gz").read_bytes()),
+                             np.uint8, offset=offset)
+    return {
+        "x_train": load("train-images-idx3-ubyte", 16).reshape(-1, 28, 28),
+        "y_train": load("train-labels-idx1-ubyte", 8),
+        "x_test": load("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28),
+        "y_test": load("t10k-labels-idx1-ubyte", 8),
+    }
+
+
+def run(*args, stdin=None, env=None, cwd=None):
+    """Run `python -m mnistconv ARGS` as users do; returns the CompletedProcess."""
+    full_env = dict(os.environ, **(env or {}))
+    full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
+                          input=stdin, capture_output=True, env=full_env, cwd=cwd)
+
+
+def stderr_of(result):
+    return result.stderr.decode()
+
+
+def sample_arrays():
+    """The bundled sample's (train images, train labels, test images, test labels),
+    decoded independently of mnistconv."""
+    return tuple(mnist_gz_arrays(SAMPLE).values())
+
+
+def converts_back_to_the_sample(src, back):
+    """`convert src back --to idx` gives the bundled sample's four files, byte for
+    byte."""
+    r = run("convert", src, back, "--to", "idx", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    for name in OFFICIAL_SHA256:
+        assert (Path(back) / name).read_bytes() == \
+            gzip.decompress((SAMPLE / f"{name}.gz").read_bytes())
+
+
+def png(image):
+    """An 8-bit grayscale PNG of image, by mnistconv's encoder."""
+    from mnistconv import codecs
+    return codecs.encode_png(np.asarray(image, np.uint8))
+
+
+def run_main(capsys, *args):
+    """The real entry point in-process (so monkeypatch reaches what it reads): (exit
+    code, stdout, stderr)."""
+    from mnistconv.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+def cli_fails(tmp_path, *args):
+    """Run the CLI: exit 1, nothing written or left under tmp_path, one stderr line
+    starting "Error: ", which is returned."""
+    before = sorted(tmp_path.rglob("*"))
+    r = run(*args)
+    assert r.returncode == 1, stderr_of(r)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written, nothing left over
+    lines = stderr_of(r).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), lines
+    return lines[0]
+
+
+def idx_bytes(array, dtype_code=None):
+    """Independent IDX encoder for tests (not mnistconv's)."""
+    codes = {"uint8": 8, "int8": 9, "int16": 11, "int32": 12, "float32": 13, "float64": 14}
+    array = np.asarray(array)
+    code = dtype_code if dtype_code is not None else codes[array.dtype.name]
+    header = bytes([0, 0, code, array.ndim]) + b"".join(
+        int(d).to_bytes(4, "big") for d in array.shape)
+    return header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+
+
+def make_idx_dir(folder, images, labels, split="train", gz=False, prefix=""):
+    """Write an images/labels pair with canonical names into folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{prefix}{'t10k' if split == 'test' else split}"
+    ext = ".gz" if gz else ""
+    for kind, arr in (("images", images), ("labels", labels)):
+        data = idx_bytes(arr)
+        if gz:
+            data = gzip.compress(data, mtime=0)
+        (folder / f"{stem}-{kind}-idx{np.ndim(arr)}-ubyte{ext}").write_bytes(data)
+    return folder
+
+
+def small_digits(n=50, seed=1, classes=10):
+    rng = np.random.default_rng(seed)
+    images = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = (np.arange(n) % classes).astype(np.uint8)
+    rng.shuffle(labels)
+    return images, labels
+
+
+def files_in(folder):
+    return sorted(p.name for p in Path(folder).iterdir())
+
+
+def tfrecord_frame(records):
+    """TFRecord framing of payloads (the layout in tfrecord's docstring): length, its
+    masked CRC-32C, data, its masked CRC-32C."""
+    import struct
+
+    from mnistconv.formats import tfrecord
+    out = []
+    for data in records:
+        length = struct.pack("<Q", len(data))
+        out += [length, struct.pack("<I", tfrecord.masked_crc(length)), data,
+                struct.pack("<I", tfrecord.masked_crc(data))]
+    return b"".join(out)
+
+
+def tfrecord_example(features=None, **more):
+    """A serialized tf.train.Example: bytes values are bytes_list, ints int64_list."""
+    from mnistconv.formats.tfrecord.example import example_class
+    ex = example_class()()
+    for key, values in {**(features or {}), **more}.items():
+        values = values if isinstance(values, list) else [values]
+        if values and isinstance(values[0], bytes):
+            ex.features.feature[key].bytes_list.value.extend(values)
+        else:
+            ex.features.feature[key].int64_list.value.extend(values)
+    return ex.SerializeToString(deterministic=True)
+
+
+def tree_hashes(folder):
+    """{relative path: sha256} of every visible file under folder (progress records and
+    staging leftovers are hidden): what "the same bytes as a local run" compares."""
+    found = {}
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if not name.startswith("."):
+                path = os.path.join(root, name)
+                with open(path, "rb") as f:
+                    found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return found
