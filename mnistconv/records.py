@@ -5,7 +5,8 @@ has a Header and yields Batches: numpy arrays of images (n x *shape), labels (n)
 original indices (n, int64: the position of each example in the collection it was first
 read from, carried through selections so a subset can be traced back).
 
-Memory is bounded by the batch size: readers stream from disk, and a Split can be
+Memory is bounded by the batch size, in bytes of pixels (mnistconv.budget): readers
+stream from disk, and a Split can be
 iterated more than once (selection reads labels first, then the chosen images).
 """
 
@@ -16,7 +17,11 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-DEFAULT_BATCH = 8192
+from . import budget
+
+# What a caller asks for when it has no preference; readers cut it further to
+# budget.rows(header, ...), so a batch of large images stays within budget.BATCH_BYTES.
+DEFAULT_BATCH = budget.MAX_ROWS
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ class Split(ABC):
 
     @abstractmethod
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
-        """Yield the split's examples in order, at most batch_size at a time."""
+        """Yield the split's examples in order, at most batch_size at a time and at
+        most budget.BATCH_BYTES of pixels (one image alone when it is larger)."""
 
     def labels(self) -> np.ndarray:
         """All labels (small: one value per example). Readers override it cheaply."""
@@ -119,8 +125,7 @@ class ArraySplit(Split):
         self._indices = np.asarray(indices, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
-        for start in range(0, len(self._labels), batch_size):
-            end = start + batch_size
+        for start, end in budget.spans(len(self._labels), budget.rows(self.header, batch_size)):
             yield Batch(self._images[start:end], self._labels[start:end],
                         self._indices[start:end])
 
@@ -230,7 +235,8 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=Non
     """Batches of a split, reporting progress by example count."""
     progress.start(description or split.name, split.header.count)
     try:
-        for batch in split.batches(min(batch_size, progress.batch or batch_size)):
+        wanted = budget.rows(split.header, min(batch_size, progress.batch or batch_size))
+        for batch in split.batches(wanted):
             step = progress.step or len(batch)
             if len(batch) <= step:
                 yield batch

@@ -52,6 +52,7 @@ import numpy as np
 from ...errors import FormatError, UsageError, optional_import
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     input_entries, open_input, open_staged, sha256_file
+from ... import budget
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
@@ -286,6 +287,7 @@ class Hdf5Split(Split):
 
     def batches(self, batch_size=DEFAULT_BATCH):
         h5py = _h5py()
+        batch_size = budget.rows(self.header, batch_size)
         done = 0
         for f in self.files:
             with _open(f.path, h5py) as h:

@@ -37,6 +37,7 @@ from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
+from ... import budget
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_num_classes, \
     printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers
@@ -436,8 +437,8 @@ class WebDatasetSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         handles = {}
         try:
-            for start in range(0, self.header.count, batch_size):
-                end = min(self.header.count, start + batch_size)
+            for start, end in budget.spans(self.header.count,
+                                           budget.rows(self.header, batch_size)):
                 images = np.empty((end - start,) + tuple(self.header.shape), np.uint8)
                 for i in range(start, end):
                     number = int(self._files[i])
