@@ -432,9 +432,9 @@ def test_a_png_too_large_for_the_fast_path_is_left_to_pillows_bomb_limit(tmp_pat
     assert decode_unfiltered(_png_of_zeros(2048, 2048), (2048, 2048)).shape == (2048, 2048)
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png_of_zeros(16384, 16384)] * 2, [1, 2])
-    _refused(tmp_path, path, f"{path}: row 0: image does not decode (Image size "
-                             "(268435456 pixels) exceeds limit of 178956970 pixels, could "
-                             "be decompression bomb DOS attack.)")
+    _refused(tmp_path, path, f"{path}: row 0: image of 16384x16384 exceeds mnistconv's "
+                             "limit of 16,777,216 pixels per image; raise it with "
+                             "--max-image-size WxH if the images are really that large")
 
 
 def test_not_an_image_and_no_bytes(tmp_path):
