@@ -255,14 +255,32 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=Non
 
 def gather_from_file(file, offset, header: Header, positions) -> np.ndarray:
     """Gather images by position from a raw C-order array stored at `offset` in a file.
-    The map is dropped before returning so touched pages leave this process's RSS."""
+    The positions are read in order through maps of at most budget.BATCH_BYTES of the
+    file, each dropped before the next, so touched pages (and the neighbours the kernel
+    maps with each: a shuffled gather once held the whole file) leave this process."""
     positions = np.asarray(positions, dtype=np.int64)
-    if header.count == 0 or len(positions) == 0 or 0 in tuple(header.shape):
+    shape = tuple(header.shape)
+    if header.count == 0 or len(positions) == 0 or 0 in shape:
         # Nothing to map (mmap refuses a zero-length region): the answer is empty images.
-        return np.zeros((len(positions),) + tuple(header.shape), header.dtype)
-    mapped = np.memmap(file, dtype=header.dtype, mode="r", offset=offset,
-                       shape=(header.count,) + tuple(header.shape))
-    try:
-        return np.array(mapped[positions])
-    finally:
-        del mapped
+        return np.zeros((len(positions),) + shape, header.dtype)
+    if positions.min() < -header.count or positions.max() >= header.count:
+        raise IndexError(f"positions outside 0..{header.count - 1}")
+    positions = positions % header.count
+    order = np.argsort(positions, kind="stable")
+    ordered = positions[order]
+    span = budget.BATCH_BYTES // budget.image_bytes(shape, header.dtype) + 1
+    out = np.empty((len(positions),) + shape, header.dtype)
+    item = budget.image_bytes(shape, header.dtype)
+    i = 0
+    while i < len(ordered):
+        first = int(ordered[i])
+        stop = min(header.count, first + span)
+        j = int(np.searchsorted(ordered, stop, "left"))
+        mapped = np.memmap(file, dtype=header.dtype, mode="r", offset=offset + first * item,
+                           shape=(stop - first,) + shape)
+        try:
+            out[order[i:j]] = mapped[ordered[i:j] - first]
+        finally:
+            del mapped
+        i = j
+    return out

@@ -175,6 +175,12 @@ class ArrayRecordSplit(Split):
                     image, label, index = self._fields(f, at, example)
                     if shape is None:
                         shape = _first_shape(f, at, image)
+                        # zstd and repeated records: examples x pixels must come from
+                        # the files' bytes (budget.py), before every record is parsed.
+                        budget.check_expansion(
+                            ", ".join(self.files), int(self.starts[-1]),
+                            budget.image_bytes(shape),
+                            sum(os.path.getsize(p) for p in self.files))
                     else:  # every size now, so none is decoded before a bad one is seen
                         _check_claimed_size(f, at, image, shape)
                     labels.append(label)

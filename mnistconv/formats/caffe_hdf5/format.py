@@ -174,6 +174,14 @@ def _dataset(f, name, path, h5py):
     if claimed > stored * (GZIP_MAX_RATIO if dset.compression else 1):
         raise FormatError(path, f"'{name}' claims {claimed:,} bytes of {dset.shape} and "
                                 f"stores {stored:,}, which cannot be")
+    if dset.chunks:
+        # HDF5 decodes a whole chunk to read any row of it, whatever its filter.
+        chunk = budget.image_bytes(dset.chunks, dset.dtype)
+        if chunk > budget.BATCH_BYTES:
+            raise FormatError(path, f"'{name}' is stored in chunks of {chunk:,} bytes, more "
+                                    f"than mnistconv's memory budget of "
+                                    f"{budget.BATCH_BYTES:,} per batch",
+                              "rechunk it, e.g. h5repack -l CHUNK=1024x1x28x28")
     return dset
 
 

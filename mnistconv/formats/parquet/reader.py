@@ -274,6 +274,10 @@ class ParquetSplit(Split):
         self.class_names = next((lay.class_names for lay in self.layouts
                                  if lay.class_names), None)
         shape = _image_shape(first, f"{self.files[0]}: row 0") if first else (0, 0)
+        # Rows sharing one dictionary value cost a few bytes each: examples x pixels must
+        # come from the files' bytes (budget.py), or the work is a bomb's, not the data's.
+        budget.check_expansion(", ".join(self.files), count, budget.image_bytes(shape),
+                               sum(os.path.getsize(p) for p in self.files))
         header = Header(count, shape, np.dtype(np.uint8), np.dtype(np.int64),
                         len(self.class_names) if self.class_names else None,
                         ", ".join(self.files), tuple(self.class_names or ()))
