@@ -54,6 +54,22 @@ def rows_for(shape, dtype="uint8", requested=None) -> int:
     return n
 
 
+# Pieces a parallel encoder holds at once (two per worker in flight, two workers), so
+# each piece of a writer's work gets this share of the budget.
+PIECES_IN_FLIGHT = 4
+
+
+def piece_rows(image_bytes, most):
+    """Records per piece of a writer's parallel work: `most` (chosen for speed), fewer
+    for large images, so the pieces in flight hold at most BATCH_BYTES of pixels
+    together (one image a piece when it is larger).
+
+        piece_rows(784, 1000)  # 1000; piece_rows(4096 * 4096, 1000)  # 1
+    """
+    share = BATCH_BYTES // PIECES_IN_FLIGHT
+    return max(1, min(int(most), share // max(1, int(image_bytes))))
+
+
 def spans(count, size):
     """(start, stop) pairs cutting range(count) into pieces of at most `size`."""
     size = max(1, int(size))

@@ -51,7 +51,6 @@ from .. import extras
 from .samples import SampleTask, default_samples, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
-_CHUNK_BYTES = 64 << 20
 DEFAULT_SHARD_SIZE = "100000"  # webdataset.ShardWriter's default maxcount
 IMAGE_EXTENSIONS = ("png", "jpg", "jpeg")
 _SHARD_NAME = re.compile(r"^(?P<stem>.+?)(?:-(?P<shard>\d{6}))?\.tar$", re.IGNORECASE)
@@ -272,7 +271,7 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
         plan.append((split, task, extra[1] if extra else None))
     slot = max(task.slot_shape[0] for _, task, _ in plan)
     return directory, name, per_split, max_bytes, workers, plan, \
-        max(1, min(CHUNK, _CHUNK_BYTES // slot))
+        budget.piece_rows(slot, CHUNK)
 
 
 def _record_room(tasks):
