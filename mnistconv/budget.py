@@ -16,7 +16,7 @@ an HDF5 filter).
 
 # Decoded pixels in one batch. Readers, writers and views each hold a few batches at
 # once (read ahead, encoded, gathered), so the peak stays a small multiple of this.
-BATCH_BYTES = 64 << 20
+BATCH_BYTES = 32 << 20
 # Images in one batch at most, however small: labels, indices and per-image Python
 # objects (encoded PNGs, records) grow with the count.
 MAX_ROWS = 8192

@@ -374,13 +374,13 @@ def test_info_of_a_large_file_of_large_images_is_bounded(tmp_path):
 
 def test_batches_hold_at_most_batch_bytes(tmp_path):
     path = tmp_path / "x.bin"
-    count, rows, columns = 9, 3000, 3000  # 9 MB each: seven to a 64 MiB batch
+    count, rows, columns = 7, 3000, 3000  # 9 MB each: three to a 32 MiB batch
     with open(path, "wb") as f:
         f.write(gdmnist.header_bytes(count, rows, columns))
         f.truncate(gdmnist.layout(count, rows, columns)[3])
     split = mnistconv.read(path).splits["x"]
-    assert [len(b) for b in split.batches()] == [7, 2]
-    assert [len(b) for b in split.batches(2)] == [2, 2, 2, 2, 1]
+    assert [len(b) for b in split.batches()] == [3, 3, 1]
+    assert [len(b) for b in split.batches(2)] == [2, 2, 2, 1]
 
 
 # --- 4. FIFOs and devices ---------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Small files that claim or expand to far more than they hold, one per codec, built in
 a test (never stored): the memory budget's hostile inputs (issue 24, class 4). Each
 builder writes under `folder` and returns the path to give the command line. Used by
-tests/test_safety_budget.py and the fuzz pass (tests/fuzz/hostile_budget.py).
+tests/test_safety_budget.py and the fuzz pass (hostile_budget.py).
 """
 
 import gzip
@@ -119,11 +119,15 @@ def parquet_dictionary(folder, rows=4_000_000):
     return path
 
 
-def arrayrecord_zstd(folder, records=200_000):
-    """An ArrayRecord file of identical raw-pixel tf.train.Examples, zstd-compressed."""
+def arrayrecord_zstd(folder, records=20_000, side=256):
+    """An ArrayRecord file of identical tf.train.Examples (a side x side PNG of zeros),
+    zstd-compressed in one chunk: under a byte of file per record."""
     from mnistconv.formats.tfds.shardwrite import array_record_module
-    from tests.conftest import tfrecord_example
-    record = tfrecord_example(image=png_of_zeros(28, 28), label=3)
+    from mnistconv.formats.tfrecord.example import example_class
+    example = example_class()()
+    example.features.feature["image"].bytes_list.value.append(png_of_zeros(side, side))
+    example.features.feature["label"].int64_list.value.append(3)
+    record = example.SerializeToString(deterministic=True)
     path = os.path.join(folder, "train.array_record")
     writer = array_record_module().ArrayRecordWriter(path, "zstd:9,group_size:65536")
     for _ in range(records):
