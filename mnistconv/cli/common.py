@@ -59,7 +59,10 @@ def _max_image_size(ctx, param, value):
     if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
         raise UsageError(None, f"--max-image-size {value!r} is not WxH",
                          "write e.g. 8192x8192")
-    limits.set_max_image_pixels(int(m.group(1)) * int(m.group(2)))
+    before = limits.set_max_image_pixels(int(m.group(1)) * int(m.group(2)))
+    # For this command only: a caller running several in one process (tests, a
+    # notebook) gets the default back.
+    ctx.call_on_close(lambda: limits.set_max_image_pixels(before))
     return None
 
 

@@ -54,9 +54,10 @@ def qmnist_xz(folder, examples=1_000_000):
     with open(os.path.join(folder, "train-labels-idx2-int.xz"), "wb") as f:
         with lzma.open(f, "wb", preset=9) as z:
             z.write(idx_header(0x0C, (examples, 8)))
-            block = bytes(MIB)
-            for _ in range(examples * 32 // MIB):
-                z.write(block)
+            left = examples * 32
+            while left:
+                z.write(bytes(min(left, MIB)))
+                left -= min(left, MIB)
     with open(os.path.join(folder, "train-images-idx3-ubyte.gz"), "wb") as f:
         f.write(_gzip_zeros(idx_header(0x08, (examples, 28, 28)), examples * 784))
     return folder
