@@ -190,18 +190,8 @@ def test_records_that_are_not_examples(tmp_path):
 def _png_of_zeros(height, width):
     """A grey PNG of zeros written by hand: 9000 x 9000 is 80 KB of file, 81 MB of
     pixels."""
-    import struct
-    import zlib
-
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + \
-            struct.pack(">I", zlib.crc32(kind + data))
-    z = zlib.compressobj(9)
-    row = bytes(width + 1)
-    idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
-    return b"\x89PNG\r\n\x1a\n" + \
-        chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) + \
-        chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    from fuzz.bombs import png_of_zeros
+    return png_of_zeros(height, width)
 
 
 def _with_record_1_changed(written, name, count, change, number=1):
