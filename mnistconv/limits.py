@@ -108,7 +108,8 @@ def set_max_image_pixels(pixels) -> int:
     pixels = DEFAULT_MAX_IMAGE_PIXELS if pixels is None else int(pixels)
     if not 1 <= pixels <= HARD_MAX_IMAGE_PIXELS:
         raise UsageError(None, f"the image size limit must be between 1 and "
-                               f"{HARD_MAX_IMAGE_PIXELS:,} pixels, not {pixels:,}")
+                               f"{HARD_MAX_IMAGE_PIXELS:,} pixels, not {pixels:,}",
+                         "give e.g. --max-image-size 8192x8192")
     MAX_IMAGE_PIXELS = pixels
     return before
 

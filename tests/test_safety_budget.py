@@ -170,7 +170,8 @@ def test_the_default_cap_is_4096_squared_and_the_option_raises_it(tmp_path):
     assert b'"count": 1' in allowed.stdout
     for bad, message in [("4097", "--max-image-size '4097' is not WxH; write e.g. 8192x8192"),
                          ("20000x20000", "the image size limit must be between 1 and "
-                                         "268,435,456 pixels, not 400,000,000")]:
+                                         "268,435,456 pixels, not 400,000,000; give "
+                                         "e.g. --max-image-size 8192x8192")]:
         r = run("info", src, "--max-image-size", bad)
         assert (r.returncode, r.stderr.decode()) == (2, f"Error: {message}\n")
 

@@ -54,7 +54,8 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     try:
         images = view.gather(split, wanted, view.SHEET_CELL // scale)
     except ValueError as e:
-        raise UsageError(path, str(e)) from None
+        raise UsageError(path, str(e), "preview draws gray or RGB(A) images of two "
+                                       "dimensions") from None
     indices = split.indices()
     rows = []
     names = split.header.class_names
