@@ -31,12 +31,16 @@ from typing import Optional
 
 import numpy as np
 
+from . import budget
 from .errors import UsageError
 from .records import NO_PROGRESS
 
-# Each compared image costs ~20 bytes per pixel in float temporaries (both sides, the
-# difference, its square in float64), so batches are smaller than readers' default.
+# Images read per side at a time (readers cut it to the memory budget).
 COMPARE_BATCH = 2048
+# Each compared pixel costs ~24 bytes in float temporaries (both sides, the difference,
+# its square in float64): pixels are compared this many at a time, so a batch, or one
+# image larger than the budget, is worked through in pieces.
+_WORK_PIXELS = budget.BATCH_BYTES // 24
 NOISE = 1e-3  # grey levels: float rounding from scaling [0, 1] pixels by 255
 
 
@@ -346,27 +350,23 @@ def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
     (xa, ya, ia), (xb, yb, ib) = aligned
     n = len(ya)
     size = int(np.prod(shape))
-    a = scale_a(xa).reshape(n, size)
-    b = scale_b(xb).reshape(n, size)
-    # NaN and infinity are data here, not accidents to warn about (see the docstring).
+    xa, xb = np.asarray(xa).reshape(n, size), np.asarray(xb).reshape(n, size)
+    per_max = np.zeros(n, np.float64)
+    per_sum = np.zeros(n, np.float64)
+    # Rows of whole images while they fit _WORK_PIXELS, else column pieces of one row.
+    step_rows = max(1, _WORK_PIXELS // max(size, 1))
+    step_cols = max(1, size if step_rows > 1 else _WORK_PIXELS)
+    for r0 in range(0, n, step_rows):
+        rows = slice(r0, min(n, r0 + step_rows))
+        for c0 in range(0, size, step_cols):
+            cols = slice(c0, min(size, c0 + step_cols))
+            piece_max, piece_sum = _difference(result, scale_a(xa[rows, cols]),
+                                               scale_b(xb[rows, cols]))
+            np.maximum(per_max[rows], piece_max, out=per_max[rows])
+            per_sum[rows] += piece_sum
     with np.errstate(all="ignore"):
-        diff = np.abs(a - b)
-        odd = ~np.isfinite(diff)
-        if odd.any():
-            same = (a == b) | (np.isnan(a) & np.isnan(b))  # the same NaN or infinity
-            unlike = odd & ~same & ~(np.isfinite(a) & np.isfinite(b))
-            result.non_finite += int(np.count_nonzero(unlike))
-            diff[odd & same] = 0
-            diff[unlike] = np.inf
-        diff[diff < NOISE] = 0
-        per_max = diff.max(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
-        per_mean = diff.mean(axis=1) if diff.shape[1] else np.zeros(n, np.float32)
-    result.pixels += diff.size
-    result.pixels_differing += int(np.count_nonzero(diff))
-    with np.errstate(over="ignore"):  # differences near float64's limit sum to inf
-        result.sum_abs += float(diff.sum(dtype=np.float64))
-        result.sum_sq += float(np.square(diff, dtype=np.float64).sum())
-    if n and diff.size:
+        per_mean = per_sum / size if size else per_sum
+    if n and size:
         result.max_error = max(result.max_error, float(per_max.max()))
     ya, yb = np.asarray(ya).astype(np.int64), np.asarray(yb).astype(np.int64)
     wrong = np.flatnonzero(ya != yb)
@@ -390,6 +390,30 @@ def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
                 heapq.heappush(heap, (item, example(k)))
             elif item > heap[0][0]:
                 heapq.heapreplace(heap, (item, example(k)))
+
+
+def _difference(result, a, b):
+    """Add one piece of pixels (rows x columns, scaled) to result's totals; return each
+    row's largest difference and its sum over the piece."""
+    # NaN and infinity are data here, not accidents to warn about (see the docstring).
+    with np.errstate(all="ignore"):
+        diff = np.abs(a - b)
+        odd = ~np.isfinite(diff)
+        if odd.any():
+            same = (a == b) | (np.isnan(a) & np.isnan(b))  # the same NaN or infinity
+            unlike = odd & ~same & ~(np.isfinite(a) & np.isfinite(b))
+            result.non_finite += int(np.count_nonzero(unlike))
+            diff[odd & same] = 0
+            diff[unlike] = np.inf
+        diff[diff < NOISE] = 0
+        piece_max = diff.max(axis=1)
+        piece_sum = diff.sum(axis=1, dtype=np.float64)
+    result.pixels += diff.size
+    result.pixels_differing += int(np.count_nonzero(diff))
+    with np.errstate(over="ignore"):  # differences near float64's limit sum to inf
+        result.sum_abs += float(diff.sum(dtype=np.float64))
+        result.sum_sq += float(np.square(diff, dtype=np.float64).sum())
+    return piece_max, piece_sum
 
 
 def compare(a, b, pairs=None, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,

@@ -10,9 +10,13 @@ import re
 
 from .errors import CorruptData, FormatError, UsageError
 
-# One image: at most 16384 x 16384 pixels (Pillow's own bomb limit is 89.5 M pixels;
-# an MNIST-like image is 28 x 28), and at most this many bytes in any one record.
-MAX_IMAGE_PIXELS = 16384 * 16384
+# One image: at most 4096 x 4096 pixels by default (an MNIST-like image is 28 x 28), so
+# one decoded 8-bit image (16 MiB a channel) fits the memory budget (budget.py) with
+# room to spare; set_max_image_pixels() raises it (the CLI's --max-image-size), up to
+# HARD_MAX_IMAGE_PIXELS. And at most this many bytes in any one record.
+DEFAULT_MAX_IMAGE_PIXELS = 4096 * 4096
+HARD_MAX_IMAGE_PIXELS = 16384 * 16384
+MAX_IMAGE_PIXELS = DEFAULT_MAX_IMAGE_PIXELS
 MAX_RECORD_BYTES = 256 << 20
 # Images larger than this are decoded one at a time, on one thread: each decoding
 # thread holds a decoder's copy of its image besides the batch (two threads decoding
@@ -91,6 +95,25 @@ def check_option_name(name, option):
     return name
 
 
+def set_max_image_pixels(pixels) -> int:
+    """Let readers take images of up to `pixels` pixels (None: the default, 4096 x 4096),
+    for this process and the workers it forks; returns the limit before. Each image
+    held costs pixels x channels x bytes per value, and readers, writers and views
+    hold a few at once.
+
+        set_max_image_pixels(8192 * 8192)
+    """
+    global MAX_IMAGE_PIXELS
+    before = MAX_IMAGE_PIXELS
+    pixels = DEFAULT_MAX_IMAGE_PIXELS if pixels is None else int(pixels)
+    if not 1 <= pixels <= HARD_MAX_IMAGE_PIXELS:
+        raise UsageError(None, f"the image size limit must be between 1 and "
+                               f"{HARD_MAX_IMAGE_PIXELS:,} pixels, not {pixels:,}",
+                         "give e.g. --max-image-size 8192x8192")
+    MAX_IMAGE_PIXELS = pixels
+    return before
+
+
 def check_image_size(shape, path, what="image"):
     """Refuse one image larger than MAX_IMAGE_PIXELS (before anything is allocated)."""
     pixels = 1
@@ -99,7 +122,8 @@ def check_image_size(shape, path, what="image"):
     if pixels > MAX_IMAGE_PIXELS:
         raise FormatError(path, f"{what} of {'x'.join(str(int(d)) for d in shape)} "
                                 f"exceeds mnistconv's limit of {MAX_IMAGE_PIXELS:,} pixels "
-                                "per image")
+                                "per image", "raise it with --max-image-size WxH if the "
+                                "images are really that large")
 
 
 def check_num_classes(n, path, what="labels"):

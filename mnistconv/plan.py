@@ -46,6 +46,7 @@ import numpy as np
 from .errors import FormatError, UsageError
 from .fileio import StagedOutput
 from .limits import parse_json
+from . import budget
 from .records import DEFAULT_BATCH, Batch, Split
 from .staging import staging_prefix
 
@@ -153,6 +154,7 @@ class RangeSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         """The range's records, in order, at most batch_size at a time."""
         start, stop = self.start, self.stop
+        batch_size = budget.rows(self.header, batch_size)
         if self.seekable:
             labels, indices = self.labels(), self.indices()
             for at in range(0, stop - start, batch_size):

@@ -5,7 +5,8 @@ has a Header and yields Batches: numpy arrays of images (n x *shape), labels (n)
 original indices (n, int64: the position of each example in the collection it was first
 read from, carried through selections so a subset can be traced back).
 
-Memory is bounded by the batch size: readers stream from disk, and a Split can be
+Memory is bounded by the batch size, in bytes of pixels (mnistconv.budget): readers
+stream from disk, and a Split can be
 iterated more than once (selection reads labels first, then the chosen images).
 """
 
@@ -16,7 +17,11 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-DEFAULT_BATCH = 8192
+from . import budget
+
+# What a caller asks for when it has no preference; readers cut it further to
+# budget.rows(header, ...), so a batch of large images stays within budget.BATCH_BYTES.
+DEFAULT_BATCH = budget.MAX_ROWS
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,8 @@ class Split(ABC):
 
     @abstractmethod
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
-        """Yield the split's examples in order, at most batch_size at a time."""
+        """Yield the split's examples in order, at most batch_size at a time and at
+        most budget.BATCH_BYTES of pixels (one image alone when it is larger)."""
 
     def labels(self) -> np.ndarray:
         """All labels (small: one value per example). Readers override it cheaply."""
@@ -119,8 +125,7 @@ class ArraySplit(Split):
         self._indices = np.asarray(indices, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
-        for start in range(0, len(self._labels), batch_size):
-            end = start + batch_size
+        for start, end in budget.spans(len(self._labels), budget.rows(self.header, batch_size)):
             yield Batch(self._images[start:end], self._labels[start:end],
                         self._indices[start:end])
 
@@ -230,7 +235,8 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=Non
     """Batches of a split, reporting progress by example count."""
     progress.start(description or split.name, split.header.count)
     try:
-        for batch in split.batches(min(batch_size, progress.batch or batch_size)):
+        wanted = budget.rows(split.header, min(batch_size, progress.batch or batch_size))
+        for batch in split.batches(wanted):
             step = progress.step or len(batch)
             if len(batch) <= step:
                 yield batch
@@ -249,14 +255,32 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=Non
 
 def gather_from_file(file, offset, header: Header, positions) -> np.ndarray:
     """Gather images by position from a raw C-order array stored at `offset` in a file.
-    The map is dropped before returning so touched pages leave this process's RSS."""
+    The positions are read in order through maps of at most budget.BATCH_BYTES of the
+    file, each dropped before the next, so touched pages (and the neighbours the kernel
+    maps with each: a shuffled gather once held the whole file) leave this process."""
     positions = np.asarray(positions, dtype=np.int64)
-    if header.count == 0 or len(positions) == 0 or 0 in tuple(header.shape):
+    shape = tuple(header.shape)
+    if header.count == 0 or len(positions) == 0 or 0 in shape:
         # Nothing to map (mmap refuses a zero-length region): the answer is empty images.
-        return np.zeros((len(positions),) + tuple(header.shape), header.dtype)
-    mapped = np.memmap(file, dtype=header.dtype, mode="r", offset=offset,
-                       shape=(header.count,) + tuple(header.shape))
-    try:
-        return np.array(mapped[positions])
-    finally:
-        del mapped
+        return np.zeros((len(positions),) + shape, header.dtype)
+    if positions.min() < -header.count or positions.max() >= header.count:
+        raise IndexError(f"positions outside 0..{header.count - 1}")
+    positions = positions % header.count
+    order = np.argsort(positions, kind="stable")
+    ordered = positions[order]
+    span = budget.BATCH_BYTES // budget.image_bytes(shape, header.dtype) + 1
+    out = np.empty((len(positions),) + shape, header.dtype)
+    item = budget.image_bytes(shape, header.dtype)
+    i = 0
+    while i < len(ordered):
+        first = int(ordered[i])
+        stop = min(header.count, first + span)
+        j = int(np.searchsorted(ordered, stop, "left"))
+        mapped = np.memmap(file, dtype=header.dtype, mode="r", offset=offset + first * item,
+                           shape=(stop - first,) + shape)
+        try:
+            out[order[i:j]] = mapped[ordered[i:j] - first]
+        finally:
+            del mapped
+        i = j
+    return out

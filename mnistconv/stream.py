@@ -6,6 +6,7 @@ positions; the images are then gathered batch by batch, so memory stays bounded.
 
 import numpy as np
 
+from . import budget
 from .errors import FormatError, UsageError
 from .records import DEFAULT_BATCH, Batch, Dataset, Split
 
@@ -54,11 +55,11 @@ class SelectionSplit(Split):
 
     def batches(self, batch_size=DEFAULT_BATCH):
         labels, indices = self.labels(), self.indices()
+        batch_size = budget.rows(self.header, batch_size)
         if len(self.positions) and np.all(np.diff(self.positions) > 0):
             yield from self._stream_increasing(labels, indices, batch_size)
             return
-        for start in range(0, len(self.positions), batch_size):
-            end = start + batch_size
+        for start, end in budget.spans(len(self.positions), batch_size):
             yield Batch(self.base.take(self.positions[start:end]), labels[start:end],
                         indices[start:end])
 

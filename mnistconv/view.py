@@ -15,6 +15,8 @@ The library returns text, rich renderables and arrays; it never prints.
 
 import numpy as np
 
+from . import budget
+
 UPPER_HALF = "\u2580"
 # Dark to bright; a space is black, so MNIST's black background stays empty.
 ASCII_RAMP = " .:-=+*#%@"
@@ -89,6 +91,46 @@ def _shrink(images, max_width):
     width = images.shape[2]
     step = -(-width // max(1, max_width))
     return images[:, ::step, ::step] if step > 1 else images
+
+
+def _spatial(shape):
+    """Index of the two pixel axes in one image of `shape`, as to_gray_uint8 reads the
+    layout: (0, 1) for H x W and H x W x C, (1, 2) for C x H x W, None for flat vectors."""
+    shape = tuple(shape)
+    if len(shape) == 2:
+        return 0, 1
+    if len(shape) == 3:
+        if shape[-1] == 1 or (shape[0] != 1 and shape[-1] in (3, 4)):
+            return 0, 1
+        if shape[0] in (1, 3, 4):
+            return 1, 2
+    return None
+
+
+def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
+    """The images at `positions` of a split as n x H x W uint8 for display, gathered in
+    pieces of the memory budget (mnistconv.budget), each piece cut to at most
+    `max_side` pixels a side (or of width, with width_only: every k-th pixel, as the
+    terminal drawing does) before the next: drawing 100 images of 4096 x 4096 never
+    holds them all."""
+    positions = np.asarray(positions, dtype=np.int64)
+    shape = tuple(split.header.shape)
+    axes = _spatial(shape)
+    step = 1
+    if max_side and axes is not None:
+        side = shape[axes[1]] if width_only else max(shape[axes[0]], shape[axes[1]])
+        step = -(-max(side, 1) // max(1, max_side))
+    parts = []
+    for start, stop in budget.spans(len(positions), budget.rows(split.header)):
+        images = np.asarray(split.take(positions[start:stop]))
+        if step > 1:
+            cut = [slice(None)] * images.ndim
+            cut[1 + axes[0]] = cut[1 + axes[1]] = slice(None, None, step)
+            images = images[tuple(cut)]
+        parts.append(to_gray_uint8(np.ascontiguousarray(images)))
+    if not parts:
+        return to_gray_uint8(np.zeros((0,) + shape, split.header.dtype))
+    return np.concatenate(parts)
 
 
 def _pair_rows(image):
@@ -229,6 +271,9 @@ def histogram_lines(class_counts, width=80, ascii=False):
 
 # --- contact sheet ---------------------------------------------------------------------
 
+# The largest image side a sheet shows, after scaling: larger images keep every k-th
+# pixel, so a sheet of 100 images of 4096 x 4096 stays a few megabytes.
+SHEET_CELL = 512
 BACKGROUND = 48  # margins: dark grey, so black image backgrounds show their edges
 INK = 230
 
@@ -379,13 +424,14 @@ def looks_transposed(split, sample=2000):
     shape = tuple(split.header.shape)
     if not (len(shape) == 2 or (len(shape) == 3 and 1 in (shape[0], shape[-1]))):
         return None, None
-    # At most 16 MiB of pixels sampled (2000 MNIST images are 1.5 MB): images larger
-    # than that are not handwritten characters, and holding them is unbounded work.
-    n = min(sample, split.header.count, (16 << 20) // max(1, int(np.prod(shape))))
+    # At most a quarter of the budget sampled (2000 MNIST images are 1.5 MB): images
+    # larger than that are not handwritten characters, and holding them is unbounded work.
+    n = min(sample, split.header.count,
+            (budget.BATCH_BYTES // 4) // budget.image_bytes(shape, split.header.dtype))
     if n == 0:
         return None, None
     parts, have = [], 0
-    for batch in split.batches(min(n, 8192)):
+    for batch in split.batches(n):
         parts.append(batch.images[:n - have])
         have += len(parts[-1])
         if have >= n:

@@ -190,18 +190,8 @@ def test_records_that_are_not_examples(tmp_path):
 def _png_of_zeros(height, width):
     """A grey PNG of zeros written by hand: 9000 x 9000 is 80 KB of file, 81 MB of
     pixels."""
-    import struct
-    import zlib
-
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + \
-            struct.pack(">I", zlib.crc32(kind + data))
-    z = zlib.compressobj(9)
-    row = bytes(width + 1)
-    idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
-    return b"\x89PNG\r\n\x1a\n" + \
-        chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) + \
-        chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    from fuzz.bombs import png_of_zeros
+    return png_of_zeros(height, width)
 
 
 def _with_record_1_changed(written, name, count, change, number=1):
@@ -227,12 +217,15 @@ def _with_record_1_changed(written, name, count, change, number=1):
 @pytest.mark.parametrize("number, size, message", [
     # Found by the fuzz pass's PNG bombs: each decoding thread inflated its 9000 x 9000
     # image (81 MB, twice with Pillow's copy) before comparing sizes (peak 325 MB).
-    (1, 9000, "record 1 (counting from 0): image is (9000, 9000), the first was (28, 28)"),
+    # (4000: within the default image size limit, which now refuses 9000 from its header.)
+    (1, 4000, "record 1 (counting from 0): image is (4000, 4000), the first was (28, 28)"),
     # And by the long pass: a 6000 x 6000 first image was decoded for its shape when
     # the file was opened, and again with its batch, before record 1 (28 x 28) showed
     # the sizes differ (331 MB). Now every record's size is read from its header while
     # the labels are indexed: nothing is decoded before the mismatch is seen.
-    (0, 6000, "record 1 (counting from 0): image is (28, 28), the first was (6000, 6000)")],
+    # (400: 6000 x 6000 is now refused by the size limit, and a first image large enough
+    # that the file's records could not hold that many is refused by the expansion rule.)
+    (0, 400, "record 1 (counting from 0): image is (28, 28), the first was (400, 400)")],
     ids=["bomb after the first", "bomb first"])
 def test_images_of_another_size_are_refused_before_any_is_decoded(written, monkeypatch,
                                                                   number, size, message):

@@ -392,13 +392,14 @@ def test_an_image_larger_than_the_split_is_refused_before_it_is_decoded(tmp_path
 
 def test_a_large_first_image_then_others_is_refused_before_it_is_decoded(tmp_path,
                                                                         monkeypatch):
-    # Found by the long fuzz pass: row 0, a 6000 x 6000 PNG, set the split's size and
-    # was decoded alone in its batch (RGB: 578 MB) before row 1 (28 x 28) showed the
-    # sizes differ. Rows are now fetched 1024 at a time and all their sizes checked
-    # before any is decoded.
+    # Found by the long fuzz pass: row 0, a 6000 x 6000 PNG (3400 here, two to a batch:
+    # the size limit and the expansion rule refuse 6000 first), set the split's size and
+    # was decoded alone in its batch (RGB: 578 MB) before row 1 (28 x 28) showed the sizes differ.
+    # Rows are now fetched 1024 at a time and all their sizes checked before any is
+    # decoded.
     from mnistconv.formats.parquet import reader
     path = tmp_path / "train.parquet"
-    _write_rows(path, [_png_of_zeros(6000, 6000)] + [_png(np.zeros((28, 28), np.uint8))] * 2,
+    _write_rows(path, [_png_of_zeros(3400, 3400)] + [_png(np.zeros((28, 28), np.uint8))] * 2,
                 [1, 2, 3])
     decoded = []
     real = reader._decode
@@ -406,21 +407,27 @@ def test_a_large_first_image_then_others_is_refused_before_it_is_decoded(tmp_pat
                         or real(data, shape, where))
     from mnistconv.errors import FormatError
     split = mnistconv.read(path, "parquet").splits["train"]
-    assert split.header.shape == (6000, 6000)
+    assert split.header.shape == (3400, 3400)
     with pytest.raises(FormatError) as e:
         next(split.batches())
     assert str(e.value) == (f"{path}: row 1: image is 28x28, the split's images are "
-                            "6000x6000; mnistconv keeps one image size per split")
+                            "3400x3400; mnistconv keeps one image size per split")
     assert decoded == []
 
 
-def test_batches_hold_at_most_64_mib_of_pixels(tmp_path):
+def test_batches_hold_at_most_the_budget_of_pixels(tmp_path, monkeypatch):
     # Found by the fuzz pass's PNG bombs: row 0 declared 16384 x 16384, and the batch
     # array of 3 such rows (768 MiB) was allocated before any image was decoded.
+    # (Now with noise and a smaller budget: six zero PNGs of 4096 x 4096 in 2 KB of file
+    # are refused by the expansion rule.)
+    from mnistconv import budget
+    monkeypatch.setattr(budget, "BATCH_BYTES", 2 * 512 * 512)
+    rng = np.random.default_rng(4)
     path = tmp_path / "train.parquet"
-    _write_rows(path, [_png_of_zeros(4096, 4096)] * 6, [1] * 6)
+    _write_rows(path, [_png(rng.integers(0, 256, (512, 512), dtype=np.uint8))
+                       for _ in range(6)], [1] * 6)
     split = mnistconv.read(path, "parquet").splits["train"]
-    assert [len(b.labels) for b in split.batches()] == [4, 2]  # 16 MiB an image
+    assert [len(b.labels) for b in split.batches()] == [2, 2, 2]  # 2 images a budget
 
 
 def test_a_png_too_large_for_the_fast_path_is_left_to_pillows_bomb_limit(tmp_path):
@@ -432,9 +439,9 @@ def test_a_png_too_large_for_the_fast_path_is_left_to_pillows_bomb_limit(tmp_pat
     assert decode_unfiltered(_png_of_zeros(2048, 2048), (2048, 2048)).shape == (2048, 2048)
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png_of_zeros(16384, 16384)] * 2, [1, 2])
-    _refused(tmp_path, path, f"{path}: row 0: image does not decode (Image size "
-                             "(268435456 pixels) exceeds limit of 178956970 pixels, could "
-                             "be decompression bomb DOS attack.)")
+    _refused(tmp_path, path, f"{path}: row 0: image of 16384x16384 exceeds mnistconv's "
+                             "limit of 16,777,216 pixels per image; raise it with "
+                             "--max-image-size WxH if the images are really that large")
 
 
 def test_not_an_image_and_no_bytes(tmp_path):

@@ -294,7 +294,7 @@ def test_npz_fortran_order_images_within_the_limit_read_right(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["idx", "npz"])
 def test_one_image_over_max_pixels_is_refused_from_the_header(tmp_path, fmt):
-    side = 16385  # 16385^2 pixels > limits.MAX_IMAGE_PIXELS; 262 KB deflated
+    side = 4097  # 4097^2 pixels > limits.MAX_IMAGE_PIXELS
     if fmt == "idx":
         src = idx_pair(tmp_path / "src", (idx_header(8, [1, side, side]), side * side),
                        (idx_header(8, [1]), 1))
@@ -303,8 +303,9 @@ def test_one_image_over_max_pixels_is_refused_from_the_header(tmp_path, fmt):
         src = named = write(tmp_path / "big.npz", zip_of({
             "x_train.npy": npy_of_zeros("u1", (1, side, side)),
             "y_train.npy": npy(np.zeros(1, np.uint8))}))
-    info_refused(tmp_path, src, "image of 16385x16385 exceeds mnistconv's "
-                 "limit of 268,435,456 pixels per image", named=named)
+    info_refused(tmp_path, src, "image of 4097x4097 exceeds mnistconv's limit of "
+                 "16,777,216 pixels per image; raise it with --max-image-size WxH if the "
+                 "images are really that large", named=named)
 
 
 def test_one_image_over_max_record_bytes_is_refused_from_the_header(tmp_path):

@@ -348,14 +348,16 @@ def test_a_gzip_bomb_under_1mb_stays_in_bounded_memory(tmp_path, shape):
 def test_one_image_is_capped_and_the_largest_allowed_one_is_not_held_by_info(tmp_path):
     big = tmp_path / "big.bin.gz"
     write_bomb(big, 1, 16384, 16384)  # 268 MB, exactly at limits.MAX_IMAGE_PIXELS
-    r, peak = peak_kb("info", big)
+    r, peak = peak_kb("info", big, "--max-image-size", "16384x16384")
     assert r.returncode == 0, r.stderr
     assert peak < 150_000, peak
     over = tmp_path / "over.bin"
     over.write_bytes(gzip.compress(gdmnist.header_bytes(1, 16385, 16384)))
-    r, peak = peak_kb("gdmnist-to-npz", over, tmp_path / "o.npz")
+    r, peak = peak_kb("gdmnist-to-npz", over, tmp_path / "o.npz",
+                      "--max-image-size", "16384x16384")
     assert one_line_error(r) == (f"Error: {over}: image of 16385x16384 exceeds mnistconv's "
-                                 "limit of 268,435,456 pixels per image\n")
+                                 "limit of 268,435,456 pixels per image; raise it with "
+                                 "--max-image-size WxH if the images are really that large\n")
     assert not (tmp_path / "o.npz").exists()
 
 
@@ -367,7 +369,7 @@ def test_info_of_a_large_file_of_large_images_is_bounded(tmp_path):
     with open(path, "wb") as f:
         f.write(gdmnist.header_bytes(count, rows, columns))
         f.truncate(gdmnist.layout(count, rows, columns)[3])
-    r, peak = peak_kb("info", path, "--json")
+    r, peak = peak_kb("info", path, "--json", "--max-image-size", "5000x5000")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["splits"]["large"]["count"] == 4
     assert peak < 120_000, peak  # the file is 100,000 kB
@@ -375,13 +377,13 @@ def test_info_of_a_large_file_of_large_images_is_bounded(tmp_path):
 
 def test_batches_hold_at_most_batch_bytes(tmp_path):
     path = tmp_path / "x.bin"
-    count, rows, columns = 5, 3000, 3000  # 9 MB each: three to a 32 MiB batch
+    count, rows, columns = 7, 3000, 3000  # 9 MB each: three to a 32 MiB batch
     with open(path, "wb") as f:
         f.write(gdmnist.header_bytes(count, rows, columns))
         f.truncate(gdmnist.layout(count, rows, columns)[3])
     split = mnistconv.read(path).splits["x"]
-    assert [len(b) for b in split.batches()] == [3, 2]
-    assert [len(b) for b in split.batches(2)] == [2, 2, 1]
+    assert [len(b) for b in split.batches()] == [3, 3, 1]
+    assert [len(b) for b in split.batches(2)] == [2, 2, 2, 1]
 
 
 # --- 4. FIFOs and devices ---------------------------------------------------------------

@@ -49,6 +49,31 @@ def timeout_option(f):
 def say(message, err=False):
     """One line of output, any password in a URL shown as *** (errors.redact)."""
     click.echo(redact(message), err=err)
+def _max_image_size(ctx, param, value):
+    if value is None:
+        return None
+    import re
+    from .. import limits
+    from ..errors import UsageError
+    m = re.fullmatch(r"\s*(\d{1,9})\s*[xX]\s*(\d{1,9})\s*", value)
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise UsageError(None, f"--max-image-size {value!r} is not WxH",
+                         "write e.g. 8192x8192")
+    before = limits.set_max_image_pixels(int(m.group(1)) * int(m.group(2)))
+    # For this command only: a caller running several in one process (tests, a
+    # notebook) gets the default back.
+    ctx.call_on_close(lambda: limits.set_max_image_pixels(before))
+    return None
+
+
+def max_image_size_option(f):
+    """--max-image-size WxH: raise (or lower) the largest image readers accept."""
+    return click.option(
+        "--max-image-size", metavar="WxH", expose_value=False, callback=_max_image_size,
+        help="Largest image to read, in pixels (default 4096x4096, at most 16384x16384). "
+             "Memory grows with it: each image held costs W*H bytes per channel "
+             "(16 MiB at the default, 64 MiB at 8192x8192, 256 MiB at 16384x16384), and "
+             "a run holds a few at once.")(f)
 
 
 def note(message, quiet=False):

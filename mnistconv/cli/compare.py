@@ -5,8 +5,8 @@ import math
 import click
 
 from ..errors import UsageError
-from .common import emit_json, json_option, make_progress, quiet_option, say, \
-    timeout_option
+from .common import emit_json, json_option, make_progress, max_image_size_option, \
+    quiet_option, say, timeout_option
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -86,6 +86,7 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
               metavar="N", help="List the N examples that differ most.")
 @format_options(all_options("read"))
 @timeout_option
+@max_image_size_option
 @quiet_option
 @json_option
 def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json, **values):

@@ -14,7 +14,7 @@ import click
 
 from .. import detect, registry
 from ..errors import UsageError
-from .common import note, timeout_option
+from .common import max_image_size_option, note, timeout_option
 
 # The selection options' names: the keyword arguments of mnistconv.stream.select.
 SELECTION = ("splits", "limit", "per_class", "shuffle", "seed", "transpose")
@@ -48,6 +48,7 @@ def selection_options(f):
         click.option("--seed", type=click.IntRange(min=0), default=None,
                      help="Seed for --shuffle (default 0); same seed, same order."),
         transpose_option(),
+        max_image_size_option,
     ]):
         f = decorator(f)
     return f
@@ -148,6 +149,7 @@ def one_split_options(f):
                      help="The split to draw (default: the first, e.g. train)."),
         transpose_option(),
         timeout_option,
+        max_image_size_option,
     ]):
         f = decorator(f)
     return f

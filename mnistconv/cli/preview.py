@@ -16,7 +16,8 @@ from .inputs import Input, one_split, one_split_options
 @click.option("--per-class", type=click.IntRange(min=1), default=10, show_default=True,
               metavar="N", help="Images per class (per row).")
 @click.option("--scale", type=click.IntRange(min=1, max=16), default=2, show_default=True,
-              metavar="K", help="Each pixel becomes K x K.")
+              metavar="K", help="Each pixel becomes K x K (images wider or taller than "
+                                "512/K keep every n-th pixel).")
 @force_option
 @quiet_option
 @json_option
@@ -47,9 +48,14 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
         raise UsageError(path, f"split {split.name} holds no images to preview")
     import numpy as np
     order = np.concatenate(list(groups.values()) or [np.zeros(0, np.int64)])
-    # One gather for the whole sheet, in increasing order (sequential for streams).
+    # One gather for the whole sheet, in increasing order (sequential for streams),
+    # in pieces of the memory budget, large images cut to a cell of the sheet.
     wanted = np.unique(order)
-    images = split.take(wanted)
+    try:
+        images = view.gather(split, wanted, view.SHEET_CELL // scale)
+    except ValueError as e:
+        raise UsageError(path, str(e), "preview draws gray or RGB(A) images of two "
+                                       "dimensions") from None
     indices = split.indices()
     rows = []
     names = split.header.class_names

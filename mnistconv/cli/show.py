@@ -111,18 +111,18 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     if len(positions) == 0:
         note(f"{path}: no images to show", quiet)
         return 0
-    images = split.take(positions)
+    console = Console(highlight=False, soft_wrap=False)
+    width = console.width
     labels = split.labels()[positions]
     indices = split.indices()[positions]
     try:
-        images = view.to_gray_uint8(images)
+        # Cut to the terminal's width as they are gathered (the drawing would anyway).
+        images = view.gather(split, positions, width, width_only=True)
     except ValueError as e:
         raise UsageError(path, str(e)) from None
     names = split.header.class_names
     captions = [view.caption(lab.item(), i.item(), view.class_name(names, lab.item()))
                 for lab, i in zip(labels, indices)]
-    console = Console(highlight=False, soft_wrap=False)
-    width = console.width
     if rows is not None:
         # ROWS lines of images: fewer per line when the terminal is narrower than
         # COLS tiles, so fewer images (5x1 in 80 columns is 2 images, not 3 lines).

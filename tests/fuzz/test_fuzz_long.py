@@ -33,8 +33,8 @@ from .seeds import readers
 
 # Which families of hostile inputs each reader gets: every family that applies to its
 # format (hostile.py, hostile_formats.py, hostile_trees.py, hostile_listings.py,
-# hostile_links.py build them).
-HOSTILE_FAMILIES = {fmt: [f for f in ("names", "labels", "ratio", "listing", "links")
+# hostile_links.py, hostile_budget.py build them).
+HOSTILE_FAMILIES = {fmt: [f for f in ("names", "labels", "ratio", "listing", "links", "budget")
                           if fmt in FAMILIES[f]]
                     for fmt in sorted(set().union(*FAMILIES.values()))}
 HOSTILE_READERS = sorted(HOSTILE_FAMILIES)
@@ -190,14 +190,18 @@ def test_hostile_generators_cover_every_reader():
     """Every reader gets every family that applies to its format. The one that does not:
     Quick, Draw! has no labels (a file holds drawings only; its class is its file name's
     rank, which the names family covers) and no ratio (plain .npy files, memory-mapped,
-    nothing compressed)."""
+    nothing compressed). The budget family (hostile_budget.py) goes where a codec other
+    than the ratio family's deflate expands (xz, HDF5 filters, Parquet dictionaries, zstd)
+    or images come as PNGs of any size; each case runs a view or a conversion."""
     every = ["arrayrecord", "caffe-hdf5", "caffe-lmdb", "gdmnist", "idx", "imagefolder",
              "kmnist", "npz", "parquet", "quickdraw", "tfds", "tfrecord", "webdataset"]
     assert HOSTILE_READERS == every
     assert sorted(readers()) == every
+    budget = {"arrayrecord", "caffe-hdf5", "gdmnist", "idx", "imagefolder", "parquet",
+              "webdataset"}
     assert HOSTILE_FAMILIES == {
-        **{fmt: ["names", "labels", "ratio", "listing", "links"] for fmt in every
-           if fmt != "quickdraw"},
+        **{fmt: ["names", "labels", "ratio", "listing", "links"]
+           + (["budget"] if fmt in budget else []) for fmt in every if fmt != "quickdraw"},
         "quickdraw": ["names", "listing", "links"]}
 
 

@@ -60,14 +60,30 @@ def _reset_peak():
         f.write("5")
 
 
+# The views a case may ask for (Case.commands, the budget family): each reads the input
+# its own way (a gather, a shrink, two readers in lockstep, a shuffled order).
+VIEWS = {
+    "show": lambda path, out: ["show", path, "--per-class", "2"],
+    "preview": lambda path, out: ["preview", path, "-o", f"{out}/sheet.png", "-q"],
+    "compare": lambda path, out: ["compare", path, path, "-q"],
+    "shuffle": lambda path, out: ["convert", path, f"{out}/o.npz", "--shuffle", "-q"],
+    "per-class": lambda path, out: ["convert", path, f"{out}/o.npz", "--per-class", "3",
+                                    "-q"],
+}
+
+
 def command(rng, reader, case, out):
-    """The command line for a case: info, a conversion to each writer, or verify for a
-    pack; the reader named or detected."""
+    """The command line for a case: info, a conversion to each writer, a view, or verify
+    for a pack (Case.commands narrows the choice); the reader named or detected."""
     choices = list(case.commands) if case.commands else \
         COMMANDS + (["verify"] if os.path.isfile(os.path.join(case.path,
                                                               "manifest.json")) else [])
     which = rng.choice(choices)
     source = ["--from", reader] if rng.random() < 0.5 else []
+    if which in VIEWS:
+        if which == "compare" and source:
+            source = ["--from-a", reader, "--from-b", reader]
+        return VIEWS[which](case.path, out) + source + case.extra_args, which
     if which == "verify":
         return ["verify", case.path, "--json"], which
     if which == "info":

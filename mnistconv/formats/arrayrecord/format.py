@@ -31,6 +31,7 @@ from ... import codecs
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput, check_input_file, create_staged, has_magic, \
     remove_scratch
+from ... import budget
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
 from ...parallel import ParallelEncoder, check_workers, ordered_map
@@ -52,7 +53,6 @@ SIGNATURE = bytes.fromhex(
 # at a time: 120 MB of records, then 550 MB to refuse the first).
 _READ = 4096
 _READ_BYTES = 16 << 20
-_BATCH_BYTES = 64 << 20
 
 
 def _module():
@@ -175,6 +175,12 @@ class ArrayRecordSplit(Split):
                     image, label, index = self._fields(f, at, example)
                     if shape is None:
                         shape = _first_shape(f, at, image)
+                        # zstd and repeated records: examples x pixels must come from
+                        # the files' bytes (budget.py), before every record is parsed.
+                        budget.check_expansion(
+                            ", ".join(self.files), int(self.starts[-1]),
+                            budget.image_bytes(shape),
+                            sum(os.path.getsize(p) for p in self.files))
                     else:  # every size now, so none is decoded before a bad one is seen
                         _check_claimed_size(f, at, image, shape)
                     labels.append(label)
@@ -284,8 +290,7 @@ class ArrayRecordSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         """The split's examples in order, decoded a batch at a time on threads."""
         count = self.header.count
-        batch_size = max(1, min(batch_size, _BATCH_BYTES //
-                                max(1, int(np.prod(self.header.shape)))))
+        batch_size = budget.rows(self.header, batch_size)
         jobs = (self._pieces(np.arange(s, min(count, s + batch_size)))
                 for s in range(0, count, batch_size))
         workers = self.workers if count > batch_size and \

@@ -52,6 +52,7 @@ import numpy as np
 from ...errors import FormatError, UsageError, optional_import
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     input_entries, open_input, open_staged, sha256_file
+from ... import budget
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
@@ -173,6 +174,14 @@ def _dataset(f, name, path, h5py):
     if claimed > stored * (GZIP_MAX_RATIO if dset.compression else 1):
         raise FormatError(path, f"'{name}' claims {claimed:,} bytes of {dset.shape} and "
                                 f"stores {stored:,}, which cannot be")
+    if dset.chunks:
+        # HDF5 decodes a whole chunk to read any row of it, whatever its filter.
+        chunk = budget.image_bytes(dset.chunks, dset.dtype)
+        if chunk > budget.BATCH_BYTES:
+            raise FormatError(path, f"'{name}' is stored in chunks of {chunk:,} bytes, more "
+                                    f"than mnistconv's memory budget of "
+                                    f"{budget.BATCH_BYTES:,} per batch",
+                              "rechunk it, e.g. h5repack -l CHUNK=1024x1x28x28")
     return dset
 
 
@@ -286,6 +295,7 @@ class Hdf5Split(Split):
 
     def batches(self, batch_size=DEFAULT_BATCH):
         h5py = _h5py()
+        batch_size = budget.rows(self.header, batch_size)
         done = 0
         for f in self.files:
             with _open(f.path, h5py) as h:

@@ -43,6 +43,7 @@ import numpy as np
 from ...errors import FormatError, UsageError, optional_import
 from ...fileio import HashingWriter, StagedOutput, check_input_file, has_magic, \
     input_entries, open_staged, output_file_info
+from ... import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
@@ -275,6 +276,7 @@ class LmdbSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         lmdb = _lmdb()
         layout, h = self.layout, self.header
+        batch_size = budget.rows(h, batch_size)
         # Raw colour pixels are C x H x W in the Datum, H x W x C in a batch.
         chw = layout.chw if len(h.shape) == 3 and not layout.encoded else h.shape
         env = _open(lmdb, self.path)

@@ -41,7 +41,7 @@ they are dropped with a note.
 A file name is data from elsewhere, never a path to follow: a split name (a file name
 without its suffix) must be a safe name (limits.py). A .bin.gz is never inflated beyond
 what its header declares (which must fit the gzip file's 1032:1 deflate bound), images
-are read in batches of at most BATCH_BYTES (one image when a single image is larger),
+are read in batches of at most budget.BATCH_BYTES (one image when a single image is larger),
 and one image is capped by limits.MAX_IMAGE_PIXELS.
 """
 
@@ -52,6 +52,7 @@ import tempfile
 import numpy as np
 
 from ...errors import FormatError, UsageError
+from ... import budget
 from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
                       StagedOutput, check_input_file, create_staged, input_entries,
                       is_stdio, open_input,
@@ -65,9 +66,6 @@ MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
 HEADER_BYTES = HEADER.size  # 32
 GZIP_OS_BYTE = 255  # the .bin.gz header's OS byte: see above, the published hashes
-# Images are read this many bytes at a time (at least one image): a batch of 8192
-# images is 6.4 MB for MNIST, but 8192 images of a few megapixels would be gigabytes.
-BATCH_BYTES = 32 << 20
 SPLIT_ORDER = ("train", "validation", "test")
 
 
@@ -181,7 +179,7 @@ def _open_checked(path):
 class GdmnistSplit(Split):
     """One GDMNIST1 file. Labels and indices are read when first asked for, straight
     into their arrays (no copy of the file's tail); images are streamed in batches of
-    at most BATCH_BYTES or gathered through a memory map."""
+    at most budget.BATCH_BYTES or gathered through a memory map."""
 
     def __init__(self, name, path):
         h, file = _open_checked(path)
@@ -245,7 +243,7 @@ class GdmnistSplit(Split):
         a split does not need its whole label and index arrays in memory."""
         h = self.gdmnist
         size = h.rows * h.columns
-        batch_size = max(1, min(batch_size, BATCH_BYTES // size))
+        batch_size = budget.rows(self.header, batch_size)
         for start in range(0, h.count, batch_size):
             n = min(batch_size, h.count - start)
             data = self._read_at(HEADER_BYTES + start * size, n * size)

@@ -29,6 +29,7 @@ import os
 import numpy as np
 
 from ...errors import FormatError, UsageError
+from ... import budget
 from ...fileio import GZIP_MAX_RATIO, InputFile
 from ...stream import TRANSPOSED_NOTE
 # KEPT_BY: a writer keeping the extras drops the note; QMNIST_COLUMNS: extras.py orders
@@ -37,9 +38,10 @@ from ..extras import KEPT_BY, QMNIST_COLUMNS
 from . import classes
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
-# LZMA2 gains at most about 6,800:1 (a run of zeros at preset 9e: its chunks' headers
-# bound it); a header claiming more than this many times the file's size is lying.
-XZ_MAX_RATIO = 1 << 14
+# LZMA2 gains up to about 6,800:1 on zeros, but no MNIST-like file comes near that: xz
+# is held to the one expansion rule of every codec (budget.MAX_RATIO), so 81 KB of .xz
+# cannot claim a gigabyte of labels.
+XZ_MAX_RATIO = budget.MAX_RATIO
 EXTRA_COLUMNS = QMNIST_COLUMNS[1:]
 QMNIST_TEST_NOTE = "QMNIST's test split holds 60000 records"
 

@@ -30,6 +30,7 @@ from ...errors import CorruptData, FormatError, Truncated, UsageError
 # What to do about a file that is not IDX at all (hint, cli_hint).
 _NOT_IDX = ("check the path, or pass format= to read it as another format",
             "check the path, or name its format with --from")
+from ... import budget
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
 from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
                       input_entries,
@@ -321,7 +322,7 @@ class IdxSplit(Split):
         labels = self.labels()
         h = self.images
         per_item = h.dtype.itemsize * int(np.prod(self.header.shape, dtype=np.int64))
-        batch_size = max(1, min(batch_size, (64 << 20) // max(per_item, 1)))
+        batch_size = budget.rows_for(self.header.shape, h.dtype, batch_size)
         if not h.compressed and per_item:
             yield from self._mapped_batches(labels, per_item, batch_size)
             return

@@ -30,6 +30,7 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError, UsageError
+from ... import budget
 from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
     output_entries, sha256_file
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
@@ -335,8 +336,7 @@ class ImageFolderSplit(Split):
         return self._indices
 
     def batches(self, batch_size=DEFAULT_BATCH):
-        for start in range(0, self.header.count, batch_size):
-            end = min(self.header.count, start + batch_size)
+        for start, end in budget.spans(self.header.count, budget.rows(self.header, batch_size)):
             images = np.empty((end - start,) + tuple(self.header.shape), np.uint8)
             for i, image in enumerate(ordered_map(self._decode, self._paths[start:end])):
                 images[i] = image

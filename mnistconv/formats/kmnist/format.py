@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import FormatError, UsageError
 from ...fileio import check_input_file, input_entries, input_root, open_input
+from ... import budget
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ..idx import classes
 from ..idx.format import check_labels, check_split_header
@@ -95,6 +96,7 @@ class KmnistSplit(Split):
 
     def batches(self, batch_size=DEFAULT_BATCH):
         labels, h = self.labels(), self.header
+        batch_size = budget.rows(h, batch_size)
         with _zip_errors(self.images_path), zipfile.ZipFile(self.images_path) as archive:
             f, *_ = _open_member(archive, MEMBER, self.images_path)
             with f:

@@ -35,6 +35,7 @@ import numpy as np
 from ...errors import CorruptData, FormatError, Truncated, UsageError
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     open_staged
+from ... import budget
 from ...limits import printable, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
@@ -216,9 +217,7 @@ class NpzSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         labels = self.labels()
         h = self.header
-        # Like IDX: large images mean fewer per batch, so a batch stays within 64 MiB.
-        item = h.dtype.itemsize * int(np.prod(h.shape, dtype=object))
-        batch_size = max(1, min(batch_size, (64 << 20) // max(item, 1)))
+        batch_size = budget.rows(h, batch_size)
         with _zip_errors(self.path), self._archive() as archive:
             if self.fortran:  # rare; column-major data cannot be streamed by rows
                 images = _read_member(archive, self.x_name, self.path)

@@ -16,6 +16,7 @@ from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        MAX_THREADED_IMAGE_PIXELS, check_image_size,
                        parse_json, printable, safe_split_name)
 from ...parallel import check_workers, ordered_map
+from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx import classes
 from . import png
@@ -273,6 +274,10 @@ class ParquetSplit(Split):
         self.class_names = next((lay.class_names for lay in self.layouts
                                  if lay.class_names), None)
         shape = _image_shape(first, f"{self.files[0]}: row 0") if first else (0, 0)
+        # Rows sharing one dictionary value cost a few bytes each: examples x pixels must
+        # come from the files' bytes (budget.py), or the work is a bomb's, not the data's.
+        budget.check_expansion(", ".join(self.files), count, budget.image_bytes(shape),
+                               sum(os.path.getsize(p) for p in self.files))
         header = Header(count, shape, np.dtype(np.uint8), np.dtype(np.int64),
                         len(self.class_names) if self.class_names else None,
                         ", ".join(self.files), tuple(self.class_names or ()))
@@ -366,9 +371,7 @@ class ParquetSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         labels = self.labels()
         shape = self.header.shape
-        # At most _BATCH_BYTES of pixels a batch (one image when one is larger), as the
-        # TFRecord and ArrayRecord readers do: row 0 may claim 16384 x 16384.
-        batch_size = max(1, min(batch_size, _BATCH_BYTES // max(1, int(np.prod(shape)))))
+        batch_size = budget.rows(self.header, batch_size)
         # With images so large that a batch holds few, the rows are still fetched
         # _CHECK_ROWS at a time and every one's claimed size checked before any is
         # decoded: a 6000 x 6000 row 0 followed by 28 x 28 rows is refused before 400 MB
@@ -417,7 +420,6 @@ def _int32_column(path, name):
                           [np.zeros(0, np.int32)])
 
 
-_BATCH_BYTES = 64 << 20
 _CHECK_ROWS = 1024  # rows whose sizes are checked together (batches())
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ...errors import FormatError, UsageError
 from ...fileio import check_input_file, has_magic, input_entries, open_input
 from ...limits import MAX_EXAMPLES
+from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..idx import classes
 
@@ -96,6 +97,7 @@ class QuickDrawSplit(Split):
         return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
+        batch_size = budget.rows(self.header, batch_size)
         for k in range(len(self.files)):
             mapped, first = self._map(k), int(self.starts[k])
             label = np.array(k, self.header.label_dtype)

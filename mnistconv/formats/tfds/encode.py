@@ -19,13 +19,13 @@ import threading
 
 import numpy as np
 
+from ... import budget
 from ...errors import UsageError
 from ...limits import check_num_classes
 from . import png
 
 # Records per work unit (as TFRecord's writer): per-chunk costs stay small, memory flat.
 CHUNK = 1000
-_CHUNK_BYTES = 64 << 20
 _BUILDERS = {}  # (task key, thread) -> (ExampleBuilder, Framer): they keep caches
 _LENGTH = struct.Struct("<Q").unpack_from
 
@@ -75,8 +75,8 @@ def _builder(task):
 
 
 def chunk_records(shape):
-    """Records per chunk: CHUNK, fewer for large images."""
-    return max(1, min(CHUNK, _CHUNK_BYTES // max(1, int(np.prod(shape)))))
+    """Records per chunk: CHUNK, fewer for large images (budget.piece_rows)."""
+    return budget.piece_rows(budget.image_bytes(shape), CHUNK)
 
 
 def image_shape(split, what):

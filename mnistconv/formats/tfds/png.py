@@ -135,19 +135,36 @@ def png_parts(images):
     pack, crc32 = _U32.pack, zlib.crc32
     batch = max(1, _BATCH_PIXELS // max(1, h * w))
     middles = []
-    for at in range(0, n, batch):
-        rows = memoryview(filter_rows(images[at:at + batch]).reshape(-1))
-        for offset in range(0, len(rows), size):
-            compressor = compressobj(6, deflated, bits, 9, filtered)
-            z = compressor.compress(rows[offset:offset + size]) + compressor.flush()
-            if zlib_header:
-                z = zlib_header + z[2:]
-            if len(z) <= _IDAT:  # one IDAT chunk: always for MNIST's digits
-                middles.append(b"".join((pack(len(z)), b"IDAT", z,
-                                         pack(crc32(z, _IDAT_CRC)))))
-            else:
-                middles.append(b"".join([_chunk(b"IDAT", z[i:i + _IDAT])
-                                         for i in range(0, len(z), _IDAT)]))
+
+    def streams():
+        """Each image's zlib stream. An image larger than _BATCH_PIXELS is filtered a
+        band of rows at a time (each band with the row above it, whose own output is
+        dropped): the working arrays are a dozen times the pixels filtered at once."""
+        if h * w > _BATCH_PIXELS:
+            band = max(1, _BATCH_PIXELS // max(1, w))
+            for image in images:
+                compressor = compressobj(6, deflated, bits, 9, filtered)
+                parts = []
+                for r0 in range(0, h, band):
+                    above = 1 if r0 else 0
+                    rows = filter_rows(image[None, r0 - above:r0 + band])[0, above:]
+                    parts.append(compressor.compress(rows.reshape(-1)))
+                yield b"".join(parts) + compressor.flush()
+            return
+        for at in range(0, n, batch):
+            rows = memoryview(filter_rows(images[at:at + batch]).reshape(-1))
+            for offset in range(0, len(rows), size):
+                compressor = compressobj(6, deflated, bits, 9, filtered)
+                yield compressor.compress(rows[offset:offset + size]) + compressor.flush()
+
+    for z in streams():
+        if zlib_header:
+            z = zlib_header + z[2:]
+        if len(z) <= _IDAT:  # one IDAT chunk: always for MNIST's digits
+            middles.append(b"".join((pack(len(z)), b"IDAT", z, pack(crc32(z, _IDAT_CRC)))))
+        else:
+            middles.append(b"".join([_chunk(b"IDAT", z[i:i + _IDAT])
+                                     for i in range(0, len(z), _IDAT)]))
     return head, middles, _IEND
 
 

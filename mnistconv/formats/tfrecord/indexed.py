@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from ... import budget
 from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import open_input
 from ...limits import MAX_CLASSES
@@ -207,8 +208,8 @@ class RecordsSplit(Split):
         return self._images(self.positions[np.asarray(positions, np.int64)])
 
     def batches(self, batch_size=DEFAULT_BATCH):
-        for start in range(0, len(self.positions), batch_size):
-            end = start + batch_size
+        size = budget.rows(self.header, batch_size)
+        for start, end in budget.spans(len(self.positions), size):
             yield Batch(self._images(self.positions[start:end]),
                         self._labels[start:end], self._indices[start:end])
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from ... import codecs
 from ...errors import FormatError
+from ... import budget
 from ...limits import MAX_CLASSES, check_image_size, printable
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Header, Split
@@ -37,8 +38,6 @@ from .names import matches_name
 from .templates import _JPEG, _PNG, _Templates
 
 IMAGE_KINDS = ("jpeg", "png", "raw")
-# A batch of decoded images stays within this (as IDX's and npz's do).
-_BATCH_BYTES = 64 << 20
 
 
 class TFRecordSplit(Split):
@@ -309,9 +308,7 @@ class TFRecordSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         """The split's examples in order (see the module docstring for how)."""
         shape = tuple(self.header.shape)
-        # Large images mean fewer per batch (as IDX and npz do): a batch of 8192
-        # 4096 x 4096 images would be 128 GiB.
-        batch_size = max(1, min(batch_size, _BATCH_BYTES // max(1, int(np.prod(shape)))))
+        batch_size = budget.rows(self.header, batch_size)
         workers = self.workers if self.workers > 1 and self.header.count > batch_size \
             else 1
         if workers > 1:

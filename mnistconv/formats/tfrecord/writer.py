@@ -18,6 +18,7 @@ from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, ope
                        output_file_info)
 from ...limits import check_num_classes
 from ...parallel import ParallelEncoder, ReadAhead, check_workers
+from ... import budget
 from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
 from ...shards import ShardSet, check_shard_count
 from .framing import COMPRESSIONS, Framer
@@ -35,8 +36,6 @@ CHUNK = 1000
 # On MNIST's training set a sixteenth gives mean 1.0556 and max 26, a quarter 1.0607
 # and 26, every record 1.0622 and 27.
 ERROR_SAMPLE = 16
-# A chunk's pixels (and each worker's shared slot) stay within this.
-_CHUNK_BYTES = 64 << 20
 # How far a split is read ahead of the encoding, in pixels (with workers): 16 MB is
 # 20 chunks of MNIST, about what is inflated (1.2 ms each) while the codecs load and
 # the workers start; each chunk held is memory touched afresh (page faults).
@@ -204,9 +203,9 @@ def _check_split(split):
 
 
 def _chunk_records(image_bytes):
-    """Records per chunk: CHUNK, fewer for large images (a chunk's pixels, and each
-    worker slot, stay within _CHUNK_BYTES)."""
-    return max(1, min(CHUNK, _CHUNK_BYTES // max(1, image_bytes)))
+    """Records per chunk: CHUNK, fewer for large images (the chunks in flight, and the
+    workers' shared slots, stay within the memory budget: budget.piece_rows)."""
+    return budget.piece_rows(image_bytes, CHUNK)
 
 
 def _chunks(split, bounds, chunk, positions=False):

@@ -37,6 +37,7 @@ from ... import codecs
 from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
+from ... import budget
 from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_index, \
     check_num_classes, printable, safe_split_name
 from ...parallel import ParallelEncoder, check_workers
@@ -50,7 +51,6 @@ from .. import extras
 from .samples import SampleTask, default_samples, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
-_CHUNK_BYTES = 64 << 20
 DEFAULT_SHARD_SIZE = "100000"  # webdataset.ShardWriter's default maxcount
 IMAGE_EXTENSIONS = ("png", "jpg", "jpeg")
 _SHARD_NAME = re.compile(r"^(?P<stem>.+?)(?:-(?P<shard>\d{6}))?\.tar$", re.IGNORECASE)
@@ -271,7 +271,7 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
         plan.append((split, task, extra[1] if extra else None))
     slot = max(task.slot_shape[0] for _, task, _ in plan)
     return directory, name, per_split, max_bytes, workers, plan, \
-        max(1, min(CHUNK, _CHUNK_BYTES // slot))
+        budget.piece_rows(slot, CHUNK)
 
 
 def _record_room(tasks):
@@ -433,8 +433,8 @@ class WebDatasetSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         handles = {}
         try:
-            for start in range(0, self.header.count, batch_size):
-                end = min(self.header.count, start + batch_size)
+            for start, end in budget.spans(self.header.count,
+                                           budget.rows(self.header, batch_size)):
                 images = np.empty((end - start,) + tuple(self.header.shape), np.uint8)
                 for i in range(start, end):
                     number = int(self._files[i])

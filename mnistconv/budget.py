@@ -1,0 +1,97 @@
+"""One memory budget: how many images every reader, writer and view holds at a time.
+
+Batches are sized by bytes of decoded pixels, never by a count of images alone: a batch
+holds at most BATCH_BYTES of pixels (and at most MAX_ROWS images, so labels and indices
+stay small too); an image larger than the budget is handled alone. A reader asked for
+`batch_size` images gives `rows(header, batch_size)` at a time, a view gathers its chosen
+images in `spans()` of that many, and a compressed input may expand to at most
+`MAX_RATIO` times its stored bytes (`check_expansion`), counted as examples times the
+bytes each one decodes to, whatever the codec (deflate, xz, zstd, a Parquet dictionary,
+an HDF5 filter).
+
+    from mnistconv import budget
+    n = budget.rows(split.header)          # 8192 MNIST digits, 3 images of 4096x4096
+    for start, stop in budget.spans(len(positions), n): ...
+"""
+
+# Decoded pixels in one batch. Readers, writers and views each hold a few batches at
+# once (read ahead, encoded, gathered), so the peak stays a small multiple of this.
+BATCH_BYTES = 32 << 20
+# Images in one batch at most, however small: labels, indices and per-image Python
+# objects (encoded PNGs, records) grow with the count.
+MAX_ROWS = 8192
+# How far a compressed input may expand: the most deflate reaches (1032:1, on zeros);
+# xz, zstd, HDF5 filters and Parquet dictionaries are held to the same, because no
+# MNIST-like dataset expands more and a bomb is exactly what does.
+MAX_RATIO = 1032
+# What any input may hold whatever its size: one batch. An image of zeros compressed
+# twice (a PNG inside a compressed Parquet page) passes 1032:1 honestly; beyond a batch
+# the rule holds.
+SLACK_BYTES = BATCH_BYTES
+
+
+def image_bytes(shape, dtype="uint8") -> int:
+    """Bytes of one decoded image of `shape` and `dtype` (1 at least)."""
+    import numpy as np
+    n = np.dtype(dtype).itemsize
+    for d in shape:
+        n *= int(d)
+    return max(1, n)
+
+
+def rows(header, requested=None) -> int:
+    """Images per batch for a split's Header (or anything with .shape and .dtype): as
+    many as fit BATCH_BYTES, one at least, at most MAX_ROWS and at most `requested`.
+
+        rows(Header(60000, (28, 28), np.dtype("u1")))  # 8192
+    """
+    return rows_for(header.shape, header.dtype, requested)
+
+
+def rows_for(shape, dtype="uint8", requested=None) -> int:
+    """rows() for an image shape and dtype given directly."""
+    n = max(1, min(MAX_ROWS, BATCH_BYTES // image_bytes(shape, dtype)))
+    if requested is not None:
+        n = max(1, min(n, int(requested)))
+    return n
+
+
+# Pieces a parallel encoder holds at once (two per worker in flight, two workers), so
+# each piece of a writer's work gets this share of the budget.
+PIECES_IN_FLIGHT = 4
+
+
+def piece_rows(image_bytes, most):
+    """Records per piece of a writer's parallel work: `most` (chosen for speed), fewer
+    for large images, so the pieces in flight hold at most BATCH_BYTES of pixels
+    together (one image a piece when it is larger).
+
+        piece_rows(784, 1000)  # 1000; piece_rows(4096 * 4096, 1000)  # 1
+    """
+    share = BATCH_BYTES // PIECES_IN_FLIGHT
+    return max(1, min(int(most), share // max(1, int(image_bytes))))
+
+
+def spans(count, size):
+    """(start, stop) pairs cutting range(count) into pieces of at most `size`."""
+    size = max(1, int(size))
+    for start in range(0, int(count), size):
+        yield start, min(int(count), start + size)
+
+
+def allowed_bytes(stored_bytes) -> int:
+    """The most decoded bytes an input of `stored_bytes` may really hold."""
+    return int(stored_bytes) * MAX_RATIO + max(SLACK_BYTES, BATCH_BYTES)
+
+
+def check_expansion(path, examples, per_example, stored_bytes, what="holds"):
+    """FormatError unless `examples` x `per_example` decoded bytes could come from
+    `stored_bytes` of input: the expansion rule, for every codec. `what` begins the
+    message, e.g. "holds" or "column 'image' declares"."""
+    from .errors import FormatError
+    claimed = int(examples) * int(per_example)
+    if claimed > allowed_bytes(stored_bytes):
+        raise FormatError(path, f"{what} {int(examples):,} examples of {int(per_example):,} "
+                                f"bytes ({claimed:,} bytes) in {int(stored_bytes):,} bytes "
+                                f"of file, more than {MAX_RATIO}:1 expansion",
+                          "such a ratio is a decompression bomb, not a dataset")
