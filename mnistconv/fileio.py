@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Optional
 
-from .errors import CorruptData, FormatError, Truncated, UsageError
+from .errors import CorruptData, Truncated, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
 from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,
                       exists_error, is_staging_name, is_stdio, is_stream_path,

@@ -53,7 +53,7 @@ from ...errors import FormatError, UsageError, optional_import
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     input_entries, open_input, open_staged, sha256_file
 from ... import budget
-from ...limits import MAX_EXAMPLES, MAX_SHARDS, printable, safe_split_name
+from ...limits import MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
 from ...shards import is_data_name, shard_bounds

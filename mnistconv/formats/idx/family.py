@@ -24,7 +24,6 @@ test set.
 """
 
 import lzma
-import os
 
 import numpy as np
 

@@ -32,7 +32,7 @@ import zlib
 
 import numpy as np
 
-from ...errors import CorruptData, FormatError, Truncated, UsageError
+from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     open_staged
 from ... import budget
