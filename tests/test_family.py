@@ -262,7 +262,8 @@ def test_qmnist_xz_files_are_read_and_a_cut_one_is_one_line(tmp_path, capsys):
     (folder / "xnist-images-idx3-ubyte.xz").write_bytes(data[:len(data) // 2])
     err = convert_refused(capsys, folder, tmp_path)
     assert err == (f"Error: {folder / 'xnist-images-idx3-ubyte.xz'}: not a valid xz stream "
-                   "(Compressed file ended before the end-of-stream marker was reached)\n")
+                   "(Compressed file ended before the end-of-stream marker was reached); "
+                   "the file is damaged: download, copy or convert it again\n")
 
 
 def test_an_xz_header_claiming_more_than_xz_can_hold_is_refused(tmp_path, capsys):

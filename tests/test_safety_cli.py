@@ -420,10 +420,11 @@ def test_summary_lists_at_most_twenty_files_json_lists_all(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = result.stderr.decode().splitlines()
     assert sum(1 for l in lines if "sha256" in l) == 20
-    assert any(l.startswith("  ... and 180 more files, ") for l in lines)
+    # 200 PNGs and the tree's croissant.json
+    assert any(l.startswith("  ... and 181 more files, ") for l in lines)
     result = run("idx-to-imagefolder", SAMPLE, tmp_path / "again", "--split", "test",
                  "--json")
-    assert len(json.loads(result.stdout)["files"]) == 200
+    assert len(json.loads(result.stdout)["files"]) == 201
 
 
 def test_split_names_from_file_names_are_checked_for_every_reader(tmp_path):

@@ -153,7 +153,11 @@ def test_manifest_paths_outside_the_pack_are_refused_before_reading(tmp_path, mo
                  ["gdmnist-to-idx", packdir, tmp_path / "out"]):
         r = run(*args)
         assert one_line_error(r) == want, args
-        assert r.stdout == b""  # no size, hash or first bytes of what lies outside
+        # No size, hash or first bytes of what lies outside: --json gives the error
+        # object and nothing more.
+        assert r.stdout == (json.dumps({"error": want[len("Error: "):-1], "exit": 1,
+                                        "file": str(path)}, indent=2).encode() + b"\n"
+                            if "--json" in args else b""), args
     assert not (tmp_path / "out").exists()
     # In process: not one file is hashed, sized or opened as GDMNIST1.
     def never(*a, **k):
