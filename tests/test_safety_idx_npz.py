@@ -213,10 +213,10 @@ def test_safe_split_names_still_read(tmp_path):
 
 # --- 2. decompression bombs and header lies ----------------------------------------------
 
-def info_refused(tmp_path, src, message, named=None, peak_mb=300):
-    """`info src` in a child exits 1 with `Error: <named, or src>: message` and its
-    peak memory under peak_mb."""
-    code, err, peak, _ = run_measured(tmp_path, "info", src)
+def info_refused(tmp_path, src, message, named=None, peak_mb=300, more=()):
+    """`info src` (and the options in `more`) in a child exits 1 with
+    `Error: <named, or src>: message` and its peak memory under peak_mb."""
+    code, err, peak, _ = run_measured(tmp_path, "info", src, *more)
     assert (code, err) == (1, f"Error: {named or src}: {message}\n")
     assert peak < peak_mb
 
@@ -243,8 +243,9 @@ def test_idx_gz_with_one_1gib_image(tmp_path):
     src = idx_pair(tmp_path / "src", (idx_header(8, [1, side, side]), side * side),
                    (idx_header(8, [1]), 1))
     info_refused(tmp_path, src, "image of "
-                 "32768x32768 exceeds mnistconv's limit of 268,435,456 pixels "
-                 "per image", named=src / "train-images-idx3-ubyte.gz")
+                 "32768x32768 exceeds mnistconv's limit of 16,777,216 pixels "
+                 "per image; raise it with --max-image-size WxH if the images are really "
+                 "that large", named=src / "train-images-idx3-ubyte.gz")
 
 
 def test_idx_labels_header_claiming_more_than_the_stream_holds(tmp_path):
@@ -273,10 +274,10 @@ def test_npz_member_deflated_from_1e9_zeros(tmp_path):
 
 def test_npz_fortran_order_images_over_the_limit(tmp_path):
     src = write(tmp_path / "f.npz", zip_of({
-        "x_train.npy": npy_of_zeros("u1", (8, 16384, 16384), fortran=True),
+        "x_train.npy": npy_of_zeros("u1", (8, 4096, 4096), fortran=True),
         "y_train.npy": npy(np.zeros(8, np.uint8))}))
     info_refused(tmp_path, src, "x_train is stored in Fortran (column) order, "
-                 "which is read whole: 2,147,483,648 bytes, more than "
+                 "which is read whole: 134,217,728 bytes, more than "
                  "mnistconv's limit of 67,108,864; save it in C order "
                  "(np.ascontiguousarray) first")
 
@@ -309,13 +310,13 @@ def test_one_image_over_max_pixels_is_refused_from_the_header(tmp_path, fmt):
 
 
 def test_one_image_over_max_record_bytes_is_refused_from_the_header(tmp_path):
-    """Within the pixel limit, but 1 GiB of float64."""
+    """Within the pixel limit (raised to it), but 1 GiB of float64."""
     src = write(tmp_path / "f8.npz", zip_of({
         "x_train.npy": npy_of_zeros("<f8", (1, 11586, 11586)),
         "y_train.npy": npy(np.zeros(1, np.uint8))}))
     info_refused(tmp_path, src, "images of 11586x11586 float64 are "
                  "1,073,883,168 bytes each, more than mnistconv's limit of "
-                 "268,435,456")
+                 "268,435,456", more=("--max-image-size", "11586x11586"))
 
 
 @pytest.mark.parametrize("fmt, dtype", [("npz", "<i8"), ("npz", "u1"), ("idx", "i4")])
