@@ -242,17 +242,19 @@ def test_an_image_header_claiming_65500_squared_is_refused_before_decoding(tmp_p
     assert len(image) < 1000
     bad = one_image_file(tmp_path, image)
     refused_small(tmp_path, f"Error: {bad}: record 0 (counting from 0): image of "
-                            "65500x65500 exceeds mnistconv's limit of 268,435,456 pixels "
-                            "per image\n", "tfrecord-to-npz", bad, tmp_path / "out.npz",
+                            "65500x65500 exceeds mnistconv's limit of 16,777,216 pixels "
+                            "per image; raise it with --max-image-size WxH if the images "
+                            "are really that large\n", "tfrecord-to-npz", bad, tmp_path / "out.npz",
                   seconds=10)
     only(tmp_path, "bomb.tfrecord")
 
 
 def test_pillow_keeps_its_own_bomb_limit(tmp_path):
-    """15000 x 15000 is within mnistconv's limit but over twice Pillow's: Pillow's
-    DecompressionBombError (left on) is the one-line error."""
+    """15000 x 15000 is within mnistconv's limit (raised to its highest) but over twice
+    Pillow's: Pillow's DecompressionBombError (left on) is the one-line error."""
     bad = one_image_file(tmp_path, png_claiming(15000, 15000))
-    code, err, peak, _ = run_peak(tmp_path, "tfrecord-to-npz", bad, tmp_path / "out.npz")
+    code, err, peak, _ = run_peak(tmp_path, "tfrecord-to-npz", bad, tmp_path / "out.npz",
+                                  "--max-image-size", "16384x16384")
     assert code == 1
     assert err.startswith(f"Error: {bad}: record 0 (counting from 0): image does not "
                           "decode (Image size (225000000 pixels) exceeds limit of ")
@@ -303,9 +305,9 @@ def test_4096_squared_png_records_read_back_in_bounded_batches(tmp_path):
     write(ds, path, preset="tfds")
     assert path.stat().st_size < 2 * MB
     split = mnistconv.read(str(path)).splits["train"]
-    # ~64 MiB a batch, as IDX: 4 images of 16 MiB, not 8192.
+    # The budget's 32 MiB a batch: 2 images of 16 MiB, not 8192.
     sizes = [len(b) for b in split.batches()]
-    assert sizes == [4, 1]
+    assert sizes == [2, 2, 1]
     code, err, peak, _ = run_peak(tmp_path, "tfrecord-to-npz", path, tmp_path / "b.npz",
                                   "-q")
     assert (code, err) == (0, "")
@@ -355,7 +357,8 @@ def refused_records(tmp_path, records, message):
                         "not 28 x 0"),
     ({0: {"height": 2**40, "width": 2**40}},
      f"record 0 (counting from 0): image of {2**40}x{2**40} exceeds mnistconv's limit of "
-     "268,435,456 pixels per image"),
+     "16,777,216 pixels per image; raise it with --max-image-size WxH if the images are "
+     "really that large"),
     ({0: {"height": b"28"}}, "record 0 (counting from 0): feature 'height' is bytes_list, "
                              "expected int64_list"),
     ({0: {"image": 7}}, "record 0 (counting from 0): feature 'image' is int64_list, "
