@@ -253,7 +253,8 @@ HOSTILE = {
                     "JSON `mnistconv pack browser` writes"),
     "too-long": (_set("class_names", FASHION[:9] + [LONG]),
                  f"'class_names', class 9: class name '{'x' * 75}...' is longer than "
-                 f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters"),
+                 f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters; shorten it where "
+                 "the class names are written"),
     "too-many": (_set("class_names", ["a"] * (MAX_CLASSES + 1)),
                  f"'class_names': {MAX_CLASSES + 1:,} names, more than mnistconv's limit "
                  f"of {MAX_CLASSES:,} classes"),
@@ -272,7 +273,11 @@ def test_hostile_class_names_are_one_line_exit_1_nothing_written(tmp_path, capsy
                     ["info", tmp_path / "pack", "--json"],
                     ["verify", tmp_path / "pack"]):
         code, out, err = run(capsys, *command)
-        assert (code, out, err) == (1, "", f"Error: {manifest}: {message}\n"), command
+        # --json reports the failure on stdout too, as the error object.
+        shown = json.dumps({"error": f"{manifest}: {message}", "exit": 1,
+                            "file": str(manifest)}, indent=2) + "\n" \
+            if "--json" in command else ""
+        assert (code, out, err) == (1, shown, f"Error: {manifest}: {message}\n"), command
     assert files_in(tmp_path) == ["pack"]
 
 
