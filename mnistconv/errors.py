@@ -24,6 +24,7 @@ corpus gives, and fails on one without advice.
 
 import importlib
 import re
+from typing import Optional
 
 # user:password@ in a URL (s3://key:secret@bucket, https://user:pw@host/...).
 _PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^\s/]*@")
@@ -45,8 +46,8 @@ class MnistconvError(Exception):
     exit_code = 1
     # A kind's default what-to-do, used when a raise gives no hint (None: the raise
     # must give one); cli_advice where the command line says it otherwise.
-    advice = None
-    cli_advice = None
+    advice: Optional[str] = None
+    cli_advice: Optional[str] = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

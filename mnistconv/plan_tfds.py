@@ -146,8 +146,8 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     return written[0], [len(lengths), int(lengths.sum())]
 
 
-# What write_shard counts for a shard (records, bytes of serialized Examples): a progress record's entry holds as
-# many numbers, else it is not trusted.
+# What write_shard counts for a shard (records, bytes of serialized Examples): a progress
+# record's entry holds as many numbers, else it is not trusted.
 COUNTERS = 2
 
 

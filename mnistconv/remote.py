@@ -381,7 +381,9 @@ def _chunks(fs, remote, size):
     elif _protocols(fs) & {"http", "https"}:
         from fsspec.asyn import sync
         source = sync(fs.loop, fs.open_async, remote, timeout=seconds)
-        read = lambda: sync(fs.loop, source.read, CHUNK, timeout=max(left(), 0.001))
+
+        def read():
+            return sync(fs.loop, source.read, CHUNK, timeout=max(left(), 0.001))
     else:
         source, offset = None, [0]
         if size is None:

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 
 def _load(name, path):

@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import make_idx_dir, run, small_digits, stderr_of
+from helpers import make_idx_dir, run, small_digits, stderr_of
 
 BROWSER = os.environ.get("CHROMIUM") or shutil.which("chromium") or \
     shutil.which("chromium-browser")

@@ -13,7 +13,7 @@ import mnistconv
 from mnistconv import registry
 from mnistconv.records import ArraySplit, Dataset
 
-from conftest import run_main as run
+from helpers import run_main as run
 
 NAMES = ("zero", "T-shirt/top", "Ankle boot", "\u304a", "ü" * 256, "a b", "Aa", "N/A",
          "\U0001F600", "9")  # ten: TFRecord's one-hot labels are at least 10 wide

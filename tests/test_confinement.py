@@ -25,7 +25,7 @@ import pytest
 import mnistconv
 from mnistconv import registry
 from mnistconv.errors import FormatError, MnistconvError, UsageError
-from conftest import REPO
+from helpers import REPO
 
 # Every writer whose output is a tree of several files (npz is one file, no tree).
 TREE_WRITERS = [w.name for w in registry.writers() if w.can_read and w.name != "npz"]

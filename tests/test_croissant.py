@@ -9,7 +9,7 @@ import pytest
 
 import mnistconv
 from mnistconv import ArraySplit, Dataset
-from conftest import run, small_digits, stderr_of
+from helpers import run, small_digits, stderr_of
 
 mlc = pytest.importorskip("mlcroissant")
 NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLE
+from helpers import REPO, SAMPLE
 
 PAGES = [REPO / "README.md"] + sorted(
     p for p in (REPO / "docs").rglob("*.md") if p.name != "library.md")

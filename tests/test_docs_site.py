@@ -14,7 +14,7 @@ import sys
 import click
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 from mnistconv import registry
 from mnistconv.cli import COMMANDS, cli
 

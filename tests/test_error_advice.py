@@ -10,13 +10,12 @@ only go down from its count (a new error without advice fails here, naming its l
 import ast
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 import mnistconv.errors as errors
 from mnistconv.cli import main
-from conftest import REPO
+from helpers import REPO
 
 CORPUS = REPO / "tests" / "fuzz" / "corpus"
 # `<file>: <what is wrong>; <what to do>`, the file as given, each part non-empty.

@@ -88,15 +88,17 @@ def tree(root, files):
 @pytest.mark.parametrize("first", [True, False])
 def test_imagefolder_refuses_an_image_over_the_pixel_limit_by_its_header(tmp_path, capsys,
                                                                         first):
-    """16385 x 16384 is over limits.MAX_IMAGE_PIXELS; the message is the limit's, for the
-    huge image first (no split size to compare with yet) or after a normal one."""
+    """4097 x 4096 is over the default limit (4096 x 4096 pixels); the message is the
+    limit's, for the huge image first (no split size to compare with yet) or after a
+    normal one."""
     digit = png(small_digits(1)[0][0])
-    huge = png_header_claiming(16385, 16384)
+    huge = png_header_claiming(4097, 4096)
     root = tree(tmp_path / "t", {"train/0/0.png": huge if first else digit,
                                  "train/1/1.png": digit if first else huge})
     named = root / ("train/0/0.png" if first else "train/1/1.png")
-    message = (f"{named}: image of 16385x16384 exceeds mnistconv's limit of "
-               "268,435,456 pixels per image")
+    message = (f"{named}: image of 4097x4096 exceeds mnistconv's limit of 16,777,216 "
+               "pixels per image; raise it with --max-image-size WxH if the images are "
+               "really that large")
     with pytest.raises(FormatError) as caught:
         mnistconv.read(str(root), "imagefolder")
     assert str(caught.value) == message
@@ -132,7 +134,8 @@ def test_idx_one_byte_short_is_named_with_both_sizes(tmp_path, capsys, kind, gz)
     path.write_bytes(gzip.compress(data[:-1], mtime=0) if gz else data[:-1])
     declared = "10 x 28 x 28 uint8 (7840 bytes), the file holds 7839" if kind == "images" \
         else "10 uint8 (10 bytes), the file holds 9"
-    message = f"{path}: truncated data: header declares {declared}"
+    message = (f"{path}: truncated data: header declares {declared}; the file is cut "
+               "short: download or copy it again")
     with pytest.raises(FormatError) as caught:
         for split in mnistconv.read(str(folder)).splits.values():
             split.labels()

@@ -12,7 +12,7 @@ import pytest
 import mnistconv
 from mnistconv.records import ArraySplit, Dataset
 
-from conftest import run_main as run, tree_hashes
+from helpers import run_main as run, tree_hashes
 
 
 def _dataset(n=12, names=()):

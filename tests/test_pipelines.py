@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import SAMPLE, make_idx_dir, run, run_main, small_digits, stderr_of
+from helpers import SAMPLE, make_idx_dir, run, run_main, small_digits, stderr_of
 
 
 def _commands_taking_json():

@@ -10,7 +10,7 @@ import pytest
 
 from mnistconv.limits import printable
 
-from conftest import make_idx_dir, run, small_digits, stderr_of
+from helpers import make_idx_dir, run, small_digits, stderr_of
 from fuzz.hostile_listings import EVIL, REFUSED, SKIPPED, HostileSite
 
 pytest.importorskip("fsspec")

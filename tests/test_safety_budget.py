@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import budget, limits, registry, stream
 from mnistconv.errors import FormatError
 from mnistconv.records import ArraySplit, Dataset, gather_from_file, Header
-from conftest import REPO, run
+from helpers import REPO, run
 from fuzz import bombs
 from test_safety_idx_npz import run_measured
 

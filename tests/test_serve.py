@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from conftest import REPO
+from helpers import REPO
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ class Serving:
                 status = f.read()
             self.proc.kill()
             _, err = self.proc.communicate()
-            raise AssertionError(f"serve did not stop on SIGINT: {err!r}\n{status}")
+            raise AssertionError(f"serve did not stop on SIGINT: {err!r}\n{status}") from None
         return self.proc.returncode, err.decode()
 
 

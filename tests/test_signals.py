@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLE
+from helpers import REPO, SAMPLE
 from mnistconv import fileio, parallel_gzip
 from mnistconv.records import ArraySplit, Dataset
 

@@ -9,7 +9,7 @@ import pytest
 
 import mnistconv
 from mnistconv import ArraySplit, Dataset
-from conftest import cli_fails, run, small_digits, stderr_of
+from helpers import cli_fails, run, small_digits, stderr_of
 
 
 def write_indexed(tmp_path, n=200, shards=3, image_format="png"):

@@ -26,10 +26,6 @@ from typing import Optional
 import numpy as np
 
 from ...errors import CorruptData, FormatError, Truncated, UsageError
-
-# What to do about a file that is not IDX at all (hint, cli_hint).
-_NOT_IDX = ("check the path, or pass format= to read it as another format",
-            "check the path, or name its format with --from")
 from ... import budget
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
 from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
@@ -41,6 +37,10 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split
 from . import classes, family
 # Reads gzip and, for QMNIST's files, xz (family.py).
 from .family import IdxInput as InputFile
+
+# What to do about a file that is not IDX at all (hint, cli_hint).
+_NOT_IDX = ("check the path, or pass format= to read it as another format",
+            "check the path, or name its format with --from")
 
 ELEMENT_TYPES: dict[int, np.dtype] = {
     0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
