@@ -32,6 +32,21 @@ def pytest_sessionstart(session):
         pass
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _pyarrow_started():
+    """pyarrow's allocator and thread pools reserve address space on first use: under
+    the harness's limit (in a worker of pytest -n that has read no Parquet yet) a malloc
+    then fails."""
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        return
+    sink = pyarrow.BufferOutputStream()
+    pyarrow.parquet.write_table(pyarrow.table({"x": list(range(4096))}), sink)
+    pyarrow.parquet.read_table(pyarrow.BufferReader(sink.getvalue())).to_pylist()
+
+
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", default=False,
                      help=f"run the long fuzz pass ({LONG_CASES} cases per reader and test)")
