@@ -99,10 +99,15 @@ def test_imagefolder_refuses_an_image_over_the_pixel_limit_by_its_header(tmp_pat
     message = (f"{named}: image of 4097x4096 exceeds mnistconv's limit of 16,777,216 "
                "pixels per image; raise it with --max-image-size WxH if the images are "
                "really that large")
+    # (info decodes nothing: the header check alone must refuse it.)
+    _refused_by_read_and_info(root, message, capsys)
+
+
+def _refused_by_read_and_info(root, message, capsys):
+    """read() raises exactly `message`, and info prints it as its one error line."""
     with pytest.raises(FormatError) as caught:
         mnistconv.read(str(root), "imagefolder")
     assert str(caught.value) == message
-    # info decodes nothing: the header check alone must refuse it.
     code, out, err = run_main(capsys, "info", root, "--from", "imagefolder")
     assert (code, out, err) == (1, "", f"Error: {message}\n")
 
@@ -114,11 +119,7 @@ def test_imagefolder_names_an_image_of_another_size_when_read_before_decoding(tm
                                  "train/1/1.png": png(np.zeros((28, 20), np.uint8))})
     message = (f"{root}/train/1/1.png: is a 28x20 image, the split's images are 28x28; "
                "every image of a split has one size")
-    with pytest.raises(FormatError) as caught:
-        mnistconv.read(str(root), "imagefolder")
-    assert str(caught.value) == message
-    code, out, err = run_main(capsys, "info", root, "--from", "imagefolder")
-    assert (code, out, err) == (1, "", f"Error: {message}\n")
+    _refused_by_read_and_info(root, message, capsys)
 
 
 # --- IDX one byte short -------------------------------------------------------------
