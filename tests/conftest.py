@@ -4,6 +4,7 @@ elsewhere. The helpers the tests call live in helpers.py."""
 
 import os
 import re
+import signal
 
 import pytest
 
@@ -26,6 +27,11 @@ def _clients_deselected(config) -> bool:
 
 
 def pytest_configure(config):
+    # A shell's background job, and an xdist worker, may start with SIGINT ignored, and
+    # the processes the tests start would inherit that: the Ctrl-C tests need it
+    # delivered, as in a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # torch (through triton's native library) crashes the process when it is imported
     # after TensorFlow in the same process; the other way round both work. The tests
     # read outputs with both clients in this one pytest process, so torch comes first
