@@ -60,7 +60,8 @@ def _sums_line(digest, name):
 
 def _sums_folder(files):
     """The directory holding all the written files (where SHA256SUMS goes)."""
-    return os.path.commonpath([os.path.dirname(os.path.abspath(f.path)) for f in files])
+    # (the set first: an ImageFolder tree has a file per image but a folder per class)
+    return os.path.commonpath({os.path.dirname(os.path.abspath(f.path)) for f in files})
 
 
 def _listed(target):
@@ -210,7 +211,7 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         if force and dst != "-" and "://" not in dst:
             _drop_plan_record(dst)
         sums_path = write_sha256sums(files) if files and (sums or (
-            "://" not in dst and sums_are_stale(files))) else None
+            _sums_beside(dst, writer) and sums_are_stale(files))) else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
     if as_json:

@@ -121,8 +121,9 @@ def ratio_webdataset(rng, work, top):
 # --- ImageFolder -------------------------------------------------------------------------
 
 def _imagefolder(rng, work):
-    root = _copy(rng, "imagefolder", work, lambda s: "png" in
-                 str(seedlib.files_of(s)[0]))
+    # (a PNG tree, not a JPEG one; croissant.json sits beside either)
+    root = _copy(rng, "imagefolder", work, lambda s: any(
+        str(f).endswith(".png") for f in seedlib.files_of(s)))
     splits = sorted(e for e in os.listdir(root) if os.path.isdir(os.path.join(root, e)))
     return root, os.path.join(root, rng.choice(splits))
 
