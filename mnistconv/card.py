@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from .records import DEFAULT_BATCH, Split
+from .stream import extra_fields
 
 SAMPLES = 8  # images shown per class
 # Mean images are kept for at most this many pixels over all classes (float64 sums).
@@ -169,8 +170,7 @@ class _Observed(Split):
 
     def extra_fields(self):
         """The base's extra fields (QMNIST's columns), if it has them."""
-        get = getattr(self.base, "extra_fields", None)
-        return get() if get is not None else None
+        return extra_fields(self.base)
 
 
 def observe(dataset):
