@@ -168,8 +168,12 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options):
     described = croissant.applies(fmt.name, path)
     if described:  # refused now, not after the data is written
         croissant.check_target(path, force)
-    written = fmt.load().write(dataset, path, force=force,
-                               progress=progress or NO_PROGRESS, **options)
+    from contextlib import nullcontext
+    from .fileio import hashed_outputs
+    # Parquet's croissant.json lists each file's SHA-256: hashed as the files are written.
+    with hashed_outputs() if described and fmt.name == "parquet" else nullcontext():
+        written = fmt.load().write(dataset, path, force=force,
+                                   progress=progress or NO_PROGRESS, **options)
     if not isinstance(written, WriteResult):
         # A writer that returns its files only: the counts are its splits' (all written).
         written = WriteResult(list(written), {name: split.header.count

@@ -192,17 +192,12 @@ def _split_records(split_name, source, named):
 
 
 def write(dataset, root, result, writer_name, force=False):
-    """Write croissant.json for an output just written (result: its WriteResult),
-    staged and renamed as every output; its OutputFile. SHA-256 of files written
-    unhashed (-q) are computed here for Parquet: its FileObjects require them."""
-    from .fileio import sha256_file, write_text_output
+    """Write croissant.json for an output just written (result: its WriteResult; a
+    Parquet output's files hashed as written, mnistconv.write() sees to it), staged and
+    renamed as every output; its OutputFile."""
+    from .fileio import write_text_output
     from .provenance import family_of
-    from .records import OutputFile
-    files = result.files
-    if writer_name == "parquet":  # FileObjects carry a digest; ImageFolder's FileSets none
-        files = [f if f.sha256 else OutputFile(f.path, f.bytes, sha256_file(f.path))
-                 for f in files]
-    doc = document(dataset, root, files, writer_name, family_of(dataset))
+    doc = document(dataset, root, result.files, writer_name, family_of(dataset))
     return write_text_output(target(root), json.dumps(doc, indent=2, ensure_ascii=False)
                              + "\n", force=True)
 

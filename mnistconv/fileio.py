@@ -25,6 +25,7 @@ __all__ = [
     "GZIP_MAGIC", "GZIP_MAX_RATIO", "check_input", "check_input_file", "has_magic",
     "input_entries", "input_root", "open_input", "fast_zlib", "InputFile",
     "HashingWriter", "DeflateWriter", "sha256_file", "output_file_info", "unhashed_outputs",
+    "hashed_outputs",
     "STAGING_MARK", "StagedOutput", "check_output_path", "create_staged", "exists_error",
     "is_staging_name", "is_stdio", "is_stream_path", "open_staged", "output_entries",
     "refuse_replacing_special", "remove_dead_leftovers", "remove_scratch",
@@ -354,7 +355,16 @@ def unhashed_outputs():
         with unhashed_outputs():
             mnistconv.write(ds, "out.tfrecord", "tfrecord")  # files' sha256: None
     """
-    token = _HASH_OUTPUTS.set(False)
+    with hashed_outputs(False):
+        yield
+
+
+@contextmanager
+def hashed_outputs(on: bool = True):
+    """Within this block, written files are hashed (on=True) or only counted, whatever
+    an enclosing block said: for an output whose metadata needs its files' SHA-256
+    (Parquet's croissant.json), hashed as written rather than read back."""
+    token = _HASH_OUTPUTS.set(on)
     try:
         yield
     finally:
