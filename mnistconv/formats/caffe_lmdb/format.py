@@ -12,13 +12,9 @@ LMDB creates lock.mdb beside data.mdb when Caffe first opens it; mnistconv write
          pixels C x H x W, row-major; a colour image's channels in the order the
          dataset holds them), label. With encoded=True: data is a PNG, label, and
          encoded = true, as convert_imageset --encoded writes (grayscale images only).
-Raw Datums that all have one length (labels 0..127) and fit a leaf page (28 x 28
-does; 3 x 32 x 32 does not) are written as LMDB pages directly (pages.py, which says
-why): a B+tree of full leaf pages in key order that liblmdb reads, and can go on
-modifying, like one it wrote. Every other split goes through liblmdb: records put
-with MDB_APPEND in transactions of about TXN_BYTES (convert_mnist_data commits every
-1000), the map sized from the data (doubled, as Caffe's db_lmdb does, if LMDB ever
-says it is full). Neither fsyncs per commit. The file is staged and renamed like
+Records go through liblmdb: put with MDB_APPEND in transactions of about TXN_BYTES
+(convert_mnist_data commits every 1000), the map sized from the data (doubled, as
+Caffe's db_lmdb does, if LMDB ever says it is full), no fsync per commit. The file is staged and renamed like
 every output and its bytes are the same on every run.
 
 Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them (a split
@@ -41,15 +37,15 @@ import resource
 import numpy as np
 
 from ...errors import FormatError, UsageError, optional_import
-from ...fileio import HashingWriter, StagedOutput, check_input_file, has_magic, \
-    input_entries, open_staged, output_file_info
+from ...fileio import StagedOutput, check_input_file, has_magic, input_entries, \
+    output_file_info
 from ... import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
 from ...shards import is_data_name
-from . import datum, pages
+from . import datum
 
 DATA_FILE = "data.mdb"
 # LMDB's meta page: a 16-byte page header, then mm_magic 0xBEEFC0DE and mm_version 1.
@@ -400,41 +396,24 @@ def _one_byte_labels(labels):
     return not len(labels) or (labels.min() >= 0 and labels.max() < 0x80)
 
 
-def _columns(images, labels, prefix):
-    """The raw Datums of a batch of one-byte labels, as columns: the bytes every
-    value starts with, the pixels (C x H x W), label's key and the label."""
+def _raw_values(images, labels, prefix):
+    """The Datums of a batch, for lmdb's putmulti: views of one array's rows when
+    they have one length (one bytes object per value costs a copy each)."""
     n = len(labels)
     if images.ndim == 4:
         images = np.moveaxis(images, 3, 1)  # H x W x C -> C x H x W
-    return [prefix, images.reshape(n, -1), datum.key(datum.LABEL, datum.VARINT),
-            labels.astype(np.uint8).reshape(n, 1)]
-
-
-def _rows(images, labels, prefix):
-    """The raw Datums of a batch of one-byte labels, as the rows of an array."""
-    columns = _columns(images, labels, prefix)
-    rows = np.empty((len(labels), sum(c.shape[1] if hasattr(c, "shape") else len(c)
-                                      for c in columns)), np.uint8)
-    at = 0
-    for c in columns:
-        width = c.shape[1] if hasattr(c, "shape") else len(c)
-        rows[:, at:at + width] = c if hasattr(c, "shape") else np.frombuffer(c, np.uint8)
-        at += width
-    return rows
-
-
-def _raw_values(images, labels, prefix):
-    """The Datums of a batch, for lmdb's putmulti: views of one array's rows when
-    they have one length (a bytes object per value costs 60000 copies)."""
-    if _one_byte_labels(labels):
-        rows = _rows(images, labels, prefix)
-        size, flat = rows.shape[1], memoryview(rows.reshape(-1))
-        return [flat[i:i + size] for i in range(0, len(flat), size)]
-    if images.ndim == 4:
-        images = np.moveaxis(images, 3, 1)
-    pixels = np.ascontiguousarray(images).reshape(len(labels), -1)
-    return [prefix + pixels[i].tobytes() + datum.label_field(int(labels[i]))
-            for i in range(len(labels))]
+    pixels = images.reshape(n, -1)
+    if not _one_byte_labels(labels):
+        pixels = np.ascontiguousarray(pixels)
+        return [prefix + pixels[i].tobytes() + datum.label_field(int(labels[i]))
+                for i in range(n)]
+    rows = np.empty((n, len(prefix) + pixels.shape[1] + 2), np.uint8)
+    rows[:, :len(prefix)] = np.frombuffer(prefix, np.uint8)
+    rows[:, len(prefix):-2] = pixels
+    rows[:, -2] = datum.key(datum.LABEL, datum.VARINT)[0]
+    rows[:, -1] = labels
+    size, flat = rows.shape[1], memoryview(rows.reshape(-1))
+    return [flat[i:i + size] for i in range(0, len(flat), size)]
 
 
 def _encoded_values(images, labels):
@@ -478,14 +457,11 @@ def _os_error(error, staged, attempted):
 
 
 def _write_split(lmdb, split, staged, encoded, progress):
-    """Write one environment; returns (examples written, the HashingWriter that saw
-    every byte, or None when liblmdb wrote the file)."""
+    """Write one environment; returns the examples written."""
     h = split.header
     channels = 1 if len(h.shape) == 2 else h.shape[2]
     prefix = datum.raw_prefix(channels, h.shape[0], h.shape[1])
     size = len(prefix) + channels * h.shape[0] * h.shape[1] + 2
-    if not encoded and pages.fits(size) and _one_byte_labels(split.labels()):
-        return _write_pages(split, staged, prefix, size, progress)
     bound = (_png_bound(*h.shape) + 24) if encoded else size + 9
     env = lmdb.open(staged, subdir=False, lock=False, map_size=_map_size(h.count, bound),
                     sync=False, metasync=False, max_dbs=0)
@@ -509,26 +485,7 @@ def _write_split(lmdb, split, staged, encoded, progress):
     finally:
         env.close()
     _check_count(h, written)
-    return written, None
-
-
-def _write_pages(split, staged, prefix, size, progress):
-    """Raw Datums of one length, written as LMDB pages by pages.py (why: there)."""
-    h = split.header
-    written = 0
-    with open_staged(staged) as f:
-        out = HashingWriter(f)
-        leaves = pages.LeafWriter(out, h.count, size, _map_size(h.count, size))
-        for batch in iter_batches(split, progress, split.name):
-            if not _one_byte_labels(batch.labels):
-                raise FormatError(h.source, "yielded labels that labels() does not hold")
-            written += len(batch)
-            if written > h.count:
-                break
-            leaves.add(_columns(batch.images, batch.labels, prefix), len(batch))
-        _check_count(h, written)
-        leaves.close()
-    return written, out
+    return written
 
 
 def _check_count(header, written):
@@ -559,10 +516,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=
             target = os.path.join(base, DATA_FILE) if one else \
                 os.path.join(base, f"{split.name}_lmdb", DATA_FILE)
             staged = out.file(target)
-            counts[split.name], hashing = _write_split(lmdb, split, staged, encoded,
-                                                       progress)
-            # Read back only when liblmdb wrote it; None inside unhashed_outputs().
-            sha256 = hashing.sha256() if hashing is not None else \
-                output_file_info(staged).sha256
-            files.append(OutputFile(target, os.path.getsize(staged), sha256))
+            counts[split.name] = _write_split(lmdb, split, staged, encoded, progress)
+            # None inside unhashed_outputs().
+            files.append(OutputFile(target, os.path.getsize(staged),
+                                    output_file_info(staged).sha256))
     return WriteResult(files, counts)
