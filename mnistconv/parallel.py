@@ -5,8 +5,7 @@ A writer hands ParallelEncoder a task (an object with encode(images, labels, ind
 it gets back each piece's encoded bytes in the pieces' order, computed on N workers.
 The bytes never depend on the number of workers or on how the work was cut, because
 each piece is encoded on its own and appended in order. ordered_map() is the same for
-readers: decode batches of JPEG/PNG on every core, results in order. ReadAhead reads
-a writer's input on a thread of its own, ahead of the encoding.
+readers: decode batches of JPEG/PNG on every core, results in order.
 
 How the work runs, and when a process is forked (DESIGN.md rule 11: the library is a
 good guest in someone else's process):
@@ -104,92 +103,6 @@ def ordered_map(function, items, workers=1):
         finally:
             for future in pending:
                 future.cancel()
-
-
-class ReadAhead:
-    """Iterates `items` on a thread of its own, at most `depth` items ahead of the
-    caller, who iterates this object: the reading (e.g. inflating a gzip IDX, which
-    releases the GIL) then overlaps what the caller does meanwhile, the start-up of the
-    workers above all. An exception raised by `items` is raised where its item would
-    have been yielded. close() stops the thread (after the item it is reading).
-
-    The TFRecord writer starts one before it imports its codecs and forks: for the
-    official training set the parent's gunzip (0.05-0.07 s of CPU) then begins while
-    one core would otherwise wait (whole runs, medians of 10-12 interleaved, load
-    1.2-1.5: 0.440-0.450 s with it, 0.450-0.455 s without; about 4500 more page
-    faults for the 16 MB it holds).
-
-    The hand-over is a deque and two pipes (a byte per item queued, a byte per item
-    taken), as npz's hashing thread does it: no lock anywhere, so a Ctrl-C landing
-    inside a hand-over cannot leave one held. Each side closes only its own ends of the
-    pipes (forked workers hold copies of all four: only bytes wake a side, never EOF).
-
-        for piece in ReadAhead(split.batches(1000), depth=8):
-            ...
-    """
-
-    def __init__(self, items, depth):
-        import threading
-        self._items, self._depth = iter(items), max(1, depth)
-        self._queue = deque()
-        self._stopped = False
-        self._ready_read, self._ready_write = os.pipe()
-        self._room_read, self._room_write = os.pipe()
-        for fd in (self._ready_write, self._room_write):
-            os.set_blocking(fd, False)
-        self._thread = threading.Thread(target=self._run, name="mnistconv-read-ahead",
-                                        daemon=True)
-        self._thread.start()
-
-    @staticmethod
-    def _wake(fd):
-        try:
-            os.write(fd, b"\0")
-        except (BlockingIOError, BrokenPipeError):  # full: the other side has bytes
-            pass
-
-    def _run(self):
-        end = (False, None)
-        try:
-            for item in self._items:
-                while len(self._queue) >= self._depth and not self._stopped:
-                    os.read(self._room_read, 4096)
-                if self._stopped:
-                    return
-                self._queue.append((True, item))
-                self._wake(self._ready_write)
-        except BaseException as e:  # raised in the caller's thread instead
-            end = (False, e)
-        finally:
-            self._queue.append(end)
-            self._wake(self._ready_write)
-            os.close(self._ready_write)
-            os.close(self._room_read)
-
-    def __iter__(self):
-        while True:
-            try:
-                more, item = self._queue.popleft()
-            except IndexError:
-                os.read(self._ready_read, 4096)
-                continue
-            if not more:
-                if item is not None:
-                    raise item
-                return
-            self._wake(self._room_write)
-            yield item
-
-    def close(self):
-        """Stop the thread (it ends once the item it is reading is read) and close the
-        caller's ends of the pipes."""
-        if self._stopped:
-            return
-        self._stopped = True
-        self._queue.clear()
-        self._wake(self._room_write)
-        os.close(self._room_write)
-        os.close(self._ready_read)
 
 
 class ParallelEncoder:

@@ -17,7 +17,7 @@ from ...errors import FormatError, UsageError
 from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged,
                        output_file_info)
 from ...limits import check_num_classes
-from ...parallel import ParallelEncoder, ReadAhead, check_workers
+from ...parallel import ParallelEncoder, check_workers
 from ... import budget
 from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
 from ...shards import ShardSet, check_shard_count
@@ -36,10 +36,6 @@ CHUNK = 1000
 # On MNIST's training set a sixteenth gives mean 1.0556 and max 26, a quarter 1.0607
 # and 26, every record 1.0622 and 27.
 ERROR_SAMPLE = 16
-# How far a split is read ahead of the encoding, in pixels (with workers): 16 MB is
-# 20 chunks of MNIST, about what is inflated (1.2 ms each) while the codecs load and
-# the workers start; each chunk held is memory touched afresh (page faults).
-_READ_AHEAD_BYTES = 16 << 20
 IMAGE_FORMATS = ("jpeg", "png", "raw")
 LABEL_FORMATS = ("onehot", "index")
 
@@ -350,21 +346,9 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     all_settings = [settings for _, settings, _ in plan]
     record_bytes = max(int(np.prod(s.slot_shape)) for s in all_settings)
     chunk = _chunk_records(record_bytes)
-    # With workers, each split is read on a thread of its own, the first from here on:
-    # its first chunks are read (inflated) while the codecs are imported and the
-    # workers start.
-    ahead = [None] * len(plan)
-    if workers > 1:
-        ahead[0] = _read_ahead(plan[0], chunk, record_bytes)
-    try:
-        with StagedOutput(force, root=path) as staged:
-            files = _write_splits(plan, staged, ahead, chunk, record_bytes, workers,
-                                  processes, compression, progress, counts, totals,
-                                  bool(index_files))
-    finally:
-        for reader in ahead:
-            if reader is not None:
-                reader.close()
+    with StagedOutput(force, root=path) as staged:
+        files = _write_splits(plan, staged, chunk, record_bytes, workers, processes,
+                              compression, progress, counts, totals, bool(index_files))
     pixels = totals[4]
     result_stats: dict = {"records": totals[0]}
     names = next((s.class_names for s in all_settings if s.class_names), ())
@@ -378,14 +362,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
     return WriteResult(files, counts, result_stats)
 
 
-def _read_ahead(entry, chunk, record_bytes):
-    """A split's pieces, read on a thread of their own up to _READ_AHEAD_BYTES ahead."""
-    split, settings, shard_set = entry
-    return ReadAhead(_chunks(split, shard_set.bounds, chunk, settings.extras is not None),
-                     _READ_AHEAD_BYTES // max(1, chunk * record_bytes))
-
-
-def _write_splits(plan, staged, ahead, chunk, record_bytes, workers, processes,
+def _write_splits(plan, staged, chunk, record_bytes, workers, processes,
                   compression, progress, counts, totals, index_files=False):
     """write()'s work inside its staged output: every split encoded and written; the
     files. totals: [records, error sum, error max, records measured, pixels measured]."""
@@ -399,17 +376,13 @@ def _write_splits(plan, staged, ahead, chunk, record_bytes, workers, processes,
         settings.warm()
     with ParallelEncoder(all_settings, workers, processes, record_bytes, chunk,
                          total=sum(s.header.count for s, _, _ in plan)) as encoder:
-        for number, ((split, settings, shard_set), paths) in enumerate(
-                zip(plan, staged_paths)):
+        for (split, settings, shard_set), paths in zip(plan, staged_paths):
             outputs = [_Output(t, p, compression, index_files)
                        for t, p in zip(shard_set.targets, paths)]
             progress.start(f"{split.name} -> tfrecord", split.header.count)
             counts[split.name] = 0
             try:
-                if workers > 1 and ahead[number] is None:
-                    ahead[number] = _read_ahead(plan[number], chunk, record_bytes)
-                pieces = ahead[number] or _chunks(split, shard_set.bounds, chunk,
-                                                  settings.extras is not None)
+                pieces = _chunks(split, shard_set.bounds, chunk, settings.extras is not None)
                 for out, n, data, (esum, emax, ecount) in encoder.encode(settings,
                                                                          pieces):
                     outputs[out].write(data)
