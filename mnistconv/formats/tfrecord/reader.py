@@ -105,7 +105,7 @@ class TFRecordSplit(Split):
                 # With extra fields no template is learnt (they differ per record):
                 # every record is parsed and its values collected.
                 if isinstance(data, bytes) and not self._extra_names:
-                    templates.learn(self.layout, example, data, row, fields is not None)
+                    templates.learn(self.layout, example, data, row)
             templates.index(block, at, sizes, rows, parse)
         shape = self._first_shape
         if shape is None:

@@ -22,21 +22,18 @@ class _Templates:
     the record holds. A later record of that length which starts with those bytes and
     ends with a known tail holds the same but for its image, with no parse: a prefix
     and a dictionary look-up instead of a protobuf parse and a dozen feature look-ups
-    (the 60000-record index pass: 0.37 s -> 0.1 s). A template is learnt only from a
-    record that is the deterministic serialization of its own parse, and whose
-    serialization with every image byte complemented changes exactly the bytes where
-    the image was: then any record of those bytes around an image of that length is
+    (benchmarks/README.md). A template is learnt only from a record that is the
+    deterministic serialization of its own parse, and whose serialization with every
+    image byte complemented changes exactly the bytes where the image was: then any record of those bytes around an image of that length is
     (protobuf round trip) that Example with that image. Bounded: at most MAX_TAILS
     tails and MAX_BYTES bytes."""
 
     MAX_TAILS = 1 << 16
     MAX_BYTES = 16 << 20
     PER_LENGTH = 16  # templates of one record length (labels before the image: slim)
-    MAX_USUAL = 1024  # parses kept for _borrow (one per label, usually)
 
     def __init__(self):
         self.by_length = {}  # record length -> [(head, image start, length, kind, tails)]
-        self.usual = {}  # tail -> (parse, its image's values, label, index): _borrow
         self.tails = self.bytes = 0
 
     def index(self, block, starts, sizes, rows, parse):
@@ -52,45 +49,15 @@ class _Templates:
                 if startswith(head, start) and (kind is not _NOT_CODED or not (
                         startswith(_JPEG, start + at, start + at + n) or
                         startswith(_PNG, start + at, start + at + n))):
-                    tail = block[start + at + n:start + size]
-                    row = tails.get(tail)
-                    if row is None and kind is not _NOT_CODED:
-                        row = self._borrow(head, at, n, tails, tail)
+                    row = tails.get(block[start + at + n:start + size])
                     if row is not None:
                         append(row)
                         break
             else:
                 parse(k)
 
-    def _borrow(self, head, at, n, tails, tail):
-        """The row for a tail this template has not seen but another length's has, from
-        that record's parse: its serialization with an image of n zero bytes and of n
-        0xFF bytes must be this template's bytes around them (the proof learn() makes,
-        with two serializations instead of a parse). Only for records read the usual
-        way (_usual_fields: a JPEG or PNG, no format or size feature), whose label and
-        index do not depend on the image; None otherwise."""
-        known = self.usual.get(tail)
-        if known is None:
-            return None
-        example, values, label, index = known
-        before, image = head[:at], values[0]
-        try:
-            values[0] = bytes(n)
-            zeros = example.SerializeToString(deterministic=True)
-            values[0] = b"\xff" * n
-            ones = example.SerializeToString(deterministic=True)
-        finally:
-            values[0] = image
-        if zeros != before + bytes(n) + tail or ones != before + b"\xff" * n + tail:
-            return None
-        row = tails[tail] = (label, index, at, n, 0)
-        self.tails += 1
-        self.bytes += len(tail)
-        return row
-
-    def learn(self, layout, example, data, row, usual):
-        """Learn from a record parsed the checked way: its data, its parse, its row,
-        and whether _usual_fields read it (its parse may then serve other lengths)."""
+    def learn(self, layout, example, data, row):
+        """Learn from a record parsed the checked way: its data, its parse, its row."""
         start, n = row[2], row[3]
         if n == 0 or self.tails >= self.MAX_TAILS or self.bytes >= self.MAX_BYTES:
             return
@@ -124,5 +91,3 @@ class _Templates:
         entry[4][after] = row
         self.tails += 1
         self.bytes += len(after)
-        if usual and kind is not _NOT_CODED and len(self.usual) < self.MAX_USUAL:
-            self.usual.setdefault(after, (example, values, row[0], row[1]))
