@@ -7,8 +7,8 @@ touch an image codec do not pay for it.
 Why Pillow: measured on this project's 2-core machine for the 60000 MNIST training
 images, Pillow's libjpeg-turbo and OpenCV's (the users' recipe, `cv2.imencode('.jpg',
 img)`) produce byte-identical JPEGs at the same quality, encode at the same speed, and
-Pillow imports in about 20 ms against OpenCV's 30-150 ms, a large share of a 0.35 s
-budget. Both are mature libjpeg-turbo wrappers; tests compare against cv2 when present.
+Pillow imports faster (benchmarks/README.md). Both are mature libjpeg-turbo wrappers;
+tests compare against cv2 when present.
 
 Decoding JPEG goes through simplejpeg (libjpeg-turbo) with its fast integer IDCT,
 because that is what tf.io.decode_jpeg does with its defaults (dct_method "" means
@@ -19,7 +19,7 @@ with it and 1.06 with the fast one, the largest 10 and 27.)
 Tests compare these pixels with TensorFlow's.
 
 Batch JPEG encoding (encode_jpeg_batch) does not call the encoder once per image: most
-of the ~14 us a 28x28 encode costs is libjpeg set-up, not coding. Instead the images are
+of what a 28x28 encode costs is libjpeg set-up, not coding. Instead the images are
 edge-padded to whole 8x8 blocks (exactly the padding libjpeg applies to a partial block)
 and laid side by side in a tile one block row (8 pixel rows) high, each image's blocks
 one after another in the order libjpeg codes them alone (row by row), and the tile is
@@ -78,7 +78,7 @@ def _pil():
 def _save(image, ext, **params) -> bytes:
     """An image's bytes in the format its file name extension gives (".jpg", ".png").
     Given a format name, Pillow's save() first imports five format plugins (BMP, GIF,
-    JPEG, PPM, PNG: 5-8 ms of every JPEG conversion's start); given a file name,
+    JPEG, PPM, PNG: a cost at every JPEG conversion's start); given a file name,
     recent Pillow (13.0 here) imports only that extension's plugin, older ones all
     five as before. The bytes are the same either way."""
     out = io.BytesIO()
@@ -145,7 +145,7 @@ def pad_to_blocks(images, out=None):
     if (w % 4 == 0 and wp > w and images.dtype == np.uint8 and images.flags.c_contiguous
             and out.flags.c_contiguous):
         # Rows of whole 32-bit words (MNIST's 28 = 7 words): copied and padded as
-        # words, 12 ms for the 60000 MNIST training images against 20 ms as bytes.
+        # words, faster than as bytes (benchmarks/README.md).
         words = out.view(np.uint32)
         words[:, :h, :w // 4] = images.view(np.uint32)
         words[:, :h, w // 4:] = (images[:, :, w - 1].astype(np.uint32) * 0x01010101)[
@@ -192,7 +192,7 @@ def encode_jpeg_measured(images, quality, size, measure):
                                               size=(h, w))
     if not measure:
         return header, segments, 0, 0
-    # |a - b| in uint8 without widening: 5x faster than via int16.
+    # |a - b| in uint8 without widening (int16 costs a copy of each).
     original = images[:measure, :h, :w]
     decoded = decoded[:, :h, :w]
     low = np.minimum(decoded, original)
@@ -250,10 +250,8 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
         header = _HEADERS[h, w, quality] = header[:_scan_start(header)]
     blocks = (hp // 8) * (wp // 8)
     # A tile is at most _MAX_DIMENSION pixels wide: 511 MNIST digits of 16 blocks.
-    # Pillow hands libjpeg one pixel row at a time, and a row has a fixed cost: the
-    # 60000 training digits stacked one under the other, 1000 to a tile (32000 rows),
-    # took 0.19 s of CPU to encode; side by side (8 rows a tile), 0.15 s, plus 0.01 s
-    # to reorder the blocks.
+    # Pillow hands libjpeg one pixel row at a time, and a row has a fixed cost: side by
+    # side (8 rows a tile) beats stacked (benchmarks/README.md).
     per_tile = _MAX_DIMENSION // (8 * blocks) if blocks <= 0xFFFF else 0
     marker = re.compile(b"\xff[\xd0-\xd7]")
     segments = []
@@ -321,8 +319,8 @@ def decode_jpeg_tiles(jpegs, h, w):
     tall images of many: n x h x w uint8. It is jpeg_segments in reverse: each image's
     entropy-coded data, restart markers between them and a restart interval of one
     image's blocks make a valid JPEG whose decode is, block for block, each image's own
-    (a restart resets the DC predictor as a new image does). Decoding one 28x28 JPEG
-    costs ~30 us, mostly set-up; this ~7 us. Returns None when the JPEGs cannot be
+    (a restart resets the DC predictor as a new image does), so libjpeg's set-up is
+    paid once a tile, not once an image. Returns None when the JPEGs cannot be
     decoded so (other headers, colour, progressive, or anything in the data that does
     not decode cleanly): decode those one by one."""
     if not jpegs:

@@ -241,9 +241,8 @@ def fast_zlib():
 
 def _gzip_reader():
     """(GzipFile class, the errors it raises): zlib-ng's gzip_ng when installed, the
-    same bytes and errors as the standard library's, decompressed about 2.8x faster
-    (0.07 s against 0.20 s for the 47 MB MNIST training images here), because its
-    reader loop is C, not Python."""
+    same bytes and errors as the standard library's, decompressed faster because its
+    reader loop is C, not Python (benchmarks/README.md)."""
     module, errors = fast_zlib()
     if module is zlib:
         return gzip.GzipFile, errors
@@ -349,8 +348,8 @@ def unhashed_outputs():
     """Within this block, files written through HashingWriter or described by
     output_file_info() are not hashed: their OutputFile.sha256 is None. For callers
     that will not show the hashes: the command line with -q and neither --json nor
-    --sha256sums (SHA-256 costs 0.03 s of CPU for the 50 MB MNIST TFRecord, a tenth
-    of the conversion's wall time on two cores). Hashes are on by default.
+    --sha256sums (SHA-256 is a noticeable share of a conversion: benchmarks/README.md).
+    Hashes are on by default.
 
         with unhashed_outputs():
             mnistconv.write(ds, "out.tfrecord", "tfrecord")  # files' sha256: None
@@ -415,7 +414,7 @@ class DeflateWriter:
             self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
         view = memoryview(data).cast("B")
         # A slice at a time: Ctrl-C is handled between two calls into zlib, and one call
-        # on a whole batch (tens of MB at level 9) kept a run going for 20 s after it.
+        # on a whole batch at level 9 kept a run going long after it.
         for at in range(0, len(view), _DEFLATE_SLICE):
             self.file.write(self.pending + self.zlib.compress(view[at:at + _DEFLATE_SLICE]))
             self.pending = b""

@@ -20,15 +20,15 @@ MAX_IMAGE_PIXELS = DEFAULT_MAX_IMAGE_PIXELS
 MAX_RECORD_BYTES = 256 << 20
 # Images larger than this are decoded one at a time, on one thread: each decoding
 # thread holds a decoder's copy of its image besides the batch (two threads decoding
-# 9000 x 9000 PNGs peaked at 330-510 MB in the fuzz pass).
+# 9000 x 9000 PNGs in the fuzz pass held several such copies).
 MAX_THREADED_IMAGE_PIXELS = 1 << 22
 # A one-hot label or a per-class table has at most this many columns or rows.
 MAX_CLASSES = 65536
 # Examples in one split (MNIST8M has 8.1M). All of a split's labels are held in memory,
-# and `info` counts them as int64: at this many a 1 MB file of zeros stays within
-# ~200 MB, where 10**9 labels (deflated into 1 MB) took 8.7 GB.
+# and `info` counts them as int64: at this many a small file of zeros stays bounded,
+# where 10**9 labels (deflated into a small file) were not.
 MAX_EXAMPLES = 1 << 24
-# Encoding processes (each holds its own buffers: 256 workers took 711 MB).
+# Encoding processes (each holds its own buffers).
 MAX_WORKERS = 64
 # Files in one shard set (each is written, hashed and renamed; TFDS' own sets stay far
 # below this).

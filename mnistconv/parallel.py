@@ -14,7 +14,7 @@ good guest in someone else's process):
   (a notebook kernel, a web server, a data loader with threads of its own). Pillow and
   simplejpeg release the GIL while they code JPEG and PNG, as zlib, hashlib and
   numpy's copies do; the rest holds it, so threads gain most when decoding (reading)
-  and little when framing records (writing: see the figures below).
+  and little when framing records (writing: see below).
 - processes=True and workers > 1 (what the mnistconv command line passes, and only it
   by default): forked worker processes fed through pipes, the pixels and the encoded
   bytes in memory shared with the parent. This is the only place mnistconv forks. It
@@ -25,21 +25,12 @@ good guest in someone else's process):
   any, hold no lock a worker needs (the command line's only other thread is its
   progress display).
 
-Why the hand-made pool is kept (for the command line only): the official 60000-image
-training set to one JPEG TFRecord through the library, whole processes, 2 cores,
-median of 5 interleaved runs, the same output bytes in every row (measured for
-issue 13 on the project's shared 2-core machine, load average 1.6-1.8):
-    workers=1, in the caller's thread                     0.69 s  (CPU 0.78 s)
-    ThreadPoolExecutor, 2 threads                          0.67 s  (CPU 0.87 s)
-    ProcessPoolExecutor, fork, 2 processes (pickled)       0.72 s  (CPU 1.21 s)
-    ProcessPoolExecutor, forkserver                        0.94 s
-    ProcessPoolExecutor, spawn                             0.93 s  (CPU 1.64 s)
-    this module's fork pool, shared memory, 2 processes    0.52 s  (CPU 0.85 s)
-Threads gain little because framing and the Example splicing hold the GIL (only the
-JPEG coding releases it); the executors' processes pay for pickling every chunk both
-ways, and spawn and forkserver for importing numpy, Pillow and protobuf again in each
-worker. So the library uses threads when asked for workers (safe anywhere), and the
-command line, which owns its process, the fork pool.
+Why the hand-made pool is kept (for the command line only): threads gain little
+because framing and the Example splicing hold the GIL (only the JPEG coding releases
+it); the executors' processes pay for pickling every chunk both ways, and spawn and
+forkserver for importing numpy, Pillow and protobuf again in each worker (figures in
+benchmarks/README.md). So the library uses threads when asked for workers (safe
+anywhere), and the command line, which owns its process, the fork pool.
 """
 
 import os
@@ -217,7 +208,7 @@ class _ForkPool:
     (task, slot, record count), a reply 8 + 8 x (1 + COUNTERS) (how the output came back,
     its length, the counters). Piece k goes to worker k mod N and the replies are read
     in piece order. (multiprocessing.Pool did the same with three threads, pickling and
-    a 66 ms import: about 0.1 s of the 60000-image conversion's CPU.) Workers inherit
+    an import of its own.) Workers inherit
     the parent's imports, the tasks and the shared slots; they leave when their pipe
     closes, or are killed when the conversion fails."""
 
@@ -229,7 +220,7 @@ class _ForkPool:
         self.tasks = list(tasks)
         # Once this many records are handed out, the job pipes close: each worker
         # leaves after its last job, while the parent still takes the last results
-        # (a worker's exit cost the end of the 60000-image conversion 5-10 ms).
+        # (a worker's exit otherwise delays the end of the conversion).
         self.total, self.records = total, 0
         # Output room per record: a JPEG or PNG of noise stays under twice the pixels,
         # and a record's framing and headers under 2 KB.

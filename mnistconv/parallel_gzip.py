@@ -1,6 +1,6 @@
 """Deflate on several cores, in one standard gzip file (the way pigz does it), with threads.
 
-Level-9 deflate of MNIST's training images takes 13 s of one core, as long as `gzip -9`.
+Level-9 deflate of MNIST's training images takes as long on one core as `gzip -9`.
 The data is cut into fixed BLOCK-byte blocks; each is deflated on its own, primed with
 the 32 KiB before it as a preset dictionary (so a match may still reach back across the
 cut, as in one long stream), and ended with a sync flush (an empty stored block that
@@ -13,8 +13,8 @@ The bytes depend only on the data and the level, never on the thread count or on
 the data was handed to write(): blocks are cut at fixed offsets and each is deflated
 from the same input with the same dictionary. Data of at most one block is one deflate
 stream from start to end, the same bytes as gzip.compress(data, level, mtime=0) and
-`gzip -n`; longer data differs from those by the restarts at each cut (about 0.1 %
-larger at level 9 on MNIST with 1 MiB blocks).
+`gzip -n`; longer data differs from those by the restarts at each cut (slightly
+larger: benchmarks/README.md).
 
 Threads, not processes: zlib's deflate releases the GIL, and a library must not fork.
 The pool is made only once a second block begins (a labels file never starts a thread),

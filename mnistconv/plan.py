@@ -209,7 +209,7 @@ class InputSpec:
 
 def _digest(array):
     # Hashed in place, a million at a time: tobytes() copied 5M labels and indices whole
-    # (a --plan of 5M images peaked at 156 MB, of 60000 at 36 MB).
+    # (a --plan's peak grew with the number of images).
     array = np.ascontiguousarray(array)
     digest = hashlib.sha256(array.dtype.str.encode())
     flat = array.reshape(-1)

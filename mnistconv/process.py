@@ -17,9 +17,8 @@ def tune_command_line():
 def single_blas_thread():
     """Ask numpy's OpenBLAS for one thread, unless the user chose a number. mnistconv
     multiplies no matrices, and OpenBLAS starts a thread per core when numpy is
-    imported: one thread makes `import numpy` 0.06 s of CPU instead of 0.09-0.1 s on
-    the 2-core machine the benchmarks run on, which every command pays before it
-    starts. Only before numpy is imported; a no-op after."""
+    imported: one thread makes `import numpy` cheaper (benchmarks/README.md), which
+    every command pays before it starts. Only before numpy is imported; a no-op after."""
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -29,9 +28,8 @@ def reuse_freed_memory():
 
     Conversions allocate the same few large buffers over and over (a batch of pixels,
     a JPEG tile, joined records: megabytes each). glibc hands blocks that big straight
-    back to the kernel when they are freed, so every batch page-faults them in again:
-    for the 60000 MNIST images to TFRecord, 65000 faults and 0.33 s of system time;
-    with these thresholds 24000 faults and 0.18 s. Only processes mnistconv owns call
+    back to the kernel when they are freed, so every batch page-faults them in again
+    (benchmarks/README.md). Only processes mnistconv owns call
     this (the command line, parallel.py's forked workers), never a library caller's
     process."""
     try:

@@ -202,7 +202,7 @@ class Progress:
     # them), so a display can move while a slow writer works through a big batch.
     step: Optional[int] = None
     # The largest batch to ask a reader for (None: the caller's batch size), for the
-    # same reason when the reader is the slow side (TFRecord JPEGs: ~20k images/s).
+    # same reason when the reader is the slow side (TFRecord JPEGs).
     batch: Optional[int] = None
 
     def start(self, description: str, total: int) -> None:

@@ -48,7 +48,7 @@ from .limits import (MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
 
 CHUNK = 1 << 20
 # How much of a remote file is held at once: one read of READ bytes on input (CHUNK
-# over HTTP; a ranged read costs about four times its size in the S3 client: +16 MB);
+# over HTTP; a ranged read costs about four times its size in the S3 client);
 # on S3 output, each part of a multipart upload, UPLOAD_CONCURRENCY at a time.
 READ = 4 << 20
 PART = 8 << 20
@@ -552,8 +552,8 @@ def _upload(fs, local, target):
     from .staging import staging_prefix
     if _ATOMIC_PUT & _protocols(fs):
         if "s3" in _protocols(fs):
-            # s3fs sends 10 parts of 50 MB at once by default: 500 MB of memory per
-            # file. PART-sized parts (grown to fit S3's 10000 parts), a few at a time.
+            # s3fs sends 10 large parts at once by default, all held in memory.
+            # PART-sized parts (grown to fit S3's 10000 parts), a few at a time.
             size = os.path.getsize(local)
             fs.put_file(local, target, chunksize=max(PART, -(-size // 10000)),
                         max_concurrency=UPLOAD_CONCURRENCY)

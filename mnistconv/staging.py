@@ -186,7 +186,7 @@ def remove_scratch(path):
 def open_staged(path):
     """Open a file StagedOutput.file() made, to write it from the start. Not with "wb":
     truncating the (empty) file marks it on ext4, which then forces the allocation of
-    every block when it is closed (auto_da_alloc): 20-30 ms for a 50 MB output."""
+    every block when it is closed (auto_da_alloc)."""
     return open(path, "r+b")
 
 

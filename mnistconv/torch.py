@@ -13,7 +13,7 @@ torch is imported here only (the `torch` extra): `import mnistconv` never loads 
         ...  # images: float32 N x 1 x 28 x 28 in [0, 1]; labels: int64 N
 
 What you get: a map-style Dataset (random access, shuffle=True works) holding the
-split's pixels in memory as uint8 (MNIST's training set: 47 MB), read once when it is
+split's pixels in memory as uint8, read once when it is
 made, so DataLoader workers share them; or, for a split stored as several files (a
 Parquet or TFRecord shard set, WebDataset tars) or when iterable=True, an
 IterableDataset that streams the split batch by batch, each DataLoader worker taking

@@ -424,7 +424,7 @@ def looks_transposed(split, sample=2000):
     shape = tuple(split.header.shape)
     if not (len(shape) == 2 or (len(shape) == 3 and 1 in (shape[0], shape[-1]))):
         return None, None
-    # At most a quarter of the budget sampled (2000 MNIST images are 1.5 MB): images
+    # At most a quarter of the budget sampled (far more than 2000 MNIST images): images
     # larger than that are not handwritten characters, and holding them is unbounded work.
     n = min(sample, split.header.count,
             (budget.BATCH_BYTES // 4) // budget.image_bytes(shape, split.header.dtype))

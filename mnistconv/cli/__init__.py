@@ -26,7 +26,7 @@ from ..errors import MnistconvError
 from ..process import end_at_start_up
 
 # Conversions do no linear algebra; OpenBLAS's idle threads only spin at start-up and
-# exit (about 0.1 s of CPU per command, measured). Set before numpy is first imported.
+# exit (benchmarks/README.md). Set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Each command: its name, the module:attribute that defines it, its one-line help. The
@@ -161,7 +161,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 # The version given, not looked up: click's lookup imports importlib.metadata and scans
-# the installed distributions (45 ms of a 70 ms `mnistconv --version`). A test checks
+# the installed distributions (most of `mnistconv --version`). A test checks
 # it equals the installed package's metadata.
 @click.version_option(version=__version__, prog_name="mnistconv")
 def cli():
@@ -347,8 +347,8 @@ def _json_failure(as_json, message, code, path=None):
 
 def console():
     """The `mnistconv` program: main(), then leave with os._exit. The interpreter's
-    normal exit tears down every module and object first, 0.05-0.1 s after a TFRecord
-    conversion (protobuf, numpy, PIL and everything they hold), for a process that
+    normal exit tears down every module and object first (protobuf, numpy, PIL and
+    everything they hold: benchmarks/README.md), for a process that
     is ending anyway. Nothing of ours waits for exit: outputs are committed, worker
     processes reaped and temporaries removed before main() returns; only stdout and
     stderr are flushed here. (Tests and library users call main(), which exits

@@ -118,14 +118,14 @@ class RichProgress(Progress):
     leaving a `with` block, or the end of the click command, or the next note())
     stops it. Stopping and restarting it per split made rich print every earlier
     line again below the last. It redraws 10 times a second, and `step` asks
-    iter_batches for pieces of about 0.05 s of work, so a count moves several times a
+    iter_batches for pieces of PIECE_SECONDS of work, so a count moves several times a
     second even when a writer takes seconds over one reader batch (8192 images).
     """
 
     REFRESH_HZ = 10
     PIECE_SECONDS = 0.05
     MIN_STEP, FIRST_STEP = 64, 512
-    batch = 2048  # reader batches: ~0.1 s of TFRecord JPEG decoding; no slower to read
+    batch = 2048  # reader batches: a fraction of a second of TFRecord JPEG decoding
 
     def __init__(self):
         # rich is imported here, not at the top: commands that draw nothing skip it.

@@ -49,8 +49,8 @@ SIGNATURE = bytes.fromhex(
     "91bac23c9287e1a90000000000000000e19f13c0e9b1c372"
     "73000000000000000000000000000000")
 # Records read from a file at once while indexing: at most _READ, and at most about
-# _READ_BYTES by the largest record seen so far (a file of 40 MB records was read 4096
-# at a time: 120 MB of records, then 550 MB to refuse the first).
+# _READ_BYTES by the largest record seen so far (a file of huge records read 4096 at a
+# time held them all).
 _READ = 4096
 _READ_BYTES = 16 << 20
 
@@ -237,7 +237,7 @@ class ArrayRecordSplit(Split):
             if label < 0:
                 raise FormatError(path, f"{record_name(number)}: label {label} is "
                                         "negative")
-            # 2**31 - 1 was taken, and `info` counted it in a 16 GiB bincount.
+            # 2**31 - 1 was taken, and `info` counted it in a bincount of that size.
             check_num_classes(label + 1, path, f"{record_name(number)}: label {label}")
         index = one_value(path, number, feature, layout.index_key, "int64_list") \
             if layout.index_key else None

@@ -341,8 +341,7 @@ class IdxSplit(Split):
 
     def _mapped_batches(self, labels, per_item, batch_size):
         """Uncompressed files: each batch is a read-only map of its own byte range, so
-        no copy is made (about 40 ms of the official training set's 0.4 s idx-to-npz)
-        and the pages leave this process with the batch. The file's size was checked
+        no copy is made and the pages leave this process with the batch. The file's size was checked
         against the header when it was opened."""
         import mmap
         h = self.images

@@ -418,12 +418,12 @@ class _HashedStream:
     back to patch a member's local header (it writes a data descriptor after the data),
     so every byte is final when written and is hashed on the way, on a second thread
     (SHA-256, the CRC and the write all release the GIL), instead of reading the file
-    back afterwards (about 50 ms of the official set's ~0.4 s idx-to-npz).
+    back afterwards.
 
     The hand-over is a deque, and the thread sleeps in os.read on a pipe the writer
     writes a byte to per item: no lock anywhere, so a Ctrl-C landing inside a hand-over
     cannot leave one held and hang the clean-up that follows (seen once with
-    queue.Queue). Not a polling loop either: a thread waking every 0.5 ms takes the GIL
+    queue.Queue). Not a polling loop either: a thread waking often takes the GIL
     from a slow producer (the TFRecord reader, Python-bound) hundreds of times a
     second, and tfrecord-to-npz ran at half speed."""
 
@@ -535,7 +535,7 @@ def _write_split(archive, split, compress, layout, to_float, progress):
         _write_header(f, shape, dtype)
         for batch in iter_batches(split, progress, split.name):
             # The array's own memory, not a .tobytes() copy: zipfile's CRC and the file
-            # write take any buffer; the copy was ~15% of the write and a batch of memory.
+            # write take any buffer; the copy cost time and a batch of memory.
             f.write(_arrange(batch.images, layout, to_float, h.source).reshape(-1)
                     .view(np.uint8))
             labels.append(batch.labels)

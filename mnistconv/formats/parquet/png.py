@@ -6,12 +6,11 @@ the zlib stream of the scan lines, each prefixed by its filter byte, and IEND; a
 is length (4 bytes, big-endian), type, data, CRC-32 of type and data.
 
 Why not codecs.encode_png (Pillow) here: for the 28 x 28 MNIST images most of its
-~60 us per image is Pillow's set-up, and Pillow's adaptive filters give larger files
-than none at all on such images (275 against 251 bytes on average for MNIST's training
-set). The scan lines of a whole batch are laid out with numpy at once, and each image
-then costs one zlib.compress and one CRC: 2-3 times faster, measured on this project's
-machine. The standard library's zlib at level 6 (not zlib-ng's, whose bytes differ), so
-the bytes are the same on every run and for any number of workers. Every PNG reader
+cost is Pillow's set-up, and Pillow's adaptive filters give larger files than none at
+all on such images. The scan lines of a whole batch are laid out with numpy at once,
+and each image then costs one zlib.compress and one CRC (benchmarks/README.md). The
+standard library's zlib at level 6 (not zlib-ng's, whose bytes differ), so the bytes
+are the same on every run and for any number of workers. Every PNG reader
 (Pillow, as `datasets` decodes, libpng, browsers) reads these; tests check Pillow gives
 back the pixels.
 """
@@ -96,7 +95,7 @@ def decode_unfiltered(data, shape):
     if h * row > FAST_BYTES:  # Pillow decodes those, within its decompression-bomb limits
         return None
     # Inflated up to the image's size and no further: a 28 x 28 IHDR can front an IDAT
-    # of a few KB that inflates to 256 MiB (zlib.decompress took it all: 521 MB peak).
+    # of a few KB that inflates to 256 MiB (zlib.decompress would take it all).
     inflate = zlib.decompressobj()
     try:
         raw = inflate.decompress(data[41:41 + length], h * row)

@@ -425,7 +425,7 @@ _CHECK_ROWS = 1024  # rows whose sizes are checked together (batches())
 
 def _integers(array):
     """An integer Arrow array without nulls as numpy, from its buffer: pyarrow's
-    to_numpy() imports pandas when it is installed (~55 MB of memory for nothing)."""
+    to_numpy() imports pandas when it is installed (memory for nothing)."""
     import pyarrow as pa
     kind = "i" if pa.types.is_signed_integer(array.type) else "u"
     dtype = np.dtype(f"<{kind}{array.type.bit_width // 8}")

@@ -318,7 +318,7 @@ def _row_group(pa, group, schema):
     paths = pa.nulls(n, pa.string())
     image = pa.StructArray.from_arrays([images, paths], fields=list(schema.field("image").type))
     # from_buffers, not pa.array: pa.array imports pandas when it is installed (to check
-    # for its types), ~55 MB of the process's memory for nothing.
+    # for its types): memory for nothing.
     labels = np.ascontiguousarray(np.concatenate([g[2] for g in group]), np.int64)
     label = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(labels)])
     columns = [image, label]

@@ -112,8 +112,7 @@ def chunks(split, chunk):
 
 def record_lengths(framed) -> list:
     """The data length of each record in TFRecord-framed bytes (16 bytes of framing
-    each), walking the length fields. (unpack_from reads in place: 0.1 us a record,
-    slicing a memoryview for int.from_bytes 0.24 us.)"""
+    each), walking the length fields (unpack_from reads in place)."""
     lengths, at, end = [], 0, len(framed)
     while at < end:
         n, = _LENGTH(framed, at)

@@ -13,11 +13,8 @@ each row led by its filter byte, and IEND. What makes the bytes TensorFlow's:
 - the deflate stream is cut into IDAT chunks of 8192 bytes (libpng's buffer).
 tests/test_tfds.py checks the bytes against tf.image.encode_png for MNIST digits and
 images of other sizes and contents. Filtering is vectorized over a batch of images
-(filter_rows); each image is then one zlib stream. Per MNIST digit on the project's
-2-core machine (idx-to-tfds, perf): zlib 27 us, about half of it deflate's match
-search and half the Huffman coding of the stream's one block (Z_HUFFMAN_ONLY alone
-takes 16 us): the cost that stays, the bytes being zlib's; filtering 3 us; the
-per-image loop below and the Example framing about 2 us.
+(filter_rows); each image is then one zlib stream, zlib's cost being what stays
+(where the time goes: benchmarks/README.md).
 """
 
 import struct
@@ -32,7 +29,7 @@ _IDAT = 8192
 _IDAT_CRC = zlib.crc32(b"IDAT")
 _U32 = struct.Struct(">I")
 # Pixels filtered in one go: the dozen working arrays of a batch this size stay in the
-# core's cache (256 digits: 3.1 us an image; 1000 digits at once: 4.2 us).
+# core's cache (benchmarks/README.md).
 _BATCH_PIXELS = 256 * 784
 
 
@@ -70,8 +67,7 @@ def filter_rows(images):
     every neighbour a filter looks at is the same flat array shifted (left: by one
     column, N = n * (H + 1) bytes; up: by one byte; up-left: both), each filter is one
     numpy pass over the whole batch, and a row's cost, a sum over its columns, adds
-    contiguous vectors. (Row by row, numpy summed 29-byte rows in 3 us an image;
-    the whole filtering took 7.8 us an image, now 3.1.)"""
+    contiguous vectors."""
     x = np.asarray(images, dtype=np.uint8)
     n, h, w = x.shape
     cols, rows = w + 1, h + 1

@@ -158,9 +158,8 @@ class ExampleBuilder:
     (map entries sorted by key) writes them, without protobuf: the wire format of these
     messages is a handful of tags and lengths (see the module docstring), written here
     as the C reference (benchmarks/c_reference) writes them. Importing protobuf and
-    building its message classes cost 12 ms of every conversion's start, and a
-    template's serialization per (class, image length) 8.6 us against 3 us here; tests
-    compare every preset's records with protobuf's and TensorFlow's.
+    building its message classes cost every conversion's start (benchmarks/README.md);
+    tests compare every preset's records with protobuf's and TensorFlow's.
 
     The features that depend only on the class (label, format, height, width, class
     name) are serialized when a class is first seen and kept in a bounded cache: a

@@ -437,8 +437,8 @@ def _check_shape(path, number, shape, first):
 
 def check_record_size(path, number, size, image_shape):
     """Once one image's size is known, a record far larger than such an image and a full
-    label can be is refused before it is parsed (a 36 MB label of 4,000,000 values took
-    350 MB to parse and refuse). ArrayRecord's Examples are held to it too."""
+    label can be is refused before it is parsed (protobuf holds many times a record's
+    size while parsing it). ArrayRecord's Examples are held to it too."""
     if size > 2 * int(np.prod(image_shape)) + (1 << 20):
         raise FormatError(path, f"{record_name(number)}: {size:,} bytes, more than a "
                                 f"record of one {'x'.join(map(str, image_shape))} image "

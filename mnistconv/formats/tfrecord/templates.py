@@ -24,9 +24,9 @@ class _Templates:
     and a dictionary look-up instead of a protobuf parse and a dozen feature look-ups
     (benchmarks/README.md). A template is learnt only from a record that is the
     deterministic serialization of its own parse, and whose serialization with every
-    image byte complemented changes exactly the bytes where the image was: then any record of those bytes around an image of that length is
-    (protobuf round trip) that Example with that image. Bounded: at most MAX_TAILS
-    tails and MAX_BYTES bytes."""
+    image byte complemented changes exactly the bytes where the image was: then any
+    record of those bytes around an image of that length is (protobuf round trip) that
+    Example with that image. Bounded: at most MAX_TAILS tails and MAX_BYTES bytes."""
 
     MAX_TAILS = 1 << 16
     MAX_BYTES = 16 << 20

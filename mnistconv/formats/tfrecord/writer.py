@@ -30,9 +30,9 @@ from .names import split_target
 # together (the last chunk runs alone).
 CHUNK = 1000
 # Without exact_jpeg_error, the JPEG error is measured on 1 record in ERROR_SAMPLE (the
-# first 63 of every chunk of 1000). Decoding is 40% of the encoding work: a quarter
-# cost 0.06 s of CPU on the MNIST training set, and left idx-to-tfrecord 1.01-1.06x
-# the one-core C reference's time (issue 13 asks for no longer); a sixteenth, 0.94x.
+# first 63 of every chunk of 1000). Decoding is a large share of the encoding work: a
+# quarter left idx-to-tfrecord slower than the one-core C reference (issue 13 asks
+# for no longer); a sixteenth does not (benchmarks/README.md).
 # On MNIST's training set a sixteenth gives mean 1.0556 and max 26, a quarter 1.0607
 # and 26, every record 1.0622 and 27.
 ERROR_SAMPLE = 16
@@ -116,7 +116,7 @@ def encode_records(settings, images, labels, indices):
     err_sum, err_max, measured = 0, 0, 0
     prefix, suffix = b"", b""
     if settings.image_format == "jpeg":
-        # Decoding is 40% of the encoding work: unless asked for every record, the
+        # Decoding is costly (see ERROR_SAMPLE): unless asked for every record, the
         # error is measured on the first sixteenth of each chunk.
         measured = n if settings.exact_error else -(-n // ERROR_SAMPLE)
         prefix, blobs, err_sum, err_max = codecs.encode_jpeg_measured(
@@ -126,7 +126,7 @@ def encode_records(settings, images, labels, indices):
         images = np.ascontiguousarray(images).reshape((n,) + settings.shape)
         if settings.image_format == "png":
             # The bytes tf.image.encode_png writes (TFDS' own), encoded a batch at a
-            # time: 30 us an MNIST digit where Pillow took 60 us.
+            # time, without Pillow's per-image set-up.
             from ..tfds import png
             prefix, blobs, suffix = png.png_parts(images)
         else:
@@ -228,7 +228,7 @@ def _chunks(split, bounds, chunk, positions=False):
 def _check_labels(labels, where):
     """A split's labels checked before anything is written: integers from 0, and few
     enough classes (a one-hot label is a row of max label + 1 values). Nothing is
-    copied: an int64 copy of 5M labels was 40 MB of the 5M-image conversion's peak."""
+    copied: an int64 copy of millions of labels shows in a conversion's peak."""
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise FormatError(where, f"labels of shape {labels.shape}: TFRecord labels are "

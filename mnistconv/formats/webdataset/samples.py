@@ -75,9 +75,8 @@ class SampleTask:
         if self.image_format == "jpeg":
             return codecs.encode_jpeg_batch(pixels, self.quality)[0]
         # PNGs of the whole chunk at once (filter none, the standard library's zlib at
-        # level 6: deterministic). codecs.encode_png (Pillow) costs about 65 us a 28x28
-        # image here, mostly set-up, against about 25 us: with it, the official training
-        # set took 4.3 s of CPU, webdataset.TarWriter 13.1 s, short of the 5x target.
+        # level 6: deterministic). codecs.encode_png (Pillow) is mostly set-up on a
+        # 28x28 image and missed the bench's target (benchmarks/README.md).
         data, offsets = encode_png_batch(pixels)
         view, offsets = memoryview(data), offsets.tolist()
         return [view[a:b] for a, b in zip(offsets, offsets[1:])]

@@ -21,9 +21,9 @@ zero blocks, padded with zeros to a multiple of 10240 bytes (tar's record size).
 are the bytes Python's tarfile writes for the same members in USTAR_FORMAT with mtime 0
 and empty user and group names (tests compare them).
 
-Why by hand: tarfile.addfile() costs about 25 us a member (a TarInfo, its checks, a
-BytesIO); the header here is two slices of a template and a checksum over the name and
-size digits only, about 1.5 us, and a 28x28 sample has three members.
+Why by hand: tarfile.addfile() makes a TarInfo, its checks and a BytesIO per member;
+the header here is two slices of a template and a checksum over the name and size
+digits only, and a 28x28 sample has three members (benchmarks/README.md).
 
 Reading (members()): one 512-byte header at a time, its checksum checked (unsigned, and
 signed as some old writers computed it), sizes in octal or GNU base-256. Regular files are
