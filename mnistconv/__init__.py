@@ -12,11 +12,19 @@ library never prints, never exits and leaves signal handling to its host; docs/l
 is the guide.
 """
 
+import os
+from typing import TYPE_CHECKING, Any, Optional, Union
+
 from .process import guard_start_up
 
 guard_start_up()  # the `mnistconv` program only: see process.py; nothing in a library host
 from . import registry  # noqa: E402 (after the guard)
 from .errors import FormatError, MnistconvError, UsageError  # noqa: E402
+
+if TYPE_CHECKING:
+    from .records import Dataset, Progress, WriteResult
+    from .spec import Format
+PathArg = Union[str, "os.PathLike[str]"]  # a path, or a URL (a str)
 
 # The record types need numpy; they are loaded on first use so that `mnistconv --help`
 # (which imports this package) does not pay for numpy.
@@ -38,7 +46,7 @@ __all__ = ["read", "write", "convert", "formats", "Dataset", "Split", "ArraySpli
            "UsageError"]
 
 
-def formats():
+def formats() -> "dict[str, Format]":
     """The registered formats, by name: each a spec.Format declaring its extensions and
     its read and write options (the keyword arguments read() and write() take), as
     `mnistconv formats` lists them.
@@ -61,7 +69,7 @@ def _file_url(path):
     return path
 
 
-def detect(path, from_flag="--from"):
+def detect(path: PathArg, from_flag: str = "--from") -> "Format":
     """The format of an input, by content first, then by name; a remote path (s3://,
     https://, ...) is detected on its local copy. `from_flag` is the option that names
     the format, for the message when detection fails.
@@ -76,7 +84,8 @@ def detect(path, from_flag="--from"):
     return registry.detect_input(path, from_flag)
 
 
-def read(path, format=None, *, split_name=None, **options):
+def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[str] = None,
+         **options: Any) -> "Dataset":
     """Read a dataset: a directory, a file or a shard set, its format detected by
     content (then by name) unless `format` names it. `split_name` names the split of a
     single-split input whose file does not record it (IDX, GDMNIST1 and TFRecord files
@@ -134,7 +143,9 @@ def read(path, format=None, *, split_name=None, **options):
     return dataset
 
 
-def write(dataset, path, format=None, *, force=False, progress=None, **options):
+def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
+          force: bool = False, progress: "Optional[Progress]" = None,
+          **options: Any) -> "WriteResult":
     """Write a dataset as `format`, or as the output name says: its extension (a
     compression suffix the format takes, such as .gz, selects that compression), or a
     directory for IDX (a name ending in '/', an existing directory, or a name without
@@ -183,8 +194,10 @@ def write(dataset, path, format=None, *, force=False, progress=None, **options):
     return written
 
 
-def convert(src, dst, from_=None, to=None, *, read_options=None, select=None,
-            force=False, progress=None, **write_options) -> list:
+def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optional[str] = None,
+            *, read_options: Optional[dict] = None, select: Optional[dict] = None,
+            force: bool = False, progress: "Optional[Progress]" = None,
+            **write_options: Any) -> "WriteResult":
     """Read src, apply a selection, write dst: read(src, from_, **read_options), then
     stream.select(dataset, **select) if `select` (a dict) is given, then write(dataset,
     dst, to, force=force, progress=progress, **write_options). Returns what write()

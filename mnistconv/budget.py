@@ -14,6 +14,8 @@ an HDF5 filter).
     for start, stop in budget.spans(len(positions), n): ...
 """
 
+from typing import Any, Iterator, Optional
+
 # Decoded pixels in one batch. Readers, writers and views each hold a few batches at
 # once (read ahead, encoded, gathered), so the peak stays a small multiple of this.
 BATCH_BYTES = 32 << 20
@@ -30,7 +32,7 @@ MAX_RATIO = 1032
 SLACK_BYTES = BATCH_BYTES
 
 
-def image_bytes(shape, dtype="uint8") -> int:
+def image_bytes(shape: tuple, dtype: Any = "uint8") -> int:
     """Bytes of one decoded image of `shape` and `dtype` (1 at least)."""
     import numpy as np
     n = np.dtype(dtype).itemsize
@@ -39,7 +41,7 @@ def image_bytes(shape, dtype="uint8") -> int:
     return max(1, n)
 
 
-def rows(header, requested=None) -> int:
+def rows(header: Any, requested: Optional[int] = None) -> int:
     """Images per batch for a split's Header (or anything with .shape and .dtype): as
     many as fit BATCH_BYTES, one at least, at most MAX_ROWS and at most `requested`.
 
@@ -48,7 +50,7 @@ def rows(header, requested=None) -> int:
     return rows_for(header.shape, header.dtype, requested)
 
 
-def rows_for(shape, dtype="uint8", requested=None) -> int:
+def rows_for(shape: tuple, dtype: Any = "uint8", requested: Optional[int] = None) -> int:
     """rows() for an image shape and dtype given directly."""
     n = max(1, min(MAX_ROWS, BATCH_BYTES // image_bytes(shape, dtype)))
     if requested is not None:
@@ -61,7 +63,7 @@ def rows_for(shape, dtype="uint8", requested=None) -> int:
 PIECES_IN_FLIGHT = 4
 
 
-def piece_rows(image_bytes, most):
+def piece_rows(image_bytes: int, most: int) -> int:
     """Records per piece of a writer's parallel work: `most` (chosen for speed), fewer
     for large images, so the pieces in flight hold at most BATCH_BYTES of pixels
     together (one image a piece when it is larger).
@@ -72,19 +74,20 @@ def piece_rows(image_bytes, most):
     return max(1, min(int(most), share // max(1, int(image_bytes))))
 
 
-def spans(count, size):
+def spans(count: int, size: int) -> Iterator[tuple[int, int]]:
     """(start, stop) pairs cutting range(count) into pieces of at most `size`."""
     size = max(1, int(size))
     for start in range(0, int(count), size):
         yield start, min(int(count), start + size)
 
 
-def allowed_bytes(stored_bytes) -> int:
+def allowed_bytes(stored_bytes: int) -> int:
     """The most decoded bytes an input of `stored_bytes` may really hold."""
     return int(stored_bytes) * MAX_RATIO + max(SLACK_BYTES, BATCH_BYTES)
 
 
-def check_expansion(path, examples, per_example, stored_bytes, what="holds"):
+def check_expansion(path: Optional[str], examples: int, per_example: int, stored_bytes: int,
+                    what: str = "holds") -> None:
     """FormatError unless `examples` x `per_example` decoded bytes could come from
     `stored_bytes` of input: the expansion rule, for every codec. `what` begins the
     message, e.g. "holds" or "column 'image' declares"."""

@@ -11,7 +11,7 @@ import struct
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Optional
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 from .errors import CorruptData, Truncated, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
@@ -20,6 +20,9 @@ from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_stag
                       open_staged, output_entries, refuse_replacing_special,
                       remove_dead_leftovers, remove_scratch, signals_deferred,
                       staging_prefix)
+
+if TYPE_CHECKING:
+    from .records import OutputFile
 
 __all__ = [
     "GZIP_MAGIC", "GZIP_MAX_RATIO", "check_input", "check_input_file", "has_magic",
@@ -38,7 +41,7 @@ GZIP_MAX_RATIO = 1032
 _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
 
-def input_root(path) -> str:
+def input_root(path: str) -> str:
     """The tree a named input confines its reads to: the directory itself, or the
     folder of a file (its side files, shards and siblings live there), resolved.
 
@@ -86,7 +89,7 @@ def _refuse_special(path, st):
     raise UsageError(path, "is not a regular file (device, FIFO or socket)")
 
 
-def check_input(path, root=None, kind="file") -> os.stat_result:
+def check_input(path: str, root: Optional[str] = None, kind: str = "file") -> os.stat_result:
     """The one guard before anything under an input is read: path (kind "file", "dir"
     or "any") exists, is a regular file or directory, not a device, FIFO or socket,
     and, when root (a directory: what the user named, see input_root) is given, does
@@ -116,7 +119,7 @@ def check_input(path, root=None, kind="file") -> os.stat_result:
     return st
 
 
-def check_input_file(path, root=None):
+def check_input_file(path: str, root: Optional[str] = None) -> int:
     """A readable regular file inside root (see check_input), or a clear error
     (directories, devices, FIFOs, missing, a link out of the tree); returns its size."""
     return check_input(path, root).st_size
@@ -144,7 +147,8 @@ def _check_folder(path, root):
         _INSIDE[key] = True
 
 
-def open_input(path, root=None, mode="rb", **text_options):
+def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
+               **text_options: Any) -> IO:
     """Open an input file for reading, the one way the package does: confined to root
     (see check_input), a regular file (not a FIFO, device or socket, checked on the
     open descriptor, so nothing swapped in after a check is read), never blocking on a
@@ -176,7 +180,8 @@ def open_input(path, root=None, mode="rb", **text_options):
     return os.fdopen(fd, mode, **text_options)
 
 
-def input_entries(directory, root=None, keep=None, kind="any") -> list:
+def input_entries(directory: str, root: Optional[str] = None,
+                  keep: Optional[Callable[[str], Any]] = None, kind: str = "any") -> list:
     """The entries of an input directory that keep(name) accepts (default: all but
     hidden and staging names), sorted by name, each checked like check_input (kind:
     "file", "dir" or "any": entries of the other kind are left out): the walker every
@@ -210,7 +215,7 @@ def input_entries(directory, root=None, keep=None, kind="any") -> list:
     return found
 
 
-def has_magic(path, magic: bytes, offset=0, root=None) -> bool:
+def has_magic(path: str, magic: bytes, offset: int = 0, root: Optional[str] = None) -> bool:
     """Whether the file at path holds `magic` at `offset`: a format's sniff by content.
     False, not an error, for a directory or a missing file; a device, FIFO or a link
     out of root is refused (see check_input).
@@ -227,7 +232,7 @@ def has_magic(path, magic: bytes, offset=0, root=None) -> bool:
         return False
 
 
-def fast_zlib():
+def fast_zlib() -> tuple[Any, tuple]:
     """(zlib module, the errors it raises): zlib-ng's when installed, whose inflate is
     about twice as fast, else the standard library's. For reading only: written
     gzip/zlib streams stay the standard zlib's, whose bytes are the ones tests and
@@ -258,7 +263,7 @@ class InputFile:
     # The compression the errors name; a subclass that decompresses more sets its own.
     kind = "gzip"
 
-    def __init__(self, path, raw=None, root=None):
+    def __init__(self, path: str, raw: Optional[IO[bytes]] = None, root: Optional[str] = None):
         self.path = str(path)
         if raw is None:
             raw = open_input(self.path, root)
@@ -272,18 +277,18 @@ class InputFile:
         else:
             self.file, self.errors = raw, _GZIP_ERRORS
 
-    def size(self):
+    def size(self) -> int:
         """Size of the raw (possibly compressed) file in bytes."""
         return os.fstat(self.raw.fileno()).st_size
 
-    def read(self, n):
+    def read(self, n: int) -> bytes:
         """Up to n bytes of the (decompressed) data; b"" at its end."""
         try:
             return self.file.read(n)
         except self.errors as e:
             raise CorruptData(self.path, f"not a valid {self.kind} stream ({e})") from None
 
-    def read_exact(self, n, what):
+    def read_exact(self, n: int, what: str) -> bytes:
         """Exactly n bytes, or a FormatError saying which part (`what`, e.g. "header")
         is truncated."""
         data = self.read(n)
@@ -292,7 +297,7 @@ class InputFile:
                                        f"found {len(data)}")
         return data
 
-    def readinto_full(self, buffer) -> int:
+    def readinto_full(self, buffer: Any) -> int:
         """Fill a writable buffer (a numpy array's memory) as far as the data goes;
         returns the number of bytes filled (short only at the end of the data)."""
         view = memoryview(buffer)
@@ -310,24 +315,16 @@ class InputFile:
             raise CorruptData(self.path, f"not a valid {self.kind} stream ({e})") from None
         return filled
 
-    def readinto_exact(self, buffer, what):
-        """Fill all of `buffer`, or raise a FormatError saying `what` is truncated."""
-        filled = self.readinto_full(buffer)
-        want = memoryview(buffer).nbytes
-        if filled != want:
-            raise Truncated(self.path, f"truncated {what}: expected {want} bytes, "
-                                       f"found {filled}")
-
-    def expect_end(self):
+    def expect_end(self) -> None:
         """Raise if anything follows the data the header declared."""
         if self.read(1):
             raise CorruptData(self.path, "trailing bytes after the data the header declares")
 
-    def seek(self, pos):
+    def seek(self, pos: int) -> None:
         """Move to a byte position of the (decompressed) data."""
         self.file.seek(pos)
 
-    def close(self):
+    def close(self) -> None:
         """Close the decompressor and the file under it."""
         self.file.close()
         self.raw.close()
@@ -344,7 +341,7 @@ _HASH_OUTPUTS = ContextVar("mnistconv_hash_outputs", default=True)
 
 
 @contextmanager
-def unhashed_outputs():
+def unhashed_outputs() -> Iterator[None]:
     """Within this block, files written through HashingWriter or described by
     output_file_info() are not hashed: their OutputFile.sha256 is None. For callers
     that will not show the hashes: the command line with -q and neither --json nor
@@ -359,7 +356,7 @@ def unhashed_outputs():
 
 
 @contextmanager
-def hashed_outputs(on: bool = True):
+def hashed_outputs(on: bool = True) -> Iterator[None]:
     """Within this block, written files are hashed (on=True) or only counted, whatever
     an enclosing block said: for an output whose metadata needs its files' SHA-256
     (Parquet's croissant.json), hashed as written rather than read back."""
@@ -375,12 +372,12 @@ class HashingWriter:
     each output's size and SHA-256 without reading it back (only counts inside
     unhashed_outputs())."""
 
-    def __init__(self, file):
+    def __init__(self, file: IO[bytes]):
         self.file = file
         self.hash = hashlib.sha256() if _HASH_OUTPUTS.get() else None
         self.bytes = 0
 
-    def write(self, data):
+    def write(self, data: Any) -> int:
         """Write data to the wrapped file, counting and hashing it."""
         if self.hash is not None:
             self.hash.update(data)
@@ -402,7 +399,7 @@ class DeflateWriter:
     and `gzip -9n`; 255: GDMNIST1's, which the published browser-v1 .bin.gz files carry).
         w = DeflateWriter(f, os_byte=255); w.write(b"..."); w.close()  # f stays open"""
 
-    def __init__(self, file, container="gzip", os_byte=3):
+    def __init__(self, file: Any, container: str = "gzip", os_byte: int = 3):
         self.file, self.gzip, self.crc, self.size = file, container == "gzip", 0, 0
         self.zlib = zlib.compressobj(9, zlib.DEFLATED, -15 if self.gzip else 15)
         # Sent with the first output, as zlib's own wrapper did: nothing before a write.
@@ -426,7 +423,7 @@ class DeflateWriter:
         self.file.write(self.pending + self.zlib.flush() + trailer)
 
 
-def sha256_file(path, chunk=1 << 20) -> str:
+def sha256_file(path: str, chunk: int = 1 << 20) -> str:
     """SHA-256 of a file in hex, read a chunk at a time (memory stays small)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -435,7 +432,7 @@ def sha256_file(path, chunk=1 << 20) -> str:
     return h.hexdigest()
 
 
-def output_file_info(path, writer: Optional[HashingWriter] = None):
+def output_file_info(path: str, writer: Optional[HashingWriter] = None) -> "OutputFile":
     """OutputFile for a written file: from the writer's running hash when there is one
     (sha256 None inside unhashed_outputs())."""
     from .records import OutputFile
@@ -445,7 +442,7 @@ def output_file_info(path, writer: Optional[HashingWriter] = None):
                       sha256_file(path) if _HASH_OUTPUTS.get() else None)
 
 
-def write_text_output(path, text, force=False):
+def write_text_output(path: str, text: str, force: bool = False) -> "OutputFile":
     """A small text output (a card, croissant.json) written whole: staged and renamed,
     refused over an existing file without force. Its OutputFile."""
     from dataclasses import replace

@@ -13,7 +13,7 @@ iterated more than once (selection reads labels first, then the chosen images).
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -44,7 +44,7 @@ class Header:
     # source records them (a mapping file, ClassLabel, label.labels.txt); () if unknown.
     class_names: tuple = ()
 
-    def with_(self, **changes):
+    def with_(self, **changes: Any) -> "Header":
         """A copy with some fields changed: `h.with_(count=100)`."""
         return replace(self, **changes)
 
@@ -62,7 +62,7 @@ class Batch:
     labels: np.ndarray
     indices: np.ndarray
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.labels)
 
 
@@ -113,7 +113,9 @@ class Split(ABC):
 class ArraySplit(Split):
     """A split held in memory (tests, small npz files, transforms' results)."""
 
-    def __init__(self, name, images, labels, indices=None, source="", num_classes=None):
+    def __init__(self, name: str, images: np.ndarray, labels: np.ndarray,
+                 indices: Optional[np.ndarray] = None, source: str = "",
+                 num_classes: Optional[int] = None):
         images = np.asarray(images)
         labels = np.asarray(labels)
         if indices is None:
@@ -124,18 +126,18 @@ class ArraySplit(Split):
         self._images, self._labels = images, labels
         self._indices = np.asarray(indices, dtype=np.int64)
 
-    def batches(self, batch_size=DEFAULT_BATCH):
+    def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         for start, end in budget.spans(len(self._labels), budget.rows(self.header, batch_size)):
             yield Batch(self._images[start:end], self._labels[start:end],
                         self._indices[start:end])
 
-    def labels(self):
+    def labels(self) -> np.ndarray:
         return self._labels
 
-    def indices(self):
+    def indices(self) -> np.ndarray:
         return self._indices
 
-    def take(self, positions):
+    def take(self, positions: np.ndarray) -> np.ndarray:
         return self._images[positions]
 
 
@@ -184,13 +186,13 @@ class WriteResult:
     counts: dict = field(default_factory=dict)
     stats: dict = field(default_factory=dict)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[OutputFile]:
         return iter(self.files)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> OutputFile:
         return self.files[i]
 
 
@@ -230,8 +232,9 @@ class Progress:
 NO_PROGRESS = Progress()
 
 
-def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=None,
-                 batch_size=DEFAULT_BATCH) -> Iterator[Batch]:
+def iter_batches(split: Split, progress: Progress = NO_PROGRESS,
+                 description: Optional[str] = None,
+                 batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
     """Batches of a split, reporting progress by example count."""
     progress.start(description or split.name, split.header.count)
     try:
@@ -253,7 +256,8 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS, description=Non
         progress.finish()
 
 
-def gather_from_file(file, offset, header: Header, positions) -> np.ndarray:
+def gather_from_file(file: Any, offset: int, header: Header,
+                     positions: np.ndarray) -> np.ndarray:
     """Gather images by position from a raw C-order array stored at `offset` in a file.
     The positions are read in order through maps of at most budget.BATCH_BYTES of the
     file, each dropped before the next, so touched pages (and the neighbours the kernel

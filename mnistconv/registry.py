@@ -18,6 +18,7 @@ and may provide matches_name(path) -> bool for detection by name.
 
 import importlib
 import os
+from typing import Any
 
 from .errors import UsageError
 from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .Format)
@@ -43,13 +44,13 @@ FORMAT_PACKAGES = (
 FORMATS: dict = {}
 
 
-def register(fmt: Format):
+def register(fmt: Format) -> Format:
     """Add a format's declaration (its SPEC) to FORMATS, under its name; returns it."""
     FORMATS[fmt.name] = fmt
     return fmt
 
 
-def get(name) -> Format:
+def get(name: str) -> Format:
     """The format of that name, or a UsageError listing the known ones.
 
         get("npz").extensions        # ('.npz',)
@@ -61,12 +62,12 @@ def get(name) -> Format:
                          f"choose one of: {', '.join(FORMATS)}") from None
 
 
-def readers():
+def readers() -> list[Format]:
     """The formats mnistconv reads, in registry order (the order detection tries)."""
     return [f for f in FORMATS.values() if f.can_read]
 
 
-def writers():
+def writers() -> list[Format]:
     """The formats mnistconv writes, in registry order."""
     return [f for f in FORMATS.values() if f.can_write]
 
@@ -111,7 +112,7 @@ def _unrecognized(path, from_flag):
                       f"{from_flag}")
 
 
-def detect_input(path, from_flag="--from") -> Format:
+def detect_input(path: str, from_flag: str = "--from") -> Format:
     """By content first (magic bytes, directory contents), then by name. `from_flag`
     is the option that names the format, for the message when detection fails."""
     if str(path) == "-":
@@ -150,7 +151,7 @@ def _format_of_written_name(path):
     return None
 
 
-def names_a_directory(path) -> bool:
+def names_a_directory(path: str) -> bool:
     """An output name stands for a directory when it ends in '/', is one, or has no
     extension and does not exist (`out` as `out/`)."""
     path = str(path)
@@ -159,7 +160,7 @@ def names_a_directory(path) -> bool:
         ("." not in name.lstrip(".") and not os.path.lexists(path))
 
 
-def detect_output(path) -> Format:
+def detect_output(path: str) -> Format:
     """By name: the extension, or a directory (existing, ending in '/', or a name
     without an extension that does not exist) for IDX."""
     for fmt in writers():
@@ -174,7 +175,7 @@ def detect_output(path) -> Format:
 _ALL_COMPRESSION_SUFFIXES = (".gz", ".zz", ".zlib", ".xz", ".bz2", ".zst")
 
 
-def resolve_output(path, fmt: Format, options: dict):
+def resolve_output(path: Any, fmt: Format, options: dict) -> tuple[Any, dict]:
     """The one rule for output names, for every writer: (path, options).
 
     - '-' and /dev/stdout-style paths are streams, left as they are;

@@ -14,6 +14,8 @@ written once.
 
 import importlib
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Optional
 
 from .errors import UsageError
 
@@ -33,10 +35,10 @@ class Option:
     type: str = "flag"  # flag | int | float | str | choice | path
     choices: tuple = ()
     default: object = None
-    low: object = None  # int/float range, inclusive; None: unbounded
-    high: object = None
+    low: Optional[float] = None  # int/float range, inclusive; None: unbounded
+    high: Optional[float] = None
 
-    def check(self, value):
+    def check(self, value: Any) -> Any:
         """The value if it is one this option takes, else the one-line UsageError every
         option gives in the same words (exit 2 on the command line)."""
         if value is None:
@@ -86,18 +88,18 @@ class Format:
     # written (a shard suffix, TensorFlow's convention, comes after it).
     compression_suffixes: tuple = ()
 
-    def load(self):
+    def load(self) -> ModuleType:
         """The module with sniff/read/write (imported here, on first use)."""
         return importlib.import_module(self.module)
 
-    def matches_name(self, path) -> bool:
+    def matches_name(self, path: str) -> bool:
         """Whether the name says this format (detection by name, after content)."""
         module = self.load()
         if hasattr(module, "matches_name"):
             return module.matches_name(path)
         return str(path).lower().endswith(self.extensions) if self.extensions else False
 
-    def check_options(self, values: dict, role: str):
+    def check_options(self, values: dict, role: str) -> None:
         """Check option values given to read() (role "read") or write() ("write")
         against their declarations. A name that is neither declared nor a parameter of
         the format's function (a misspelling) is a UsageError naming the options."""

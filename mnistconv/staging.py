@@ -18,6 +18,7 @@ import stat
 import sys
 import tempfile
 import threading
+from typing import IO, Any, Iterator, Optional
 
 from .errors import UsageError
 
@@ -27,18 +28,18 @@ STAGING_MARK = ".mnistconv-tmp-"
 _STREAM_PATH = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/self/fd/\d+")
 
 
-def is_stdio(path) -> bool:
+def is_stdio(path: Any) -> bool:
     """'-': stdin or stdout."""
     return str(path) == "-"
 
 
-def is_stream_path(path) -> bool:
+def is_stream_path(path: Any) -> bool:
     """'-', /dev/stdout, /dev/stderr, /dev/fd/N: written as a stream, not staged."""
     return is_stdio(path) or bool(_STREAM_PATH.fullmatch(str(path)))
 
 
 @contextlib.contextmanager
-def signals_deferred():
+def signals_deferred() -> Iterator[None]:
     """SIGINT and SIGTERM that arrive during the body take effect right after it.
 
     Python runs signal handlers in the main thread between bytecodes, so swapping the
@@ -77,13 +78,13 @@ def _give_usual_modes(path):
             os.chmod(os.path.join(root, name), 0o666 & ~umask)
 
 
-def exists_error(target):
+def exists_error(target: str) -> UsageError:
     """An output that exists and may not be replaced, said each caller's way."""
     return UsageError(target, "already exists", "pass force=True to replace it",
                       cli_hint="use --force to overwrite it")
 
 
-def check_later_file(target, force, role):
+def check_later_file(target: str, force: bool, role: str) -> None:
     """A file an output writes after its data (a card, croissant.json), checked before
     anything is written: refused if it exists without force, or is a directory or a
     device even with it. role says what goes there, for the message."""
@@ -96,7 +97,7 @@ def check_later_file(target, force, role):
     refuse_replacing_special(target)
 
 
-def refuse_replacing_special(target):
+def refuse_replacing_special(target: str) -> None:
     """--force replaces only what mnistconv would write: a regular file (or a symlink,
     which is replaced, not followed). A device, FIFO or socket in its place is refused
     even with force, since renaming over /dev/null as root would replace the node."""
@@ -111,7 +112,7 @@ def refuse_replacing_special(target):
                          "write to a file name, or to '-' for stdout")
 
 
-def check_output_path(target, root):
+def check_output_path(target: str, root: Optional[str]) -> None:
     """The one rule for paths inside an output tree: below root (what the user named,
     which may itself be a link), no existing folder on the way to target, nor target
     itself when it is a folder, is a symlink. --force replaces files; it never
@@ -142,7 +143,7 @@ def check_output_path(target, root):
                              "remove the link, or write to another output")
 
 
-def create_staged(path, mode="wb", **text_options):
+def create_staged(path: str, mode: str = "wb", **text_options: Any) -> IO:
     """Create (or truncate) and open a file in a staging directory or scratch folder
     of this run, to write it ("wb", or "w" with text_options): never through a link
     (O_NOFOLLOW), so a link planted there is an error, not a door.
@@ -157,7 +158,7 @@ def _no_follow(path, flags):
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
 
 
-def output_entries(folder, root=None) -> list:
+def output_entries(folder: str, root: Optional[str] = None) -> list:
     """The names in an existing output folder (what an earlier write left, to be
     superseded), sorted; [] when it is not there. The folder is checked first
     (check_output_path): a link inside the output is refused, never listed.
@@ -171,7 +172,7 @@ def output_entries(folder, root=None) -> list:
         return []
 
 
-def remove_scratch(path):
+def remove_scratch(path: str) -> None:
     """Remove a scratch folder or file this run made for itself (a spool, a staging
     directory), whatever it holds; never follows a link (rmtree does not)."""
     if os.path.isdir(path) and not os.path.islink(path):
@@ -183,14 +184,14 @@ def remove_scratch(path):
             pass
 
 
-def open_staged(path):
+def open_staged(path: str) -> IO[bytes]:
     """Open a file StagedOutput.file() made, to write it from the start. Not with "wb":
     truncating the (empty) file marks it on ext4, which then forces the allocation of
     every block when it is closed (auto_da_alloc)."""
     return open(path, "r+b")
 
 
-def staging_prefix(name=""):
+def staging_prefix(name: str = "") -> str:
     """The start of a staging name: `.<name>.mnistconv-tmp-<pid>-`. The name is cut so
     the whole stays within a file system's 255 bytes; the pid lets a later run tell a
     dead run's leftovers (removed) from a live run's (never touched)."""
@@ -199,7 +200,7 @@ def staging_prefix(name=""):
         f"{STAGING_MARK}{os.getpid()}-"
 
 
-def is_staging_name(name) -> bool:
+def is_staging_name(name: Any) -> bool:
     """A staging leftover, never data: readers skip these names."""
     return STAGING_MARK in os.path.basename(str(name))
 
@@ -214,7 +215,7 @@ def _pid_alive(pid) -> bool:
     return True
 
 
-def remove_dead_leftovers(folder):
+def remove_dead_leftovers(folder: str) -> None:
     """Remove staging files and directories in folder that a run killed outright
     (SIGKILL, a crash) left behind: those whose pid is no live process. Another live
     run's staging names are never touched."""
@@ -277,7 +278,7 @@ class StagedOutput:
     write stay as they were. With root (the output the user named), every target
     below it is checked by check_output_path: no link inside the output is followed."""
 
-    def __init__(self, force=False, root=None):
+    def __init__(self, force: bool = False, root: Optional[str] = None):
         self.force = force
         # The output the user named: nothing below it is followed through a link.
         self.root = root
@@ -309,7 +310,7 @@ class StagedOutput:
             self._made_dirs += missing  # deepest first
         remove_dead_leftovers(parent)
 
-    def file(self, target) -> str:
+    def file(self, target: str) -> str:
         """A temporary path beside target; write the file there. For '-' (stdout) the
         file is spooled in the temporary directory and copied to stdout on commit."""
         if is_stream_path(target):
@@ -324,7 +325,7 @@ class StagedOutput:
             raise UsageError(target, "is a directory, expected a file name")
         return self._beside(target, tempfile.mkstemp, False)
 
-    def supersede(self, path):
+    def supersede(self, path: str) -> None:
         """Remove path when the output is committed: an earlier output of the same name
         that the new files replace without overwriting it (a TFRecord shard set of
         another size, which a glob would read with the new one). Refused without force
@@ -344,7 +345,7 @@ class StagedOutput:
             self._temps.append(made)
         return made
 
-    def directory(self, target, names, replaces=()) -> str:
+    def directory(self, target: str, names: Any, replaces: Any = ()) -> str:
         """A staging directory whose files named `names` become target/<name>. Refuses
         (without force) if any of them exists already. `replaces` names other files of
         target that the new ones supersede (the same data under another compression,
@@ -394,7 +395,7 @@ class StagedOutput:
             os.replace(os.path.join(staged, name), os.path.join(target, name))
         shutil.rmtree(staged, ignore_errors=True)
 
-    def commit(self):
+    def commit(self) -> None:
         """Move every staged output into place, removing the files they supersede
         (see the class docstring for what holds if interrupted), then copy an output
         staged for '-' or /dev/stdout to its stream."""
@@ -440,7 +441,7 @@ class StagedOutput:
                             _copy_to_stream(f, stream, target)
         self._moves = self._temps = []
 
-    def abort(self):
+    def abort(self) -> None:
         """Remove every temporary and every directory made for the output; what
         existed before stays as it was."""
         with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
@@ -456,7 +457,7 @@ class StagedOutput:
                     break
         self._moves = self._temps = self._made_dirs = []
 
-    def user_path(self, path):
+    def user_path(self, path: str) -> str:
         """The output a staging path stands for, for messages: users know the names
         they asked for, not our temporaries."""
         path = str(path)

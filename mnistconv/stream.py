@@ -4,6 +4,8 @@ Selections are computed from labels alone (one small array per split) and give a
 positions; the images are then gathered batch by batch, so memory stays bounded.
 """
 
+from typing import Iterator, Optional
+
 import numpy as np
 
 from . import budget
@@ -15,7 +17,7 @@ from .records import DEFAULT_BATCH, Batch, Dataset, Split
 TRANSPOSED_NOTE = "EMNIST stores its images transposed"
 
 
-def extra_fields(split):
+def extra_fields(split: Split) -> Optional[tuple]:
     """A split's per-record fields beyond the label, as (column names, N x k array in
     the split's order), or None: QMNIST's seven extra label columns. Writers that can
     hold them (npz) do; the others drop them.
@@ -33,27 +35,27 @@ class SelectionSplit(Split):
         super().__init__(base.name, base.header.with_(count=len(positions)))
         self.base = base
         self.positions = np.asarray(positions, dtype=np.int64)
-        self._labels = None
+        self._labels: Optional[np.ndarray] = None
 
-    def labels(self):
+    def labels(self) -> np.ndarray:
         if self._labels is None:
             self._labels = self.base.labels()[self.positions]
         return self._labels
 
-    def indices(self):
+    def indices(self) -> np.ndarray:
         """The base's original indices at the chosen positions, so a subset can be
         traced back to the input."""
         return self.base.indices()[self.positions]
 
-    def take(self, positions):
+    def take(self, positions: np.ndarray) -> np.ndarray:
         return self.base.take(self.positions[positions])
 
-    def extra_fields(self):
+    def extra_fields(self) -> Optional[tuple]:
         """The base's extra fields at the chosen positions."""
         extra = extra_fields(self.base)
         return None if extra is None else (extra[0], extra[1][self.positions])
 
-    def batches(self, batch_size=DEFAULT_BATCH):
+    def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         labels, indices = self.labels(), self.indices()
         batch_size = budget.rows(self.header, batch_size)
         if len(self.positions) and np.all(np.diff(self.positions) > 0):
@@ -96,22 +98,22 @@ class TransposedSplit(Split):
         super().__init__(base.name, base.header.with_(shape=shape[:-2] + shape[:-3:-1]))
         self.base = base
 
-    def batches(self, batch_size=DEFAULT_BATCH):
+    def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         for b in self.base.batches(batch_size):
             yield Batch(np.ascontiguousarray(np.swapaxes(b.images, -1, -2)), b.labels,
                         b.indices)
 
-    def labels(self):
+    def labels(self) -> np.ndarray:
         return self.base.labels()
 
-    def indices(self):
+    def indices(self) -> np.ndarray:
         """The base's: transposing moves no example."""
         return self.base.indices()
 
-    def take(self, positions):
+    def take(self, positions: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.swapaxes(self.base.take(positions), -1, -2))
 
-    def extra_fields(self):
+    def extra_fields(self) -> Optional[tuple]:
         """The base's: transposing moves no example."""
         return extra_fields(self.base)
 
@@ -124,7 +126,7 @@ class RelabeledSplit(Split):
         names = tuple(base.header.class_names)[offset:]
         super().__init__(base.name, base.header.with_(class_names=names))
         self.base, self.offset = base, offset
-        self._labels = None
+        self._labels: Optional[np.ndarray] = None
 
     def _shift(self, labels):
         if self.offset and len(labels) and labels.min() < self.offset:
@@ -133,28 +135,29 @@ class RelabeledSplit(Split):
                                                   f"from {self.offset} to 0", "drop --relabel")
         return (labels - self.offset).astype(labels.dtype) if self.offset else labels
 
-    def labels(self):
+    def labels(self) -> np.ndarray:
         if self._labels is None:
             self._labels = self._shift(self.base.labels())
         return self._labels
 
-    def indices(self):
+    def indices(self) -> np.ndarray:
         """The base's: relabelling moves no example."""
         return self.base.indices()
 
-    def batches(self, batch_size=DEFAULT_BATCH):
+    def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         for b in self.base.batches(batch_size):
             yield Batch(b.images, self._shift(b.labels), b.indices)
 
-    def take(self, positions):
+    def take(self, positions: np.ndarray) -> np.ndarray:
         return self.base.take(positions)
 
-    def extra_fields(self):
+    def extra_fields(self) -> Optional[tuple]:
         """The base's."""
         return extra_fields(self.base)
 
 
-def balanced_positions(labels, order, per_class, where=""):
+def balanced_positions(labels: np.ndarray, order: np.ndarray, per_class: int,
+                       where: str = "") -> np.ndarray:
     """The first `per_class` positions of each class in `order`, interleaved by class
     0,1,2,...,0,1,2,... so any prefix of a multiple of the class count is balanced."""
     ordered_labels = labels[order]
@@ -171,7 +174,8 @@ def balanced_positions(labels, order, per_class, where=""):
     return np.stack(picks, axis=1).reshape(-1)
 
 
-def select_split(split: Split, limit=None, per_class=None, shuffle=False, seed=0):
+def select_split(split: Split, limit: Optional[int] = None, per_class: Optional[int] = None,
+                 shuffle: bool = False, seed: int = 0) -> Split:
     """Apply shuffle, then per-class balancing, then limit. Returns `split` unchanged
     when nothing is asked."""
     if not shuffle and per_class is None and limit is None:
@@ -193,8 +197,9 @@ def select_split(split: Split, limit=None, per_class=None, shuffle=False, seed=0
     return SelectionSplit(split, order)
 
 
-def select(dataset: Dataset, splits=None, limit=None, per_class=None, shuffle=False,
-           seed=None, transpose=None) -> Dataset:
+def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int] = None,
+           per_class: Optional[int] = None, shuffle: bool = False, seed: Optional[int] = None,
+           transpose: Optional[bool] = None) -> Dataset:
     """The dataset with the chosen splits, each transformed alike: shuffled (with
     `seed`, 0 by default), balanced to `per_class` examples of each class, cut to
     `limit`, transposed. `transpose` is about the images as stored: None ("auto")
