@@ -142,17 +142,8 @@ def pad_to_blocks(images, out=None):
         if (hp, wp) == (h, w):
             return images
         out = np.empty((n, hp, wp), np.uint8)
-    if (w % 4 == 0 and wp > w and images.dtype == np.uint8 and images.flags.c_contiguous
-            and out.flags.c_contiguous):
-        # Rows of whole 32-bit words (MNIST's 28 = 7 words): copied and padded as
-        # words, faster than as bytes (benchmarks/README.md).
-        words = out.view(np.uint32)
-        words[:, :h, :w // 4] = images.view(np.uint32)
-        words[:, :h, w // 4:] = (images[:, :, w - 1].astype(np.uint32) * 0x01010101)[
-            :, :, None]
-    else:
-        out[:, :h, :w] = images
-        out[:, :h, w:] = images[:, :, w - 1:w]
+    out[:, :h, :w] = images
+    out[:, :h, w:] = images[:, :, w - 1:w]
     out[:, h:, :] = out[:, h - 1:h, :]
     return out
 

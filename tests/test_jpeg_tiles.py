@@ -29,8 +29,8 @@ def test_tiles_give_each_images_own_jpeg_and_error(shape):
 
 @pytest.mark.parametrize("shape", [(28, 28), (13, 22), (7, 4), (9, 8)])
 def test_padding_is_libjpegs_edge_replication(shape):
-    """pad_to_blocks (either path: whole 32-bit words or bytes) repeats the last row
-    and column, as libjpeg pads a partial block."""
+    """pad_to_blocks repeats the last row and column, as libjpeg pads a partial
+    block."""
     h, w = shape
     images = np.random.default_rng(w).integers(0, 256, (5, h, w), np.uint8)
     hp, wp = codecs.block_padded_shape(h, w)

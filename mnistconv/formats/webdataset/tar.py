@@ -81,11 +81,6 @@ def end_of_archive(offset: int) -> bytes:
     return END + b"\0" * (-size % RECORD)
 
 
-def archive_size(offset: int) -> int:
-    """The size of an archive once closed, for members taking `offset` bytes."""
-    return offset + len(end_of_archive(offset))
-
-
 # ---- reading ----
 
 def _number(field: bytes, what, where):
