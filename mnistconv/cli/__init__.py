@@ -25,10 +25,6 @@ from .. import __version__
 from ..errors import MnistconvError
 from ..process import end_at_start_up
 
-# Conversions do no linear algebra; OpenBLAS's idle threads only spin at start-up and
-# exit (benchmarks/README.md). Set before numpy is first imported.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 # Each command: its name, the module:attribute that defines it, its one-line help. The
 # help is kept here so that `mnistconv --help` lists every command without importing
 # any of them.
