@@ -59,7 +59,6 @@ _UNITS = {"b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
           "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 _SMALL_MEMBER = 1 << 16  # a .cls or .json larger than this is not a label or an index
 _JSON_KEYS = ("index", "class")  # a .json's own keys; the others are extra fields
-_OWN_KEYS = frozenset(_JSON_KEYS)
 
 
 # ---- names ----
@@ -375,10 +374,7 @@ class WebDatasetSplit(Split):
                 indices.append(len(indices) if index is None else index)
                 if class_name is not None:
                     class_names.setdefault(label, class_name)
-                # (a .json of index and class alone, as most are, has nothing to check:
-                # checking every one cost a share of reading MNIST)
-                if extra_error is None and (extra_names is None or extra_names or (
-                        meta and not meta[1].keys() <= _OWN_KEYS)):
+                if extra_error is None:
                     member = printable(meta[0] if meta else f"{key}.json")
                     obj = meta[1] if meta else {}
                     try:
