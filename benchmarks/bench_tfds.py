@@ -106,7 +106,7 @@ def tfds_records(version_dir):
     """Every serialized Example of a TFDS directory's TFRecord shards (map entries in
     key order), sorted."""
     sys.path.insert(0, str(common.REPO))
-    from mnistconv.formats.tfrecord.framing import iter_records
+    from mnistconv.codecs.framing import iter_records
     records = []
     for name in sorted(os.listdir(version_dir)):
         if ".tfrecord-" in name:

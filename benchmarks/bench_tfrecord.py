@@ -87,7 +87,7 @@ def same_records(recipe, ours):
     between runs), so its records are compared after a deterministic re-serialization
     (map keys sorted, what mnistconv writes): they must then be byte-identical."""
     sys.path.insert(0, str(common.REPO))
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     Example = example_class()
     count = 0
     for count, (a, b) in enumerate(zip(records(recipe), records(ours)), 1):

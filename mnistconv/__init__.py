@@ -112,12 +112,12 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
         check_option_name(split_name, "--split-name")
-    # --class-names applies to any reader's result (formats.idx.classes).
+    # --class-names applies to any reader's result (codecs.classes).
     class_names = options.pop("class_names", None)
     fmt.check_options(options, "read")
     dataset = fmt.load().read(str(path), **options)
     if class_names is not None:
-        from .formats.idx.classes import apply_names_file
+        from .codecs.classes import apply_names_file
         apply_names_file(dataset, class_names)
     for name in dataset.splits:  # every reader's split names, wherever they came from
         if split_name is None or len(dataset.splits) > 1:
@@ -173,7 +173,7 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
     fmt.check_options(options, "write")
     path, options = registry.resolve_output(path, fmt, options)
-    from .formats.idx.classes import check_dataset
+    from .codecs.classes import check_dataset
     check_dataset(dataset)
     from . import croissant
     described = croissant.applies(fmt.name, path)

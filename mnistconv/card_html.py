@@ -35,7 +35,7 @@ def _png_uris(images) -> list:
     writer's numpy PNG encoder: no codec library to load)."""
     if not len(images):
         return []
-    from .formats.parquet.png import encode_batch
+    from .codecs.png import encode_batch
     data, offsets = encode_batch(np.stack(images))
     return ["data:image/png;base64," + base64.b64encode(data[a:b]).decode("ascii")
             for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]

@@ -66,7 +66,7 @@ class ExampleSource:
 
     def __getitem__(self, index):
         from . import codecs
-        from .formats.tfrecord.example import example_class
+        from .codecs.example import example_class
         example = example_class().FromString(self.records[index])
         feature = example.features.feature
         image = codecs.decode_image(feature["image"].bytes_list.value[0])

@@ -83,7 +83,7 @@ def _tfrecord_stats(counters, options):
     stats = {"records": records}
     image_format = options.get("image_format")
     if image_format is None:
-        from .formats.tfrecord.example import PRESETS
+        from .codecs.example import PRESETS
         image_format = PRESETS[options.get("preset", "recipe")].image_format
     if image_format == "jpeg":
         stats["jpeg_mean_abs_error"] = round(esum / pixels, 4) if pixels else 0.0
@@ -231,7 +231,7 @@ def make_plan(dataset, path, format_name, options) -> dict:
         [t["shard"] for t in plan["tasks"]][:1]  # ['m-train.tfrecord-00000-of-00004']
     """
     from . import registry
-    from .formats.idx.classes import check_dataset
+    from .codecs.classes import check_dataset
     check_dataset(dataset)  # as write() does
     defaults = {o.name: o.default for o in registry.get(format_name).write_options}
     # Only what differs from the format's defaults: the library's call and the command

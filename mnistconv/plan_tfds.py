@@ -103,7 +103,8 @@ def write_shard(dataset, path, split_name, index, staged_path, options):
     serialized Examples])."""
     import tempfile
     import numpy as np
-    from .formats.tfds import encode, info, shardwrite
+    from .codecs import spool as shardwrite, tfds_encode as encode
+    from .formats.tfds import info
     from .parallel import ParallelEncoder, check_workers
     from .plan import RangeSplit
     from .records import NO_PROGRESS

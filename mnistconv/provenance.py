@@ -43,7 +43,7 @@ def family_of(dataset):
 
         family_of(mnistconv.read("data/mnist")).title   # 'MNIST handwritten digits ...'
     """
-    from .formats.idx.classes import FASHION_MNIST, KMNIST
+    from .codecs.classes import FASHION_MNIST, KMNIST
     seen = set()
     for path in dataset.paths:
         seen |= _digests(path)

@@ -57,9 +57,9 @@ def _first_record(files):
     TensorFlow."""
     from . import codecs
     from .errors import FormatError
-    from .formats.tfrecord.example import example_class, find_layout
+    from .codecs.example import example_class, find_layout
     from .fileio import open_input
-    from .formats.tfrecord.framing import detect_compression, iter_records
+    from .codecs.framing import detect_compression, iter_records
     with open_input(files[0]) as f:
         head = f.read(16)
     compression = detect_compression(files[0], head)

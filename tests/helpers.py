@@ -148,7 +148,7 @@ def tfrecord_frame(records):
 
 def tfrecord_example(features=None, **more):
     """A serialized tf.train.Example: bytes values are bytes_list, ints int64_list."""
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     ex = example_class()()
     for key, values in {**(features or {}), **more}.items():
         values = values if isinstance(values, list) else [values]

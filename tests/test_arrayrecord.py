@@ -199,7 +199,7 @@ def _with_record_1_changed(written, name, count, change, number=1):
     (or record `number`'s) Example features changed by change(feature map)."""
     from array_record.python.array_record_module import ArrayRecordReader, \
         ArrayRecordWriter
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     reader = ArrayRecordReader(str(written / "m-test.array_record"))
     records = reader.read(list(range(count)))
     reader.close()

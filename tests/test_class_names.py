@@ -202,7 +202,7 @@ def _tfrecord_of(path, records):
 
 
 def _png(value):
-    from mnistconv.formats.tfds import png
+    from mnistconv.codecs import tfpng as png
     return png.encode_batch(np.full((1, 4, 4), value, np.uint8))[0]
 
 

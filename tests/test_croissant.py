@@ -97,7 +97,7 @@ def test_the_family_metadata_of_a_published_dataset(tmp_path, official_dir):
 
 
 def test_fashion_names_give_its_license_and_citation(tmp_path):
-    from mnistconv.formats.idx.classes import FASHION_MNIST
+    from mnistconv.codecs.classes import FASHION_MNIST
     split = ArraySplit("train", *small_digits(12))
     split.header = split.header.with_(class_names=FASHION_MNIST)
     mnistconv.write(Dataset("t", {"train": split}), str(tmp_path / "f"), "imagefolder")

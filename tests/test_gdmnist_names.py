@@ -13,7 +13,7 @@ import pytest
 
 import mnistconv
 from mnistconv.errors import FormatError
-from mnistconv.formats.idx.classes import KMNIST, MAX_CLASS_NAME_LENGTH
+from mnistconv.codecs.classes import KMNIST, MAX_CLASS_NAME_LENGTH
 from mnistconv.limits import MAX_CLASSES
 from mnistconv.packs import browser as pack
 from mnistconv.packs.manifest import dumps, open_manifest

@@ -24,7 +24,7 @@ ALLOWED = {
     ("download.py", "os.replace"): "moves its own converted files into its stage",
     ("download.py", "os.walk"): "lists the directory download just wrote, for --json",
     ("download.py", "shutil.rmtree"): "removes download's own work folders",
-    ("formats/tfds/shardwrite.py", "os.replace"): "one-shard set: its spool becomes "
+    ("codecs/spool.py", "os.replace"): "one-shard set: its spool becomes "
                                                   "the staged shard, both this run's",
     ("plan.py", "open"): "a plan's own progress records, under a lock in its folder",
     ("plan.py", "os.replace"): "replaces a plan's progress record whole",

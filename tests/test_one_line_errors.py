@@ -58,7 +58,7 @@ def test_imagefolder_file_named_with_a_superscript_digit(tmp_path, capsys):
 
 
 def test_class_map_index_with_a_superscript_digit(tmp_path):
-    from mnistconv.formats.idx.classes import read_classmap_csv
+    from mnistconv.codecs.classes import read_classmap_csv
     path = tmp_path / "k49_classmap.csv"
     path.write_text("index,codepoint,char\n0,U+3042,\u3042\n\u00b2,U+3044,\u3044\n")
     with pytest.raises(mnistconv.FormatError) as e:

@@ -355,7 +355,7 @@ def test_a_png_whose_data_inflates_past_its_image_is_not_inflated_whole():
     # Found by the fuzz pass's PNG bombs: 28 x 28 in IHDR, 64 KB of IDAT inflating to
     # 64 MiB; the one-call fast path inflated it all (256 MiB: a 521 MB peak).
     import tracemalloc
-    from mnistconv.formats.parquet.png import decode_unfiltered
+    from mnistconv.codecs.png import decode_unfiltered
     bomb = _png_of_zeros(28, 28, extra=64 << 20)
     assert len(bomb) < 100_000
     tracemalloc.start()
@@ -433,7 +433,7 @@ def test_batches_hold_at_most_the_budget_of_pixels(tmp_path, monkeypatch):
 def test_a_png_too_large_for_the_fast_path_is_left_to_pillows_bomb_limit(tmp_path):
     # Found by the fuzz pass's PNG bombs: 256 KB of PNG holding 16384 x 16384 zeros was
     # inflated by the fast path (268 MB), which Pillow refuses as a decompression bomb.
-    from mnistconv.formats.parquet.png import FAST_BYTES, decode_unfiltered
+    from mnistconv.codecs.png import FAST_BYTES, decode_unfiltered
     assert FAST_BYTES == 16 << 20
     assert decode_unfiltered(_png_of_zeros(4096, 4096), (4096, 4096)) is None
     assert decode_unfiltered(_png_of_zeros(2048, 2048), (2048, 2048)).shape == (2048, 2048)
@@ -544,7 +544,8 @@ def test_images_past_four_million_pixels_are_decoded_on_one_thread(tmp_path, mon
     go one at a time; small ones keep every thread."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from mnistconv.formats.parquet import png, reader
+    from mnistconv.codecs import png
+    from mnistconv.formats.parquet import reader
     seen = []
     real = reader.ordered_map
     monkeypatch.setattr(reader, "ordered_map",

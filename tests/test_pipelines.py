@@ -321,7 +321,7 @@ def mnistconv_labels(folder):
 
 
 def test_webdataset_default_shard_size_two_shards_from_a_few_thousand(tmp_path):
-    from mnistconv.formats.webdataset.samples import TWO_SHARDS_FROM, default_samples
+    from mnistconv.codecs.samples import TWO_SHARDS_FROM, default_samples
     assert default_samples(100000, TWO_SHARDS_FROM - 1) == 100000  # one shard
     assert default_samples(100000, 10000) == 5000
     assert default_samples(100000, 60001) == 30001

@@ -223,7 +223,7 @@ def test_hub_parquet_integer_columns_are_extra_fields(tmp_path, capsys):
     other types are not, and never stop a conversion."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from mnistconv.formats.parquet import png
+    from mnistconv.codecs import png
     data, offsets = png.encode_batch(np.zeros((3, 4, 4), np.uint8))
     images = [{"bytes": data[offsets[i]:offsets[i + 1]], "path": None} for i in range(3)]
     table = pa.table({"image": images, "label": pa.array([1, 2, 3], pa.int64()),
@@ -245,7 +245,7 @@ def test_hub_parquet_integer_columns_are_extra_fields(tmp_path, capsys):
 def test_hostile_parquet_extra_columns_are_one_line(tmp_path, capsys):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from mnistconv.formats.parquet import png
+    from mnistconv.codecs import png
     data, offsets = png.encode_batch(np.zeros((3, 4, 4), np.uint8))
     images = [{"bytes": data[offsets[i]:offsets[i + 1]], "path": None} for i in range(3)]
     pq.write_table(pa.table({"image": images, "label": pa.array([1, 2, 3]),

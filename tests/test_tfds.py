@@ -38,7 +38,7 @@ def _one_error_line(result, code):
 # --- bytes as TensorFlow and TFDS write them ------------------------------------------
 
 def test_png_bytes_are_tf_image_encode_png():
-    from mnistconv.formats.tfds.png import encode_batch
+    from mnistconv.codecs.tfpng import encode_batch
     images = _sample()["train"][0][:400]
     ours = encode_batch(images)
     assert ours == [tf.image.encode_png(im[:, :, None]).numpy() for im in images]
@@ -56,7 +56,7 @@ def test_png_bytes_are_tf_image_encode_png():
 
 
 def test_records_are_tfds_example_serializer_bytes(tmp_path):
-    from mnistconv.formats.tfrecord.framing import iter_records
+    from mnistconv.codecs.framing import iter_records
     images, labels = _sample()["test"]
     assert run("idx-to-tfds", SAMPLE, tmp_path / "d").returncode == 0
     shard = tmp_path / "d/mnist/1.0.0/mnist-test.tfrecord-00000-of-00001"

@@ -20,7 +20,7 @@ import mnistconv
 from mnistconv import codecs, registry
 from mnistconv.formats import tfrecord
 from mnistconv.formats.tfrecord import writer
-from mnistconv.formats.tfrecord.example import example_class
+from mnistconv.codecs.example import example_class
 from helpers import SAMPLE, make_idx_dir, run, stderr_of
 from tfrecord_helpers import dataset, digit_like, error_stats, measured, write
 
@@ -107,8 +107,8 @@ def test_descriptor_is_tensorflows_example_proto():
 def test_every_record_is_the_librarys_own_serialization(tmp_path, preset, image_format):
     """Records reuse the library's framing per (class, image length); each must equal a
     fresh deterministic serialization of the Example built field by field."""
-    from mnistconv.formats.tfds import png as tf_png
-    from mnistconv.formats.tfrecord.example import PRESETS, example_class
+    from mnistconv.codecs import tfpng as tf_png
+    from mnistconv.codecs.example import PRESETS, example_class
     ds = dataset(150, seed=9)
     source = ds.splits["train"]
     write(ds, tmp_path / "a.tfrecord", preset=preset, image_format=image_format)
@@ -200,7 +200,7 @@ def test_a_jpeg_that_does_not_decode_is_named_by_its_record(tmp_path):
     """A batch with one broken JPEG is decoded one by one to name the record."""
     ds = dataset(50)
     write(ds, tmp_path / "a.tfrecord", workers=1)
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     Example = example_class()
     records = records_of(tmp_path / "a.tfrecord")
     broken = Example.FromString(records[37])
@@ -426,7 +426,7 @@ def test_a_job_for_a_worker_that_just_died_is_the_same_error():
     """The parent writes a job to a worker right after its last reply; if it died in
     between, the broken pipe becomes the same one-line error, not an EPIPE."""
     import signal
-    from mnistconv.formats.tfrecord.example import PRESETS
+    from mnistconv.codecs.example import PRESETS
     from mnistconv.parallel import ParallelEncoder
     settings = writer.Settings(PRESETS["recipe"], "jpeg", "onehot", 95, 10, (28, 28),
                                False, False)
@@ -686,7 +686,7 @@ def test_official_training_set_matches_the_recipe_record_for_record(
             "--exact-jpeg-error")
     assert r.returncode == 0, stderr_of(r)
     summary = json.loads(r.stdout)
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     Example = example_class()
     records = records_of(out)
     assert len(records) == 60000
@@ -726,7 +726,7 @@ def test_records_that_are_not_examples_are_named(tmp_path, payload, message):
 
 
 def test_image_that_does_not_decode_names_its_record(tmp_path):
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     records = []
     for i, blob in enumerate([codecs.encode_png(digit_like(1)[0]), b"\x89PNG\r\n\x1a\nbad"]):
         ex = example_class()()
@@ -779,10 +779,10 @@ def test_tfds_gets_the_shard_suffix_when_shards_are_asked_for(tmp_path, preset, 
 
 def test_slim_writes_png_as_tf_slims_mnist_converter(tmp_path):
     """download_and_convert_mnist.py encodes PNG with tf.image.encode_png and sets
-    image/format b'png': the same bytes (tfds/png.py, checked against TensorFlow in
+    image/format b'png': the same bytes (codecs/tfpng.py, checked against TensorFlow in
     test_tfds.py)."""
-    from mnistconv.formats.tfds import png as tf_png
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs import tfpng as tf_png
+    from mnistconv.codecs.example import example_class
     ds = dataset(20, seed=4)
     write(ds, tmp_path / "s.tfrecord", preset="slim")
     Example = example_class()

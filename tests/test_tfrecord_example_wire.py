@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("google.protobuf")
 
-from mnistconv.formats.tfrecord.example import (  # noqa: E402
+from mnistconv.codecs.example import (  # noqa: E402
     LABEL_NAME_KEY, PRESETS, ExampleBuilder, example_class)
 
 # Image lengths at every varint boundary of the nested lengths (1, 2 and 3 bytes).

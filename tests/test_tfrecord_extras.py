@@ -12,8 +12,8 @@ import pytest
 
 import mnistconv
 from mnistconv.formats.tfrecord import writer
-from mnistconv.formats.tfrecord.example import example_class
-from mnistconv.formats.tfrecord.framing import iter_records
+from mnistconv.codecs.example import example_class
+from mnistconv.codecs.framing import iter_records
 from mnistconv.records import ArraySplit, Dataset
 from test_family import qmnist, run
 
@@ -132,7 +132,7 @@ def test_without_extras_the_bytes_are_unchanged(tmp_path, opts, sha):
 
 def _write_records(path, extras_per_record):
     """A TFRecord of 28 x 28 raw records with the given extra int64 features."""
-    from mnistconv.formats.tfrecord.framing import Framer
+    from mnistconv.codecs.framing import Framer
     Example = example_class()
     records = []
     for number, extra in enumerate(extras_per_record):

@@ -14,7 +14,7 @@ from mnistconv import ArraySplit, Dataset
 from mnistconv.errors import FormatError
 from mnistconv.formats import tfrecord
 from mnistconv.formats.tfrecord import framing
-from mnistconv.formats.tfrecord.example import example_class
+from mnistconv.codecs.example import example_class
 from helpers import tfrecord_example as example, tfrecord_frame as frame
 
 

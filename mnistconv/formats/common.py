@@ -11,6 +11,12 @@ SPLIT_NAME = Option("split_name", "--split-name", "Name of the split of a single
                     "train/test/validation, t10k -> test; a note says it was assumed)",
                     "str")
 
+# The --class-names read option: mnistconv.read() applies it to whatever the format's
+# reader returns (codecs.classes).
+CLASS_NAMES = Option("class_names", "--class-names", "a text file naming the classes, "
+                     "one name per line, the name of label 0 first (default: the "
+                     "names the input records, if any)", "path")
+
 # Every format that encodes on mnistconv.parallel's workers takes it.
 WORKERS = Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
                  "core)", "int", low=1, high=64)

@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import FormatError, UsageError
 from ..fileio import StagedOutput, create_staged, sha256_file
 from ..formats import gdmnist
-from ..formats.idx import classes
+from ..codecs import classes
 from ..limits import printable
 from ..records import NO_PROGRESS, OutputFile
 from ..stream import SelectionSplit, balanced_positions

@@ -17,7 +17,7 @@ safe names (limits.py) listed once; file names must be plain, normalised, relati
 names that resolve, symbolic links included, inside the pack directory; every field
 above has its JSON type checked; a manifest over MAX_MANIFEST_BYTES, or a FIFO or
 device named manifest.json, is refused before it is read. class_names are bounded in
-number (limits.MAX_CLASSES) and length (formats.idx.classes), and must name every label
+number (limits.MAX_CLASSES) and length (codecs.classes), and must name every label
 a split's class_counts counts. All of it is checked before any file the manifest lists
 is opened.
 
@@ -231,7 +231,7 @@ def _class_names(value, splits, path) -> tuple:
         return ()
     # The names' rules live with the names files (they are no file format of their
     # own); imported here so a manifest without names loads nothing more.
-    from ..formats.idx.classes import check_names
+    from ..codecs.classes import check_names
     if not isinstance(value, list):
         raise FormatError(path, f"'class_names' is {_json_type(value)}, expected an array "
                                 "of strings (the name of label 0 first)", _FIX)

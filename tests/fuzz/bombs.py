@@ -123,8 +123,8 @@ def parquet_dictionary(folder, rows=4_000_000):
 def arrayrecord_zstd(folder, records=20_000, side=256):
     """An ArrayRecord file of identical tf.train.Examples (a side x side PNG of zeros),
     zstd-compressed in one chunk: under a byte of file per record."""
-    from mnistconv.formats.tfds.shardwrite import array_record_module
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.spool import array_record_module
+    from mnistconv.codecs.example import example_class
     example = example_class()()
     example.features.feature["image"].bytes_list.value.append(png_of_zeros(side, side))
     example.features.feature["label"].int64_list.value.append(3)

@@ -26,7 +26,7 @@ def pytest_sessionstart(session):
     first ArrayRecordReader waits forever (mnistconv's own start happens on first use,
     which here may be inside a limited case)."""
     try:
-        from mnistconv.formats.tfds.shardwrite import array_record_module
+        from mnistconv.codecs.spool import array_record_module
         array_record_module()
     except Exception:  # no array-record (Python < 3.11, or not installed): nothing to start
         pass

@@ -434,7 +434,7 @@ def label_feature(rng):
 
 
 def labels_tfrecord(rng, work, top):
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     Example = example_class()
     seed = rng.choice(seedlib.seeds("tfrecord"))
     victim = seedlib.files_of(seed)[0]

@@ -105,7 +105,7 @@ def png_bomb(rng):
 # --- TF Examples (TFDS, ArrayRecord) -------------------------------------------------
 
 def _example_class():
-    from mnistconv.formats.tfrecord.example import example_class
+    from mnistconv.codecs.example import example_class
     return example_class()
 
 
@@ -137,7 +137,7 @@ def _hostile_examples(rng, data_records, family):
 
 
 def _array_records(path):
-    from mnistconv.formats.tfds.shardwrite import array_record_module
+    from mnistconv.codecs.spool import array_record_module
     reader = array_record_module().ArrayRecordReader(str(path))
     try:
         return [bytes(r) for r in reader.read_all()]
@@ -146,7 +146,7 @@ def _array_records(path):
 
 
 def _write_array_records(path, data_records, options="group_size:1"):
-    from mnistconv.formats.tfds.shardwrite import array_record_module
+    from mnistconv.codecs.spool import array_record_module
     writer = array_record_module().ArrayRecordWriter(str(path), options)
     for r in data_records:
         writer.write(r)

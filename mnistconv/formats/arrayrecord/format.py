@@ -6,7 +6,7 @@ records (zstd level 3 by default), each checked by a HighwayHash, and a footer h
 the offset of every chunk, which is what makes reading record i alone possible; it
 starts with Riegeli's 64-byte file signature (83 af 70 d1 0d 88 4a 3f ...), which
 sniff() looks for. Every record here is a serialized tf.train.Example as TFDS writes
-it ({"image": PNG bytes, "label": int64}, formats/tfds/encode.py), group_size:1 by
+it ({"image": PNG bytes, "label": int64}, codecs/tfds_encode.py), group_size:1 by
 default so any record is read alone (TFDS' and Grain's setting); other writer options
 pass through --array-record-options and are checked by array_record itself.
 
@@ -39,8 +39,8 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split
     WriteResult
 from ...shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
 from ...staging import signals_deferred, staging_prefix
-from ..tfds import encode, shardwrite
-from ..tfrecord.reader import check_record_size, decode_record_image
+from ...codecs import spool as shardwrite, tfds_encode as encode
+from ...codecs.images import check_record_size, decode_record_image
 
 EXTENSION = ".array_record"
 # Riegeli's file signature: the first 64 bytes of every Riegeli (so ArrayRecord) file.
@@ -145,7 +145,7 @@ class ArrayRecordSplit(Split):
     """
 
     def __init__(self, name, files, workers=None, expected=None, claimed_by=None):
-        from ..tfrecord.example import example_class, find_layout
+        from ...codecs.example import example_class, find_layout
         module = _module()
         self.files = list(files)
         self.workers = check_workers(workers)
@@ -214,7 +214,7 @@ class ArrayRecordSplit(Split):
                                     f"tf.train.Example ({e})") from None
 
     def _fields(self, path, number, example):
-        from ..tfrecord.example import feature_values, one_value, record_name
+        from ...codecs.example import feature_values, one_value, record_name
         feature = example.features.feature
         layout = self.layout
         images = feature_values(path, number, feature, layout.image_key, "bytes_list")

@@ -256,7 +256,8 @@ class Hdf5Split(Split):
                                           f"{first.path} is {_kind(first)} {first.chw}",
                                   "the files of one split must agree")
         count = sum(f.count for f in self.files)
-        from ..idx.format import check_labels, check_split_header
+        from ...codecs.classes import check_labels
+        from ...codecs.images import check_split_header
         check_split_header(count, first.shape, first.dtype, source, "'data'")
         parts, done = [], 0
         for f in self.files:

@@ -243,7 +243,7 @@ class LmdbSplit(Split):
             env.close()
         if count == 0:
             raise FormatError(path, "holds no records")
-        from ..idx.format import check_labels
+        from ...codecs.classes import check_labels
         check_labels(labels, path)
         small = labels.min() >= 0 and labels.max() <= 255
         self._labels = labels.astype(np.uint8 if small else np.int32)

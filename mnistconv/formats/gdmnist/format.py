@@ -60,7 +60,7 @@ from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWrite
 from ...limits import check_image_size, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
-from ..idx import classes
+from ...codecs import classes
 
 MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
@@ -413,7 +413,7 @@ class _Tee:
 def check_writable(split: Split, where):
     """Refuse, before any output exists, a split GDMNIST1 cannot hold exactly.
     Returns (rows, columns)."""
-    from ..images import grayscale_shape
+    from ...codecs.images import grayscale_shape
     shape = grayscale_shape(split, where, "GDMNIST1")  # N,H,W,1 (TensorFlow's) is H x W
     labels = split.labels()
     if len(labels) and (labels.dtype.kind not in "iub" or labels.min() < 0

@@ -3,8 +3,7 @@ layout in format.py). This file is the format's declaration, light enough for `-
 the code is in format.py, imported on first use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
-from .names import CLASS_NAMES
+from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
     "idx", "mnistconv.formats.idx.format",

@@ -34,7 +34,7 @@ from ...stream import TRANSPOSED_NOTE
 # KEPT_BY: a writer keeping the extras drops the note; QMNIST_COLUMNS: extras.py orders
 # every format's extra fields by them.
 from ..extras import KEPT_BY, QMNIST_COLUMNS
-from . import classes
+from ...codecs import classes
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
 # LZMA2 gains up to about 6,800:1 on zeros, but no MNIST-like file comes near that: xz

@@ -27,14 +27,16 @@ import numpy as np
 
 from ...errors import CorruptData, FormatError, Truncated, UsageError
 from ... import budget
-from ...limits import MAX_CLASSES, MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size
 from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
                       input_entries,
                       input_root, open_input, output_file_info)
 from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
-from . import classes, family
+from ...codecs import classes
+from ...codecs.classes import check_labels
+from ...codecs.images import MAX_DIMS, check_split_header
+from . import family
 # Reads gzip and, for QMNIST's files, xz (family.py).
 from .family import IdxInput as InputFile
 
@@ -50,9 +52,6 @@ TYPE_CODES = {dt.newbyteorder("="): code for code, dt in ELEMENT_TYPES.items()}
 # One item (image) larger than this is a corrupt header, not data; batches hold at least
 # one item, so this also bounds a batch's memory.
 MAX_ITEM_BYTES = 1 << 30
-# numpy 1.x arrays have at most 32 dimensions (2.x: 64); an image has 2 or 3, so
-# more is a corrupt header, refused before numpy is asked to describe it.
-MAX_DIMS = 32
 # Labels are read this many at a time, each part checked as it arrives: a header that
 # claims more than the stream holds fails at the first short part, having held only
 # what the stream really had.
@@ -213,46 +212,6 @@ def _labels_as(labels, dtype, where):
             raise FormatError(where, f"label values {labels.min()}..{labels.max()} do not "
                                      f"fit the {dtype.name} labels its header implies")
     return np.ascontiguousarray(labels, _big_endian(dtype, where))
-
-
-def check_split_header(count, shape, dtype, path, who="header"):
-    """Bound a split by its header, before anything is allocated or read: the example
-    count (all labels are held), one image's pixels and bytes."""
-    if count > MAX_EXAMPLES:
-        raise FormatError(path, f"{who} declares {count:,} examples, more than "
-                                f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
-    check_image_size(shape, path)
-    item = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
-    if item > MAX_RECORD_BYTES:
-        raise FormatError(path, f"images of {'x'.join(map(str, shape))} "
-                                f"{np.dtype(dtype).name} are {item:,} bytes each, more "
-                                f"than mnistconv's limit of {MAX_RECORD_BYTES:,}")
-
-
-def check_labels(labels, path, first=0, where=""):
-    """Refuse label values no class can have: NaN, infinities, fractions, and MAX_CLASSES
-    or more (one label of 2**31 - 1 made `info` count 2**31 classes; one of 10**8 made
-    the TFRecord writer build 10**8 one-hot templates). Negative labels (-1 for
-    'unlabelled', or any signed IDX type's values) pass: the writers that cannot store
-    them say so. `first` is the position of labels[0] in the split, for the message."""
-    if not len(labels) or labels.dtype.kind == "b" or \
-            (labels.dtype.kind in "iu" and labels.dtype.itemsize < 4):
-        return  # no value of these types can be out of range
-    if labels.dtype.kind == "f":
-        # errstate "all": MAX_CLASSES does not fit float16, whose comparison with it
-        # warns of an overflow (a RuntimeWarning line before the one-line error).
-        with np.errstate(all="ignore"):
-            bad = ~np.isfinite(labels) | (labels != np.floor(labels)) | \
-                (labels >= MAX_CLASSES)
-    elif labels.max() >= MAX_CLASSES:
-        bad = labels >= MAX_CLASSES
-    else:
-        return
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise FormatError(path, f"{where}label {labels[i].item()!r} of example {first + i} "
-                                "is not a class number",
-                          f"labels are whole numbers below {MAX_CLASSES:,}")
 
 
 def _read_labels(h: IdxHeader):

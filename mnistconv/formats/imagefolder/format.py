@@ -39,9 +39,9 @@ from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
 from ...shards import is_data_name
-from ..idx.classes import check_names
-from ..images import class_labels, decode_image, grayscale_shape
-from ..webdataset.samples import SampleTask, pack, split_output
+from ...codecs.classes import check_names
+from ...codecs.images import class_labels, decode_image, grayscale_shape
+from ...codecs.samples import SampleTask, pack, split_output
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
 CHUNK = 1000

@@ -3,8 +3,7 @@ file is the format's declaration, light enough for `--help`; the code is in form
 imported on first use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
-from ..idx.names import CLASS_NAMES
+from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
     "kmnist", "mnistconv.formats.kmnist.format",

@@ -20,9 +20,10 @@ from ...errors import FormatError, UsageError
 from ...fileio import check_input_file, input_entries, input_root, open_input
 from ... import budget
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
-from ..idx import classes
-from ..idx.format import check_labels, check_split_header
-from ..npz.format import ZIP_MAGIC, _open_member, _read_member, _row_batches, _zip_errors
+from ...codecs import classes
+from ...codecs.classes import check_labels
+from ...codecs.images import check_split_header
+from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, zip_errors
 
 NAME = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)-(?P<split>train|test)-(?P<kind>imgs|labels)"
                   r"\.npz$")
@@ -46,12 +47,12 @@ def _only_arr0(path):
 def _member(path, what):
     """(shape, dtype) of a file's arr_0, checked to be the one member."""
     check_input_file(path)
-    with _zip_errors(path), zipfile.ZipFile(path) as archive:
+    with zip_errors(path), zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         if names != [MEMBER]:
             raise FormatError(path, f"holds {', '.join(names[:5]) or 'nothing'}, not one "
                                     f"arr_0 array ({what}, as KMNIST publishes them)")
-        f, shape, dtype, fortran = _open_member(archive, MEMBER, path)
+        f, shape, dtype, fortran = open_member(archive, MEMBER, path)
         f.close()
     if fortran and len(shape) > 1:
         raise FormatError(path, "arr_0 is stored in Fortran order",
@@ -83,9 +84,9 @@ class KmnistSplit(Split):
 
     def labels(self):
         if self._labels is None:
-            with _zip_errors(self.labels_path), \
+            with zip_errors(self.labels_path), \
                     zipfile.ZipFile(self.labels_path) as archive:
-                self._labels = _read_member(
+                self._labels = read_member(
                     archive, MEMBER, self.labels_path,
                     lambda part, first: check_labels(part, self.labels_path, first))
         return self._labels
@@ -97,10 +98,10 @@ class KmnistSplit(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         labels, h = self.labels(), self.header
         batch_size = budget.rows(h, batch_size)
-        with _zip_errors(self.images_path), zipfile.ZipFile(self.images_path) as archive:
-            f, *_ = _open_member(archive, MEMBER, self.images_path)
+        with zip_errors(self.images_path), zipfile.ZipFile(self.images_path) as archive:
+            f, *_ = open_member(archive, MEMBER, self.images_path)
             with f:
-                yield from _row_batches(f, h, labels, batch_size, self.images_path, "arr_0")
+                yield from row_batches(f, h, labels, batch_size, self.images_path, "arr_0")
 
 
 def _families(folder):

@@ -3,8 +3,7 @@ names and QMNIST's extra columns where known (byte layout in format.py). Only th
 declaration is loaded for `--help`; format.py is imported on first use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, lazy_attributes
-from ..idx.names import CLASS_NAMES
+from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
     "npz", "mnistconv.formats.npz.format",

@@ -21,136 +21,42 @@ unzip read it as usual. Only plain arrays are read or written (no pickled object
 """
 
 import collections
-import contextlib
 import hashlib
 import os
 import threading
 import time
 import zipfile
 from typing import Optional
-import zlib
 
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError
-from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
+from ...fileio import StagedOutput, check_input_file, has_magic, \
     open_staged
 from ... import budget
 from ...limits import printable, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
 from ...stream import extra_fields
-from ..idx import classes
-from ..idx.format import MAX_DIMS, check_labels, check_split_header
+from ...codecs import classes
+from ...codecs.classes import check_labels
+from ...codecs.images import MAX_DIMS, check_split_header
+from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
+    row_batches, zip_errors
 
-ZIP_MAGIC = b"PK\x03\x04"
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 LAYOUTS = ("nhw", "nhwc", "nchw")
-# Images and labels are numbers: bool, integers, floats (no strings, records, dates).
-NUMERIC_KINDS = "biuf"
 # Extra per-record columns (QMNIST has 7) and the members that carry text.
 MAX_EXTRA_COLUMNS = 64
 TEXT_MEMBERS = ("class_names.npy", "extra_columns.npy")
 # Column-major (Fortran-order) images cannot be streamed by rows: they are read whole,
 # so only up to this size (a batch's bound; MNIST's training images are 47 MB).
 FORTRAN_MAX_BYTES = 64 << 20
-# What zipfile and zlib raise for a corrupt archive, some of it only when a member is
-# read to its end (a bad CRC): all of it is bad data in the file being read. zipfile
-# raises NotImplementedError for a compression method it does not support, and
-# RuntimeError for an encrypted member.
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
-               NotImplementedError, RuntimeError, UnicodeDecodeError)
-
-
-@contextlib.contextmanager
-def _zip_errors(path):
-    try:
-        yield
-    except _ZIP_ERRORS as e:
-        raise FormatError(path, f"not a valid npz (zip) file ({e})",
-                          "check that numpy wrote it whole, or pass format= to read it as "
-                          "another format", cli_hint="check that numpy wrote it whole, or "
-                          "name its format with --from") from None
-
-
-def _check_sizes(archive, info, path):
-    """Bound what a member's sizes may claim before its .npy header sizes an allocation:
-    a stored member holds exactly its compressed bytes, deflate expands at most 1032:1,
-    and no member is larger than the archive itself."""
-    if info.flag_bits & 0x1:
-        raise FormatError(path, f"member {info.filename} is encrypted",
-                          "save the arrays again with numpy.savez (numpy never encrypts)")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise FormatError(path, f"member {info.filename} uses zip compression method "
-                                f"{info.compress_type}", "numpy writes stored or deflated "
-                                                         "members only")
-    limit = info.compress_size * (GZIP_MAX_RATIO if info.compress_type else 1)
-    if info.compress_size > os.path.getsize(path) or info.file_size > limit:
-        raise CorruptData(path, f"member {info.filename} declares {info.file_size} bytes "
-                                f"in {info.compress_size} compressed, which cannot be")
-
-
-def _open_member(archive: zipfile.ZipFile, name, path):
-    """Open a member and parse its .npy header: (file, shape, dtype, fortran_order)."""
-    info = archive.getinfo(name)
-    _check_sizes(archive, info, path)
-    f = archive.open(info)
-    try:
-        version = np.lib.format.read_magic(f)
-        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                       else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = read_header(f)
-    except Exception as e:  # numpy raises ValueError/OSError/SyntaxError for bad headers
-        f.close()
-        reason = " ".join(str(e).split())  # numpy's messages span several lines
-        raise CorruptData(path, f"member {name} is not a valid .npy array ({reason})") \
-            from None
-    if dtype.hasobject:
-        f.close()
-        raise FormatError(path, f"member {name} holds Python objects (pickled)",
-                          "mnistconv reads only plain numeric arrays")
-    if dtype.kind not in NUMERIC_KINDS or dtype.names is not None:
-        f.close()
-        raise FormatError(path, f"member {name} holds {dtype.str} values, not numbers",
-                          "mnistconv reads only plain numeric arrays")
-    declared = int(np.prod(shape, dtype=object)) * dtype.itemsize
-    holds = info.file_size - f.tell()
-    if declared != holds:
-        f.close()
-        raise CorruptData(path, f"member {name}: its .npy header declares shape {shape} "
-                                f"{dtype.name} ({declared} bytes), the member holds {holds}")
-    return f, shape, dtype, fortran
-
-
-def _read_member(archive, name, path, check=None):
-    """A whole member in its own order, read 1 MiB at a time (zipfile copies what it
-    reads through a bytes object of the size asked for). Callers bound the size first.
-    check(part, first_item) is called on each part of a 1-D member as it is read."""
-    f, shape, dtype, fortran = _open_member(archive, name, path)
-    with f:
-        data = np.empty(shape, dtype, order="F" if fortran else "C")
-        want = data.nbytes
-        flat = memoryview(data.reshape(-1, order="A")).cast("B") if want else None
-        step = 1 << 20  # a whole number of items: item sizes are powers of two
-        got = 0
-        while got < want:
-            n = f.readinto(flat[got:got + step])
-            if n and check:
-                check(data[got // dtype.itemsize:(got + n) // dtype.itemsize],
-                      got // dtype.itemsize)
-            if not n:
-                break
-            got += n
-        if got != want:
-            raise FormatError(path, f"member {name} is truncated: {got} of {want} bytes")
-    return data
-
-
 class NpzSplit(Split):
     def __init__(self, name, path, archive: zipfile.ZipFile):
         self.path = path
         self.x_name, self.y_name = f"x_{name}.npy", f"y_{name}.npy"
-        f, shape, dtype, fortran = _open_member(archive, self.x_name, path)
+        f, shape, dtype, fortran = open_member(archive, self.x_name, path)
         f.close()
         if len(shape) < 1:
             raise FormatError(path, f"x_{name} is a scalar, expected one image per row")
@@ -159,7 +65,7 @@ class NpzSplit(Split):
                                     f"mnistconv's limit of {MAX_DIMS}")
         # One dimension is the same bytes in either order.
         self.fortran = fortran and len(shape) > 1
-        f, y_shape, y_dtype, _ = _open_member(archive, self.y_name, path)
+        f, y_shape, y_dtype, _ = open_member(archive, self.y_name, path)
         f.close()
         if len(y_shape) != 1:
             raise FormatError(path, f"y_{name} has shape {y_shape}, expected one label per "
@@ -189,8 +95,8 @@ class NpzSplit(Split):
         if self.extra_columns is None:
             return None
         name = f"extra_{self.name}.npy"
-        with _zip_errors(self.path), self._archive() as archive:
-            f, shape, dtype, _ = _open_member(archive, name, self.path)
+        with zip_errors(self.path), self._archive() as archive:
+            f, shape, dtype, _ = open_member(archive, name, self.path)
             f.close()
             if len(shape) != 2 or shape[0] != self.header.count or \
                     shape[1] != len(self.extra_columns) or dtype.kind not in "iu":
@@ -199,12 +105,12 @@ class NpzSplit(Split):
                                              f"{len(self.extra_columns)} integers "
                                              "(one row per example, one column per name "
                                              "in extra_columns)")
-            return self.extra_columns, _read_member(archive, name, self.path)
+            return self.extra_columns, read_member(archive, name, self.path)
 
     def labels(self):
         if self._labels is None:
-            with _zip_errors(self.path), self._archive() as archive:
-                self._labels = _read_member(
+            with zip_errors(self.path), self._archive() as archive:
+                self._labels = read_member(
                     archive, self.y_name, self.path,
                     lambda part, first: check_labels(part, self.path, first,
                                                      f"member {self.y_name}: "))
@@ -218,38 +124,25 @@ class NpzSplit(Split):
         labels = self.labels()
         h = self.header
         batch_size = budget.rows(h, batch_size)
-        with _zip_errors(self.path), self._archive() as archive:
+        with zip_errors(self.path), self._archive() as archive:
             if self.fortran:  # rare; column-major data cannot be streamed by rows
-                images = _read_member(archive, self.x_name, self.path)
+                images = read_member(archive, self.x_name, self.path)
                 for start in range(0, h.count, batch_size):
                     end = start + batch_size
                     yield Batch(np.ascontiguousarray(images[start:end]), labels[start:end],
                                 np.arange(start, min(end, h.count), dtype=np.int64))
                 return
-            f, *_ = _open_member(archive, self.x_name, self.path)
+            f, *_ = open_member(archive, self.x_name, self.path)
             with f:
-                yield from _row_batches(f, h, labels, batch_size, self.path,
+                yield from row_batches(f, h, labels, batch_size, self.path,
                                         f"member {self.x_name}")
-
-
-def _row_batches(f, header, labels, batch_size, path, what):
-    """Batches of at most batch_size images read in turn from `f`, an open C-order .npy
-    member just past its header; `what` names the member when it ends early."""
-    for start in range(0, header.count, batch_size):
-        n = min(batch_size, header.count - start)
-        data = np.empty((n,) + header.shape, header.dtype)
-        got = f.readinto(memoryview(data).cast("B")) if data.nbytes else 0
-        if got != data.nbytes:
-            raise FormatError(path, f"{what} is truncated at row {start}")
-        yield Batch(data, labels[start:start + n],
-                    np.arange(start, start + n, dtype=np.int64))
 
 
 def _read_text_member(archive, name, path, limit):
     """A 1-D fixed-width unicode member ('<U<n>', the only text mnistconv reads), of at
     most `limit` entries of at most MAX_CLASS_NAME_LENGTH characters each."""
     info = archive.getinfo(name)
-    _check_sizes(archive, info, path)
+    check_sizes(archive, info, path)
     with archive.open(info) as f:
         try:
             version = np.lib.format.read_magic(f)
@@ -320,7 +213,7 @@ def read(path) -> Dataset:
         ds.splits["train"].header.shape      # (28, 28)
     """
     check_input_file(path)
-    with _zip_errors(path), zipfile.ZipFile(path) as archive:
+    with zip_errors(path), zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         splits = {s: NpzSplit(s, path, archive) for s in _split_names(names, path)}
         class_names = _read_text_member(archive, "class_names.npy", path,

@@ -17,7 +17,7 @@ features as JSON, {"info": {"features": {"image": {"_type": "Image"}, "label":
 {"names": [...], "_type": "ClassLabel"}, <name>: {"dtype": "int32", "_type": "Value"}
 ...}}} (see card.py).
 
-mnistconv writes 8-bit grey (or RGB) PNGs without filters (png.py), image columns
+mnistconv writes 8-bit grey (or RGB) PNGs without filters (codecs/png.py), image columns
 PLAIN and uncompressed and the label (and extra) columns snappy with a dictionary (as
 datasets does), row groups of 1000 rows by default, so a streaming reader fetches
 ~250 KB of MNIST at a time. Reading takes any Parquet file or directory of this schema:

@@ -18,8 +18,8 @@ from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
 from ...parallel import check_workers, ordered_map
 from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
-from ..idx import classes
-from . import png
+from ...codecs import classes
+from ...codecs import png
 
 MAGIC = b"PAR1"
 # <split>-00000-of-00004.parquet, as push_to_hub names shards (older versions added a
@@ -309,7 +309,7 @@ class ParquetSplit(Split):
 
     def labels(self):
         if self._labels is None:
-            from ..idx.format import check_labels
+            from ...codecs.classes import check_labels
             parts = []
             for path, layout in zip(self.files, self.layouts):
                 column = _read_column(path, layout.label)

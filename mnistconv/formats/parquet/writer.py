@@ -19,9 +19,10 @@ from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...parallel import COUNTERS, ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, OutputFile, WriteResult
 from ...shards import check_shard_count
-from ..idx.format import check_labels
+from ...codecs.classes import check_labels
 from .. import extras
-from . import card, png
+from ...codecs import png
+from . import card
 from .reader import pyarrow
 
 # Rows per work piece (at most; a row group may hold several): a worker's shared slot

@@ -3,8 +3,7 @@ layout in format.py). This file is the format's declaration, light enough for
 `--help`; the code is in format.py, imported on first use."""
 
 from ...spec import Format
-from ..common import SPLIT_NAME, lazy_attributes
-from ..idx.names import CLASS_NAMES
+from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
     "quickdraw", "mnistconv.formats.quickdraw.format",

@@ -19,7 +19,7 @@ from ...fileio import check_input_file, has_magic, input_entries, open_input
 from ...limits import MAX_EXAMPLES
 from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
-from ..idx import classes
+from ...codecs import classes
 
 NPY_MAGIC = b"\x93NUMPY"
 PREFIX = "full_numpy_bitmap_"

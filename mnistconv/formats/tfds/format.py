@@ -7,9 +7,9 @@ read it):
     DIR/<name>/<version>/label.labels.txt     class names, one a line
     DIR/<name>/<version>/<name>-<split>.<tfrecord|array_record>-00000-of-0000N
 Every record is a tf.train.Example {"image": PNG bytes, "label": int64}, the bytes TFDS
-writes (encode.py, png.py). A TFRecord shard is records back to back, each
+writes (codecs/tfds_encode.py, codecs/tfpng.py). A TFRecord shard is records back to back, each
 uint64 length, uint32 masked CRC-32C of the length, data, uint32 masked CRC-32C of the
-data (mnistconv.formats.tfrecord.framing); an ArrayRecord shard holds the same records
+data (mnistconv.codecs.framing); an ArrayRecord shard holds the same records
 through the array-record package (group_size:1, TFDS' own setting). The number of
 shards is --shards, else the encoded size over --shard-size, else TFDS' rule (64 MiB to
 1 GiB a shard: one for MNIST); records are cut into shards as TFDS cuts them.
@@ -32,6 +32,7 @@ import tempfile
 
 import numpy as np
 
+from ... import registry
 from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
     open_input, output_entries, remove_scratch
@@ -41,7 +42,8 @@ from ...shards import check_shard_count, SHARD_RE
 from ...staging import check_output_path, exists_error, is_staging_name, \
     signals_deferred, staging_prefix
 from ...limits import MAX_SHARDS, is_number, printable
-from . import encode, info as tfds_info, shardwrite
+from ...codecs import spool as shardwrite, tfds_encode as encode
+from . import info as tfds_info
 
 DEFAULT_VERSION = "1.0.0"
 _METADATA = ("dataset_info.json", "features.json")
@@ -365,9 +367,11 @@ def read(path, split_name=None, workers=None) -> Dataset:
                                              f"{num_bytes:,}, its records hold "
                                              f"{data_bytes:,} bytes")
         else:
-            from ..arrayrecord.format import ArrayRecordSplit
-            inner = ArrayRecordSplit(name, files, workers=workers, expected=lengths,
-                                     claimed_by=info_path)
+            # TFDS' ArrayRecord data files, read by that format's reader (a format
+            # reaches another through the registry, never by import).
+            reader = registry.get("arrayrecord").load()
+            inner = reader.ArrayRecordSplit(name, files, workers=workers, expected=lengths,
+                                            claimed_by=info_path)
         shape = tuple(inner.header.shape)
         if shape != tuple(meta.shape):
             raise FormatError(os.path.join(directory, "features.json"),
@@ -385,7 +389,7 @@ def read(path, split_name=None, workers=None) -> Dataset:
 
 
 def _tfrecord_split(name, files, lengths, info_path, workers):
-    from ..tfrecord.reader import TFRecordSplit
+    TFRecordSplit = registry.get("tfrecord").load().TFRecordSplit
     total_data = 0
     for f, expected in zip(files, lengths):
         count, data = _tfrecord_counts(f)

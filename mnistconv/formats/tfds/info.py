@@ -309,7 +309,7 @@ class Info:
             if len(names) != self.num_classes:
                 raise FormatError(names_path, f"names {len(names)} classes, features.json "
                                               f"says {self.num_classes}")
-            from ..idx.classes import check_names
+            from ...codecs.classes import check_names
             self.class_names = list(check_names(names, names_path))
 
     def shard_files(self, split):

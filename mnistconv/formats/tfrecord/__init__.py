@@ -1,6 +1,6 @@
 """TFRecord files of tf.train.Example records, read and written without TensorFlow.
 
-Byte layout of a TFRecord file (framing.py): records back to back, each
+Byte layout of a TFRecord file (codecs/framing.py): records back to back, each
     uint64  length of the data, little-endian
     uint32  masked CRC-32C of those 8 length bytes, little-endian
     bytes   data (length bytes): here a serialized tf.train.Example
@@ -19,7 +19,7 @@ key order, as serialize(deterministic=True) writes them):
       0A len { 0A 05 "image"  12 len { 0A len BytesList { 0A len <JPEG bytes> } } }
       0A len { 0A 05 "label"  12 len { 1A len Int64List { 0A 0A <10 varints 0/1> } } }
 
-Each Example (see example.py for the message layout) follows one of these conventions
+Each Example (see codecs/example.py for the message layout) follows one of these conventions
 ("presets"); all int64 features are int64_list, all bytes bytes_list:
     recipe (default)  image: one JPEG; label: one-hot over the classes (10 for MNIST)
     tfds              image: one PNG; label: the class index (one value)
@@ -42,7 +42,7 @@ still hold, an image's size from its header against MAX_IMAGE_PIXELS, a one-hot 
 against MAX_CLASSES, shard names' counts; and every record must have the features of
 the first, with their kinds.
 
-Modules: framing.py (records, CRCs, compression), example.py (Example messages,
+Modules: codecs/framing.py (records, CRCs, compression), codecs/example.py (Example messages,
 presets, layouts), names.py (output names, resolving inputs), reader.py, writer.py, index_files.py
 (`<file>.idx` record indexes) and indexed.py (read(): a split with indexes reads only
 the records a selection needs).
@@ -115,10 +115,10 @@ _NAMES_BY_HOME = {
     ".indexed": ("read", "IndexedSplit"),
     ".writer": ("write", "encode_records", "Settings", "CHUNK", "ERROR_SAMPLE",
                 "IMAGE_FORMATS", "LABEL_FORMATS"),
-    ".framing": ("masked_crc", "Framer", "iter_records", "COMPRESSIONS", "NOT_TFRECORD",
-                 "NOT_TFRECORD_HINT"),
+    "mnistconv.codecs.framing": ("masked_crc", "Framer", "iter_records", "COMPRESSIONS",
+                                 "NOT_TFRECORD", "NOT_TFRECORD_HINT"),
     ".names": ("matches_name", "resolve", "split_target", "EXTENSIONS"),
-    ".example": ("PRESETS", "Schema", "ExampleBuilder", "example_class"),
+    "mnistconv.codecs.example": ("PRESETS", "Schema", "ExampleBuilder", "example_class"),
     "mnistconv.shards": ("SHARD_RE", "shard_names"),
 }
 _HOMES = {name: home for home, names in _NAMES_BY_HOME.items() for name in names}

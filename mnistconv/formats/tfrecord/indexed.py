@@ -23,8 +23,8 @@ from ...fileio import open_input
 from ...limits import MAX_CLASSES
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...stream import balanced_positions
-from .example import example_class, find_layout, record_name
-from .framing import _HEADER, COMPRESSIONS, masked_crc, resolve_compression
+from ...codecs.example import example_class, find_layout, record_name
+from ...codecs.framing import _HEADER, COMPRESSIONS, masked_crc, resolve_compression
 from .index_files import REBUILD, index_path, read_index
 from .names import resolve
 from .reader import (PRESETS, TFRecordSplit, _cast, _decode_jpegs, _layout_keys, _Raw,

@@ -28,12 +28,13 @@ from ... import budget
 from ...limits import MAX_CLASSES, check_image_size, printable
 from ...parallel import check_workers, ordered_map
 from ...records import DEFAULT_BATCH, Batch, Header, Split
-from ..idx.classes import check_name, names_by_label
+from ...codecs.classes import check_name, names_by_label
 from .. import extras
-from .example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
+from ...codecs.images import check_record_size, decode_record_image
+from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                       find_layout, one_value, own_keys, record_name)
 from ...shards import sniff_files
-from .framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
+from ...codecs.framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
 from .names import matches_name
 from .templates import _JPEG, _PNG, _Templates
 
@@ -433,30 +434,6 @@ def _check_shape(path, number, shape, first):
     if tuple(shape) != tuple(first):
         raise FormatError(path, f"record {number} (counting from 0): image is "
                                 f"{tuple(shape)}, the first was {tuple(first)}")
-
-
-def check_record_size(path, number, size, image_shape):
-    """Once one image's size is known, a record far larger than such an image and a full
-    label can be is refused before it is parsed (protobuf holds many times a record's
-    size while parsing it). ArrayRecord's Examples are held to it too."""
-    if size > 2 * int(np.prod(image_shape)) + (1 << 20):
-        raise FormatError(path, f"{record_name(number)}: {size:,} bytes, more than a "
-                                f"record of one {'x'.join(map(str, image_shape))} image "
-                                "and its label can hold")
-
-
-def decode_record_image(path, number, data):
-    """The pixels of record `number`'s encoded image (JPEG or PNG), its size checked from
-    its header before anything is decoded; a FormatError naming the record otherwise.
-    ArrayRecord's Examples are decoded the same way."""
-    size = codecs.image_size(data)
-    if size is not None:
-        check_image_size(size, path, f"{record_name(number)}: image")
-    try:
-        return codecs.decode_image(data)
-    except ValueError as e:
-        raise FormatError(path, f"record {number} (counting from 0): image does not "
-                                f"decode ({e})") from None
 
 
 def _decode_jpegs(jpegs, images, shape):

@@ -21,7 +21,7 @@ from ...parallel import ParallelEncoder, check_workers
 from ... import budget
 from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
 from ...shards import ShardSet, check_shard_count
-from .framing import COMPRESSIONS, Framer
+from ...codecs.framing import COMPRESSIONS, Framer
 from .index_files import IndexWriter, index_path
 from .names import split_target
 
@@ -98,7 +98,7 @@ def _builder(settings):
     key = (settings.key(), threading.get_ident())
     hit = _BUILDERS.get(key)
     if hit is None:
-        from .example import ExampleBuilder
+        from ...codecs.example import ExampleBuilder
         hit = _BUILDERS[key] = (ExampleBuilder(settings.schema, settings.image_format,
                                                settings.label_format, settings.num_classes,
                                                settings.shape, settings.with_index,
@@ -127,7 +127,7 @@ def encode_records(settings, images, labels, indices):
         if settings.image_format == "png":
             # The bytes tf.image.encode_png writes (TFDS' own), encoded a batch at a
             # time, without Pillow's per-image set-up.
-            from ..tfds import png
+            from ...codecs import tfpng as png
             prefix, blobs, suffix = png.png_parts(images)
         else:
             blobs = [im.tobytes() for im in images]
@@ -194,7 +194,7 @@ def _stale_indexes(shard_set, staged, index_files):
 
 
 def _check_split(split):
-    from ..images import grayscale_shape
+    from ...codecs.images import grayscale_shape
     return grayscale_shape(split, None, "TFRecord")
 
 
@@ -260,7 +260,7 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
     """Options checked, and (split, Settings, ShardSet) for every split, checked
     before any output exists: what write() and write_shard() both start from, so a
     shard written alone is cut and encoded as in the whole set."""
-    from .example import PRESETS
+    from ...codecs.example import PRESETS
     schema = PRESETS[_choose(preset, tuple(PRESETS), "preset")]
     image_format = _choose(image_format or schema.image_format, IMAGE_FORMATS,
                            "image format")
@@ -296,7 +296,7 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
         _check_labels(split.labels(), where)
         num_classes = split.num_classes()
         check_num_classes(num_classes, where, "labels")
-        from .example import own_keys
+        from ...codecs.example import own_keys
         extra = extras.checked(split, own_keys(schema))
         original = np.asarray(split.indices(), np.int64) \
             if extra is not None and with_index else None

@@ -1,5 +1,5 @@
 """WebDataset: tar shards of samples, each <key>.png (or .jpg), <key>.cls and <key>.json
-(byte layout in format.py and tar.py). The declaration below is all `--help` loads."""
+(byte layout in format.py and mnistconv/codecs/tar.py). The declaration below is all `--help` loads."""
 
 from ...spec import Format, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes

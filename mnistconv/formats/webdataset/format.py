@@ -1,6 +1,6 @@
 """WebDataset: each split as tar shards `<name>-<split>-000000.tar`, `-000001.tar`, ...
 
-A shard is a plain ustar archive (byte layout in tar.py) holding, for each sample in
+A shard is a plain ustar archive (byte layout in codecs/tar.py) holding, for each sample in
 order, three members named by the sample's key, its position in the split zero-padded
 to at least 6 digits (keys sort in sample order, the same in every shard):
     <key>.cls   the class index as ASCII text, e.g. b"7"
@@ -44,11 +44,11 @@ from ...parallel import ParallelEncoder, check_workers
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
 from ...shards import is_data_name
-from .tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
-from ..idx.classes import check_name, names_by_label
-from ..images import class_labels, decode_image, grayscale_shape
+from ...codecs.tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
+from ...codecs.classes import check_name, names_by_label
+from ...codecs.images import class_labels, decode_image, grayscale_shape
 from .. import extras
-from .samples import SampleTask, default_samples, pack, split_output
+from ...codecs.samples import SampleTask, default_samples, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
 DEFAULT_SHARD_SIZE = "100000"  # webdataset.ShardWriter's default maxcount

@@ -14,11 +14,11 @@ import sys
 
 import numpy as np
 
-from ...errors import MissingDependency, UsageError
-from ...fileio import open_input, open_staged, remove_scratch
-from ...staging import STAGING_MARK
-from ...records import OutputFile
-from . import encode
+from ..errors import MissingDependency, UsageError
+from ..fileio import open_input, open_staged, remove_scratch
+from ..staging import STAGING_MARK
+from ..records import OutputFile
+from . import tfds_encode as encode
 
 _BLOCK = 1 << 20
 

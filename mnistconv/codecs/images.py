@@ -1,6 +1,7 @@
-"""What the formats that store one image file per sample (WebDataset's tar members,
-ImageFolder's files) check alike: a split's images and labels before anything is
-written, and each image as it is decoded on reading. Each format keeps its own words
+"""The image checks several formats share: a split's size by its header, a record's size
+and encoded image (TFRecord, ArrayRecord), and for the formats that store one image
+file per sample (WebDataset's tar members, ImageFolder's files) a split's images and
+labels before anything is written, and each image as it is decoded on reading. Each format keeps its own words
 in the messages (its name, what a class is in its layout, which member is meant).
 """
 
@@ -8,8 +9,13 @@ import numpy as np
 
 from .. import codecs
 from ..errors import FormatError, UsageError
-from ..limits import printable
-from .parquet.png import decode_unfiltered
+from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
+from .example import record_name
+from .png import decode_unfiltered
+
+# numpy 1.x arrays have at most 32 dimensions (2.x: 64); an image has 2 or 3, so
+# more is a corrupt header, refused before numpy is asked to describe it.
+MAX_DIMS = 32
 
 
 def grayscale_shape(split, where, format_name):
@@ -70,3 +76,41 @@ def decode_image(data, shape, where, member=None):
         raise FormatError(where, f"{named}decodes to {image.shape[0]}x{image.shape[1]}, "
                                  f"the split's images are {'x'.join(map(str, shape))}")
     return image
+
+
+def check_split_header(count, shape, dtype, path, who="header"):
+    """Bound a split by its header, before anything is allocated or read: the example
+    count (all labels are held), one image's pixels and bytes."""
+    if count > MAX_EXAMPLES:
+        raise FormatError(path, f"{who} declares {count:,} examples, more than "
+                                f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
+    check_image_size(shape, path)
+    item = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+    if item > MAX_RECORD_BYTES:
+        raise FormatError(path, f"images of {'x'.join(map(str, shape))} "
+                                f"{np.dtype(dtype).name} are {item:,} bytes each, more "
+                                f"than mnistconv's limit of {MAX_RECORD_BYTES:,}")
+
+
+def check_record_size(path, number, size, image_shape):
+    """Once one image's size is known, a record far larger than such an image and a full
+    label can be is refused before it is parsed (protobuf holds many times a record's
+    size while parsing it). ArrayRecord's Examples are held to it too."""
+    if size > 2 * int(np.prod(image_shape)) + (1 << 20):
+        raise FormatError(path, f"{record_name(number)}: {size:,} bytes, more than a "
+                                f"record of one {'x'.join(map(str, image_shape))} image "
+                                "and its label can hold")
+
+
+def decode_record_image(path, number, data):
+    """The pixels of record `number`'s encoded image (JPEG or PNG), its size checked from
+    its header before anything is decoded; a FormatError naming the record otherwise.
+    ArrayRecord's Examples are decoded the same way."""
+    size = codecs.image_size(data)
+    if size is not None:
+        check_image_size(size, path, f"{record_name(number)}: image")
+    try:
+        return codecs.decode_image(data)
+    except ValueError as e:
+        raise FormatError(path, f"record {number} (counting from 0): image does not "
+                                f"decode ({e})") from None

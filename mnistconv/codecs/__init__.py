@@ -1,4 +1,9 @@
-"""JPEG and PNG encoding and decoding of grayscale uint8 images: Pillow encodes (and
+"""What several formats share, so that no format package imports another: class names
+(classes), image checks (images), PNG (png; tfpng: TensorFlow's bytes), tf.train.Example
+(example; tfds_encode: TFDS' records), TFRecord framing (framing), the TFDS spool (spool),
+one-image-per-sample encoding (samples, tar) and .npy members (npy).
+
+This module: JPEG and PNG encoding and decoding of grayscale uint8 images: Pillow encodes (and
 decodes PNG), simplejpeg decodes JPEG; both are libjpeg-turbo underneath.
 
 Pillow is imported on first use (it is the `tfrecord` extra), so commands that never
@@ -37,7 +42,7 @@ from operator import getitem
 
 import numpy as np
 
-from .errors import MissingDependency
+from ..errors import MissingDependency
 
 EOI = b"\xff\xd9"
 SOS = b"\xff\xda"
@@ -379,7 +384,7 @@ def image_size(data: bytes):
 def _check_size(data):
     """ValueError for an image larger than limits.MAX_IMAGE_PIXELS (a backstop: readers
     check image_size() themselves to name the record)."""
-    from .limits import MAX_IMAGE_PIXELS
+    from ..limits import MAX_IMAGE_PIXELS
     size = image_size(data)
     if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
         raise ValueError(f"image of {size[0]}x{size[1]} exceeds mnistconv's limit of "

@@ -37,8 +37,8 @@ end-of-archive zero block or not a whole number of 512-byte blocks (see _end).
 
 import re
 
-from ...errors import FormatError
-from ...limits import MAX_RECORD_BYTES, printable
+from ..errors import FormatError
+from ..limits import MAX_RECORD_BYTES, printable
 
 BLOCK = 512
 RECORD = 20 * BLOCK

@@ -30,8 +30,8 @@ rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
 from dataclasses import dataclass
 from typing import Optional
 
-from ...errors import FormatError, MissingDependency
-from ...limits import check_num_classes, printable
+from ..errors import FormatError, MissingDependency
+from ..limits import check_num_classes, printable
 
 _FILE_DESCRIPTOR = (
     b'\n\x17mnistconv/example.proto\x12\ntensorflow"\x1a\n\tBytesList\x12\r\n\x05value'

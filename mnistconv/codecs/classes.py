@@ -24,9 +24,9 @@ import re
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
-from ...fileio import check_input_file, create_staged, open_input
-from ...limits import MAX_CLASSES, is_number, printable
+from ..errors import FormatError, UsageError
+from ..fileio import check_input_file, create_staged, open_input
+from ..limits import MAX_CLASSES, is_number, printable
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
 MAX_CLASS_NAME_LENGTH = 256
@@ -360,3 +360,29 @@ def read_sidecar(dataset, folder, prefix=""):
     attach(dataset, read_names_file(sidecar), sidecar)
     dataset.paths.append(sidecar)
     return sidecar
+
+
+def check_labels(labels, path, first=0, where=""):
+    """Refuse label values no class can have: NaN, infinities, fractions, and MAX_CLASSES
+    or more (one label of 2**31 - 1 made `info` count 2**31 classes; one of 10**8 made
+    the TFRecord writer build 10**8 one-hot templates). Negative labels (-1 for
+    'unlabelled', or any signed IDX type's values) pass: the writers that cannot store
+    them say so. `first` is the position of labels[0] in the split, for the message."""
+    if not len(labels) or labels.dtype.kind == "b" or \
+            (labels.dtype.kind in "iu" and labels.dtype.itemsize < 4):
+        return  # no value of these types can be out of range
+    if labels.dtype.kind == "f":
+        # errstate "all": MAX_CLASSES does not fit float16, whose comparison with it
+        # warns of an overflow (a RuntimeWarning line before the one-line error).
+        with np.errstate(all="ignore"):
+            bad = ~np.isfinite(labels) | (labels != np.floor(labels)) | \
+                (labels >= MAX_CLASSES)
+    elif labels.max() >= MAX_CLASSES:
+        bad = labels >= MAX_CLASSES
+    else:
+        return
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise FormatError(path, f"{where}label {labels[i].item()!r} of example {first + i} "
+                                "is not a class number",
+                          f"labels are whole numbers below {MAX_CLASSES:,}")

@@ -19,9 +19,9 @@ import zlib
 
 import numpy as np
 
-from ...errors import CorruptData, FormatError, MissingDependency, Truncated
-from ...fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
-from ...limits import MAX_RECORD_BYTES
+from ..errors import CorruptData, FormatError, MissingDependency, Truncated
+from ..fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
+from ..limits import MAX_RECORD_BYTES
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")

@@ -10,7 +10,7 @@ the same as protobuf's deterministic serialization, which sorts the keys):
 tests/test_tfds.py checks records against TFDS' own example_serializer.
 
 A chunk is returned TFRecord-framed (length, masked CRC-32C, data, masked CRC-32C,
-mnistconv.formats.tfrecord.framing): the writers spool it as is, then cut it into
+mnistconv.codecs.framing): the writers spool it as is, then cut it into
 TFRecord shards by byte ranges or hand the records to ArrayRecord writers.
 """
 
@@ -19,10 +19,10 @@ import threading
 
 import numpy as np
 
-from ... import budget
-from ...errors import UsageError
-from ...limits import check_num_classes
-from . import png
+from .. import budget
+from ..errors import UsageError
+from ..limits import check_num_classes
+from . import tfpng as png
 
 # Records per work unit (as TFRecord's writer): per-chunk costs stay small, memory flat.
 CHUNK = 1000
@@ -66,8 +66,8 @@ def _builder(task):
     key = (task.key(), threading.get_ident())
     hit = _BUILDERS.get(key)
     if hit is None:
-        from ..tfrecord.example import PRESETS, ExampleBuilder
-        from ..tfrecord.framing import Framer
+        from .example import PRESETS, ExampleBuilder
+        from .framing import Framer
         hit = _BUILDERS[key] = (ExampleBuilder(PRESETS["tfds"], "png", "index",
                                                task.num_classes, task.shape, False),
                                 Framer())
@@ -82,7 +82,7 @@ def chunk_records(shape):
 def image_shape(split, what):
     """(H, W) of a split's grayscale uint8 images, else a usage error: TFDS' Image
     feature is written here as (H, W, 1) uint8 PNG."""
-    from ..images import grayscale_shape
+    from .images import grayscale_shape
     return grayscale_shape(split, None, what)
 
 

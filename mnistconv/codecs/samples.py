@@ -20,8 +20,8 @@ import json
 
 import numpy as np
 
-from ... import codecs
-from ..parquet.png import encode_batch as encode_png_batch
+from .. import codecs
+from .png import encode_batch as encode_png_batch
 from .tar import header, padding
 
 
