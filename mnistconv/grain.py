@@ -56,8 +56,8 @@ class ExampleSource:
     """
 
     def __init__(self, files):
-        from .formats.arrayrecord.format import _module
-        _module()  # the Python 3.11 and extra checks, in one line
+        from .codecs.spool import array_record_module
+        array_record_module()  # the Python 3.11 and extra checks, in one line
         self.files = list(files)
         self.records = _grain().sources.ArrayRecordDataSource(self.files)
 

@@ -368,10 +368,10 @@ def encode_sheet(sheet, ext) -> bytes:
     """A sheet (2-D uint8) as the bytes of the image format SHEET_FORMATS names.
     Deterministic: no timestamps or metadata (Pillow writes none for these)."""
     import io
-    from .codecs import _check_2d_uint8, _pil
+    from .codecs import check_2d_uint8, pil_image
     _, kind, options = SHEET_FORMATS[ext]
     out = io.BytesIO()
-    _pil().fromarray(_check_2d_uint8(sheet), "L").save(out, kind, **options)
+    pil_image().fromarray(check_2d_uint8(sheet), "L").save(out, kind, **options)
     return out.getvalue()
 
 

@@ -72,7 +72,7 @@ def test_framing_layout(tmp_path):
 def test_descriptor_is_tensorflows_example_proto():
     """The embedded descriptor equals one rebuilt field by field with descriptor_pb2."""
     from google.protobuf import descriptor_pb2 as d
-    from mnistconv.formats.tfrecord import example as example_proto
+    from mnistconv.codecs import example as example_proto
     T = d.FieldDescriptorProto
     f = d.FileDescriptorProto(name="mnistconv/example.proto", package="tensorflow",
                               syntax="proto3")
@@ -187,7 +187,7 @@ def test_tiled_decode_declines_what_it_cannot_decode_exactly():
     assert codecs.decode_jpeg_tiles(jpegs, 27, 28) is None  # not the size they have
     cut = jpegs[:2] + [jpegs[2][:-40] + codecs.EOI] + jpegs[3:]
     assert codecs.decode_jpeg_tiles(cut, 28, 28) is None  # data missing in one
-    Image = codecs._pil()
+    Image = codecs.pil_image()
     progressive = []
     for im in images:
         out = io.BytesIO()

@@ -13,7 +13,7 @@ import mnistconv
 from mnistconv import ArraySplit, Dataset
 from mnistconv.errors import FormatError
 from mnistconv.formats import tfrecord
-from mnistconv.formats.tfrecord import framing
+from mnistconv.codecs import framing
 from mnistconv.codecs.example import example_class
 from helpers import tfrecord_example as example, tfrecord_frame as frame
 

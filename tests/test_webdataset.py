@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.formats.webdataset import tar as wtar
+from mnistconv.codecs import tar as wtar
 from mnistconv.records import ArraySplit, Dataset
 from helpers import (
     SAMPLE, cli_fails, converts_back_to_the_sample, files_in, png, run, sample_arrays,

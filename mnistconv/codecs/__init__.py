@@ -50,7 +50,7 @@ SOS = b"\xff\xda"
 _MAX_DIMENSION = 65500
 
 
-def _simplejpeg():
+def simplejpeg_module():
     try:
         import simplejpeg
     except ImportError:
@@ -63,7 +63,7 @@ def decode_jpeg(data: bytes, out=None) -> np.ndarray:
     defaults (2-D uint8), decoded into `out` if given (a contiguous uint8 array of the
     image's size). Raises ValueError for data that does not decode."""
     try:
-        pixels = _simplejpeg().decode_jpeg(data, colorspace="GRAY", fastdct=True,
+        pixels = simplejpeg_module().decode_jpeg(data, colorspace="GRAY", fastdct=True,
                                            buffer=out)
     except ValueError as e:
         raise ValueError(str(e) or "not a JPEG") from None
@@ -72,7 +72,7 @@ def decode_jpeg(data: bytes, out=None) -> np.ndarray:
     return pixels[:, :, 0]
 
 
-def _pil():
+def pil_image():
     try:
         from PIL import Image
     except ImportError:
@@ -95,14 +95,14 @@ def _save(image, ext, **params) -> bytes:
 def load_encoder(image_format):
     """Import Pillow and the one plugin encode_jpeg()/encode_png() use for image_format
     ('jpeg' or 'png') now, so forked workers inherit them."""
-    _pil()
+    pil_image()
     if image_format == "jpeg":
         from PIL import JpegImagePlugin  # noqa: F401
     elif image_format == "png":
         from PIL import PngImagePlugin  # noqa: F401
 
 
-def _check_2d_uint8(image):
+def check_2d_uint8(image):
     image = np.asarray(image)
     if image.dtype != np.uint8 or image.ndim != 2:
         raise ValueError(f"expected a 2-D uint8 image, got {image.dtype} {image.shape}")
@@ -111,15 +111,15 @@ def _check_2d_uint8(image):
 
 def encode_png(image_uint8_2d) -> bytes:
     """A grayscale PNG (lossless; deterministic: no timestamp or text chunks)."""
-    image = _check_2d_uint8(image_uint8_2d)
-    return _save(_pil().fromarray(image, "L"), ".png")
+    image = check_2d_uint8(image_uint8_2d)
+    return _save(pil_image().fromarray(image, "L"), ".png")
 
 
 def encode_jpeg(image_uint8_2d, quality=95) -> bytes:
     """A baseline grayscale JPEG, the bytes cv2.imencode('.jpg', img) gives at the same
     quality (95 is OpenCV's default)."""
-    image = _check_2d_uint8(image_uint8_2d)
-    return _save(_pil().fromarray(image, "L"), ".jpg", quality=int(quality))
+    image = check_2d_uint8(image_uint8_2d)
+    return _save(pil_image().fromarray(image, "L"), ".jpg", quality=int(quality))
 
 
 def _scan_start(data: bytes) -> int:
@@ -221,7 +221,7 @@ def jpeg_segments(images, quality=95, decoded=False, size=None):
     images' decoded pixels in [:, :h, :w]."""
     import re
 
-    Image = _pil()
+    Image = pil_image()
     images = np.asarray(images)
     if images.dtype != np.uint8 or images.ndim != 3:
         raise ValueError(f"expected n x h x w uint8 images, got {images.dtype} "
@@ -374,7 +374,7 @@ def image_size(data: bytes):
         return int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
     if data[:3] == b"\xff\xd8\xff":
         try:
-            height, width, _, _ = _simplejpeg().decode_jpeg_header(data)
+            height, width, _, _ = simplejpeg_module().decode_jpeg_header(data)
         except Exception:  # simplejpeg raises ValueError, or others on odd input
             return None
         return int(height), int(width)
@@ -402,7 +402,7 @@ def decode_image(data: bytes) -> np.ndarray:
     if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 24 and data[24] == 16:
         raise ValueError("16-bit PNG; mnistconv keeps 8-bit pixels and will not clip "
                          "values above 255")
-    Image = _pil()
+    Image = pil_image()
     # Pillow's own decompression-bomb limits stay on (Image.MAX_IMAGE_PIXELS is never
     # changed here); its warning between the two limits is an error like the rest.
     import warnings

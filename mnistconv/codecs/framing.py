@@ -26,7 +26,7 @@ from ..limits import MAX_RECORD_BYTES
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
-_HEADER = struct.Struct("<QI")  # a record's length and the masked CRC of its 8 bytes
+HEADER = struct.Struct("<QI")  # a record's length and the masked CRC of its 8 bytes
 _READ_AHEAD = 1 << 20
 # What the framer's per-(class, image length) cache may hold.
 _SPLICED_BYTES = 64 << 20
@@ -236,7 +236,7 @@ class _Stream:
 
 def _check_header(path, head, crc, where, first) -> int:
     """The length a record header gives, once its CRC and the length are checked."""
-    length, stored = _HEADER.unpack(head)
+    length, stored = HEADER.unpack(head)
     if stored != _mask(crc(head[:8])):
         if first:
             raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)

@@ -65,8 +65,8 @@ class SampleTask:
     def warm(self):
         """Load the JPEG codecs now, so forked workers inherit them."""
         if self.image_format == "jpeg":
-            codecs._pil().preinit()
-            codecs._simplejpeg()
+            codecs.pil_image().preinit()
+            codecs.simplejpeg_module()
 
     def images(self, packed):
         """Encoded images of a chunk's packed rows, as bytes-like objects."""

@@ -176,7 +176,7 @@ def _image_shape(data, where):
 def _jpeg_components(data):
     from ... import codecs
     try:
-        return 3 if codecs._simplejpeg().decode_jpeg_header(data)[2] != "Gray" else 1
+        return 3 if codecs.simplejpeg_module().decode_jpeg_header(data)[2] != "Gray" else 1
     except Exception:
         return 1
 

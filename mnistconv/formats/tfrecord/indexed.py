@@ -24,10 +24,10 @@ from ...limits import MAX_CLASSES
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...stream import balanced_positions
 from ...codecs.example import example_class, find_layout, record_name
-from ...codecs.framing import _HEADER, COMPRESSIONS, masked_crc, resolve_compression
+from ...codecs.framing import HEADER, COMPRESSIONS, masked_crc, resolve_compression
 from .index_files import REBUILD, index_path, read_index
 from .names import resolve
-from .reader import (PRESETS, TFRecordSplit, _cast, _decode_jpegs, _layout_keys, _Raw,
+from .reader import (PRESETS, TFRecordSplit, cast_labels, decode_jpegs, layout_keys, Raw,
                      decode_record_image)
 
 
@@ -146,7 +146,7 @@ class IndexedSplit(Split):
         where = f"{record_name(first)} (at byte {offset:,}, from {index_path(path)})"
         if len(framed) != length:
             raise FormatError(path, f"{where}: the file ends inside it", REBUILD)
-        size, size_crc = _HEADER.unpack_from(framed)
+        size, size_crc = HEADER.unpack_from(framed)
         if size != length - 16 or masked_crc(framed[:8]) != size_crc:
             raise FormatError(path, f"{where}: no record starts there (its length field "
                                     "does not match the index)", REBUILD)
@@ -168,16 +168,16 @@ class _Parser(TFRecordSplit):
         """Learn the layout and image size from the first record."""
         example = self._parse(path, number, data)
         self.layout = find_layout(example, self.schema, path, number)
-        skip = _layout_keys(self.layout, self.schema)
+        skip = layout_keys(self.layout, self.schema)
         self.extras = any(k not in skip for k in example.features.feature)
         if self.layout.label_format == "onehot":
             self.width = self.layout.label_width
         image = self.fields(path, number, data)[0]
-        self._first_shape = image.shape if isinstance(image, _Raw) else \
+        self._first_shape = image.shape if isinstance(image, Raw) else \
             decode_record_image(path, number, image).shape
 
     def fields(self, path, number, data):
-        """(image bytes or _Raw, label, original index or None) of a record."""
+        """(image bytes or Raw, label, original index or None) of a record."""
         example = self._parse(path, number, data)
         fields = self._usual_fields(example.features.feature)
         return fields if fields is not None else self._fields(path, number, example)
@@ -196,7 +196,7 @@ class RecordsSplit(Split):
                         ", ".join(base.files), tuple(names))
         super().__init__(base.name, header)
         self.base, self.positions = base, positions
-        self._labels, self._indices = _cast(labels), indices
+        self._labels, self._indices = cast_labels(labels), indices
 
     def labels(self):
         return self._labels
@@ -220,14 +220,14 @@ class RecordsSplit(Split):
         for place, p in enumerate(positions.tolist()):
             path, number, data = self.base._record_bytes(p)
             image = self.base._parser.fields(path, number, data)[0]
-            if isinstance(image, _Raw):
+            if isinstance(image, Raw):
                 if image.shape != shape:
                     raise FormatError(path, f"{record_name(number)}: image is "
                                             f"{image.shape}, the first was {shape}")
                 images[place] = image.pixels()
             else:
                 jpegs.append((place, path, number, bytes(image)))
-        _decode_jpegs([j for j in jpegs if j[3][:3] == b"\xff\xd8\xff"], images, shape)
+        decode_jpegs([j for j in jpegs if j[3][:3] == b"\xff\xd8\xff"], images, shape)
         for place, path, number, data in jpegs:
             if data[:3] != b"\xff\xd8\xff":
                 image = decode_record_image(path, number, data)

@@ -6,7 +6,7 @@ CRCs (framing.iter_record_blocks: a 1 MB block at a time) and every record's fea
 against the first record's layout, and keeps an index of what is small (the label, the
 original index, where the image lies in the file and its length, 40 bytes a record).
 Records that only differ from one already parsed in their image (and label) are
-indexed from what that parse taught (_Templates: a prefix compare and a dictionary
+indexed from what that parse taught (Templates: a prefix compare and a dictionary
 look-up, proven safe by re-serializing), the rest are parsed. labels() and indices()
 are then that index, and batches() reads only the image bytes again, from where the
 index says they are (framing.read_ranges; a file changed since is an error), and
@@ -36,7 +36,7 @@ from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_v
 from ...shards import sniff_files
 from ...codecs.framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
 from .names import matches_name
-from .templates import _JPEG, _PNG, _Templates
+from .templates import JPEG, PNG, Templates
 
 IMAGE_KINDS = ("jpeg", "png", "raw")
 
@@ -69,7 +69,7 @@ class TFRecordSplit(Split):
         self._extra_values = array.array("i")
         # Per record: (label, original index or -1, image start, image length, raw).
         rows = []
-        templates = _Templates()  # the shortcut for records like those already parsed
+        templates = Templates()  # the shortcut for records like those already parsed
         self._sources = []  # (path, compression, records, what the file was) per file
         record_offsets = []  # where each block's records start in their file's stream
         for path, (block, at, sizes, first, offset) in self._blocks():
@@ -86,7 +86,7 @@ class TFRecordSplit(Split):
                 example = self._parse(path, number, data)
                 if self.layout is None:
                     self.layout = find_layout(example, schema, path, number)
-                    self._extra_skip = _layout_keys(self.layout, schema)
+                    self._extra_skip = layout_keys(self.layout, schema)
                     self._note_extras(path, number, example.features.feature, True)
                 elif self._extra_names:
                     self._note_extras(path, number, example.features.feature)
@@ -94,14 +94,14 @@ class TFRecordSplit(Split):
                 image, label, index = fields if fields is not None else \
                     self._fields(path, number, example)
                 if self._first_shape is None:
-                    self._first_shape = (image.pixels() if isinstance(image, _Raw) else
+                    self._first_shape = (image.pixels() if isinstance(image, Raw) else
                                    decode_record_image(path, number, image)).shape
-                elif isinstance(image, _Raw):
+                elif isinstance(image, Raw):
                     _check_shape(path, number, image.shape, self._first_shape)
                 if LABEL_NAME_KEY in example.features.feature:
                     self._note_label_name(path, number, label, example.features.feature)
                 row = (label, -1 if index is None else index, _locate(data, image),
-                       len(image), int(isinstance(image, _Raw)))
+                       len(image), int(isinstance(image, Raw)))
                 rows.append(row)
                 # With extra fields no template is learnt (they differ per record):
                 # every record is parsed and its values collected.
@@ -119,7 +119,7 @@ class TFRecordSplit(Split):
             raise FormatError(self.files[0], f"record {i} (counting from 0): label "
                                              f"{int(labels[i])} is not a class number",
                               f"labels are whole numbers below {MAX_CLASSES:,}")
-        self._labels = _cast(labels)
+        self._labels = cast_labels(labels)
         # No index feature: the position is the index.
         self._indices = np.where(table[:, 1] < 0, np.arange(len(table)), table[:, 1])
         # Where each image lies in its file's stream: the second pass reads them alone.
@@ -213,7 +213,7 @@ class TFRecordSplit(Split):
                 label.WhichOneof("kind") != "int64_list":
             return None
         data = images[0]
-        if data[:3] != _JPEG and data[:8] != _PNG:
+        if data[:3] != JPEG and data[:8] != PNG:
             return None
         if layout.label_format == "onehot":
             values = list(labels)
@@ -266,7 +266,7 @@ class TFRecordSplit(Split):
             if len(data) != shape[0] * shape[1]:
                 raise FormatError(path, f"{where}: raw image of {len(data)} bytes, "
                                         f"expected {shape[0]} x {shape[1]}")
-            data = _Raw(data, shape)
+            data = Raw(data, shape)
         index = self._index(path, number, feature) if layout.index_key else None
         return data, self._label(path, number, feature), index
 
@@ -319,7 +319,7 @@ class TFRecordSplit(Split):
         yield from ordered_map(self._decode_batch, self._cut(batch_size, shape), workers)
 
     def _cut(self, batch_size, shape):
-        """(shape, start position, [(path, record number, image bytes or _Raw)]) per
+        """(shape, start position, [(path, record number, image bytes or Raw)]) per
         batch, read in this thread (the decoding happens in _decode_batch): only the
         images, from where the index pass found them (framing.read_ranges), in files
         that have not changed since."""
@@ -335,7 +335,7 @@ class TFRecordSplit(Split):
                 n = len(images)
                 raw = self._raw[position:position + n]
                 if raw.any():
-                    images = [_Raw(image, shape) if is_raw else image
+                    images = [Raw(image, shape) if is_raw else image
                               for image, is_raw in zip(images, raw.tolist())]
                 items.extend(zip([path] * n, range(number, number + n), images))
                 position += n
@@ -362,15 +362,15 @@ class TFRecordSplit(Split):
         images = np.empty((n,) + shape, np.uint8)
         jpegs = []
         for place, (path, number, data) in enumerate(items):
-            if isinstance(data, _Raw):
+            if isinstance(data, Raw):
                 images[place] = data.pixels()
-            elif data[:3] == _JPEG:
+            elif data[:3] == JPEG:
                 jpegs.append((place, path, number, data))
             else:
                 image = decode_record_image(path, number, data)
                 _check_shape(path, number, image.shape, shape)
                 images[place] = image
-        _decode_jpegs(jpegs, images, shape)
+        decode_jpegs(jpegs, images, shape)
         return Batch(images, labels, indices)
 
     def labels(self):
@@ -382,7 +382,7 @@ class TFRecordSplit(Split):
         return self._indices
 
 
-class _Raw:
+class Raw:
     """Raw pixels in a record (H*W bytes, row-major), checked for size."""
 
     __slots__ = ("data", "shape")
@@ -398,7 +398,7 @@ class _Raw:
         return np.frombuffer(self.data, np.uint8).reshape(self.shape)
 
 
-def _layout_keys(layout, schema):
+def layout_keys(layout, schema):
     """Feature names that are never extra fields: the layout's and the conventions'."""
     keys = set(own_keys(layout))
     for preset in PRESETS.values() if schema in (None, "auto") else [PRESETS[schema]]:
@@ -415,7 +415,7 @@ def _identity(path):
 def _locate(data, image):
     """Where the image bytes lie in a record's data (bytes.find: the first place those
     very bytes are, so cutting there gives them back)."""
-    if isinstance(image, _Raw):
+    if isinstance(image, Raw):
         image = image.data
     if isinstance(data, memoryview):
         # A large record, yielded as a view of its own buffer (framing.iter_records).
@@ -425,7 +425,8 @@ def _locate(data, image):
     return data.find(image)
 
 
-def _cast(labels):
+def cast_labels(labels):
+    """Labels as uint8 when every value fits, else as they are."""
     return labels.astype(np.uint8) if len(labels) and labels.min() >= 0 and \
         labels.max() < 256 else labels
 
@@ -436,7 +437,7 @@ def _check_shape(path, number, shape, first):
                                 f"{tuple(shape)}, the first was {tuple(first)}")
 
 
-def _decode_jpegs(jpegs, images, shape):
+def decode_jpegs(jpegs, images, shape):
     """Decode a batch's JPEGs into their places: together when they share a header
     (codecs.decode_jpeg_tiles), else, or to name the record that fails, one by one."""
     if not jpegs:

@@ -1,10 +1,11 @@
-"""The TFRecord reader's index-pass shortcut (_Templates): records that differ from one
+"""The TFRecord reader's index-pass shortcut (Templates): records that differ from one
 already parsed only in their image are indexed without a parse."""
 
 from ... import codecs
 
-_JPEG = b"\xff\xd8\xff"
-_PNG = b"\x89PNG\r\n\x1a\n"
+# An encoded image's first bytes, by kind.
+JPEG = b"\xff\xd8\xff"
+PNG = b"\x89PNG\r\n\x1a\n"
 
 # Complements every byte: an image no record can hold where its image was.
 _COMPLEMENT = bytes(range(255, -1, -1))
@@ -13,7 +14,7 @@ _COMPLEMENT = bytes(range(255, -1, -1))
 _NOT_CODED = -1  # a template's kind check: the image is neither JPEG nor PNG
 
 
-class _Templates:
+class Templates:
     """The index pass's shortcut. Records one writer serializes in one layout differ
     only in the image's bytes and in what is before or after them (lengths, label,
     index). A record parsed the checked way teaches a template: for its length, the
@@ -47,8 +48,8 @@ class _Templates:
         for k, (start, size) in enumerate(zip(starts, sizes)):
             for head, at, n, kind, tails in get(size, ()):
                 if startswith(head, start) and (kind is not _NOT_CODED or not (
-                        startswith(_JPEG, start + at, start + at + n) or
-                        startswith(_PNG, start + at, start + at + n))):
+                        startswith(JPEG, start + at, start + at + n) or
+                        startswith(PNG, start + at, start + at + n))):
                     row = tails.get(block[start + at + n:start + size])
                     if row is not None:
                         append(row)
@@ -76,7 +77,7 @@ class _Templates:
         finally:
             values[0] = image
         kind = codecs.image_kind(image)
-        head = before + {"jpeg": _JPEG, "png": _PNG}.get(kind, b"")
+        head = before + {"jpeg": JPEG, "png": PNG}.get(kind, b"")
         kind = _NOT_CODED if kind == "raw" else 0
         entries = self.by_length.setdefault(len(data), [])
         for entry in entries:

@@ -88,7 +88,7 @@ class Settings:
         if self.image_format != "raw":
             codecs.load_encoder(self.image_format)
         if self.image_format == "jpeg":
-            codecs._simplejpeg()
+            codecs.simplejpeg_module()
 
 
 _BUILDERS = {}  # (settings key, thread) -> (ExampleBuilder, Framer): they keep caches
