@@ -1,0 +1,113 @@
+"""The package's layers (issue 25): what several formats use lives in mnistconv/codecs/, so
+no format package imports another, and no module takes another module's private names
+(a name one module needs from another is public and documented). Checked on the source
+with ast, imports inside functions included."""
+
+import ast
+from pathlib import Path
+
+from mnistconv.registry import FORMAT_PACKAGES
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mnistconv"
+FORMATS = {name.rpartition(".")[2] for name in FORMAT_PACKAGES}
+# Issue 25: engineer "contract" rewrites these around the ShardedWrite contract (their
+# private-name uses go with the rewrite).
+PLAN_FILES = {"plan.py", "plan_parquet.py", "plan_tfds.py", "plan_webdataset.py"}
+
+
+def _module_name(path):
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(source, module, is_package):
+    """(line, imported module, names) of every import statement; names: (name, alias)."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for a in node.names:  # `import a.b` binds a; `import a.b as c` binds a.b
+                bound = a.name if a.asname else a.name.partition(".")[0]
+                yield node.lineno, bound, [(None, a.asname or bound)]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            yield node.lineno, base, [(a.name, a.asname or a.name) for a in node.names]
+
+
+def format_imports(source, module, is_package):
+    """The 'line: target' of each import in `module` (of a format package) that names
+    another format package."""
+    own = module.split(".")[2]
+    found = []
+    for line, base, names in _imports(source, module, is_package):
+        for target in [base] + [f"{base}.{name}" for name, _ in names if name]:
+            parts = target.split(".")
+            if parts[:2] == ["mnistconv", "formats"] and len(parts) > 2 and \
+                    parts[2] in FORMATS and parts[2] != own:
+                found.append(f"{line}: {target}")
+                break
+    return found
+
+
+def private_names(source, module, is_package, modules):
+    """The 'line: what' of each private name `module` takes from another module of
+    `modules`: `from m import _x`, or `m._x` where m names a module of `modules`."""
+    found, aliases = [], {}
+    for line, base, names in _imports(source, module, is_package):
+        for name, alias in names:
+            if name is None:
+                aliases[alias] = base
+            elif f"{base}.{name}" in modules:
+                aliases[alias] = f"{base}.{name}"
+            elif base in modules and base != module and name.startswith("_") and \
+                    not name.startswith("__"):
+                found.append(f"{line}: from {base} import {name}")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.attr.startswith("_") and not node.attr.startswith("__") and \
+                aliases.get(node.value.id) in modules and aliases[node.value.id] != module:
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def _sources():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path, path.read_text(encoding="utf-8"), _module_name(path), \
+            path.name == "__init__.py"
+
+
+def test_no_format_package_imports_another():
+    found = {}
+    for path, source, module, is_package in _sources():
+        parts = module.split(".")
+        if parts[:2] == ["mnistconv", "formats"] and len(parts) > 2 and parts[2] in FORMATS:
+            if hits := format_imports(source, module, is_package):
+                found[module] = hits
+    assert found == {}
+
+
+def test_no_module_takes_another_modules_private_names():
+    modules = {m for _, _, m, _ in _sources()}
+    found = {}
+    for path, source, module, is_package in _sources():
+        if path.parent == PACKAGE and path.name in PLAN_FILES:
+            continue
+        if hits := private_names(source, module, is_package, modules):
+            found[module] = hits
+    assert found == {}
+
+
+def test_the_checks_see_what_they_refuse():
+    source = ("from ..idx import classes\nfrom ...codecs import png\nfrom .. import npz\n"
+              "def f():\n    from ..npz.format import read\n")
+    assert format_imports(source, "mnistconv.formats.kmnist.format", False) == \
+        ["1: mnistconv.formats.idx", "3: mnistconv.formats.npz",
+         "5: mnistconv.formats.npz.format"]
+    modules = {"mnistconv.codecs", "mnistconv.view", "mnistconv.formats.tfrecord.reader"}
+    source = ("import os\nfrom . import codecs\nfrom .codecs import _pil, encode_png\n"
+              "from .formats.tfrecord import reader as r\n"
+              "os._exit(0)\ncodecs._save(1)\nr._cast(2)\ncodecs.__name__\n")
+    assert private_names(source, "mnistconv.view", False, modules) == \
+        ["3: from mnistconv.codecs import _pil", "6: codecs._save", "7: r._cast"]
