@@ -6,6 +6,7 @@ read from inside a file is data, never a path; work and memory are bounded by wh
 input really holds, never by what a header, a label value or a compressed stream claims.
 """
 
+import os
 import re
 
 from .errors import CorruptData, FormatError, UsageError
@@ -48,6 +49,16 @@ MAX_ROW_GROUP_BYTES = 1 << 30
 # so it must never hold a path separator, '..', NUL, a newline or a drive letter.
 MAX_NAME_LENGTH = 64
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\Z")
+
+
+def default_workers() -> int:
+    """One per core this process may run on (a CPU affinity mask or container cpuset
+    counts), at most MAX_WORKERS: the default count of encoding workers and gzip threads."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
 
 
 def is_safe_name(name) -> bool:

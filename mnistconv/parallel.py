@@ -40,19 +40,11 @@ from collections import deque
 import numpy as np
 
 from .errors import MnistconvError
-from .limits import MAX_WORKERS, count_in_range
+from .limits import MAX_WORKERS, count_in_range, default_workers
 
 # How many counters a task's encode() returns (summed or maxed by the caller: they
 # cross the workers' pipes as fixed-size integers).
 COUNTERS = 3
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (a CPU affinity mask or container cpuset counts)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def check_workers(value, option="--workers") -> int:
@@ -62,7 +54,7 @@ def check_workers(value, option="--workers") -> int:
         check_workers(None)  # 2 on a 2-core machine
     """
     if value is None:
-        return min(usable_cores(), MAX_WORKERS)
+        return default_workers()
     return count_in_range(value, option, MAX_WORKERS)
 
 

@@ -22,27 +22,17 @@ and at most 2 blocks per thread are in flight, so memory stays a few MiB.
 """
 
 import collections
-import os
 import struct
 import weakref
 import zlib
 
 from .errors import UsageError
-from .limits import MAX_WORKERS
+from .limits import default_workers
 
 BLOCK = 1 << 20  # fixed: part of the output format; changing it changes the bytes
 WINDOW = 32768  # deflate's window: the most a match can reach back
 DEFAULT_LEVEL = 9
 _OS_UNIX = 3  # the gzip header's OS byte, as zlib and GNU gzip write it on Unix
-
-
-def default_threads() -> int:
-    """The cores this process may run on (capped): compression scales with them."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_WORKERS))
 
 
 def check_level(level, where=None):
@@ -78,7 +68,7 @@ class ParallelGzipWriter:
     def __init__(self, file, level=DEFAULT_LEVEL, threads=None, block_size=BLOCK):
         self.file = file
         self.level = check_level(level)
-        self.threads = threads or default_threads()
+        self.threads = threads or default_workers()
         self.block_size = block_size
         self.pending = bytearray()
         self.previous = b""  # the last WINDOW bytes of the block before

@@ -202,7 +202,8 @@ class ShardSet:
 # Words of a file name that say its split (t10k is MNIST's test set).
 SPLIT_WORDS = {"train": "train", "test": "test", "t10k": "test", "validation": "validation",
                "valid": "validation", "val": "validation"}
-_SPLIT_ORDER = {"train": 0, "validation": 1, "test": 2}
+# Splits are listed in this order, then any others by name (every reader, one rule).
+SPLIT_ORDER = ("train", "validation", "test")
 
 
 def _without(name, extensions):
@@ -225,8 +226,13 @@ def split_name_of(base, extensions=(), default="train"):
     return default
 
 
-def _in_split_order(named):
-    return dict(sorted(named.items(), key=lambda kv: (_SPLIT_ORDER.get(kv[0], 3), kv[0])))
+def in_split_order(names) -> list:
+    """Split names as mnistconv lists splits: SPLIT_ORDER, then any others by name.
+
+        in_split_order(["test", "extra", "train"])   # ['train', 'test', 'extra']
+    """
+    rank = {name: i for i, name in enumerate(SPLIT_ORDER)}
+    return sorted(names, key=lambda s: (rank.get(s, len(rank)), s))
 
 
 def _named_groups(groups, extensions, prefix=""):
@@ -239,7 +245,7 @@ def _named_groups(groups, extensions, prefix=""):
         own = own[len(prefix):] if prefix and own.startswith(prefix) else own
         name = split_name_of(base, extensions, default=own or os.path.basename(base))
         named[name if name not in named else os.path.basename(base)] = files
-    return _in_split_order(named)
+    return {s: named[s] for s in in_split_order(named)}
 
 
 def resolve_inputs(path, extensions, matches_name, kind) -> dict:
@@ -270,7 +276,7 @@ def resolve_inputs(path, extensions, matches_name, kind) -> dict:
         named = {}
         for base, members in group_shards(files).items():
             named.setdefault(split_name_of(base, extensions), []).extend(members)
-        return _in_split_order(named)
+        return {s: named[s] for s in in_split_order(named)}
     shards = find_shard_set(path)
     if shards:
         return {split_name_of(path, extensions): shards}

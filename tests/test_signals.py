@@ -126,7 +126,7 @@ def test_idx_gzip_writer_stops_without_waiting_for_its_threads(tmp_path, monkeyp
             raise _Interrupt()
 
     monkeypatch.setattr(parallel_gzip, "deflate_block", stuck)
-    monkeypatch.setattr(parallel_gzip, "default_threads", lambda: 2)
+    monkeypatch.setattr(parallel_gzip, "default_workers", lambda: 2)
     images = np.random.default_rng(0).integers(0, 255, (6000, 28, 28), np.uint8)
     split = Failing("train", images, np.zeros(6000, np.uint8))
     failed = []

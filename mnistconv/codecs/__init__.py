@@ -43,6 +43,7 @@ from operator import getitem
 import numpy as np
 
 from ..errors import MissingDependency
+from ..formats.common import DEFAULT_JPEG_QUALITY
 
 EOI = b"\xff\xd9"
 SOS = b"\xff\xda"
@@ -51,6 +52,7 @@ _MAX_DIMENSION = 65500
 
 
 def simplejpeg_module():
+    """The simplejpeg module, or MissingDependency naming the extra that installs it."""
     try:
         import simplejpeg
     except ImportError:
@@ -73,6 +75,7 @@ def decode_jpeg(data: bytes, out=None) -> np.ndarray:
 
 
 def pil_image():
+    """Pillow's Image module, or MissingDependency naming the extra that installs it."""
     try:
         from PIL import Image
     except ImportError:
@@ -103,6 +106,7 @@ def load_encoder(image_format):
 
 
 def check_2d_uint8(image):
+    """The image as a contiguous 2-D uint8 array; ValueError for any other."""
     image = np.asarray(image)
     if image.dtype != np.uint8 or image.ndim != 2:
         raise ValueError(f"expected a 2-D uint8 image, got {image.dtype} {image.shape}")
@@ -115,7 +119,7 @@ def encode_png(image_uint8_2d) -> bytes:
     return _save(pil_image().fromarray(image, "L"), ".png")
 
 
-def encode_jpeg(image_uint8_2d, quality=95) -> bytes:
+def encode_jpeg(image_uint8_2d, quality=DEFAULT_JPEG_QUALITY) -> bytes:
     """A baseline grayscale JPEG, the bytes cv2.imencode('.jpg', img) gives at the same
     quality (95 is OpenCV's default)."""
     image = check_2d_uint8(image_uint8_2d)
@@ -201,7 +205,7 @@ def encode_jpeg_measured(images, quality, size, measure):
         int(diff.max())
 
 
-def encode_jpeg_batch(images, quality=95, decoded=False):
+def encode_jpeg_batch(images, quality=DEFAULT_JPEG_QUALITY, decoded=False):
     """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
     to encode_jpeg() of each. With decoded=True also return the pixels decode_jpeg()
     gets back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
@@ -212,7 +216,7 @@ def encode_jpeg_batch(images, quality=95, decoded=False):
     return [header + seg + EOI for seg in segments], pixels
 
 
-def jpeg_segments(images, quality=95, decoded=False, size=None):
+def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None):
     """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI (the
     header is the same for every image of one size and quality). See encode_jpeg_batch.
     `images` is n x h x w, or already padded by pad_to_blocks when size=(h, w) gives

@@ -21,6 +21,7 @@ import json
 import numpy as np
 
 from .. import codecs
+from ..formats.common import DEFAULT_JPEG_QUALITY
 from .png import encode_batch as encode_png_batch
 from .tar import header, padding
 
@@ -44,7 +45,7 @@ class SampleTask:
     """How one split's samples are encoded (plain attributes: inherited by forked
     workers, usable from any thread). tar=False gives the images alone (ImageFolder)."""
 
-    def __init__(self, shape, image_format="png", quality=95, key_width=6,
+    def __init__(self, shape, image_format="png", quality=DEFAULT_JPEG_QUALITY, key_width=6,
                  class_names=None, tar=True, extra_names=()):
         self.shape = tuple(shape)
         self.image_format, self.quality = image_format, int(quality)

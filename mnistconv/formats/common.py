@@ -21,9 +21,12 @@ CLASS_NAMES = Option("class_names", "--class-names", "a text file naming the cla
 WORKERS = Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
                  "core)", "int", low=1, high=64)
 
-# The formats that store an image file per sample (WebDataset, ImageFolder) take it.
+# The formats that write JPEGs (TFRecord, WebDataset, ImageFolder) take it; every JPEG
+# encoder defaults to the same quality.
+DEFAULT_JPEG_QUALITY = 95
 JPEG_QUALITY = Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is "
-                      "OpenCV's default, the recipe's)", "int", (), 95, low=1, high=100)
+                      "OpenCV's default, the recipe's)", "int", (), DEFAULT_JPEG_QUALITY,
+                      low=1, high=100)
 
 
 def lazy_attributes(module_name):

@@ -45,7 +45,7 @@ from ..errors import FormatError, UsageError
 from ..fileio import StagedOutput, create_staged, sha256_file
 from ..formats import gdmnist
 from ..codecs import classes
-from ..limits import printable
+from ..limits import default_workers, printable
 from ..records import NO_PROGRESS, OutputFile
 from ..stream import SelectionSplit, balanced_positions
 from .manifest import dumps, open_manifest
@@ -345,7 +345,7 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
     entries, optional_entries, written = {}, {}, []
     gz_jobs, gz_entries = {}, {}
     preview = None
-    workers = max(1, min(len(plans), os.cpu_count() or 1))
+    workers = max(1, min(len(plans), default_workers()))
     # The pool is left (its threads joined) before the staging is committed or removed,
     # so no compression is still writing into a staging directory being deleted.
     with StagedOutput(force, root=out) as staged, _threads(workers) as pool:

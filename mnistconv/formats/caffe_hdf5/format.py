@@ -56,7 +56,7 @@ from ... import budget
 from ...limits import MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
-from ...shards import is_data_name, shard_bounds
+from ...shards import in_split_order, is_data_name, shard_bounds
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 MAX_BLOB_BYTES = (1 << 31) - 1
@@ -64,7 +64,6 @@ CHUNK_BYTES = 1 << 20
 LEVEL = 4
 EXTENSIONS = (".h5", ".hdf5")
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")
-_ORDER = {"train": 0, "test": 1}
 MAX_LIST_BYTES = 1 << 20
 SCALE_ATTRIBUTE = "mnistconv_uint8_scale"
 
@@ -149,7 +148,7 @@ def _sources(path):
                 found.setdefault(_stem(n), []).append(os.path.join(path, n))
     if not found:
         raise FormatError(path, "holds no HDF5 list file (<split>.txt) nor .h5 file")
-    order = sorted(found, key=lambda s: (_ORDER.get(s, 2), s))
+    order = in_split_order(found)
     return [(s, found[s]) for s in order]
 
 

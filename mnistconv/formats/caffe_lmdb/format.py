@@ -44,7 +44,7 @@ from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printab
                        safe_split_name)
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
-from ...shards import is_data_name
+from ...shards import in_split_order, is_data_name
 from . import datum
 
 DATA_FILE = "data.mdb"
@@ -56,7 +56,6 @@ MAGIC_OFFSET = 16
 TXN_BYTES = 8 << 20
 # Directory names: `mnist_train_lmdb` is split train.
 SPLIT_WORDS = ("train", "test", "val", "valid", "validation", "dev")
-_ORDER = {"train": 0, "test": 1}
 
 
 def _lmdb():
@@ -103,7 +102,7 @@ def _environments(path):
     if not found:
         raise FormatError(path, f"holds no LMDB environment ({DATA_FILE}, or "
                                 f"<split>_lmdb/{DATA_FILE})")
-    names = sorted(found, key=lambda n: (_ORDER.get(n, 2), n))
+    names = in_split_order(found)
     return [(n, found[n][0]) for n in names]
 
 

@@ -61,12 +61,12 @@ from ...limits import check_image_size, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
+from ...shards import in_split_order
 
 MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
 HEADER_BYTES = HEADER.size  # 32
 GZIP_OS_BYTE = 255  # the .bin.gz header's OS byte: see above, the published hashes
-SPLIT_ORDER = ("train", "validation", "test")
 
 
 def layout(count, rows, columns):
@@ -305,8 +305,7 @@ def _scan(path):
         split = split_name(os.path.basename(full))
         if split not in found or found[split].endswith(".gz"):
             found[split] = full
-    known = [s for s in SPLIT_ORDER if s in found]
-    return {s: found[s] for s in known + sorted(set(found) - set(known))}
+    return {s: found[s] for s in in_split_order(found)}
 
 
 def read(path) -> Dataset:

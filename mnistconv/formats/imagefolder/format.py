@@ -29,6 +29,7 @@ import re
 import numpy as np
 
 from ... import codecs
+from ..common import DEFAULT_JPEG_QUALITY
 from ...errors import FormatError, UsageError
 from ... import budget
 from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
@@ -38,7 +39,7 @@ from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_cla
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
-from ...shards import is_data_name
+from ...shards import in_split_order, is_data_name
 from ...codecs.classes import check_names
 from ...codecs.images import class_labels, decode_image, grayscale_shape
 from ...codecs.samples import SampleTask, pack, split_output
@@ -124,7 +125,7 @@ def _existing_files(folder, root):
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, image_format="png",
-          jpeg_quality=95, workers=1, processes=False) -> WriteResult:
+          jpeg_quality=DEFAULT_JPEG_QUALITY, workers=1, processes=False) -> WriteResult:
     """Write every split as ROOT/<split>/<class>/<index>.png under the directory `path`
     (see the module docstring). A split's folder is replaced as a whole with
     force=True (files an earlier write left there go). workers: encoding threads
@@ -370,7 +371,6 @@ def read(path) -> Dataset:
         if not found:
             raise FormatError(path, "holds no <split>/<class>/ folders of images",
                               "ImageFolder is <split>/<class>/<image>.png")
-        order = {"train": 0, "test": 1}
         splits = {safe_split_name(s, path): ImageFolderSplit(s, os.path.join(path, s), path)
-                  for s in sorted(found, key=lambda s: (order.get(s, 2), s))}
+                  for s in in_split_order(found)}
     return Dataset("imagefolder", splits, [path])

@@ -37,6 +37,7 @@ from ... import budget
 from ...limits import printable, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
+from ...shards import in_split_order
 from ...stream import extra_fields
 from ...codecs import classes
 from ...codecs.classes import check_labels
@@ -195,7 +196,7 @@ def _split_names(names, path):
     if not xs:
         raise FormatError(path, "holds no x_<split>/y_<split> arrays (Keras' layout)",
                           f"it has: {_listed(names) or 'nothing'}")
-    return sorted(xs, key=lambda s: ({"train": 0, "test": 1}.get(s, 2), xs.index(s)))
+    return in_split_order(xs)
 
 
 def _listed(names, limit=10):

@@ -18,6 +18,7 @@ from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
 from ...parallel import check_workers, ordered_map
 from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...shards import in_split_order
 from ...codecs import classes
 from ...codecs import png
 
@@ -28,7 +29,6 @@ _SHARD = re.compile(r"(?P<split>.+?)-(?P<index>\d{5})-of-(?P<total>\d{5})(-[0-9a
                     r"\.parquet")
 # The Hub's converted layout (refs/convert/parquet): <config>/<split>/0000.parquet.
 _NUMBERED = re.compile(r"(partial-)?\d{4,5}\.parquet")
-_SPLIT_ORDER = {"train": 0, "validation": 1, "test": 2}
 _EXPECTED = ("mnistconv reads an image column (a struct of PNG or JPEG bytes and a path, "
              "as datasets' Image() stores it) and an integer label column")
 
@@ -452,7 +452,7 @@ def _config_splits(folder, root):
     for name, files in groups.items():
         safe_split_name(name, folder)
         _check_shard_set(name, files)
-    return dict(sorted(groups.items(), key=lambda kv: (_SPLIT_ORDER.get(kv[0], 3), kv[0])))
+    return {s: groups[s] for s in in_split_order(groups)}
 
 
 def _check_shard_set(name, files):

@@ -56,7 +56,7 @@ This file imports none of them until a name is used, so `--help` pays for nothin
 import importlib
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME
+from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS
 
 SPEC = Format(
     "tfrecord", "mnistconv.formats.tfrecord",
@@ -83,8 +83,7 @@ SPEC = Format(
                ("recipe", "tfds", "slim"), "recipe"),
         Option("image_format", "--image-format", "Image encoding (default: the preset's; "
                "jpeg is lossy, png and raw are exact)", "choice", ("jpeg", "png", "raw")),
-        Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is OpenCV's "
-               "default, the recipe's)", "int", (), 95, low=1, high=100),
+        JPEG_QUALITY,
         Option("label_format", "--label-format", "Label as a one-hot int64 list or a "
                "class index (default: the preset's)", "choice", ("onehot", "index")),
         Option("with_index", "--with-index", "Add each example's original index as an "
@@ -99,8 +98,7 @@ SPEC = Format(
         Option("exact_jpeg_error", "--exact-jpeg-error", "Measure the JPEG pixel error on "
                "every record, not the first 63 of every 1000 (decodes them all: "
                "about 20% slower)"),
-        Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
-               "core)", "int", low=1, high=64),
+        WORKERS,
         Option("index_files", "--index-files", "Also write <file>.idx beside every "
                "output file: an 'offset length' line per record (DALI's tfrecord2idx, "
                "the tfrecord package's index; uncompressed output only)"),

@@ -13,6 +13,7 @@ import numpy as np
 
 from ... import codecs
 from .. import extras
+from ..common import DEFAULT_JPEG_QUALITY
 from ...errors import FormatError, UsageError
 from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged,
                        output_file_info)
@@ -313,7 +314,7 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
-          image_format=None, jpeg_quality=95, label_format=None, with_index=False,
+          image_format=None, jpeg_quality=DEFAULT_JPEG_QUALITY, label_format=None, with_index=False,
           shards=None, compression="none", workers=1, processes=False,
           exact_jpeg_error=False, index_files=False) -> WriteResult:
     """Write every split as TFRecord: one split to `path`, several to
@@ -404,7 +405,7 @@ def _write_splits(plan, staged, chunk, record_bytes, workers, processes,
 
 
 def write_shard(dataset, path, split_name, index, staged_path, *, preset="recipe",
-                image_format=None, jpeg_quality=95, label_format=None, with_index=False,
+                image_format=None, jpeg_quality=DEFAULT_JPEG_QUALITY, label_format=None, with_index=False,
                 shards=None, compression="none", workers=1, processes=False,
                 exact_jpeg_error=False, index_files=False):
     """Write shard `index` of split `split_name` alone, at staged_path (the caller

@@ -34,6 +34,7 @@ import re
 import numpy as np
 
 from ... import codecs
+from ..common import DEFAULT_JPEG_QUALITY
 from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
@@ -43,7 +44,7 @@ from ...limits import MAX_EXAMPLES, MAX_SHARDS, check_image_size, check_index, \
 from ...parallel import ParallelEncoder, check_workers
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
-from ...shards import is_data_name
+from ...shards import in_split_order, is_data_name
 from ...codecs.tar import BLOCK, END, RECORD, end_of_archive, looks_like_tar, members
 from ...codecs.classes import check_name, names_by_label
 from ...codecs.images import class_labels, decode_image, grayscale_shape
@@ -281,7 +282,7 @@ def _record_room(tasks):
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
-          image_format="png", jpeg_quality=95, workers=1, processes=False) -> WriteResult:
+          image_format="png", jpeg_quality=DEFAULT_JPEG_QUALITY, workers=1, processes=False) -> WriteResult:
     """Write every split as tar shards `<name>-<split>-000000.tar` in the directory
     `path` (name: its own) or beside `path` named `<name>.tar`. shard_size: samples
     ("10000"; default: samples.default_samples) or bytes ("100MB") per shard; workers:
@@ -562,8 +563,7 @@ def _shard_sets(path):
                                                    "without gaps")
         shards.sort(key=lambda m: m[1] or 0)
         sets[split] = [os.path.join(directory, e) for _, _, e in shards]
-    order = {"train": 0, "test": 1}
-    return {s: sets[s] for s in sorted(sets, key=lambda s: (order.get(s, 2), s))}
+    return {s: sets[s] for s in in_split_order(sets)}
 
 
 def _check_shard(path):
