@@ -73,6 +73,7 @@ class Family:
     # cards): the license's URL and the paper to cite, as BibTeX; "" when unstated.
     license: str = ""
     citation: str = ""
+    class_names: tuple = ()  # by label, where the publishers name the classes
 
     def source(self, name="original") -> Source:
         """The source of that name: "original" is the publishers' files on `mirrors`.
@@ -129,8 +130,8 @@ def _files(md5s, sha256s=None, sizes=None, contents=None):
                  for name, md5 in zip(_IDX, md5s))
 
 
-# SHA-256 and size of the decompressed official MNIST files (the browser pack's
-# OFFICIAL_MNIST): every copy of MNIST holds these bytes, whatever its gzip wrapper.
+# SHA-256 and size of the decompressed official MNIST files (the browser pack checks
+# them): every copy of MNIST holds these bytes, whatever its gzip wrapper.
 _MNIST_CONTENT = {
     "train-images-idx3-ubyte.gz":
     ("ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", 47040016),
@@ -228,6 +229,9 @@ FAMILIES = {
                        "the converted files' content, where its SHA-256 is known"),
             ),
             license="https://opensource.org/licenses/MIT",  # the repository's LICENSE
+            # As published: Fashion-MNIST's README and torchvision's FashionMNIST.classes.
+            class_names=("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
+                         "Shirt", "Sneaker", "Bag", "Ankle boot"),
             citation=_bibtex("xiao2017fashion", "article",
                              "Fashion-MNIST: a Novel Image Dataset for Benchmarking "
                              "Machine Learning Algorithms",
@@ -257,6 +261,10 @@ FAMILIES = {
                            "Datasets' url_checksums/kmnist.txt (SHA-256, sizes)",
             # The repository's README: CC BY-SA 4.0.
             license="https://creativecommons.org/licenses/by-sa/4.0/",
+            # KMNIST's kmnist_classmap.csv (char column); torchvision spells them in
+            # romaji (o, ki, su, tsu, na, ha, ma, ya, re, wo).
+            class_names=("\u304a", "\u304d", "\u3059", "\u3064", "\u306a", "\u306f",
+                         "\u307e", "\u3084", "\u308c", "\u3092"),
             citation=_bibtex("clanuwat2018deep", "article",
                              "Deep Learning for Classical Japanese Literature",
                              "Clanuwat, Tarin and Bober-Irizar, Mikel and Kitamoto, Asanobu "

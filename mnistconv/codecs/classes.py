@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import FormatError, UsageError
 from ..fileio import check_input_file, create_staged, open_input
 from ..limits import MAX_CLASSES, is_number, printable
+from ..sources import FAMILIES
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
 MAX_CLASS_NAME_LENGTH = 256
@@ -37,22 +38,15 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 # A names file is at most this big: MAX_CLASSES names of a few dozen bytes.
 MAX_NAMES_FILE_BYTES = MAX_CLASSES * 64
 
-# As published: Fashion-MNIST's README and torchvision's FashionMNIST.classes.
-FASHION_MNIST = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
-                 "Shirt", "Sneaker", "Bag", "Ankle boot")
-# KMNIST's kmnist_classmap.csv (char column); torchvision spells them in romaji
-# (o, ki, su, tsu, na, ha, ma, ya, re, wo).
-KMNIST = ("\u304a", "\u304d", "\u3059", "\u3064", "\u306a", "\u306f", "\u307e",
-          "\u3084", "\u308c", "\u3092")
+# The published names (sources.FAMILIES holds the family's facts).
+FASHION_MNIST = FAMILIES["fashion-mnist"].class_names
+KMNIST = FAMILIES["kmnist"].class_names
 
-# The published labels files (gzip, MD5 as in sources.py): recognising one by its
-# digest names its family without guessing from a directory name.
-_LABELS_MD5 = {
-    "25c81989df183df01b3e8a0aad5dffbe": ("Fashion-MNIST", FASHION_MNIST),
-    "bb300cfdad3c16e7a12a480ee83cd310": ("Fashion-MNIST", FASHION_MNIST),
-    "e144d726b3acfaa3e44228e80efcd344": ("KMNIST", KMNIST),
-    "7320c461ea6c1c855c0b718fb2a4b134": ("KMNIST", KMNIST),
-}
+# The published labels files (gzip, by their MD5): recognising one by its digest names
+# its family without guessing from a directory name.
+_LABELS_MD5 = {f.md5: (shown, names) for key, shown, names in
+               (("fashion-mnist", "Fashion-MNIST", FASHION_MNIST), ("kmnist", "KMNIST", KMNIST))
+               for f in FAMILIES[key].files if "-labels-" in f.name}
 # torchvision's folders (root/FashionMNIST/raw/...) and the usual download folders.
 _FOLDERS = {"fashionmnist": ("Fashion-MNIST", FASHION_MNIST),
             "fashion-mnist": ("Fashion-MNIST", FASHION_MNIST),

@@ -25,10 +25,11 @@ LEVEL = 6
 # The largest image (scan lines and filter bytes) decoded here: MNIST's are 812 bytes;
 # a 256 KB PNG can declare and hold 16384 x 16384 zeros, which Pillow refuses as a bomb.
 FAST_BYTES = 16 << 20
-_IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
+IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
 
 
-def _chunk(kind: bytes, data: bytes) -> bytes:
+def chunk(kind: bytes, data: bytes) -> bytes:
+    """A PNG chunk: length, type, data, CRC-32 of type and data."""
     return struct.pack(">I", len(data)) + kind + data + \
         struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
 
@@ -55,7 +56,7 @@ def encode_batch(images: np.ndarray):
     h, w = images.shape[1:3]
     kind = colour_type(images.shape[1:])
     channels = 3 if kind == 2 else 1
-    head = SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, kind, 0, 0, 0))
+    head = SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, kind, 0, 0, 0))
     # Filter byte 0 (none) before each scan line, for the whole batch in one copy.
     lines = np.zeros((n, h, 1 + w * channels), np.uint8)
     lines[:, :, 1:] = images.reshape(n, h, w * channels)
@@ -68,7 +69,7 @@ def encode_batch(images: np.ndarray):
     for i in range(n):
         body = compress(lines[i], LEVEL)
         parts += (head, pack(len(body)), b"IDAT", body, pack(crc32(body, idat_crc)),
-                  _IEND)
+                  IEND)
         size += len(head) + len(body) + 24
         offsets[i + 1] = size
     if size >= 1 << 31:
@@ -86,7 +87,7 @@ def decode_unfiltered(data, shape):
     if len(data) < 57 or data[:8] != SIGNATURE or data[12:16] != b"IHDR" or \
             data[16:29] != struct.pack(">IIBBBBB", w, h, 8, 2 if channels == 3 else 0,
                                        0, 0, 0) or data[37:41] != b"IDAT" or \
-            data[-12:] != _IEND:
+            data[-12:] != IEND:
         return None
     length = int.from_bytes(data[33:37], "big")
     if 41 + length + 4 != len(data) - 12:

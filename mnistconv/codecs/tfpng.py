@@ -22,8 +22,8 @@ import zlib
 
 import numpy as np
 
-_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+from .png import IEND, SIGNATURE, chunk
+
 # libpng's output buffer: the deflate stream is cut into IDAT chunks of this size.
 _IDAT = 8192
 _IDAT_CRC = zlib.crc32(b"IDAT")
@@ -40,11 +40,6 @@ def _window_bits(size):
     while (1 << bits) < size:
         bits += 1
     return bits
-
-
-def _chunk(kind, data):
-    return _U32.pack(len(data)) + kind + data + \
-        _U32.pack(zlib.crc32(data, zlib.crc32(kind)))
 
 
 def _select(mask, yes, no):
@@ -121,7 +116,7 @@ def png_parts(images):
     if images.ndim == 4 and images.shape[-1] == 1:
         images = images[..., 0]
     n, h, w = images.shape
-    head = _SIGNATURE + _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+    head = SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
     size = h * (w + 1)
     bits = _window_bits(size)
     # zlib announces a 2**8 window as 2**9; libpng's zlib says 2**8 (CMF 0x08).
@@ -159,9 +154,9 @@ def png_parts(images):
         if len(z) <= _IDAT:  # one IDAT chunk: always for MNIST's digits
             middles.append(b"".join((pack(len(z)), b"IDAT", z, pack(crc32(z, _IDAT_CRC)))))
         else:
-            middles.append(b"".join([_chunk(b"IDAT", z[i:i + _IDAT])
+            middles.append(b"".join([chunk(b"IDAT", z[i:i + _IDAT])
                                      for i in range(0, len(z), _IDAT)]))
-    return head, middles, _IEND
+    return head, middles, IEND
 
 
 def encode_batch(images) -> list:

@@ -47,6 +47,7 @@ from ..formats import gdmnist
 from ..codecs import classes
 from ..limits import default_workers, printable
 from ..records import NO_PROGRESS, OutputFile
+from ..sources import FAMILIES
 from ..stream import SelectionSplit, balanced_positions
 from .manifest import dumps, open_manifest
 
@@ -65,12 +66,7 @@ RANDPERM_MAX = 1 << 24
 
 # SHA-256 of the decompressed official MNIST files: a source whose content hashes to
 # these is the official collection, and the manifest names and credits it as such.
-OFFICIAL_MNIST = {
-    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-}
+OFFICIAL_MNIST = {f.name[:-len(".gz")]: f.content_sha256 for f in FAMILIES["mnist"].files}
 
 MNIST_ATTRIBUTION = {
     "authors": ["Yann LeCun", "Corinna Cortes", "Christopher J.C. Burges"],

@@ -33,6 +33,7 @@ from ...errors import FormatError, UsageError
 from ...fileio import check_input_file, open_input
 from ...limits import (MAX_CLASSES, MAX_SHARDS, check_image_size, is_safe_name, printable,
                        parse_json)
+from ...sources import FAMILIES
 
 FILEPATH_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 FILE_FORMATS = ("tfrecord", "array_record")
@@ -72,8 +73,7 @@ KNOWN = {
         "  volume    = {abs/1708.07747},\n  year      = {2017},\n"
         "  url       = {http://arxiv.org/abs/1708.07747},\n  archivePrefix = {arXiv},\n"
         "  eprint    = {1708.07747},\n}\n",
-        ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
-         "Sneaker", "Bag", "Ankle boot"]),
+        list(FAMILIES["fashion-mnist"].class_names)),
     "kmnist": (
         "Kuzushiji-MNIST is a drop-in replacement for the MNIST dataset (28x28 "
         "grayscale, 70,000 images), provided in the original MNIST format as well as a "
