@@ -1,6 +1,6 @@
 """The TFRecord reader's fast paths give what the checked paths give: the block scanner
 (framing.iter_record_blocks) the records and errors of iter_records, and the index
-pass's templates (reader._Templates) the labels, indices and pixels of a full parse,
+pass's templates (templates.Templates) the labels, indices and pixels of a full parse,
 never hiding a record that a parse would refuse."""
 
 import gzip
