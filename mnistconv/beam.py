@@ -41,6 +41,16 @@ def pipeline_flags(beam_options) -> list:
     return flags
 
 
+def _absolute(path) -> str:
+    """A local path made absolute, as workers may start elsewhere than the launcher's
+    folder, its trailing '/' kept (it makes `out.v2/` a folder); a URL as it is."""
+    path = str(path)
+    if "://" in path:
+        return path
+    return os.path.join(os.path.abspath(path), "") if path.endswith(os.sep) \
+        else os.path.abspath(path)
+
+
 class _Opened:
     """The dataset of an InputSpec, opened once per worker process and kept."""
     cache = {}
@@ -80,14 +90,11 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
         from apache_beam.options.pipeline_options import PipelineOptions
     except ImportError:
         raise MissingDependency("apache-beam", "beam", "--runner beam") from None
-    # Workers may start elsewhere than the launcher's folder: local paths are made
-    # absolute (URLs are left as they are).
-    local = lambda p: p if "://" in str(p) else os.path.abspath(str(p))  # noqa: E731
-    source = plans.InputSpec(local(source.path), source.format, source.read_options,
+    source = plans.InputSpec(_absolute(source.path), source.format, source.read_options,
                              source.select)
-    path = local(path)
     dataset = source.open()
-    plan = plans.make_plan(dataset, path, format_name, options)
+    plan = plans.make_plan(dataset, _absolute(path), format_name, options)
+    path = plan["output"]
     plans.prepare(dataset, path, plan, force=force)
     with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
         _ = (pipeline

@@ -224,7 +224,9 @@ def _canonical(obj) -> bytes:
 
 def make_plan(dataset, path, format_name, options) -> dict:
     """The plan of writing dataset to path as format_name with options (see the module
-    docstring); nothing is written.
+    docstring); nothing is written. plan["output"] is path as write() names it (`out`
+    is the folder `out/`, a .gz suffix selects gzip): the path prepare, run_task and
+    finish take.
 
         plan = make_plan(mnistconv.read("data/mnist"), "m.tfrecord", "tfrecord",
                          {"shards": 4})
@@ -233,6 +235,8 @@ def make_plan(dataset, path, format_name, options) -> dict:
     from . import registry
     from .codecs.classes import check_dataset
     check_dataset(dataset)  # as write() does
+    # write()'s rule for output names, so every runner writes the local run's tree.
+    path, options = registry.resolve_output(path, registry.get(format_name), options)
     defaults = {o.name: o.default for o in registry.get(format_name).write_options}
     # Only what differs from the format's defaults: the library's call and the command
     # line's (which passes every default) plan the same conversion with the same hash.
@@ -519,6 +523,7 @@ def run(source, path, format_name, options, *, num_tasks=1, task_index=0, resume
         raise UsageError(None, f"--task-index must be 0..{num_tasks - 1}, not {task_index}")
     dataset = source.open() if isinstance(source, InputSpec) else source
     plan = make_plan(dataset, path, format_name, options)
+    path = plan["output"]
     prepare(dataset, path, plan, force=force, resume=resume)
     done = []
     for number in range(int(task_index), len(plan["tasks"]), num_tasks):

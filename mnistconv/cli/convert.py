@@ -307,6 +307,7 @@ def _planned_outputs(dataset, dst, writer, options):
         return None
     the = plans.planner(writer.name)
     try:
+        dst, options = registry.resolve_output(dst, writer, options)  # as write() names it
         sets = the.sets(dataset, dst, options)
         extra = the.finish_targets(dataset, dst, options)
     except UsageError:
