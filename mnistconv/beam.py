@@ -10,16 +10,20 @@ Every format mnistconv.plan plans runs this way (TFRecord, Parquet, the TFDS dir
 WebDataset cut by samples).
 
 Every worker opens the input itself (an InputSpec: path, format, read options,
-selection) and writes beside the output, so both must be paths every worker sees (one
-machine, or a shared file system). The progress record makes a retried or duplicated
-task harmless: a task rewrites only its own shard, and the set is finished once, after
-each shard's hash is checked on disk.
+selection, the launcher's read limits) and writes beside the output, so both must be
+paths every worker sees (one machine, or a shared file system). The progress record
+makes a retried or duplicated task harmless: a task rewrites only its own shard, and
+the set is finished once, after each shard's hash is checked on disk.
 """
 
+import contextlib
+import json
+import logging
 import os
 import re
 
-from .errors import MissingDependency, UsageError
+from . import errors
+from .errors import MissingDependency, MnistconvError, UsageError
 from . import plan as plans
 
 _OPTION = re.compile(r"[A-Za-z][A-Za-z0-9_]*=.*", re.S)
@@ -57,22 +61,74 @@ class _Opened:
 
     @classmethod
     def get(cls, source):
-        key = (source.path, source.format, repr(sorted(source.read_options.items())),
-               repr(source.select))
+        key = repr(vars(source))
         if key not in cls.cache:
             cls.cache[key] = source.open()
         return cls.cache[key]
 
 
+# A runner passes a worker's failure back as text (a traceback): a MnistconvError goes
+# as this marker and its fields in JSON, so the launcher raises it again, one line.
+_FAILED = "mnistconv worker error: "
+
+
+@contextlib.contextmanager
+def _reported():
+    try:
+        yield
+    except MnistconvError as e:
+        fields = [type(e).__name__, e.path, e.message, e.hint, e.cli_hint]
+        raise RuntimeError(_FAILED + json.dumps(fields)) from None
+
+
+class _Reported(logging.Filter):
+    """Drops Beam's log of a worker's MnistconvError (with its traceback): the launcher
+    raises it again, one line."""
+
+    def filter(self, record):
+        return _FAILED not in record.getMessage()
+
+
+# Where a DirectRunner logs a worker's failure in the launcher's process.
+_FAILURE_LOGGERS = ("apache_beam.runners.common",
+                    "apache_beam.runners.portability.local_job_service")
+
+
+def _raised_again(failure, named):
+    """The MnistconvError a worker reported in a runner's failure, or None; a path under
+    one the user named relative (made absolute for the workers) is shown relative."""
+    text = str(failure)
+    at = text.find(_FAILED)
+    if at < 0:
+        return None
+    try:
+        kind, *fields = json.JSONDecoder().raw_decode(text, at + len(_FAILED))[0]
+    except (ValueError, TypeError):
+        return None
+    cls = getattr(errors, str(kind), None)
+    if not (isinstance(cls, type) and issubclass(cls, MnistconvError)) or len(fields) != 4:
+        return None
+    path = fields[0]
+    if isinstance(path, str) and os.path.isabs(path) and any(
+            os.path.commonpath([path, os.path.abspath(p)]) == os.path.abspath(p)
+            for p in named if not os.path.isabs(p) and "://" not in p):
+        fields[0] = os.path.relpath(path)
+    error = cls.__new__(cls)
+    MnistconvError.__init__(error, *fields)
+    return error
+
+
 def _write_task(number, source, path, plan, resume):
     """One element: run task `number` (keep or write its shard, record it)."""
-    status, _ = plans.run_task(_Opened.get(source), path, plan, number, resume=resume)
+    with _reported():
+        status, _ = plans.run_task(_Opened.get(source), path, plan, number, resume=resume)
     return number, status
 
 
 def _finish(results, source, path, plan):
     """After every task: check each shard on disk and finish the set."""
-    finished, missing = plans.finish(_Opened.get(source), path, plan)
+    with _reported():
+        finished, missing = plans.finish(_Opened.get(source), path, plan)
     return {"finished": finished, "missing": missing, "tasks": sorted(results)}
 
 
@@ -90,20 +146,33 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
         from apache_beam.options.pipeline_options import PipelineOptions
     except ImportError:
         raise MissingDependency("apache-beam", "beam", "--runner beam") from None
+    dataset = source.open()  # as named: its errors name the input as a local run's do
+    named = (source.path, str(path))
     source = plans.InputSpec(_absolute(source.path), source.format, source.read_options,
-                             source.select)
-    dataset = source.open()
-    plan = plans.make_plan(dataset, _absolute(path), format_name, options)
-    path = plan["output"]
+                             source.select, source.limits)
+    plan = plans.make_plan(dataset, path, format_name, options)
+    path = _absolute(plan["output"])
     plans.prepare(dataset, path, plan, force=force)
-    with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
-        _ = (pipeline
-             | "Tasks" >> beam.Create(list(range(len(plan["tasks"]))))
-             # Spread the tasks over workers (Create alone may keep them in one bundle).
-             | "Spread" >> beam.Reshuffle()
-             | "Write shards" >> beam.Map(_write_task, source, str(path), plan, resume)
-             | "All written" >> beam.combiners.ToList()
-             | "Finish" >> beam.Map(_finish, source, str(path), plan))
+    quiet = _Reported()
+    for name in _FAILURE_LOGGERS:
+        logging.getLogger(name).addFilter(quiet)
+    try:
+        with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
+            _ = (pipeline
+                 | "Tasks" >> beam.Create(list(range(len(plan["tasks"]))))
+                 # Spread the tasks over workers (Create alone may keep them in one bundle).
+                 | "Spread" >> beam.Reshuffle()
+                 | "Write shards" >> beam.Map(_write_task, source, str(path), plan, resume)
+                 | "All written" >> beam.combiners.ToList()
+                 | "Finish" >> beam.Map(_finish, source, str(path), plan))
+    except Exception as failure:  # noqa: BLE001 (a runner's own kinds: see _FAILED)
+        error = _raised_again(failure, named)
+        if error is None:
+            raise
+        raise error from None
+    finally:
+        for name in _FAILURE_LOGGERS:
+            logging.getLogger(name).removeFilter(quiet)
     # Where the launcher sees the output too, say how it ended (finishing is idempotent).
     finished, missing = plans.finish(dataset, path, plan)
     done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]

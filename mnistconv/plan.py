@@ -187,20 +187,30 @@ class RangeSplit(Split):
 
 class InputSpec:
     """How every task opens the same input (picklable, for Beam workers): the path,
-    its format, read options and a selection (keyword arguments of stream.select).
+    its format, read options, a selection (keyword arguments of stream.select) and the
+    read-side limits in effect where it is made (--max-image-size, --timeout), which a
+    worker, starting with the defaults, must apply as the launcher does.
 
         spec = InputSpec("data/mnist", "idx")
         dataset = spec.open()
     """
 
-    def __init__(self, path, format=None, read_options=None, select=None):
+    def __init__(self, path, format=None, read_options=None, select=None, limits=None):
+        from . import limits as cap, remote
         self.path, self.format = str(path), format
         self.read_options, self.select = dict(read_options or {}), select
+        self.limits = dict(limits) if limits is not None else {
+            "max_image_pixels": cap.MAX_IMAGE_PIXELS, "timeout": remote.current_timeout()}
 
     def open(self):
-        """The dataset, read and selected."""
+        """The dataset, read and selected under the spec's limits (the image size cap
+        stays set in this process: a task decodes its images after open)."""
         import mnistconv
-        dataset = mnistconv.read(self.path, self.format, **self.read_options)
+        from . import remote
+        from .limits import set_max_image_pixels
+        set_max_image_pixels(self.limits["max_image_pixels"])
+        with remote.timeout(self.limits["timeout"]):
+            dataset = mnistconv.read(self.path, self.format, **self.read_options)
         if self.select is not None:
             from . import stream
             dataset = stream.select(dataset, **self.select)

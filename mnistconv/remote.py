@@ -84,6 +84,11 @@ def timeout(seconds):
         _timeout.reset(token)
 
 
+def current_timeout() -> float:
+    """The timeout in effect here: timeout()'s, else DEFAULT_TIMEOUT."""
+    return _timeout.get()
+
+
 def is_remote(path) -> bool:
     """Whether path is a URL (`scheme://...`) that fsspec opens, not a local path.
 

@@ -20,6 +20,17 @@ def cli(*args, cwd=None, check=None):
     return r
 
 
+# Beam's DirectRunner in the launcher's process, and in worker processes: what a
+# distributed runner pickles, and whether its workers find their files and limits.
+BEAM_MODES = ["in_memory", "multi_processing"]
+
+
+def beam_args(mode):
+    """--runner beam on the DirectRunner in `mode`, with two workers."""
+    return ["--runner", "beam", "--beam-option", "runner=DirectRunner", "--beam-option",
+            f"direct_running_mode={mode}", "--beam-option", "direct_num_workers=2"]
+
+
 def last_error(r):
     return r.stderr.decode().strip().splitlines()[-1]
 

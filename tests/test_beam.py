@@ -1,7 +1,9 @@
-"""Every runner of a shard plan (mnistconv/plan.py, mnistconv/beam.py) writes the tree of
-one local run at the place a local run writes it: the output named as write() names it
-(`bm` and `bm/` a folder, `.gz` gzip), made absolute for Beam's workers without losing
-the '/' that makes a name a folder, and nothing written in the working directory."""
+"""Every runner of a shard plan (mnistconv/plan.py, mnistconv/beam.py) does what a local
+run does: the same tree at the same place (the output named as write() names it: `bm`
+and `bm/` a folder, `.gz` gzip; made absolute for Beam's workers without losing the '/'
+that makes a name a folder; nothing written in the working directory), the same
+read-side limits (--max-image-size travels with the tasks to worker processes) and the
+same one-line error for a damaged input that only a worker finds."""
 
 import json
 import os
@@ -11,7 +13,7 @@ import pytest
 
 import mnistconv
 from helpers import tree_hashes
-from plan_helpers import cli
+from plan_helpers import BEAM_MODES, beam_args, cli, last_error
 from mnistconv.records import ArraySplit, Dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -81,9 +83,76 @@ def test_every_runner_writes_the_local_tree_in_its_place(src, tmp_path, case):
     runs = {"plan": [["--num-tasks", "1", "--task-index", "0"]],
             "slices": [["--num-tasks", "2", "--task-index", i] for i in ("1", "0")]}
     pytest.importorskip("apache_beam")
-    runs["beam"] = [["--runner", "beam"]]
+    runs["beam"] = [beam_args("multi_threading")]
     for runner, calls in runs.items():
         for extra in calls:
             _run(src, tmp_path / runner, dst, args, *extra)
         assert tree_hashes(tmp_path / runner) == tree, runner
         assert _all_files(tmp_path / runner) == sorted([*tree, record]), runner
+
+
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    """An IDX folder of two 4097 x 4097 images: over the default cap (4096 x 4096)."""
+    images = np.zeros((2, 4097, 4097), np.uint8)
+    images[0, 5, 5] = 200
+    path = tmp_path_factory.mktemp("large") / "big"
+    mnistconv.write(Dataset("npz", {"train": ArraySplit("train", images, np.array(
+        [3, 4], np.uint8))}), str(path) + "/", "idx", gzip=True)
+    return str(path)
+
+
+RUNNERS = {"local": [], "tasks": ["--num-tasks", "2", "--task-index", "1"],
+           **{f"beam-{mode}": beam_args(mode) for mode in BEAM_MODES}}
+
+
+@pytest.mark.parametrize("runner", list(RUNNERS))
+def test_the_image_size_cap_holds_in_every_runner(large, tmp_path, runner):
+    """Refused as a local run refuses it, and accepted with --max-image-size raised,
+    giving the local bytes: a worker process applies the launcher's cap."""
+    if runner.startswith("beam"):
+        pytest.importorskip("apache_beam")
+    args = ["--shards", "2", "--image-format", "png"]
+    refused = cli("convert", large, tmp_path / "r" / "m.tfrecord", *args, *RUNNERS[runner],
+                  check=1)
+    assert last_error(refused) == (
+        f"Error: {large}/train-images-idx3-ubyte.gz: image of 4097x4097 exceeds "
+        "mnistconv's limit of 16,777,216 pixels per image; raise it with --max-image-size "
+        "WxH if the images are really that large")
+    assert not (tmp_path / "r").exists()
+    cli("convert", large, tmp_path / "local" / "m.tfrecord", *args, "--max-image-size",
+        "4097x4097", check=0)
+    out = tmp_path / "run" / "m.tfrecord"
+    for extra in ([RUNNERS[runner], ["--num-tasks", "2", "--task-index", "0"]]
+                  if runner == "tasks" else [RUNNERS[runner]]):
+        cli("convert", large, out, *args, *extra, "--max-image-size", "4097x4097", check=0)
+    assert sorted(tree_hashes(tmp_path / "local")) == ["m.tfrecord-00000-of-00002",
+                                                       "m.tfrecord-00001-of-00002"]
+    assert tree_hashes(tmp_path / "run") == tree_hashes(tmp_path / "local")
+
+
+@pytest.mark.parametrize("mode", BEAM_MODES)
+def test_a_damaged_input_a_worker_finds_is_the_local_error(src, tmp_path, mode):
+    """The pixels are not read to plan: a bad CRC in the images' member is found by the
+    worker writing the shard, and reported as the local run reports it (one line, the
+    input named as given, exit 1); the plan keeps what other tasks wrote (for --resume),
+    never a shard of the damaged split."""
+    pytest.importorskip("apache_beam")
+    import zipfile
+    data = bytearray(open(src, "rb").read())
+    with zipfile.ZipFile(src) as z:
+        member = z.getinfo("x_train.npy")
+    data[member.header_offset + 30 + len(member.filename) + 100000] ^= 0xFF
+    (tmp_path / "bad.npz").write_bytes(bytes(data))
+    (tmp_path / "cwd").mkdir()
+    results = [cli("convert", os.path.join("..", "bad.npz"),
+                   os.path.join("..", out, "m.tfrecord"), "--shards", "2", *extra,
+                   cwd=tmp_path / "cwd", check=1)
+               for out, extra in (("local", []), ("beam", beam_args(mode)))]
+    assert last_error(results[0]) == last_error(results[1]) == (
+        "Error: ../bad.npz: not a valid npz (zip) file (Bad CRC-32 for file "
+        "'x_train.npy'); check that numpy wrote it whole, or name its format with --from")
+    if mode == "in_memory":  # (worker processes print Beam's own log to their stderr)
+        assert b"Traceback" not in results[1].stderr
+    assert not (tmp_path / "local").exists()
+    assert not [name for name in tree_hashes(tmp_path / "beam") if "train" in name]

@@ -16,7 +16,7 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from helpers import tree_hashes
-from plan_helpers import cli as _cli, in_order, job_array_slices, kill_and_resume, \
+from plan_helpers import BEAM_MODES, beam_args, cli as _cli, in_order, job_array_slices, kill_and_resume, \
     last_error as _last_error, run_tasks
 from mnistconv.records import ArraySplit, Dataset
 
@@ -129,12 +129,11 @@ def test_library_run_equals_write(tmp_path):
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
 
 
-def test_beam_direct_runner_gives_the_local_bytes(src, reference, tmp_path):
+@pytest.mark.parametrize("mode", BEAM_MODES)
+def test_beam_direct_runner_gives_the_local_bytes(src, reference, tmp_path, mode):
     pytest.importorskip("apache_beam")
     out = tmp_path / "out"
-    r = _cli("convert", src, out / "m.tfrecord", *OPTS, "--runner", "beam",
-             "--beam-option", "runner=DirectRunner", "--beam-option", "direct_num_workers=2",
-             "--beam-option", "direct_running_mode=multi_threading", "--json", check=0)
+    r = _cli("convert", src, out / "m.tfrecord", *OPTS, *beam_args(mode), "--json", check=0)
     result = json.loads(r.stdout)
     assert result["finished"] and result["stats"] == reference[1]
     assert _files(out) == reference[0]
@@ -300,10 +299,11 @@ def test_parquet_tasks_in_reverse_give_the_local_bytes_and_card(src, pq_referenc
     assert (tmp_path / ".hf.mnistconv-plan.json").is_file()
 
 
-def test_parquet_through_beam_gives_the_local_bytes(src, pq_reference, tmp_path):
+@pytest.mark.parametrize("mode", BEAM_MODES)
+def test_parquet_through_beam_gives_the_local_bytes(src, pq_reference, tmp_path, mode):
     pytest.importorskip("apache_beam")
     out = tmp_path / "hf"
-    _cli("convert", src, out, *PQ, "--runner", "beam", "-q", check=0)
+    _cli("convert", src, out, *PQ, *beam_args(mode), "-q", check=0)
     assert tree_hashes(out) == pq_reference[0]
 
 

@@ -16,7 +16,7 @@ import pytest
 import mnistconv
 from mnistconv import plan as plans
 from helpers import tree_hashes
-from plan_helpers import cli as _cli, in_order, job_array_slices, kill_and_resume, \
+from plan_helpers import BEAM_MODES, beam_args, cli as _cli, in_order, job_array_slices, kill_and_resume, \
     last_error as _last_error, run_tasks
 from mnistconv.records import ArraySplit, Dataset, Split
 
@@ -107,17 +107,19 @@ def test_tfds_tasks_one_by_one_give_the_local_bytes(src, tfds_reference, tmp_pat
     assert record["finished"] is True and len(record["shards"]) == 6
 
 
-def test_tfds_job_array_and_beam_give_the_local_bytes(src, tfds_reference, tmp_path):
-    """--num-tasks 4 slices in any order; then the same through Beam's DirectRunner."""
+def test_tfds_job_array_gives_the_local_bytes(src, tfds_reference, tmp_path):
+    """--num-tasks 4 slices in any order."""
     out = tmp_path / "a" / "tf"
     slices = job_array_slices(src, out, TFDS, (3, 1, 0, 2))
     assert slices == {0: [0, 4], 1: [1, 5], 2: [2], 3: [3]}
     assert tree_hashes(tmp_path / "a") == tfds_reference[0]
+
+
+@pytest.mark.parametrize("mode", BEAM_MODES)
+def test_tfds_through_beam_gives_the_local_bytes(src, tfds_reference, tmp_path, mode):
     pytest.importorskip("apache_beam")
     out = tmp_path / "b" / "tf"
-    r = _cli("convert", src, out, *TFDS, "--runner", "beam", "--beam-option",
-             "runner=DirectRunner", "--beam-option", "direct_num_workers=2",
-             "--beam-option", "direct_running_mode=multi_threading", "--json", check=0)
+    r = _cli("convert", src, out, *TFDS, *beam_args(mode), "--json", check=0)
     result = json.loads(r.stdout)
     assert result["finished"] and result["stats"] == tfds_reference[1]
     assert tree_hashes(tmp_path / "b") == tfds_reference[0]
@@ -210,7 +212,7 @@ def test_webdataset_plan_cuts_by_samples(src, tmp_path):
     assert not (tmp_path / "w").exists()
 
 
-def test_webdataset_tasks_in_reverse_and_through_beam(src, wds_reference, tmp_path):
+def test_webdataset_tasks_in_reverse_give_the_local_bytes(src, wds_reference, tmp_path):
     tree, stats = wds_reference
     out = tmp_path / "a" / "w" / "m.tar"
     results = run_tasks(src, out, WDS, in_order("reverse", 7), num_tasks=7)
@@ -218,10 +220,15 @@ def test_webdataset_tasks_in_reverse_and_through_beam(src, wds_reference, tmp_pa
     assert results[-1]["stats"] == stats == {"samples": 3000, "shards": 7}
     assert tree_hashes(tmp_path / "a") == tree
     assert (tmp_path / "a" / "w" / ".m.tar.mnistconv-plan.json").is_file()
+
+
+@pytest.mark.parametrize("mode", BEAM_MODES)
+def test_webdataset_through_beam_gives_the_local_bytes(src, wds_reference, tmp_path,
+                                                        mode):
+    tree, stats = wds_reference
     pytest.importorskip("apache_beam")
-    r = _cli("convert", src, tmp_path / "b" / "w" / "m.tar", *WDS, "--runner", "beam",
-             "--beam-option", "direct_num_workers=2", "--beam-option",
-             "direct_running_mode=multi_threading", "--json", check=0)
+    r = _cli("convert", src, tmp_path / "b" / "w" / "m.tar", *WDS, *beam_args(mode),
+             "--json", check=0)
     assert json.loads(r.stdout)["stats"] == stats
     assert tree_hashes(tmp_path / "b") == tree
 
