@@ -152,7 +152,7 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
                              source.select, source.limits)
     plan = plans.make_plan(dataset, path, format_name, options)
     path = _absolute(plan["output"])
-    plans.prepare(dataset, path, plan, force=force)
+    plans.prepare(dataset, path, plan, force=force, resume=resume)
     quiet = _Reported()
     for name in _FAILURE_LOGGERS:
         logging.getLogger(name).addFilter(quiet)

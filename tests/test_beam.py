@@ -84,11 +84,28 @@ def test_every_runner_writes_the_local_tree_in_its_place(src, tmp_path, case):
             "slices": [["--num-tasks", "2", "--task-index", i] for i in ("1", "0")]}
     pytest.importorskip("apache_beam")
     runs["beam"] = [beam_args("multi_threading")]
+    if case == "tfrecord-tfds-folder":  # issue 25's command, its workers in processes
+        runs["beam-processes"] = [beam_args("multi_processing")]
     for runner, calls in runs.items():
         for extra in calls:
             _run(src, tmp_path / runner, dst, args, *extra)
         assert tree_hashes(tmp_path / runner) == tree, runner
         assert _all_files(tmp_path / runner) == sorted([*tree, record]), runner
+
+
+@pytest.mark.parametrize("runner", ["plan", "beam"])
+def test_resume_adopts_a_local_run_in_every_runner(src, tmp_path, runner):
+    """--resume over the complete output of a plain run keeps it (each shard written
+    again aside and compared), whichever runner resumes."""
+    if runner == "beam":
+        pytest.importorskip("apache_beam")
+    dst, args = CASES["tfrecord-tfds-folder"]
+    _run(src, tmp_path / "out", dst, args)
+    tree = tree_hashes(tmp_path / "out")
+    _run(src, tmp_path / "out", dst, args, "--resume",
+         *(beam_args("in_memory") if runner == "beam" else []))
+    assert tree_hashes(tmp_path / "out") == tree
+    assert _all_files(tmp_path / "out") == sorted([*tree, _record_name(dst)])
 
 
 @pytest.fixture(scope="module")
