@@ -49,10 +49,8 @@ def _absolute(path) -> str:
     """A local path made absolute, as workers may start elsewhere than the launcher's
     folder, its trailing '/' kept (it makes `out.v2/` a folder); a URL as it is."""
     path = str(path)
-    if "://" in path:
-        return path
-    return os.path.join(os.path.abspath(path), "") if path.endswith(os.sep) \
-        else os.path.abspath(path)
+    return path if "://" in path else os.path.join(os.path.abspath(path), "") \
+        if path.endswith(os.sep) else os.path.abspath(path)
 
 
 class _Opened:
@@ -81,15 +79,8 @@ def _reported():
         raise RuntimeError(_FAILED + json.dumps(fields)) from None
 
 
-class _Reported(logging.Filter):
-    """Drops Beam's log of a worker's MnistconvError (with its traceback): the launcher
-    raises it again, one line."""
-
-    def filter(self, record):
-        return _FAILED not in record.getMessage()
-
-
-# Where a DirectRunner logs a worker's failure in the launcher's process.
+# Where a DirectRunner logs a worker's failure, with its traceback, in the launcher's
+# process: not shown for a MnistconvError, which the launcher raises again in one line.
 _FAILURE_LOGGERS = ("apache_beam.runners.common",
                     "apache_beam.runners.portability.local_job_service")
 
@@ -153,7 +144,8 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
     plan = plans.make_plan(dataset, path, format_name, options)
     path = _absolute(plan["output"])
     plans.prepare(dataset, path, plan, force=force, resume=resume)
-    quiet = _Reported()
+    def quiet(record):
+        return _FAILED not in record.getMessage()
     for name in _FAILURE_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
     try:
