@@ -91,7 +91,7 @@ class SplitStats:
                 grown[:len(self.sums)] = self.sums
             self.sums = grown
         for label in present:
-            part = _column_sums(rows[labels == label])
+            part = _column_sums(rows.take(np.flatnonzero(labels == label), axis=0))
             self.sums[label] += part
             self.pixel_sum += float(part.sum())
 
@@ -121,18 +121,22 @@ class SplitStats:
 
 
 def _column_sums(rows):
-    """Each pixel's sum over the rows: in 64-bit integers for 8-bit pixels (exact, and
-    no float copy of the batch), else in float64."""
+    """Each pixel's sum over the rows: in integers for 8-bit pixels (exact, and no
+    float copy of the batch; 32 bits while they cannot overflow), else in float64."""
     if rows.dtype == np.uint8:
-        return rows.sum(0, dtype=np.uint64).astype(np.float64)
+        wide = np.uint32 if len(rows) < (1 << 24) else np.uint64
+        return rows.sum(0, dtype=wide).astype(np.float64)
     return rows.sum(0, dtype=np.float64)
 
 
 def _squares(rows) -> float:
-    """The sum of the squared pixel values: 8-bit pixels squared in 16 bits."""
+    """The sum of the squared pixel values: 8-bit pixels squared in 16 bits, summed
+    per row in 32 bits while a row's cannot overflow."""
     if rows.dtype == np.uint8:
-        wide = rows.astype(np.uint16)
-        return float(np.multiply(wide, wide).sum(dtype=np.uint64))
+        squared = np.multiply(rows, rows, dtype=np.uint16)
+        if rows.shape[1] < (1 << 16):
+            return float(squared.sum(1, dtype=np.uint32).sum(dtype=np.uint64))
+        return float(squared.sum(dtype=np.uint64))
     wide = rows.astype(np.float64)
     return float(np.dot(wide.ravel(), wide.ravel()))
 
