@@ -278,18 +278,24 @@ def _aligned(split_a, split_b, batch_size):
     it_a, it_b = split_a.batches(batch_size), split_b.batches(batch_size)
     pending_a = pending_b = None
     while True:
+        # A spent batch (its empty remainder still a view of it) is let go before
+        # the next is read: one batch per side at a time.
         if pending_a is None or len(pending_a[1]) == 0:
-            b = next(it_a, None)
-            pending_a = None if b is None else (b.images, b.labels, b.indices)
+            pending_a = None
+            pending_a = _fields(next(it_a, None))
         if pending_b is None or len(pending_b[1]) == 0:
-            b = next(it_b, None)
-            pending_b = None if b is None else (b.images, b.labels, b.indices)
+            pending_b = None
+            pending_b = _fields(next(it_b, None))
         if pending_a is None or pending_b is None:
             return
         n = min(len(pending_a[1]), len(pending_b[1]))
         yield tuple(x[:n] for x in pending_a), tuple(x[:n] for x in pending_b)
         pending_a = tuple(x[n:] for x in pending_a)
         pending_b = tuple(x[n:] for x in pending_b)
+
+
+def _fields(batch):
+    return None if batch is None else (batch.images, batch.labels, batch.indices)
 
 
 class _Scale:
@@ -336,9 +342,11 @@ def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_
     progress.start(names, min(result.count_a, result.count_b))
     try:
         for aligned in _aligned(split_a, split_b, batch_size):
+            n = len(aligned[0][1])
             _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
-            position += len(aligned[0][1])
-            progress.advance(len(aligned[0][1]))
+            del aligned  # dropped before the next pair is read
+            position += n
+            progress.advance(n)
     finally:
         progress.finish()
     result.compared = position

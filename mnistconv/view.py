@@ -120,17 +120,53 @@ def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
     if max_side and axes is not None:
         side = shape[axes[1]] if width_only else max(shape[axes[0]], shape[axes[1]])
         step = -(-max(side, 1) // max(1, max_side))
+    wanted = np.unique(positions)
     parts = []
-    for start, stop in budget.spans(len(positions), budget.rows(split.header)):
-        images = np.asarray(split.take(positions[start:stop]))
+    for images in _pieces(split, wanted):
         if step > 1:
             cut = [slice(None)] * images.ndim
             cut[1 + axes[0]] = cut[1 + axes[1]] = slice(None, None, step)
             images = images[tuple(cut)]
-        parts.append(to_gray_uint8(np.ascontiguousarray(images)))
+        # A copy of the cut, so no part keeps a whole batch alive.
+        parts.append(np.array(to_gray_uint8(np.ascontiguousarray(images))))
+        del images  # the piece goes before the next is read
     if not parts:
         return to_gray_uint8(np.zeros((0,) + shape, split.header.dtype))
-    return np.concatenate(parts)
+    return np.concatenate(parts)[np.searchsorted(wanted, positions)]
+
+
+def _pieces(split, wanted):
+    """The images at the sorted positions `wanted`, a batch of the budget at a time:
+    taken where the split can seek, else picked from its batches as they stream past
+    (the default take() decodes and spools every image of the split first)."""
+    rows = budget.rows(split.header)
+    if not len(wanted):
+        return
+    if _seeks(split):
+        for start, stop in budget.spans(len(wanted), rows):
+            yield np.asarray(split.take(wanted[start:stop]))
+        return
+    at = 0
+    batches = split.batches(rows)
+    for batch in batches:
+        if at > wanted[-1]:
+            break
+        images, n, batch = np.asarray(batch.images), len(batch.labels), None
+        for k in (wanted[(wanted >= at) & (wanted < at + n)] - at).tolist():
+            yield images[k:k + 1]
+        at, images = at + n, None
+    batches.close()
+
+
+def _seeks(split) -> bool:
+    """Whether take() reaches a reader's own (not Split's spooling default) through
+    the wrappers (subsets, transposes) around it."""
+    from .records import Split
+    while type(split).take is not Split.take:
+        if getattr(split, "base", None) is None:
+            return True
+        split = split.base
+    return False
 
 
 def _pair_rows(image):

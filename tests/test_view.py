@@ -430,3 +430,47 @@ def test_show_grid_keeps_its_row_count_in_a_narrow_terminal():
             # blank line apart.
             rows = 14 if int(columns) >= 28 else 7
             assert len(lines) == (rows + 1) * len(expected) + len(expected) - 1
+
+
+def _streamed(images, labels):
+    """A split that can only stream: Split's default take() would spool it all."""
+    from mnistconv.records import Batch, Header, Split
+
+    class Streamed(Split):
+        def batches(self, batch_size=1000):
+            for start in range(0, len(labels), 3):  # batches of 3, whatever asked
+                yield Batch(images[start:start + 3], labels[start:start + 3],
+                            np.arange(start, min(len(labels), start + 3)))
+
+        def labels(self):
+            return labels
+
+    return Streamed("train", Header(len(labels), images.shape[1:], images.dtype))
+
+
+def test_gather_picks_a_streamed_splits_images_as_they_pass_without_take(monkeypatch):
+    from mnistconv.records import Split
+
+    def spooled(self, positions):
+        raise AssertionError("take() spools the whole split")
+    monkeypatch.setattr(Split, "take", spooled)
+    images = np.arange(11 * 4 * 6, dtype=np.uint8).reshape(11, 4, 6)
+    split = _streamed(images, np.arange(11) % 3)
+    positions = np.array([7, 0, 7, 10, 3])  # any order, repeats
+    assert np.array_equal(view.gather(split, positions), images[positions])
+    halved = view.gather(split, positions, max_side=3)
+    assert np.array_equal(halved, images[positions][:, ::2, ::2])
+    assert view.gather(split, []).shape == (0, 4, 6)
+
+
+def test_a_large_png_decodes_to_the_same_pixels_a_strip_at_a_time():
+    from PIL import Image
+    from mnistconv import codecs
+    rng = np.random.default_rng(7)
+    block = Image.core.get_block_size()
+    for height, width in ((2100, 2003), (4100, 1025)):  # over the strip size, ragged
+        pixels = rng.integers(0, 256, (height, width), dtype=np.uint8)
+        out = io.BytesIO()
+        Image.fromarray(pixels).save(out, "PNG", compress_level=1)
+        assert np.array_equal(codecs.decode_image(out.getvalue()), pixels)
+    assert Image.core.get_block_size() == block  # Pillow's own, put back after each

@@ -37,6 +37,7 @@ compare it with per-image encodes.
 """
 
 import io
+from contextlib import contextmanager
 from itertools import repeat
 from operator import getitem
 
@@ -413,12 +414,45 @@ def decode_image(data: bytes) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(io.BytesIO(data)) as image, _one_block(Image, image):
                 if image.mode != "L":
                     image = image.convert("L")
-                return np.asarray(image)
+                return _pixels(image)
     except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
         raise ValueError(str(e) or type(e).__name__) from None
+
+
+@contextmanager
+def _one_block(Image, image):
+    """Pillow allocates a large image in blocks of 16 MiB, which the C heap keeps after
+    they are freed, beside the next image's: one block per image while it decodes."""
+    core = Image.core
+    size = -(-image.width * image.height * 4 // 4096) * 4096  # whole pages
+    before = core.get_block_size()
+    if size > before:
+        core.set_block_size(size)
+    try:
+        yield
+    finally:
+        core.set_block_size(before)
+
+
+def _pixels(image) -> np.ndarray:
+    """A Pillow "L" image as an array. A large one is copied a strip at a time:
+    np.asarray() goes through tobytes(), whose pieces and their join are two more
+    copies of the image beside Pillow's own."""
+    width, height = image.size
+    if width * height <= _STRIP_PIXELS:
+        return np.asarray(image)
+    out = np.empty((height, width), np.uint8)
+    rows = max(1, _STRIP_PIXELS // width)
+    for top in range(0, height, rows):
+        bottom = min(height, top + rows)
+        out[top:bottom] = np.asarray(image.crop((0, top, width, bottom)))
+    return out
+
+
+_STRIP_PIXELS = 1 << 22
 
 
 def image_kind(data: bytes) -> str:
