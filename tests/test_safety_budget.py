@@ -8,6 +8,7 @@ Figures (time, peak) for the same inputs are in benchmarks/bench_memory.py's bud
 """
 
 import ast
+import json
 import os
 from pathlib import Path
 
@@ -251,6 +252,24 @@ def test_zstd_arrayrecord_of_identical_records(tmp_path):
     for args in (["info", path], ["compare", path, path]):
         _check_refused(tmp_path, args, f"{path}: holds 20,000 examples of 65,536 bytes "
                                        f"(1,310,720,000 bytes) in {size:,} bytes of file")
+
+
+@pytest.mark.slow
+def test_a_million_repeated_zstd_arrayrecord_records_are_read_as_they_repeat(tmp_path):
+    """A million identical 28 x 28 records in 1.1 MB of zstd ArrayRecord hold 784 MB of
+    pixels, within the 1032:1 rule, so they are read: a record equal to the one before
+    it is neither parsed nor decoded again, and every command stays within the budget."""
+    path = bombs.arrayrecord_zstd(str(tmp_path), 1_000_000, 28)
+    assert os.path.getsize(path) < 1_200_000
+    r = run("info", path, "--json")
+    assert r.returncode == 0, r.stderr.decode()
+    train = json.loads(r.stdout)["splits"]["train"]
+    assert (train["count"], train["shape"], train["class_counts"]) == \
+        (1_000_000, [28, 28], {"3": 1_000_000})
+    for args in (["compare", path, path], ["show", path, "--per-class", "2"]):
+        code, err, peak, _ = run_measured(tmp_path, *args)
+        assert code == 0, err
+        assert peak < PEAK_MB, (args[0], peak)
 
 
 def test_gdmnist_gz_at_the_deflate_bound_streams_within_the_budget(tmp_path):

@@ -41,6 +41,8 @@ from ...shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
 from ...staging import signals_deferred, staging_prefix
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ...codecs.images import check_record_size, decode_record_image
+from ...codecs.example import example_class, feature_values, find_layout, one_value, \
+    record_name
 
 EXTENSION = ".array_record"
 # Riegeli's file signature: the first 64 bytes of every Riegeli (so ArrayRecord) file.
@@ -145,7 +147,6 @@ class ArrayRecordSplit(Split):
     """
 
     def __init__(self, name, files, workers=None, expected=None, claimed_by=None):
-        from ...codecs.example import example_class, find_layout
         module = _module()
         self.files = list(files)
         self.workers = check_workers(workers)
@@ -161,11 +162,17 @@ class ArrayRecordSplit(Split):
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         labels, indices = [], []
         self.layout = None
-        shape = None
+        shape = label = index = None
         for f, reader, count in zip(self.files, self.readers, self.counts):
-            at, block, largest = 0, 1, 1
+            at, block, largest, last = 0, 1, 1, None
             while at < count:
                 for data in self._read(f, reader, at, min(count, at + block)):
+                    if data == last:  # a repeated record reads as the one before it
+                        labels.append(label)
+                        indices.append(len(indices) if index is None else index)
+                        at += 1
+                        continue
+                    last = data
                     largest = max(largest, len(data))
                     if shape is not None:
                         check_record_size(f, at, len(data), shape)
@@ -214,7 +221,6 @@ class ArrayRecordSplit(Split):
                                     f"tf.train.Example ({e})") from None
 
     def _fields(self, path, number, example):
-        from ...codecs.example import feature_values, one_value, record_name
         feature = example.features.feature
         layout = self.layout
         images = feature_values(path, number, feature, layout.image_key, "bytes_list")
@@ -260,7 +266,13 @@ class ArrayRecordSplit(Split):
                 except RuntimeError as e:
                     raise FormatError(path, f"records do not read ({printable(e, 100)})") \
                         from None
+            last = None
             for number, data in zip(numbers, records):
+                if data == last:  # a repeated record decodes as the one before it
+                    out[place] = out[place - 1]
+                    place += 1
+                    continue
+                last = data
                 image, _, _ = self._fields(path, int(number),
                                            self._parse(path, int(number), data))
                 _check_claimed_size(path, number, image, shape)
