@@ -37,7 +37,6 @@ compare it with per-image encodes.
 """
 
 import io
-from contextlib import contextmanager
 from itertools import repeat
 from operator import getitem
 
@@ -73,6 +72,10 @@ def decode_jpeg(data: bytes, out=None) -> np.ndarray:
     except (TypeError, OverflowError, MemoryError, RuntimeError) as e:
         raise ValueError(str(e) or type(e).__name__) from None
     return pixels[:, :, 0]
+
+
+# Images larger than this are copied out of Pillow a strip of this many pixels at a time.
+_STRIP_PIXELS = 1 << 22
 
 
 def pil_image():
@@ -414,45 +417,33 @@ def decode_image(data: bytes) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image, _one_block(Image, image):
-                if image.mode != "L":
-                    image = image.convert("L")
-                return _pixels(image)
+            with Image.open(io.BytesIO(data)) as image:
+                return _pixels(Image, image)
     except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
         raise ValueError(str(e) or type(e).__name__) from None
 
 
-@contextmanager
-def _one_block(Image, image):
-    """Pillow allocates a large image in blocks of 16 MiB, which the C heap keeps after
-    they are freed, beside the next image's: one block per image while it decodes."""
-    core = Image.core
-    size = -(-image.width * image.height * 4 // 4096) * 4096  # whole pages
-    before = core.get_block_size()
-    if size > before:
-        core.set_block_size(size)
-    try:
-        yield
-    finally:
-        core.set_block_size(before)
-
-
-def _pixels(image) -> np.ndarray:
-    """A Pillow "L" image as an array. A large one is copied a strip at a time:
-    np.asarray() goes through tobytes(), whose pieces and their join are two more
-    copies of the image beside Pillow's own."""
+def _pixels(Image, image) -> np.ndarray:
+    """A Pillow image as a 2-D uint8 array ("L"). A large one is decoded in one block
+    (Pillow's 16 MiB blocks stay in the C heap after they are freed, beside the next
+    image's) and copied out a strip at a time (np.asarray() goes through tobytes(),
+    whose pieces and their join are two more copies beside Pillow's own)."""
     width, height = image.size
     if width * height <= _STRIP_PIXELS:
-        return np.asarray(image)
-    out = np.empty((height, width), np.uint8)
-    rows = max(1, _STRIP_PIXELS // width)
-    for top in range(0, height, rows):
-        bottom = min(height, top + rows)
-        out[top:bottom] = np.asarray(image.crop((0, top, width, bottom)))
-    return out
-
-
-_STRIP_PIXELS = 1 << 22
+        return np.asarray(image if image.mode == "L" else image.convert("L"))
+    before = Image.core.get_block_size()
+    Image.core.set_block_size(max(before, -(-width * height * 4 // 4096) * 4096))
+    try:
+        if image.mode != "L":
+            image = image.convert("L")
+        out = np.empty((height, width), np.uint8)
+        rows = max(1, _STRIP_PIXELS // width)
+        for top in range(0, height, rows):
+            bottom = min(height, top + rows)
+            out[top:bottom] = np.asarray(image.crop((0, top, width, bottom)))
+        return out
+    finally:
+        Image.core.set_block_size(before)
 
 
 def image_kind(data: bytes) -> str:
