@@ -1,7 +1,9 @@
-"""The memory budget (issue 24, class 4): hostile inputs of tests/fuzz/bombs.py (all
-under 1.2 MB), valid images at the 4096 x 4096 size limit and above it with
---max-image-size, through info, conversions and the views; peak RSS (GNU time: the
-largest single process) and wall time, one run each.
+"""The memory budget (issue 24, class 4): peak memory and time of hostile and large
+inputs through every kind of command.
+
+The inputs: the bombs of tests/fuzz/bombs.py (all under 1.2 MB), valid images at the
+4096 x 4096 size limit, and above it with --max-image-size; through info, conversions
+and the views. Peak RSS is GNU time's (the largest single process), one run each.
 
 Targets: every run under 300 MB (views of 9400 x 9400 images under their own bound,
 below), and none over 20 s unless the input really holds that much work (the GDMNIST
