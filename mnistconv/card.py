@@ -133,7 +133,8 @@ def _squares(rows) -> float:
     """The sum of the squared pixel values: 8-bit pixels squared in 16 bits, summed
     per row in 32 bits while a row's cannot overflow."""
     if rows.dtype == np.uint8:
-        squared = np.multiply(rows, rows, dtype=np.uint16)
+        squared = rows.astype(np.uint16)
+        np.multiply(squared, squared, out=squared)
         if rows.shape[1] < (1 << 16):
             return float(squared.sum(1, dtype=np.uint32).sum(dtype=np.uint64))
         return float(squared.sum(dtype=np.uint64))
