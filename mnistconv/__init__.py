@@ -181,16 +181,18 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
         croissant.check_target(path, force)
     from contextlib import nullcontext
     from .fileio import hashed_outputs
-    # Parquet's croissant.json lists each file's SHA-256: hashed as the files are written.
-    with hashed_outputs() if described and fmt.name == "parquet" else nullcontext():
-        written = fmt.load().write(dataset, path, force=force,
-                                   progress=progress or NO_PROGRESS, **options)
-    if not isinstance(written, WriteResult):
-        # A writer that returns its files only: the counts are its splits' (all written).
-        written = WriteResult(list(written), {name: split.header.count
-                                              for name, split in dataset.splits.items()})
-    if described:  # Parquet and ImageFolder directories: croissant.json beside the data
-        written.files.append(croissant.write(dataset, path, written, fmt.name, force))
+    from .staging import one_commit
+    with one_commit():  # the data and its croissant.json appear together or not at all
+        # Parquet's croissant.json lists each file's SHA-256: hashed as they are written.
+        with hashed_outputs() if described and fmt.name == "parquet" else nullcontext():
+            written = fmt.load().write(dataset, path, force=force,
+                                       progress=progress or NO_PROGRESS, **options)
+        if not isinstance(written, WriteResult):
+            # A writer that returns its files only: the counts are its splits' (all written).
+            written = WriteResult(list(written), {name: split.header.count
+                                                  for name, split in dataset.splits.items()})
+        if described:  # Parquet and ImageFolder directories: croissant.json beside the data
+            written.files.append(croissant.write(dataset, path, written, fmt.name, force))
     return written
 
 

@@ -18,6 +18,7 @@ import stat
 import sys
 import tempfile
 import threading
+from contextvars import ContextVar
 from typing import IO, Any, Iterator, Optional
 
 from .errors import UsageError
@@ -388,7 +389,9 @@ class StagedOutput:
         except OSError:
             if not os.path.isdir(target) or os.path.islink(target):
                 raise
-            if not self.force:
+            # (a folder another output of this one_commit() made for its metadata)
+            made_here = {d for out in _PENDING.get() or () for d in out._made_dirs}
+            if not self.force and target not in made_here:
                 raise exists_error(target) from None
         for name in os.listdir(staged):
             self._refuse_existing(os.path.join(target, name))
@@ -398,7 +401,16 @@ class StagedOutput:
     def commit(self) -> None:
         """Move every staged output into place, removing the files they supersede
         (see the class docstring for what holds if interrupted), then copy an output
-        staged for '-' or /dev/stdout to its stream."""
+        staged for '-' or /dev/stdout to its stream. Inside one_commit(), this waits
+        for the end of that block, to be committed with the others there."""
+        pending = _PENDING.get()
+        if pending is not None:
+            pending.append(self)
+            return
+        _commit_all([self])
+
+    def _check_moves(self):
+        """What commit checks before it takes the lock."""
         for staged, target, whole_dir in self._moves:
             if not whole_dir and not is_stream_path(target) and os.path.isdir(target) \
                     and not os.path.islink(target):
@@ -407,29 +419,34 @@ class StagedOutput:
                 check_output_path(target, self.root)  # a link may have appeared since
                 refuse_replacing_special(target)
                 _give_usual_modes(staged)
-        folders = [os.path.dirname(t) for _, t, _ in self._moves if not is_stream_path(t)]
-        # An interrupt now would leave a mix of old and new; another run committing the
-        # same files now would mix its files with ours.
-        with signals_deferred(), _commit_lock(folders):
-            if not self.force:  # made by a concurrent run since we looked
-                for staged, target, whole_dir in self._moves:
-                    if not whole_dir and not is_stream_path(target) \
-                            and os.path.lexists(target):
-                        raise exists_error(target)
-            # Superseded files go first: killed outright in between, a file is missing
-            # (an error on read) rather than an old one read in place of the new.
-            for path in self._removals:
-                if os.path.lexists(path) and not os.path.isdir(path):
-                    os.unlink(path)
+
+    def _refuse_raced(self):
+        """Without force: a target made by a concurrent run since we looked."""
+        if not self.force:
             for staged, target, whole_dir in self._moves:
-                if whole_dir:
-                    self._place_directory(staged, target)
-                elif not is_stream_path(target):
-                    os.replace(staged, target)
-            for tmp in self._temps:  # emptied staging directories inside existing targets
-                if os.path.isdir(tmp):
-                    shutil.rmtree(tmp, ignore_errors=True)
+                if not whole_dir and not is_stream_path(target) \
+                        and os.path.lexists(target):
+                    raise exists_error(target)
+
+    def _remove_superseded(self):
+        # Superseded files go first: killed outright in between, a file is missing
+        # (an error on read) rather than an old one read in place of the new.
+        for path in self._removals:
+            if os.path.lexists(path) and not os.path.isdir(path):
+                os.unlink(path)
+
+    def _rename(self):
+        for staged, target, whole_dir in self._moves:
+            if whole_dir:
+                self._place_directory(staged, target)
+            elif not is_stream_path(target):
+                os.replace(staged, target)
+        for tmp in self._temps:  # emptied staging directories inside existing targets
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
         self._made_dirs = []  # they hold the output now
+
+    def _copy_streams(self):
         for staged, target, whole_dir in self._moves:
             if is_stream_path(target):
                 with open(staged, "rb") as f:
@@ -486,6 +503,62 @@ class StagedOutput:
                 exc.filename = self.user_path(exc.filename)
         self.abort()
         return False
+
+
+# The StagedOutputs completed inside one_commit(), committed together at its end.
+_PENDING: ContextVar = ContextVar("mnistconv_pending_commit", default=None)
+
+
+@contextlib.contextmanager
+def one_commit():
+    """Every StagedOutput completed inside this block is committed at its end, with the
+    others, in one step (one lock, signals held back across every rename); if the block
+    fails, every one of them is aborted: an output and its metadata (croissant.json,
+    SHA256SUMS, a card) appear together or not at all. Nested blocks join the outer one.
+
+        with one_commit():
+            files = fmt.write(dataset, "out/")       # staged, not yet in place
+            write_text_output("out/croissant.json", text, force=True)
+    """
+    if _PENDING.get() is not None:
+        yield
+        return
+    pending: list = []
+    token = _PENDING.set(pending)
+    try:
+        yield
+        _commit_all(pending)
+    except BaseException:
+        for out in reversed(pending):  # a later one stages inside folders an earlier made
+            out.abort()
+        raise
+    finally:
+        _PENDING.reset(token)
+
+
+def pending_removals() -> set:
+    """The files the enclosing one_commit() will remove (superseded by its outputs):
+    to be counted as gone already by metadata that lists the folder."""
+    return {path for out in _PENDING.get() or () for path in out._removals}
+
+
+def _commit_all(outputs):
+    """Commit StagedOutputs in one step (see StagedOutput.commit)."""
+    for out in outputs:
+        out._check_moves()
+    folders = [os.path.dirname(t) for out in outputs for _, t, _ in out._moves
+               if not is_stream_path(t)]
+    # An interrupt now would leave a mix of old and new; another run committing the
+    # same files now would mix its files with ours.
+    with signals_deferred(), _commit_lock(folders):
+        for out in outputs:
+            out._refuse_raced()
+        for out in outputs:
+            out._remove_superseded()
+        for out in outputs:
+            out._rename()
+    for out in outputs:
+        out._copy_streams()
 
 
 def _copy_to_stream(f, stream, name):

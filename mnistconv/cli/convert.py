@@ -82,9 +82,15 @@ def sums_are_stale(files) -> bool:
     if not os.path.isfile(target):
         return False
     ours = {os.path.relpath(os.path.abspath(f.path), folder) for f in files}
-    return any(name is not None and (name in ours or
-                                     not os.path.lexists(os.path.join(folder, name)))
+    return any(name is not None and (name in ours or _gone(folder, name))
                for name, _ in _listed(target))
+
+
+def _gone(folder, name) -> bool:
+    """A listed file that is not there, or that the commit under way removes."""
+    from ..staging import pending_removals
+    path = os.path.join(folder, name)
+    return not os.path.lexists(path) or os.path.abspath(path) in pending_removals()
 
 
 def write_sha256sums(files):
@@ -101,8 +107,7 @@ def write_sha256sums(files):
     lines = []
     if os.path.isfile(target):
         for name, line in _listed(target):
-            if name is None or (name not in ours and
-                                os.path.lexists(os.path.join(folder, name))):
+            if name is None or (name not in ours and not _gone(folder, name)):
                 lines.append(line)
     lines += [_sums_line(digest, name) for name, digest in ours.items()]
     with StagedOutput(force=True) as out:
@@ -125,8 +130,8 @@ def _sums_beside(dst, writer) -> bool:
 
 
 def _check_sums_target(dst, writer):
-    """--sha256sums is written after the data is committed: what would make it fail
-    there (SHA256SUMS a directory or a device) is refused before anything is written."""
+    """--sha256sums is committed with the data: what would make it fail there
+    (SHA256SUMS a directory or a device) is refused before anything is written."""
     from ..fileio import refuse_replacing_special
     target = _sums_target(dst, writer)
     if os.path.isdir(target):
@@ -199,9 +204,14 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
         if card_target:  # the card's figures are gathered as the writer reads
             from .. import card
             observed, card_stats = card.observe(dataset)
-        with nullcontext() if shown else unhashed_outputs():
+        from ..staging import one_commit
+        # The data and its SHA256SUMS appear together or not at all.
+        with nullcontext() if shown else unhashed_outputs(), \
+                nullcontext() if "://" in dst else one_commit():
             files = mnistconv.write(observed, dst, writer.name, force=force,
                                     progress=make_progress(quiet), **write_options)
+            sums_path = write_sha256sums(files) if files and (sums or (
+                _sums_beside(dst, writer) and sums_are_stale(files))) else None
         stats = files.stats
         if card_target:
             card_file = _write_card(card_target, dataset, card_stats, files, force,
@@ -210,8 +220,6 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
                                      "options": chosen, "stats": stats})
         if force and dst != "-" and "://" not in dst:
             _drop_plan_record(dst)
-        sums_path = write_sha256sums(files) if files and (sums or (
-            _sums_beside(dst, writer) and sums_are_stale(files))) else None
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
     if as_json:
