@@ -42,6 +42,7 @@ Pixels come back in the stored type (float32 [0, 1] stays so); labels as uint8 w
 they fit, else int32.
 """
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -49,7 +50,7 @@ import re
 
 import numpy as np
 
-from ...errors import FormatError, UsageError, optional_import
+from ...errors import CorruptData, FormatError, MnistconvError, UsageError, optional_import
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     input_entries, open_input, open_staged, sha256_file
 from ... import budget
@@ -230,12 +231,22 @@ def _kind(f):
     return f.dtype.name if f.scale is None else f"uint8 / {f.scale:g} as float"
 
 
+@contextlib.contextmanager
 def _open(path, h5py):
+    """The file open for reading; what HDF5 raises from its damaged structures while
+    it is read (OSError, RuntimeError, ValueError, KeyError) is CorruptData naming it."""
     check_input_file(path)  # confined by _sources; a FIFO swapped in is refused
     try:
-        return h5py.File(path, "r")
+        f = h5py.File(path, "r")
     except OSError as e:
         raise FormatError(path, f"is not a readable HDF5 file ({e})") from None
+    try:
+        with f:
+            yield f
+    except MnistconvError:
+        raise
+    except (OSError, RuntimeError, ValueError, KeyError) as e:
+        raise CorruptData(path, f"HDF5 cannot read it ({e})") from None
 
 
 class Hdf5Split(Split):
