@@ -432,23 +432,24 @@ def sha256_file(path: str, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def output_file_info(path: str, writer: Optional[HashingWriter] = None) -> "OutputFile":
+def output_file_info(path: str, writer: Optional[HashingWriter] = None,
+                     staged: Optional[str] = None) -> "OutputFile":
     """OutputFile for a written file: from the writer's running hash when there is one
-    (sha256 None inside unhashed_outputs())."""
+    (sha256 None inside unhashed_outputs()), else read from `staged`, where the file is
+    until its commit (which one_commit() may hold back), or path."""
     from .records import OutputFile
     if writer is not None:
         return OutputFile(str(path), writer.bytes, writer.sha256())
-    return OutputFile(str(path), os.path.getsize(path),
-                      sha256_file(path) if _HASH_OUTPUTS.get() else None)
+    where = staged or path
+    return OutputFile(str(path), os.path.getsize(where),
+                      sha256_file(where) if _HASH_OUTPUTS.get() else None)
 
 
 def write_text_output(path: str, text: str, force: bool = False) -> "OutputFile":
     """A small text output (a card, croissant.json) written whole: staged and renamed,
     refused over an existing file without force. Its OutputFile."""
-    from dataclasses import replace
     with StagedOutput(force) as out:
         staged = out.file(path)
         with open(staged, "w", encoding="utf-8") as f:
             f.write(text)
-        info = output_file_info(staged)
-    return replace(info, path=str(path))
+        return output_file_info(path, staged=staged)

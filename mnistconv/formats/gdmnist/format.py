@@ -523,4 +523,5 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
             written.append((os.path.join(path, names[name]), gz_hash or bin_hash))
         if class_names:  # listed last, as IDX lists it
             written.append((os.path.join(path, classes.sidecar_name()), None))
-    return [output_file_info(p, w) for p, w in written]
+        return [output_file_info(p, w, os.path.join(stage, os.path.basename(p)))
+                for p, w in written]

@@ -507,8 +507,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
                                     gzip_level)
         if class_names:
             written.append(_Written(os.path.join(stage, classes.sidecar_name()), None))
-    return [output_file_info(os.path.join(path, os.path.basename(f.path)), f.writer)
-            for f in written]
+        return [output_file_info(os.path.join(path, os.path.basename(f.path)), f.writer,
+                                 f.path) for f in written]
 
 
 class _Written:
