@@ -227,13 +227,13 @@ def input_files(dataset):
 
 def file_rows(paths, hash_file, known=None):
     """Rows (path, bytes, sha256) of at most MAX_FILES_LISTED files, and the number and
-    bytes of the rest. known: {path: sha256} already computed."""
+    bytes of the rest. known: {path: (bytes, sha256)} a write already recorded (its
+    files may not be in place yet: one_commit() commits them with the card)."""
     rows, more, more_bytes = [], 0, 0
     for path in paths:
-        size = os.path.getsize(path)
+        size, digest = (known or {}).get(path) or (os.path.getsize(path), None)
         if len(rows) < MAX_FILES_LISTED:
-            digest = (known or {}).get(path) or hash_file(path)
-            rows.append((path, size, digest))
+            rows.append((path, size, digest or hash_file(path)))
         else:
             more, more_bytes = more + 1, more_bytes + size
     return rows, more, more_bytes
@@ -242,7 +242,7 @@ def file_rows(paths, hash_file, known=None):
 def output_files(result):
     """The rows of a WriteResult's files (hashing those written unhashed)."""
     from .fileio import sha256_file
-    known = {f.path: f.sha256 for f in result.files if f.sha256}
+    known = {f.path: (f.bytes, f.sha256) for f in result.files}
     return file_rows([f.path for f in result.files], sha256_file, known)
 
 

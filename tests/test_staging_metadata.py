@@ -71,19 +71,23 @@ def test_a_failed_croissant_json_leaves_no_new_output(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_failed_sha256sums_leaves_the_earlier_set_untouched(tmp_path, monkeypatch,
-                                                              capsys):
+@pytest.mark.parametrize("failing", ["mnistconv.cli.convert._sums_line",
+                                     "mnistconv.card.render_card"])
+def test_a_failed_sha256sums_or_card_leaves_the_earlier_set_untouched(
+        tmp_path, monkeypatch, capsys, failing):
     out = tmp_path / "out"
     np.savez(tmp_path / "s.npz", x_train=small_digits(40)[0], y_train=small_digits(40)[1])
-    base = ["convert", tmp_path / "s.npz", out / "m.tfrecord", "-q", "--sha256sums"]
+    base = ["convert", tmp_path / "s.npz", out / "m.tfrecord", "-q", "--sha256sums",
+            "--card"]
     assert run_main(capsys, *base, "--shards", "4")[0] == 0
     before = tree(out)
+    assert len(before) == 6  # four shards, SHA256SUMS, the card
 
-    def sums_line(digest, name):
-        raise no_space(out / "SHA256SUMS")
-    monkeypatch.setattr("mnistconv.cli.convert._sums_line", sums_line)
+    def fail(*args, **kwargs):
+        raise no_space(out / "metadata")
+    monkeypatch.setattr(failing, fail)
     code, _, err = run_main(capsys, *base, "--shards", "2", "--force")
-    assert (code, err.count("\n")) == (1, 1) and err.startswith(f"Error: {out}/SHA256SUMS: ")
+    assert (code, err.count("\n")) == (1, 1) and err.startswith(f"Error: {out}/metadata: ")
     assert tree(out) == before
 
 

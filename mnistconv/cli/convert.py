@@ -205,19 +205,19 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
             from .. import card
             observed, card_stats = card.observe(dataset)
         from ..staging import one_commit
-        # The data and its SHA256SUMS appear together or not at all.
+        # The data, its SHA256SUMS and its card appear together or not at all.
         with nullcontext() if shown else unhashed_outputs(), \
                 nullcontext() if "://" in dst else one_commit():
             files = mnistconv.write(observed, dst, writer.name, force=force,
                                     progress=make_progress(quiet), **write_options)
+            stats = files.stats
             sums_path = write_sha256sums(files) if files and (sums or (
                 _sums_beside(dst, writer) and sums_are_stale(files))) else None
-        stats = files.stats
-        if card_target:
-            card_file = _write_card(card_target, dataset, card_stats, files, force,
-                                    {"input": src, "input_format": reader.name,
-                                     "output": dst, "output_format": writer.name,
-                                     "options": chosen, "stats": stats})
+            if card_target:
+                card_file = _write_card(card_target, dataset, card_stats, files, force,
+                                        {"input": src, "input_format": reader.name,
+                                         "output": dst, "output_format": writer.name,
+                                         "options": chosen, "stats": stats})
         if force and dst != "-" and "://" not in dst:
             _drop_plan_record(dst)
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
