@@ -113,6 +113,15 @@ def test_force_leaves_exactly_the_new_set(tmp_path, capsys):
     assert sorted(d["contentUrl"] for d in doc["distribution"]) == new[:2]
 
 
+def test_force_without_card_removes_the_earlier_card(tmp_path, capsys):
+    np.savez(tmp_path / "s.npz", x_train=small_digits(20)[0], y_train=small_digits(20)[1])
+    base = ["convert", tmp_path / "s.npz", tmp_path / "m.npz", "-q"]
+    assert run_main(capsys, *base, "--card")[0] == 0
+    assert (tmp_path / "m.npz.card.html").is_file()
+    assert run_main(capsys, *base, "--limit", "5", "--force")[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.npz", "s.npz"]
+
+
 def test_sha256sums_beside_a_new_directory_output(tmp_path, capsys):
     """SHA256SUMS staged inside a directory output that did not exist: the directory
     appears once, with the data and the sums in it."""

@@ -218,6 +218,8 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
                                         {"input": src, "input_format": reader.name,
                                          "output": dst, "output_format": writer.name,
                                          "options": chosen, "stats": stats})
+            elif force and dst != "-" and "://" not in dst:
+                _drop_earlier_card(dst)
         if force and dst != "-" and "://" not in dst:
             _drop_plan_record(dst)
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
@@ -268,6 +270,17 @@ def _write_card(target, dataset, stats, files, force, conversion):
     html = card.render_card(stats, conversion["output"], card.output_files(files),
                             dataset, conversion)
     return write_text_output(target, html, force)
+
+
+def _drop_earlier_card(dst):
+    """--force without --card: the card of the earlier output of that name describes
+    data that is gone, so it goes with it, in the same commit."""
+    from ..card import card_path
+    from ..staging import StagedOutput
+    target = card_path(dst)
+    if os.path.isfile(target) and not os.path.islink(target):
+        with StagedOutput(force=True) as out:
+            out.supersede(target)
 
 
 def _list_outputs(src, dst, from_name, to_name, values, as_json, sums, card):
