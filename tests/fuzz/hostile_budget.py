@@ -36,6 +36,16 @@ def _commands(rng):
     return (rng.choice(VIEWS),) if rng.random() < 0.7 else (rng.choice(COMMANDS),)
 
 
+def _expected(commands, too_large, fewest):
+    """Exit codes for images over the size limit (1) or within it (0), run through
+    `commands`: the per-class view asks for 3 of each class, a usage error (2) where a
+    class has fewer, which may come before the size check."""
+    short = "per-class" in commands and fewest < 3
+    if too_large:
+        return (1, 2) if short else (1,)
+    return (2,) if short else (0,)
+
+
 def budget_idx(rng, work, top):
     """QMNIST labels in .xz at, under and over the expansion rule; or valid IDX images
     near the size limit."""
@@ -48,10 +58,11 @@ def budget_idx(rng, work, top):
         expect = (1,) if examples * 32 > allowed_bytes(xz) else None
         return Case(path, f"QMNIST xz labels of {examples} examples", expect,
                     commands=_commands(rng))
-    side = rng.choice([512, 2048, 4096, 4097])
-    path = bombs.idx_of_large_images(folder, count=rng.choice([1, 2, 3]), side=side)
-    return Case(path, f"IDX of {side}x{side} images", (1,) if side > 4096 else (0,),
-                commands=_commands(rng))
+    side, count, commands = rng.choice([512, 2048, 4096, 4097]), rng.choice([1, 2, 3]), \
+        _commands(rng)
+    path = bombs.idx_of_large_images(folder, count=count, side=side)
+    return Case(path, f"IDX of {count} {side}x{side} images",
+                _expected(commands, side > 4096, count), commands=commands)
 
 
 def budget_gdmnist(rng, work, top):
@@ -91,22 +102,27 @@ def budget_webdataset(rng, work, top):
     side = rng.choice([1024, 4096, 4097, 9400])
     count = rng.choice([1, 3, 10])
     path = bombs.tar_of_large_pngs(_folder(work), count, side)
+    commands = _commands(rng)
     return Case(path, f"WebDataset tar of {count} {side}x{side} zero PNGs",
-                (1,) if side > 4096 else (0,), commands=_commands(rng))
+                _expected(commands, side > 4096, count), commands=commands)
 
 
 def budget_imagefolder(rng, work, top):
     side = rng.choice([1024, 4096, 4097, 9400])
     root = os.path.join(_folder(work), "images")
     png = bombs.png_of_zeros(side, side)
+    fewest = 3
     for split in ("train",):
         for label in ("0", "1"):
             os.makedirs(os.path.join(root, split, label))
-            for i in range(rng.choice([1, 3])):
+            count = rng.choice([1, 3])
+            fewest = min(fewest, count)
+            for i in range(count):
                 with open(os.path.join(root, split, label, f"{i}.png"), "wb") as f:
                     f.write(png)
+    commands = _commands(rng)
     return Case(root, f"ImageFolder of {side}x{side} zero PNGs",
-                (1,) if side > 4096 else (0,), commands=_commands(rng))
+                _expected(commands, side > 4096, fewest), commands=commands)
 
 
 FAMILIES = {"budget": {
