@@ -428,14 +428,13 @@ class StagedOutput:
                         and os.path.lexists(target):
                     raise exists_error(target)
 
-    def _remove_superseded(self):
+    def _place(self):
+        """Under the lock: remove what the output supersedes, rename it into place."""
         # Superseded files go first: killed outright in between, a file is missing
         # (an error on read) rather than an old one read in place of the new.
         for path in self._removals:
             if os.path.lexists(path) and not os.path.isdir(path):
                 os.unlink(path)
-
-    def _rename(self):
         for staged, target, whole_dir in self._moves:
             if whole_dir:
                 self._place_directory(staged, target)
@@ -554,9 +553,7 @@ def _commit_all(outputs):
         for out in outputs:
             out._refuse_raced()
         for out in outputs:
-            out._remove_superseded()
-        for out in outputs:
-            out._rename()
+            out._place()
     for out in outputs:
         out._copy_streams()
 
