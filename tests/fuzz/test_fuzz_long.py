@@ -219,6 +219,7 @@ def test_hostile_inputs(fmt, fuzz_cases, pool, run_id):
                                 for r in failures)
     peak = max((r["peak_mb"] or 0) for r in results)
     slowest = max((r["seconds"] or 0) for r in results)
+    print(f"{fmt}: {n} cases, {len(failures)} failed, peak {peak} MB, slowest {slowest} s")
     assert not failures, (
         f"{len(failures)} of {n} hostile {fmt} inputs misbehaved "
         f"({', '.join(f'{f}/{k}: {c}' for (f, k), c in kinds.items())}); "
