@@ -347,17 +347,16 @@ def test_write_failing_half_way(fmt_name, error, tmp_path, monkeypatch, capsys):
 
 
 def _largest_output_file(fmt_name, work):
-    """The size of the largest data file the test's conversion writes, written aside.
-    (Not croissant.json: it is written after the data is committed, like SHA256SUMS, so
-    a failure there cannot leave the earlier output whole; the safety page says so.)"""
+    """The size of the largest file the test's conversion writes, written aside (for
+    an ImageFolder tree its croissant.json, committed with the data: cut, it leaves the
+    earlier output whole like any other file)."""
     aside = work / "aside"
     result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
                              str(aside / output_name(fmt_name)), "-q", "--split", "train"]
                             + writer_args(fmt_name, slow=False), capture_output=True,
                             env=cli_env(work / "tmp"))
     assert result.returncode == 0, result.stderr.decode()
-    size = max(p.stat().st_size for p in aside.rglob("*")
-               if p.is_file() and p.name != "croissant.json")
+    size = max(p.stat().st_size for p in aside.rglob("*") if p.is_file())
     shutil.rmtree(aside)
     return size
 
