@@ -509,7 +509,7 @@ _PENDING: ContextVar = ContextVar("mnistconv_pending_commit", default=None)
 
 
 @contextlib.contextmanager
-def one_commit():
+def one_commit() -> Iterator[None]:
     """Every StagedOutput completed inside this block is committed at its end, with the
     others, in one step (one lock, signals held back across every rename); if the block
     fails, every one of them is aborted: an output and its metadata (croissant.json,
@@ -541,7 +541,7 @@ def pending_removals() -> set:
     return {path for out in _PENDING.get() or () for path in out._removals}
 
 
-def _commit_all(outputs):
+def _commit_all(outputs: list) -> None:
     """Commit StagedOutputs in one step (see StagedOutput.commit)."""
     for out in outputs:
         out._check_moves()
