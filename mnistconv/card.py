@@ -156,10 +156,15 @@ class _Observed(Split):
         self.base, self.stats = base, stats
 
     def batches(self, batch_size=DEFAULT_BATCH):
+        from concurrent.futures import ThreadPoolExecutor
         self.stats.reset()
-        for batch in self.base.batches(batch_size):
-            self.stats.add(batch.images, batch.labels)
-            yield batch
+        # Counted on a thread of its own while the writer works on the same batch
+        # (numpy releases the GIL); the next batch is read only once this one is counted.
+        with ThreadPoolExecutor(1, thread_name_prefix="mnistconv-card") as counting:
+            for batch in self.base.batches(batch_size):
+                counted = counting.submit(self.stats.add, batch.images, batch.labels)
+                yield batch
+                counted.result()
 
     def labels(self):
         return self.base.labels()
