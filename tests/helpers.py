@@ -8,6 +8,8 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +43,42 @@ def mnist_gz_arrays(folder):
 
 
 def run(*args, stdin=None, env=None, cwd=None):
-    """Run `python -m mnistconv ARGS` as users do; returns the CompletedProcess."""
+    """Run the command line on ARGS in this process, through the entry point
+    `python -m mnistconv` calls (mnistconv.cli.main: its signal handling, one-line
+    errors and exit codes), with click's stdin/stdout/stderr isolation; returns a
+    CompletedProcess (bytes stdout and stderr). An exception main() lets through ends
+    as it would in a process: its traceback on stderr, exit code 1. Tests that need a
+    real process (signals, SIGPIPE, limits, a fresh interpreter) use run_process."""
+    from click.testing import CliRunner
+
+    from mnistconv.cli import main
+    code = 0
+    previous, tempdir = os.getcwd(), tempfile.tempdir
+    with CliRunner().isolation(input=stdin, env=env) as (out, err, _):
+        try:
+            tempfile.tempdir = None  # a TMPDIR in env applies, as in a new process
+            if cwd is not None:
+                os.chdir(cwd)
+            main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if e.code is not None and not isinstance(e.code, int):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        finally:
+            os.chdir(previous)
+            tempfile.tempdir = tempdir
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(),
+                                           err.getvalue())
+
+
+def run_process(*args, stdin=None, env=None, cwd=None):
+    """Run `python -m mnistconv ARGS` as users do, in a new process; returns the
+    CompletedProcess."""
     full_env = dict(os.environ, **(env or {}))
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],
