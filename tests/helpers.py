@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,9 @@ def run(*args, stdin=None, env=None, cwd=None):
     from mnistconv.cli import main
     code = 0
     previous, tempdir = os.getcwd(), tempfile.tempdir
-    with CliRunner().isolation(input=stdin, env=env) as (out, err, _):
+    with CliRunner().isolation(input=stdin, env=env) as (out, err, _), \
+            warnings.catch_warnings():
+        _warn_as_a_process_does()
         try:
             tempfile.tempdir = None  # a TMPDIR in env applies, as in a new process
             if cwd is not None:
@@ -74,6 +77,20 @@ def run(*args, stdin=None, env=None, cwd=None):
             sys.stderr.flush()
         return subprocess.CompletedProcess(list(args), code, out.getvalue(),
                                            err.getvalue())
+
+
+def _warn_as_a_process_does():
+    """Python's default warning filters, printing to the (isolated) stderr: a warning
+    the command lets out shows in its stderr as it would in a process, not in pytest's
+    record."""
+    warnings.resetwarnings()
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                     ResourceWarning):
+        warnings.simplefilter("ignore", category)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+    warnings.showwarning = show
 
 
 def run_process(*args, stdin=None, env=None, cwd=None):
