@@ -91,7 +91,7 @@ EXTRA_OF_MODULE = {
     "webdataset": "test-pytorch", "datasets": "test-parquet", "huggingface_hub":
     "test-parquet", "pyarrow": "parquet", "apache_beam": "beam", "lmdb": "caffe",
     "h5py": "caffe", "fsspec": "remote", "s3fs": "remote", "gcsfs": "remote",
-    "aiohttp": "remote", "moto": "test-remote", "boto3": "test-remote",
+    "aiohttp": "remote", "moto": "test-remote", "boto3": "test-remote", "mkdocs": "docs",
 }
 _NOT_IMPORTED = re.compile(r"could not import '([\w.]+)'")
 # mnistconv's own MissingDependency line (errors.py), from a test's exception or from
