@@ -92,8 +92,11 @@ EXTRA_OF_MODULE = {
     "test-parquet", "pyarrow": "parquet", "apache_beam": "beam", "lmdb": "caffe",
     "h5py": "caffe", "fsspec": "remote", "s3fs": "remote", "gcsfs": "remote",
     "aiohttp": "remote", "moto": "test-remote", "boto3": "test-remote", "mkdocs": "docs",
+    "mlcroissant": "test-croissant", "tfrecord": "test-tfrecord-index",
 }
 _NOT_IMPORTED = re.compile(r"could not import '([\w.]+)'")
+# A test's own skip naming the modules it lacks ("... needs tensorflow, torch; ...").
+_NEEDS = re.compile(r"\bneeds ([\w.]+(?:, [\w.]+)*)")
 # mnistconv's own MissingDependency line (errors.py), from a test's exception or from
 # the stderr of a command the test ran.
 _MISSING = re.compile(r"needs the Python package '([\w.-]+)'; install it with: "
@@ -161,10 +164,13 @@ def pytest_make_collect_report(collector):
 
 
 def _name_the_extra(report):
-    """'could not import X' gets the extra that installs X."""
+    """'could not import X' or 'needs X, Y' gets the extras that install them."""
     if report.skipped and isinstance(report.longrepr, tuple):
         path, line, reason = report.longrepr
-        found = _NOT_IMPORTED.search(reason)
-        extra = found and EXTRA_OF_MODULE.get(found.group(1).split(".")[0])
-        if extra:
-            report.longrepr = (path, line, f"{reason}; pip install 'mnistconv[{extra}]'")
+        found = _NOT_IMPORTED.search(reason) or _NEEDS.search(reason)
+        modules = found.group(1).split(", ") if found else []
+        extras = sorted({EXTRA_OF_MODULE[m.split(".")[0]] for m in modules
+                         if m.split(".")[0] in EXTRA_OF_MODULE})
+        if extras and "pip install" not in reason:
+            report.longrepr = (path, line,
+                               f"{reason}; pip install 'mnistconv[{','.join(extras)}]'")
