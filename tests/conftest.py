@@ -2,6 +2,7 @@
 `make check` leaves out, and skips that fail in CI but name the extra to install
 elsewhere. The helpers the tests call live in helpers.py."""
 
+import importlib.util
 import os
 import re
 import signal
@@ -110,6 +111,11 @@ def _missing_dependency(report, call):
     text = str(report.longrepr)
     if call.excinfo is not None and isinstance(call.excinfo.value, MissingDependency):
         text = str(call.excinfo.value)
+    if call.excinfo is not None and isinstance(call.excinfo.value, ModuleNotFoundError):
+        # A test's own `import pyarrow` of a module an extra installs, not installed.
+        name = (call.excinfo.value.name or "").split(".")[0]
+        if name in EXTRA_OF_MODULE and importlib.util.find_spec(name) is None:
+            return f"needs {name}: pip install 'mnistconv[{EXTRA_OF_MODULE[name]}]'"
     found = _MISSING.search(text)
     if found is None:
         return None
@@ -117,7 +123,6 @@ def _missing_dependency(report, call):
     module = {"pillow": "PIL", "google-crc32c": "google_crc32c", "protobuf": "google.protobuf",
               "array-record": "array_record", "apache-beam": "apache_beam"}.get(
                   package, package.replace("-", "_"))
-    import importlib.util
     try:
         if importlib.util.find_spec(module) is not None:
             return None  # installed: the failure is real
