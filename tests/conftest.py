@@ -54,12 +54,23 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+# Files whose module-scoped fixtures take seconds (a docs site build, reference
+# conversions): under `make test` (pytest-xdist, --dist loadgroup) one worker runs each
+# whole, so the fixture is built once, not once per worker.
+ONE_WORKER_FILES = frozenset({"test_docs_site.py", "test_browser.py", "test_plan.py",
+                              "test_plan_tfds_webdataset.py", "test_pack.py",
+                              "test_tfrecord_tensorflow.py"})
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark each test `process` and/or `client` from what its code refers to."""
     classifier = marks.Classifier()
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         for feature in sorted(marks.features(item, classifier)):
             item.add_marker(feature)
+        if grouped and item.path.name in ONE_WORKER_FILES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture(scope="session")
