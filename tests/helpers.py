@@ -49,7 +49,9 @@ def run(*args, stdin=None, env=None, cwd=None):
     errors and exit codes), with click's stdin/stdout/stderr isolation; returns a
     CompletedProcess (bytes stdout and stderr). An exception main() lets through ends
     as it would in a process: its traceback on stderr, exit code 1. Tests that need a
-    real process (signals, SIGPIPE, limits, a fresh interpreter) use run_process."""
+    real process (signals, SIGPIPE, limits, a fresh interpreter) use run_process.
+    (Its CompletedProcess makes tests/marks.py mark its callers `process`: whole
+    conversions, which `make check` leaves to `make test` to stay within its minute.)"""
     from click.testing import CliRunner
 
     from mnistconv.cli import main
