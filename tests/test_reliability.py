@@ -463,6 +463,7 @@ def peak_rss_mb(args, env):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # minutes of work each, sharing two cores with another worker
 @pytest.mark.parametrize("fmt_name", WRITERS)
 def test_memory_stays_bounded_on_200000_images(fmt_name, input_200k, tmp_path):
     target = tmp_path / output_name(fmt_name)
