@@ -3,6 +3,7 @@ generated IDX data, and running the command line, as a subprocess (run) or in-pr
 (run_main). Test modules import these from here; conftest.py holds the fixtures and
 hooks (and still re-exports these names for modules that import them from conftest)."""
 
+import copy
 import gzip
 import hashlib
 import os
@@ -60,6 +61,7 @@ def run(*args, stdin=None, env=None, cwd=None):
     with CliRunner().isolation(input=stdin, env=env) as (out, err, _), \
             warnings.catch_warnings():
         _warn_as_a_process_does()
+        fsspec_conf = _fsspec_env_applied()
         try:
             tempfile.tempdir = None  # a TMPDIR in env applies, as in a new process
             if cwd is not None:
@@ -75,10 +77,25 @@ def run(*args, stdin=None, env=None, cwd=None):
         finally:
             os.chdir(previous)
             tempfile.tempdir = tempdir
+            if fsspec_conf is not None:
+                fsspec_conf[0].clear()
+                fsspec_conf[0].update(fsspec_conf[1])
             sys.stdout.flush()
             sys.stderr.flush()
         return subprocess.CompletedProcess(list(args), code, out.getvalue(),
                                            err.getvalue())
+
+
+def _fsspec_env_applied():
+    """fsspec reads its FSSPEC_* variables (an S3 endpoint) once, when imported: apply
+    the ones in os.environ now, as a new process would see them; returns (its config,
+    a copy to restore), or None where fsspec is not imported yet."""
+    config = sys.modules.get("fsspec.config")
+    if config is None:
+        return None
+    saved = copy.deepcopy(config.conf)
+    config.set_conf_env(config.conf, os.environ)
+    return config.conf, saved
 
 
 def _warn_as_a_process_does():
