@@ -65,6 +65,7 @@ install-docs: $(VENV)/.installed-docs
 system-test-deps:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium (apt-get) for the browser tests" >&2; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "install Chromium for the browser test" >&2; fi; }
 
@@ -88,11 +89,13 @@ check: install-check
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -n 2 -m "$(CHECK_MARKS)"
 
-# PYTEST_ARGS: e.g. "-n 2 --dist loadfile" (pytest-xdist) or "-m 'not slow'".
+# Two workers (pytest-xdist); loadgroup keeps a file whose fixture is costly (a docs
+# build, a reference conversion) on one worker (tests/conftest.py names them).
+# PYTEST_ARGS come after, e.g. "-n 0" (one process) or "-m 'not slow'".
 PYTEST_ARGS ?=
 test: install-test system-test-deps
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 # Peak memory comes from GNU time (`/usr/bin/time -v`), Debian's package `time`.
 bench: install-test

@@ -2,6 +2,7 @@
 `make check` leaves out, and skips that fail in CI but name the extra to install
 elsewhere. The helpers the tests call live in helpers.py."""
 
+import importlib.util
 import os
 import re
 import signal
@@ -53,12 +54,23 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+# Files whose module-scoped fixtures take seconds (a docs site build, reference
+# conversions): under `make test` (pytest-xdist, --dist loadgroup) one worker runs each
+# whole, so the fixture is built once, not once per worker.
+ONE_WORKER_FILES = frozenset({"test_docs_site.py", "test_browser.py", "test_plan.py",
+                              "test_plan_tfds_webdataset.py", "test_pack.py",
+                              "test_tfrecord_tensorflow.py"})
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark each test `process` and/or `client` from what its code refers to."""
     classifier = marks.Classifier()
+    grouped = config.pluginmanager.hasplugin("xdist")
     for item in items:
         for feature in sorted(marks.features(item, classifier)):
             item.add_marker(feature)
+        if grouped and item.path.name in ONE_WORKER_FILES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 @pytest.fixture(scope="session")
@@ -91,9 +103,12 @@ EXTRA_OF_MODULE = {
     "webdataset": "test-pytorch", "datasets": "test-parquet", "huggingface_hub":
     "test-parquet", "pyarrow": "parquet", "apache_beam": "beam", "lmdb": "caffe",
     "h5py": "caffe", "fsspec": "remote", "s3fs": "remote", "gcsfs": "remote",
-    "aiohttp": "remote", "moto": "test-remote", "boto3": "test-remote",
+    "aiohttp": "remote", "moto": "test-remote", "boto3": "test-remote", "mkdocs": "docs",
+    "mlcroissant": "test-croissant", "tfrecord": "test-tfrecord-index",
 }
 _NOT_IMPORTED = re.compile(r"could not import '([\w.]+)'")
+# A test's own skip naming the modules it lacks ("... needs tensorflow, torch; ...").
+_NEEDS = re.compile(r"\bneeds ([\w.]+(?:, [\w.]+)*)")
 # mnistconv's own MissingDependency line (errors.py), from a test's exception or from
 # the stderr of a command the test ran.
 _MISSING = re.compile(r"needs the Python package '([\w.-]+)'; install it with: "
@@ -107,6 +122,11 @@ def _missing_dependency(report, call):
     text = str(report.longrepr)
     if call.excinfo is not None and isinstance(call.excinfo.value, MissingDependency):
         text = str(call.excinfo.value)
+    if call.excinfo is not None and isinstance(call.excinfo.value, ModuleNotFoundError):
+        # A test's own `import pyarrow` of a module an extra installs, not installed.
+        name = (call.excinfo.value.name or "").split(".")[0]
+        if name in EXTRA_OF_MODULE and importlib.util.find_spec(name) is None:
+            return f"needs {name}: pip install 'mnistconv[{EXTRA_OF_MODULE[name]}]'"
     found = _MISSING.search(text)
     if found is None:
         return None
@@ -114,7 +134,6 @@ def _missing_dependency(report, call):
     module = {"pillow": "PIL", "google-crc32c": "google_crc32c", "protobuf": "google.protobuf",
               "array-record": "array_record", "apache-beam": "apache_beam"}.get(
                   package, package.replace("-", "_"))
-    import importlib.util
     try:
         if importlib.util.find_spec(module) is not None:
             return None  # installed: the failure is real
@@ -161,10 +180,13 @@ def pytest_make_collect_report(collector):
 
 
 def _name_the_extra(report):
-    """'could not import X' gets the extra that installs X."""
+    """'could not import X' or 'needs X, Y' gets the extras that install them."""
     if report.skipped and isinstance(report.longrepr, tuple):
         path, line, reason = report.longrepr
-        found = _NOT_IMPORTED.search(reason)
-        extra = found and EXTRA_OF_MODULE.get(found.group(1).split(".")[0])
-        if extra:
-            report.longrepr = (path, line, f"{reason}; pip install 'mnistconv[{extra}]'")
+        found = _NOT_IMPORTED.search(reason) or _NEEDS.search(reason)
+        modules = found.group(1).split(", ") if found else []
+        extras = sorted({EXTRA_OF_MODULE[m.split(".")[0]] for m in modules
+                         if m.split(".")[0] in EXTRA_OF_MODULE})
+        if extras and "pip install" not in reason:
+            report.longrepr = (path, line,
+                               f"{reason}; pip install 'mnistconv[{','.join(extras)}]'")

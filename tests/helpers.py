@@ -3,11 +3,15 @@ generated IDX data, and running the command line, as a subprocess (run) or in-pr
 (run_main). Test modules import these from here; conftest.py holds the fixtures and
 hooks (and still re-exports these names for modules that import them from conftest)."""
 
+import copy
 import gzip
 import hashlib
 import os
 import subprocess
 import sys
+import tempfile
+import traceback
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +45,76 @@ def mnist_gz_arrays(folder):
 
 
 def run(*args, stdin=None, env=None, cwd=None):
-    """Run `python -m mnistconv ARGS` as users do; returns the CompletedProcess."""
+    """Run the command line on ARGS in this process, through the entry point
+    `python -m mnistconv` calls (mnistconv.cli.main: its signal handling, one-line
+    errors and exit codes), with click's stdin/stdout/stderr isolation; returns a
+    CompletedProcess (bytes stdout and stderr). An exception main() lets through ends
+    as it would in a process: its traceback on stderr, exit code 1. Tests that need a
+    real process (signals, SIGPIPE, limits, a fresh interpreter) use run_process.
+    (Its CompletedProcess makes tests/marks.py mark its callers `process`: whole
+    conversions, which `make check` leaves to `make test` to stay within its minute.)"""
+    from click.testing import CliRunner
+
+    from mnistconv.cli import main
+    code = 0
+    previous, tempdir = os.getcwd(), tempfile.tempdir
+    with CliRunner().isolation(input=stdin, env=env) as (out, err, _), \
+            warnings.catch_warnings():
+        _warn_as_a_process_does()
+        fsspec_conf = _fsspec_env_applied()
+        try:
+            tempfile.tempdir = None  # a TMPDIR in env applies, as in a new process
+            if cwd is not None:
+                os.chdir(cwd)
+            main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if e.code is not None and not isinstance(e.code, int):
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc(file=sys.stderr)
+            code = 1
+        finally:
+            os.chdir(previous)
+            tempfile.tempdir = tempdir
+            if fsspec_conf is not None:
+                fsspec_conf[0].clear()
+                fsspec_conf[0].update(fsspec_conf[1])
+            sys.stdout.flush()
+            sys.stderr.flush()
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(),
+                                           err.getvalue())
+
+
+def _fsspec_env_applied():
+    """fsspec reads its FSSPEC_* variables (an S3 endpoint) once, when imported: apply
+    the ones in os.environ now, as a new process would see them; returns (its config,
+    a copy to restore), or None where fsspec is not imported yet."""
+    config = sys.modules.get("fsspec.config")
+    if config is None:
+        return None
+    saved = copy.deepcopy(config.conf)
+    config.set_conf_env(config.conf, os.environ)
+    return config.conf, saved
+
+
+def _warn_as_a_process_does():
+    """Python's default warning filters, printing to the (isolated) stderr: a warning
+    the command lets out shows in its stderr as it would in a process, not in pytest's
+    record."""
+    warnings.resetwarnings()
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                     ResourceWarning):
+        warnings.simplefilter("ignore", category)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+    warnings.showwarning = show
+
+
+def run_process(*args, stdin=None, env=None, cwd=None):
+    """Run `python -m mnistconv ARGS` as users do, in a new process; returns the
+    CompletedProcess."""
     full_env = dict(os.environ, **(env or {}))
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "mnistconv", *map(str, args)],

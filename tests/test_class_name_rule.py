@@ -59,7 +59,7 @@ def test_names_written_are_the_names_read(fmt, tmp_path):
 # --- readers: a file from elsewhere holding a name the rule refuses -------------------
 
 def _parquet(tmp_path, name):
-    import pyarrow.parquet as pq
+    pq = pytest.importorskip("pyarrow.parquet")
     mnistconv.write(dataset(("zero", "one")), tmp_path / "p/", "parquet")
     path = next((tmp_path / "p").rglob("*.parquet"))
     table = pq.read_table(path)
@@ -163,8 +163,8 @@ def test_tfds_labels_with_a_control_character_are_refused(tmp_path, capsys):
 
 
 def test_parquet_uint64_label_past_int64_is_refused(tmp_path, capsys):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
     mnistconv.write(dataset(("zero", "one")), tmp_path / "p/", "parquet")
     path = next((tmp_path / "p").rglob("*.parquet"))
     table = pq.read_table(path)

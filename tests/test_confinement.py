@@ -16,8 +16,6 @@ import os
 import shutil
 import signal
 import stat
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -25,7 +23,7 @@ import pytest
 import mnistconv
 from mnistconv import registry
 from mnistconv.errors import FormatError, MnistconvError, UsageError
-from helpers import REPO
+from helpers import REPO, run
 
 # Every writer whose output is a tree of several files (npz is one file, no tree).
 TREE_WRITERS = [w.name for w in registry.writers() if w.can_read and w.name != "npz"]
@@ -129,9 +127,7 @@ def test_imagefolder_class_folder_out_of_the_tree_is_one_line_exit_2(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     shutil.move(str(root / "train" / "1"), str(elsewhere))
     os.symlink("../../elsewhere", root / "train" / "1")
-    result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(root),
-                             str(tmp_path / "out.npz")], capture_output=True, cwd=tmp_path,
-                            env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=60)
+    result = run("convert", root, tmp_path / "out.npz", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.decode() == (
         f"Error: {root}/train/1: leads outside {root} (a symlink or '..'); mnistconv "
@@ -285,11 +281,8 @@ def test_imagefolder_force_with_a_linked_class_folder_leaves_the_victim(tmp_path
     (victim / "keep.png").write_bytes(b"mine")
     shutil.rmtree(root / "train" / "2")
     os.symlink("../../victim", root / "train" / "2")
-    result = subprocess.run([sys.executable, "-m", "mnistconv", "convert",
-                             str(REPO / "examples" / "data" / "mnist-sample"), "tree",
-                             "--to", "imagefolder", "--force"], capture_output=True,
-                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)),
-                            timeout=120)
+    result = run("convert", REPO / "examples" / "data" / "mnist-sample", "tree",
+                 "--to", "imagefolder", "--force", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.decode() == (
         "Error: tree/train/2: is a symlink inside the output; mnistconv never writes "

@@ -14,7 +14,7 @@ import sys
 import click
 import pytest
 
-from helpers import REPO
+from helpers import REPO, run
 from mnistconv import registry
 from mnistconv.cli import COMMANDS, cli
 
@@ -93,8 +93,8 @@ def _takes(option):
 
 
 def test_every_format_has_a_page_with_every_option(site):
-    listed = subprocess.run([sys.executable, "-m", "mnistconv", "formats", "--json"],
-                            capture_output=True, text=True, check=True)
+    listed = run("formats", "--json")
+    listed.check_returncode()
     import json
     names = [row["name"] for row in json.loads(listed.stdout)]
     assert names == list(registry.FORMATS)

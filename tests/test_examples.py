@@ -76,6 +76,9 @@ def sample():
 @pytest.fixture
 def examples(tmp_path):
     """A copy of examples/ without anything an earlier run left in it."""
+    if not MNISTCONV.exists():  # python run from outside a venv holding mnistconv
+        pytest.skip(f"needs the mnistconv program beside {sys.executable}: "
+                    "pip install -e '.[test]' in that venv")
     copy = tmp_path / "examples"
     shutil.copytree(EXAMPLES, copy, ignore=shutil.ignore_patterns(
         "out", "downloads", "pipeline-out", "__pycache__"))

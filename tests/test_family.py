@@ -460,7 +460,7 @@ def _torchvision():
         import torch  # noqa: F401
         from torchvision import datasets
     except Exception:
-        pytest.skip("torch/torchvision not importable")
+        pytest.skip("torch/torchvision not importable; pip install 'mnistconv[test-pytorch]'")
     return datasets
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from helpers import REPO, SAMPLE, idx_bytes
+from helpers import REPO, SAMPLE, idx_bytes, run
 from mnistconv import registry
 from mnistconv.cli import main
 from mnistconv.fileio import STAGING_MARK
@@ -117,10 +117,8 @@ def _old_output(fmt_name, work, limit=50, tmp=None):
     """A small, complete earlier output at the target, to be protected by --force (the
     CLI's temporary files under tmp, work/tmp by default)."""
     target = work / output_name(fmt_name)
-    result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                             str(target), "--split", "train", "--limit", str(limit), "-q"]
-                            + writer_args(fmt_name, slow=False),
-                            capture_output=True, env=cli_env(tmp or work / "tmp"))
+    result = run("convert", SAMPLE, target, "--split", "train", "--limit", limit, "-q",
+                 *writer_args(fmt_name, slow=False), env=cli_env(tmp or work / "tmp"))
     assert result.returncode == 0, result.stderr.decode()
     return target
 
@@ -351,10 +349,8 @@ def _largest_output_file(fmt_name, work):
     an ImageFolder tree its croissant.json, committed with the data: cut, it leaves the
     earlier output whole like any other file)."""
     aside = work / "aside"
-    result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                             str(aside / output_name(fmt_name)), "-q", "--split", "train"]
-                            + writer_args(fmt_name, slow=False), capture_output=True,
-                            env=cli_env(work / "tmp"))
+    result = run("convert", SAMPLE, aside / output_name(fmt_name), "-q", "--split", "train",
+                 *writer_args(fmt_name, slow=False), env=cli_env(work / "tmp"))
     assert result.returncode == 0, result.stderr.decode()
     size = max(p.stat().st_size for p in aside.rglob("*") if p.is_file())
     shutil.rmtree(aside)
@@ -467,6 +463,7 @@ def peak_rss_mb(args, env):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # minutes of work each, sharing two cores with another worker
 @pytest.mark.parametrize("fmt_name", WRITERS)
 def test_memory_stays_bounded_on_200000_images(fmt_name, input_200k, tmp_path):
     target = tmp_path / output_name(fmt_name)
@@ -486,10 +483,8 @@ def test_sha256sums_pass_sha256sum_check(fmt_name, tmp_path):
     if not shutil.which("sha256sum"):
         pytest.skip("GNU sha256sum not installed")
     target = tmp_path / "out" / output_name(fmt_name)
-    result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                             str(target), "--limit", "30", "--split", "train",
-                             "--sha256sums", "--json", "--to", fmt_name],
-                            capture_output=True, env=cli_env(tmp_path))
+    result = run("convert", SAMPLE, target, "--limit", "30", "--split", "train",
+                 "--sha256sums", "--json", "--to", fmt_name, env=cli_env(tmp_path))
     assert result.returncode == 0, result.stderr.decode()
     summary = json.loads(result.stdout)
     sums = Path(summary["sha256sums"])
@@ -521,9 +516,8 @@ def test_sha256sums_shared_by_outputs_in_one_directory(tmp_path):
     env = cli_env(tmp_path)
     for name, limit in (("a.npz", "10"), ("b.npz", "20"), ("a.npz", "30")):
         force = ["--force"] if (tmp_path / name).exists() else []
-        result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                                 str(tmp_path / name), "--limit", limit, "--sha256sums",
-                                 "-q"] + force, capture_output=True, env=env)
+        result = run("convert", SAMPLE, tmp_path / name, "--limit", limit, "--sha256sums",
+                     "-q", *force, env=env)
         assert result.returncode == 0, result.stderr.decode()
     lines = (tmp_path / "SHA256SUMS").read_text().splitlines()
     assert [line[66:] for line in lines] == ["b.npz", "a.npz"]
@@ -536,9 +530,8 @@ def test_sha256sums_escapes_names_as_sha256sum_does(tmp_path):
     if not shutil.which("sha256sum"):
         pytest.skip("GNU sha256sum not installed")
     name = "odd\\name.npz"
-    result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                             str(tmp_path / name), "--limit", "5", "--sha256sums", "-q"],
-                            capture_output=True, env=cli_env(tmp_path))
+    result = run("convert", SAMPLE, tmp_path / name, "--limit", "5", "--sha256sums", "-q",
+                 env=cli_env(tmp_path))
     assert result.returncode == 0, result.stderr.decode()
     ours = (tmp_path / "SHA256SUMS").read_text()
     theirs = subprocess.run(["sha256sum", name], cwd=tmp_path, capture_output=True,
@@ -550,9 +543,8 @@ def test_sha256sums_escapes_names_as_sha256sum_does(tmp_path):
 
 
 def test_sha256sums_refused_for_stdout(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE), "-",
-                             "--to", "npz", "--sha256sums"], capture_output=True,
-                            env=cli_env(tmp_path))
+    result = run("convert", SAMPLE, "-", "--to", "npz", "--sha256sums",
+                 env=cli_env(tmp_path))
     assert result.returncode == 2
     assert result.stderr.decode() == \
         "Error: --sha256sums needs an output file, not stdout\n"
@@ -577,9 +569,8 @@ def test_directory_rewritten_with_other_compression(fmt_name, first, second, tmp
     env = cli_env(tmp_path)
 
     def convert(*args):
-        return subprocess.run([sys.executable, "-m", "mnistconv", "convert", str(SAMPLE),
-                               str(target) + "/", "--to", fmt_name, "-q", *args],
-                              capture_output=True, env=env)
+        return run("convert", SAMPLE, str(target) + "/", "--to", fmt_name, "-q", *args,
+                   env=env)
     assert convert("--limit", "10", *first).returncode == 0
     before = tree_hashes(target)
     refused = convert(*second)

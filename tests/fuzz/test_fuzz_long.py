@@ -124,8 +124,10 @@ class Pool:
                     if w.spec is not None:
                         results.append(self._lost(w, f"worker died (exit {code})"))
                     elif not w.ready:
-                        raise AssertionError(f"fuzz worker failed to start (exit {code}); "
-                                             f"see {w.log.name}")
+                        # The log's tail says why (a missing extra: conftest skips).
+                        raise AssertionError(
+                            f"fuzz worker failed to start (exit {code}); see {w.log.name}:\n"
+                            + Path(w.log.name).read_text(errors="replace")[-1500:])
                     else:
                         w.stop(kill=True)
                     self._replace(w, selector)
