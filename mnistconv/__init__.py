@@ -171,8 +171,8 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise UsageError(path, f"mnistconv cannot write {fmt.name}")
-    fmt.check_options(options, "write")
-    path, options = registry.resolve_output(path, fmt, options)
+    from .contract import checked_options
+    path, options = checked_options(fmt, path, options)
     from .codecs.classes import check_dataset
     check_dataset(dataset)
     from . import croissant

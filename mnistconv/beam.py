@@ -169,5 +169,5 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
     finished, missing = plans.finish(dataset, path, plan)
     done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]
     return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
-            "missing": missing, "stats": plans.totals(path, plan) if finished else {},
+            "missing": missing, "stats": plans.totals(dataset, path, plan) if finished else {},
             "metadata": plans.metadata_files(dataset, path, plan) if finished else []}

@@ -9,8 +9,8 @@ shards by shards.shard_bounds (the cut the local writer makes), one task per sha
 
 Its hash covers the format, the options that change bytes (not workers), each split's
 count, shape, dtype, class names and the SHA-256 of its labels and original indices
-(cheap: one value per example; the pixels are not read to plan), and the tasks. A task writes its
-shard with the format's own per-shard code (for TFRecord, writer.write_shard), staged
+(cheap: one value per example; the pixels are not read to plan), and the tasks. A task
+writes its shard with the format's ShardedWrite (mnistconv.contract), staged
 and committed alone (staging.StagedOutput), then notes the shard's name, bytes and
 SHA-256 in the set's progress record: a hidden JSON file beside the output,
 `.<output name>.mnistconv-plan.json`, read and rewritten under a lock on its folder
@@ -25,24 +25,23 @@ shards are the output; with force, the base's other shard sets are removed) and 
 record is marked finished. The record stays, so a later --resume is a check that
 changes nothing.
 
-Formats that plan: PLANNED, TFRecord, Hugging Face Parquet (plan_parquet.py), the TFDS
-directory (plan_tfds.py) and WebDataset (plan_webdataset.py). A format joins when its
-writer can write one shard alone with the bytes of the whole set, its shards cut from
-the counts alone: a module of sets, write_shard, stats (and finish, finish_targets when
-the set has metadata) named in PLANNED. A shard's records are a RangeSplit of its split
-(below), so a format's per-split encoding code writes one shard as it writes a split.
-Not planned: WebDataset cut by bytes and a TFDS shard count that follows the encoded
-size when the headers cannot decide it (both say to give a count instead), and the
-single-file formats (nothing to cut).
+Formats that plan are those whose spec names a sharded write (mnistconv.contract);
+this module names none. A shard's records are a RangeSplit of its split (below), so a
+format's per-split encoding code writes one shard as it writes a split. Not planned:
+WebDataset cut by bytes and a TFDS shard count that follows the encoded size when the
+headers cannot decide it (both say to give a count instead), and the single-file
+formats (nothing to cut).
 """
 
 import contextlib
 import hashlib
+from dataclasses import dataclass
 import json
 import os
 
 import numpy as np
 
+from .contract import ShardedWrite, checked_options, prepare_write
 from .errors import FormatError, UsageError
 from .fileio import StagedOutput
 from .limits import parse_json
@@ -56,84 +55,10 @@ RECORD_SUFFIX = ".mnistconv-plan.json"
 _NOT_PLANNED = ("workers", "processes")
 
 
-def _tfrecord_sets(dataset, path, options):
-    from .formats.tfrecord import writer
-    options = {k: v for k, v in options.items() if k not in _NOT_PLANNED}
-    plan, _, _, _ = writer._split_sets(
-        dataset, path, options.get("preset", "recipe"), options.get("image_format"),
-        options.get("jpeg_quality", 95), options.get("label_format"),
-        options.get("with_index", False), options.get("shards"),
-        options.get("compression", "none"), options.get("exact_jpeg_error", False))
-    from .shards import other_shard_sets
-    return [(split, shard_set.targets, shard_set.bounds,
-             other_shard_sets(shard_set.base, shard_set.targets))
-            for split, _, shard_set in plan]
-
-
-def _tfrecord_shard(dataset, path, split_name, index, staged_path, options):
-    from .formats.tfrecord import writer
-    return writer.write_shard(dataset, path, split_name, index, staged_path, **options)
-
-
-def _tfrecord_stats(counters, options):
-    """write()'s stats from every shard's counters (records, JPEG error sum, max,
-    records measured, pixels measured)."""
-    records, esum, _, measured, pixels = (sum(c[i] for c in counters) for i in range(5))
-    emax = max((c[2] for c in counters), default=0)
-    stats = {"records": records}
-    image_format = options.get("image_format")
-    if image_format is None:
-        from .codecs.example import PRESETS
-        image_format = PRESETS[options.get("preset", "recipe")].image_format
-    if image_format == "jpeg":
-        stats["jpeg_mean_abs_error"] = round(esum / pixels, 4) if pixels else 0.0
-        stats["jpeg_max_abs_error"] = emax
-        stats["jpeg_error_records"] = measured
-    return stats
-
-
-class Planner:
-    """What a format gives the plan:
-    sets(dataset, path, options) -> [(split, shard paths, shard bounds
-    (shards.shard_bounds), paths of an earlier output that the set supersedes)];
-    shard(dataset, path, split name, index, staged path, options) -> (OutputFile,
-    counters); stats([counters of each shard], options) -> write()'s stats;
-    finish(dataset, path, options, {shard name: record entry}) writes the set's
-    metadata once every shard is there (or None), and finish_targets(dataset, path,
-    options) names what it writes (checked like shards before any task runs);
-    `counters` is how many numbers shard() counts (a record's entry holds as many)."""
-
-    def __init__(self, sets, shard, stats, finish=None, finish_targets=None, counters=1):
-        self.sets, self.shard, self.stats, self.finish = sets, shard, stats, finish
-        self.counters = counters
-        self.finish_targets = finish_targets or (lambda dataset, path, options: [])
-
-
-def _module_planner(module):
-    """The Planner of a plan_<format> module (sets, write_shard, stats, and finish,
-    finish_targets when the set has metadata beside its shards)."""
-    def load():
-        import importlib
-        m = importlib.import_module(f"{__package__}.{module}")
-        return Planner(m.sets, m.write_shard, m.stats, getattr(m, "finish", None),
-                       getattr(m, "finish_targets", None), m.COUNTERS)
-    return load
-
-
-PLANNED = {"tfrecord": lambda: Planner(_tfrecord_sets, _tfrecord_shard, _tfrecord_stats,
-                                      counters=5),
-           "parquet": _module_planner("plan_parquet"),
-           "tfds": _module_planner("plan_tfds"),
-           "webdataset": _module_planner("plan_webdataset")}
-
-
-def planner(format_name) -> Planner:
-    """The format's Planner, or a usage error naming the formats that plan."""
-    if format_name not in PLANNED:
-        raise UsageError(None, f"writing {format_name} cannot be planned, resumed or run "
-                               "on Beam (its writer does not write one shard alone)",
-                         f"plan one of: {', '.join(PLANNED)}")
-    return PLANNED[format_name]()
+def sharded(dataset, path, plan, workers=1, processes=False) -> ShardedWrite:
+    """The plan's ShardedWrite (mnistconv.contract), encoding on `workers`."""
+    return prepare_write(plan["format"], dataset, path,
+                         dict(plan["options"], workers=workers, processes=processes))
 
 
 class RangeSplit(Split):
@@ -243,31 +168,30 @@ def make_plan(dataset, path, format_name, options) -> dict:
         [t["shard"] for t in plan["tasks"]][:1]  # ['m-train.tfrecord-00000-of-00004']
     """
     from . import registry
-    from .codecs.classes import check_dataset
-    check_dataset(dataset)  # as write() does
     # write()'s rule for output names, so every runner writes the local run's tree.
-    path, options = registry.resolve_output(path, registry.get(format_name), options)
+    path, resolved = checked_options(registry.get(format_name), path, options)
+    job = prepare_write(format_name, dataset, path, resolved)
     defaults = {o.name: o.default for o in registry.get(format_name).write_options}
     # Only what differs from the format's defaults: the library's call and the command
     # line's (which passes every default) plan the same conversion with the same hash.
-    options = {k: v for k, v in sorted(options.items()) if k not in _NOT_PLANNED
+    options = {k: v for k, v in sorted(vars(job.options).items()) if k not in _NOT_PLANNED
                and v is not None and v is not False and v != defaults.get(k)}
     splits, tasks = {}, []
     folder = os.path.dirname(record_path(path))
-    for split, targets, bounds, _ in planner(format_name).sets(dataset, path, options):
-        h = split.header
-        splits[split.name] = {"count": h.count, "shape": list(h.shape),
-                              "dtype": str(h.dtype), "labels_sha256": _digest(split.labels()),
-                              "indices_sha256": _digest(split.indices())}
-        if h.class_names:  # in WebDataset's and Parquet's bytes (each sample's .json)
-            splits[split.name]["class_names"] = list(h.class_names)
-        start = 0
-        for index, (target, stop) in enumerate(zip(targets, bounds)):
-            # The shard's path from the record's folder (its name for TFRecord).
-            shard = os.path.relpath(os.path.abspath(target), folder)
-            tasks.append({"task": len(tasks), "split": split.name, "index": index,
-                          "start": start, "stop": stop, "shard": shard})
-            start = stop
+    for target in job.targets:
+        h = dataset.splits[target.split].header
+        if target.split not in splits:
+            split = dataset.splits[target.split]
+            splits[split.name] = {"count": h.count, "shape": list(h.shape),
+                                  "dtype": str(h.dtype),
+                                  "labels_sha256": _digest(split.labels()),
+                                  "indices_sha256": _digest(split.indices())}
+            if h.class_names:  # in WebDataset's and Parquet's bytes (each sample's .json)
+                splits[split.name]["class_names"] = list(h.class_names)
+        # The shard's path from the record's folder (its name for TFRecord).
+        tasks.append({"task": len(tasks), "split": target.split, "index": target.index,
+                      "start": target.start, "stop": target.stop,
+                      "shard": os.path.relpath(os.path.abspath(target.path), folder)})
     plan = {"mnistconv_plan": PLAN_VERSION, "format": format_name, "options": options,
             "splits": splits, "tasks": tasks}
     plan["hash"] = hashlib.sha256(_canonical(plan)).hexdigest()
@@ -295,11 +219,11 @@ def _locked(folder):
         os.close(fd)
 
 
-def _read_record(path, plan):
+def _read_record(path, size):
     """The progress record, None when there is none. A damaged one (not JSON, nested
     past the recursion limit, fields of the wrong type) trusts no shard: {} when its
     plan cannot be told, else its plan with the entries that are not whole dropped
-    (their shards are redone)."""
+    (their shards are redone). size: how many counters a whole entry holds."""
     try:
         with open(path, "rb") as f:
             record = parse_json(f.read(), path)
@@ -311,7 +235,7 @@ def _read_record(path, plan):
         return {}
     shards = record.get("shards")
     record["shards"] = {name: entry for name, entry in shards.items()
-                        if _whole(entry, planner(plan["format"]).counters)} \
+                        if _whole(entry, size)} \
         if isinstance(shards, dict) else {}
     return record
 
@@ -368,13 +292,12 @@ def _recognised(dataset, path, plan, folder):
     if not all(os.path.isfile(os.path.join(folder, n)) for n in names):
         return None
     entries = {}
-    for task in plan["tasks"]:
+    job = sharded(dataset, path, plan)
+    for number, task in enumerate(plan["tasks"]):
         target = os.path.join(folder, task["shard"])
         staged = StagedOutput(force=True)
         try:
-            tmp = staged.file(target)
-            written, counters = planner(plan["format"]).shard(
-                dataset, path, task["split"], task["index"], tmp, plan["options"])
+            written, counters = job.write_shard(number, staged.file(target))
         finally:
             staged.abort()
         if file_sha256(target) != (written.bytes, written.sha256):
@@ -382,8 +305,7 @@ def _recognised(dataset, path, plan, folder):
                                      "earlier run with another input or other options "
                                      "wrote it)", "run that conversion again, or use "
                                      "--force to replace it")
-        entries[task["shard"]] = {"bytes": written.bytes, "sha256": written.sha256,
-                                  "counters": counters}
+        entries[task["shard"]] = _entry(written, counters)
     return entries
 
 
@@ -394,9 +316,9 @@ def prepare(dataset, path, plan, *, force=False, resume=False):
     _recognised), and create the record. Returns the record's path."""
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
-    the = planner(plan["format"])
+    job = sharded(dataset, path, plan)
     with _locked(folder):
-        record = _read_record(rpath, plan)
+        record = _read_record(rpath, job.counters.size())
         if record is None and resume and not force:
             found = _recognised(dataset, path, plan, folder)
             if found is not None:
@@ -417,12 +339,11 @@ def prepare(dataset, path, plan, *, force=False, resume=False):
             if not force:
                 from .staging import exists_error
                 for target in [os.path.join(folder, t["shard"]) for t in plan["tasks"]] \
-                        + the.finish_targets(dataset, path, plan["options"]):
+                        + job.metadata_targets():
                     if os.path.lexists(target):
                         raise exists_error(target)
-                for _, _, _, stale in the.sets(dataset, path, plan["options"]):
-                    if stale:
-                        raise exists_error(stale[0])
+                if job.stale:
+                    raise exists_error(job.stale[0])
             _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan, "shards": {},
                                   "finished": False, "force": bool(force)})
     return rpath
@@ -436,27 +357,26 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     name = task["shard"]
+    job = sharded(dataset, path, plan, workers, processes)
     # As the user named the output (a TFRecord shard beside it, Parquet's inside it).
     shown = os.path.relpath(os.path.join(folder, name)) \
         if not os.path.isabs(str(path)) else os.path.join(folder, name)
     with _locked(folder):
-        record = _read_record(rpath, plan) or {}
+        record = _read_record(rpath, job.counters.size()) or {}
         if record.get("plan_hash") != plan["hash"]:
             raise UsageError(rpath, "holds no progress of this plan (another run "
                                     "started over)", "run the tasks again")
         entry = record.get("shards", {}).get(name)
     if resume and _intact(folder, name, entry):
         return "kept", {"path": shown, **entry}
-    options = dict(plan["options"], workers=workers, processes=processes)
     # The record says this set is ours: a shard of it on disk (a killed task's, or a
     # tampered one) is replaced.
     with StagedOutput(force=True) as staged:
-        tmp = staged.file(os.path.join(folder, name))
-        written, counters = planner(plan["format"]).shard(dataset, path, task["split"],
-                                                            task["index"], tmp, options)
-    entry = {"bytes": written.bytes, "sha256": written.sha256, "counters": counters}
+        written, counters = job.write_shard(number,
+                                            staged.file(os.path.join(folder, name)))
+    entry = _entry(written, counters)
     with _locked(folder):
-        record = _read_record(rpath, plan) or {}
+        record = _read_record(rpath, job.counters.size()) or {}
         if record.get("plan_hash") == plan["hash"]:
             record["shards"][name] = entry
             record["finished"] = False
@@ -470,8 +390,9 @@ def finish(dataset, path, plan):
     and finish the set once. Returns (finished, names of shards missing or bad)."""
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
+    job = sharded(dataset, path, plan)
     with _locked(folder):
-        record = _read_record(rpath, plan) or {}
+        record = _read_record(rpath, job.counters.size()) or {}
         if record.get("plan_hash") != plan["hash"]:
             return False, [t["shard"] for t in plan["tasks"]]
         shards = record.setdefault("shards", {})
@@ -484,13 +405,11 @@ def finish(dataset, path, plan):
             _write_record(rpath, record)
             return False, bad
         if not record.get("finished"):
-            the = planner(plan["format"])
             if record.get("force"):  # an earlier output's other shards: replaced, as locally
-                for _, _, _, stale in the.sets(dataset, path, plan["options"]):
-                    for old in stale:
-                        os.unlink(old)
-            if the.finish is not None:
-                the.finish(dataset, path, plan["options"], shards)
+                for old in job.stale:
+                    os.unlink(old)
+            job.finish({target.path: _recorded(target.path, shards[task["shard"]], job)
+                        for target, task in zip(job.targets, plan["tasks"])})
             record["finished"] = True
             _write_record(rpath, record)
     return True, []
@@ -500,49 +419,79 @@ def metadata_files(dataset, path, plan) -> list:
     """[{"path", "bytes", "sha256"}] of the files finishing wrote beside the shards
     (TFDS' dataset_info.json ..., Parquet's README.md), as they are on disk now."""
     files = []
-    for target in planner(plan["format"]).finish_targets(dataset, path, plan["options"]):
+    for target in sharded(dataset, path, plan).metadata_targets():
         found = file_sha256(target)
         if found is not None:
             files.append({"path": str(target), "bytes": found[0], "sha256": found[1]})
     return files
 
 
-def totals(path, plan) -> dict:
-    """The write stats of a finished set, from the recorded shards' counters (the same
-    stats one local write() reports)."""
-    record = _read_record(record_path(path), plan) or {}
+def totals(dataset, path, plan) -> dict:
+    """The write stats of a finished set, from the recorded shards' counters merged (the
+    same stats one local write() reports)."""
+    job = sharded(dataset, path, plan)
+    record = _read_record(record_path(path), job.counters.size()) or {}
     shards = record.get("shards", {})
-    counters = [shards[t["shard"]]["counters"] for t in plan["tasks"] if t["shard"] in shards]
-    return planner(plan["format"]).stats(counters, plan["options"])
+    merged = job.counters()
+    for task in plan["tasks"]:
+        if task["shard"] in shards:
+            merged.merge(job.counters.from_list(shards[task["shard"]]["counters"]))
+    return job.stats(merged)
 
 
-def run(source, path, format_name, options, *, num_tasks=1, task_index=0, resume=False,
-        force=False, workers=1, processes=False, on_task=None) -> dict:
-    """Run tasks task_index, task_index + num_tasks, ... of the plan (every task with
-    the defaults), then finish the set if it is complete. source: an InputSpec or a
-    Dataset. on_task(status, task, file dict) is called after each task. Returns
-    {"plan_hash", "tasks": [...], "finished": bool, "missing": [...], "stats",
-    "metadata": the files finishing wrote beside the shards}.
+def _entry(written, counters) -> dict:
+    """A shard's entry in the record: bytes, SHA-256 and counters (a list)."""
+    return {"bytes": written.bytes, "sha256": written.sha256,
+            "counters": counters.as_list()}
+
+
+def _recorded(target, entry, job):
+    """A record's entry as ShardedWrite.finish() takes it: (OutputFile, Counters)."""
+    from .records import OutputFile
+    return (OutputFile(str(target), entry["bytes"], entry["sha256"]),
+            job.counters.from_list(entry["counters"]))
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """Which tasks of a plan a run takes, tasks task_index, task_index + num_tasks, ...
+    (every task by default), and how: resume keeps shards recorded and intact, force
+    starts over from another plan's record or replaces files no record owns."""
+
+    num_tasks: int = 1
+    task_index: int = 0
+    resume: bool = False
+    force: bool = False
+
+
+def run(source, path, format_name, options, tasks=Tasks(), on_task=None) -> dict:
+    """Run the tasks of the plan that `tasks` names, then finish the set if it is
+    complete. source: an InputSpec or a Dataset; options: the write options (workers
+    and processes included: how the tasks encode). on_task(status, task, file dict) is
+    called after each task. Returns {"plan_hash", "tasks": [...], "finished": bool,
+    "missing": [...], "stats", "metadata": the files finishing wrote beside the shards}.
 
         run(InputSpec("data/mnist"), "out/m.tfrecord", "tfrecord", {"shards": 4},
-            num_tasks=2, task_index=0)  # tasks 0, 2, 4, 6
+            Tasks(num_tasks=2, task_index=0))  # tasks 0, 2, 4, 6
     """
     from .limits import count_in_range
-    num_tasks = count_in_range(num_tasks, "--num-tasks", 1 << 20)
+    num_tasks = count_in_range(tasks.num_tasks, "--num-tasks", 1 << 20)
+    task_index, resume = tasks.task_index, tasks.resume
     if not 0 <= int(task_index) < num_tasks:
         raise UsageError(None, f"--task-index must be 0..{num_tasks - 1}, not {task_index}")
     dataset = source.open() if isinstance(source, InputSpec) else source
     plan = make_plan(dataset, path, format_name, options)
     path = plan["output"]
-    prepare(dataset, path, plan, force=force, resume=resume)
+    prepare(dataset, path, plan, force=tasks.force, resume=resume)
     done = []
     for number in range(int(task_index), len(plan["tasks"]), num_tasks):
         status, written = run_task(dataset, path, plan, number, resume=resume,
-                                   workers=workers, processes=processes)
+                                   workers=options.get("workers", 1),
+                                   processes=options.get("processes", False))
         done.append({"task": number, "status": status, **written})
         if on_task is not None:
             on_task(status, plan["tasks"][number], written)
     finished, missing = finish(dataset, path, plan)
     return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
-            "missing": missing, "stats": totals(path, plan) if finished else {},
+            "missing": missing, "stats": totals(dataset, path, plan) if finished else {},
             "metadata": metadata_files(dataset, path, plan) if finished else []}

@@ -12,8 +12,9 @@ written once.
                   write_options=(Option("compress", "--compress", "deflate the arrays"),))
 """
 
+import functools
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from types import ModuleType
 from typing import Any, Optional
 
@@ -87,6 +88,17 @@ class Format:
     # sets: {".gz": ("compression", "gzip")}. Kept after the split in the names
     # written (a shard suffix, TensorFlow's convention, comes after it).
     compression_suffixes: tuple = ()
+    # The module whose prepare_write() writes one shard alone (mnistconv.contract), so
+    # the format plans, resumes and runs on Beam; None when its writer cannot.
+    sharded: Optional[str] = None
+
+    def options(self, values: dict):
+        """The write options as a frozen dataclass: every declared option (its default
+        when not given or None) and processes, each checked once (Option.check).
+
+            SPEC.options({"shards": 4}).shards  # 4
+        """
+        return _options_class(self)(**values)
 
     def load(self) -> ModuleType:
         """The module with sniff/read/write (imported here, on first use)."""
@@ -105,6 +117,8 @@ class Format:
         the format's function (a misspelling) is a UsageError naming the options."""
         declared = {o.name: o for o in (self.read_options if role == "read"
                                         else self.write_options)}
+        if role == "write":  # the options dataclass takes these too
+            declared.setdefault("processes", Option("processes", "", ""))
         for name, value in values.items():
             if name in declared:
                 declared[name].check(value)
@@ -117,3 +131,32 @@ class Format:
         import inspect
         function = getattr(self.load(), role)
         return inspect.signature(function).parameters
+
+
+# A writer given no worker count encodes in the calling thread; workers=None asks for
+# one per core (the command line's default).
+LIBRARY_WORKERS = 1
+
+
+@functools.lru_cache(maxsize=None)
+def _options_class(fmt: Format):
+    """The frozen dataclass of fmt's write options (Format.options)."""
+    declared = {o.name: o for o in fmt.write_options}
+    defaults = {o.name: LIBRARY_WORKERS if o.name == "workers" else o.default
+                for o in fmt.write_options}
+
+    def post_init(self):
+        for name, option in declared.items():
+            value = getattr(self, name)
+            if value is None and name != "workers":  # not given: the default
+                object.__setattr__(self, name, defaults[name])
+            else:
+                option.check(value)
+
+    return make_dataclass(
+        f"{fmt.name.title()}Options",
+        [(n, object, field(default=d)) for n, d in defaults.items()]
+        + [("processes", bool, field(default=False))],
+        namespace={"__post_init__": post_init,
+                   "__doc__": f"{fmt.name}'s write options, checked (Format.options)."},
+        frozen=True)

@@ -67,8 +67,6 @@ UNADVISED = {
     "mnistconv/packs/manifest.py": 3,
     "mnistconv/parallel.py": 1,
     "mnistconv/plan.py": 1,
-    "mnistconv/plan_tfds.py": 1,
-    "mnistconv/plan_webdataset.py": 1,
     "mnistconv/registry.py": 3,
     "mnistconv/remote.py": 2,
     "mnistconv/serve.py": 1,

@@ -10,9 +10,6 @@ from mnistconv.registry import FORMAT_PACKAGES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mnistconv"
 FORMATS = {name.rpartition(".")[2] for name in FORMAT_PACKAGES}
-# Issue 25: engineer "contract" rewrites these around the ShardedWrite contract (their
-# private-name uses go with the rewrite).
-PLAN_FILES = {"plan.py", "plan_parquet.py", "plan_tfds.py", "plan_webdataset.py"}
 
 
 def _module_name(path):
@@ -92,8 +89,6 @@ def test_no_module_takes_another_modules_private_names():
     modules = {m for _, _, m, _ in _sources()}
     found = {}
     for path, source, module, is_package in _sources():
-        if path.parent == PACKAGE and path.name in PLAN_FILES:
-            continue
         if hits := private_names(source, module, is_package, modules):
             found[module] = hits
     assert found == {}

@@ -123,8 +123,8 @@ def test_library_run_equals_write(tmp_path):
     ds = _dataset(1500, 10, seed=1)
     opts = {"shards": 2, "preset": "tfds", "compression": "gzip", "with_index": True}
     local = mnistconv.write(ds, str(tmp_path / "a" / "m.tfrecord"), "tfrecord", **opts)
-    result = plans.run(ds, str(tmp_path / "b" / "m.tfrecord"), "tfrecord", opts,
-                       workers=2)
+    result = plans.run(ds, str(tmp_path / "b" / "m.tfrecord"), "tfrecord",
+                       dict(opts, workers=2))
     assert result["finished"] and result["stats"] == local.stats
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
 
@@ -235,11 +235,11 @@ def test_files_no_record_owns_are_refused(src, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--to", "npz", "--plan"], "Error: writing npz cannot be planned, resumed or run on "
-     "Beam (its writer does not write one shard alone); plan one of: tfrecord, parquet, "
-     "tfds, webdataset"),
+     "Beam (its writer does not write one shard alone); plan one of: tfds, parquet, "
+     "webdataset, tfrecord"),
     (["--to", "imagefolder", "--resume"], "Error: writing imagefolder cannot be planned, "
      "resumed or run on Beam (its writer does not write one shard alone); plan one of: "
-     "tfrecord, parquet, tfds, webdataset"),
+     "tfds, parquet, webdataset, tfrecord"),
     (["--to", "tfrecord", "--task-index", "0"],
      "Error: --num-tasks and --task-index go together"),
     (["--to", "tfrecord", "--num-tasks", "2", "--task-index", "2"],

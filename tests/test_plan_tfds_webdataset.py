@@ -143,7 +143,7 @@ def test_tfds_default_shard_count_and_array_record_plan(tmp_path, args):
         plans.prepare(ds, str(tmp_path / "b" / "tf"), plan)
         plans.run_task(ds, str(tmp_path / "b" / "tf"), plan, number, workers=2)
     assert plans.finish(ds, str(tmp_path / "b" / "tf"), plan) == (True, [])
-    assert plans.totals(str(tmp_path / "b" / "tf"), plan) == local.stats == {
+    assert plans.totals(ds, str(tmp_path / "b" / "tf"), plan) == local.stats == {
         "records": 1800, "shards": 2 * n}
     assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
 
@@ -238,7 +238,7 @@ def test_webdataset_default_size_and_an_empty_split(tmp_path):
     one empty shard, as write() gives it."""
     ds = _dataset(1200, 0, seed=3)
     local = mnistconv.write(ds, str(tmp_path / "a") + "/", "webdataset")
-    result = plans.run(ds, str(tmp_path / "b") + "/", "webdataset", {}, workers=2)
+    result = plans.run(ds, str(tmp_path / "b") + "/", "webdataset", {"workers": 2})
     assert result["finished"] and result["stats"] == local.stats == {"samples": 1200,
                                                                       "shards": 2}
     assert sorted(tree_hashes(tmp_path / "b")) == ["b-test-000000.tar", "b-train-000000.tar"]
@@ -374,7 +374,7 @@ def test_a_split_that_cannot_seek_plans_the_same_bytes(tmp_path, fmt, opts):
     for number in reversed(range(len(plan["tasks"]))):
         plans.run_task(ds, str(tmp_path / "b" / path), plan, number)
     assert plans.finish(ds, str(tmp_path / "b" / path), plan) == (True, [])
-    assert plans.totals(str(tmp_path / "b" / path), plan) == local.stats
+    assert plans.totals(ds, str(tmp_path / "b" / path), plan) == local.stats
     assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
 
 

@@ -6,6 +6,8 @@ appears here by registering it.
 
 import os
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import click
 
@@ -143,10 +145,26 @@ def _check_sums_target(dst, writer):
 SHOWN_FILES = 20
 
 
-def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
+@dataclass(frozen=True)
+class Conversion:
+    """One conversion as the command line names it: SRC, DST, the formats (None:
+    detected), --force, and how it reports (-q, --json)."""
+
+    src: str
+    dst: str
+    from_name: Optional[str] = None
+    to_name: Optional[str] = None
+    force: bool = False
+    quiet: bool = False
+    as_json: bool = False
+
+
+def run_conversion(c: Conversion, values: dict) -> int:
     """What convert and every a-to-b command do: check, read SRC with the selection,
     write DST, then report (notes on stderr, or --json on stdout). Returns 0."""
     import mnistconv
+    src, dst, from_name, to_name = c.src, c.dst, c.from_name, c.to_name
+    quiet, as_json, force = c.quiet, c.as_json, c.force
     if dst == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the data")
     sums = values.pop("sha256sums", False)
@@ -165,15 +183,14 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
                for v in planned.values()):
             raise UsageError(None, "--list-outputs names what a plain run writes",
                              "leave out --plan, --resume and the task options")
-        return _list_outputs(src, dst, from_name, to_name, values, as_json, sums, card)
+        return _list_outputs(c, values, sums, card)
     # (0 is a task index: compare by identity, not equality, with False)
     if any(v is not None and v is not False and v != () and v != "local"
            for v in planned.values()):
         if card_target:
             raise UsageError(None, "--card does not apply to planned runs",
                              "write the card with `mnistconv card DST -o FILE`")
-        return _run_planned(src, dst, from_name, to_name, values, planned, quiet,
-                            as_json, force, sums)
+        return _run_planned(c, values, planned, sums)
     started = time.perf_counter()
     with StdinSpool(src) as src_path:
         source = Input(src_path, from_name, shown_as=src if src == "-" else None)
@@ -235,10 +252,10 @@ def run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force):
     counts = ", ".join(f"{n} {s['count']}" for n, s in splits.items())
     note(f"{reader.name} -> {writer.name}: {counts} in "
          f"{time.perf_counter() - started:.2f} s", quiet)
-    for f in files[:SHOWN_FILES]:
+    for f in files.files[:SHOWN_FILES]:
         note(f"  {f.path}  {f.bytes:,} bytes  sha256 {f.sha256}", quiet)
     if len(files) > SHOWN_FILES:  # an ImageFolder tree: --json has every file
-        rest = files[SHOWN_FILES:]
+        rest = files.files[SHOWN_FILES:]
         note(f"  ... and {len(rest):,} more files, {sum(f.bytes for f in rest):,} bytes "
              "(--json lists every file)", quiet)
     for key, value in stats.items():
@@ -283,16 +300,17 @@ def _drop_earlier_card(dst):
             out.supersede(target)
 
 
-def _list_outputs(src, dst, from_name, to_name, values, as_json, sums, card):
+def _list_outputs(c, values, sums, card):
     """--list-outputs: the files a plain run with these options would write, as the
     user names them, and nothing written. A format that plans names them from the
     input's headers (its plan's shards and metadata); any other is written whole into a
     private temporary directory, whose files are listed, then removed."""
+    src, dst, as_json = c.src, c.dst, c.as_json
     if src == "-" or dst == "-" or "://" in dst:
         raise UsageError(dst if dst != "-" else "-", "--list-outputs needs local files",
                          "give a file or directory for SRC and DST")
-    source = Input(src, from_name)
-    writer = registry.get(to_name) if to_name else registry.detect_output(dst)
+    source = Input(src, c.from_name)
+    writer = registry.get(c.to_name) if c.to_name else registry.detect_output(dst)
     _refuse_foreign(values, source.format, writer)
     dataset = source.read(values, selection(values))
     options = options_for(writer.write_options, values)
@@ -323,21 +341,19 @@ def _as_named(path, dst):
 def _planned_outputs(dataset, dst, writer, options):
     """The shards and metadata of the format's plan, or None when it does not plan
     (or cannot from the headers alone: a shard count that follows the encoded size)."""
-    from .. import plan as plans
-    if writer.name not in plans.PLANNED:
+    from ..contract import prepare_write
+    if writer.sharded is None:
         return None
-    the = plans.planner(writer.name)
     try:
         dst, options = registry.resolve_output(dst, writer, options)  # as write() names it
-        sets = the.sets(dataset, dst, options)
-        extra = the.finish_targets(dataset, dst, options)
+        job = prepare_write(writer.name, dataset, dst, options)
     except UsageError:
         return None
     from .. import croissant
-    extra = [str(t) for t in extra]
+    extra = [str(t) for t in job.metadata_targets()]
     if croissant.applies(writer.name, dst) and croissant.target(dst) not in extra:
         extra.append(croissant.target(dst))  # every plain run writes it beside the data
-    return [str(t) for _, targets, _, _ in sets for t in targets] + extra
+    return [t.path for t in job.targets] + extra
 
 
 def _written_outputs(dataset, dst, writer, options):
@@ -408,11 +424,12 @@ def plan_options(f):
     return f
 
 
-def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, force,
-                 sums):
+def _run_planned(c, values, planned, sums):
     """--plan, a slice of tasks, --resume or --runner beam: the plan of this
     conversion, printed or run (mnistconv.plan)."""
+    src, dst, quiet, as_json, force = c.src, c.dst, c.quiet, c.as_json, c.force
     from .. import plan as plans
+    from ..contract import check_sharded
     if src == "-" or dst == "-":
         raise UsageError("-", "a shard plan reads and writes files, not stdin or stdout")
     if sums:
@@ -420,10 +437,10 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
                                "progress record holds every shard's SHA-256")
     if (planned["num_tasks"] is None) != (planned["task_index"] is None):
         raise UsageError(None, "--num-tasks and --task-index go together")
-    source = Input(src, from_name)
-    writer = registry.get(to_name) if to_name else registry.detect_output(dst)
+    source = Input(src, c.from_name)
+    writer = registry.get(c.to_name) if c.to_name else registry.detect_output(dst)
     _refuse_foreign(values, source.format, writer)
-    plans.planner(writer.name)
+    check_sharded(writer)
     if planned["beam_options"] and planned["runner"] != "beam":
         raise UsageError(None, "--beam-option needs --runner beam")
     if planned["runner"] == "beam" and planned["num_tasks"] is not None:
@@ -433,7 +450,9 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
                            options_for(source.format.read_options, values),
                            selection(values))
     options = options_for(writer.write_options, values)
-    workers = options.pop("workers", None)
+    if any(o.name == "workers" for o in writer.write_options):
+        options.setdefault("workers", None)  # as a plain run: every core, forked
+        options["processes"] = True
     if planned["plan"]:
         emit_json(plans.make_plan(spec.open(), dst, writer.name, options))
         return 0
@@ -445,11 +464,9 @@ def _run_planned(src, dst, from_name, to_name, values, planned, quiet, as_json, 
         def shown(status, task, f):
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}  ({status})",
                  quiet or as_json)
-        result = plans.run(spec, dst, writer.name, options,
-                           num_tasks=planned["num_tasks"] or 1,
-                           task_index=planned["task_index"] or 0,
-                           resume=planned["resume"], force=force, workers=workers,
-                           processes=True, on_task=shown)
+        result = plans.run(spec, dst, writer.name, options, plans.Tasks(
+            planned["num_tasks"] or 1, planned["task_index"] or 0, planned["resume"],
+            force), on_task=shown)
     if as_json:
         emit_json(result)
     elif result["finished"]:
@@ -497,7 +514,8 @@ def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
       mnistconv convert data/mnist subset.npz --per-class 100 --split train
       cat mnist.npz | mnistconv convert - out/ --to idx
     """
-    return run_conversion(src, dst, from_name, to_name, values, quiet, as_json, force)
+    return run_conversion(Conversion(src, dst, from_name, to_name, force, quiet, as_json),
+                          values)
 
 
 def pair_command(reader_name, writer_name):
@@ -513,8 +531,8 @@ def pair_command(reader_name, writer_name):
         f"data{reader.extensions[0] if reader.extensions else ''}"
 
     def command(src, dst, force, quiet, as_json, **values):
-        return run_conversion(src, dst, reader_name, writer_name, values, quiet, as_json,
-                              force)
+        return run_conversion(Conversion(src, dst, reader_name, writer_name, force, quiet,
+                                         as_json), values)
     command.__doc__ = (f"Convert {reader.description} to {writer.description}.\n\n"
                        f"\b\nExample:\n  mnistconv {reader.name}-to-{writer.name} "
                        f"{example_src} {example_dst}")

@@ -38,6 +38,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -164,11 +165,24 @@ class PackSplit:
     selection: str
 
 
-def plan(train_labels, test_labels, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
-         validation_per_class=VALIDATION_PER_CLASS, test_per_class=TEST_PER_CLASS,
-         validation_size=VALIDATION_SIZE, splits=ALL_SPLITS, where=None):
-    """Which source positions each pack split takes, from labels alone.
-    Returns ({id: PackSplit}, provenance dict)."""
+@dataclass(frozen=True)
+class PackOptions:
+    """What a browser pack takes and how it is previewed (defaults: browser-v1)."""
+    seed: int = SEED
+    train_per_class: int = TRAIN_PER_CLASS
+    validation_per_class: int = VALIDATION_PER_CLASS
+    test_per_class: int = TEST_PER_CLASS
+    validation_size: int = VALIDATION_SIZE
+    splits: tuple = ALL_SPLITS
+    preview_count: int = PREVIEW_COUNT
+    preview_split: Optional[str] = None
+    asset_version: str = ASSET_VERSION
+
+
+def plan(train_labels, test_labels, o=PackOptions(), where=None):
+    """Which source positions each pack split takes, from labels alone, with the
+    selection of options o. Returns ({id: PackSplit}, provenance dict)."""
+    seed, splits, validation_size = o.seed, tuple(o.splits), o.validation_size
     unknown = [s for s in splits if s not in ALL_SPLITS]
     if unknown or not splits:
         raise UsageError(None, f"unknown split {', '.join(unknown) or '(none)'}",
@@ -183,24 +197,24 @@ def plan(train_labels, test_labels, *, seed=SEED, train_per_class=TRAIN_PER_CLAS
     interleave = f"interleaved by digit 0..{int(train_labels.max()) if n_train else 9}"
     plans = {
         "train": PackSplit("train", "train", None,
-                           f"First {train_per_class} examples per digit within the "
+                           f"First {o.train_per_class} examples per digit within the "
                            f"original seeded {len(train_pool)} training pool; "
                            f"{interleave}."),
         "validation": PackSplit("validation", "train", None,
-                                f"First {validation_per_class} examples per digit within "
+                                f"First {o.validation_per_class} examples per digit within "
                                 f"the original seeded {validation_size} validation pool; "
                                 f"{interleave}."),
         "test": PackSplit("test", "test", None,
-                          f"First {test_per_class} examples per digit in the original "
+                          f"First {o.test_per_class} examples per digit in the original "
                           f"official test order; {interleave}. Never used to select "
                           "training or validation."),
         "test-full": PackSplit("test-full", "test", np.arange(n_test, dtype=np.int64),
                                f"All {n_test} official test images, in their original "
                                "order; natural class frequencies."),
     }
-    picks = {"train": (train_labels, train_pool, train_per_class),
-             "validation": (train_labels, validation_pool, validation_per_class),
-             "test": (test_labels, np.arange(n_test, dtype=np.int64), test_per_class)}
+    picks = {"train": (train_labels, train_pool, o.train_per_class),
+             "validation": (train_labels, validation_pool, o.validation_per_class),
+             "test": (test_labels, np.arange(n_test, dtype=np.int64), o.test_per_class)}
     chosen = {}
     for name in ALL_SPLITS:
         if name not in splits:
@@ -290,22 +304,21 @@ class PackResult:
     files: list  # OutputFile of every file written, manifest.json last
 
 
-def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
-                       validation_per_class=VALIDATION_PER_CLASS,
-                       test_per_class=TEST_PER_CLASS, validation_size=VALIDATION_SIZE,
-                       splits=ALL_SPLITS, preview_count=PREVIEW_COUNT,
-                       preview_split=None, asset_version=ASSET_VERSION, force=False,
-                       progress=NO_PROGRESS) -> PackResult:
+def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
+                       **options) -> PackResult:
     """Read SRC (the official IDX directory, or anything with train and test splits)
-    and write the browser pack into OUT. With the defaults and the official MNIST
-    files this is the published browser-v1 pack, byte for byte in every .bin and
-    .bin.gz.
+    and write the browser pack into OUT, with options (PackOptions' fields). With the
+    defaults and the official MNIST files this is the published browser-v1 pack, byte
+    for byte in every .bin and .bin.gz.
 
     Example:
         result = build_browser_pack("data/mnist", "out")
         [f.path for f in result.files]    # out/train.bin, out/train.bin.gz, ...
     """
     import mnistconv
+    o = PackOptions(**options)
+    preview_count, preview_split, asset_version = o.preview_count, o.preview_split, \
+        o.asset_version
     dataset = mnistconv.read(src)
     missing = [s for s in ("train", "test") if s not in dataset.splits]
     if missing:
@@ -319,11 +332,7 @@ def build_browser_pack(src, out, *, seed=SEED, train_per_class=TRAIN_PER_CLASS,
         classes.check_covers(class_names, split.labels(), split.header.source or src,
                              split.name)
     official = is_official_mnist(train, test)
-    plans, provenance = plan(train.labels(), test.labels(), seed=seed,
-                             train_per_class=train_per_class,
-                             validation_per_class=validation_per_class,
-                             test_per_class=test_per_class, validation_size=validation_size,
-                             splits=tuple(splits), where=src)
+    plans, provenance = plan(train.labels(), test.labels(), o, where=src)
     preview_split = preview_split or ("test" if "test" in plans else next(iter(plans)))
     if preview_split not in plans:
         raise UsageError(None, f"--preview-split {preview_split} is not one of the splits "

@@ -369,20 +369,19 @@ def writer_options(group_size=1, array_record_options=None) -> str:
     return shardwrite.check_writer_options(options)
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, shards=None, group_size=1,
-          array_record_options=None, workers=1, processes=False) -> WriteResult:
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write every split as ArrayRecord files of TFDS-style Examples: one split to
     `path`, several to <stem>-<split>.array_record; shards=N cuts each into N files.
     workers/processes as mnistconv.parallel.
 
         write(ds, "mnist.array_record", shards=4)
     """
+    from . import SPEC
+    o = SPEC.options(options)
     _module()
-    if not 1 <= int(group_size) <= 65536:
-        raise UsageError(None, f"--group-size must be between 1 and 65536, not {group_size}")
-    options = writer_options(group_size, array_record_options)
-    shards = check_shard_count(1 if shards is None else shards)
-    workers = check_workers(workers)
+    options = writer_options(o.group_size, o.array_record_options)
+    shards = check_shard_count(1 if o.shards is None else o.shards)
+    workers, processes = check_workers(o.workers), o.processes
     path = str(path)
     if path == "-":
         raise UsageError("-", "ArrayRecord cannot be written to stdout (its index is at "

@@ -469,8 +469,7 @@ def file_names(split, image_shape, gzip=False):
             f"{stem}-labels-idx1-ubyte{gz}")
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False,
-          gzip_level=DEFAULT_LEVEL, layout="flat", torchvision_dataset="MNIST"):
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
     """Write every split into the directory `path` as an images and a labels file
     with MNIST's names (file_names), staged and renamed into place; gzip=True writes
     them .gz (deflated on threads, the same bytes for any number of them). Returns the
@@ -480,6 +479,10 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
         write(mnistconv.read("mnist.npz"), "out/mnist", gzip=True)
         write(mnistconv.read("mnist.npz"), "root", layout="torchvision")
     """
+    from . import SPEC
+    o = SPEC.options(options)
+    gzip, gzip_level, layout = bool(o.gzip), o.gzip_level, o.layout
+    torchvision_dataset = o.torchvision_dataset
     check_level(gzip_level)
     if gzip_level != DEFAULT_LEVEL and not gzip:
         raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")

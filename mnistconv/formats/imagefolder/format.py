@@ -29,13 +29,12 @@ import re
 import numpy as np
 
 from ... import codecs
-from ..common import DEFAULT_JPEG_QUALITY
 from ...errors import FormatError, UsageError
 from ... import budget
 from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
     output_entries, sha256_file
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
-    printable, safe_split_name
+    safe_split_name
 from ...parallel import ParallelEncoder, check_workers, ordered_map
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
@@ -124,8 +123,7 @@ def _existing_files(folder, root):
     return found
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, image_format="png",
-          jpeg_quality=DEFAULT_JPEG_QUALITY, workers=1, processes=False) -> WriteResult:
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write every split as ROOT/<split>/<class>/<index>.png under the directory `path`
     (see the module docstring). A split's folder is replaced as a whole with
     force=True (files an earlier write left there go). workers: encoding threads
@@ -134,11 +132,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, image_format="png
         write(mnistconv.read("data/mnist"), "out/mnist-images")
         # out/mnist-images/train/5/00000.png, ..., out/mnist-images/test/9/9999.png
     """
-    path = str(path)
-    if image_format not in ("png", "jpeg"):
-        raise UsageError(None, f"--image-format must be png or jpeg, not "
-                               f"{printable(image_format)}")
-    workers = check_workers(workers)
+    from . import SPEC
+    o = SPEC.options(options)
+    path, image_format, jpeg_quality = str(path), o.image_format, o.jpeg_quality
+    workers, processes = check_workers(o.workers), o.processes
     if not dataset.splits:
         raise UsageError(path, "nothing to write: the input has no splits")
     if os.path.exists(path) and not os.path.isdir(path):

@@ -31,6 +31,7 @@ SPEC = Format(
                "PNGs)", "int", (), 1000, low=1, high=1 << 20),
         WORKERS,
     ),
+    sharded="mnistconv.formats.parquet.writer",
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -10,6 +10,7 @@ only on the data and the options: the same on every run and for any number of wo
 
 import os
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,7 +18,8 @@ from ...errors import FormatError, UsageError
 from ...fileio import StagedOutput, open_staged, output_entries, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...parallel import COUNTERS, ParallelEncoder, check_workers
-from ...records import NO_PROGRESS, OutputFile, WriteResult
+from ...contract import Counters, ShardTarget, ShardedWrite
+from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
 from ...shards import check_shard_count
 from ...codecs.classes import check_labels
 from .. import extras
@@ -137,7 +139,7 @@ def _existing_shards(folder, split, keep):
 
 def checked_setup(dataset, path, config, shards, row_group_size):
     """write()'s checks of its arguments and what every shard shares, for write() and
-    the shard plan (plan_parquet): (labels per split, class names, Arrow schema,
+    the sharded write (ParquetWrite): (labels per split, class names, Arrow schema,
     one_file, folder, shards, row_group_size, extra fields table (or None) per split).
     Extra fields (QMNIST's columns) are int32 columns after label, the same in every
     split (one schema, one features list)."""
@@ -153,9 +155,6 @@ def checked_setup(dataset, path, config, shards, row_group_size):
                                    "output is one file", "name a directory instead")
     shards = check_shard_count(1 if shards is None else shards)
     row_group_size = int(DEFAULT_ROW_GROUP if row_group_size is None else row_group_size)
-    if not 1 <= row_group_size <= 1 << 20:
-        raise UsageError(None, f"--row-group-size must be between 1 and {1 << 20}, "
-                               f"not {row_group_size}")
     if one_file and (len(dataset.splits) > 1 or shards > 1):
         raise UsageError(path, f"one .parquet file holds one split, this input has "
                                f"{len(dataset.splits)} and --shards {shards}",
@@ -178,8 +177,7 @@ def checked_setup(dataset, path, config, shards, row_group_size):
         tables
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shards=None,
-          row_group_size=DEFAULT_ROW_GROUP, workers=1, processes=False, stats=None):
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options):
     """Write every split as Hugging Face Parquet. A directory gets the Hub's layout:
     `<folder>/<split>-00000-of-0000N.parquet` (folder `data`, config 'default', unless
     `config` names one) and README.md, the dataset card; a name ending in .parquet gets
@@ -189,64 +187,54 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, config=None, shar
 
         write(mnistconv.read("data/mnist"), "mnist-hf/", config="mnist")
     """
-    pa, pq = pyarrow("writing Parquet")
-    path = str(path)
-    workers = check_workers(workers)
-    labels, names, schema, one_file, folder, shards, row_group_size, tables = \
-        checked_setup(dataset, path, config, shards, row_group_size)
-    if any(t is not None for t in tables.values()):
+    from . import SPEC
+    job = ParquetWrite(dataset, path, SPEC.options(options))
+    if any(t is not None for t in job.tables.values()):
         extras.kept(dataset)
     tasks = {tuple(s.header.shape): _PngTask(s.header.shape)
              for s in dataset.splits.values()}
     record_bytes = max(int(np.prod(shape)) for shape in tasks)
 
     files, counts, card_splits = [], {}, []
-    with StagedOutput(force, root=path) as staged:
-        plan = []
-        for name, split in dataset.splits.items():
-            if one_file:
-                targets = [path]
-            else:
-                targets = [os.path.join(path, folder, f"{name}-{i:05d}-of-{shards:05d}"
-                                                      ".parquet") for i in range(shards)]
-            plan.append((name, split, targets, [staged.file(t) for t in targets]))
-        if not one_file:
-            for name, _, targets, _ in plan:
-                keep = {os.path.basename(t) for t in targets}
-                for stale in _existing_shards(os.path.join(path, folder), name, keep):
-                    staged.supersede(stale)
-            card_tmp = staged.file(os.path.join(path, "README.md"))
-        with ParallelEncoder(list(tasks.values()), workers, processes, record_bytes,
-                             PIECE, total=sum(s.header.count for _, s, _, _ in plan)) \
+    with StagedOutput(force, root=job.path) as staged:
+        tmps = [staged.file(t.path) for t in job.targets]
+        for stale in job.stale:
+            staged.supersede(stale)
+        if not job.one_file:
+            card_tmp = staged.file(os.path.join(job.path, "README.md"))
+        with ParallelEncoder(list(tasks.values()), check_workers(job.options.workers),
+                             job.options.processes, record_bytes, PIECE,
+                             total=sum(s.header.count for s in dataset.splits.values())) \
                 as encoder:
-            for name, split, targets, tmps in plan:
-                arrow_bytes = _write_split(pa, pq, encoder, tasks[tuple(split.header.shape)],
-                                           split, labels[name], schema, tmps, shards,
-                                           int(row_group_size), progress, tables[name])
+            for name, split in dataset.splits.items():
+                mine = [(t.path, tmp) for t, tmp in zip(job.targets, tmps) if t.split == name]
+                arrow_bytes = _write_split(job, encoder, tasks[tuple(split.header.shape)],
+                                           name, [tmp for _, tmp in mine], progress)
                 sizes = []
-                for target, tmp in zip(targets, tmps):
+                for target, tmp in mine:
                     size = os.path.getsize(tmp)
                     sizes.append(size)
                     files.append(OutputFile(target, size, sha256_file(tmp)))
                 counts[name] = split.header.count
                 card_splits.append((name, split.header.count, arrow_bytes, sum(sizes)))
-        if not one_file:
-            text = card.dataset_card(config or "default", folder, names, card_splits,
-                                     schema.names[2:])
+        if not job.one_file:
+            text = card.dataset_card(job.options.config or "default", job.folder,
+                                     job.names, card_splits, job.schema.names[2:])
             with open_staged(card_tmp) as f:
                 f.write(text.encode("utf-8"))
-            files.append(OutputFile(os.path.join(path, "README.md"),
+            files.append(OutputFile(os.path.join(job.path, "README.md"),
                                     os.path.getsize(card_tmp), sha256_file(card_tmp)))
-    result_stats = {"row_groups": sum(-(-c // int(row_group_size)) for c in counts.values())}
-    if stats is not None:
-        stats.update(result_stats)
-    return WriteResult(files, counts, result_stats)
+    return WriteResult(files, counts, {"row_groups": sum(-(-c // job.row_group)
+                                                         for c in counts.values())})
 
 
-def _write_split(pa, pq, encoder, task, split, labels, schema, tmps, shards, row_group,
-                 progress, table=None):
-    """Write one split's shard files; returns its Arrow size (num_bytes in the card)."""
-    cuts = _cuts(split.header.count, shards, row_group)
+def _write_split(job, encoder, task, name, tmps, progress):
+    """Write split `name`'s shard files (job: the ParquetWrite); returns its Arrow size
+    (num_bytes in the card)."""
+    pa, pq, schema, shards = job.pa, job.pq, job.schema, job.shards
+    split = job.dataset.splits[name]
+    labels, table = job.labels[name], job.tables[name]
+    cuts = _cuts(split.header.count, shards, job.row_group)
     arrow_bytes = 0
     writers = {}
     group = []  # (offsets, data, labels, extra fields) of the row group being gathered
@@ -328,3 +316,129 @@ def _row_group(pa, group, schema):
         columns += [pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(
             np.ascontiguousarray(table[:, j]))]) for j in range(table.shape[1])]
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+@dataclass
+class ParquetCounters(Counters):
+    """A shard's rows, Arrow bytes, and the row groups write() counts for it."""
+
+    rows: int = 0
+    arrow_bytes: int = 0
+    row_groups: int = 0
+
+
+class ParquetWrite(ShardedWrite):
+    """A Parquet shard set written shard by shard (mnistconv.contract), with the bytes
+    write() gives each shard: row groups restart at every shard start (_cuts), so a
+    shard's bytes depend on its rows and the options only. finish() writes the README.md
+    card (each split's Arrow bytes and sizes summed from the shards' counters) and
+    croissant.json."""
+
+    counters = ParquetCounters
+
+    def __init__(self, dataset, path, options):
+        self.pa, self.pq = pyarrow("writing Parquet")
+        self.dataset, self.path, self.options = dataset, str(path), options
+        self.labels, self.names, self.schema, self.one_file, self.folder, self.shards, \
+            self.row_group, self.tables = checked_setup(dataset, path, options.config,
+                                                        options.shards,
+                                                        options.row_group_size)
+        self.targets, self.stale = [], []
+        for name, split in dataset.splits.items():
+            count = split.header.count
+            bounds = [count * (i + 1) // self.shards for i in range(self.shards)]
+            for index, stop in enumerate(bounds):
+                self.targets.append(ShardTarget(name, index, self._target(name, index),
+                                                bounds[index - 1] if index else 0, stop))
+            if not self.one_file:
+                keep = {os.path.basename(t.path) for t in self.targets if t.split == name}
+                self.stale += _existing_shards(os.path.join(self.path, self.folder), name,
+                                               keep)
+
+    def _target(self, split_name, index):
+        if self.one_file:
+            return self.path
+        return os.path.join(self.path, self.folder,
+                            f"{split_name}-{index:05d}-of-{self.shards:05d}.parquet")
+
+    def write_shard(self, index, staged_path):
+        """Shard `index` at staged_path: (OutputFile, ParquetCounters)."""
+        target = self.targets[index]
+        split = self.dataset.splits[target.split]
+        labels, extra = self.labels[target.split], self.tables[target.split]
+        cuts = _cuts(split.header.count, self.shards, self.row_group)
+        if type(split).take is not Split.take:  # seekable: read the shard's rows only
+            mine = [c for c in cuts if c[0] == target.index]
+            ends = [end for _, end, _ in cuts]
+            first = cuts.index(mine[0]) if mine else 0
+            starts = [ends[first - 1] if first else 0] + [end for _, end, _ in mine[:-1]]
+            source = (((shard, closes, labels[at:end],
+                        None if extra is None else extra[at:end]),
+                       split.take(np.arange(at, end, dtype=np.int64)), labels[at:end],
+                       np.arange(at, end, dtype=np.int64))
+                      for (shard, end, closes), at in zip(mine, starts))
+        else:  # a stream: the writer's own pieces, up to this shard
+            source = (p for p in _pieces(split, labels, cuts, NO_PROGRESS, extra)
+                      if p[0][0] == target.index)
+        task = _PngTask(split.header.shape)
+        counters, group = ParquetCounters(), []
+        parquet = _open(self.pq, staged_path, self.schema)
+        try:
+            with ParallelEncoder([task], check_workers(self.options.workers),
+                                 self.options.processes, int(np.prod(split.header.shape)),
+                                 PIECE) as encoder:
+                for (_, closes, piece_labels, piece_extras), n, data, _ in \
+                        encoder.encode(task, source):
+                    data = bytes(data)
+                    offsets = np.frombuffer(data, np.int32, n + 1)
+                    group.append((offsets, data[4 * (n + 1):], piece_labels, piece_extras))
+                    counters.rows += n
+                    if closes:
+                        table = _row_group(self.pa, group, self.schema)
+                        group = []
+                        parquet.write_table(table, row_group_size=table.num_rows)
+                        counters.arrow_bytes += table.nbytes
+        finally:
+            parquet.close()
+            parquet.file.close()
+        # write() counts ceil(rows / row group size) per split: shard 0 counts it.
+        if target.index == 0:
+            counters.row_groups = -(-split.header.count // self.row_group)
+        return (OutputFile(target.path, os.path.getsize(staged_path),
+                           sha256_file(staged_path)), counters)
+
+    def stats(self, counters):
+        """write()'s stats: the row groups."""
+        return {"row_groups": counters.row_groups}
+
+    def metadata_targets(self):
+        """The card, README.md, and croissant.json, unless the output is one file."""
+        from ...croissant import target
+        return [] if self.one_file else [os.path.join(self.path, "README.md"),
+                                         target(self.path)]
+
+    def finish(self, recorded):
+        """Write README.md from the recorded shards' counters, and croissant.json from
+        their sizes and hashes, as a local write does."""
+        from ... import croissant
+        if self.one_file:
+            return
+        card_splits = []
+        for name, split in self.dataset.splits.items():
+            mine = [recorded[t.path] for t in self.targets if t.split == name]
+            card_splits.append((name, split.header.count,
+                                sum(c.arrow_bytes for _, c in mine),
+                                sum(f.bytes for f, _ in mine)))
+        text = card.dataset_card(self.options.config or "default", self.folder,
+                                 self.names, card_splits, self.schema.names[2:])
+        with StagedOutput(force=True) as staged:
+            with open_staged(staged.file(os.path.join(self.path, "README.md"))) as f:
+                f.write(text.encode("utf-8"))
+        croissant.write(self.dataset, self.path,
+                        WriteResult([f for f, _ in recorded.values()], {}), "parquet",
+                        force=True)
+
+
+def prepare_write(dataset, path, options) -> ParquetWrite:
+    """The sharded write of dataset to path with options (SPEC.options())."""
+    return ParquetWrite(dataset, path, options)

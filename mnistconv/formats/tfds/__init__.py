@@ -28,6 +28,7 @@ SPEC = Format(
                ("tfrecord", "array_record"), "tfrecord"),
         WORKERS,
     ),
+    sharded="mnistconv.formats.tfds.plan",
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -45,8 +45,7 @@ from ...limits import MAX_SHARDS, is_number, printable
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from . import info as tfds_info
 
-DEFAULT_VERSION = "1.0.0"
-_METADATA = ("dataset_info.json", "features.json")
+METADATA = ("dataset_info.json", "features.json")
 
 
 # --- writing ---------------------------------------------------------------------
@@ -71,7 +70,8 @@ def parse_size(value, option="--shard-size"):
     return size
 
 
-def _shard_count(shards, shard_size, total_bytes, count, split, where):
+def shard_count(shards, shard_size, total_bytes, count, split, where):
+    """A split's shard count: --shards, else --shard-size bytes each, else TFDS' rule."""
     if shards is not None:
         n = shards
     elif shard_size is not None:
@@ -85,7 +85,7 @@ def _shard_count(shards, shard_size, total_bytes, count, split, where):
     return n
 
 
-def _stale_files(directory, keep):
+def stale_files(directory, keep):
     """TFDS files of an earlier write in directory that the new one does not write
     (other shard counts, splits or file format): removed on commit, with force."""
     entries = output_entries(directory)
@@ -93,7 +93,7 @@ def _stale_files(directory, keep):
     for entry in entries:
         if entry in keep or is_staging_name(entry):
             continue
-        if entry in _METADATA or entry.endswith(".labels.txt") or \
+        if entry in METADATA or entry.endswith(".labels.txt") or \
                 (SHARD_RE.match(entry) and (".tfrecord-" in entry or
                                             ".array_record-" in entry)):
             stale.append(entry)
@@ -107,24 +107,22 @@ def _nearest_existing(path):
     return path
 
 
-def _checked(dataset, path, force, name, version, shards, shard_size, file_format,
-             workers):
-    """write()'s checks, all made before any output exists, and what they decide:
-    (name, version, shards, shard_size, workers, target directory, [(split name, split,
-    (H, W))], (H, W), number of classes, class names). mnistconv.plan_tfds starts from
-    them too, so a shard written alone is cut and encoded as in the whole set."""
-    name = tfds_info.check_name(name if name is not None else
+def checked(dataset, path, o, force=False):
+    """write()'s checks of options o (SPEC.options()), all made before any output
+    exists, and what they decide: (name, version, shards, shard_size, workers, target
+    directory, [(split name, split, (H, W))], (H, W), number of classes, class names).
+    A sharded write (plan.py) starts from them too, so a shard written alone is cut and
+    encoded as in the whole set."""
+    name = tfds_info.check_name(o.name if o.name is not None else
                                 tfds_info.family_name(dataset))
-    version = tfds_info.check_version(version)
-    if file_format not in tfds_info.FILE_FORMATS:
-        raise UsageError(None, f"--file-format must be one of "
-                               f"{', '.join(tfds_info.FILE_FORMATS)}, not {file_format!r}")
+    version = tfds_info.check_version(o.version)
+    shards, shard_size, file_format = o.shards, o.shard_size, o.file_format
     if shards is not None and shard_size is not None:
         raise UsageError(None, "--shards and --shard-size both say how to cut shards",
                          "give one of them")
     shards = None if shards is None else check_shard_count(shards)
     shard_size = None if shard_size is None else parse_size(shard_size)
-    workers = check_workers(workers)
+    workers = check_workers(o.workers)
     if file_format == "array_record":
         shardwrite.array_record_module()
     if str(path) == "-":
@@ -163,9 +161,7 @@ def _checked(dataset, path, force, name, version, shards, shard_size, file_forma
             names)
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
-          version=DEFAULT_VERSION, shards=None, shard_size=None, file_format="tfrecord",
-          workers=1, processes=False) -> WriteResult:
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write a TFDS prepared directory: path/<name>/<version>/ (see the module
     docstring). name: the TFDS dataset name (default: the input's family, e.g. mnist);
     shards: files per split (default: TFDS' rule, or shard_size bytes each);
@@ -174,9 +170,11 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
         result = write(ds, "tfds_data", name="mnist", version="3.0.1")
         result.counts   # {'train': 60000, 'test': 10000}
     """
+    from . import SPEC
+    o = SPEC.options(options)
     name, version, shards, shard_size, workers, target, plan, shape, num_classes, names \
-        = _checked(dataset, path, force, name, version, shards, shard_size, file_format,
-                   workers)
+        = checked(dataset, path, o, force)
+    file_format = o.file_format
 
     scratch = None
     try:
@@ -188,7 +186,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
         tasks = [encode.ExampleTask(num_classes, shape)]
         for task in tasks:
             task.warm()
-        with ParallelEncoder(tasks, workers, processes, int(np.prod(shape)),
+        with ParallelEncoder(tasks, workers, o.processes, int(np.prod(shape)),
                              encode.chunk_records(shape),
                              total=sum(s.header.count for _, s, _ in plan)) as encoder:
             for split_name, split, _ in plan:
@@ -201,18 +199,18 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, name=None,
         layout = []  # (split, numBytes, shard lengths, targets)
         for split_name, lengths, spool in spooled:
             count = len(lengths)
-            n = _shard_count(shards, shard_size, int(lengths.sum()), count, split_name,
+            n = shard_count(shards, shard_size, int(lengths.sum()), count, split_name,
                              path)
             bounds = tfds_info.tfds_bounds(count, n)
             layout.append((split_name, lengths, spool, bounds,
                            [tfds_info.shard_name(name, split_name, file_format, i, n)
                             for i in range(n)]))
-        file_names = list(_METADATA) + ["label.labels.txt"] + \
+        file_names = list(METADATA) + ["label.labels.txt"] + \
             [t for *_, targets in layout for t in targets]
         files, counts = [], {}
         with StagedOutput(force, root=path) as staged:
             stage = staged.directory(target, file_names,
-                                     replaces=_stale_files(target, set(file_names)))
+                                     replaces=stale_files(target, set(file_names)))
             for file_name, data in metadata_files(
                     name, version, file_format,
                     [(s, int(lengths.sum()), np.diff([0] + bounds).tolist())

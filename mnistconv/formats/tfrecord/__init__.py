@@ -104,6 +104,7 @@ SPEC = Format(
                "the tfrecord package's index; uncompressed output only)"),
     ),
     stdio=True,
+    sharded="mnistconv.formats.tfrecord.writer",
 )
 
 
@@ -111,8 +112,7 @@ SPEC = Format(
 _NAMES_BY_HOME = {
     ".reader": ("sniff", "TFRecordSplit"),
     ".indexed": ("read", "IndexedSplit"),
-    ".writer": ("write", "encode_records", "Settings", "CHUNK", "ERROR_SAMPLE",
-                "IMAGE_FORMATS", "LABEL_FORMATS"),
+    ".writer": ("write", "encode_records", "Settings", "CHUNK", "ERROR_SAMPLE"),
     "mnistconv.codecs.framing": ("masked_crc", "Framer", "iter_records", "COMPRESSIONS",
                                  "NOT_TFRECORD", "NOT_TFRECORD_HINT"),
     ".names": ("matches_name", "resolve", "split_target", "EXTENSIONS"),

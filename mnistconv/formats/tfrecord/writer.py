@@ -8,12 +8,13 @@ on every run and machine.
 """
 
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ... import codecs
 from .. import extras
-from ..common import DEFAULT_JPEG_QUALITY
 from ...errors import FormatError, UsageError
 from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged,
                        output_file_info)
@@ -21,8 +22,10 @@ from ...limits import check_num_classes
 from ...parallel import ParallelEncoder, check_workers
 from ... import budget
 from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
-from ...shards import ShardSet, check_shard_count
-from ...codecs.framing import COMPRESSIONS, Framer
+from ...shards import ShardSet, check_shard_count, other_shard_sets
+from ...contract import Counters, ShardTarget, ShardedWrite
+from . import SPEC
+from ...codecs.framing import Framer
 from .index_files import IndexWriter, index_path
 from .names import split_target
 
@@ -37,31 +40,37 @@ CHUNK = 1000
 # On MNIST's training set a sixteenth gives mean 1.0556 and max 26, a quarter 1.0607
 # and 26, every record 1.0622 and 27.
 ERROR_SAMPLE = 16
-IMAGE_FORMATS = ("jpeg", "png", "raw")
-LABEL_FORMATS = ("onehot", "index")
 
 
+@dataclass(eq=False)  # tasks are told apart by identity (ParallelEncoder)
 class Settings:
     """How one split's records are encoded: the task ParallelEncoder runs (plain
     attributes, inherited by forked workers, usable from any thread)."""
 
-    def __init__(self, schema, image_format, label_format, quality, num_classes, shape,
-                 with_index, exact_error, class_names=(), extras=None, original=None):
-        self.schema, self.image_format, self.label_format = schema, image_format, label_format
-        # Known class names add a label_name bytes feature (nothing when there are none).
-        self.class_names = tuple(class_names)
-        self.quality, self.num_classes, self.shape = quality, num_classes, shape
-        self.with_index, self.exact_error = with_index, exact_error
-        # (names, N x k int32 table) of the split's extra fields, or None. With them the
-        # pieces' indices are the records' positions in the split, which pick their
-        # rows here and, with_index, their original indices from `original`: the
-        # table travels to forked workers with the task (inherited), not per piece.
-        self.extras, self.original = extras, original
-        self.extra_names = extras[0] if extras is not None else ()
+    schema: Any
+    image_format: str
+    label_format: str
+    quality: int
+    num_classes: int
+    shape: tuple
+    with_index: bool
+    exact_error: bool
+    # Known class names add a label_name bytes feature (nothing when there are none).
+    class_names: tuple = ()
+    # (names, N x k int32 table) of the split's extra fields, or None. With them the
+    # pieces' indices are the records' positions in the split, which pick their
+    # rows here and, with_index, their original indices from `original`: the
+    # table travels to forked workers with the task (inherited), not per piece.
+    extras: Any = None
+    original: Any = None
+
+    def __post_init__(self):
+        self.class_names = tuple(self.class_names)
+        self.extra_names = self.extras[0] if self.extras is not None else ()
         # One image as encode_records() takes it: for JPEG, padded to whole 8x8
         # blocks, which fill() does while it copies the pixels anyway.
-        self.slot_shape = codecs.block_padded_shape(*shape) if image_format == "jpeg" \
-            else tuple(shape)
+        self.slot_shape = codecs.block_padded_shape(*self.shape) \
+            if self.image_format == "jpeg" else tuple(self.shape)
 
     def key(self):
         """What the Example templates depend on."""
@@ -249,31 +258,18 @@ def _check_labels(labels, where):
     check_num_classes(high + 1, where, "labels")
 
 
-def _choose(value, allowed, what):
-    if value not in allowed:
-        raise UsageError(None, f"unknown {what} '{value}'",
-                         f"choose one of: {', '.join(allowed)}")
-    return value
-
-
-def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
-                with_index, shards, compression, exact_jpeg_error, workers=1):
-    """Options checked, and (split, Settings, ShardSet) for every split, checked
-    before any output exists: what write() and write_shard() both start from, so a
-    shard written alone is cut and encoded as in the whole set."""
+def _split_sets(dataset, path, o):
+    """(split, Settings, ShardSet) for every split of options o (SPEC.options()),
+    checked before any output exists, with the image format chosen: what write() and
+    a sharded write both start from, so a shard written alone is cut and encoded as in
+    the whole set."""
     from ...codecs.example import PRESETS
-    schema = PRESETS[_choose(preset, tuple(PRESETS), "preset")]
-    image_format = _choose(image_format or schema.image_format, IMAGE_FORMATS,
-                           "image format")
-    label_format = _choose(label_format or schema.label_format, LABEL_FORMATS,
-                           "label format")
-    compression = _choose(compression or "none", COMPRESSIONS, "compression")
-    if not 1 <= int(jpeg_quality) <= 100:
-        raise UsageError(None, f"--jpeg-quality must be 1..100, not {jpeg_quality}")
+    schema = PRESETS[o.preset]
+    image_format = o.image_format or schema.image_format
+    label_format = o.label_format or schema.label_format
     # TFDS names even a single shard -00000-of-00001; asked for explicitly, so is it.
-    suffix_one = preset == "tfds" and shards is not None
-    shards = check_shard_count(1 if shards is None else shards)
-    workers = check_workers(workers)
+    suffix_one = o.preset == "tfds" and o.shards is not None
+    shards = check_shard_count(1 if o.shards is None else o.shards)
     path = str(path)
     if not dataset.splits:
         raise UsageError(path, "nothing to write: the input has no splits")
@@ -300,9 +296,9 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
         from ...codecs.example import own_keys
         extra = extras.checked(split, own_keys(schema))
         original = np.asarray(split.indices(), np.int64) \
-            if extra is not None and with_index else None
-        settings = Settings(schema, image_format, label_format, int(jpeg_quality),
-                            num_classes, shape, bool(with_index), bool(exact_jpeg_error),
+            if extra is not None and o.with_index else None
+        settings = Settings(schema, image_format, label_format, int(o.jpeg_quality),
+                            num_classes, shape, bool(o.with_index), bool(o.exact_jpeg_error),
                             split.header.class_names, extra, original)
         base = split_target(path, name, several)
         plan.append((split, settings, ShardSet(base, split.header.count, shards,
@@ -310,13 +306,10 @@ def _split_sets(dataset, path, preset, image_format, jpeg_quality, label_format,
 
     if any(settings.extras is not None for _, settings, _ in plan):
         extras.kept(dataset)  # every record holds them as int64 features
-    return plan, image_format, compression, workers
+    return plan, image_format
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
-          image_format=None, jpeg_quality=DEFAULT_JPEG_QUALITY, label_format=None, with_index=False,
-          shards=None, compression="none", workers=1, processes=False,
-          exact_jpeg_error=False, index_files=False) -> WriteResult:
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write every split as TFRecord: one split to `path`, several to
     `<stem>-<split><ext>` beside it; shards=N cuts each into TensorFlow-named shards.
     Returns a WriteResult: the files, the records per split, and stats: "records" and,
@@ -334,51 +327,56 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, preset="recipe",
         result = write(ds, "out/mnist.tfrecord", shards=4, workers=2)
         result.counts   # {'train': 60000, 'test': 10000}
     """
-    plan, image_format, compression, workers = _split_sets(
-        dataset, path, preset, image_format, jpeg_quality, label_format, with_index,
-        shards, compression, exact_jpeg_error, workers)
+    o = SPEC.options(options)
+    plan, image_format = _split_sets(dataset, path, o)
+    compression, index_files = o.compression, o.index_files
+    workers = check_workers(o.workers)
     if index_files and (compression != "none" or is_stdio(path)):
         raise UsageError(path, "--index-files indexes uncompressed files: offsets into "
                                f"{'stdout' if is_stdio(path) else 'a compressed stream'} "
                                "mean nothing to DALI or the tfrecord package",
                          "drop --compression, or --index-files")
-    totals = [0, 0, 0, 0, 0]  # records, error sum, error max, measured, their pixels
-    counts = {}
     all_settings = [settings for _, settings, _ in plan]
-    record_bytes = max(int(np.prod(s.slot_shape)) for s in all_settings)
-    chunk = _chunk_records(record_bytes)
     with StagedOutput(force, root=path) as staged:
-        files = _write_splits(plan, staged, chunk, record_bytes, workers, processes,
-                              compression, progress, counts, totals, bool(index_files))
-    pixels = totals[4]
-    result_stats: dict = {"records": totals[0]}
+        files, counts, totals = _write_splits(plan, staged, workers, o, progress)
+    result_stats = _stats(image_format, totals)
     names = next((s.class_names for s in all_settings if s.class_names), ())
     if names:  # said in the summary; each record holds its own as label_name
-        result_stats["class_names"] = list(names)
-    if image_format == "jpeg":
-        result_stats["jpeg_mean_abs_error"] = round(totals[1] / pixels, 4) if pixels \
-            else 0.0
-        result_stats["jpeg_max_abs_error"] = totals[2]
-        result_stats["jpeg_error_records"] = totals[3]
+        result_stats = {"records": totals.records, "class_names": list(names),
+                        **result_stats}
     return WriteResult(files, counts, result_stats)
 
 
-def _write_splits(plan, staged, chunk, record_bytes, workers, processes,
-                  compression, progress, counts, totals, index_files=False):
-    """write()'s work inside its staged output: every split encoded and written; the
-    files. totals: [records, error sum, error max, records measured, pixels measured]."""
-    files = []
+def _stats(image_format, totals) -> dict:
+    """write()'s stats from the counters: records and, for JPEG, its error over the
+    records measured."""
+    stats: dict = {"records": totals.records}
+    if image_format == "jpeg":
+        stats["jpeg_mean_abs_error"] = round(totals.error_sum / totals.pixels, 4) \
+            if totals.pixels else 0.0
+        stats["jpeg_max_abs_error"] = totals.error_max
+        stats["jpeg_error_records"] = totals.measured
+    return stats
+
+
+def _write_splits(plan, staged, workers, o, progress):
+    """write()'s work inside its staged output, with options o: every split encoded and
+    written; (the files, records per split, TFRecordCounters)."""
+    files, counts, totals = [], {}, TFRecordCounters()
+    index_files = bool(o.index_files)
     all_settings = [settings for _, settings, _ in plan]
+    record_bytes = max(int(np.prod(s.slot_shape)) for s in all_settings)
+    chunk = _chunk_records(record_bytes)
     staged_paths = [shard_set.stage_files(staged) for _, _, shard_set in plan]
     for _, _, shard_set in plan:
         shard_set.supersede_others(staged)
         _stale_indexes(shard_set, staged, index_files)
     for settings in all_settings:
         settings.warm()
-    with ParallelEncoder(all_settings, workers, processes, record_bytes, chunk,
+    with ParallelEncoder(all_settings, workers, o.processes, record_bytes, chunk,
                          total=sum(s.header.count for s, _, _ in plan)) as encoder:
         for (split, settings, shard_set), paths in zip(plan, staged_paths):
-            outputs = [_Output(t, p, compression, index_files)
+            outputs = [_Output(t, p, o.compression, index_files)
                        for t, p in zip(shard_set.targets, paths)]
             progress.start(f"{split.name} -> tfrecord", split.header.count)
             counts[split.name] = 0
@@ -387,70 +385,91 @@ def _write_splits(plan, staged, chunk, record_bytes, workers, processes,
                 for out, n, data, (esum, emax, ecount) in encoder.encode(settings,
                                                                          pieces):
                     outputs[out].write(data)
-                    totals[0] += n
                     counts[split.name] += n
-                    totals[1] += esum
-                    totals[2] = max(totals[2], emax)
-                    totals[3] += ecount
-                    totals[4] += ecount * int(np.prod(settings.shape))
+                    totals.merge(TFRecordCounters(n, esum, emax, ecount,
+                                                  ecount * int(np.prod(settings.shape))))
                     progress.advance(n)
             finally:
                 progress.finish()
-            for o in outputs:
-                files.append(o.close())
+            for output in outputs:
+                files.append(output.close())
                 if index_files:
-                    files.append(o.close_index(staged))
-    return files
+                    files.append(output.close_index(staged))
+    return files, counts, totals
 
 
+@dataclass
+class TFRecordCounters(Counters):
+    """A shard's records, and its JPEG error: sum, max, records and pixels measured."""
 
-def write_shard(dataset, path, split_name, index, staged_path, *, preset="recipe",
-                image_format=None, jpeg_quality=DEFAULT_JPEG_QUALITY, label_format=None, with_index=False,
-                shards=None, compression="none", workers=1, processes=False,
-                exact_jpeg_error=False, index_files=False):
-    """Write shard `index` of split `split_name` alone, at staged_path (the caller
-    stages and commits it): exactly the bytes write() gives that shard with the same
-    options, since the options, settings, cut and chunks are write()'s own (chunks
-    restart at every shard start and at every multiple of the chunk size, so the JPEG
-    error sample is the same too). Returns (OutputFile, counters) where counters is
-    [records, error sum, error max, records measured, pixels measured]: summed (max
-    for the error max) over every shard they give write()'s stats. mnistconv.plan runs
-    a shard set this way, shard by shard.
+    MAXED = ("error_max",)
+    records: int = 0
+    error_sum: int = 0
+    error_max: int = 0
+    measured: int = 0
+    pixels: int = 0
 
-        f, counters = write_shard(ds, "m.tfrecord", "train", 0, tmp, shards=4)
+
+class TFRecordWrite(ShardedWrite):
+    """A TFRecord shard set written shard by shard (mnistconv.contract): each shard the
+    bytes write() gives it with the same options, since the settings, cut and chunks
+    are write()'s own (chunks restart at every shard start and at every multiple of the
+    chunk size, so the JPEG error sample is the same too). Plain TFRecord has nothing
+    to finish: the shards are the output."""
+
+    counters = TFRecordCounters
+
+    def __init__(self, dataset, path, options):
+        if options.index_files:
+            raise UsageError(str(path), "--index-files does not apply to planned runs",
+                             "write the indexes with a local conversion")
+        self.options = options
+        self.plan, self.image_format = _split_sets(dataset, path, options)
+        self.targets, self.stale = [], []
+        for split, _, shard_set in self.plan:
+            start = 0
+            for index, (target, stop) in enumerate(zip(shard_set.targets,
+                                                       shard_set.bounds)):
+                self.targets.append(ShardTarget(split.name, index, str(target), start,
+                                                stop))
+                start = stop
+            self.stale += other_shard_sets(shard_set.base, shard_set.targets)
+
+    def write_shard(self, index, staged_path):
+        """Shard `index` of the set at staged_path: (OutputFile, TFRecordCounters)."""
+        target = self.targets[index]
+        split, settings, _ = next(e for e in self.plan if e[0].name == target.split)
+        start, stop = target.start, target.stop
+        chunk = _chunk_records(max(int(np.prod(s.slot_shape)) for _, s, _ in self.plan))
+        settings.warm()
+        if type(split).take is not Split.take:  # seekable: read the shard's range only
+            pieces = _range_pieces(split, start, stop, chunk, settings.extras is not None)
+        else:  # a stream: read up to the shard, cut exactly as write() does
+            bounds = [t.stop for t in self.targets if t.split == target.split]
+            pieces = ((0, *rest) for out, *rest in _chunks(
+                split, bounds, chunk, settings.extras is not None) if out == target.index)
+        counters = TFRecordCounters()
+        output = _Output(target.path, staged_path, self.options.compression)
+        with ParallelEncoder([settings], check_workers(self.options.workers),
+                             self.options.processes, int(np.prod(settings.slot_shape)),
+                             chunk, total=stop - start) as encoder:
+            for _, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
+                output.write(data)
+                counters.merge(TFRecordCounters(n, esum, emax, ecount,
+                                                ecount * int(np.prod(settings.shape))))
+        return output.close(), counters
+
+    def stats(self, counters):
+        """write()'s stats: records and, for JPEG, its error over the records measured."""
+        return _stats(self.image_format, counters)
+
+
+def prepare_write(dataset, path, options) -> TFRecordWrite:
+    """The sharded write of dataset to path with options (SPEC.options()).
+
+        job = prepare_write(ds, "m.tfrecord", SPEC.options({"shards": 4}))
     """
-    plan, _, compression, workers = _split_sets(
-        dataset, path, preset, image_format, jpeg_quality, label_format, with_index,
-        shards, compression, exact_jpeg_error, workers)
-    if index_files:
-        raise UsageError(str(path), "--index-files does not apply to planned runs",
-                         "write the indexes with a local conversion")
-    entry = next((e for e in plan if e[0].name == split_name), None)
-    if entry is None or not 0 <= index < len(entry[2].targets):
-        raise UsageError(str(path), f"no shard {index} of split {split_name} to write")
-    split, settings, shard_set = entry
-    start = shard_set.bounds[index - 1] if index else 0
-    stop = shard_set.bounds[index]
-    chunk = _chunk_records(max(int(np.prod(s.slot_shape)) for _, s, _ in plan))
-    settings.warm()
-    if type(split).take is not Split.take:  # seekable: read the shard's range only
-        pieces = _range_pieces(split, start, stop, chunk, settings.extras is not None)
-    else:  # a stream: read up to the shard, cut exactly as write() does
-        pieces = ((0, *rest) for out, *rest in _chunks(split, shard_set.bounds, chunk,
-                                                       settings.extras is not None)
-                  if out == index)
-    counters = [0, 0, 0, 0, 0]
-    output = _Output(shard_set.targets[index], staged_path, compression)
-    with ParallelEncoder([settings], workers, processes, int(np.prod(settings.slot_shape)),
-                         chunk, total=stop - start) as encoder:
-        for _, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
-            output.write(data)
-            counters[0] += n
-            counters[1] += esum
-            counters[2] = max(counters[2], emax)
-            counters[3] += ecount
-            counters[4] += ecount * int(np.prod(settings.shape))
-    return output.close(), counters
+    return TFRecordWrite(dataset, path, options)
 
 
 def _range_pieces(split, start, stop, chunk, positions=False):

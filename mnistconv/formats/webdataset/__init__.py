@@ -18,6 +18,7 @@ SPEC = Format(
         JPEG_QUALITY,
         WORKERS,
     ),
+    sharded="mnistconv.formats.webdataset.plan",
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -34,7 +34,6 @@ import re
 import numpy as np
 
 from ... import codecs
-from ..common import DEFAULT_JPEG_QUALITY
 from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
@@ -144,7 +143,7 @@ def _check_split(split, where):
     return shape
 
 
-def _pieces(split, chunk, samples_per_shard, slot_bytes, first=0, table=None):
+def sample_pieces(split, chunk, samples_per_shard, slot_bytes, first=0, table=None):
     """(0, packed rows, labels, indices) of at most `chunk` records that never cross a
     shard boundary when shards are cut by samples; the first record's key is `first`
     (its position in the whole split). table: the split's extra fields (row 0 is its
@@ -166,7 +165,7 @@ def _pieces(split, chunk, samples_per_shard, slot_bytes, first=0, table=None):
             start = end
 
 
-class _Shards:
+class ShardWriter:
     """The shards of one split being written: opened as samples arrive, cut by samples
     or bytes, each staged and hashed."""
 
@@ -227,30 +226,27 @@ class _Shards:
         return self.files
 
 
-def _family(directory, name, split):
+def family(directory, name, split):
     """Shards of this name and split already in the directory."""
     pattern = re.compile(re.escape(f"{name}-{split}-") + r"\d{6}\.tar$")
     return [os.path.join(directory, e) for e in output_entries(directory)
             if pattern.match(e)]
 
 
-def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
-    """write()'s checks, made before any output exists, and what they decide:
-    (directory, name, samples per shard or None, bytes per shard or None, workers,
-    [(split, SampleTask)], records per piece). mnistconv.plan_webdataset starts from
-    them too, so a shard written alone is cut and encoded as in the whole set."""
+def checked(dataset, path, o):
+    """write()'s checks of options o (SPEC.options()), made before any output exists,
+    and what they decide: (directory, name, samples per shard or None, bytes per shard
+    or None, workers, [(split, SampleTask)], records per piece). A sharded write
+    (plan.py) starts from them too, so a shard written alone is cut and encoded as in
+    the whole set."""
     path = str(path)
     if is_stream_path(path):
         raise UsageError(path, "WebDataset shards are files, not a stream",
                          "name a directory or <name>.tar")
-    if image_format not in ("png", "jpeg"):
-        raise UsageError(None, f"--image-format must be png or jpeg, not "
-                               f"{printable(image_format)}")
-    if not 1 <= int(jpeg_quality) <= 100:
-        raise UsageError(None, f"--jpeg-quality must be between 1 and 100, not {jpeg_quality}")
+    shard_size = o.shard_size
     samples, max_bytes = parse_shard_size(shard_size or DEFAULT_SHARD_SIZE)
     per_split = {}  # samples per shard of each split (None: cut by bytes)
-    workers = check_workers(workers)
+    workers = check_workers(o.workers)
     if not dataset.splits:
         raise UsageError(path, "nothing to write: the input has no splits")
     directory, name = output_names(path)
@@ -266,7 +262,7 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
             if not shard_size else samples
         width = max(6, len(str(max(split.header.count - 1, 0))))
         extra = extras.checked(split, _JSON_KEYS)
-        task = SampleTask(shape, image_format, jpeg_quality, width,
+        task = SampleTask(shape, o.image_format, o.jpeg_quality, width,
                           split.header.class_names, extra_names=extra[0] if extra else ())
         plan.append((split, task, extra[1] if extra else None))
     slot = max(task.slot_shape[0] for _, task, _ in plan)
@@ -274,15 +270,14 @@ def _checked(dataset, path, shard_size, image_format, jpeg_quality, workers):
         budget.piece_rows(slot, CHUNK)
 
 
-def _record_room(tasks):
+def record_room(tasks):
     """A record's output room in a forked worker's slot is twice this plus 2 KB: three
     headers, three paddings and a PNG of noise fit, and the .json's extra fields (a name
     of at most 64 characters and an int32 each)."""
     return max(t.slot_shape[0] + 40 * len(t.extra_names) for t in tasks) + 1024
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
-          image_format="png", jpeg_quality=DEFAULT_JPEG_QUALITY, workers=1, processes=False) -> WriteResult:
+def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write every split as tar shards `<name>-<split>-000000.tar` in the directory
     `path` (name: its own) or beside `path` named `<name>.tar`. shard_size: samples
     ("10000"; default: samples.default_samples) or bytes ("100MB") per shard; workers:
@@ -291,27 +286,28 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, shard_size=None,
         write(mnistconv.read("data/mnist"), "shards/mnist.tar", shard_size="10000")
         # shards/mnist-train-000000.tar ... -000005.tar, shards/mnist-test-000000.tar
     """
-    directory, name, samples, max_bytes, workers, plan, chunk = _checked(
-        dataset, path, shard_size, image_format, jpeg_quality, workers)
+    from . import SPEC
+    o = SPEC.options(options)
+    directory, name, samples, max_bytes, workers, plan, chunk = checked(dataset, path, o)
     files, counts = [], {}
     if any(table is not None for _, _, table in plan):
         extras.kept(dataset)
     with StagedOutput(force, root=path) as staged:
-        old = {s.name: _family(directory, name, s.name) for s, _, _ in plan}
+        old = {s.name: family(directory, name, s.name) for s, _, _ in plan}
         for stale in old.values():
             if stale and not force:
                 staged.supersede(stale[0])  # refused: the output exists
         tasks = [task for _, task, _ in plan]
         tasks[0].warm()
-        with ParallelEncoder(tasks, workers, processes, _record_room(tasks), chunk,
+        with ParallelEncoder(tasks, workers, o.processes, record_room(tasks), chunk,
                              total=sum(s.header.count for s, _, _ in plan)) as encoder:
             for split, task, table in plan:
-                shards = _Shards(staged, directory, name, split.name,
+                shards = ShardWriter(staged, directory, name, split.name,
                                  samples[split.name], max_bytes)
                 progress.start(f"{split.name} -> webdataset", split.header.count)
                 counts[split.name] = 0
                 try:
-                    pieces = _pieces(split, chunk, samples[split.name],
+                    pieces = sample_pieces(split, chunk, samples[split.name],
                                      task.slot_shape[0], table=table)
                     for _, n, data, (length, _, _) in encoder.encode(task, pieces):
                         body, sizes = split_output(data, length, n)

@@ -1,0 +1,130 @@
+"""The write contract: how every runner (a shard plan, a task slice, --resume, Beam)
+reaches a format's writer, through one door.
+
+A format whose writer can write one shard alone with the bytes of the whole set names
+a module in its spec (`Format(..., sharded="mnistconv.formats.x.plan")`) holding
+
+    prepare_write(dataset, path, options) -> ShardedWrite
+
+where options is the frozen dataclass `Format.options()` made, validated once
+(prepare_write() below: the same checks and words as a local write()). The ShardedWrite
+holds the shard targets (split, index, path, first and last example), writes shard i
+at a staged path, finishes the set (metadata, cards, info files) and turns the shards'
+merged counters into write()'s stats.
+
+    job = prepare_write("tfrecord", dataset, "m.tfrecord", {"shards": 4})
+    [t.path for t in job.targets][:1]  # ['m-train.tfrecord-00000-of-00004']
+"""
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from .errors import UsageError
+from .records import OutputFile
+
+
+@dataclass(frozen=True)
+class ShardTarget:
+    """One shard of a set: split name, its index in the split, its path, and the
+    split's examples start..stop it holds."""
+
+    split: str
+    index: int
+    path: str
+    start: int
+    stop: int
+
+
+@dataclass
+class Counters:
+    """What writing a shard counted; a format's counters add fields. merge() sums each
+    field, except those named in MAXED (the largest wins)."""
+
+    MAXED: ClassVar[tuple] = ()
+
+    def merge(self, other: "Counters") -> "Counters":
+        """Self with other's counts added (in place); returns self."""
+        for f in fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            setattr(self, f.name, max(mine, theirs) if f.name in self.MAXED
+                    else mine + theirs)
+        return self
+
+    def as_list(self) -> list:
+        """The counts in field order (as a progress record holds them)."""
+        return [getattr(self, f.name) for f in fields(self)]
+
+    @classmethod
+    def from_list(cls, values) -> "Counters":
+        """Counters from as_list()'s values."""
+        return cls(*values)
+
+    @classmethod
+    def size(cls) -> int:
+        """How many numbers as_list() gives."""
+        return len(fields(cls))
+
+
+class ShardedWrite(ABC):
+    """A prepared write of a shard set (see the module docstring). Subclasses set
+    options, targets (ShardTarget list, in order), stale (files of an earlier set this
+    one supersedes) and counters (their Counters class)."""
+
+    options: Any
+    targets: list
+    stale: list = []
+    counters: "type[Counters]" = Counters
+
+    def metadata_targets(self) -> list:
+        """The files finish() writes beside the shards (none by default)."""
+        return []
+
+    @abstractmethod
+    def write_shard(self, index: int, staged_path: str) -> "tuple[OutputFile, Counters]":
+        """Write shard `index` at staged_path (the caller stages and commits it): the
+        bytes a whole-set write gives that shard, and what it counted."""
+
+    def finish(self, recorded: dict) -> None:  # noqa: B027 (most sets have nothing to finish)
+        """Write the set's metadata once every shard is there. recorded: {shard path
+        (as in targets): (OutputFile, Counters)}."""
+
+    @abstractmethod
+    def stats(self, counters: Counters) -> dict:
+        """write()'s stats from every shard's counters, merged."""
+
+
+def prepare_write(format_name: str, dataset, path, options: dict) -> ShardedWrite:
+    """The one door: the format's options checked as a local write() checks them (the
+    same words and exit code), the output name resolved as write() resolves it, the
+    dataset checked, then the format's ShardedWrite. A format that cannot write one
+    shard alone is a usage error naming those that can."""
+    from . import registry
+    fmt = registry.get(format_name)
+    path, values = checked_options(fmt, path, options)
+    module = check_sharded(fmt)
+    import importlib
+    from .codecs.classes import check_dataset
+    check_dataset(dataset)
+    return importlib.import_module(module).prepare_write(dataset, path, fmt.options(values))
+
+
+def checked_options(fmt, path, options: dict):
+    """(path, options) of a write: every option checked against its declaration and
+    the output name resolved (registry.resolve_output); what write() and every runner
+    start from."""
+    from . import registry
+    fmt.check_options(options, "write")
+    return registry.resolve_output(path, fmt, options)
+
+
+def check_sharded(fmt) -> str:
+    """The module of fmt's sharded write; a usage error naming the formats that plan
+    when fmt cannot write one shard alone."""
+    if fmt.sharded is None:
+        from . import registry
+        able = ", ".join(f.name for f in registry.FORMATS.values() if f.sharded)
+        raise UsageError(None, f"writing {fmt.name} cannot be planned, resumed or run "
+                               "on Beam (its writer does not write one shard alone)",
+                         f"plan one of: {able}")
+    return fmt.sharded
