@@ -272,7 +272,7 @@ def test_beam_missing_is_one_line(src, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-# --- Hugging Face Parquet (mnistconv/plan_parquet.py): shards, the README.md card and
+# --- Hugging Face Parquet (ParquetWrite, formats/parquet/writer.py): shards, the README.md card and
 # croissant.json ---
 
 PQ = ["--to", "parquet", "--shards", "3", "--row-group-size", "300"]
