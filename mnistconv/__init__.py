@@ -19,7 +19,7 @@ from .process import guard_start_up
 
 guard_start_up()  # the `mnistconv` program only: see process.py; nothing in a library host
 from . import registry  # noqa: E402 (after the guard)
-from .errors import FormatError, MnistconvError, UsageError  # noqa: E402
+from .errors import CannotWrite, FormatError, MnistconvError, UsageError  # noqa: E402
 
 if TYPE_CHECKING:
     from .records import Dataset, Progress, WriteResult
@@ -108,7 +108,8 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
             return remote.read(path, read, format, split_name=split_name, **options)
     if os.path.lexists(path) and not os.path.isdir(path) and not os.path.isfile(path):
         # A FIFO or device: a reader opening it would block, or read what it is not.
-        raise UsageError(path, "is not a regular file (device, FIFO or socket)")
+        raise UsageError(path, "is not a regular file (device, FIFO or socket)",
+                         "name a regular file or a directory")
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
         check_option_name(split_name, "--split-name")

@@ -11,8 +11,10 @@ The rule, for every raise:
   - hint=, in the library's words (`pass force=True`), and cli_hint= where the
     command line says it otherwise (`use --force`);
   - or a kind whose `advice` says it for every error of that kind: CorruptData (a
-    checksum or structure that does not hold), Truncated (the file ends early). A
-    new kind sets its own advice (its default what-to-do).
+    checksum or structure that does not hold), Truncated (the file ends early),
+    WrongFormat (not the format it is read as), OverLimit (more than mnistconv
+    holds), NotFound, BadOption (a value out of range), CannotWrite (data the output
+    format cannot hold). A new kind sets its own advice (its default what-to-do).
 tests/test_error_advice.py walks every raise in mnistconv/ and every error the fuzz
 corpus gives, and fails on one without advice.
 
@@ -103,10 +105,43 @@ class Truncated(FormatError):
     advice = "the file is cut short: download or copy it again"
 
 
+class WrongFormat(FormatError):
+    """The file is not in the format it is read as: a wrong path or a wrong format."""
+
+    advice = "check the path, or pass format= to read it as another format"
+    cli_advice = "check the path, or name its format with --from"
+
+
+class OverLimit(FormatError):
+    """The file claims more than mnistconv holds (a count, a size): damage, mostly."""
+
+    advice = "check that the file is not damaged, or split the data into smaller files"
+
+
 class UsageError(MnistconvError):
     """Bad options or arguments, an output that exists without --force; exit code 2."""
 
     exit_code = 2
+
+
+class NotFound(UsageError):
+    """A path that does not exist."""
+
+    advice = "check the path"
+
+
+class BadOption(UsageError):
+    """An option's value out of its range or choices (the message says which)."""
+
+    advice = "pass a value it accepts (see the option's documentation)"
+    cli_advice = "pass a value it accepts (see --help)"
+
+
+class CannotWrite(UsageError):
+    """Data the output format cannot hold: a label type, an image shape, a size."""
+
+    advice = "write it to another format (formats() lists them)"
+    cli_advice = "write it to another format (--to; `mnistconv formats` lists them)"
 
 
 class MissingDependency(UsageError):

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Optional
 
-from .errors import CorruptData, Truncated, UsageError
+from .errors import CorruptData, NotFound, Truncated, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
 from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,
                       exists_error, is_staging_name, is_stdio, is_stream_path,
@@ -86,7 +86,8 @@ def _refuse_outside(path, root):
 def _refuse_special(path, st):
     if stat.S_ISLNK(st.st_mode):
         raise UsageError(path, "is a dangling symlink", "point it at a file, or remove it")
-    raise UsageError(path, "is not a regular file (device, FIFO or socket)")
+    raise UsageError(path, "is not a regular file (device, FIFO or socket)",
+                     "name a regular file or a directory")
 
 
 def check_input(path: str, root: Optional[str] = None, kind: str = "file") -> os.stat_result:
@@ -106,16 +107,16 @@ def check_input(path: str, root: Optional[str] = None, kind: str = "file") -> os
     except FileNotFoundError:
         if os.path.lexists(path):
             _refuse_special(path, os.lstat(path))
-        raise UsageError(path, "no such file or directory") from None
+        raise NotFound(path, "no such file or directory") from None
     except OSError as e:
-        raise UsageError(path, e.strerror or str(e)) from None
+        raise UsageError(path, e.strerror or str(e), "check the path and its permissions") from None
     is_dir, is_file = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
     if not (is_dir or is_file):
         _refuse_special(path, st)
     if kind == "file" and is_dir:
-        raise UsageError(path, "is a directory, expected a file")
+        raise UsageError(path, "is a directory, expected a file", "name a file inside it")
     if kind == "dir" and is_file:
-        raise UsageError(path, "is a file, expected a directory")
+        raise UsageError(path, "is a file, expected a directory", "name the directory that holds it")
     return st
 
 
@@ -167,14 +168,14 @@ def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
     except OSError as e:
         if root is None or not os.path.islink(path):
             check_input(path, root)  # a clear message for what is there, if anything
-            raise UsageError(path, e.strerror or str(e)) from None
+            raise UsageError(path, e.strerror or str(e), "check the path and its permissions") from None
         check_input(path, root)  # a link: where it leads must be inside root
         return open_input(path, None, mode, **text_options)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise UsageError(path, "is a directory, expected a file")
+            raise UsageError(path, "is a directory, expected a file", "name a file inside it")
         _refuse_special(path, st)
     os.set_blocking(fd, True)
     return os.fdopen(fd, mode, **text_options)
@@ -198,7 +199,7 @@ def input_entries(directory: str, root: Optional[str] = None,
         with os.scandir(directory) as scan:
             entries = sorted((e for e in scan if keep(e.name)), key=lambda e: e.name)
     except OSError as e:
-        raise UsageError(directory, e.strerror or str(e)) from None
+        raise UsageError(directory, e.strerror or str(e), "check the path and its permissions") from None
     found = []
     for e in entries:
         # The listing's own types (no system call) for plain entries; links resolved.

@@ -20,7 +20,7 @@ import importlib
 import os
 from typing import Any
 
-from .errors import UsageError
+from .errors import NotFound, UsageError
 from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .Format)
 
 
@@ -103,7 +103,8 @@ def _unrecognized(path, from_flag):
     reads = ", ".join(f.name for f in readers())
     what = None if os.path.isdir(path) else _what_it_is(path)
     if what == "empty":
-        return UsageError(path, "is empty, not a dataset")
+        return UsageError(path, "is empty, not a dataset",
+                          "check the path, or download or copy the file again")
     if what:
         return UsageError(path, f"is {what}, not a dataset",
                           f"mnistconv reads {reads} (see `mnistconv formats`)")
@@ -121,11 +122,12 @@ def detect_input(path: str, from_flag: str = "--from") -> Format:
     if not os.path.exists(path):
         fmt = _format_of_written_name(path)
         if fmt is None:
-            raise UsageError(path, "no such file or directory")
+            raise NotFound(path, "no such file or directory")
         return fmt
     if not os.path.isdir(path) and not os.path.isfile(path):
         # Sniffing reads a file's first bytes: opening a FIFO blocks until a writer comes.
-        raise UsageError(path, "is not a regular file (device, FIFO or socket)")
+        raise UsageError(path, "is not a regular file (device, FIFO or socket)",
+                         "name a regular file or a directory")
     for fmt in readers():
         if fmt.load().sniff(path):
             return fmt

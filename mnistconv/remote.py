@@ -42,7 +42,7 @@ import time
 import weakref
 from urllib.parse import unquote
 
-from .errors import FormatError, MissingDependency, MnistconvError, UsageError, redact
+from .errors import FormatError, MissingDependency, MnistconvError, NotFound, UsageError, redact
 from .limits import (MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
                      is_safe_file_name, printable)
 
@@ -134,7 +134,7 @@ def _failed(url, what, e):
     if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
         return _stalled(url)
     if isinstance(e, FileNotFoundError):
-        return UsageError(url, "no such file or directory")
+        return NotFound(url, "no such file or directory")
     if isinstance(e, NotImplementedError):
         return UsageError(url, f"this store cannot be {what}",
                           "use a store that takes writes (s3://, gs://, ...)")
@@ -247,7 +247,7 @@ def _sources(fs, path, url, name):
     except FileNotFoundError:
         found = []
     if not found:
-        raise UsageError(url, "no such file or directory")
+        raise NotFound(url, "no such file or directory")
     return _named(fs, found, parent, url)
 
 

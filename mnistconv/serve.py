@@ -44,7 +44,7 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     if not os.path.isdir(directory):
-        raise UsageError(directory, "is not a directory")
+        raise UsageError(directory, "is not a directory", "name the directory to serve")
     root = os.path.realpath(directory)
 
     class Handler(SimpleHTTPRequestHandler):

@@ -307,7 +307,8 @@ class StagedOutput:
             try:
                 os.makedirs(parent, exist_ok=True)
             except FileExistsError:
-                raise UsageError(parent, "exists and is not a directory") from None
+                raise UsageError(parent, "exists and is not a directory",
+                                 "move it away, or name another output directory") from None
             self._made_dirs += missing  # deepest first
         remove_dead_leftovers(parent)
 
@@ -323,7 +324,8 @@ class StagedOutput:
         target = os.path.abspath(target)
         self._refuse_existing(target)
         if os.path.isdir(target):
-            raise UsageError(target, "is a directory, expected a file name")
+            raise UsageError(target, "is a directory, expected a file name",
+                             "name an output file, not a directory")
         return self._beside(target, tempfile.mkstemp, False)
 
     def supersede(self, path: str) -> None:
@@ -354,7 +356,8 @@ class StagedOutput:
         target = os.path.abspath(target)
         check_output_path(target, self.root)
         if os.path.exists(target) and not os.path.isdir(target):
-            raise UsageError(target, "exists and is not a directory")
+            raise UsageError(target, "exists and is not a directory",
+                             "move it away, or name another output directory")
         for name in list(names) + list(replaces):
             self._refuse_existing(os.path.join(target, name))
         if os.path.isdir(target):
@@ -414,7 +417,8 @@ class StagedOutput:
         for staged, target, whole_dir in self._moves:
             if not whole_dir and not is_stream_path(target) and os.path.isdir(target) \
                     and not os.path.islink(target):
-                raise UsageError(target, "is a directory, expected a file name")
+                raise UsageError(target, "is a directory, expected a file name",
+                                 "name an output file, not a directory")
             if not is_stream_path(target):
                 check_output_path(target, self.root)  # a link may have appeared since
                 refuse_replacing_special(target)

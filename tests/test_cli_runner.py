@@ -92,7 +92,7 @@ def test_info_json_with_a_selection():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["info", "{tmp}/missing"], "{tmp}/missing: no such file or directory"),
+    (["info", "{tmp}/missing"], "{tmp}/missing: no such file or directory; check the path"),
     (["convert", SAMPLE, "{tmp}/o.npz", "--seed", "3"],
      "--seed applies only with --shuffle; add --shuffle, or drop --seed"),
     (["idx-to-npz", SAMPLE, "{tmp}/o.npz", "--split", "valid"],

@@ -108,7 +108,7 @@ def test_invalid_gzip(tmp_path, good):
 def test_missing_input_and_unknown_format(tmp_path, good):
     result = run("convert", tmp_path / "nope", tmp_path / "x.npz")
     assert (result.returncode, result.stderr.decode()) == (
-        2, f"Error: {tmp_path / 'nope'}: no such file or directory\n")
+        2, f"Error: {tmp_path / 'nope'}: no such file or directory; check the path\n")
     (tmp_path / "junk.dat").write_bytes(b"hello")
     result = run("info", tmp_path / "junk.dat", "--from", "idx")
     assert (result.returncode, result.stderr.decode()) == (

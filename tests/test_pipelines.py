@@ -40,7 +40,7 @@ def test_every_command_taking_json_reports_a_usage_error_as_json(capsys):
 
 
 @pytest.mark.parametrize("args, code, error", [
-    (["info", "{tmp}/missing"], 2, "{tmp}/missing: no such file or directory"),
+    (["info", "{tmp}/missing"], 2, "{tmp}/missing: no such file or directory; check the path"),
     (["convert", "{tmp}/bad", "{tmp}/out.npz"], 1, None),
     (["compare", str(SAMPLE), "{tmp}/bad"], 1, None),
 ])

@@ -97,7 +97,7 @@ def test_memory_errors_name_the_remote_path(memfs):
     import mnistconv
     with pytest.raises(mnistconv.UsageError) as e:
         mnistconv.read("memory://nowhere/m.npz")
-    assert str(e.value) == "memory://nowhere/m.npz: no such file or directory"
+    assert str(e.value) == "memory://nowhere/m.npz: no such file or directory; check the path"
     memfs.pipe("/bad/train-images-idx3-ubyte", b"\x00\x00\x08\x03" + b"\x00" * 8)
     memfs.pipe("/bad/train-labels-idx1-ubyte", b"\x00\x00\x08\x01\x00\x00\x00\x00")
     with pytest.raises(mnistconv.MnistconvError) as e:
@@ -196,7 +196,7 @@ def test_http_input_gives_the_local_bytes(idx_dir, http_root, tmp_path):
     assert no_spools(spool_dir) == []
     r = run("convert", f"{url}/missing.npz", tmp_path / "x.npz", env=env)
     assert (r.returncode, stderr_of(r)) == \
-        (2, f"Error: {url}/missing.npz: no such file or directory\n")
+        (2, f"Error: {url}/missing.npz: no such file or directory; check the path\n")
     assert not (tmp_path / "x.npz").exists() and no_spools(spool_dir) == []
 
 

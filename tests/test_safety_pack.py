@@ -403,10 +403,11 @@ def test_verify_names_a_fifo_or_device_and_never_blocks(tmp_path):
                            env=dict(os.environ, PYTHONPATH=str(REPO)))
         shown = fifo if target == tmp_path else target
         assert one_line_error(r, 2) == \
-            f"Error: {shown}: is not a regular file (device, FIFO or socket)\n"
+            f"Error: {shown}: is not a regular file (device, FIFO or socket); name a regular " \
+            "file or a directory\n"
     r = run("verify", tmp_path / "nothing.json")
     assert one_line_error(r, 2) == \
-        f"Error: {tmp_path / 'nothing.json'}: no such file or directory\n"
+        f"Error: {tmp_path / 'nothing.json'}: no such file or directory; check the path\n"
 
 
 def test_a_fifo_inside_a_pack_is_named_not_opened(tmp_path):
@@ -424,7 +425,8 @@ def test_a_fifo_inside_a_pack_is_named_not_opened(tmp_path):
     r = subprocess.run([sys.executable, "-m", "mnistconv", "gdmnist-to-idx", str(packdir),
                         str(tmp_path / "out")], capture_output=True, timeout=20, env=env)
     assert one_line_error(r, 2) == (f"Error: {packdir / 'test.bin'}: is not a regular file "
-                                    "(device, FIFO or socket)\n")
+                                    "(device, FIFO or socket); name a regular file or a "
+                                    "directory\n")
 
 
 # --- 5. serve on a busy port ---------------------------------------------------------------
