@@ -35,7 +35,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 
-from .errors import MnistconvError, UsageError
+from .errors import BadOption, CorruptData, MnistconvError, NotFound, UsageError
 from .limits import is_number
 from .fileio import STAGING_MARK, StagedOutput
 from .records import NO_PROGRESS, Progress
@@ -336,16 +336,18 @@ def _members(family, archive_path):
         with zipfile.ZipFile(archive_path) as archive:
             infos = archive.infolist()
     except zipfile.BadZipFile as e:
-        raise MnistconvError(archive_path, f"not a readable zip archive ({e})") from None
+        raise CorruptData(archive_path, f"not a readable zip archive ({e})") from None
     out = []
     for info in infos:
         rel = None if info.is_dir() else family.extract(info.filename)
         if rel:
             if os.path.isabs(rel) or ".." in rel.split("/"):
-                raise MnistconvError(archive_path, f"unsafe member name {info.filename!r}")
+                raise MnistconvError(archive_path, f"unsafe member name {info.filename!r}",
+                                     "the archive is not the published one: check --base-url")
             out.append((info, rel))
     if not out:
-        raise MnistconvError(archive_path, "the archive holds none of the expected files")
+        raise MnistconvError(archive_path, "the archive holds none of the expected files",
+                             "check the archive, or download it again with --force")
     return out
 
 
@@ -389,7 +391,7 @@ def _extract(family, archive_path, directory, *, force, progress):
                             out.write(block)
                             progress.advance(len(block))
                 except (zipfile.BadZipFile, zlib.error, EOFError) as e:
-                    raise MnistconvError(archive_path, f"member {info.filename} is "
+                    raise CorruptData(archive_path, f"member {info.filename} is "
                                                        f"corrupt ({e})") from None
                 finally:
                     progress.finish()
@@ -405,7 +407,7 @@ def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
     bad or missing file: each Result says verified, missing or invalid."""
     directory = str(directory)
     if not os.path.isdir(directory):
-        raise UsageError(directory, "no such directory")
+        raise NotFound(directory, "no such directory")
     results = []
     for spec in family.files:
         result = check_present(spec, directory, progress)
@@ -431,14 +433,15 @@ def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEO
     the file or URL on any failure; files completed before it stay (they are
     verified)."""
     if retries < 0:
-        raise UsageError(None, "--retries must be 0 or more")
+        raise BadOption(None, "--retries must be 0 or more")
     if timeout <= 0:
-        raise UsageError(None, "--timeout must be positive")
+        raise BadOption(None, "--timeout must be positive")
     chosen = family.source(source)
     mirrors = tuple(base_urls) if base_urls else chosen.mirrors
     directory = os.path.abspath(str(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
-        raise UsageError(directory, "exists and is not a directory")
+        raise UsageError(directory, "exists and is not a directory",
+                         "move it away, or name another directory")
 
     # Look at everything already there before touching the network, so a file that
     # would be refused stops the run before anything is downloaded.

@@ -9,7 +9,7 @@ input really holds, never by what a header, a label value or a compressed stream
 import os
 import re
 
-from .errors import CorruptData, FormatError, UsageError
+from .errors import BadOption, CorruptData, FormatError, UsageError
 
 # One image: at most 4096 x 4096 pixels by default (an MNIST-like image is 28 x 28), so
 # one decoded 8-bit image (16 MiB a channel) fits the memory budget (budget.py) with
@@ -141,7 +141,7 @@ def check_num_classes(n, path, what="labels"):
     """Refuse a class count (one-hot width, max label + 1) over MAX_CLASSES."""
     if n > MAX_CLASSES:
         raise FormatError(path, f"{what} need {n:,} classes, more than mnistconv's limit "
-                                f"of {MAX_CLASSES:,}")
+                                f"of {MAX_CLASSES:,}", "check that the labels are class numbers")
 
 
 def printable(text, limit=80) -> str:
@@ -197,5 +197,5 @@ def count_in_range(value, option, limit) -> int:
         number = None
     if number is None or not 1 <= number <= limit:
         shown = value if isinstance(value, int) else printable(value)
-        raise UsageError(None, f"{option} must be between 1 and {limit}, not {shown}")
+        raise BadOption(None, f"{option} must be between 1 and {limit}, not {shown}")
     return number

@@ -359,7 +359,8 @@ class _ForkPool:
         by then)."""
         status = _exit_status(pid)
         self.gone.add(pid)
-        return MnistconvError(None, f"a worker process ended unexpectedly ({status})")
+        return MnistconvError(None, f"a worker process ended unexpectedly ({status})",
+                              "run it again; if it recurs, check free memory or pass --workers 1")
 
     def close(self, finished):
         """Let the workers leave (their pipes close) or, after a failure, kill them;

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, make_dataclass
 from types import ModuleType
 from typing import Any, Optional
 
-from .errors import UsageError
+from .errors import BadOption, UsageError
 
 
 @dataclass(frozen=True)
@@ -45,15 +45,15 @@ class Option:
         if value is None:
             return value
         if self.type == "choice" and value not in self.choices:
-            raise UsageError(None, f"{self.flag} must be one of {', '.join(self.choices)}, "
+            raise BadOption(None, f"{self.flag} must be one of {', '.join(self.choices)}, "
                                    f"not {value!r}")
         if self.type in ("int", "float"):
             kind = int if self.type == "int" else (int, float)
             if isinstance(value, bool) or not isinstance(value, kind):
-                raise UsageError(None, f"{self.flag} must be a number, not {value!r}")
+                raise BadOption(None, f"{self.flag} must be a number, not {value!r}")
             if (self.low is not None and value < self.low) or \
                     (self.high is not None and value > self.high):
-                raise UsageError(None, f"{self.flag} must be {self._range()}, not {value}")
+                raise BadOption(None, f"{self.flag} must be {self._range()}, not {value}")
         return value
 
     def _range(self):

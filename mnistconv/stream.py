@@ -9,7 +9,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from . import budget
-from .errors import FormatError, UsageError
+from .errors import BadOption, FormatError, UsageError
 from .records import DEFAULT_BATCH, Batch, Dataset, Split
 
 # The note a reader adds when it turned stored-transposed images upright (EMNIST); it
@@ -94,7 +94,7 @@ class TransposedSplit(Split):
         shape = tuple(base.header.shape)
         if len(shape) < 2:
             raise UsageError(base.header.source, "--transpose needs images of 2 or more "
-                                                 "dimensions")
+                                                 "dimensions", "drop --transpose")
         super().__init__(base.name, base.header.with_(shape=shape[:-2] + shape[:-3:-1]))
         self.base = base
 
@@ -167,7 +167,7 @@ def balanced_positions(labels: np.ndarray, order: np.ndarray, per_class: int,
         of_class = order[ordered_labels == c]
         if len(of_class) < per_class:
             raise UsageError(where, f"class {c} has only {len(of_class)} examples, fewer "
-                                    f"than --per-class {per_class}")
+                                    f"than --per-class {per_class}", "pass a smaller --per-class")
         picks.append(of_class[:per_class])
     if not picks:
         return np.zeros(0, np.int64)
@@ -217,10 +217,10 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
         raise UsageError(None, "--seed applies only with --shuffle",
                          "add --shuffle, or drop --seed")
     if seed is not None and not 0 <= seed < 2 ** 128:
-        raise UsageError(None, f"--seed must be between 0 and 2**128 - 1, not {seed}")
+        raise BadOption(None, f"--seed must be between 0 and 2**128 - 1, not {seed}")
     for value, flag, low in ((limit, "--limit", 0), (per_class, "--per-class", 1)):
         if value is not None and value < low:
-            raise UsageError(None, f"{flag} must be {low} or more, not {value}")
+            raise BadOption(None, f"{flag} must be {low} or more, not {value}")
     seed = 0 if seed is None else seed
     chosen = dataset.splits
     if splits:

@@ -19,7 +19,7 @@ decoded in a parallel map and prefetched.
 
 import os
 
-from .errors import UsageError, optional_import
+from .errors import BadOption, UsageError, optional_import
 
 
 def _tensorflow():
@@ -95,9 +95,9 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
     """
     tf = _tensorflow()
     if shuffle is not None and (isinstance(shuffle, bool) or int(shuffle) < 1):
-        raise UsageError(None, f"shuffle is a buffer size of 1 or more, not {shuffle!r}")
+        raise BadOption(None, f"shuffle is a buffer size of 1 or more, not {shuffle!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
-        raise UsageError(None, f"batch_size must be 1 or more, not {batch_size!r}")
+        raise BadOption(None, f"batch_size must be 1 or more, not {batch_size!r}")
     from .formats.tfds.format import sniff as is_tfds
     path = str(path)
     files = _tfds_files(path, split) if os.path.isdir(path) and is_tfds(path) else \

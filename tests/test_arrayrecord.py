@@ -122,7 +122,7 @@ def test_options_checked_by_array_record(tmp_path):
             (["--array-record-options", "group_size:4"], "Error: --array-record-options "
              "names group_size; use --group-size\n"),
             (["--group-size", "0"], "Error: --group-size must be between 1 and 65536, "
-             "not 0\n")):
+             "not 0; pass a value it accepts (see --help)\n")):
         result = run("idx-to-arrayrecord", SAMPLE, tmp_path / "m.array_record", *args)
         assert _one_error_line(result, 2) == message
         assert os.listdir(tmp_path) == []
@@ -294,7 +294,8 @@ def test_a_label_past_the_class_limit(written):
         lambda f: f["label"].int64_list.value.__setitem__(0, 2 ** 31 - 1))
     err = _one_error_line(run("info", bad), 1)
     assert err == f"Error: {bad}: record 1 (counting from 0): label 2147483647 need " \
-                  "2,147,483,648 classes, more than mnistconv's limit of 65,536\n"
+                  "2,147,483,648 classes, more than mnistconv's limit of 65,536; check that " \
+                  "the labels are class numbers\n"
 
 
 # A mutated TFDS shard (found by tests/fuzz): Riegeli's signature, then a chunk header

@@ -85,7 +85,7 @@ def test_stdout_and_stdin(tmp_path, src):
         (folder / "train-images-idx3-ubyte").read_bytes()
     result = run("npz-to-idx", tmp_path / "file.npz", "-")
     assert (result.returncode, result.stderr.decode()) == (
-        2, "Error: -: idx cannot be written to stdout\n")
+        2, "Error: -: idx cannot be written to stdout; name an output file instead\n")
 
 
 def test_json_summary_for_ci(tmp_path, src):

@@ -140,7 +140,7 @@ def test_usage_errors_exit_2(tmp_path, good):
     assert result.returncode == 2 and "Invalid value for '--limit'" in result.stderr.decode()
     result = run("convert", src, tmp_path / "x.npz", "--gzip")
     assert (result.returncode, result.stderr.decode()) == (
-        2, "Error: --gzip does not apply to reading idx or writing npz\n")
+        2, "Error: --gzip does not apply to reading idx or writing npz; drop it\n")
     result = run("convert", src, tmp_path / "x.unknown")
     assert result.returncode == 2
     assert "cannot tell the output format from the name; name it with --to" in \

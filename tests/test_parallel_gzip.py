@@ -235,9 +235,9 @@ def test_gzip_level_usage_errors_write_nothing(tmp_path):
     cases = {
         # Option ranges are checked from the format's declaration, in one style.
         ("--gzip", "--gzip-level", "0"): "Error: --gzip-level must be between 1 and 9, "
-        "not 0\n",
+        "not 0; pass a value it accepts (see --help)\n",
         ("--gzip", "--gzip-level", "10"): "Error: --gzip-level must be between 1 and 9, "
-        "not 10\n",
+        "not 10; pass a value it accepts (see --help)\n",
         ("--gzip-level", "6"): "Error: --gzip-level applies only to --gzip output; "
         "add --gzip\n",
     }
@@ -248,7 +248,8 @@ def test_gzip_level_usage_errors_write_nothing(tmp_path):
     result = run("convert", tmp_path / "src", tmp_path / "x.bin.gz", "--to", "gdmnist",
                  "--gzip", "--gzip-level", "6")
     assert (result.returncode, result.stderr.decode()) == (
-        2, "Error: --gzip-level does not apply to reading idx or writing gdmnist\n")
+        2, "Error: --gzip-level does not apply to reading idx or writing gdmnist; "
+        "drop it\n")
     assert files_in(tmp_path) == ["src"]
 
 

@@ -241,19 +241,20 @@ def test_files_no_record_owns_are_refused(src, tmp_path):
      "resumed or run on Beam (its writer does not write one shard alone); plan one of: "
      "tfds, parquet, webdataset, tfrecord"),
     (["--to", "tfrecord", "--task-index", "0"],
-     "Error: --num-tasks and --task-index go together"),
+     "Error: --num-tasks and --task-index go together; pass both, or neither"),
     (["--to", "tfrecord", "--num-tasks", "2", "--task-index", "2"],
      "Error: --task-index must be 0..1, not 2"),
     (["--to", "tfrecord", "--beam-option", "runner=DirectRunner"],
-     "Error: --beam-option needs --runner beam"),
+     "Error: --beam-option needs --runner beam; add --runner beam, or drop "
+     "--beam-option"),
     (["--to", "tfrecord", "--runner", "beam", "--num-tasks", "2", "--task-index", "0"],
      "Error: --runner beam runs every task of the plan, not a slice; leave out "
      "--num-tasks and --task-index"),
     (["--to", "tfrecord", "--runner", "beam", "--beam-option", "--runner"],
      "Error: --beam-option '--runner' is not K=V; e.g. --beam-option runner=DirectRunner"),
     (["--to", "tfrecord", "--resume", "--sha256sums"],
-     "Error: --sha256sums does not apply to planned runs; the progress record holds every "
-     "shard's SHA-256"),
+     "Error: --sha256sums does not apply to planned runs; drop it: the progress record "
+     "holds every shard's SHA-256"),
 ])
 def test_usage_errors(src, tmp_path, args, message):
     r = _cli("convert", src, tmp_path / "out" / "m.x", *args, check=2)

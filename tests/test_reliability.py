@@ -547,7 +547,8 @@ def test_sha256sums_refused_for_stdout(tmp_path):
                  env=cli_env(tmp_path))
     assert result.returncode == 2
     assert result.stderr.decode() == \
-        "Error: --sha256sums needs an output file, not stdout\n"
+        "Error: --sha256sums needs an output file, not stdout; name an output file, or " \
+        "drop --sha256sums\n"
     assert result.stdout == b""
 
 

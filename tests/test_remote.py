@@ -289,7 +289,8 @@ def test_unknown_scheme_and_unreachable_host_one_line(idx_dir, tmp_path):
 def test_sha256sums_refused_for_a_remote_output(idx_dir, tmp_path):
     r = run("convert", idx_dir, "memory://x/m.npz", "--sha256sums", cwd=tmp_path)
     assert (r.returncode, stderr_of(r)) == \
-        (2, "Error: memory://x/m.npz: --sha256sums needs a local output\n")
+        (2, "Error: memory://x/m.npz: --sha256sums needs a local output; write to a "
+            "local path, or drop --sha256sums\n")
     assert os.listdir(tmp_path) == ["src"]  # no local s3:/ or memory:/ folder
 
 

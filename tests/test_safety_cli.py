@@ -183,8 +183,9 @@ def test_errors_name_the_users_path_not_a_staging_one(tmp_path):
     out.mkdir()
     (out / "SHA256SUMS").mkdir()
     result = run("convert", SAMPLE, out, "--to", "idx", "--sha256sums")
-    assert one_error_line(result, 2) == f"{out / 'SHA256SUMS'}: is a directory; " \
-                                        "--sha256sums writes a file there"
+    assert one_error_line(result, 2) == f"{out / 'SHA256SUMS'}: is a directory, where " \
+                                        "--sha256sums writes a file; move it away, or drop " \
+                                        "--sha256sums"
     assert sorted(p.name for p in out.iterdir()) == ["SHA256SUMS"]  # nothing written
 
 

@@ -222,7 +222,8 @@ WRONG_TYPES = {
     "id as a list": ('{"splits": {"test": {"id": ["a"], "file": "test.bin"}}}',
                      "splits 'test': 'id' is an array, expected a string; " + FIX_TYPES),
     "splits as a list": ('{"splits": [{"id": "test", "file": "test.bin"}]}',
-                         "not a browser-pack manifest: no 'splits' object"),
+                         "not a browser-pack manifest: no 'splits' object; name a pack's "
+                         "manifest.json, or its directory"),
     "optional splits as a list": ('{"splits": {}, "optional_splits": []}',
                                   "'optional_splits' is an array, expected an object; "
                                   + FIX_TYPES),
@@ -241,7 +242,8 @@ WRONG_TYPES = {
                            '"default_total_bytes": {"a": 1}}',
                            "'default_total_bytes' is an object, expected a non-negative "
                            "integer; " + FIX_TYPES),
-    "top level a list": ("[1, 2]", "not a browser-pack manifest: no 'splits' object"),
+    "top level a list": ("[1, 2]", "not a browser-pack manifest: no 'splits' object; name a pack's "
+                         "manifest.json, or its directory"),
     "deep nesting": ("[" * 100000 + "]" * 100000,
                      "not valid JSON (nested deeper than mnistconv reads)"
                      "; the file is damaged: download, copy or convert it again"),

@@ -104,7 +104,8 @@ def test_a_negative_label_is_one_line(tmp_path):
                                 "classes 0, 1, 2, ..."),
     (np.array([0, 2**64 - 1, 2], np.uint64), "labels need 18,446,744,073,709,551,616 "
                                              "classes, more than mnistconv's limit of "
-                                             "65,536"),
+                                             "65,536; check that the labels are class "
+                                             "numbers"),
     (np.array([0, -3, 2], np.int64), "label -3 is negative; TFRecord labels are "
                                      "classes 0, 1, 2, ..."),
 ])
@@ -142,7 +143,7 @@ def test_a_100000_wide_one_hot_label_is_refused_on_read(tmp_path):
     bad.write_bytes(frame([example(image=bytes(784), label=onehot)]))
     refused_small(tmp_path, f"Error: {bad}: record 0 (counting from 0): one-hot labels "
                             "need 100,000 classes, more than mnistconv's limit of "
-                            "65,536\n", "convert", bad, tmp_path / "out.tfrecord", "-q")
+                            "65,536; check that the labels are class numbers\n", "convert", bad, tmp_path / "out.tfrecord", "-q")
     only(tmp_path, "wide.tfrecord")
 
 
@@ -448,12 +449,14 @@ def test_staging_leftovers_and_hidden_files_are_not_shards(tmp_path):
 
 # --- --shards and --workers (issue 12.8) ------------------------------------------
 
+ACCEPTED = "pass a value it accepts (see --help)"
+
 @pytest.mark.parametrize("args, message", [
-    (["--shards", "100000"], "--shards must be between 1 and 10000, not 100000"),
-    (["--shards", "0"], "--shards must be between 1 and 10000, not 0"),
-    (["--shards", "-2"], "--shards must be between 1 and 10000, not -2"),
-    (["--workers", "0"], "--workers must be between 1 and 64, not 0"),
-    (["--workers", "65"], "--workers must be between 1 and 64, not 65"),
+    (["--shards", "100000"], "--shards must be between 1 and 10000, not 100000; " + ACCEPTED),
+    (["--shards", "0"], "--shards must be between 1 and 10000, not 0; " + ACCEPTED),
+    (["--shards", "-2"], "--shards must be between 1 and 10000, not -2; " + ACCEPTED),
+    (["--workers", "0"], "--workers must be between 1 and 64, not 0; " + ACCEPTED),
+    (["--workers", "65"], "--workers must be between 1 and 64, not 65; " + ACCEPTED),
 ])
 def test_shards_and_workers_out_of_range_are_usage_errors(tmp_path, args, message):
     start = time.perf_counter()

@@ -191,7 +191,8 @@ def test_show_per_class_grid_and_index_forms():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--index", "200"], "Error: {s}: --index 200 is outside the split (200 images)\n"),
+    (["--index", "200"], "Error: {s}: --index 200 is outside the split (200 images); pass an "
+                         "index inside it (negative ones count from the end)\n"),
     (["--index", "a:b"], "Error: --index 'a:b' is not a list of positions or ranges; "
                          "write e.g. 0:20 or 3,7,10:12\n"),
     (["--grid", "3by2"], "Error: --grid '3by2' is not COLSxROWS; write e.g. 10x2\n"),
@@ -365,7 +366,8 @@ def test_preview_of_an_empty_split(tmp_path):
     make_idx_dir(tmp_path, np.zeros((0, 28, 28), np.uint8), np.zeros(0, np.uint8))
     result = run("preview", tmp_path, "-o", tmp_path / "s.png")
     assert (result.returncode, result.stderr.decode()) == (
-        2, f"Error: {tmp_path}: split train holds no images to preview\n")
+        2, f"Error: {tmp_path}: split train holds no images to preview; "
+           "preview another split (--split)\n")
     assert not (tmp_path / "s.png").exists()
 
 

@@ -31,7 +31,7 @@ def card(path, output, from_name, force, quiet, **values):
     from .. import card as cards
     from ..fileio import write_text_output
     if output == "-" or output.endswith(("/", "\\")):
-        raise UsageError(output, "name an HTML file to write")
+        raise UsageError(output, "is not a file name", "name an HTML file to write")
     dataset = Input(path, from_name).read(values)
     stats = cards.collect(dataset)
     html = cards.render_card(stats, path, cards.input_files(dataset), dataset)

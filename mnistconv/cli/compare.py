@@ -15,7 +15,8 @@ def _pairs(specs):
     for spec in specs:
         a, sep, b = spec.partition(":")
         if not a or (sep and not b):
-            raise UsageError(None, f"--split {spec!r} is not NAME or A_NAME:B_NAME")
+            raise UsageError(None, f"--split {spec!r} is not NAME or A_NAME:B_NAME",
+                             "write e.g. --split test, or --split train:training")
         pairs.append((a, b or a))
     return pairs
 

@@ -26,7 +26,7 @@ def _refuse_foreign(values, reader, writer):
         for o in fmt.read_options + fmt.write_options:
             if o.name not in mine and values.get(o.name) not in (None, False, o.default):
                 raise UsageError(None, f"{o.flag} does not apply to reading {reader.name} "
-                                       f"or writing {writer.name}")
+                                       f"or writing {writer.name}", "drop it")
 
 
 def card_option(f):
@@ -137,7 +137,8 @@ def _check_sums_target(dst, writer):
     from ..fileio import refuse_replacing_special
     target = _sums_target(dst, writer)
     if os.path.isdir(target):
-        raise UsageError(target, "is a directory; --sha256sums writes a file there")
+        raise UsageError(target, "is a directory, where --sha256sums writes a file",
+                         "move it away, or drop --sha256sums")
     refuse_replacing_special(target)
 
 
@@ -166,12 +167,15 @@ def run_conversion(c: Conversion, values: dict) -> int:
     src, dst, from_name, to_name = c.src, c.dst, c.from_name, c.to_name
     quiet, as_json, force = c.quiet, c.as_json, c.force
     if dst == "-" and as_json:
-        raise UsageError(None, "--json prints on stdout, which '-' uses for the data")
+        raise UsageError(None, "--json prints on stdout, which '-' uses for the data",
+                         "write the data to a file, or drop --json")
     sums = values.pop("sha256sums", False)
     if dst == "-" and sums:
-        raise UsageError(None, "--sha256sums needs an output file, not stdout")
+        raise UsageError(None, "--sha256sums needs an output file, not stdout",
+                         "name an output file, or drop --sha256sums")
     if sums and "://" in dst:  # it writes beside the files: a remote one would be local
-        raise UsageError(dst, "--sha256sums needs a local output")
+        raise UsageError(dst, "--sha256sums needs a local output",
+                         "write to a local path, or drop --sha256sums")
     listing = values.pop("list_outputs", False)
     card, card_target = values.pop("card", False), None
     if card and not listing:
@@ -197,9 +201,9 @@ def run_conversion(c: Conversion, values: dict) -> int:
         reader = source.format
         writer = registry.get(to_name) if to_name else registry.detect_output(dst)
         if src == "-" and not reader.stdio:
-            raise UsageError("-", f"{reader.name} cannot be read from stdin")
+            raise UsageError("-", f"{reader.name} cannot be read from stdin", "name the input file instead")
         if dst == "-" and not writer.stdio:
-            raise UsageError("-", f"{writer.name} cannot be written to stdout")
+            raise UsageError("-", f"{writer.name} cannot be written to stdout", "name an output file instead")
         _refuse_foreign(values, reader, writer)
         if sums:
             _check_sums_target(dst, writer)
@@ -431,10 +435,11 @@ def _run_planned(c, values, planned, sums):
     from .. import plan as plans
     from ..contract import check_sharded
     if src == "-" or dst == "-":
-        raise UsageError("-", "a shard plan reads and writes files, not stdin or stdout")
+        raise UsageError("-", "a shard plan reads and writes files, not stdin or stdout",
+                         "name files for SRC and DST")
     if sums:
-        raise UsageError(None, "--sha256sums does not apply to planned runs; the "
-                               "progress record holds every shard's SHA-256")
+        raise UsageError(None, "--sha256sums does not apply to planned runs",
+                         "drop it: the progress record holds every shard's SHA-256")
     if (planned["num_tasks"] is None) != (planned["task_index"] is None):
         raise UsageError(None, "--num-tasks and --task-index go together")
     source = Input(src, c.from_name)
@@ -442,7 +447,8 @@ def _run_planned(c, values, planned, sums):
     _refuse_foreign(values, source.format, writer)
     check_sharded(writer)
     if planned["beam_options"] and planned["runner"] != "beam":
-        raise UsageError(None, "--beam-option needs --runner beam")
+        raise UsageError(None, "--beam-option needs --runner beam",
+                         "add --runner beam, or drop --beam-option")
     if planned["runner"] == "beam" and planned["num_tasks"] is not None:
         raise UsageError(None, "--runner beam runs every task of the plan, not a slice",
                          "leave out --num-tasks and --task-index")

@@ -163,7 +163,7 @@ def one_split(dataset, path, name, quiet):
                              f"splits present: {', '.join(dataset.splits) or 'none'}")
         return dataset.splits[name]
     if not dataset.splits:
-        raise UsageError(path, "holds no splits")
+        raise UsageError(path, "holds no splits", "check that the path names a dataset")
     first, *others = dataset.splits
     if others:
         note(f"showing split {first}; also in {path}: {', '.join(others)} "

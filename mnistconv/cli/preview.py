@@ -35,7 +35,8 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     from .. import view
     from ..fileio import StagedOutput, open_staged, output_file_info
     if output == "-" and as_json:
-        raise UsageError(None, "--json prints on stdout, which '-' uses for the PNG")
+        raise UsageError(None, "--json prints on stdout, which '-' uses for the PNG",
+                         "write the PNG to a file with -o, or drop --json")
     ext = view.sheet_format(output)
     if ext is None:
         # Before reading anything: a .gif or .txt would get bytes of another format.
@@ -45,7 +46,8 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     split = one_split(dataset, path, split_name, quiet or as_json)
     groups = view.per_class_positions(split.labels(), per_class)
     if not groups:
-        raise UsageError(path, f"split {split.name} holds no images to preview")
+        raise UsageError(path, f"split {split.name} holds no images to preview",
+                         "preview another split (--split)")
     import numpy as np
     order = np.concatenate(list(groups.values()) or [np.zeros(0, np.int64)])
     # One gather for the whole sheet, in increasing order (sequential for streams),
@@ -67,7 +69,8 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     try:
         sheet, _ = view.contact_sheet(rows, scale)
     except ValueError as e:
-        raise UsageError(path, str(e)) from None
+        raise UsageError(path, str(e),
+                         "preview one split of H x W images (1, 3 or 4 channels) with --split") from None
     data = view.encode_sheet(sheet, ext)
     kind = view.SHEET_FORMATS[ext][0]
     with StagedOutput(force) as staged:

@@ -26,13 +26,15 @@ def parse_index(spec, count, path=None):
         if ":" in part:
             bounds = [int(b) if b else None for b in part.split(":")]
             if len(bounds) == 3 and bounds[2] == 0:
-                raise UsageError(None, f"--index {printable(spec)}: a step cannot be 0")
+                raise UsageError(None, f"--index {printable(spec)}: a step cannot be 0",
+                                 "use a step of 1 or more, e.g. 0:100:2")
             positions.extend(range(count)[slice(*bounds)])
         else:
             i = int(part)
             if not -count <= i < count:
                 raise UsageError(path, f"--index {i} is outside the split "
-                                       f"({count} images)")
+                                       f"({count} images)",
+                                 "pass an index inside it (negative ones count from the end)")
             positions.append(i % count)
     return np.array(positions, dtype=np.int64)
 
@@ -119,7 +121,8 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
         # Cut to the terminal's width as they are gathered (the drawing would anyway).
         images = view.gather(split, positions, width, width_only=True)
     except ValueError as e:
-        raise UsageError(path, str(e)) from None
+        raise UsageError(path, str(e),
+                         "show one split of H x W images (1, 3 or 4 channels) with --split") from None
     names = split.header.class_names
     captions = [view.caption(lab.item(), i.item(), view.class_name(names, lab.item()))
                 for lab, i in zip(labels, indices)]

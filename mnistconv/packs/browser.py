@@ -42,7 +42,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..errors import FormatError, UsageError
+from ..errors import BadOption, FormatError, UsageError
 from ..fileio import StagedOutput, create_staged, sha256_file
 from ..formats import gdmnist
 from ..codecs import classes
@@ -105,10 +105,11 @@ def torch_randperm(n, seed) -> np.ndarray:
     init_genrand(seed). numpy's legacy RandomState(seed) is that generator, and
     randint(0, 2**32, dtype=uint32) hands out its raw outputs one by one."""
     if not 0 <= seed < 1 << 32:
-        raise UsageError(None, f"seed {seed} is outside 0..{(1 << 32) - 1}")
+        raise BadOption(None, f"seed {seed} is outside 0..{(1 << 32) - 1}")
     if not 0 < n < RANDPERM_MAX:
         raise UsageError(None, f"cannot rebuild torch.randperm({n}): only sizes below "
-                               f"{RANDPERM_MAX} are drawn this way")
+                               f"{RANDPERM_MAX} are drawn this way",
+                         "build the pack from a smaller training split")
     draws = np.random.RandomState(seed).randint(0, 1 << 32, size=n - 1,
                                                 dtype=np.uint32).tolist()
     perm = list(range(n))
@@ -189,7 +190,7 @@ def plan(train_labels, test_labels, o=PackOptions(), where=None):
                          f"choose from {', '.join(ALL_SPLITS)}")
     n_train, n_test = len(train_labels), len(test_labels)
     if not 0 < validation_size < n_train:
-        raise UsageError(where, f"--validation-size {validation_size} must be between 1 "
+        raise BadOption(where, f"--validation-size {validation_size} must be between 1 "
                                 f"and {n_train - 1} (the training split has {n_train})")
     perm = torch_randperm(n_train, seed)
     train_pool, validation_pool = perm[:n_train - validation_size], \
@@ -226,7 +227,8 @@ def plan(train_labels, test_labels, o=PackOptions(), where=None):
             if short:  # named here with this command's flag, not stream's --per-class
                 raise UsageError(where, f"{name}: digit {short[0]} has only "
                                         f"{have[short[0]]} examples in its pool, fewer than "
-                                        f"--{name}-per-class {per_class}")
+                                        f"--{name}-per-class {per_class}",
+                                 f"pass a smaller --{name}-per-class")
             plans[name].positions = balanced_positions(labels, order, per_class, where)
         chosen[name] = plans[name]
     separated = not np.intersect1d(train_pool, validation_pool).size
@@ -335,10 +337,10 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
     plans, provenance = plan(train.labels(), test.labels(), o, where=src)
     preview_split = preview_split or ("test" if "test" in plans else next(iter(plans)))
     if preview_split not in plans:
-        raise UsageError(None, f"--preview-split {preview_split} is not one of the splits "
+        raise BadOption(None, f"--preview-split {preview_split} is not one of the splits "
                                f"built ({', '.join(plans)})")
     if not 0 <= preview_count <= len(plans[preview_split].positions):
-        raise UsageError(None, f"--preview-count {preview_count} is more than split "
+        raise BadOption(None, f"--preview-count {preview_count} is more than split "
                                f"'{preview_split}' holds")
     collections = {"train": f"official-training-{train.header.count}" if official
                    else f"training-{train.header.count}",

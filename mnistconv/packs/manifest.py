@@ -29,7 +29,7 @@ split.
 import json
 import os
 
-from ..errors import FormatError
+from ..errors import FormatError, OverLimit
 from ..fileio import open_input
 from ..limits import parse_json, printable, safe_split_name
 
@@ -57,7 +57,7 @@ def _read_small_file(path, limit):
     with open_input(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > limit:
-            raise FormatError(path, f"is {size:,} bytes, more than a manifest may "
+            raise OverLimit(path, f"is {size:,} bytes, more than a manifest may "
                                     f"hold ({limit:,})")
         return f.read(limit + 1)
 
@@ -68,7 +68,8 @@ def load_manifest(path) -> dict:
     data = _read_small_file(path, MAX_MANIFEST_BYTES)
     manifest = parse_json(data, path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
-        raise FormatError(path, "not a browser-pack manifest: no 'splits' object")
+        raise FormatError(path, "not a browser-pack manifest: no 'splits' object",
+                          "name a pack's manifest.json, or its directory")
     return manifest
 
 
@@ -173,7 +174,8 @@ class Manifest:
                     continue
                 raise FormatError(self.path, f"lists split {printable(split.name)} but "
                                              f"{' and '.join(names) or 'no file'} "
-                                             "is missing")
+                                             "is missing",
+                                  "build the pack again, or copy the missing file beside its manifest")
             files[split.name] = present[0]
         return files
 
