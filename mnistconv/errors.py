@@ -115,7 +115,7 @@ class WrongFormat(FormatError):
 class OverLimit(FormatError):
     """The file claims more than mnistconv holds (a count, a size): damage, mostly."""
 
-    advice = "check that the file is not damaged, or split the data into smaller files"
+    advice = "check that the file is not damaged, or split its data into smaller files"
 
 
 class UsageError(MnistconvError):

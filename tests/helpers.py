@@ -21,6 +21,15 @@ REPO = Path(__file__).resolve().parents[1]
 OFFICIAL = REPO.parent / "shared" / "data" / "mnist"
 SAMPLE = REPO / "examples" / "data" / "mnist-sample"
 
+# What an error of each advised kind says to do, as the command line prints it
+# (mnistconv/errors.py's kinds).
+DAMAGED = "the file is damaged: download, copy or convert it again"
+CUT_SHORT = "the file is cut short: download or copy it again"
+NOT_THIS_FORMAT = "check the path, or name its format with --from"
+OVER_LIMIT = "check that the file is not damaged, or split its data into smaller files"
+ACCEPTED = "pass a value it accepts (see --help)"
+OTHER_FORMAT = "write it to another format (--to; `mnistconv formats` lists them)"
+
 # SHA-256 of the decompressed official files (../shared/data/mnist/README.md).
 OFFICIAL_SHA256 = {
     "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",

@@ -43,7 +43,8 @@ CASES = {
                        "trailing bytes: 3 bytes after the 10 x 28 x 28 data the header "
                        "declares; the file is damaged: download, copy or convert it again"),
     "zero dimensions": (lambda img, lab: b"\0\0\x08\0",
-                        "IDX header declares 0 dimensions"),
+                        "IDX header declares 0 dimensions; the file is damaged: download, "
+                        "copy or convert it again"),
     "truncated header": (lambda img, lab: img[:9],
                          "truncated IDX header: expected 12 bytes, found 5; the file is "
                          "cut short: download or copy it again"),

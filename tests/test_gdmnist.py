@@ -12,7 +12,8 @@ import pytest
 
 import mnistconv
 from mnistconv.formats import gdmnist
-from helpers import SAMPLE, files_in, make_idx_dir, run, small_digits
+from helpers import CUT_SHORT, DAMAGED, NOT_THIS_FORMAT, SAMPLE, files_in, make_idx_dir, run, \
+    small_digits
 
 GZIP_HEADER = bytes.fromhex("1f8b08000000000002ff")
 
@@ -233,40 +234,44 @@ def with_header(data, **fields):
 
 CORRUPT = {
     "wrong magic": (lambda: b"GDMNIST2" + good()[8:],
-                    "not a GDMNIST1 file: magic b'GDMNIST2', expected b'GDMNIST1'"),
+                    "not a GDMNIST1 file: magic b'GDMNIST2', expected b'GDMNIST1'; "
+                    + NOT_THIS_FORMAT),
     "short header": (lambda: b"GDMNIST1\0\0", "too short for a GDMNIST1 header: 10 bytes, "
-                                              "expected 32"),
+                                              "expected 32; " + CUT_SHORT),
     "count disagrees with offsets": (
         lambda: with_header(good(), count=4),
-        "label offset 2384 disagrees with count 4 of 28 x 28 images (expected 3168)"),
+        "label offset 2384 disagrees with count 4 of 28 x 28 images (expected 3168); "
+        + DAMAGED),
     "index offset not aligned": (
         lambda: with_header(good(), index=2387),
         "original-index offset 2387 disagrees with count 3 of 28 x 28 images "
-        "(expected 2388)"),
+        "(expected 2388); " + DAMAGED),
     "pixel offset": (lambda: with_header(good(), pixel=36),
                      "pixel offset 36 disagrees with count 3 of 28 x 28 images "
-                     "(expected 32)"),
+                     "(expected 32); " + DAMAGED),
     "zero rows": (lambda: with_header(good(), rows=0),
-                  "image size 0 x 28 in the header: rows and columns must be positive"),
+                  "image size 0 x 28 in the header: rows and columns must be positive; "
+                  + DAMAGED),
     "truncated body": (lambda: good()[:-5],
                        "truncated: the header declares 3 images of 28 x 28 (2400 bytes in "
-                       "all), the file holds 2395"),
+                       "all), the file holds 2395; " + CUT_SHORT),
     "trailing bytes": (lambda: good() + b"\0",
-                       "trailing bytes: 1 bytes after the 2400 the header declares"),
+                       "trailing bytes: 1 bytes after the 2400 the header declares; " + DAMAGED),
     "nonzero padding": (lambda: good()[:2387] + b"\x07" + good()[2388:],
-                        "padding after the labels is 07, expected zero bytes"),
+                        "padding after the labels is 07, expected zero bytes; " + DAMAGED),
     # A consistent header claiming 5 million images in a 32-byte file: refused from its
     # size before anything is allocated.
     "count needs more than the file holds": (
         lambda: gdmnist.header_bytes(5_000_000, 28, 28),
         "truncated: the header declares 5000000 images of 28 x 28 (3945000032 bytes in "
-        "all), the file holds 32"),
+        "all), the file holds 32; " + CUT_SHORT),
     "gzip count needs more than the file holds": (
         lambda: gzip.compress(bytes(gdmnist.header_bytes(5_000_000, 28, 28))),
         None),
     "truncated gzip": (lambda: gzip.compress(bytes(good()))[:-20], None),
     "trailing bytes in gzip": (lambda: gzip.compress(bytes(good()) + b"xyz"),
-                               "trailing bytes after the 2400 the header declares"),
+                               "trailing bytes after the 2400 the header declares; "
+                               + DAMAGED),
 }
 
 

@@ -257,7 +257,8 @@ HOSTILE = {
                  "the class names are written"),
     "too-many": (_set("class_names", ["a"] * (MAX_CLASSES + 1)),
                  f"'class_names': {MAX_CLASSES + 1:,} names, more than mnistconv's limit "
-                 f"of {MAX_CLASSES:,} classes"),
+                 f"of {MAX_CLASSES:,} classes; give one name per class where the class "
+                 "names are written"),
     "too-few": (_set("class_names", FASHION[:9]),
                 "'class_names' names 9 classes, but split 'test' counts 8 examples of "
                 "label 9; give class_names one name for every label"),

@@ -63,7 +63,8 @@ def test_class_map_index_with_a_superscript_digit(tmp_path):
     path.write_text("index,codepoint,char\n0,U+3042,\u3042\n\u00b2,U+3044,\u3044\n")
     with pytest.raises(mnistconv.FormatError) as e:
         read_classmap_csv(path)
-    assert str(e.value) == f"{path}: line 3 is not 'index,codepoint,char': '\u00b2,U+3044,\u3044'"
+    assert str(e.value) == f"{path}: line 3 is not 'index,codepoint,char': " \
+                           "'\u00b2,U+3044,\u3044'; fix that line, or download the class map again"
 
 
 def _parquet_with_metadata(tmp_path, huggingface):

@@ -25,7 +25,7 @@ import pytest
 import mnistconv
 from mnistconv import limits
 from mnistconv.formats import idx
-from helpers import REPO, idx_bytes, make_idx_dir, run
+from helpers import DAMAGED, OVER_LIMIT, REPO, idx_bytes, make_idx_dir, run
 
 B32 = 2 ** 32 - 1
 CHUNK = 16 << 20
@@ -237,7 +237,7 @@ def test_idx_gz_holding_1e9_labels(tmp_path):
     src = idx_pair(tmp_path / "src", (idx_header(8, [n, 0, 0]), 0), (idx_header(8, [n]), n))
     info_refused(tmp_path, src, "header declares "
                  "1,000,000,000 examples, more than mnistconv's limit of "
-                 "16,777,216 per split", named=src / "train-images-idx3-ubyte.gz")
+                 f"16,777,216 per split; {OVER_LIMIT}", named=src / "train-images-idx3-ubyte.gz")
 
 
 def test_idx_gz_with_one_1gib_image(tmp_path):
@@ -455,7 +455,7 @@ def test_idx_with_too_many_dimensions(tmp_path, ndim, gz):
     r = run("info", tmp_path / "src")
     assert (r.returncode, r.stderr.decode()) == (
         1, f"Error: {src}: IDX header declares {ndim} dimensions, more than mnistconv's "
-           "limit of 32\n")
+           f"limit of 32; {OVER_LIMIT}\n")
 
 
 def test_idx_with_32_dimensions_still_reads(tmp_path):
@@ -490,7 +490,7 @@ def test_idx_with_zero_dimensions(tmp_path):
     src = write(tmp_path / "src" / "train-images-idx3-ubyte", b"\0\0\x08\x00")
     r = run("info", src, "--labels", src)
     assert (r.returncode, r.stderr.decode()) == (
-        1, f"Error: {src}: IDX header declares 0 dimensions\n")
+        1, f"Error: {src}: IDX header declares 0 dimensions; {DAMAGED}\n")
 
 
 def test_npz_with_too_many_dimensions(tmp_path):

@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import limits
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.formats import tfrecord
-from helpers import REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
+from helpers import ACCEPTED, REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
     tfrecord_frame as frame
 from tfrecord_helpers import dataset, write
 
@@ -448,8 +448,6 @@ def test_staging_leftovers_and_hidden_files_are_not_shards(tmp_path):
 
 
 # --- --shards and --workers (issue 12.8) ------------------------------------------
-
-ACCEPTED = "pass a value it accepts (see --help)"
 
 @pytest.mark.parametrize("args, message", [
     (["--shards", "100000"], "--shards must be between 1 and 10000, not 100000; " + ACCEPTED),

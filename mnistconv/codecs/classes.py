@@ -70,7 +70,8 @@ def check_name(name, path, where):
     control character (names files and TFDS' labels.txt hold one name per line).
     Readers apply it to what they read, write() to what it is given."""
     if not isinstance(name, str):
-        raise FormatError(path, f"{where}: class name {printable(name)} is not text")
+        raise FormatError(path, f"{where}: class name {printable(name)} is not text",
+                          "name each class with text")
     if len(name) > MAX_CLASS_NAME_LENGTH:
         raise FormatError(path, f"{where}: class name {printable(name)} is longer than "
                                 f"mnistconv's limit of {MAX_CLASS_NAME_LENGTH} characters",
@@ -97,7 +98,8 @@ def check_names(names, path, what="class names"):
     names = tuple(names)
     if len(names) > MAX_CLASSES:
         raise FormatError(path, f"{what}: {len(names):,} names, more than mnistconv's "
-                                f"limit of {MAX_CLASSES:,} classes")
+                                f"limit of {MAX_CLASSES:,} classes",
+                          "give one name per class where the class names are written")
     for i, name in enumerate(names):
         check_name(name, path, f"{what}, class {i}")
     return names
@@ -107,18 +109,20 @@ def _read_text(path, what):
     try:
         size = os.path.getsize(path)
     except OSError as e:
-        raise UsageError(path, e.strerror or str(e)) from None
+        raise UsageError(path, e.strerror or str(e), "check the path and its permissions") from None
     if os.path.isdir(path):
-        raise UsageError(path, f"is a directory, expected {what}")
+        raise UsageError(path, f"is a directory, expected {what}", "name the file itself")
     if size > MAX_NAMES_FILE_BYTES:
         raise FormatError(path, f"{size:,} bytes is too large for {what} (mnistconv's "
-                                f"limit is {MAX_NAMES_FILE_BYTES:,})")
+                                f"limit is {MAX_NAMES_FILE_BYTES:,})",
+                          "check that the path names a class names file")
     with open_input(path) as f:  # a FIFO or device refused; callers confine it
         data = f.read(MAX_NAMES_FILE_BYTES + 1)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise FormatError(path, f"{what} is not UTF-8 text (byte {e.start})") from None
+        raise FormatError(path, f"{what} is not UTF-8 text (byte {e.start})",
+                          "save it as UTF-8 text") from None
 
 
 def read_names_file(path):
@@ -174,10 +178,12 @@ def read_emnist_mapping(path):
             raise FormatError(path, f"line {n} is not 'label code': {printable(line)}",
                               "EMNIST mapping lines are a label and character codes")
         if numbers[0] in pairs:
-            raise FormatError(path, f"line {n} names label {numbers[0]} a second time")
+            raise FormatError(path, f"line {n} names label {numbers[0]} a second time",
+                              "fix that line, or download the mapping again")
         pairs[numbers[0]] = "".join(chr(c) for c in numbers[1:])
     if not pairs:
-        raise FormatError(path, "names no classes (the file is empty)")
+        raise FormatError(path, "names no classes (the file is empty)",
+                          "check the path, or download the mapping again")
     names = [pairs.get(i, "N/A") for i in range(max(pairs) + 1)]
     return check_names(names, path, "EMNIST mapping")
 
@@ -196,23 +202,27 @@ def read_classmap_csv(path):
         rows = list(reader)
     except csv.Error as e:  # e.g. a lone carriage return inside a name
         raise FormatError(path, f"line {reader.line_num} is not CSV "
-                                f"({str(e).split(' - ')[0]})") from None
+                                f"({str(e).split(' - ')[0]})",
+                          "fix that line, or download the class map again") from None
     if not rows or [c.strip().lower() for c in rows[0]] != ["index", "codepoint", "char"]:
         raise FormatError(path, "is not a class map: its first line is not "
-                                "'index,codepoint,char'")
+                                "'index,codepoint,char'", "check the path, or download the class map again")
     names = {}
     for n, row in enumerate(rows[1:], 2):
         if not row:
             continue
         if len(row) != 3 or not is_number(row[0].strip()):
             raise FormatError(path, f"line {n} is not 'index,codepoint,char': "
-                                    f"{printable(','.join(row))}")
+                                    f"{printable(','.join(row))}",
+                              "fix that line, or download the class map again")
         index = int(row[0])
         if index >= MAX_CLASSES or index in names:
-            raise FormatError(path, f"line {n}: index {index} is out of range or repeated")
+            raise FormatError(path, f"line {n}: index {index} is out of range or repeated",
+                              "fix that line, or download the class map again")
         names[index] = check_name(row[2], path, f"line {n}")
     if sorted(names) != list(range(len(names))):
-        raise FormatError(path, "its indexes are not 0, 1, 2, ... without gaps")
+        raise FormatError(path, "its indexes are not 0, 1, 2, ... without gaps",
+                          "fix the indexes, or download the class map again")
     return tuple(names[i] for i in range(len(names)))
 
 

@@ -53,7 +53,7 @@ def class_labels(split, where, one_class):
         raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}: "
                                  f"{one_class}")
     if len(labels) and labels.min() < 0:
-        raise FormatError(where, f"label {labels.min()} is negative; classes are 0, 1, 2, ...")
+        raise FormatError(where, f"label {labels.min()} is negative", "classes are 0, 1, 2, ...")
     return labels
 
 

@@ -95,7 +95,7 @@ def check_labels(split, what):
         raise UsageError(where, f"labels of {labels.dtype.name} {labels.shape}: {what} "
                                 "labels are one integer class per example")
     if len(labels) and int(labels.min()) < 0:
-        raise UsageError(where, f"label {int(labels.min())} is negative; {what} labels "
+        raise UsageError(where, f"label {int(labels.min())} is negative", f"{what} labels "
                                 "are classes 0, 1, 2, ...")
     num_classes = split.num_classes()
     check_num_classes(num_classes, where, "labels")

@@ -193,10 +193,10 @@ class _File:
         with _open(path, h5py) as f:
             data, label = _dataset(f, "data", path, h5py), _dataset(f, "label", path, h5py)
             if data.ndim not in (3, 4):
-                raise FormatError(path, f"'data' has shape {data.shape}; expected N x H x W "
+                raise FormatError(path, f"'data' has shape {data.shape}", "expected N x H x W "
                                         "or N x C x H x W")
             if label.ndim not in (1, 2) or (label.ndim == 2 and label.shape[1] != 1):
-                raise FormatError(path, f"'label' has shape {label.shape}; expected N "
+                raise FormatError(path, f"'label' has shape {label.shape}", "expected N "
                                         "(one class number per example) or N x 1")
             if data.shape[0] != label.shape[0]:
                 raise FormatError(path, f"'data' has {data.shape[0]:,} rows and 'label' "

@@ -385,7 +385,7 @@ def _check_writable(split, encoded, path):
     labels = split.labels()
     if len(labels) and labels.dtype.kind not in "biu":
         if not np.array_equal(labels, np.floor(labels)):
-            raise FormatError(h.source, "labels are not whole numbers; Datum.label is int32")
+            raise FormatError(h.source, "labels are not whole numbers", "Datum.label is int32")
     if len(labels) and (labels.min() < datum.INT32_MIN or labels.max() > datum.INT32_MAX):
         raise FormatError(h.source, "a label does not fit Datum.label (int32)")
 

@@ -51,7 +51,7 @@ import tempfile
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CannotWrite, CorruptData, Truncated, UsageError, WrongFormat
 from ... import budget
 from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
                       StagedOutput, check_input_file, create_staged, input_entries,
@@ -105,14 +105,14 @@ def parse_header(data: bytes, path) -> GdmnistHeader:
     """Check the 32 header bytes: magic, positive image size, offsets that are exactly
     those the count implies (pixels at 32, labels after them, indices 4-aligned)."""
     if len(data) < HEADER_BYTES:
-        raise FormatError(path, f"too short for a GDMNIST1 header: {len(data)} bytes, "
+        raise Truncated(path, f"too short for a GDMNIST1 header: {len(data)} bytes, "
                                 f"expected {HEADER_BYTES}")
     magic, count, rows, columns, pix, lab, idx = HEADER.unpack(data[:HEADER_BYTES])
     if magic != MAGIC:
-        raise FormatError(path, f"not a GDMNIST1 file: magic {magic!r}, expected "
+        raise WrongFormat(path, f"not a GDMNIST1 file: magic {magic!r}, expected "
                                 f"{MAGIC!r}")
     if rows == 0 or columns == 0:
-        raise FormatError(path, f"image size {rows} x {columns} in the header: rows and "
+        raise CorruptData(path, f"image size {rows} x {columns} in the header: rows and "
                                 "columns must be positive")
     check_image_size((rows, columns), path)
     want_pix, want_lab, want_idx, _ = layout(count, rows, columns)
@@ -120,18 +120,18 @@ def parse_header(data: bytes, path) -> GdmnistHeader:
                                ("label offset", lab, want_lab),
                                ("original-index offset", idx, want_idx)):
         if found != want:
-            raise FormatError(path, f"{field} {found} disagrees with count {count} of "
+            raise CorruptData(path, f"{field} {found} disagrees with count {count} of "
                                     f"{rows} x {columns} images (expected {want})")
     return GdmnistHeader(count, rows, columns, lab, idx)
 
 
 def _size_check(h: GdmnistHeader, size, path):
     if size < h.total:
-        raise FormatError(path, f"truncated: the header declares {h.count} images of "
+        raise Truncated(path, f"truncated: the header declares {h.count} images of "
                                 f"{h.rows} x {h.columns} ({h.total} bytes in all), the file "
                                 f"holds {size}")
     if size > h.total:
-        raise FormatError(path, f"trailing bytes: {size - h.total} bytes after the "
+        raise CorruptData(path, f"trailing bytes: {size - h.total} bytes after the "
                                 f"{h.total} the header declares")
 
 
@@ -148,7 +148,7 @@ def _open_checked(path):
             _size_check(h, size, path)
             return h, f.raw
         if h.total > GZIP_MAX_RATIO * size + (1 << 16):
-            raise FormatError(path, f"truncated: the header declares {h.count} images of "
+            raise Truncated(path, f"truncated: the header declares {h.count} images of "
                                     f"{h.rows} x {h.columns} ({h.total} bytes in all), more "
                                     f"than a {size}-byte gzip file can hold")
         spool = tempfile.TemporaryFile()
@@ -163,7 +163,7 @@ def _open_checked(path):
                 remaining -= len(block)
             spool.flush()
             if spool.tell() > h.total:  # read one byte past the end only: count unknown
-                raise FormatError(path, f"trailing bytes after the {h.total} the header "
+                raise CorruptData(path, f"trailing bytes after the {h.total} the header "
                                         "declares")
             _size_check(h, spool.tell(), path)
         except BaseException:
@@ -191,7 +191,7 @@ class GdmnistSplit(Split):
         padding = self._read_at(h.label_offset + h.count,
                                 h.index_offset - h.label_offset - h.count)
         if padding.strip(b"\0"):
-            raise FormatError(path, f"padding after the labels is {padding.hex()}, expected "
+            raise CorruptData(path, f"padding after the labels is {padding.hex()}, expected "
                                     "zero bytes")
         self._labels = self._indices = None
 
@@ -204,7 +204,7 @@ class GdmnistSplit(Split):
         while done < len(view):
             got = self.file.readinto(view[done:done + (1 << 20)])
             if not got:  # the size was checked; only a file changed under us gets here
-                raise FormatError(self.path, f"truncated at byte {offset + done}")
+                raise Truncated(self.path, f"truncated at byte {offset + done}")
             done += got
         return out
 
@@ -212,7 +212,7 @@ class GdmnistSplit(Split):
         self.file.seek(offset)
         data = self.file.read(n)
         if len(data) != n:  # the size was checked; only a file changed under us gets here
-            raise FormatError(self.path, f"truncated at byte {offset + len(data)}")
+            raise Truncated(self.path, f"truncated at byte {offset + len(data)}")
         return data
 
     def blocks(self, offset, n, block=1 << 20):
@@ -332,7 +332,8 @@ def read(path) -> Dataset:
             for name, file in files.items():
                 safe_split_name(name, file, "split name (from the file name)")
         if not files:
-            raise UsageError(path, "no GDMNIST1 files (*.bin, *.bin.gz) in this directory")
+            raise UsageError(path, "no GDMNIST1 files (*.bin, *.bin.gz) in this directory",
+                             "check the path, or name a GDMNIST1 file")
     else:
         files = {safe_split_name(split_name(path), path,
                                  "split name (from the file name)"): path}
@@ -417,14 +418,14 @@ def check_writable(split: Split, where):
     labels = split.labels()
     if len(labels) and (labels.dtype.kind not in "iub" or labels.min() < 0
                         or labels.max() > 255):
-        raise UsageError(where, f"GDMNIST1 labels are uint8; split '{split.name}' has "
-                                f"labels {labels.min()}..{labels.max()} ({labels.dtype})")
+        raise CannotWrite(where, f"split '{split.name}' has labels {labels.min()}.."
+                                 f"{labels.max()} ({labels.dtype}), GDMNIST1's are uint8")
     indices = split.indices()
     if len(indices) and (indices.min() < 0 or indices.max() > 0xFFFFFFFF):
-        raise UsageError(where, f"GDMNIST1 original indices are uint32; split "
-                                f"'{split.name}' has {indices.min()}..{indices.max()}")
+        raise CannotWrite(where, f"split '{split.name}' has original indices {indices.min()}.."
+                                 f"{indices.max()}, GDMNIST1's are uint32")
     if layout(split.header.count, *shape)[3] > 0xFFFFFFFF:
-        raise UsageError(where, f"split '{split.name}' is too large for GDMNIST1's "
+        raise CannotWrite(where, f"split '{split.name}' is too large for GDMNIST1's "
                                 "uint32 offsets (4 GiB)")
     return shape
 
@@ -465,7 +466,7 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
             indices.append(np.asarray(batch.indices).astype("<u4"))
             done += len(batch)
         if done != count:
-            raise FormatError(where, f"yielded {done} examples, its header says {count}")
+            raise CorruptData(where, f"yielded {done} examples, its header says {count}")
         _, label_offset, index_offset, _ = layout(count, rows, columns)
         out.write(b"".join(a.tobytes() for a in labels))
         out.write(b"\0" * (index_offset - label_offset - count))

@@ -27,7 +27,7 @@ import lzma
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, UsageError
 from ... import budget
 from ...fileio import GZIP_MAX_RATIO, InputFile
 from ...stream import TRANSPOSED_NOTE
@@ -68,7 +68,7 @@ def check_label_dims(labels, path):
         return
     if len(dims) == 2 and dims[1] == len(QMNIST_COLUMNS):
         if labels.dtype.kind != "i" or labels.dtype.itemsize != 4:
-            raise FormatError(path, f"N x 8 labels of type {labels.dtype.name}; QMNIST's "
+            raise FormatError(path, f"N x 8 labels of type {labels.dtype.name}", "QMNIST's "
                                     "idx2-int labels are int32 (magic 00 00 0C 02)")
         return
     if len(dims) == 2 and labels.dtype.kind == "i" and labels.dtype.itemsize == 4:
@@ -85,7 +85,7 @@ def qmnist_class(table, path):
     column = table[:, 0]
     if len(column) and (column.min() < 0 or column.max() > 255):
         i = int(np.argmax((column < 0) | (column > 255)))
-        raise FormatError(path, f"class {column[i]} of example {i} (column 0) is not a "
+        raise CorruptData(path, f"class {column[i]} of example {i} (column 0) is not a "
                                 "QMNIST digit class")
     return column.astype(np.uint8)
 

@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...errors import CorruptData, FormatError, Truncated, UsageError
+from ...errors import CannotWrite, CorruptData, FormatError, OverLimit, Truncated, UsageError
 from ... import budget
 from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
                       input_entries,
@@ -115,9 +115,9 @@ def read_header(path, f: Optional[InputFile] = None) -> IdxHeader:
             raise FormatError(path, f"unknown IDX element type 0x{code:02X}",
                               f"IDX defines {TYPE_NAMES}")
         if ndim == 0:
-            raise FormatError(path, "IDX header declares 0 dimensions")
+            raise CorruptData(path, "IDX header declares 0 dimensions")
         if ndim > MAX_DIMS:
-            raise FormatError(path, f"IDX header declares {ndim} dimensions, more than "
+            raise OverLimit(path, f"IDX header declares {ndim} dimensions, more than "
                                     f"mnistconv's limit of {MAX_DIMS}")
         dims = struct.unpack(f">{ndim}I", f.read_exact(4 * ndim, "IDX header"))
         header = IdxHeader(path, ELEMENT_TYPES[code], dims, f.compressed)
@@ -181,7 +181,7 @@ def _header_bytes(dtype, shape, where):
     if code is None:
         _big_endian(dtype, where)  # raises the error naming the type
     if any(d >= 2 ** 32 for d in shape):
-        raise UsageError(where, "a dimension is too large for IDX's uint32 sizes")
+        raise CannotWrite(where, "a dimension is too large for IDX's uint32 sizes")
     return struct.pack(f">BBBB{len(shape)}I", 0, 0, code, len(shape), *shape)
 
 
@@ -202,14 +202,14 @@ def _label_dtype(split):
             info = np.iinfo(candidate)
             if info.min <= low and high <= info.max:
                 return np.dtype(candidate)
-    raise UsageError(h.source, f"labels of type {dtype.name} have no IDX element type")
+    raise CannotWrite(h.source, f"labels of type {dtype.name} have no IDX element type")
 
 
 def _labels_as(labels, dtype, where):
     if labels.dtype != dtype and len(labels) and dtype.kind in "iu":
         info = np.iinfo(dtype)
         if labels.min() < info.min or labels.max() > info.max:
-            raise FormatError(where, f"label values {labels.min()}..{labels.max()} do not "
+            raise CorruptData(where, f"label values {labels.min()}..{labels.max()} do not "
                                      f"fit the {dtype.name} labels its header implies")
     return np.ascontiguousarray(labels, _big_endian(dtype, where))
 
@@ -348,7 +348,9 @@ def _scan_directory(path, prefix, root):
                 files[key] = name
     if not found:
         raise UsageError(path, "no IDX files with MNIST names in this directory "
-                               "(train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ...)")
+                               "(train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ...)",
+                         "check the path, or name an images file and its labels= file",
+                         cli_hint="check the path, or name an images file (and --labels)")
     if prefix is not None:
         if prefix not in found:
             raise UsageError(path, f"no IDX files with prefix '{prefix}'",
@@ -410,7 +412,8 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
     """
     if os.path.isdir(path):
         if labels:
-            raise UsageError(path, "--labels goes with a single images file, not a directory")
+            raise UsageError(path, "--labels goes with a single images file, not a directory",
+                             "name the images file itself, or drop --labels")
         root, path = path, _torchvision_raw(path)
         stem, files = _scan_directory(path, prefix, root)
         splits = {}
@@ -418,7 +421,8 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
             have_images, have_labels = (split, "images") in files, (split, "labels") in files
             if have_images != have_labels:
                 missing = "labels" if have_images else "images"
-                raise FormatError(path, f"{split} {missing} file is missing")
+                raise FormatError(path, f"{split} {missing} file is missing",
+                                  "copy the missing file into the directory")
             if have_images:
                 splits[split] = IdxSplit(split, os.path.join(path, files[(split, "images")]),
                                          os.path.join(path, files[(split, "labels")]))
@@ -540,7 +544,7 @@ def _write_split(split, images_path, labels_path, gzip, progress, level=DEFAULT_
             labels.write(_labels_as(batch.labels, label_type, h.source).tobytes())
             count += len(batch)
         if count != h.count:
-            raise FormatError(h.source, f"yielded {count} examples, its header says {h.count}")
+            raise CorruptData(h.source, f"yielded {count} examples, its header says {h.count}")
         if gzip:
             images.close()
             labels.close()

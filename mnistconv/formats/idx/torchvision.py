@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import BadOption, CorruptData, FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, create_staged, output_file_info
 from ...records import NO_PROGRESS, iter_batches
 
@@ -67,16 +67,16 @@ def _check(split, name):
     h = split.header
     where = h.source or split.name
     if np.dtype(h.dtype) != np.uint8 or len(h.shape) != 2:
-        raise UsageError(where, f"torchvision's {name.split('-')[0]} reads uint8 images "
-                                f"of H x W; split {split.name} has "
-                                f"{np.dtype(h.dtype).name} {h.shape}")
+        raise UsageError(where, f"split {split.name} has {np.dtype(h.dtype).name} {h.shape} "
+                                f"images, torchvision's {name.split('-')[0]} reads uint8 H x W",
+                         "write it with another layout")
     labels = np.asarray(split.labels())
     high = 255 if name != "QMNIST" else np.iinfo(np.int32).max
     if len(labels) and (labels.dtype.kind not in "iub" or labels.min() < 0 or
                         labels.max() > high):
         raise FormatError(where, f"labels {labels.min()}..{labels.max()} "
                                  f"({labels.dtype.name}) are not classes 0..{high} that "
-                                 f"torchvision's {name.split('-')[0]} reads")
+                                 f"torchvision's {name.split('-')[0]} reads", "write it with another layout")
 
 
 def _header(code, dims):
@@ -92,7 +92,7 @@ def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
         torchvision.datasets.MNIST("torch-root", train=True, download=False)
     """
     if name not in DATASETS:
-        raise UsageError(None, f"--torchvision-dataset must be one of {', '.join(DATASETS)}"
+        raise BadOption(None, f"--torchvision-dataset must be one of {', '.join(DATASETS)}"
                                f", not {name!r}")
     names = {s: file_names(name, s) for s in dataset.splits}
     for split in dataset.splits.values():
@@ -121,7 +121,7 @@ def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
                         labels.write(np.asarray(batch.labels).astype(np.uint8).tobytes())
                     seen += len(batch)
                 if seen != count:
-                    raise FormatError(split.header.source, f"yielded {seen} examples, its "
+                    raise CorruptData(split.header.source, f"yielded {seen} examples, its "
                                                            f"header says {count}")
             written += [(images_name, images), (labels_name, labels)]
     return [output_file_info(os.path.join(target, n), w) for n, w in written]

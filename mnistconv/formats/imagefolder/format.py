@@ -104,7 +104,7 @@ def _check_split(split, where):
     if len(indices) and indices.min() < 0:
         raise FormatError(where, f"original index {indices.min()} is negative")
     if len(np.unique(indices)) != len(indices):
-        raise UsageError(where, f"split {split.name} holds an original index twice; "
+        raise UsageError(where, f"split {split.name} holds an original index twice",
                                 "ImageFolder names each file by its index")
     return shape, labels.astype(np.int64), indices
 

@@ -16,7 +16,7 @@ import zipfile
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, UsageError, WrongFormat
 from ...fileio import check_input_file, input_entries, input_root, open_input
 from ... import budget
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
@@ -50,7 +50,7 @@ def _member(path, what):
     with zip_errors(path), zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         if names != [MEMBER]:
-            raise FormatError(path, f"holds {', '.join(names[:5]) or 'nothing'}, not one "
+            raise WrongFormat(path, f"holds {', '.join(names[:5]) or 'nothing'}, not one "
                                     f"arr_0 array ({what}, as KMNIST publishes them)")
         f, shape, dtype, fortran = open_member(archive, MEMBER, path)
         f.close()
@@ -71,10 +71,10 @@ class KmnistSplit(Split):
                               "KMNIST's -imgs.npz hold uint8 N x 28 x 28")
         y_shape, y_dtype = _member(labels_path, "labels")
         if len(y_shape) != 1 or y_dtype.kind not in "iu":
-            raise FormatError(labels_path, f"arr_0 holds {y_dtype.name} {y_shape}, not one "
+            raise WrongFormat(labels_path, f"arr_0 holds {y_dtype.name} {y_shape}, not one "
                                            "integer label per image (N,)")
         if y_shape[0] != shape[0]:
-            raise FormatError(images_path, f"image/label count mismatch: {shape[0]} images, "
+            raise CorruptData(images_path, f"image/label count mismatch: {shape[0]} images, "
                                            f"{y_shape[0]} labels in {labels_path}")
         check_split_header(shape[0], shape[1:], dtype, images_path, "arr_0")
         super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype, None,
@@ -154,7 +154,8 @@ def read(path, prefix=None) -> Dataset:
         have = [(split, k) in files for k in ("imgs", "labels")]
         if any(have) and not all(have):
             missing = "labels" if have[0] else "imgs"
-            raise FormatError(path, f"{prefix}-{split}-{missing}.npz is missing")
+            raise FormatError(path, f"{prefix}-{split}-{missing}.npz is missing",
+                              "copy the missing file into the directory")
         if all(have):
             splits[split] = KmnistSplit(split, os.path.join(folder, files[(split, "imgs")]),
                                         os.path.join(folder, files[(split, "labels")]))

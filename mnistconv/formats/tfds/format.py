@@ -143,7 +143,7 @@ def checked(dataset, path, o, force=False):
         tfds_info.check_split_name(split_name, where)
         shape = encode.image_shape(split, "TFDS")
         if split.header.count == 0:
-            raise UsageError(where, f"split {split_name} has no examples; TFDS splits "
+            raise UsageError(where, f"split {split_name} has no examples", "TFDS splits "
                                     "hold one at least")
         num_classes = max(num_classes, encode.check_labels(split, "TFDS"))
         if shards is not None and shards > split.header.count:
@@ -153,7 +153,7 @@ def checked(dataset, path, o, force=False):
         plan.append((split_name, split, shape))
     shapes = {shape for _, _, shape in plan}
     if len(shapes) > 1:
-        raise UsageError(path, f"splits have different image shapes ({sorted(shapes)}); "
+        raise UsageError(path, f"splits have different image shapes ({sorted(shapes)})",
                                "one TFDS features.json describes them all")
     shape = shapes.pop()
     names = tfds_info.class_names(name, [s for _, s, _ in plan], num_classes)

@@ -334,7 +334,7 @@ def _features(features, path):
               v.get("pythonClassName") == LABEL_CLASS]
     if len(images) != 1 or len(labels) != 1:
         raise FormatError(path, f"has {len(images)} Image and {len(labels)} ClassLabel "
-                                "features; mnistconv reads image classification datasets "
+                                "features", "mnistconv reads image classification datasets "
                                 "(one of each)")
     for key in images + labels:  # a key names a side file (<label>.labels.txt): data
         if not is_safe_name(key):
@@ -346,10 +346,10 @@ def _features(features, path):
             len(dims) != 3:
         raise FormatError(path, f"image feature {printable(images[0])} is "
                                 f"{printable(image.get('dtype'))} of shape "
-                                f"{printable(dims)}; mnistconv reads uint8 H x W x 1")
+                                f"{printable(dims)}", "mnistconv reads uint8 H x W x 1")
     shape = tuple(_count(d, path, "an image dimension", 1) for d in dims)
     if shape[2] != 1:
-        raise FormatError(path, f"images have {shape[2]} channels; mnistconv reads "
+        raise FormatError(path, f"images have {shape[2]} channels", "mnistconv reads "
                                 "grayscale (1 channel)")
     check_image_size(shape[:2], path)
     label = entries[labels[0]].get("classLabel") or {}

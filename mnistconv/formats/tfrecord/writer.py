@@ -247,13 +247,13 @@ def _check_labels(labels, where):
         what = labels.dtype.name
         if labels.dtype.kind == "f" and len(labels) and not np.isfinite(labels).all():
             what += " holding NaN or infinity"
-        raise FormatError(where, f"labels are {what}; TFRecord labels are integer classes "
+        raise FormatError(where, f"labels are {what}", "TFRecord labels are integer classes "
                                  "0, 1, 2, ...")
     if len(labels) == 0:
         return
     low, high = int(labels.min()), int(labels.max())
     if low < 0:
-        raise FormatError(where, f"label {low} is negative; TFRecord labels are classes "
+        raise FormatError(where, f"label {low} is negative", "TFRecord labels are classes "
                                  "0, 1, 2, ...")
     check_num_classes(high + 1, where, "labels")
 
