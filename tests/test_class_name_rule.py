@@ -138,7 +138,8 @@ CANNOT = {("tfds", "newline"), ("tfds", "empty"), ("tfds", "surrogate"),
           ("idx", "surrogate"), ("kmnist", "surrogate")}
 # Refused before the name is looked at: the member is larger than names can make it.
 EARLIER = {("npz", "long"): "member class_names.npy: 2 names of up to 100000 characters "
-                            "are more than mnistconv reads (65536 of 256)",
+                            "are more than mnistconv reads (65536 of 256); check that the "
+                            "file is not damaged, or split its data into smaller files",
            ("webdataset", "long"): "member '000001.json' holds 100,025 bytes, too many "
                                    "for a json"}
 

@@ -154,7 +154,8 @@ def test_a_file_that_is_not_an_image(tmp_path):
     root = make_tree(tmp_path / "t", {"train/0/0.png": png(images[0]),
                                       "train/1/1.png": b"not a picture at all"})
     line = convert_fails(tmp_path, root)
-    assert line == f"Error: {root}/train/1/1.png: is not an image (PNG or JPEG)"
+    assert line == f"Error: {root}/train/1/1.png: is not an image (PNG or JPEG); remove it " \
+                   "from the class folder"
 
 
 def test_a_png_of_the_wrong_size_and_one_that_does_not_decode(tmp_path):
@@ -238,4 +239,4 @@ def test_a_cut_jpeg_does_not_decode(tmp_path):
                                       "train/1/1.jpg": jpeg[:-1]})
     assert convert_fails(tmp_path, root) == (
         f"Error: {root}/train/1/1.jpg: does not decode as an image (Premature end of JPEG "
-        "file)")
+        "file); the file is damaged: download, copy or convert it again")

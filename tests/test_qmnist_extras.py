@@ -114,7 +114,7 @@ def _tar(path, metas):
 
 @pytest.mark.parametrize("second, message", [
     ({"index": 1, "writer_id": "7", "duplicate": 0},
-     "member '000001.json': writer_id is \"7\", not an integer"),
+     "member '000001.json': writer_id is \"7\", not an integer; extra fields are int32"),
     ({"index": 1, "writer_id": 2 ** 40, "duplicate": 0},
      "member '000001.json': writer_id is 1099511627776, which does not fit int32; extra "
      "fields are int32"),

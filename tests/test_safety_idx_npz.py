@@ -499,7 +499,8 @@ def test_npz_with_too_many_dimensions(tmp_path):
         "y_train.npy": npy(np.zeros(1, np.uint8))}))
     r = run("info", src)
     assert (r.returncode, r.stderr.decode()) == (
-        1, f"Error: {src}: x_train has 40 dimensions, more than mnistconv's limit of 32\n")
+        1, f"Error: {src}: x_train has 40 dimensions, more than mnistconv's limit of 32; "
+           f"{OVER_LIMIT}\n")
 
 
 def test_hostile_files_here_are_valid_archives(tmp_path):

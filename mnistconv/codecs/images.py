@@ -8,7 +8,7 @@ in the messages (its name, what a class is in its layout, which member is meant)
 import numpy as np
 
 from .. import codecs
-from ..errors import FormatError, UsageError
+from ..errors import CannotWrite, CorruptData, FormatError, UsageError
 from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
 from .example import record_name
 from .png import decode_unfiltered
@@ -32,8 +32,8 @@ def grayscale_shape(split, where, format_name):
     if len(shape) == 3 and shape[-1] == 1:
         shape = shape[:2]
     if len(shape) != 2 or 0 in shape:
-        raise UsageError(where, f"{format_name} images are grayscale H x W (or H x W x "
-                                f"1); split {split.name} has shape {h.shape}")
+        raise CannotWrite(where, f"split {split.name} has images of shape {h.shape}, "
+                                 f"{format_name} holds grayscale H x W (or H x W x 1)")
     if np.dtype(h.dtype) != np.uint8:
         raise UsageError(where, f"{format_name} images must be uint8, split {split.name} "
                                 f"has {np.dtype(h.dtype).name}",
@@ -50,8 +50,8 @@ def class_labels(split, where, one_class):
     """
     labels = np.asarray(split.labels())
     if labels.ndim != 1 or (len(labels) and labels.dtype.kind not in "iub"):
-        raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}: "
-                                 f"{one_class}")
+        raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}",
+                                 one_class)
     if len(labels) and labels.min() < 0:
         raise FormatError(where, f"label {labels.min()} is negative", "classes are 0, 1, 2, ...")
     return labels
@@ -71,9 +71,9 @@ def decode_image(data, shape, where, member=None):
     try:
         image = codecs.decode_image(data)
     except ValueError as e:
-        raise FormatError(where, f"{named}does not decode as an image ({e})") from None
+        raise CorruptData(where, f"{named}does not decode as an image ({e})") from None
     if image.shape != shape:
-        raise FormatError(where, f"{named}decodes to {image.shape[0]}x{image.shape[1]}, "
+        raise CorruptData(where, f"{named}decodes to {image.shape[0]}x{image.shape[1]}, "
                                  f"the split's images are {'x'.join(map(str, shape))}")
     return image
 

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import CorruptData, FormatError
 from ..limits import is_safe_name, printable
 from ..stream import extra_fields
 
@@ -34,13 +34,13 @@ def check_names(names, where, reserved=(), what=""):
             shown = printable(name if isinstance(name, str) else repr(name), 70)
             raise FormatError(where, f"{what}extra field name {shown} is not a plain "
                                      "name (letters, digits, _ . -; at most 64 "
-                                     "characters)")
+                                     "characters)", "rename the field")
         if name in reserved:
             raise FormatError(where, f"{what}extra field {name} has the name of a field "
                                      "the format writes itself",
                               f"names taken: {', '.join(reserved)}")
         if name in seen:
-            raise FormatError(where, f"{what}extra field {name} is named twice")
+            raise FormatError(where, f"{what}extra field {name} is named twice", "name each field once")
         seen.add(name)
     return tuple(names)
 
@@ -57,12 +57,13 @@ def checked(split, reserved=()):
     table = np.asarray(table)
     if table.ndim != 2 or table.shape != (split.header.count, len(names)) or \
             table.dtype.kind not in "iu":
-        raise FormatError(where, f"its extra fields are a {table.dtype.name} table of "
+        raise CorruptData(where, f"its extra fields are a {table.dtype.name} table of "
                                  f"shape {table.shape}, not {split.header.count} x "
                                  f"{len(names)} integers")
     if table.size and (table.min() < INT32[0] or table.max() > INT32[1]):
         bad = table[(table < INT32[0]) | (table > INT32[1])][0]
-        raise FormatError(where, f"extra field value {int(bad)} does not fit int32")
+        raise FormatError(where, f"extra field value {int(bad)} does not fit int32",
+                          "extra fields are int32")
     return names, table.astype(np.int32, copy=False)
 
 
@@ -101,7 +102,8 @@ def json_values(obj, names, skip, path, member):
         if type(value) is not int:
             shown = json.dumps(value)  # ASCII, one line
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
-            raise FormatError(path, f"member {member}: {name} is {shown}, not an integer")
+            raise FormatError(path, f"member {member}: {name} is {shown}, not an integer",
+                              "extra fields are int32")
         if not INT32[0] <= value <= INT32[1]:
             raise FormatError(path, f"member {member}: {name} is {value}, which does not "
                                     "fit int32", "extra fields are int32")

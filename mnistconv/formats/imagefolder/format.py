@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, Truncated, UsageError
 from ... import budget
 from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
     output_entries, sha256_file
@@ -102,7 +102,7 @@ def _check_split(split, where):
     labels = class_labels(split, where, "a class folder is one integer class per image")
     indices = np.asarray(split.indices(), np.int64)
     if len(indices) and indices.min() < 0:
-        raise FormatError(where, f"original index {indices.min()} is negative")
+        raise CorruptData(where, f"original index {indices.min()} is negative")
     if len(np.unique(indices)) != len(indices):
         raise UsageError(where, f"split {split.name} holds an original index twice",
                                 "ImageFolder names each file by its index")
@@ -137,9 +137,11 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     path, image_format, jpeg_quality = str(path), o.image_format, o.jpeg_quality
     workers, processes = check_workers(o.workers), o.processes
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
+        raise UsageError(path, "nothing to write: the input has no splits",
+                         "check the input, and the splits selected")
     if os.path.exists(path) and not os.path.isdir(path):
-        raise UsageError(path, "exists and is not a directory")
+        raise UsageError(path, "exists and is not a directory",
+                         "move it away, or name another output directory")
     checked = {name: _check_split(s, s.header.source or name)
                for name, s in dataset.splits.items()}
     highest = max((int(labels.max()) for _, labels, _ in checked.values() if len(labels)),
@@ -201,7 +203,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
                     progress.finish()
                 counts[split_name] = position
                 if position != split.header.count:
-                    raise FormatError(split.header.source or split_name,
+                    raise CorruptData(split.header.source or split_name,
                                       f"yielded {position} examples, its header says "
                                       f"{split.header.count}")
         written = [OutputFile(target, size, sha256_file(tmp)) for target, tmp, size in files]
@@ -242,7 +244,7 @@ def _class_numbers(folders, where):
     if all(numbers):
         values = [int(m[1]) for m in numbers]
         if len(set(values)) != len(values):
-            raise FormatError(where, "two class folders have the same number")
+            raise FormatError(where, "two class folders have the same number", "rename one of them")
         check_num_classes(max(values) + 1, where, "class folders")
         return values
     if len(folders) > MAX_CLASSES:
@@ -286,9 +288,11 @@ class ImageFolderSplit(Split):
                             else (1, 0, image))
                 if len(paths) > MAX_EXAMPLES:
                     raise FormatError(folder, f"holds more than {MAX_EXAMPLES:,} images, "
-                                              "mnistconv's limit for one split")
+                                              "mnistconv's limit for one split",
+                                      "split it into smaller folders")
         if not paths:
-            raise FormatError(folder, f"split {name} holds no images (.png, .jpg)")
+            raise FormatError(folder, f"split {name} holds no images (.png, .jpg)",
+                              "put its images in class folders (<split>/<class>/*.png)")
         order = sorted(range(len(paths)), key=keys.__getitem__)
         self._paths = [paths[i] for i in order]
         numbered = all(keys[i][0] == 0 for i in order)
@@ -311,7 +315,7 @@ class ImageFolderSplit(Split):
         head = self._head(path)
         size = codecs.image_size(head) if codecs.image_kind(head) != "raw" else None
         if size is None:
-            raise FormatError(path, "is not an image (PNG or JPEG)")
+            raise FormatError(path, "is not an image (PNG or JPEG)", "remove it from the class folder")
         check_image_size(size, path)
         return size
 
@@ -344,7 +348,7 @@ class ImageFolderSplit(Split):
         with open_input(path, self.root) as f:
             data = f.read()
         if data[:8] == PNG_SIGNATURE and not png_is_whole(data):
-            raise FormatError(path, "is cut short: the PNG ends before its IEND chunk")
+            raise Truncated(path, "is cut short: the PNG ends before its IEND chunk")
         return decode_image(data, tuple(self.header.shape), path)
 
 

@@ -30,7 +30,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...errors import CorruptData, FormatError, UsageError
+from ...errors import CorruptData, FormatError, OverLimit, UsageError
 from ...fileio import StagedOutput, check_input_file, has_magic, \
     open_staged
 from ... import budget
@@ -60,9 +60,10 @@ class NpzSplit(Split):
         f, shape, dtype, fortran = open_member(archive, self.x_name, path)
         f.close()
         if len(shape) < 1:
-            raise FormatError(path, f"x_{name} is a scalar, expected one image per row")
+            raise FormatError(path, f"x_{name} is a scalar, expected one image per row",
+                              f"save x_{name} with one image per row")
         if len(shape) > MAX_DIMS:
-            raise FormatError(path, f"x_{name} has {len(shape)} dimensions, more than "
+            raise OverLimit(path, f"x_{name} has {len(shape)} dimensions, more than "
                                     f"mnistconv's limit of {MAX_DIMS}")
         # One dimension is the same bytes in either order.
         self.fortran = fortran and len(shape) > 1
@@ -70,7 +71,7 @@ class NpzSplit(Split):
         f.close()
         if len(y_shape) != 1:
             raise FormatError(path, f"y_{name} has shape {y_shape}, expected one label per "
-                                    "example (N,)")
+                                    "example (N,)", f"save y_{name} with one label per image")
         if y_shape[0] != shape[0]:
             raise FormatError(path, f"image/label count mismatch: x_{name} has {shape[0]}, "
                                     f"y_{name} has {y_shape[0]}",
@@ -101,7 +102,7 @@ class NpzSplit(Split):
             f.close()
             if len(shape) != 2 or shape[0] != self.header.count or \
                     shape[1] != len(self.extra_columns) or dtype.kind not in "iu":
-                raise FormatError(self.path, f"member {name} has shape {shape} "
+                raise CorruptData(self.path, f"member {name} has shape {shape} "
                                              f"{dtype.name}, expected {self.header.count} x "
                                              f"{len(self.extra_columns)} integers "
                                              "(one row per example, one column per name "
@@ -157,7 +158,7 @@ def _read_text_member(archive, name, path, limit):
             raise FormatError(path, f"member {name} holds {dtype.str} {shape}, not a list "
                                     "of names", "names are a 1-D '<U' array")
         if shape[0] > limit or dtype.itemsize // 4 > classes.MAX_CLASS_NAME_LENGTH:
-            raise FormatError(path, f"member {name}: {shape[0]} names of up to "
+            raise OverLimit(path, f"member {name}: {shape[0]} names of up to "
                                     f"{dtype.itemsize // 4} characters are more than "
                                     f"mnistconv reads ({limit} of "
                                     f"{classes.MAX_CLASS_NAME_LENGTH})")
@@ -169,7 +170,7 @@ def _read_text_member(archive, name, path, limit):
     try:
         return tuple(str(x) for x in np.frombuffer(data, dtype))
     except ValueError:
-        raise FormatError(path, f"member {name} holds characters that are not "
+        raise CorruptData(path, f"member {name} holds characters that are not "
                                 "Unicode") from None
 
 
@@ -189,10 +190,10 @@ def _split_names(names, path):
         safe_split_name(s, path)
     for s in xs:
         if s not in ys:
-            raise FormatError(path, f"has x_{s} but no y_{s}")
+            raise FormatError(path, f"has x_{s} but no y_{s}", f"save y_{s} beside x_{s}")
     for s in ys:
         if s not in xs:
-            raise FormatError(path, f"has y_{s} but no x_{s}")
+            raise FormatError(path, f"has y_{s} but no x_{s}", f"save x_{s} beside y_{s}")
     if not xs:
         raise FormatError(path, "holds no x_<split>/y_<split> arrays (Keras' layout)",
                           f"it has: {_listed(names) or 'nothing'}")
@@ -247,7 +248,7 @@ def _layout_shape(shape, layout, where):
     if len(shape) == 3 and layout == "nhwc":
         return tuple(shape)
     raise UsageError(where, f"--layout {layout} needs images of 2 or 3 dimensions, "
-                            f"these are {shape}")
+                            f"these are {shape}", "choose another --layout", cli_hint="choose another layout")
 
 
 def _arrange(images, layout, to_float, where):
@@ -258,8 +259,8 @@ def _arrange(images, layout, to_float, where):
         elif images.dtype.kind == "f":
             images = images.astype(np.float32)
         else:
-            raise UsageError(where, f"--float scales uint8 pixels; these are "
-                                    f"{images.dtype.name}")
+            raise UsageError(where, f"--float scales uint8 pixels, these are "
+                                    f"{images.dtype.name}", "drop --float")
     if layout == "nchw" and images.ndim == 4:
         return np.ascontiguousarray(np.moveaxis(images, 3, 1))
     n = len(images)
@@ -413,7 +414,7 @@ def _write_extras(archive, dataset, compress):
             continue
         columns, table = extra
         if len(table) != split.header.count:
-            raise FormatError(split.header.source, f"has {len(table)} rows of extra fields "
+            raise CorruptData(split.header.source, f"has {len(table)} rows of extra fields "
                                                    f"for {split.header.count} examples")
         _write_array(archive, f"extra_{split.name}.npy", table, compress)
     if columns is not None:
@@ -435,7 +436,7 @@ def _write_split(archive, split, compress, layout, to_float, progress):
             labels.append(batch.labels)
     y = np.concatenate(labels) if labels else np.zeros(0, h.label_dtype)
     if len(y) != h.count:
-        raise FormatError(h.source, f"yielded {len(y)} examples, its header says {h.count}")
+        raise CorruptData(h.source, f"yielded {len(y)} examples, its header says {h.count}")
     with _member(archive, f"y_{split.name}.npy", compress) as f:
         _write_header(f, y.shape, y.dtype)
         f.write(np.ascontiguousarray(y).tobytes())

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, UsageError, WrongFormat
 from ...fileio import check_input_file, has_magic, input_entries, open_input
 from ...limits import MAX_EXAMPLES
 from ... import budget
@@ -50,15 +50,15 @@ def _header(path):
                            else np.lib.format.read_array_header_2_0)
             shape, fortran, dtype = read_header(f)
         except Exception as e:  # numpy: ValueError/SyntaxError for a bad header
-            raise FormatError(path, f"not a valid .npy array "
+            raise WrongFormat(path, f"not a valid .npy array "
                                     f"({' '.join(str(e).split())})") from None
         offset = f.tell()
     if dtype != np.uint8 or len(shape) != 2 or shape[1] != SIDE * SIDE or \
             (fortran and shape[0] > 1):
-        raise FormatError(path, f"holds {dtype.str} {shape}{' (Fortran order)' if fortran else ''}"
+        raise WrongFormat(path, f"holds {dtype.str} {shape}{' (Fortran order)' if fortran else ''}"
                                 f", not Quick, Draw! bitmaps (uint8 N x {SIDE * SIDE})")
     if size - offset != shape[0] * SIDE * SIDE:
-        raise FormatError(path, f"its header declares {shape[0]} drawings "
+        raise CorruptData(path, f"its header declares {shape[0]} drawings "
                                 f"({shape[0] * SIDE * SIDE} bytes), the file holds "
                                 f"{size - offset}")
     return offset, shape[0]
@@ -129,7 +129,8 @@ def read(path) -> Dataset:
     if os.path.isdir(path):
         paths = input_entries(path, path, _is_npy_name, "file")
         if not paths:
-            raise UsageError(path, "holds no .npy files (Quick, Draw! numpy_bitmap)")
+            raise UsageError(path, "holds no .npy files (Quick, Draw! numpy_bitmap)",
+                             "check the path: numpy_bitmap files end in .npy")
     else:
         paths = [path]
     paths.sort(key=class_of)
@@ -138,7 +139,7 @@ def read(path) -> Dataset:
         if class_of(p) in seen:
             raise FormatError(path, f"two files name class {class_of(p)!r}: "
                                     f"{os.path.basename(seen[class_of(p)])} and "
-                                    f"{os.path.basename(p)}")
+                                    f"{os.path.basename(p)}", "keep one file per class")
         seen[class_of(p)] = p
     files = [(p, *_header(p)) for p in paths]
     classes.check_names([class_of(p) for p in paths], path, "class names from file names")
