@@ -12,9 +12,10 @@ The rule, for every raise:
     command line says it otherwise (`use --force`);
   - or a kind whose `advice` says it for every error of that kind: CorruptData (a
     checksum or structure that does not hold), Truncated (the file ends early),
-    WrongFormat (not the format it is read as), OverLimit (more than mnistconv
-    holds), NotFound, BadOption (a value out of range), CannotWrite (data the output
-    format cannot hold). A new kind sets its own advice (its default what-to-do).
+    WrongFormat (not the format it is read as), BadImage (an image that does not
+    decode), OverLimit (more than mnistconv holds), NotFound, BadOption (a value out
+    of range), CannotWrite (data the output format cannot hold). A new kind sets its
+    own advice (its default what-to-do).
 tests/test_error_advice.py walks every raise in mnistconv/ and every error the fuzz
 corpus gives, and fails on one without advice.
 
@@ -110,6 +111,12 @@ class WrongFormat(FormatError):
 
     advice = "check the path, or pass format= to read it as another format"
     cli_advice = "check the path, or name its format with --from"
+
+
+class BadImage(FormatError):
+    """An image that does not decode: damaged, or an encoding mnistconv does not read."""
+
+    advice = "check that the images are 8-bit PNG or JPEG, or download the file again"
 
 
 class OverLimit(FormatError):

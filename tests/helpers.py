@@ -24,6 +24,7 @@ SAMPLE = REPO / "examples" / "data" / "mnist-sample"
 # What an error of each advised kind says to do, as the command line prints it
 # (mnistconv/errors.py's kinds).
 DAMAGED = "the file is damaged: download, copy or convert it again"
+BAD_IMAGE = "check that the images are 8-bit PNG or JPEG, or download the file again"
 CUT_SHORT = "the file is cut short: download or copy it again"
 NOT_THIS_FORMAT = "check the path, or name its format with --from"
 OVER_LIMIT = "check that the file is not damaged, or split its data into smaller files"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from helpers import SAMPLE, run, stderr_of
+from helpers import DAMAGED, SAMPLE, run, stderr_of
 
 pytest.importorskip("array_record")
 
@@ -218,14 +218,14 @@ def _with_record_1_changed(written, name, count, change, number=1):
     # Found by the fuzz pass's PNG bombs: each decoding thread inflated its 9000 x 9000
     # image (81 MB, twice with Pillow's copy) before comparing sizes (peak 325 MB).
     # (4000: within the default image size limit, which now refuses 9000 from its header.)
-    (1, 4000, "record 1 (counting from 0): image is (4000, 4000), the first was (28, 28)"),
+    (1, 4000, "record 1 (counting from 0): image is (4000, 4000), the first was (28, 28); " + DAMAGED),
     # And by the long pass: a 6000 x 6000 first image was decoded for its shape when
     # the file was opened, and again with its batch, before record 1 (28 x 28) showed
     # the sizes differ (331 MB). Now every record's size is read from its header while
     # the labels are indexed: nothing is decoded before the mismatch is seen.
     # (400: 6000 x 6000 is now refused by the size limit, and a first image large enough
     # that the file's records could not hold that many is refused by the expansion rule.)
-    (0, 400, "record 1 (counting from 0): image is (28, 28), the first was (400, 400)")],
+    (0, 400, "record 1 (counting from 0): image is (28, 28), the first was (400, 400); " + DAMAGED)],
     ids=["bomb after the first", "bomb first"])
 def test_images_of_another_size_are_refused_before_any_is_decoded(written, monkeypatch,
                                                                   number, size, message):
@@ -259,7 +259,7 @@ def test_a_record_far_larger_than_an_image_and_label_is_refused_unparsed(written
     size = len(_records(big)[1])
     err = _one_error_line(run("info", big), 1)
     assert err == f"Error: {big}: record 1 (counting from 0): {size:,} bytes, more than a " \
-                  "record of one 28x28 image and its label can hold\n"
+                  f"record of one 28x28 image and its label can hold; {DAMAGED}\n"
 
 
 def _records(path):

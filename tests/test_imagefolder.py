@@ -239,4 +239,4 @@ def test_a_cut_jpeg_does_not_decode(tmp_path):
                                       "train/1/1.jpg": jpeg[:-1]})
     assert convert_fails(tmp_path, root) == (
         f"Error: {root}/train/1/1.jpg: does not decode as an image (Premature end of JPEG "
-        "file); the file is damaged: download, copy or convert it again")
+        "file); check that the images are 8-bit PNG or JPEG, or download the file again")

@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import limits
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.formats import tfrecord
-from helpers import ACCEPTED, REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
+from helpers import DAMAGED, BAD_IMAGE, OVER_LIMIT, ACCEPTED, REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
     tfrecord_frame as frame
 from tfrecord_helpers import dataset, write
 
@@ -163,7 +163,7 @@ def test_a_gzip_record_of_1_gib_is_refused_before_it_is_read(tmp_path):
     assert bomb.stat().st_size < 2 * MB
     refused_small(tmp_path, f"Error: {bomb}: record 0 (counting from 0, at byte 0): "
                             "length 1,073,741,824 is more than mnistconv's limit of "
-                            "268,435,456 bytes per record\n", "tfrecord-to-npz", bomb,
+                            f"268,435,456 bytes per record; {OVER_LIMIT}\n", "tfrecord-to-npz", bomb,
                   tmp_path / "out.npz", seconds=10)
     only(tmp_path, "bomb.tfrecord.gz")
 
@@ -292,7 +292,7 @@ def test_a_16_bit_png_is_refused_not_clipped(tmp_path):
     assert r.returncode == 1
     assert stderr_of(r) == (f"Error: {bad}: record 0 (counting from 0): image does not "
                             "decode (16-bit PNG; mnistconv keeps 8-bit pixels and will "
-                            "not clip values above 255)\n")
+                            f"not clip values above 255); {BAD_IMAGE}\n")
     only(tmp_path, "bomb.tfrecord")
 
 
@@ -353,37 +353,37 @@ def refused_records(tmp_path, records, message):
 
 @pytest.mark.parametrize("changes, message", [
     ({0: {"height": -28}}, "record 0 (counting from 0): height and width must be 1 or "
-                           "more, not -28 x 28"),
+                           "more, not -28 x 28; " + DAMAGED),
     ({0: {"width": 0}}, "record 0 (counting from 0): height and width must be 1 or more, "
-                        "not 28 x 0"),
+                        "not 28 x 0; " + DAMAGED),
     ({0: {"height": 2**40, "width": 2**40}},
      f"record 0 (counting from 0): image of {2**40}x{2**40} exceeds mnistconv's limit of "
      "16,777,216 pixels per image; raise it with --max-image-size WxH if the images are "
      "really that large"),
     ({0: {"height": b"28"}}, "record 0 (counting from 0): feature 'height' is bytes_list, "
-                             "expected int64_list"),
+                             "expected int64_list; " + DAMAGED),
     ({0: {"image": 7}}, "record 0 (counting from 0): feature 'image' is int64_list, "
-                        "expected bytes_list"),
+                        "expected bytes_list; " + DAMAGED),
     ({0: {"width": None}}, "record 0 (counting from 0): has a 'height' feature but no "
-                           "'width'"),
+                           "'width'; " + DAMAGED),
     ({3: {"height": None}}, "record 3 (counting from 0): no 'height' feature, which the "
-                            "first record has"),
+                            "first record has; " + DAMAGED),
     ({3: {"width": -1}}, "record 3 (counting from 0): height and width must be 1 or more, "
-                         "not 28 x -1"),
+                         "not 28 x -1; " + DAMAGED),
     ({2: {"index": None}}, "record 2 (counting from 0): no 'index' feature, which the "
-                           "first record has"),
+                           "first record has; " + DAMAGED),
     ({2: {"index": b"2"}}, "record 2 (counting from 0): feature 'index' is bytes_list, "
-                           "expected int64_list"),
+                           "expected int64_list; " + DAMAGED),
     ({4: {"index": -4}}, "record 4 (counting from 0): index -4 is negative; indices count "
                          "examples from 0"),
     ({1: {"index": [1, 2]}}, "record 1 (counting from 0): feature 'index' has 2 values, "
-                             "expected one"),
+                             "expected one; " + DAMAGED),
     ({3: {"image": None}}, "record 3 (counting from 0): no 'image' feature, which the "
-                           "first record has"),
+                           "first record has; " + DAMAGED),
     ({3: {"label": b"x"}}, "record 3 (counting from 0): feature 'label' is bytes_list, "
-                           "expected int64_list"),
+                           "expected int64_list; " + DAMAGED),
     ({3: {"label": [0, 1, 0]}}, "record 3 (counting from 0): one-hot label of 3 values, "
-                                "the first record's has 10"),
+                                "the first record's has 10; " + DAMAGED),
 ], ids=lambda v: repr(v)[:40] if isinstance(v, dict) else "")
 def test_bad_features_are_one_line_and_exit_1(tmp_path, changes, message):
     refused_records(tmp_path, raw_records(changes), message)

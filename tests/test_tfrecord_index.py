@@ -15,7 +15,7 @@ from mnistconv.errors import FormatError
 from mnistconv.formats import tfrecord
 from mnistconv.codecs import framing
 from mnistconv.codecs.example import example_class
-from helpers import tfrecord_example as example, tfrecord_frame as frame
+from helpers import DAMAGED, tfrecord_example as example, tfrecord_frame as frame
 
 
 def onehot(label):
@@ -114,11 +114,11 @@ def test_every_preset_with_index_reads_back_over_several_blocks(tmp_path, preset
 
 @pytest.mark.parametrize("bad, message", [
     (dict(label=[1, 1] + [0] * 8), "record 3000 (counting from 0): label is not one-hot "
-                                   "([1, 1, 0, 0, 0, 0, 0, 0, 0, 0])"),
+                                   "([1, 1, 0, 0, 0, 0, 0, 0, 0, 0]); " + DAMAGED),
     (dict(label=onehot(3)[:9]), "record 3000 (counting from 0): one-hot label of 9 "
-                                "values, the first record's has 10"),
+                                "values, the first record's has 10; " + DAMAGED),
     (dict(label=onehot(3), height=29), "record 3000 (counting from 0): raw image of 784 "
-                                        "bytes, expected 29 x 28"),
+                                        "bytes, expected 29 x 28; " + DAMAGED),
 ])
 def test_a_record_like_the_learnt_ones_but_wrong_after_its_image_is_refused(
         tmp_path, bad, message):
@@ -175,7 +175,8 @@ def test_a_file_changed_after_its_index_pass_is_an_error_not_other_images(tmp_pa
     # A later time, as a rewrite gets on any file system (some count in seconds).
     os.utime(path, ns=(before + 10**9, before + 10**9))
     assert error_of(lambda: list(split.batches(500))) == \
-        f"{path}: changed while reading: modified after it was indexed"
+        f"{path}: changed while reading: modified after it was indexed; read it again once " \
+        "nothing writes to it"
 
 
 def test_read_ranges_gives_the_bytes_of_each_range(tmp_path):

@@ -15,8 +15,8 @@ import mnistconv
 from mnistconv.codecs import tar as wtar
 from mnistconv.records import ArraySplit, Dataset
 from helpers import (
-    SAMPLE, cli_fails, converts_back_to_the_sample, files_in, png, run, sample_arrays,
-    small_digits, stderr_of)
+    CUT_SHORT, NOT_THIS_FORMAT, SAMPLE, cli_fails, converts_back_to_the_sample, files_in, png,
+    run, sample_arrays, small_digits, stderr_of)
 
 
 def digest(path):
@@ -290,10 +290,12 @@ def test_a_missing_split_shard_or_label(tmp_path, images):
                     "set is numbered from 000000 without gaps")
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert convert_fails(tmp_path, empty) == f"Error: {empty}: holds no .tar shards"
+    assert convert_fails(tmp_path, empty) == f"Error: {empty}: holds no .tar shards; check " \
+                                             "the path: WebDataset shards end in .tar"
     bad = make_tar(tmp_path / "n-train-000000.tar", [("000000.png", png(images[0]))])
     assert convert_fails(tmp_path, bad) == \
-        f"Error: {bad}: sample '000000' has no .cls (class index)"
+        f"Error: {bad}: sample '000000' has no .cls (class index); each sample needs an " \
+        "image (.png or .jpg) and a .cls"
     r = run("convert", SAMPLE, tmp_path / "o.tar", "--to", "webdataset", "--split",
             "validation")
     assert r.returncode != 0 and not list(tmp_path.glob("o-*"))
@@ -303,7 +305,7 @@ def test_not_a_tar_and_a_link_member(tmp_path, images):
     junk = tmp_path / "junk-train-000000.tar"
     junk.write_bytes(b"x" * 1024)
     assert convert_fails(tmp_path, junk) == \
-        f"Error: {junk}: not a tar archive: bad header checksum at byte 0"
+        f"Error: {junk}: not a tar archive: bad header checksum at byte 0; {NOT_THIS_FORMAT}"
     link = tmp_path / "l-train-000000.tar"
     with tarfile.open(link, "w", format=tarfile.USTAR_FORMAT) as t:
         info = tarfile.TarInfo("000000.png")
@@ -352,7 +354,7 @@ def test_a_tar_cut_inside_a_member_is_refused_as_tarfile_refuses_it(tmp_path, im
             list(wds.WebDataset(f"file:{bad}", shardshuffle=False, empty_check=False))
         assert convert_fails(tmp_path, bad) == (
             f"Error: {bad}: truncated tar archive: member '000001.png' and its padding "
-            f"end at byte {last:,}, the file at {cut:,}")
+            f"end at byte {last:,}, the file at {cut:,}; {CUT_SHORT}")
 
 
 def test_a_tar_cut_at_or_inside_its_end_blocks_is_refused(tmp_path, images):
@@ -368,12 +370,12 @@ def test_a_tar_cut_at_or_inside_its_end_blocks_is_refused(tmp_path, images):
         [b"1", b"2"]
     assert convert_fails(tmp_path, bad) == (
         f"Error: {bad}: tar archive ends at byte {last:,} without its end-of-archive "
-        "zero blocks (cut short, or its writer did not finish)")
+        f"zero blocks (or its writer did not finish); {CUT_SHORT}")
     for cut in (last + 1023, len(whole) - 1):  # in the second zero block, the record
         bad.write_bytes(whole[:cut])
         assert convert_fails(tmp_path, bad) == (
-            f"Error: {bad}: is {cut:,} bytes, not a whole number of 512-byte tar blocks "
-            "(cut short)")
+            f"Error: {bad}: is {cut:,} bytes, not a whole number of 512-byte tar blocks; "
+            f"{CUT_SHORT}")
 
 
 def test_a_tar_with_one_zero_block_or_no_record_padding_is_read(tmp_path, images):

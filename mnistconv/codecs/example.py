@@ -30,7 +30,7 @@ rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import FormatError, MissingDependency
+from ..errors import CorruptData, FormatError, MissingDependency
 from ..limits import check_num_classes, printable
 
 _FILE_DESCRIPTOR = (
@@ -345,11 +345,11 @@ def feature_values(path, number, feature, key, kind):
     int64_list). (feature[key] alone would add an empty feature, and a mistyped one
     reads as no values.)"""
     if key not in feature:
-        raise FormatError(path, f"{record_name(number)}: no {printable(key)} feature, "
+        raise CorruptData(path, f"{record_name(number)}: no {printable(key)} feature, "
                                 "which the first record has")
     actual = feature[key].WhichOneof("kind")
     if actual != kind:
-        raise FormatError(path, f"{record_name(number)}: feature {printable(key)} is "
+        raise CorruptData(path, f"{record_name(number)}: feature {printable(key)} is "
                                 f"{actual or 'empty'}, expected {kind}")
     return getattr(feature[key], kind).value
 
@@ -358,7 +358,7 @@ def one_value(path, number, feature, key, kind):
     """The single value of feature `key` (see feature_values), else a FormatError."""
     values = feature_values(path, number, feature, key, kind)
     if len(values) != 1:
-        raise FormatError(path, f"{record_name(number)}: feature {printable(key)} has "
+        raise CorruptData(path, f"{record_name(number)}: feature {printable(key)} has "
                                 f"{len(values)} values, expected one")
     return values[0]
 
@@ -379,7 +379,9 @@ def find_layout(example, schema, path, number) -> Layout:
             if key not in feature:
                 raise FormatError(path, f"no '{key}' feature, which the {schema} "
                                         f"convention has (features: "
-                                        f"{_feature_names(feature)})")
+                                        f"{_feature_names(feature)})",
+                                  "pass another schema= (recipe, tfds or slim)",
+                                  cli_hint="name its convention with --schema (recipe, tfds or slim)")
     # One value is a class index, several a one-hot row, whatever the convention.
     width = len(feature_values(path, number, feature, preset.label_key, "int64_list"))
     label_format = "onehot" if width > 1 else "index"
@@ -394,7 +396,7 @@ def find_layout(example, schema, path, number) -> Layout:
             height_key = width_key = None
         elif present != [True, True]:
             have, lack = (height_key, width_key) if present[0] else (width_key, height_key)
-            raise FormatError(path, f"{record_name(number)}: has a {printable(have)} "
+            raise CorruptData(path, f"{record_name(number)}: has a {printable(have)} "
                                     f"feature but no {printable(lack)}")
     index_key = preset.index_key if preset.index_key in feature else None
     format_key = preset.format_key if preset.format_key and preset.format_key in feature \

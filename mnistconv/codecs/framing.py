@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from ..errors import CorruptData, FormatError, MissingDependency, Truncated
+from ..errors import CorruptData, FormatError, MissingDependency, OverLimit, Truncated
 from ..fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
 from ..limits import MAX_RECORD_BYTES
 
@@ -189,7 +189,7 @@ class _Stream:
                 continue
             block = self.inflate.unconsumed_tail or self.raw.read(1 << 20)
             if not block:
-                raise FormatError(self.path, f"truncated {self.compression} stream: it "
+                raise Truncated(self.path, f"truncated {self.compression} stream: it "
                                              "ends before its end marker")
             self._feed(block, n)
         with memoryview(self.buffer) as view:
@@ -204,7 +204,7 @@ class _Stream:
         try:
             self.buffer += self.inflate.decompress(block, limit)
         except self.errors as e:
-            raise FormatError(self.path, f"not a valid {self.compression} stream "
+            raise CorruptData(self.path, f"not a valid {self.compression} stream "
                                          f"({e})") from None
 
     def remaining_at_most(self):
@@ -243,7 +243,7 @@ def _check_header(path, head, crc, where, first) -> int:
         raise CorruptData(path, f"{where}: length CRC mismatch, the record header is "
                                 "corrupt")
     if length > MAX_RECORD_BYTES:
-        raise FormatError(path, f"{where}: length {length:,} is more than mnistconv's "
+        raise OverLimit(path, f"{where}: length {length:,} is more than mnistconv's "
                                 f"limit of {MAX_RECORD_BYTES:,} bytes per record")
     return length
 
@@ -275,7 +275,7 @@ def iter_records(path, compression="auto", start_number=0):
                 if not block:
                     return
                 if len(block) < 12:
-                    raise FormatError(path, f"{where()}: truncated: {len(block)} bytes of "
+                    raise Truncated(path, f"{where()}: truncated: {len(block)} bytes of "
                                             "a 12-byte record header")
             head = block[pos:pos + 12]
             length = checked.get(head)
@@ -383,7 +383,7 @@ def read_ranges(path, compression, begins, ends):
             more = stream.read(_BLOCK)
             if not more:
                 raise FormatError(path, "changed while reading: it is shorter than when "
-                                        "it was indexed")
+                                        "it was indexed", "read it again once nothing writes to it")
             block = block + more if block else more
             top = int(np.searchsorted(ends, base + len(block), side="right"))
             if top > i:

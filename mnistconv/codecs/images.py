@@ -8,7 +8,7 @@ in the messages (its name, what a class is in its layout, which member is meant)
 import numpy as np
 
 from .. import codecs
-from ..errors import CannotWrite, CorruptData, FormatError, UsageError
+from ..errors import BadImage, CannotWrite, CorruptData, FormatError, UsageError
 from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
 from .example import record_name
 from .png import decode_unfiltered
@@ -71,7 +71,7 @@ def decode_image(data, shape, where, member=None):
     try:
         image = codecs.decode_image(data)
     except ValueError as e:
-        raise CorruptData(where, f"{named}does not decode as an image ({e})") from None
+        raise BadImage(where, f"{named}does not decode as an image ({e})") from None
     if image.shape != shape:
         raise CorruptData(where, f"{named}decodes to {image.shape[0]}x{image.shape[1]}, "
                                  f"the split's images are {'x'.join(map(str, shape))}")

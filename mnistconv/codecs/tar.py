@@ -37,7 +37,7 @@ end-of-archive zero block or not a whole number of 512-byte blocks (see _end).
 
 import re
 
-from ..errors import FormatError
+from ..errors import CorruptData, FormatError, OverLimit, Truncated, WrongFormat
 from ..limits import MAX_RECORD_BYTES, printable
 
 BLOCK = 512
@@ -91,7 +91,7 @@ def _number(field: bytes, what, where):
     if not text:
         return 0
     if not re.fullmatch(rb"[0-7]+", text):
-        raise FormatError(where, f"tar header {what} field {printable(text)} is not an "
+        raise CorruptData(where, f"tar header {what} field {printable(text)} is not an "
                                  "octal number")
     return int(text, 8)
 
@@ -118,11 +118,11 @@ def _pax_records(data: bytes, where):
     while pos < len(data):
         m = re.match(rb"(\d+) ", data[pos:pos + 24])
         if m is None or int(m[1]) <= len(m[0]):
-            raise FormatError(where, "malformed PAX extended header")
+            raise CorruptData(where, "malformed PAX extended header")
         length = int(m[1])
         record = data[pos + len(m[0]):pos + length]
         if not record.endswith(b"\n") or b"=" not in record:
-            raise FormatError(where, "malformed PAX extended header")
+            raise CorruptData(where, "malformed PAX extended header")
         key, value = record[:-1].split(b"=", 1)
         records[key] = value
         pos += length
@@ -156,9 +156,9 @@ def members(f, where):
             _end(offset, length, where)
             return
         if len(block) < BLOCK:
-            raise FormatError(where, f"truncated tar header at byte {offset}")
+            raise Truncated(where, f"truncated tar header at byte {offset}")
         if not _checksum_ok(block):
-            raise FormatError(where, f"not a tar archive: bad header checksum at byte "
+            raise WrongFormat(where, f"not a tar archive: bad header checksum at byte "
                                      f"{offset}")
         kind = block[156:157]
         size = _number(block[124:136], "size", where)
@@ -170,12 +170,12 @@ def members(f, where):
         data_at = offset + BLOCK
         offset = data_at + size + (-size % BLOCK)
         if offset > length:
-            raise FormatError(where, f"truncated tar archive: member {printable(name)} "
+            raise Truncated(where, f"truncated tar archive: member {printable(name)} "
                                      f"and its padding end at byte {offset:,}, the file "
                                      f"at {length:,}")
         if kind in (b"L", b"x", b"g"):
             if size > _META_LIMIT:
-                raise FormatError(where, f"tar extension header of {size} bytes at byte "
+                raise OverLimit(where, f"tar extension header of {size} bytes at byte "
                                          f"{data_at - BLOCK}")
             data = f.read(size + (-size % BLOCK))
             if kind == b"L":
@@ -191,7 +191,7 @@ def members(f, where):
             raise FormatError(where, f"member {printable(name)} is {what}, not a file",
                               "WebDataset members are regular files")
         if size > MAX_RECORD_BYTES:
-            raise FormatError(where, f"member {printable(name)} declares {size:,} bytes, "
+            raise OverLimit(where, f"member {printable(name)} declares {size:,} bytes, "
                                      f"more than mnistconv's limit of "
                                      f"{MAX_RECORD_BYTES:,} per member")
         yield name, data_at, size
@@ -206,17 +206,16 @@ def _end(offset, length, where):
     or its writer never finished, and the samples after the cut are silently missing.
     One zero block is enough (GNU tar reads "a lone zero block" too)."""
     if offset == length:
-        raise FormatError(where, f"tar archive ends at byte {offset:,} without its "
-                                 "end-of-archive zero blocks (cut short, or its writer "
-                                 "did not finish)")
+        raise Truncated(where, f"tar archive ends at byte {offset:,} without its "
+                               "end-of-archive zero blocks (or its writer did not finish)")
     if length % BLOCK:
-        raise FormatError(where, f"is {length:,} bytes, not a whole number of 512-byte "
-                                 "tar blocks (cut short)")
+        raise Truncated(where, f"is {length:,} bytes, not a whole number of 512-byte "
+                               "tar blocks")
 
 
 def _number_text(text: bytes, where):
     if not text.isdigit():
-        raise FormatError(where, f"PAX size {printable(text)} is not a number")
+        raise CorruptData(where, f"PAX size {printable(text)} is not a number")
     return int(text)
 
 

@@ -87,7 +87,8 @@ def read_index(path, data_path):
         with open_input(path, os.path.dirname(data_path) or os.curdir) as f:
             text = f.read(limit + 1)
     except OSError as e:
-        raise FormatError(path, f"cannot be read ({e.strerror})") from None
+        raise FormatError(path, f"cannot be read ({e.strerror})",
+                          "check the path and its permissions") from None
     if len(text) > limit:
         raise FormatError(path, f"lists more records than {data_path} can hold "
                                 f"({size:,} bytes)", REBUILD)

@@ -222,7 +222,7 @@ class RecordsSplit(Split):
             image = self.base._parser.fields(path, number, data)[0]
             if isinstance(image, Raw):
                 if image.shape != shape:
-                    raise FormatError(path, f"{record_name(number)}: image is "
+                    raise CorruptData(path, f"{record_name(number)}: image is "
                                             f"{image.shape}, the first was {shape}")
                 images[place] = image.pixels()
             else:
@@ -232,7 +232,7 @@ class RecordsSplit(Split):
             if data[:3] != b"\xff\xd8\xff":
                 image = decode_record_image(path, number, data)
                 if image.shape != shape:
-                    raise FormatError(path, f"{record_name(number)}: image is "
+                    raise CorruptData(path, f"{record_name(number)}: image is "
                                             f"{image.shape}, the first was {shape}")
                 images[place] = image
         return images

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from ... import codecs
-from ...errors import FormatError
+from ...errors import CorruptData, FormatError, WrongFormat
 from ... import budget
 from ...limits import MAX_CLASSES, check_image_size, printable
 from ...parallel import check_workers, ordered_map
@@ -144,7 +144,7 @@ class TFRecordSplit(Split):
             name = check_name(value.decode("utf-8"), path,
                               f"{record_name(number)}: {LABEL_NAME_KEY}")
         except UnicodeDecodeError:
-            raise FormatError(path, f"{record_name(number)}: {LABEL_NAME_KEY} is not "
+            raise CorruptData(path, f"{record_name(number)}: {LABEL_NAME_KEY} is not "
                                     "UTF-8 text") from None
         known = self._label_names.setdefault(label, name)
         if known != name:
@@ -188,13 +188,13 @@ class TFRecordSplit(Split):
         # else is refused before protobuf is handed it (some versions copy a large
         # record whole before they find it is not an Example).
         if len(data) and data[0] != 0x0A:
-            raise FormatError(path, f"record {number} (counting from 0): not a "
+            raise WrongFormat(path, f"record {number} (counting from 0): not a "
                                     f"tf.train.Example (it starts with byte "
                                     f"0x{data[0]:02X}, not the features field)")
         try:
             return self.Example.FromString(data)
         except Exception as e:  # protobuf's DecodeError, whatever the backend
-            raise FormatError(path, f"record {number} (counting from 0): not a "
+            raise WrongFormat(path, f"record {number} (counting from 0): not a "
                                     f"tf.train.Example ({e})") from None
 
     def _usual_fields(self, feature):
@@ -243,7 +243,7 @@ class TFRecordSplit(Split):
         where = record_name(number)
         values = feature_values(path, number, feature, layout.image_key, "bytes_list")
         if len(values) != 1:
-            raise FormatError(path, f"{where}: expected one image, found {len(values)}")
+            raise CorruptData(path, f"{where}: expected one image, found {len(values)}")
         data = values[0]
         kind = None
         if layout.format_key:
@@ -260,11 +260,11 @@ class TFRecordSplit(Split):
             if shape is None:
                 side = int(round(len(data) ** 0.5))
                 if side * side != len(data):
-                    raise FormatError(path, f"{where}: raw image of {len(data)} bytes with "
+                    raise CorruptData(path, f"{where}: raw image of {len(data)} bytes with "
                                             "no height/width features")
                 shape = (side, side)
             if len(data) != shape[0] * shape[1]:
-                raise FormatError(path, f"{where}: raw image of {len(data)} bytes, "
+                raise CorruptData(path, f"{where}: raw image of {len(data)} bytes, "
                                         f"expected {shape[0]} x {shape[1]}")
             data = Raw(data, shape)
         index = self._index(path, number, feature) if layout.index_key else None
@@ -274,16 +274,16 @@ class TFRecordSplit(Split):
         values = feature_values(path, number, feature, self.layout.label_key, "int64_list")
         if self.layout.label_format == "onehot":
             if len(values) != self.layout.label_width:
-                raise FormatError(path, f"{record_name(number)}: one-hot label of "
+                raise CorruptData(path, f"{record_name(number)}: one-hot label of "
                                         f"{len(values)} values, the first record's has "
                                         f"{self.layout.label_width}")
             values = list(values)
             if values.count(0) != len(values) - 1 or 1 not in values:
-                raise FormatError(path, f"record {number} (counting from 0): label is not "
+                raise CorruptData(path, f"record {number} (counting from 0): label is not "
                                         f"one-hot ({values[:20]})")
             return values.index(1)
         if len(values) != 1:
-            raise FormatError(path, f"record {number} (counting from 0): expected one "
+            raise CorruptData(path, f"record {number} (counting from 0): expected one "
                                     f"label value, found {len(values)}")
         return values[0]
 
@@ -301,7 +301,7 @@ class TFRecordSplit(Split):
         shape = tuple(one_value(path, number, feature, key, "int64_list")
                       for key in (self.layout.height_key, self.layout.width_key))
         if min(shape) < 1:
-            raise FormatError(path, f"{record_name(number)}: height and width must be 1 "
+            raise CorruptData(path, f"{record_name(number)}: height and width must be 1 "
                                     f"or more, not {shape[0]} x {shape[1]}")
         check_image_size(shape, path, f"{record_name(number)}: image")
         return shape
@@ -327,7 +327,7 @@ class TFRecordSplit(Split):
         for path, compression, count, identity in self._sources:
             if _identity(path) != identity:
                 raise FormatError(path, "changed while reading: modified after it was "
-                                        "indexed")
+                                        "indexed", "read it again once nothing writes to it")
             begins = self._begins[position:position + count]
             ends = begins + self._lengths[position:position + count]
             number = 0
@@ -345,7 +345,7 @@ class TFRecordSplit(Split):
                     del items[:batch_size]
             if _identity(path) != identity:
                 raise FormatError(path, "changed while reading: modified after it was "
-                                        "indexed")
+                                        "indexed", "read it again once nothing writes to it")
         if items:
             yield shape, position - len(items), items
 
@@ -433,7 +433,7 @@ def cast_labels(labels):
 
 def _check_shape(path, number, shape, first):
     if tuple(shape) != tuple(first):
-        raise FormatError(path, f"record {number} (counting from 0): image is "
+        raise CorruptData(path, f"record {number} (counting from 0): image is "
                                 f"{tuple(shape)}, the first was {tuple(first)}")
 
 

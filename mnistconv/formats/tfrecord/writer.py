@@ -241,7 +241,7 @@ def _check_labels(labels, where):
     copied: an int64 copy of millions of labels shows in a conversion's peak."""
     labels = np.asarray(labels)
     if labels.ndim != 1:
-        raise FormatError(where, f"labels of shape {labels.shape}: TFRecord labels are "
+        raise FormatError(where, f"labels of shape {labels.shape}", "TFRecord labels are "
                                  "one class per example")
     if labels.dtype.kind not in "iu":
         what = labels.dtype.name
@@ -272,7 +272,8 @@ def _split_sets(dataset, path, o):
     shards = check_shard_count(1 if o.shards is None else o.shards)
     path = str(path)
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
+        raise UsageError(path, "nothing to write: the input has no splits",
+                         "check the input, and the splits selected")
     if is_stdio(path):
         if len(dataset.splits) > 1:
             raise UsageError(path, f"TFRecord on stdout is one split; the input has "

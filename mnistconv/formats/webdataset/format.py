@@ -34,7 +34,7 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import CorruptData, FormatError, UsageError
+from ...errors import BadOption, CorruptData, FormatError, NotFound, OverLimit, Truncated, UsageError
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
 from ... import budget
@@ -122,7 +122,7 @@ def parse_shard_size(value):
     # ASCII digits, at most 18 (int() refuses over 4300; no shard needs 10**18)
     m = re.fullmatch(r"([0-9]{1,18})([kmgt]i?b|b)?", text)
     if m is None or int(m[1]) < 1:
-        raise UsageError(None, f"--shard-size must be a number of samples (10000) or of "
+        raise BadOption(None, f"--shard-size must be a number of samples (10000) or of "
                                f"bytes with a unit (100MB, 1GiB), not {printable(value)}")
     if m[2] is None:
         return int(m[1]), None
@@ -248,7 +248,8 @@ def checked(dataset, path, o):
     per_split = {}  # samples per shard of each split (None: cut by bytes)
     workers = check_workers(o.workers)
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
+        raise UsageError(path, "nothing to write: the input has no splits",
+                         "check the input, and the splits selected")
     directory, name = output_names(path)
     plan = []
     for split in dataset.splits.values():
@@ -318,7 +319,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
                     progress.finish()
                 written = shards.close()
                 if counts[split.name] != split.header.count:
-                    raise FormatError(split.header.source or split.name,
+                    raise CorruptData(split.header.source or split.name,
                                       f"yielded {counts[split.name]} examples, its header "
                                       f"says {split.header.count}")
                 targets = {os.path.abspath(f.path) for f in written}
@@ -348,12 +349,12 @@ class WebDatasetSplit(Split):
             for key, member_name, at, size, label, index, class_name, head, meta in \
                     _samples(path):
                 if len(labels) >= MAX_EXAMPLES:
-                    raise FormatError(where, f"holds more than {MAX_EXAMPLES:,} samples, "
+                    raise OverLimit(where, f"holds more than {MAX_EXAMPLES:,} samples, "
                                              "mnistconv's limit for one split")
                 found = codecs.image_size(head) if codecs.image_kind(head) != "raw" \
                     else None
                 if found is None:
-                    raise FormatError(path, f"member {printable(member_name)} is not an "
+                    raise CorruptData(path, f"member {printable(member_name)} is not an "
                                             "image (PNG or JPEG)")
                 if shape is None:
                     check_image_size(found, path, f"member {printable(member_name)}")
@@ -463,13 +464,13 @@ def _samples(path):
                     yield _sample(path, current, fields)
                 current, fields = key, {}
             if ext in fields or (ext in IMAGE_EXTENSIONS and "image" in fields):
-                raise FormatError(path, f"sample {printable(key)} has two "
+                raise CorruptData(path, f"sample {printable(key)} has two "
                                         f"{'images' if ext in IMAGE_EXTENSIONS else '.' + ext}")
             if ext in IMAGE_EXTENSIONS:
                 fields["image"] = (member_name, at, size, f.read(size))
             elif ext in ("cls", "json"):
                 if size > _SMALL_MEMBER:
-                    raise FormatError(path, f"member {printable(member_name)} holds {size:,} "
+                    raise CorruptData(path, f"member {printable(member_name)} holds {size:,} "
                                             f"bytes, too many for a {ext}")
                 fields[ext] = (member_name, f.read(size))
         if current is not None:
@@ -478,9 +479,11 @@ def _samples(path):
 
 def _sample(path, key, fields):
     if "image" not in fields:
-        raise FormatError(path, f"sample {printable(key)} has no image (.png or .jpg)")
+        raise FormatError(path, f"sample {printable(key)} has no image (.png or .jpg)",
+                          "each sample needs an image (.png or .jpg) and a .cls")
     if "cls" not in fields:
-        raise FormatError(path, f"sample {printable(key)} has no .cls (class index)")
+        raise FormatError(path, f"sample {printable(key)} has no .cls (class index)",
+                          "each sample needs an image (.png or .jpg) and a .cls")
     member_name, text = fields["cls"]
     value = text.strip()
     if not re.fullmatch(rb"\d{1,18}", value):
@@ -517,7 +520,7 @@ def _shard_sets(path):
         directory = path
         entries = [os.path.basename(e) for e in _tars_in(path, _is_tar_name)]
         if not entries:
-            raise FormatError(path, "holds no .tar shards")
+            raise FormatError(path, "holds no .tar shards", "check the path: WebDataset shards end in .tar")
     elif not os.path.exists(path) and path.lower().endswith(".tar"):
         # The name the shards were written under: out/mnist.tar is every split's set
         # out/mnist-<split>-000000.tar, ...
@@ -526,7 +529,7 @@ def _shard_sets(path):
             directory, lambda e: is_data_name(e) and _split_of(e)[0] == own[:-4]
             and _split_of(e)[2] is not None)]
         if not entries:
-            raise FormatError(path, "no such file, nor shards named after it "
+            raise NotFound(path, "no such file, nor shards named after it "
                                     f"({printable(own[:-4] + '-<split>-000000.tar')})")
     else:
         directory, own = os.path.split(path)
@@ -550,7 +553,7 @@ def _shard_sets(path):
         numbers = [n for _, n, _ in shards]
         if None in numbers and len(shards) > 1:
             raise FormatError(path, f"split {split} has a .tar without a shard number "
-                                    "beside numbered shards")
+                                    "beside numbered shards", "number it like the others, or move it away")
         if None not in numbers:
             missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
             if missing:
@@ -565,9 +568,10 @@ def _shard_sets(path):
 def _check_shard(path):
     """A shard must be a regular, non-empty file (a tar holds at least its end blocks)."""
     if not os.path.isfile(path):
-        raise FormatError(path, "is not a regular file (device, FIFO or socket)")
+        raise FormatError(path, "is not a regular file (device, FIFO or socket)",
+                          "name a regular file or a directory")
     if os.path.getsize(path) == 0:
-        raise FormatError(path, "is empty, not a tar file")
+        raise Truncated(path, "is empty, not a tar file")
 
 
 def read(path) -> Dataset:
