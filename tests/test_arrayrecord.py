@@ -118,7 +118,7 @@ def test_options_checked_by_array_record(tmp_path):
              "'group_size:1,foo:1': Unknown option foo, valid options: default, "
              "group_size, max_parallelism, saturation_delay_ms, transpose, "
              "transpose_bucket_size, uncompressed, brotli, zstd, snappy, window_log, "
-             "pad_to_block_boundary\n"),
+             "pad_to_block_boundary; fix --array-record-options\n"),
             (["--array-record-options", "group_size:4"], "Error: --array-record-options "
              "names group_size; use --group-size\n"),
             (["--group-size", "0"], "Error: --group-size must be between 1 and 65536, "

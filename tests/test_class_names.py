@@ -12,7 +12,7 @@ import pytest
 import mnistconv
 from mnistconv.records import ArraySplit, Dataset
 
-from helpers import SAMPLE, run_main as run
+from helpers import DAMAGED, SAMPLE, run_main as run
 
 FASHION = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
            "Sneaker", "Bag", "Ankle boot"]
@@ -223,7 +223,7 @@ def test_tfrecord_label_name_not_utf8_is_one_line(tmp_path, capsys):
     code, out, err = run(capsys, "info", path)
     assert (code, out) == (1, "")
     assert err == (f"Error: {path}: record 1 (counting from 0): label_name is not UTF-8 "
-                   "text\n")
+                   f"text; {DAMAGED}\n")
 
 
 def test_tfrecord_names_of_another_writer_are_read(tmp_path):

@@ -391,13 +391,13 @@ def test_bad_features_are_one_line_and_exit_1(tmp_path, changes, message):
 
 @pytest.mark.parametrize("changes, message", [
     ({0: {"image/format": 3}}, "record 0 (counting from 0): feature 'image/format' is "
-                               "int64_list, expected bytes_list"),
+                               "int64_list, expected bytes_list; " + DAMAGED),
     ({2: {"image/format": None}}, "record 2 (counting from 0): no 'image/format' feature, "
-                                  "which the first record has"),
+                                  "which the first record has; " + DAMAGED),
     ({1: {"image/format": [b"png", b"png"]}}, "record 1 (counting from 0): feature "
-                                              "'image/format' has 2 values, expected one"),
+                                              "'image/format' has 2 values, expected one; " + DAMAGED),
     ({2: {"image/height": None}}, "record 2 (counting from 0): no 'image/height' feature, "
-                                  "which the first record has"),
+                                  "which the first record has; " + DAMAGED),
 ])
 def test_bad_slim_features_are_one_line_and_exit_1(tmp_path, changes, message):
     refused_records(tmp_path, changed_records(lambda i: {

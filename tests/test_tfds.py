@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from helpers import SAMPLE, run, stderr_of
+from helpers import ACCEPTED, DAMAGED, SAMPLE, run, stderr_of
 
 tfds = pytest.importorskip("tensorflow_datasets")
 tf = pytest.importorskip("tensorflow")
@@ -224,9 +224,9 @@ def test_reads_a_directory_tfds_wrote(tmp_path, shuffled):
                            "MAJOR.MINOR.PATCH without leading zeros, e.g. 1.0.0"),
     (["--version", "01.0.0"], "Error: --version '01.0.0' is not a TFDS version; use "
                               "MAJOR.MINOR.PATCH without leading zeros, e.g. 1.0.0"),
-    (["--shards", "0"], "Error: --shards must be between 1 and 10000, not 0"),
+    (["--shards", "0"], "Error: --shards must be between 1 and 10000, not 0; " + ACCEPTED),
     (["--shard-size", "100"], "Error: --shard-size must be bytes with a unit, e.g. 256MB "
-                              "or 1GiB (1KB to 1TB), not '100'"),
+                              "or 1GiB (1KB to 1TB), not '100'; " + ACCEPTED),
     (["--shards", "2", "--shard-size", "1MB"], "Error: --shards and --shard-size both say "
                                                 "how to cut shards; give one of them"),
     (["--shards", "201"], None),
@@ -249,7 +249,7 @@ def test_library_checks_the_file_format(tmp_path):
         mnistconv.write(mnistconv.read(SAMPLE), tmp_path / "d", "tfds",
                         file_format="riegeli")
     assert str(e.value) == "--file-format must be one of tfrecord, array_record, not " \
-                           "'riegeli'"
+                           "'riegeli'; pass a value it accepts (see the option's documentation)"
     assert os.listdir(tmp_path) == []
 
 
@@ -313,19 +313,20 @@ def test_missing_shard(tmp_path, written):
     (written / "mnist-test.tfrecord-00000-of-00002").unlink()
     err = _convert_fails(tmp_path, written)
     assert err == f"Error: {written / 'mnist-test.tfrecord-00000-of-00002'}: missing: " \
-                  "dataset_info.json lists 2 shards for split test\n"
+                  "dataset_info.json lists 2 shards for split test; copy the missing shard, or " \
+                  "download the dataset again\n"
 
 
 def test_info_lying_about_shard_lengths(tmp_path, written):
     _edit_info(written, lambda i: i["splits"][0].update(shardLengths=["400", "600"]))
     err = _convert_fails(tmp_path, written)
     assert err == f"Error: {written / 'mnist-train.tfrecord-00000-of-00002'}: holds 500 " \
-                  "records; dataset_info.json says 400 (shardLengths)\n"
+                  f"records, dataset_info.json says 400 (shardLengths); {DAMAGED}\n"
 
 
 def test_info_lying_about_counts(tmp_path, written):
     _edit_info(written, lambda i: i["splits"][1].update(shardLengths=["100", "1000000"]))
-    assert "holds 100 records; dataset_info.json says 1,000,000 (shardLengths)" in \
+    assert "holds 100 records, dataset_info.json says 1,000,000 (shardLengths); " + DAMAGED in \
         _convert_fails(tmp_path, written)
 
 
@@ -340,8 +341,8 @@ def test_features_of_another_shape(tmp_path, written):
     path = written / "features.json"
     path.write_text(path.read_text().replace('"28",\n', '"32",\n', 1))
     err = _convert_fails(tmp_path, written)
-    assert err == f"Error: {path}: says images are 32 x 28 x 1; split train's records " \
-                  "hold 28 x 28\n"
+    assert err == f"Error: {path}: says images are 32 x 28 x 1, split train's records " \
+                  f"hold 28 x 28; {DAMAGED}\n"
 
 
 def test_features_in_colour_or_another_dtype(tmp_path, written):

@@ -136,7 +136,8 @@ def check_writer_options(options):
             module.ArrayRecordWriter(os.path.join(folder, "check"), options).close()
         except (ValueError, RuntimeError) as e:
             raise UsageError(None, f"array_record options {options!r}: "
-                                   f"{str(e).splitlines()[0][:200]}") from None
+                                   f"{str(e).splitlines()[0][:200]}",
+                             "fix --array-record-options") from None
     return options
 
 

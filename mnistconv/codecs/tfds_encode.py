@@ -92,7 +92,7 @@ def check_labels(split, what):
     labels = np.asarray(split.labels())
     where = split.header.source or split.name
     if labels.ndim != 1 or labels.dtype.kind not in "iu":
-        raise UsageError(where, f"labels of {labels.dtype.name} {labels.shape}: {what} "
+        raise UsageError(where, f"labels of {labels.dtype.name} {labels.shape}", f"{what} "
                                 "labels are one integer class per example")
     if len(labels) and int(labels.min()) < 0:
         raise UsageError(where, f"label {int(labels.min())} is negative", f"{what} labels "

@@ -28,7 +28,7 @@ import tempfile
 import numpy as np
 
 from ... import codecs
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, UsageError, WrongFormat
 from ...fileio import StagedOutput, check_input_file, create_staged, has_magic, \
     remove_scratch
 from ... import budget
@@ -135,7 +135,7 @@ def _check_claimed_size(path, number, image, shape):
     few KB of PNG can inflate to a 9000 x 9000 image."""
     claimed = codecs.image_size(image)
     if claimed is not None and len(shape) == 2 and claimed != tuple(shape):
-        raise FormatError(path, f"record {number} (counting from 0): image is "
+        raise CorruptData(path, f"record {number} (counting from 0): image is "
                                 f"{claimed}, the first was {tuple(shape)}")
 
 
@@ -156,7 +156,7 @@ class ArrayRecordSplit(Split):
         if expected is not None:
             for f, n, want in zip(self.files, self.counts, expected):
                 if n != want:
-                    raise FormatError(f, f"holds {n:,} records; "
+                    raise CorruptData(f, f"holds {n:,} records, "
                                          f"{os.path.basename(claimed_by)} says {want:,} "
                                          "(shardLengths)")
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
@@ -217,7 +217,7 @@ class ArrayRecordSplit(Split):
         try:
             return self.Example.FromString(data)
         except Exception as e:  # protobuf's DecodeError, whatever the backend
-            raise FormatError(path, f"record {number} (counting from 0): not a "
+            raise WrongFormat(path, f"record {number} (counting from 0): not a "
                                     f"tf.train.Example ({e})") from None
 
     def _fields(self, path, number, example):
@@ -225,23 +225,23 @@ class ArrayRecordSplit(Split):
         layout = self.layout
         images = feature_values(path, number, feature, layout.image_key, "bytes_list")
         if len(images) != 1:
-            raise FormatError(path, f"{record_name(number)}: expected one image, found "
+            raise CorruptData(path, f"{record_name(number)}: expected one image, found "
                                     f"{len(images)}")
         values = feature_values(path, number, feature, layout.label_key, "int64_list")
         if layout.label_format == "onehot":
             values = list(values)
             if len(values) != layout.label_width or values.count(1) != 1 or \
                     values.count(0) != len(values) - 1:
-                raise FormatError(path, f"{record_name(number)}: label is not one-hot "
+                raise CorruptData(path, f"{record_name(number)}: label is not one-hot "
                                         f"over {layout.label_width} classes")
             label = values.index(1)
         elif len(values) != 1:
-            raise FormatError(path, f"{record_name(number)}: expected one label value, "
+            raise CorruptData(path, f"{record_name(number)}: expected one label value, "
                                     f"found {len(values)}")
         else:
             label = values[0]
             if label < 0:
-                raise FormatError(path, f"{record_name(number)}: label {label} is "
+                raise CorruptData(path, f"{record_name(number)}: label {label} is "
                                         "negative")
             # 2**31 - 1 was taken, and `info` counted it in a bincount of that size.
             check_num_classes(label + 1, path, f"{record_name(number)}: label {label}")
@@ -264,7 +264,7 @@ class ArrayRecordSplit(Split):
                 try:
                     records = reader.read([int(n) for n in numbers])
                 except RuntimeError as e:
-                    raise FormatError(path, f"records do not read ({printable(e, 100)})") \
+                    raise CorruptData(path, f"records do not read ({printable(e, 100)})") \
                         from None
             last = None
             for number, data in zip(numbers, records):
@@ -278,7 +278,7 @@ class ArrayRecordSplit(Split):
                 _check_claimed_size(path, number, image, shape)
                 pixels = decode_record_image(path, int(number), image)
                 if pixels.shape != shape:
-                    raise FormatError(path, f"record {number} (counting from 0): image is "
+                    raise CorruptData(path, f"record {number} (counting from 0): image is "
                                             f"{pixels.shape}, the first was {shape}")
                 out[place] = pixels
                 place += 1
@@ -385,9 +385,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     path = str(path)
     if path == "-":
         raise UsageError("-", "ArrayRecord cannot be written to stdout (its index is at "
-                              "the end of the file)")
+                              "the end of the file)", "name an output file")
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
+        raise UsageError(path, "nothing to write: the input has no splits",
+                         "check the input, and the splits selected")
     several = len(dataset.splits) > 1
     plan, num_classes = [], 0
     for name, split in dataset.splits.items():
@@ -396,7 +397,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         num_classes = max(num_classes, encode.check_labels(split, "ArrayRecord"))
         if shards > max(1, split.header.count):
             raise UsageError(where, f"--shards {shards} but split {name} has "
-                                    f"{split.header.count} examples")
+                                    f"{split.header.count} examples", "pass fewer --shards")
         plan.append((name, split, shape, ShardSet(split_target(path, name, several),
                                                   split.header.count, shards)))
     tasks = {}

@@ -33,7 +33,7 @@ import tempfile
 import numpy as np
 
 from ... import registry
-from ...errors import FormatError, UsageError
+from ...errors import BadOption, CorruptData, FormatError, Truncated, UsageError
 from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
     open_input, output_entries, remove_scratch
 from ...parallel import ParallelEncoder, check_workers
@@ -65,7 +65,7 @@ def parse_size(value, option="--shard-size"):
     if scale and is_number(number.replace(".", "", 1)) and len(number) <= 20:
         size = int(float(number) * scale)
     if size is None or not 1 << 10 <= size <= 1 << 40:
-        raise UsageError(None, f"{option} must be bytes with a unit, e.g. 256MB or 1GiB "
+        raise BadOption(None, f"{option} must be bytes with a unit, e.g. 256MB or 1GiB "
                                f"(1KB to 1TB), not {printable(value)}")
     return size
 
@@ -126,13 +126,15 @@ def checked(dataset, path, o, force=False):
     if file_format == "array_record":
         shardwrite.array_record_module()
     if str(path) == "-":
-        raise UsageError("-", "a TFDS directory cannot be written to stdout")
+        raise UsageError("-", "a TFDS directory cannot be written to stdout", "name an output directory")
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
+        raise UsageError(path, "nothing to write: the input has no splits",
+                         "check the input, and the splits selected")
     target = os.path.join(str(path), name, version)
     check_output_path(target, path)  # a linked name or version folder: refused first
     if os.path.exists(target) and not os.path.isdir(target):
-        raise UsageError(target, "exists and is not a directory")
+        raise UsageError(target, "exists and is not a directory",
+                         "move it away, or name another output directory")
     if not force and os.path.isdir(target) and output_entries(target, path):
         raise exists_error(target)
 
@@ -300,7 +302,8 @@ def find_directory(path):
         if found:
             break
     if not found:
-        raise UsageError(path, "holds no dataset_info.json (not a TFDS dataset directory)")
+        raise UsageError(path, "holds no dataset_info.json (not a TFDS dataset directory)",
+                         "name a TFDS dataset directory (<name>/<version>/)")
     if len(found) > 1:
         shown = ", ".join(os.path.relpath(f, path) for f in found[:3])
         raise UsageError(path, f"holds {len(found)} TFDS datasets ({shown}"
@@ -320,11 +323,11 @@ def _tfrecord_counts(path):
         while at < size:
             head = f.read(8)
             if len(head) < 8:
-                raise FormatError(path, f"truncated: record {count} (counting from 0) "
+                raise Truncated(path, f"truncated: record {count} (counting from 0) "
                                         f"is cut short at byte {at}")
             n = int.from_bytes(head, "little")
             if at + 16 + n > size:
-                raise FormatError(path, f"truncated: record {count} (counting from 0) "
+                raise Truncated(path, f"truncated: record {count} (counting from 0) "
                                         f"claims {n:,} bytes, the file ends "
                                         f"{size - at - 16:,} bytes later")
             f.seek(n + 8, 1)
@@ -347,7 +350,7 @@ def read(path, split_name=None, workers=None) -> Dataset:
     meta = tfds_info.Info(directory, root)
     if (meta.image_key, meta.label_key) != ("image", "label"):
         raise FormatError(os.path.join(directory, "features.json"),
-                          f"features {meta.image_key!r} and {meta.label_key!r}: mnistconv "
+                          f"features {meta.image_key!r} and {meta.label_key!r}", "mnistconv "
                           "reads TFDS image classification records keyed image and label")
     splits, paths = {}, []
     info_path = os.path.join(directory, "dataset_info.json")
@@ -356,12 +359,13 @@ def read(path, split_name=None, workers=None) -> Dataset:
         for f in files:
             if not os.path.lexists(f):
                 raise FormatError(f, f"missing: dataset_info.json lists {len(files)} "
-                                     f"shards for split {name}")
+                                     f"shards for split {name}",
+                                  "copy the missing shard, or download the dataset again")
             check_input_file(f, root)
         if meta.file_format == "tfrecord":
             inner, data_bytes = _tfrecord_split(name, files, lengths, info_path, workers)
             if num_bytes is not None and num_bytes != data_bytes:
-                raise FormatError(info_path, f"split {name}: numBytes says "
+                raise CorruptData(info_path, f"split {name}: numBytes says "
                                              f"{num_bytes:,}, its records hold "
                                              f"{data_bytes:,} bytes")
         else:
@@ -372,13 +376,13 @@ def read(path, split_name=None, workers=None) -> Dataset:
                                             claimed_by=info_path)
         shape = tuple(inner.header.shape)
         if shape != tuple(meta.shape):
-            raise FormatError(os.path.join(directory, "features.json"),
-                              f"says images are {meta.shape[0]} x {meta.shape[1]} x 1; "
+            raise CorruptData(os.path.join(directory, "features.json"),
+                              f"says images are {meta.shape[0]} x {meta.shape[1]} x 1, "
                               f"split {name}'s records hold "
                               f"{' x '.join(map(str, shape))}")
         labels = inner.labels()
         if len(labels) and int(labels.max()) >= meta.num_classes:
-            raise FormatError(inner.files[0], f"label {int(labels.max())} is not below "
+            raise CorruptData(inner.files[0], f"label {int(labels.max())} is not below "
                                               f"numClasses {meta.num_classes} "
                                               "(features.json)")
         splits[name] = TfdsSplit(name, inner, meta)
@@ -392,7 +396,7 @@ def _tfrecord_split(name, files, lengths, info_path, workers):
     for f, expected in zip(files, lengths):
         count, data = _tfrecord_counts(f)
         if count != expected:
-            raise FormatError(f, f"holds {count:,} records; dataset_info.json says "
+            raise CorruptData(f, f"holds {count:,} records, dataset_info.json says "
                                  f"{expected:,} (shardLengths)")
         total_data += data
     inner = TFRecordSplit(name, files, "tfds", "none", workers)

@@ -29,7 +29,7 @@ import json
 import os
 import re
 
-from ...errors import FormatError, UsageError
+from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import check_input_file, open_input
 from ...limits import (MAX_CLASSES, MAX_SHARDS, check_image_size, is_safe_name, printable,
                        parse_json)
@@ -227,10 +227,11 @@ def load_json(path, root=None):
     """A metadata file's JSON, bounded in size, read only inside root (the directory
     the user named); a FormatError naming the file else."""
     if not os.path.lexists(path):
-        raise FormatError(path, "missing: a TFDS dataset directory holds it")
+        raise FormatError(path, "missing: a TFDS dataset directory holds it",
+                          "copy it back, or download the dataset again")
     size = check_input_file(path, root)  # a FIFO would block the open, a device never end
     if size > MAX_METADATA_BYTES:
-        raise FormatError(path, f"is {size:,} bytes, more than a TFDS metadata file "
+        raise CorruptData(path, f"is {size:,} bytes, more than a TFDS metadata file "
                                 f"({MAX_METADATA_BYTES:,} at most)")
     with open_input(path, root) as f:
         return parse_json(f.read(), path, "is ")
@@ -244,7 +245,7 @@ def _count(value, path, what, low=0, high=1 << 62):
     except ValueError:
         number = None
     if number is None or not low <= number <= high:
-        raise FormatError(path, f"{what} is {printable(value)}, not a count "
+        raise CorruptData(path, f"{what} is {printable(value)}, not a count "
                                 f"{low}..{high}")
     return number
 
@@ -260,26 +261,26 @@ class Info:
         features_path = os.path.join(directory, "features.json")
         info = load_json(info_path, root)
         if not isinstance(info, dict):
-            raise FormatError(info_path, "is not a DatasetInfo object")
+            raise CorruptData(info_path, "is not a DatasetInfo object")
         self.name = info.get("name")
         if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise FormatError(info_path, f"dataset name {printable(self.name)} is not "
+            raise CorruptData(info_path, f"dataset name {printable(self.name)} is not "
                                          "a TFDS name")
         self.file_format = info.get("fileFormat") or "tfrecord"
         if self.file_format not in FILE_FORMATS:
-            raise FormatError(info_path, f"fileFormat {printable(self.file_format)}: "
+            raise FormatError(info_path, f"fileFormat {printable(self.file_format)}",
                                          f"mnistconv reads {', '.join(FILE_FORMATS)}")
         splits = info.get("splits")
         if not isinstance(splits, list) or not splits:
-            raise FormatError(info_path, "lists no splits")
+            raise CorruptData(info_path, "lists no splits")
         self.splits = {}  # name -> (shard lengths, numBytes or None)
         for entry in splits:
             if not isinstance(entry, dict):
-                raise FormatError(info_path, "a split entry is not an object")
+                raise CorruptData(info_path, "a split entry is not an object")
             split = entry.get("name")
             if not isinstance(split, str) or not _SPLIT.match(split) or \
                     not is_safe_name(split):
-                raise FormatError(info_path, f"split name {printable(split)} is not a "
+                raise CorruptData(info_path, f"split name {printable(split)} is not a "
                                              "safe TFDS split name")
             template = entry.get("filepathTemplate", FILEPATH_TEMPLATE)
             if template != FILEPATH_TEMPLATE:
@@ -288,7 +289,7 @@ class Info:
                                   f"mnistconv reads {FILEPATH_TEMPLATE}")
             lengths = entry.get("shardLengths")
             if not isinstance(lengths, list) or not 1 <= len(lengths) <= MAX_SHARDS:
-                raise FormatError(info_path, f"split {split}: shardLengths must list 1 "
+                raise CorruptData(info_path, f"split {split}: shardLengths must list 1 "
                                              f"to {MAX_SHARDS} shards")
             lengths = [_count(n, info_path, f"split {split}: a shard length", 0)
                        for n in lengths]
@@ -303,11 +304,11 @@ class Info:
         self.class_names = None
         if os.path.lexists(names_path):
             if check_input_file(names_path, root) > MAX_METADATA_BYTES:
-                raise FormatError(names_path, "is larger than a list of class names")
+                raise CorruptData(names_path, "is larger than a list of class names")
             with open_input(names_path, root, "r", encoding="utf-8", errors="replace") as f:
                 names = [n.strip() for n in f.read().split("\n") if n.strip()]
             if len(names) != self.num_classes:
-                raise FormatError(names_path, f"names {len(names)} classes, features.json "
+                raise CorruptData(names_path, f"names {len(names)} classes, features.json "
                                               f"says {self.num_classes}")
             from ...codecs.classes import check_names
             self.class_names = list(check_names(names, names_path))
@@ -327,7 +328,7 @@ def _features(features, path):
         entries = features["featuresDict"]["features"]
         assert isinstance(entries, dict)
     except (KeyError, TypeError, AssertionError):
-        raise FormatError(path, "is not a FeaturesDict") from None
+        raise CorruptData(path, "is not a FeaturesDict") from None
     images = [k for k, v in entries.items() if isinstance(v, dict) and
               v.get("pythonClassName") == IMAGE_CLASS]
     labels = [k for k, v in entries.items() if isinstance(v, dict) and
