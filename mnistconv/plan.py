@@ -42,7 +42,7 @@ import os
 import numpy as np
 
 from .contract import ShardedWrite, checked_options, prepare_write
-from .errors import FormatError, UsageError
+from .errors import BadOption, FormatError, UsageError
 from .fileio import StagedOutput
 from .limits import parse_json
 from . import budget
@@ -478,7 +478,7 @@ def run(source, path, format_name, options, tasks=Tasks(), on_task=None) -> dict
     num_tasks = count_in_range(tasks.num_tasks, "--num-tasks", 1 << 20)
     task_index, resume = tasks.task_index, tasks.resume
     if not 0 <= int(task_index) < num_tasks:
-        raise UsageError(None, f"--task-index must be 0..{num_tasks - 1}, not {task_index}")
+        raise BadOption(None, f"--task-index must be 0..{num_tasks - 1}, not {task_index}")
     dataset = source.open() if isinstance(source, InputSpec) else source
     plan = make_plan(dataset, path, format_name, options)
     path = plan["output"]

@@ -22,7 +22,7 @@ import glob
 import os
 import re
 
-from .errors import FormatError, UsageError
+from .errors import FormatError, NotFound, UsageError
 from .fileio import STAGING_MARK, check_input, check_input_file, input_entries, \
     output_entries
 from .limits import MAX_SHARDS, count_in_range, printable
@@ -97,7 +97,7 @@ def shard_numbers(path):
     name = os.path.basename(str(path))
     m = SHARD_RE.match(name)
     if m is None:
-        raise FormatError(path, "not a shard name (<base>-00000-of-00004)")
+        raise FormatError(path, "not a shard name (<base>-00000-of-00004)", "name one shard of the set")
     index, total = int(m["index"]), int(m["total"])
     if not 1 <= total <= MAX_SHARDS or index >= total:
         raise FormatError(path, f"shard name {printable(name)} says shard {index} of "
@@ -116,7 +116,8 @@ def expand_shards(path) -> list:
     missing = [f for f in files if not os.path.lexists(f)]
     if missing:
         raise FormatError(path, f"shard set incomplete: {len(missing)} of {total} shards "
-                                f"missing, first {os.path.basename(missing[0])}")
+                                f"missing, first {os.path.basename(missing[0])}",
+                          "copy the missing shards, or download the set again")
     for f in files:  # the set's other shards: inside the named one's folder
         check_input_file(f, directory or os.curdir)
     return files
@@ -262,7 +263,7 @@ def resolve_inputs(path, extensions, matches_name, kind) -> dict:
     if os.path.isdir(path):
         files = data_files_in(path, matches_name)
         if not files:
-            raise UsageError(path, f"directory holds no {kind} files")
+            raise UsageError(path, f"directory holds no {kind} files", "check the path")
         return _named_groups(group_shards(files), extensions)
     if os.path.exists(path):
         check_input_file(path)
@@ -272,7 +273,7 @@ def resolve_inputs(path, extensions, matches_name, kind) -> dict:
     if glob.has_magic(path):
         files = sorted(f for f in glob.glob(path) if os.path.isfile(f) and is_data_name(f))
         if not files:
-            raise UsageError(path, "no file matches this pattern")
+            raise UsageError(path, "no file matches this pattern", "check the pattern")
         named = {}
         for base, members in group_shards(files).items():
             named.setdefault(split_name_of(base, extensions), []).extend(members)
@@ -290,4 +291,4 @@ def resolve_inputs(path, extensions, matches_name, kind) -> dict:
                 and check_input(s, directory or os.curdir, "any") and os.path.isfile(s)]
     if siblings:
         return _named_groups(group_shards(siblings), extensions, prefix=stem + "-")
-    raise UsageError(path, "no such file or directory")
+    raise NotFound(path, "no such file or directory")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from helpers import OFFICIAL_SHA256, SAMPLE, run
+from helpers import CUT_SHORT, DAMAGED, NOT_THIS_FORMAT, OFFICIAL_SHA256, SAMPLE, run
 
 lmdb = pytest.importorskip("lmdb")
 h5py = pytest.importorskip("h5py")
@@ -297,13 +297,13 @@ def test_truncated_lmdb_is_refused_before_it_is_mapped(tmp_path):
         f.truncate(8192)
     result = run("info", tmp_path / "t_lmdb")
     one_line_error(result, f"{data}: is truncated: its meta page claims {size:,} bytes, "
-                           "the file holds 8,192")
+                           f"the file holds 8,192; {CUT_SHORT}")
 
 
 @pytest.mark.parametrize("content, message", [
-    (b"\0" * 16 + b"\xde\xc0\xef", "is cut short: 19 bytes, less than LMDB's meta page"),
-    (b"", "is cut short: 0 bytes, less than LMDB's meta page"),
-    (bytes(8192), "is not an LMDB data file (no LMDB meta page)"),
+    (b"\0" * 16 + b"\xde\xc0\xef", f"is 19 bytes, less than LMDB's meta page; {CUT_SHORT}"),
+    (b"", f"is 0 bytes, less than LMDB's meta page; {CUT_SHORT}"),
+    (bytes(8192), f"is not an LMDB data file (no LMDB meta page); {NOT_THIS_FORMAT}"),
 ])
 def test_a_cut_split_of_a_directory_is_named_not_dropped(tmp_path, content, message):
     # Found by tests/fuzz/test_fuzz_cuts.py: a test_lmdb/data.mdb cut inside its meta
@@ -480,7 +480,7 @@ def test_hdf5_scale_attribute_is_checked(tmp_path):
         f["label"] = np.zeros(2, np.float32)
     result = run("caffe-hdf5-to-idx", tmp_path / "s.h5", tmp_path / "out")
     one_line_error(result, f"{tmp_path / 's.h5'}: 'data' rows from 0: values times "
-                           "mnistconv_uint8_scale 255 leave 0..255")
+                           f"mnistconv_uint8_scale 255 leave 0..255; {DAMAGED}")
     assert not (tmp_path / "out").exists()
 
 

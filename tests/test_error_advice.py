@@ -4,8 +4,7 @@
 Three checks: every error the fuzz corpus gives, as the command line prints it; every
 kind of error (a kind's own advice says what to do); and every place in mnistconv/ that
 makes an error, walked in its syntax tree: it gives a hint, or raises a kind that has
-advice. The places that predate the rule are counted per file in UNADVISED; a file may
-only go down from its count (a new error without advice fails here, naming its line)."""
+advice (an error without advice fails here, naming its line)."""
 
 import ast
 import json
@@ -122,14 +121,23 @@ def _kinds():
 
 
 def test_a_kind_with_advice_gives_it_to_every_error_without_a_hint():
-    for kind in (errors.CorruptData, errors.Truncated):
+    for kind in (errors.CorruptData, errors.Truncated, errors.WrongFormat, errors.BadImage,
+                 errors.OverLimit, errors.NotFound, errors.BadOption, errors.CannotWrite):
         e = kind("data/x", "something is wrong")
         assert str(e) == f"data/x: something is wrong; {kind.advice}"
-        assert e.cli_message() == str(e)
-        # A hint given says it instead.
+        assert e.cli_message() == f"data/x: something is wrong; {kind.cli_advice or kind.advice}"
+        # A hint given says it instead, to the library and the command line alike.
         assert str(kind("x", "bad", "do this")) == "x: bad; do this"
+        assert kind("x", "bad", "do this").cli_message() == "x: bad; do this"
     assert issubclass(errors.CorruptData, errors.FormatError)
-    assert errors.Truncated.exit_code == 1
+    assert errors.Truncated.exit_code == errors.WrongFormat.exit_code == 1
+    assert errors.BadOption.exit_code == errors.CannotWrite.exit_code == 2
+    # The library says pass format=, the command line --from.
+    e = errors.WrongFormat("x.bin", "not an IDX file")
+    assert str(e) == "x.bin: not an IDX file; check the path, or pass format= to read it " \
+                     "as another format"
+    assert e.cli_message() == "x.bin: not an IDX file; check the path, or name its format " \
+                              "with --from"
     # A kind must not set an empty advice.
     with pytest.raises(TypeError, match="advice must say what to do"):
         type("Silent", (errors.FormatError,), {"advice": " "})
@@ -163,14 +171,12 @@ def _unadvised_sites():
     return sites
 
 
-def test_every_error_made_in_mnistconv_has_advice_or_is_counted():
+def test_every_error_made_in_mnistconv_has_advice():
     sites = _unadvised_sites()
-    over = {f: lines for f, lines in sites.items() if len(lines) > UNADVISED.get(f, 0)}
-    assert not over, (
+    assert not sites, (
         "errors without advice (give a hint=, or raise a kind with advice, as "
         "mnistconv/errors.py says): " + "; ".join(
-            f"{f} lines {', '.join(map(str, lines))} ({len(lines)}, counted "
-            f"{UNADVISED.get(f, 0)})" for f, lines in over.items()))
+            f"{f} lines {', '.join(map(str, lines))}" for f, lines in sites.items()))
 
 
 def test_the_walk_finds_an_error_without_advice(tmp_path, monkeypatch):

@@ -13,8 +13,8 @@ import mnistconv
 from mnistconv.formats.imagefolder.format import class_folders
 from mnistconv.records import ArraySplit, Dataset
 from helpers import (
-    SAMPLE, cli_fails, converts_back_to_the_sample, png, run, sample_arrays, small_digits,
-    stderr_of)
+    CUT_SHORT, SAMPLE, cli_fails, converts_back_to_the_sample, png, run, sample_arrays,
+    small_digits, stderr_of)
 
 
 def tree_digests(root):
@@ -213,8 +213,7 @@ def test_a_cut_png_is_refused_though_it_still_decodes(tmp_path):
         root = make_tree(tmp_path / "t", {"train/0/0.png": png(images[0]),
                                           "train/1/1.png": whole[:cut]})
         assert convert_fails(tmp_path, root) == (
-            f"Error: {root}/train/1/1.png: is cut short: the PNG ends before its IEND "
-            "chunk")
+            f"Error: {root}/train/1/1.png: the PNG ends before its IEND chunk; {CUT_SHORT}")
 
 
 def test_bytes_after_a_png_iend_are_ignored_as_pillow_ignores_them(tmp_path):

@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from helpers import OFFICIAL_SHA256, idx_bytes, make_idx_dir, run, stderr_of
+from helpers import BAD_IMAGE, NOT_THIS_FORMAT, OFFICIAL_SHA256, idx_bytes, make_idx_dir, run, stderr_of
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -448,7 +448,7 @@ def test_not_an_image_and_no_bytes(tmp_path):
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png(np.zeros((28, 28), np.uint8)), b"hello"], [1, 2])
     _refused(tmp_path, path, f"{path}: row 1: image does not decode (cannot identify "
-                             "image file)")
+                             f"image file); {BAD_IMAGE}")
 
 
 def test_missing_shard_of_a_split(tmp_path):
@@ -456,7 +456,8 @@ def test_missing_shard_of_a_split(tmp_path):
     _write_rows(folder / "train-00000-of-00002.parquet",
                 [_png(np.zeros((28, 28), np.uint8))], [1])
     _refused(tmp_path, tmp_path / "hub", f"{tmp_path / 'hub'}: shard set incomplete: "
-             "split 'train' has 1 of 2 shards, first missing 00001".replace(
+             "split 'train' has 1 of 2 shards, first missing 00001; copy the missing shards, "
+             "or download the set again".replace(
                  f"{tmp_path / 'hub'}: ", f"{folder / 'train-00000-of-00002.parquet'}: "))
 
 
@@ -476,7 +477,7 @@ def test_not_parquet_at_all(tmp_path):
     path.write_bytes(b"PAR1" + b"\0" * 20)
     _refused(tmp_path, path, f"{path}: not a valid Parquet file (Parquet magic bytes not "
                              "found in footer. Either the file is corrupted or this is not "
-                             "a parquet file.)", "--from", "parquet")
+                             f"a parquet file.); {NOT_THIS_FORMAT}", "--from", "parquet")
 
 
 def test_unsafe_split_name_from_a_file_name(tmp_path):

@@ -243,7 +243,7 @@ def test_files_no_record_owns_are_refused(src, tmp_path):
     (["--to", "tfrecord", "--task-index", "0"],
      "Error: --num-tasks and --task-index go together; pass both, or neither"),
     (["--to", "tfrecord", "--num-tasks", "2", "--task-index", "2"],
-     "Error: --task-index must be 0..1, not 2"),
+     "Error: --task-index must be 0..1, not 2; pass a value it accepts (see --help)"),
     (["--to", "tfrecord", "--beam-option", "runner=DirectRunner"],
      "Error: --beam-option needs --runner beam; add --runner beam, or drop "
      "--beam-option"),

@@ -50,7 +50,8 @@ import re
 
 import numpy as np
 
-from ...errors import CorruptData, FormatError, MnistconvError, UsageError, optional_import
+from ...errors import (CannotWrite, CorruptData, FormatError, MnistconvError,
+    NotFound, OverLimit, UsageError, WrongFormat, optional_import)
 from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
     input_entries, open_input, open_staged, sha256_file
 from ... import budget
@@ -117,7 +118,7 @@ def _resolve(entry, list_path):
     named = printable(entry, 240)  # a path: its end says most
     if found is None:
         raise FormatError(list_path, f"names {named}, which is not a file in the list's "
-                                     "folder")
+                                     "folder", "fix the list, or put the file beside it")
     root = os.path.realpath(folder)
     # The entry's target, links resolved: an entry that is a link out is outside too.
     if os.path.commonpath([root, os.path.realpath(found)]) != root:
@@ -134,7 +135,7 @@ def _sources(path):
             return [(_stem(path), [path])]
         entries = _list_entries(path)
         if entries is None:
-            raise FormatError(path, "is neither an HDF5 file nor a list of .h5 files")
+            raise WrongFormat(path, "is neither an HDF5 file nor a list of .h5 files")
         return [(_stem(path), [_resolve(e, path) for e in entries])]
     names = [os.path.basename(e) for e in input_entries(path, path, is_data_name)]
     found = {}
@@ -163,16 +164,16 @@ def _dataset(f, name, path, h5py):
                           "mnistconv reads datasets stored in the file itself")
     dset = f[name]
     if not isinstance(dset, h5py.Dataset):
-        raise FormatError(path, f"'{name}' is a group, not a dataset")
+        raise WrongFormat(path, f"'{name}' is a group, not a dataset")
     if dset.external or dset.is_virtual:
         raise FormatError(path, f"'{name}' is stored outside the file (external storage "
                                 "or a virtual dataset)",
                           "mnistconv reads datasets stored in the file itself")
     if dset.dtype.kind not in "biuf" or dset.dtype.names is not None:
-        raise FormatError(path, f"'{name}' holds {dset.dtype}, not numbers")
+        raise WrongFormat(path, f"'{name}' holds {dset.dtype}, not numbers")
     stored, claimed = dset.id.get_storage_size(), dset.size * dset.dtype.itemsize
     if claimed > stored * (GZIP_MAX_RATIO if dset.compression else 1):
-        raise FormatError(path, f"'{name}' claims {claimed:,} bytes of {dset.shape} and "
+        raise CorruptData(path, f"'{name}' claims {claimed:,} bytes of {dset.shape} and "
                                 f"stores {stored:,}, which cannot be")
     if dset.chunks:
         # HDF5 decodes a whole chunk to read any row of it, whatever its filter.
@@ -221,7 +222,7 @@ def _uint8_scale(data, path):
     except (TypeError, ValueError, IndexError):
         scale = None
     if scale is None or not 1 <= scale <= 255:
-        raise FormatError(path, f"'data' has attribute {SCALE_ATTRIBUTE} "
+        raise CorruptData(path, f"'data' has attribute {SCALE_ATTRIBUTE} "
                                 f"{printable(data.attrs.get(SCALE_ATTRIBUTE))}, not a "
                                 "number from 1 to 255")
     return scale
@@ -256,7 +257,7 @@ class Hdf5Split(Split):
     def __init__(self, name, paths, source):
         h5py = _h5py()
         if len(paths) > MAX_SHARDS:
-            raise FormatError(source, f"lists {len(paths):,} files, more than mnistconv's "
+            raise OverLimit(source, f"lists {len(paths):,} files, more than mnistconv's "
                                       f"limit of {MAX_SHARDS:,}")
         self.files = [_File(p, h5py) for p in paths]
         first = self.files[0]
@@ -300,7 +301,7 @@ class Hdf5Split(Split):
         """uint8 pixels back from floats the writer scaled (see SCALE_ATTRIBUTE)."""
         pixels = np.rint(rows.astype(np.float64) * f.scale)
         if len(pixels) and (pixels.min() < 0 or pixels.max() > 255):
-            raise FormatError(f.path, f"'data' rows from {start}: values times "
+            raise CorruptData(f.path, f"'data' rows from {start}: values times "
                                       f"{SCALE_ATTRIBUTE} {f.scale:g} leave 0..255")
         return pixels.astype(np.uint8)
 
@@ -316,7 +317,7 @@ class Hdf5Split(Split):
                     try:
                         rows = data[start:end]
                     except (OSError, ValueError) as e:
-                        raise FormatError(f.path, f"'data' rows {start}..{end - 1} cannot "
+                        raise CorruptData(f.path, f"'data' rows {start}..{end - 1} cannot "
                                                   f"be read ({e})") from None
                     rows = rows.reshape((end - start,) + f.chw)
                     rows = self._unscaled(rows, f, start) if f.scale is not None else \
@@ -338,7 +339,7 @@ def read(path) -> Dataset:
     """
     path = str(path)
     if not os.path.exists(path):
-        raise UsageError(path, "no such file or directory")
+        raise NotFound(path, "no such file or directory")
     sources = _sources(path)
     splits = {}
     for name, paths in sources:
@@ -370,7 +371,7 @@ def _file_names(folder, stem, count, row_bytes):
     if n == 1:
         return [os.path.join(folder, stem + ".h5")], [count]
     if n > MAX_SHARDS:
-        raise UsageError(folder, f"split {stem} would need {n:,} files")
+        raise CannotWrite(folder, f"split {stem} would need {n:,} files")
     return ([os.path.join(folder, f"{stem}-{i:05d}-of-{n:05d}.h5") for i in range(n)],
             shard_bounds(count, n))
 
@@ -391,8 +392,8 @@ def _check(split, pixel_type, path):
         raise UsageError(path, f"images of shape {h.shape} cannot be HDF5Data blobs",
                          "they are H x W or H x W x C")
     if pixel_type == "uint8" and h.dtype != np.uint8:
-        raise UsageError(path, f"--pixel-type uint8 keeps uint8 pixels; split "
-                               f"{split.name} has {h.dtype.name}")
+        raise UsageError(path, f"split {split.name} has {h.dtype.name} pixels, --pixel-type "
+                               "uint8 keeps uint8 ones", "drop --pixel-type uint8")
     if h.dtype.kind not in "buf":
         raise UsageError(path, f"split {split.name} has {h.dtype.name} pixels",
                          "HDF5Data takes uint8 or float pixels")
@@ -580,7 +581,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
                                  batch.labels.astype(np.float32))
                     written += len(batch)
                 if written != h.count:
-                    raise FormatError(h.source, f"yielded {written} examples, its header "
+                    raise CorruptData(h.source, f"yielded {written} examples, its header "
                                                 f"says {h.count}")
                 files += writer.finish()
             except BaseException:

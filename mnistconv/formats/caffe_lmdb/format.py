@@ -36,7 +36,8 @@ import resource
 
 import numpy as np
 
-from ...errors import FormatError, UsageError, optional_import
+from ...errors import (CannotWrite, CorruptData, FormatError, NotFound,
+    OverLimit, Truncated, UsageError, WrongFormat, optional_import)
 from ...fileio import StagedOutput, check_input_file, has_magic, input_entries, \
     output_file_info
 from ... import budget
@@ -110,9 +111,9 @@ def _check_meta(data_path):
     if not _is_lmdb(data_path):
         size = os.path.getsize(data_path)
         if size < MAGIC_OFFSET + len(LMDB_MAGIC):
-            raise FormatError(data_path, f"is cut short: {size} bytes, less than LMDB's "
+            raise Truncated(data_path, f"is {size} bytes, less than LMDB's "
                                          "meta page")
-        raise FormatError(data_path, "is not an LMDB data file (no LMDB meta page)")
+        raise WrongFormat(data_path, "is not an LMDB data file (no LMDB meta page)")
 
 
 def _open(lmdb, data_path):
@@ -122,11 +123,11 @@ def _open(lmdb, data_path):
         env = lmdb.open(data_path, subdir=False, readonly=True, lock=False,
                         max_readers=1)
     except lmdb.Error as e:
-        raise FormatError(data_path, f"is not a readable LMDB environment ({e})") from None
+        raise CorruptData(data_path, f"is not a readable LMDB environment ({e})") from None
     pages = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
     if pages > os.path.getsize(data_path):
         env.close()
-        raise FormatError(data_path, f"is truncated: its meta page claims {pages:,} bytes, "
+        raise Truncated(data_path, f"is truncated: its meta page claims {pages:,} bytes, "
                                      f"the file holds {os.path.getsize(data_path):,}")
     return env
 
@@ -225,7 +226,7 @@ class LmdbSplit(Split):
         try:
             count = env.stat()["entries"]
             if count > MAX_EXAMPLES:
-                raise FormatError(path, f"holds {count:,} records, more than mnistconv's "
+                raise OverLimit(path, f"holds {count:,} records, more than mnistconv's "
                                         f"limit of {MAX_EXAMPLES:,} per split")
             labels = np.zeros(count, np.int64)
             self.layout = None
@@ -237,7 +238,7 @@ class LmdbSplit(Split):
                     if self.layout.encoded:
                         self._check_image(data, key)
         except lmdb.Error as e:
-            raise FormatError(path, f"cannot be read as LMDB ({e})") from None
+            raise CorruptData(path, f"cannot be read as LMDB ({e})") from None
         finally:
             env.close()
         if count == 0:
@@ -284,7 +285,7 @@ class LmdbSplit(Split):
                     images = np.empty((n,) + chw, np.uint8)
                     for j in range(n):
                         if not more:
-                            raise FormatError(self.path, f"ended at record {start + j} "
+                            raise CorruptData(self.path, f"ended at record {start + j} "
                                                          f"of {h.count}")
                         key = cursor.key()
                         _, data = layout.record(cursor.value(), key)
@@ -296,7 +297,7 @@ class LmdbSplit(Split):
                     yield Batch(images, self._labels[start:start + n],
                                 np.arange(start, start + n, dtype=np.int64))
         except lmdb.Error as e:
-            raise FormatError(self.path, f"cannot be read as LMDB ({e})") from None
+            raise CorruptData(self.path, f"cannot be read as LMDB ({e})") from None
         finally:
             env.close()
 
@@ -323,7 +324,7 @@ def read(path) -> Dataset:
     """
     path = str(path)
     if not os.path.exists(path):
-        raise UsageError(path, "no such file or directory")
+        raise NotFound(path, "no such file or directory")
     environments = _environments(path)
     splits = {name: LmdbSplit(name, data) for name, data in environments}
     return Dataset("caffe-lmdb", splits, [data for _, data in environments])
@@ -387,7 +388,7 @@ def _check_writable(split, encoded, path):
         if not np.array_equal(labels, np.floor(labels)):
             raise FormatError(h.source, "labels are not whole numbers", "Datum.label is int32")
     if len(labels) and (labels.min() < datum.INT32_MIN or labels.max() > datum.INT32_MAX):
-        raise FormatError(h.source, "a label does not fit Datum.label (int32)")
+        raise CannotWrite(h.source, "a label does not fit Datum.label (int32)")
 
 
 def _one_byte_labels(labels):
@@ -489,7 +490,7 @@ def _write_split(lmdb, split, staged, encoded, progress):
 
 def _check_count(header, written):
     if written != header.count:
-        raise FormatError(header.source, f"yielded {written} examples, its header says "
+        raise CorruptData(header.source, f"yielded {written} examples, its header says "
                                          f"{header.count}")
 
 

@@ -348,7 +348,7 @@ class ImageFolderSplit(Split):
         with open_input(path, self.root) as f:
             data = f.read()
         if data[:8] == PNG_SIGNATURE and not png_is_whole(data):
-            raise Truncated(path, "is cut short: the PNG ends before its IEND chunk")
+            raise Truncated(path, "the PNG ends before its IEND chunk")
         return decode_image(data, tuple(self.header.shape), path)
 
 

@@ -10,7 +10,8 @@ import re
 
 import numpy as np
 
-from ...errors import FormatError, MissingDependency, UsageError
+from ...errors import (BadImage, CorruptData, FormatError, MissingDependency,
+    OverLimit, UsageError, WrongFormat)
 from ...fileio import check_input_file, has_magic, input_entries
 from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        MAX_THREADED_IMAGE_PIXELS, check_image_size,
@@ -50,12 +51,12 @@ def _open(path):
     try:
         check_input_file(path)  # a FIFO or device: pyarrow's open would block on it
     except UsageError as e:
-        raise FormatError(path, e.message) from None
+        raise FormatError(path, e.message, e.hint, e.cli_hint) from None
     try:
         return pq.ParquetFile(path)
     except (pa.ArrowException, OSError, ValueError) as e:
         reason = " ".join(str(e).split())[:200]
-        raise FormatError(path, f"not a valid Parquet file ({reason})") from None
+        raise WrongFormat(path, f"not a valid Parquet file ({reason})") from None
 
 
 def _iter_batches(pf, path, **options):
@@ -65,7 +66,7 @@ def _iter_batches(pf, path, **options):
         yield from pf.iter_batches(**options)
     except (pa.ArrowException, OSError, ValueError) as e:
         reason = " ".join(str(e).split())[:200]
-        raise FormatError(path, f"not a valid Parquet file ({reason})") from None
+        raise WrongFormat(path, f"not a valid Parquet file ({reason})") from None
 
 
 def _read_column(path, name):
@@ -75,7 +76,7 @@ def _read_column(path, name):
         return _open(path).read(columns=[name]).column(0)
     except (pa.ArrowException, OSError, ValueError) as e:
         reason = " ".join(str(e).split())[:200]
-        raise FormatError(path, f"not a valid Parquet file ({reason})") from None
+        raise WrongFormat(path, f"not a valid Parquet file ({reason})") from None
 
 
 def _features(schema, path):
@@ -165,7 +166,7 @@ def _image_shape(data, where):
         except FormatError:
             raise
         except Exception:
-            raise FormatError(where, f"is not an image (starts {data[:8]!r})") from None
+            raise BadImage(where, f"is not an image (starts {data[:8]!r})") from None
         return size + ((3,) if colour else ())
     check_image_size(size, where)
     grey = data[25] in (0, 4) if kind == "png" and len(data) > 25 else \
@@ -214,10 +215,10 @@ def _decode(data, shape, where):
     except FormatError:
         raise
     except ValueError as e:
-        raise FormatError(where, f"image does not decode ({e})") from None
+        raise BadImage(where, f"image does not decode ({e})") from None
     except Exception as e:  # Pillow raises many kinds
         reason = str(e).split(" <_io.")[0] or type(e).__name__
-        raise FormatError(where, f"image does not decode ({reason})") from None
+        raise BadImage(where, f"image does not decode ({reason})") from None
     if pixels.shape != tuple(shape):
         got = "x".join(map(str, pixels.shape))
         raise FormatError(where, f"image is {got}, the split's images are "
@@ -255,19 +256,19 @@ class ParquetSplit(Split):
             pf = _open(path)
             layout = _Layout(path, pf.schema_arrow)
             if self.layouts and layout.types != self.layouts[0].types:
-                raise FormatError(path, f"its columns ({', '.join(layout.types)}) differ "
+                raise CorruptData(path, f"its columns ({', '.join(layout.types)}) differ "
                                         f"from {os.path.basename(self.files[0])}'s")
             self.layouts.append(layout)
             meta = pf.metadata
             for i in range(meta.num_row_groups):
                 if meta.row_group(i).total_byte_size > MAX_ROW_GROUP_BYTES:
-                    raise FormatError(path, f"row group {i} declares "
+                    raise OverLimit(path, f"row group {i} declares "
                                             f"{meta.row_group(i).total_byte_size:,} bytes, "
                                             f"more than mnistconv's limit of "
                                             f"{MAX_ROW_GROUP_BYTES:,}")
             count += meta.num_rows
             if count > MAX_EXAMPLES:
-                raise FormatError(path, f"the split holds {count:,} rows, more than "
+                raise OverLimit(path, f"the split holds {count:,} rows, more than "
                                         f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
             if first is None and meta.num_rows:
                 first = self._first_image(pf, layout, path)
@@ -314,7 +315,7 @@ class ParquetSplit(Split):
             for path, layout in zip(self.files, self.layouts):
                 column = _read_column(path, layout.label)
                 if column.null_count:
-                    raise FormatError(path, f"{column.null_count} rows have no label")
+                    raise CorruptData(path, f"{column.null_count} rows have no label")
                 part = np.concatenate([_integers(c) for c in column.chunks] or
                                       [np.zeros(0, np.int64)])
                 check_labels(part, path)  # before int64: a uint64 2**64-1 would be -1
@@ -346,7 +347,7 @@ class ParquetSplit(Split):
             parts = []
             for path, layout in zip(self.files, self.layouts):
                 if layout.extras != names:
-                    raise FormatError(path, f"its integer columns "
+                    raise CorruptData(path, f"its integer columns "
                                             f"({', '.join(layout.extras) or 'none'}) "
                                             f"differ from {os.path.basename(self.files[0])}"
                                             f"'s ({', '.join(names)})")
@@ -399,7 +400,7 @@ class ParquetSplit(Split):
                                 np.arange(at, at + len(part), dtype=np.int64))
                     at += len(part)
         if at != self.header.count:
-            raise FormatError(self.header.source, f"holds {at} rows, its footers say "
+            raise CorruptData(self.header.source, f"holds {at} rows, its footers say "
                                                   f"{self.header.count}")
 
 
@@ -409,7 +410,7 @@ def _int32_column(path, name):
     from ..extras import INT32
     column = _read_column(path, name)
     if column.null_count:
-        raise FormatError(path, f"{column.null_count} rows have no {printable(name)}")
+        raise CorruptData(path, f"{column.null_count} rows have no {printable(name)}")
     values = [_integers(c) for c in column.chunks]
     for part in values:
         if len(part) and (int(part.min()) < INT32[0] or int(part.max()) > INT32[1]):
@@ -470,7 +471,8 @@ def _check_shard_set(name, files):
         missing = sorted(set(range(total)) - set(indices))
         raise FormatError(files[0], f"shard set incomplete: split {printable(name)} has "
                                     f"{len(indices)} of {total} shards" +
-                          (f", first missing {missing[0]:05d}" if missing else ""))
+                          (f", first missing {missing[0]:05d}" if missing else ""),
+                          "copy the missing shards, or download the set again")
 
 
 def _numbered_in(folder, root):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import FormatError, UsageError
+from ...errors import CannotWrite, CorruptData, UsageError
 from ...fileio import StagedOutput, open_staged, output_entries, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...parallel import COUNTERS, ParallelEncoder, check_workers
@@ -75,14 +75,14 @@ def _check_split(split):
     try:
         png.colour_type(h.shape)
     except ValueError as e:
-        raise UsageError(where, f"Parquet images are PNGs: {e}") from None
+        raise CannotWrite(where, f"Parquet images are PNGs: {e}") from None
     labels = split.labels()
     if labels.dtype.kind not in "iub":
-        raise UsageError(where, f"Parquet labels are class numbers (int64); these are "
-                                f"{labels.dtype.name}")
+        raise CannotWrite(where, f"labels are {labels.dtype.name}, Parquet's are class "
+                                 "numbers (int64)")
     check_labels(labels, where)
     if len(labels) and labels.min() < -1:
-        raise UsageError(where, f"label {int(labels.min())} is no class: a ClassLabel "
+        raise UsageError(where, f"label {int(labels.min())} is no class", "a ClassLabel "
                                 "is 0 or more (-1 for none)")
     return labels.astype(np.int64)
 
@@ -115,7 +115,7 @@ def _pieces(split, labels, cuts, progress, table=None):
         while held is None or len(held) < want:
             batch = next(batches, None)
             if batch is None:
-                raise FormatError(where, f"yielded {at + (len(held) if held is not None else 0)}"
+                raise CorruptData(where, f"yielded {at + (len(held) if held is not None else 0)}"
                                          f" examples, its header says {split.header.count}")
             held = batch.images if held is None or not len(held) else \
                 np.concatenate([held, batch.images])
@@ -125,7 +125,7 @@ def _pieces(split, labels, cuts, progress, table=None):
         at = end
     extra = (len(held) if held is not None else 0) + sum(len(b) for b in batches)
     if extra:
-        raise FormatError(where, f"yielded {at + extra} examples, its header says "
+        raise CorruptData(where, f"yielded {at + extra} examples, its header says "
                                  f"{split.header.count}")
 
 
@@ -146,7 +146,8 @@ def checked_setup(dataset, path, config, shards, row_group_size):
     pa, _ = pyarrow("writing Parquet")
     path = str(path)
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits")
+        raise UsageError(path, "nothing to write: the input has no splits",
+                         "check the input, and the splits selected")
     one_file = path.lower().endswith(".parquet")
     if config is not None:
         check_option_name(config, "--config")
