@@ -35,7 +35,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 
-from .errors import BadOption, CorruptData, MnistconvError, NotFound, UsageError
+from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
 from .limits import is_number
 from .fileio import STAGING_MARK, StagedOutput
 from .records import NO_PROGRESS, Progress
@@ -440,8 +440,7 @@ def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEO
     mirrors = tuple(base_urls) if base_urls else chosen.mirrors
     directory = os.path.abspath(str(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
-        raise UsageError(directory, "exists and is not a directory",
-                         "move it away, or name another directory")
+        raise InTheWay(directory, "exists and is not a directory")
 
     # Look at everything already there before touching the network, so a file that
     # would be refused stops the run before anything is downloaded.

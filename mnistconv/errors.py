@@ -13,9 +13,10 @@ The rule, for every raise:
   - or a kind whose `advice` says it for every error of that kind: CorruptData (a
     checksum or structure that does not hold), Truncated (the file ends early),
     WrongFormat (not the format it is read as), BadImage (an image that does not
-    decode), OverLimit (more than mnistconv holds), NotFound, BadOption (a value out
-    of range), CannotWrite (data the output format cannot hold). A new kind sets its
-    own advice (its default what-to-do).
+    decode), OverLimit (more than mnistconv holds), NotFound, NoAccess, NoSplits,
+    InTheWay (an output's place taken), BadOption (a value out of range),
+    CannotWrite (data the output format cannot hold). A new kind sets its own
+    advice (its default what-to-do).
 tests/test_error_advice.py walks every raise in mnistconv/ and every error the fuzz
 corpus gives, and fails on one without advice.
 
@@ -129,6 +130,24 @@ class UsageError(MnistconvError):
     """Bad options or arguments, an output that exists without --force; exit code 2."""
 
     exit_code = 2
+
+
+class NoSplits(UsageError):
+    """An input with no splits to write (none, or none of those asked for)."""
+
+    advice = "check the input, and the splits selected"
+
+
+class InTheWay(UsageError):
+    """Something other than the output where it goes: a file for a directory, or one."""
+
+    advice = "move it away, or name another output"
+
+
+class NoAccess(UsageError):
+    """A path the system refuses to read or list (permissions, a loop of links)."""
+
+    advice = "check the path and its permissions"
 
 
 class NotFound(UsageError):

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Optional
 
-from .errors import CorruptData, NotFound, Truncated, UsageError
+from .errors import CorruptData, NoAccess, NotFound, Truncated, UsageError
 # Re-exported (see __all__): formats import what they read and write with from here.
 from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,
                       exists_error, is_staging_name, is_stdio, is_stream_path,
@@ -109,7 +109,7 @@ def check_input(path: str, root: Optional[str] = None, kind: str = "file") -> os
             _refuse_special(path, os.lstat(path))
         raise NotFound(path, "no such file or directory") from None
     except OSError as e:
-        raise UsageError(path, e.strerror or str(e), "check the path and its permissions") from None
+        raise NoAccess(path, e.strerror or str(e)) from None
     is_dir, is_file = stat.S_ISDIR(st.st_mode), stat.S_ISREG(st.st_mode)
     if not (is_dir or is_file):
         _refuse_special(path, st)
@@ -168,7 +168,7 @@ def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
     except OSError as e:
         if root is None or not os.path.islink(path):
             check_input(path, root)  # a clear message for what is there, if anything
-            raise UsageError(path, e.strerror or str(e), "check the path and its permissions") from None
+            raise NoAccess(path, e.strerror or str(e)) from None
         check_input(path, root)  # a link: where it leads must be inside root
         return open_input(path, None, mode, **text_options)
     st = os.fstat(fd)
@@ -199,7 +199,7 @@ def input_entries(directory: str, root: Optional[str] = None,
         with os.scandir(directory) as scan:
             entries = sorted((e for e in scan if keep(e.name)), key=lambda e: e.name)
     except OSError as e:
-        raise UsageError(directory, e.strerror or str(e), "check the path and its permissions") from None
+        raise NoAccess(directory, e.strerror or str(e)) from None
     found = []
     for e in entries:
         # The listing's own types (no system call) for plain entries; links resolved.

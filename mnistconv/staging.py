@@ -21,7 +21,7 @@ import threading
 from contextvars import ContextVar
 from typing import IO, Any, Iterator, Optional
 
-from .errors import UsageError
+from .errors import InTheWay, UsageError
 
 STAGING_MARK = ".mnistconv-tmp-"
 # Paths that name a stream of this process, written as streams like '-' (never staged
@@ -307,8 +307,7 @@ class StagedOutput:
             try:
                 os.makedirs(parent, exist_ok=True)
             except FileExistsError:
-                raise UsageError(parent, "exists and is not a directory",
-                                 "move it away, or name another output directory") from None
+                raise InTheWay(parent, "exists and is not a directory") from None
             self._made_dirs += missing  # deepest first
         remove_dead_leftovers(parent)
 
@@ -324,8 +323,7 @@ class StagedOutput:
         target = os.path.abspath(target)
         self._refuse_existing(target)
         if os.path.isdir(target):
-            raise UsageError(target, "is a directory, expected a file name",
-                             "name an output file, not a directory")
+            raise InTheWay(target, "is a directory, expected a file name")
         return self._beside(target, tempfile.mkstemp, False)
 
     def supersede(self, path: str) -> None:
@@ -356,8 +354,7 @@ class StagedOutput:
         target = os.path.abspath(target)
         check_output_path(target, self.root)
         if os.path.exists(target) and not os.path.isdir(target):
-            raise UsageError(target, "exists and is not a directory",
-                             "move it away, or name another output directory")
+            raise InTheWay(target, "exists and is not a directory")
         for name in list(names) + list(replaces):
             self._refuse_existing(os.path.join(target, name))
         if os.path.isdir(target):
@@ -417,8 +414,7 @@ class StagedOutput:
         for staged, target, whole_dir in self._moves:
             if not whole_dir and not is_stream_path(target) and os.path.isdir(target) \
                     and not os.path.islink(target):
-                raise UsageError(target, "is a directory, expected a file name",
-                                 "name an output file, not a directory")
+                raise InTheWay(target, "is a directory, expected a file name")
             if not is_stream_path(target):
                 check_output_path(target, self.root)  # a link may have appeared since
                 refuse_replacing_special(target)

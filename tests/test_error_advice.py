@@ -122,7 +122,8 @@ def _kinds():
 
 def test_a_kind_with_advice_gives_it_to_every_error_without_a_hint():
     for kind in (errors.CorruptData, errors.Truncated, errors.WrongFormat, errors.BadImage,
-                 errors.OverLimit, errors.NotFound, errors.BadOption, errors.CannotWrite):
+                 errors.OverLimit, errors.NotFound, errors.NoAccess, errors.NoSplits,
+                 errors.InTheWay, errors.BadOption, errors.CannotWrite):
         e = kind("data/x", "something is wrong")
         assert str(e) == f"data/x: something is wrong; {kind.advice}"
         assert e.cli_message() == f"data/x: something is wrong; {kind.cli_advice or kind.advice}"

@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from ..errors import FormatError, UsageError
+from ..errors import FormatError, NoAccess, UsageError
 from ..fileio import check_input_file, create_staged, open_input
 from ..limits import MAX_CLASSES, is_number, printable
 from ..sources import FAMILIES
@@ -109,7 +109,7 @@ def _read_text(path, what):
     try:
         size = os.path.getsize(path)
     except OSError as e:
-        raise UsageError(path, e.strerror or str(e), "check the path and its permissions") from None
+        raise NoAccess(path, e.strerror or str(e)) from None
     if os.path.isdir(path):
         raise UsageError(path, f"is a directory, expected {what}", "name the file itself")
     if size > MAX_NAMES_FILE_BYTES:

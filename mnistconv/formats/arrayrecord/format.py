@@ -28,7 +28,7 @@ import tempfile
 import numpy as np
 
 from ... import codecs
-from ...errors import CorruptData, FormatError, UsageError, WrongFormat
+from ...errors import CorruptData, FormatError, NoSplits, UsageError, WrongFormat
 from ...fileio import StagedOutput, check_input_file, create_staged, has_magic, \
     remove_scratch
 from ... import budget
@@ -387,8 +387,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         raise UsageError("-", "ArrayRecord cannot be written to stdout (its index is at "
                               "the end of the file)", "name an output file")
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits",
-                         "check the input, and the splits selected")
+        raise NoSplits(path, "nothing to write: the input has no splits")
     several = len(dataset.splits) > 1
     plan, num_classes = [], 0
     for name, split in dataset.splits.items():

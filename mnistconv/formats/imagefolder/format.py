@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import CorruptData, FormatError, Truncated, UsageError
+from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
 from ... import budget
 from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
     output_entries, sha256_file
@@ -137,11 +137,9 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     path, image_format, jpeg_quality = str(path), o.image_format, o.jpeg_quality
     workers, processes = check_workers(o.workers), o.processes
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits",
-                         "check the input, and the splits selected")
+        raise NoSplits(path, "nothing to write: the input has no splits")
     if os.path.exists(path) and not os.path.isdir(path):
-        raise UsageError(path, "exists and is not a directory",
-                         "move it away, or name another output directory")
+        raise InTheWay(path, "exists and is not a directory")
     checked = {name: _check_split(s, s.header.source or name)
                for name, s in dataset.splits.items()}
     highest = max((int(labels.max()) for _, labels, _ in checked.values() if len(labels)),

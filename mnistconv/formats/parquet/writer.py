@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import CannotWrite, CorruptData, UsageError
+from ...errors import CannotWrite, CorruptData, NoSplits, UsageError
 from ...fileio import StagedOutput, open_staged, output_entries, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...parallel import COUNTERS, ParallelEncoder, check_workers
@@ -146,8 +146,7 @@ def checked_setup(dataset, path, config, shards, row_group_size):
     pa, _ = pyarrow("writing Parquet")
     path = str(path)
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits",
-                         "check the input, and the splits selected")
+        raise NoSplits(path, "nothing to write: the input has no splits")
     one_file = path.lower().endswith(".parquet")
     if config is not None:
         check_option_name(config, "--config")

@@ -33,7 +33,7 @@ import tempfile
 import numpy as np
 
 from ... import registry
-from ...errors import BadOption, CorruptData, FormatError, Truncated, UsageError
+from ...errors import BadOption, CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
 from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
     open_input, output_entries, remove_scratch
 from ...parallel import ParallelEncoder, check_workers
@@ -128,13 +128,11 @@ def checked(dataset, path, o, force=False):
     if str(path) == "-":
         raise UsageError("-", "a TFDS directory cannot be written to stdout", "name an output directory")
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits",
-                         "check the input, and the splits selected")
+        raise NoSplits(path, "nothing to write: the input has no splits")
     target = os.path.join(str(path), name, version)
     check_output_path(target, path)  # a linked name or version folder: refused first
     if os.path.exists(target) and not os.path.isdir(target):
-        raise UsageError(target, "exists and is not a directory",
-                         "move it away, or name another output directory")
+        raise InTheWay(target, "exists and is not a directory")
     if not force and os.path.isdir(target) and output_entries(target, path):
         raise exists_error(target)
 

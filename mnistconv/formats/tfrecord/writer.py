@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import codecs
 from .. import extras
-from ...errors import FormatError, UsageError
+from ...errors import FormatError, NoSplits, UsageError
 from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged,
                        output_file_info)
 from ...limits import check_num_classes
@@ -272,8 +272,7 @@ def _split_sets(dataset, path, o):
     shards = check_shard_count(1 if o.shards is None else o.shards)
     path = str(path)
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits",
-                         "check the input, and the splits selected")
+        raise NoSplits(path, "nothing to write: the input has no splits")
     if is_stdio(path):
         if len(dataset.splits) > 1:
             raise UsageError(path, f"TFRecord on stdout is one split; the input has "

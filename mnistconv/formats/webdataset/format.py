@@ -34,7 +34,8 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import BadOption, CorruptData, FormatError, NotFound, OverLimit, Truncated, UsageError
+from ...errors import (BadOption, CorruptData, FormatError, NoSplits,
+    NotFound, OverLimit, Truncated, UsageError)
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
 from ... import budget
@@ -248,8 +249,7 @@ def checked(dataset, path, o):
     per_split = {}  # samples per shard of each split (None: cut by bytes)
     workers = check_workers(o.workers)
     if not dataset.splits:
-        raise UsageError(path, "nothing to write: the input has no splits",
-                         "check the input, and the splits selected")
+        raise NoSplits(path, "nothing to write: the input has no splits")
     directory, name = output_names(path)
     plan = []
     for split in dataset.splits.values():
