@@ -141,7 +141,8 @@ EARLIER = {("npz", "long"): "member class_names.npy: 2 names of up to 100000 cha
                             "are more than mnistconv reads (65536 of 256); check that the "
                             "file is not damaged, or split its data into smaller files",
            ("webdataset", "long"): "member '000001.json' holds 100,025 bytes, too many "
-                                   "for a json"}
+                                   "for a json; the file is damaged: download, copy or "
+                                   "convert it again"}
 
 
 @pytest.mark.parametrize("reader,bad,said", [

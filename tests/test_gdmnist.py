@@ -135,7 +135,8 @@ def test_manifest_listing_a_missing_required_file(tmp_path):
     r = run("info", tmp_path, "--from", "gdmnist")
     assert r.returncode == 1
     assert r.stderr.decode() == (f"Error: {tmp_path / 'manifest.json'}: lists split "
-                                 "'train' but train.bin is missing\n")
+                                 "'train' but train.bin is missing; build the pack again, "
+                                 "or copy the missing file beside its manifest\n")
 
 
 def test_writer_refuses_what_it_cannot_hold_before_any_output(tmp_path):
@@ -146,8 +147,8 @@ def test_writer_refuses_what_it_cannot_hold_before_any_output(tmp_path):
         mnistconv.write(floats, tmp_path / "out.bin")
     big_labels = mnistconv.Dataset("t", {"train": mnistconv.ArraySplit(
         "train", np.zeros((2, 4, 4), np.uint8), np.array([3, 300]))})
-    with pytest.raises(mnistconv.UsageError, match=r"labels are uint8; split 'train' has "
-                                                   r"labels 3\.\.300"):
+    with pytest.raises(mnistconv.UsageError, match=r"split 'train' has labels 3\.\.300 "
+                                                   r"\(int64\), GDMNIST1's are uint8"):
         mnistconv.write(big_labels, tmp_path / "out.bin")
     two = mnistconv.Dataset("t", {s: mnistconv.ArraySplit(s, *digits(2)[:2])
                                   for s in ("train", "test")})

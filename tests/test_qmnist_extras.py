@@ -150,7 +150,7 @@ def test_a_first_sample_with_a_huge_or_unsafe_key_is_one_line(tmp_path, capsys):
     code, _, err = run(capsys, "convert", path, tmp_path / "out.npz")
     assert (code, err) == (1, f"Error: {path}: member '000000.json': extra field name "
                               "'../x' is not a plain name (letters, digits, _ . -; at "
-                              "most 64 characters)\n")
+                              "most 64 characters); rename the field\n")
     assert not (tmp_path / "out.npz").exists()
 
 
@@ -254,7 +254,8 @@ def test_hostile_parquet_extra_columns_are_one_line(tmp_path, capsys):
     code, out, err = run(capsys, "convert", tmp_path / "train.parquet",
                          tmp_path / "out.npz")
     assert (code, out, err) == (1, "", f"Error: {tmp_path / 'train.parquet'}: 1 rows "
-                                       "have no 'writer'\n")
+                                       "have no 'writer'; give every row a value, or drop "
+                                       "the column\n")
     assert not (tmp_path / "out.npz").exists()
     # Formats that drop extra fields never read them.
     code, *_ = run(capsys, "convert", tmp_path / "train.parquet", tmp_path / "idx")

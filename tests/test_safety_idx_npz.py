@@ -271,7 +271,7 @@ def test_npz_member_deflated_from_1e9_zeros(tmp_path):
     src = write(tmp_path / "bomb.npz", zip_of({"x_train.npy": npy_of_zeros("u1", (n, 0)),
                                                "y_train.npy": npy_of_zeros("u1", (n,))}))
     info_refused(tmp_path, src, "x_train declares 1,000,000,000 examples, more "
-                 "than mnistconv's limit of 16,777,216 per split")
+                 f"than mnistconv's limit of 16,777,216 per split; {OVER_LIMIT}")
 
 
 def test_npz_fortran_order_images_over_the_limit(tmp_path):
@@ -318,7 +318,8 @@ def test_one_image_over_max_record_bytes_is_refused_from_the_header(tmp_path):
         "y_train.npy": npy(np.zeros(1, np.uint8))}))
     info_refused(tmp_path, src, "images of 11586x11586 float64 are "
                  "1,073,883,168 bytes each, more than mnistconv's limit of "
-                 "268,435,456", more=("--max-image-size", "11586x11586"))
+                 "268,435,456; check that the file is not damaged, or store smaller images",
+                 more=("--max-image-size", "11586x11586"))
 
 
 @pytest.mark.parametrize("fmt, dtype", [("npz", "<i8"), ("npz", "u1"), ("idx", "i4")])

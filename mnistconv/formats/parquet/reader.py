@@ -315,7 +315,8 @@ class ParquetSplit(Split):
             for path, layout in zip(self.files, self.layouts):
                 column = _read_column(path, layout.label)
                 if column.null_count:
-                    raise CorruptData(path, f"{column.null_count} rows have no label")
+                    raise FormatError(path, f"{column.null_count} rows have no label",
+                                      "give every row a label")
                 part = np.concatenate([_integers(c) for c in column.chunks] or
                                       [np.zeros(0, np.int64)])
                 check_labels(part, path)  # before int64: a uint64 2**64-1 would be -1
@@ -410,7 +411,8 @@ def _int32_column(path, name):
     from ..extras import INT32
     column = _read_column(path, name)
     if column.null_count:
-        raise CorruptData(path, f"{column.null_count} rows have no {printable(name)}")
+        raise FormatError(path, f"{column.null_count} rows have no {printable(name)}",
+                          "give every row a value, or drop the column")
     values = [_integers(c) for c in column.chunks]
     for part in values:
         if len(part) and (int(part.min()) < INT32[0] or int(part.max()) > INT32[1]):
