@@ -256,7 +256,8 @@ WRONG_TYPES = {
                             "damaged: download, copy or convert it again"),
     "not utf-8": ('{"splits": {"\udcff": 1}}', None),
     "too large": ('{"splits": {}}' + " " * (1 << 20), "is 1,048,590 bytes, more than a "
-                                                      "manifest may hold (1,048,576)"),
+                                                      "manifest may hold (1,048,576); name a "
+                                                      "pack's manifest.json, or its directory"),
 }
 
 

@@ -29,7 +29,7 @@ split.
 import json
 import os
 
-from ..errors import FormatError, OverLimit
+from ..errors import FormatError
 from ..fileio import open_input
 from ..limits import parse_json, printable, safe_split_name
 
@@ -57,8 +57,8 @@ def _read_small_file(path, limit):
     with open_input(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > limit:
-            raise OverLimit(path, f"is {size:,} bytes, more than a manifest may "
-                                    f"hold ({limit:,})")
+            raise FormatError(path, f"is {size:,} bytes, more than a manifest may "
+                                    f"hold ({limit:,})", "name a pack's manifest.json, or its directory")
         return f.read(limit + 1)
 
 
