@@ -88,7 +88,8 @@ def test_caffes_own_relative_entries_are_read_from_the_current_directory(tmp_pat
     r = run("convert", out / "train.txt", tmp_path / "p.npz", "-q", cwd=out)
     assert r.returncode == 1
     assert stderr_of(r) == (f"Error: {out / 'train.txt'}: names 'examples/mnist/train.h5', "
-                            "which is not a file in the list's folder\n")
+                            "which is not a file in the list's folder; fix the list, or put "
+                            "the file beside it\n")
 
 
 def test_an_absolute_entry_read_through_a_symlinked_folder(tmp_path):

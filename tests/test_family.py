@@ -17,7 +17,7 @@ import pytest
 import mnistconv
 from mnistconv import view
 from mnistconv.formats.idx import format as idx_format
-from helpers import run_main as run
+from helpers import NOT_THIS_FORMAT, run_main as run
 
 # An upright capital L, and EMNIST stores it transposed.
 L = np.zeros((28, 28), np.uint8)
@@ -388,7 +388,8 @@ def test_kmnist_class_map_that_is_not_csv_is_one_line(tmp_path, capsys):
     code, out, err = run(capsys, "info", src)
     assert code == 1
     assert err == (f"Error: {src / 'k49_classmap.csv'}: line 2 is not CSV (new-line "
-                   "character seen in unquoted field)\n")
+                   "character seen in unquoted field); fix that line, or download the class "
+                   "map again\n")
 
 
 # --- Quick, Draw! ------------------------------------------------------------------
@@ -450,7 +451,7 @@ def test_quickdraw_file_that_is_not_bitmaps_is_one_line(tmp_path, capsys):
     np.save(src / "full_numpy_bitmap_dog.npy", np.zeros((3, 784), np.float32))
     err = convert_refused(capsys, src, tmp_path)
     assert err == (f"Error: {src / 'full_numpy_bitmap_dog.npy'}: holds <f4 (3, 784), not "
-                   "Quick, Draw! bitmaps (uint8 N x 784)\n")
+                   f"Quick, Draw! bitmaps (uint8 N x 784); {NOT_THIS_FORMAT}\n")
 
 
 # --- torchvision reads the same files ----------------------------------------------

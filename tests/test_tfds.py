@@ -366,7 +366,7 @@ def test_split_name_from_info_is_data(tmp_path, written):
     _edit_info(written, lambda i: i["splits"][0].update(name="../../etc"))
     assert _convert_fails(tmp_path, written) == \
         f"Error: {written / 'dataset_info.json'}: split name '../../etc' is not a safe " \
-        "TFDS split name\n"
+        f"TFDS split name; {DAMAGED}\n"
 
 
 def test_not_json(tmp_path, written):

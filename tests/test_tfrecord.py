@@ -417,7 +417,9 @@ def test_a_worker_killed_outright_is_an_error_not_a_hang(tmp_path, monkeypatch):
 
     monkeypatch.setattr(writer, "encode_records", killed_on_the_third_chunk)
     with pytest.raises(mnistconv.MnistconvError,
-                       match=r"^a worker process ended unexpectedly \(killed by signal 9\)$"):
+                       match=r"^a worker process ended unexpectedly \(killed by signal 9\); "
+                             r"run it again; if it recurs, check free memory or pass "
+                             r"--workers 1$"):
         write(dataset(4500), tmp_path / "a.tfrecord", workers=2, processes=True)
     assert os.listdir(tmp_path) == []
 
@@ -438,7 +440,8 @@ def test_a_job_for_a_worker_that_just_died_is_the_same_error():
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
         with pytest.raises(mnistconv.MnistconvError,
                            match=r"^a worker process ended unexpectedly \(killed by "
-                                 r"signal 9\)$"):
+                                 r"signal 9\); run it again; if it recurs, check free "
+                                 r"memory or pass --workers 1$"):
             pool.submit(settings, 0, 10)
     finally:
         encoder.close(False)

@@ -15,8 +15,8 @@ import mnistconv
 from mnistconv.codecs import tar as wtar
 from mnistconv.records import ArraySplit, Dataset
 from helpers import (
-    CUT_SHORT, NOT_THIS_FORMAT, SAMPLE, cli_fails, converts_back_to_the_sample, files_in, png,
-    run, sample_arrays, small_digits, stderr_of)
+    ACCEPTED, BAD_IMAGE, CUT_SHORT, NOT_THIS_FORMAT, SAMPLE, cli_fails,
+    converts_back_to_the_sample, files_in, png, run, sample_arrays, small_digits, stderr_of)
 
 
 def digest(path):
@@ -230,7 +230,7 @@ def test_a_member_that_is_not_an_image(tmp_path, images):
                    [("000000.cls", b"1"), ("000000.png", png(images[0])),
                     ("000001.cls", b"2"), ("000001.png", b"hello, not a picture")])
     line = convert_fails(tmp_path, bad)
-    assert line == f"Error: {bad}: member '000001.png' is not an image (PNG or JPEG)"
+    assert line == f"Error: {bad}: member '000001.png' is not an image (PNG or JPEG); {BAD_IMAGE}"
 
 
 def test_a_png_that_does_not_decode(tmp_path, images):
@@ -322,7 +322,7 @@ def test_bad_shard_size_is_a_usage_error(tmp_path):
     assert r.returncode == 2
     assert stderr_of(r).strip() == ("Error: --shard-size must be a number of samples "
                                     "(10000) or of bytes with a unit (100MB, 1GiB), not "
-                                    "'lots'")
+                                    f"'lots'; {ACCEPTED}")
     assert not list(tmp_path.iterdir())
 
 

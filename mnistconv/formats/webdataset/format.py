@@ -34,8 +34,7 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import (BadOption, CorruptData, FormatError, NoSplits,
-    NotFound, OverLimit, Truncated, UsageError)
+from ...errors import (BadImage, BadOption, CorruptData, FormatError, NoSplits, NotFound, OverLimit, Truncated, UsageError)
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
 from ... import budget
@@ -354,7 +353,7 @@ class WebDatasetSplit(Split):
                 found = codecs.image_size(head) if codecs.image_kind(head) != "raw" \
                     else None
                 if found is None:
-                    raise CorruptData(path, f"member {printable(member_name)} is not an "
+                    raise BadImage(path, f"member {printable(member_name)} is not an "
                                             "image (PNG or JPEG)")
                 if shape is None:
                     check_image_size(found, path, f"member {printable(member_name)}")
