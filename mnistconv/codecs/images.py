@@ -8,7 +8,7 @@ in the messages (its name, what a class is in its layout, which member is meant)
 import numpy as np
 
 from .. import codecs
-from ..errors import BadImage, CannotWrite, CorruptData, FormatError, UsageError
+from ..errors import BadImage, CannotWrite, CorruptData, FormatError, OverLimit, UsageError
 from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
 from .example import record_name
 from .png import decode_unfiltered
@@ -82,14 +82,15 @@ def check_split_header(count, shape, dtype, path, who="header"):
     """Bound a split by its header, before anything is allocated or read: the example
     count (all labels are held), one image's pixels and bytes."""
     if count > MAX_EXAMPLES:
-        raise FormatError(path, f"{who} declares {count:,} examples, more than "
+        raise OverLimit(path, f"{who} declares {count:,} examples, more than "
                                 f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
     check_image_size(shape, path)
     item = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
     if item > MAX_RECORD_BYTES:
         raise FormatError(path, f"images of {'x'.join(map(str, shape))} "
                                 f"{np.dtype(dtype).name} are {item:,} bytes each, more "
-                                f"than mnistconv's limit of {MAX_RECORD_BYTES:,}")
+                                f"than mnistconv's limit of {MAX_RECORD_BYTES:,}",
+                          "check that the file is not damaged, or store smaller images")
 
 
 def check_record_size(path, number, size, image_shape):
@@ -97,7 +98,7 @@ def check_record_size(path, number, size, image_shape):
     label can be is refused before it is parsed (protobuf holds many times a record's
     size while parsing it). ArrayRecord's Examples are held to it too."""
     if size > 2 * int(np.prod(image_shape)) + (1 << 20):
-        raise FormatError(path, f"{record_name(number)}: {size:,} bytes, more than a "
+        raise CorruptData(path, f"{record_name(number)}: {size:,} bytes, more than a "
                                 f"record of one {'x'.join(map(str, image_shape))} image "
                                 "and its label can hold")
 
@@ -112,5 +113,5 @@ def decode_record_image(path, number, data):
     try:
         return codecs.decode_image(data)
     except ValueError as e:
-        raise FormatError(path, f"record {number} (counting from 0): image does not "
+        raise BadImage(path, f"record {number} (counting from 0): image does not "
                                 f"decode ({e})") from None

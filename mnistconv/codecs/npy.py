@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 
-from ..errors import CorruptData, FormatError
+from ..errors import CorruptData, FormatError, Truncated
 from ..fileio import GZIP_MAX_RATIO
 from ..records import Batch
 
@@ -108,7 +108,7 @@ def read_member(archive, name, path, check=None):
                 break
             got += n
         if got != want:
-            raise FormatError(path, f"member {name} is truncated: {got} of {want} bytes")
+            raise Truncated(path, f"member {name} is truncated: {got} of {want} bytes")
     return data
 
 
@@ -120,6 +120,6 @@ def row_batches(f, header, labels, batch_size, path, what):
         data = np.empty((n,) + header.shape, header.dtype)
         got = f.readinto(memoryview(data).cast("B")) if data.nbytes else 0
         if got != data.nbytes:
-            raise FormatError(path, f"{what} is truncated at row {start}")
+            raise Truncated(path, f"{what} is truncated at row {start}")
         yield Batch(data, labels[start:start + n],
                     np.arange(start, start + n, dtype=np.int64))

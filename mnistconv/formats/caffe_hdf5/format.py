@@ -149,7 +149,8 @@ def _sources(path):
             if n.lower().endswith(EXTENSIONS) and _is_hdf5(os.path.join(path, n)):
                 found.setdefault(_stem(n), []).append(os.path.join(path, n))
     if not found:
-        raise FormatError(path, "holds no HDF5 list file (<split>.txt) nor .h5 file")
+        raise FormatError(path, "holds no HDF5 list file (<split>.txt) nor .h5 file",
+                          "check the path, or name the .h5 file")
     order = in_split_order(found)
     return [(s, found[s]) for s in order]
 

@@ -102,7 +102,7 @@ def _environments(path):
             found[name] = (data, entry)
     if not found:
         raise FormatError(path, f"holds no LMDB environment ({DATA_FILE}, or "
-                                f"<split>_lmdb/{DATA_FILE})")
+                                f"<split>_lmdb/{DATA_FILE})", "check the path, or name the LMDB directory")
     names = in_split_order(found)
     return [(n, found[n][0]) for n in names]
 
@@ -242,7 +242,7 @@ class LmdbSplit(Split):
         finally:
             env.close()
         if count == 0:
-            raise FormatError(path, "holds no records")
+            raise FormatError(path, "holds no records", "name an LMDB that holds records")
         from ...codecs.classes import check_labels
         check_labels(labels, path)
         small = labels.min() >= 0 and labels.max() <= 255
