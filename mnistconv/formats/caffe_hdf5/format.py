@@ -241,7 +241,7 @@ def _open(path, h5py):
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise FormatError(path, f"is not a readable HDF5 file ({e})") from None
+        raise WrongFormat(path, f"is not a readable HDF5 file ({e})") from None
     try:
         with f:
             yield f
