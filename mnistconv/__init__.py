@@ -171,7 +171,7 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
                                 progress=progress, **options)
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
-        raise UsageError(path, f"mnistconv cannot write {fmt.name}")
+        raise CannotWrite(path, f"mnistconv cannot write {fmt.name}")
     from .contract import checked_options
     path, options = checked_options(fmt, path, options)
     from .codecs.classes import check_dataset

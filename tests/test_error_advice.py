@@ -20,62 +20,6 @@ CORPUS = REPO / "tests" / "fuzz" / "corpus"
 # `<file>: <what is wrong>; <what to do>`, the file as given, each part non-empty.
 FORM = re.compile(r"^Error: (?P<file>[^;]+?): (?P<what>.+?); (?P<do>\S.*)$")
 
-# Errors made without a hint by a kind with no advice, per file, when the rule came in.
-# Lower a count when you give those errors their advice; never raise one.
-UNADVISED = {
-    "mnistconv/__init__.py": 2,
-    "mnistconv/cli/card.py": 1,
-    "mnistconv/cli/compare.py": 1,
-    "mnistconv/cli/convert.py": 11,
-    "mnistconv/cli/inputs.py": 1,
-    "mnistconv/cli/preview.py": 3,
-    "mnistconv/cli/show.py": 3,
-    "mnistconv/download.py": 8,
-    "mnistconv/fileio.py": 8,
-    "mnistconv/formats/arrayrecord/format.py": 13,
-    "mnistconv/formats/caffe_hdf5/format.py": 17,
-    "mnistconv/formats/caffe_lmdb/format.py": 15,
-    "mnistconv/formats/extras.py": 5,
-    "mnistconv/formats/gdmnist/format.py": 16,
-    "mnistconv/codecs/classes.py": 13,
-    "mnistconv/formats/idx/family.py": 2,
-    "mnistconv/formats/idx/format.py": 9,
-    "mnistconv/formats/idx/torchvision.py": 4,
-    "mnistconv/formats/imagefolder/format.py": 11,
-    "mnistconv/codecs/images.py": 9,
-    "mnistconv/codecs/npy.py": 2,
-    "mnistconv/formats/kmnist/format.py": 4,
-    "mnistconv/formats/npz/format.py": 12,
-    "mnistconv/formats/parquet/reader.py": 15,
-    "mnistconv/formats/parquet/writer.py": 7,
-    "mnistconv/formats/quickdraw/format.py": 5,
-    "mnistconv/codecs/tfds_encode.py": 2,
-    "mnistconv/formats/tfds/format.py": 16,
-    "mnistconv/formats/tfds/info.py": 16,
-    "mnistconv/codecs/spool.py": 1,
-    "mnistconv/codecs/example.py": 5,
-    "mnistconv/codecs/framing.py": 5,
-    "mnistconv/formats/tfrecord/index_files.py": 1,
-    "mnistconv/formats/tfrecord/indexed.py": 2,
-    "mnistconv/formats/tfrecord/reader.py": 13,
-    "mnistconv/formats/tfrecord/writer.py": 6,
-    "mnistconv/formats/webdataset/format.py": 16,
-    "mnistconv/codecs/tar.py": 11,
-    "mnistconv/limits.py": 3,
-    "mnistconv/packs/browser.py": 6,
-    "mnistconv/packs/manifest.py": 3,
-    "mnistconv/parallel.py": 1,
-    "mnistconv/plan.py": 1,
-    "mnistconv/registry.py": 3,
-    "mnistconv/remote.py": 2,
-    "mnistconv/serve.py": 1,
-    "mnistconv/shards.py": 5,
-    "mnistconv/spec.py": 3,
-    "mnistconv/staging.py": 4,
-    "mnistconv/stream.py": 4,
-    "mnistconv/tf.py": 2,
-}
-
 
 def _corpus_errors():
     for fmt_dir in sorted(p for p in CORPUS.iterdir() if p.is_dir()):

@@ -441,7 +441,7 @@ def _run_planned(c, values, planned, sums):
         raise UsageError(None, "--sha256sums does not apply to planned runs",
                          "drop it: the progress record holds every shard's SHA-256")
     if (planned["num_tasks"] is None) != (planned["task_index"] is None):
-        raise UsageError(None, "--num-tasks and --task-index go together")
+        raise UsageError(None, "--num-tasks and --task-index go together", "pass both, or neither")
     source = Input(src, c.from_name)
     writer = registry.get(c.to_name) if c.to_name else registry.detect_output(dst)
     _refuse_foreign(values, source.format, writer)

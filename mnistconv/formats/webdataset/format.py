@@ -34,7 +34,8 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import (BadImage, BadOption, CorruptData, FormatError, NoSplits, NotFound, OverLimit, Truncated, UsageError)
+from ...errors import (BadImage, BadOption, CorruptData, FormatError, NoSplits, NotFound,
+    OverLimit, Truncated, UsageError)
 from ...fileio import HashingWriter, StagedOutput, input_entries, is_stream_path, \
     open_input, open_staged, output_entries
 from ... import budget
