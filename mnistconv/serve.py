@@ -137,23 +137,34 @@ def _bounded_server(base):
 
         def __init__(self, *args, **kwargs):
             self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+            self.holding, self.holding_lock = set(), threading.Lock()
             super().__init__(*args, **kwargs)
+
+        def free_slot(self, request):
+            """Give back request's slot once: a Ctrl-C while its thread starts reaches
+            both the thread's end and process_request's failure path."""
+            with self.holding_lock:
+                if request in self.holding:
+                    self.holding.discard(request)
+                    self.slots.release()
 
         def process_request(self, request, client_address):
             if not self.slots.acquire(blocking=False):
                 self.shutdown_request(request)
                 return
+            with self.holding_lock:
+                self.holding.add(request)
             try:
                 super().process_request(request, client_address)
             except BaseException:
-                self.slots.release()
+                self.free_slot(request)
                 raise
 
         def process_request_thread(self, request, client_address):
             try:
                 super().process_request_thread(request, client_address)
             finally:
-                self.slots.release()
+                self.free_slot(request)
 
         def handle_error(self, request, client_address):
             import sys

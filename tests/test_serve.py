@@ -192,3 +192,39 @@ def test_connections_are_bounded(tree, monkeypatch):
             s.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_ctrl_c_while_a_request_thread_starts_gives_its_slot_back_once(monkeypatch):
+    """Ctrl-C can land in process_request after the request's thread has started: the
+    slot is given back once, by whichever side gets there first (it was given back twice:
+    'Semaphore released too many times' and a traceback instead of 'Interrupted.')."""
+    import http.server
+    import socketserver
+    from mnistconv import serve
+
+    started = socketserver.ThreadingMixIn.process_request
+
+    def start_then_interrupt(server, request, client_address):
+        started(server, request, client_address)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(socketserver.ThreadingMixIn, "process_request", start_then_interrupt)
+    errors = []
+    monkeypatch.setattr(threading, "excepthook", errors.append)
+    server = serve._bounded_server(http.server.ThreadingHTTPServer)(
+        ("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    before = set(threading.enumerate())
+    try:
+        for _ in range(3):
+            ours, theirs = socket.socketpair()
+            theirs.close()  # the handler reads an empty request and ends
+            with pytest.raises(KeyboardInterrupt):
+                server.process_request(ours, ("127.0.0.1", 1))
+        for thread in set(threading.enumerate()) - before:
+            thread.join(10)
+        assert errors == []
+        assert not server.holding
+        taken = [server.slots.acquire(blocking=False) for _ in range(serve.MAX_CONNECTIONS + 1)]
+        assert taken == [True] * serve.MAX_CONNECTIONS + [False]
+    finally:
+        server.server_close()
