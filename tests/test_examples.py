@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -344,9 +345,15 @@ def test_make_rule_rebuilds_when_an_input_changes_and_does_nothing_otherwise(exa
     assert "Nothing to be done for 'all'" in again.stdout
     assert _shards_of(out) == written
     assert make(rule, "-q").returncode == 0
-    # An input changes: one rerun rewrites every shard; then nothing again.
+    # An input changes: one rerun rewrites every shard; then nothing again. The shards
+    # are dated back first, so the changed input is newer than them and older than the
+    # rerun's shards however fast the rerun is (a date in the future stayed newer).
+    past = time.time_ns() - 20 * 10**9
+    for name in written:
+        os.utime(out / name, ns=(past, past))
+    written = _shards_of(out)
     label = examples / "data" / "mnist-sample" / "t10k-labels-idx1-ubyte.gz"
-    later = max(written.values()) + 10**9
+    later = past + 10 * 10**9
     os.utime(label, ns=(later, later))
     assert make(rule, "-q").returncode == 1
     rerun = make(rule)

@@ -95,6 +95,7 @@ def test_force_leaves_exactly_the_new_set(tmp_path, capsys):
     """An earlier Parquet set of three shards a split, its card, croissant.json and
     SHA256SUMS, replaced with --force by one of one shard: exactly the new files, and
     metadata that lists exactly them."""
+    pytest.importorskip("pyarrow")
     np.savez(tmp_path / "s.npz", x_train=small_digits(40)[0], y_train=small_digits(40)[1],
              x_test=small_digits(9)[0], y_test=small_digits(9)[1])
     out = tmp_path / "hf"
