@@ -116,7 +116,7 @@ def _check_meta(data_path):
         raise WrongFormat(data_path, "is not an LMDB data file (no LMDB meta page)")
 
 
-def _open(lmdb, data_path):
+def _open(lmdb, data_path, walk=False):
     check_input_file(data_path)  # confined by _environments; a FIFO swapped in refused
     _check_meta(data_path)
     try:
@@ -129,7 +129,37 @@ def _open(lmdb, data_path):
         env.close()
         raise Truncated(data_path, f"is truncated: its meta page claims {pages:,} bytes, "
                                      f"the file holds {os.path.getsize(data_path):,}")
+    if walk:
+        try:
+            _walk_in_child(env, data_path)
+        except CorruptData:
+            env.close()
+            raise
     return env
+
+
+def _walk_in_child(env, data_path):
+    """Walk every record of env once in a forked child first: liblmdb trusts its file,
+    and a damaged page can make it read past the mapping (SIGBUS) or stop on its own
+    assertion (abort). A child that dies so is a line naming the file; one that lives
+    walked the very pages the reads here walk. Its own errors are left to those reads."""
+    if not hasattr(os, "fork"):
+        return
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        try:
+            import faulthandler
+            faulthandler.disable()  # its death is reported by the parent, in one line
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # liblmdb's assertion text
+            with env.begin(buffers=True) as txn:
+                for key, value in txn.cursor():
+                    bytes(key), bytes(value)
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        raise CorruptData(data_path, "crashed liblmdb as it was read (signal "
+                                     f"{os.WTERMSIG(status)}): a damaged page")
 
 
 def _shown(key):
@@ -222,7 +252,7 @@ class LmdbSplit(Split):
     def __init__(self, name, path):
         self.path = path
         lmdb = _lmdb()
-        env = _open(lmdb, path)
+        env = _open(lmdb, path, walk=True)
         try:
             count = env.stat()["entries"]
             if count > MAX_EXAMPLES:
