@@ -1,13 +1,9 @@
-"""A dataset card: one self-contained HTML page (card_html.py draws it) describing a
-dataset as it streams past: per split the count, the first few images of each class,
-the class histogram, the mean image of each class and pixel statistics; the files with
-their sizes and SHA-256; for a conversion, what was converted from what, with which
-options, and the writer's figures (JPEG error).
-
-The figures are gathered from the batches a writer already reads (observe(): nothing
-is read twice), or by one pass of their own (collect()). Memory is bounded: a running
-sum per class (float64, one image each), the first SAMPLES images of each class, and
-the batch in hand.
+"""A dataset card: one self-contained HTML page (card_html.py draws it) with, per split,
+the count, the first images, histogram and mean image of each class and pixel
+statistics; the files with sizes and SHA-256; for a conversion, its input, options and
+the writer's figures. The figures come from the batches a writer already reads
+(observe()) or from one pass of their own (collect()), in bounded memory: a sum per
+class, the first SAMPLES images of each class, and the batch in hand.
 
     dataset = mnistconv.read("data/mnist")
     html = card.render_card(card.collect(dataset), "data/mnist",
@@ -68,8 +64,7 @@ class SplitStats:
         self.pixel_max = high if self.pixel_max is None else max(self.pixel_max, high)
         rows = images.reshape(n, -1)
         present = np.flatnonzero(counts).tolist()
-        # Integer sums of 8-bit pixels (a float32 copy of each batch was most of the
-        # card's time): per class, and of the squares a block at a time.
+        # Integer sums of 8-bit pixels (no float copy of a batch), squares a block at a time.
         self._add_means(rows, labels, present, classes)
         for start in range(0, n, _BLOCK):
             self.pixel_sq += _squares(rows[start:start + _BLOCK])
@@ -121,8 +116,8 @@ class SplitStats:
 
 
 def _column_sums(rows):
-    """Each pixel's sum over the rows: in integers for 8-bit pixels (exact, and no
-    float copy of the batch; 32 bits while they cannot overflow), else in float64."""
+    """Each pixel's sum over the rows, in integers for 8-bit pixels (32 bits while they
+    cannot overflow)."""
     if rows.dtype == np.uint8:
         wide = np.uint32 if len(rows) < (1 << 24) else np.uint64
         return rows.sum(0, dtype=wide).astype(np.float64)
@@ -130,8 +125,7 @@ def _column_sums(rows):
 
 
 def _squares(rows) -> float:
-    """The sum of the squared pixel values: 8-bit pixels squared in 16 bits, summed
-    per row in 32 bits while a row's cannot overflow."""
+    """The sum of the squared pixel values (8-bit pixels in integers that cannot overflow)."""
     if rows.dtype == np.uint8:
         squared = rows.astype(np.uint16)
         np.multiply(squared, squared, out=squared)
@@ -158,8 +152,7 @@ class _Observed(Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         from concurrent.futures import ThreadPoolExecutor
         self.stats.reset()
-        # Counted on a thread of its own while the writer works on the same batch
-        # (numpy releases the GIL); the next batch is read only once this one is counted.
+        # Counted on a thread while the writer works on the batch (numpy frees the GIL).
         with ThreadPoolExecutor(1, thread_name_prefix="mnistconv-card") as counting:
             for batch in self.base.batches(batch_size):
                 counted = counting.submit(self.stats.add, batch.images, batch.labels)
@@ -215,9 +208,8 @@ def collect(dataset) -> dict:
 
 
 def input_files(dataset):
-    """(path, bytes, sha256) of the files a dataset was read from: every file under a
-    directory it names (at most MAX_FILES_LISTED, then a count). Returns (rows, more
-    files, more bytes)."""
+    """(rows of (path, bytes, sha256), more files, more bytes) of the files a dataset was
+    read from, every file under a directory it names (see file_rows)."""
     from .fileio import sha256_file
     paths = []
     for path in dataset.paths:
@@ -232,8 +224,8 @@ def input_files(dataset):
 
 def file_rows(paths, hash_file, known=None):
     """Rows (path, bytes, sha256) of at most MAX_FILES_LISTED files, and the number and
-    bytes of the rest. known: {path: (bytes, sha256)} a write already recorded (its
-    files may not be in place yet: one_commit() commits them with the card)."""
+    bytes of the rest. known: {path: (bytes, sha256)} a write recorded (its files may
+    not be in place yet)."""
     rows, more, more_bytes = [], 0, 0
     for path in paths:
         size, digest = (known or {}).get(path) or (os.path.getsize(path), None)
@@ -267,8 +259,8 @@ def render_card(stats, title, files, dataset, conversion=None) -> str:
 
 
 def check_card_target(dst, force) -> str:
-    """Checked before a conversion with --card writes anything: where its card goes
-    (card_path), refused if it exists without force, or is a directory or device."""
+    """Where a conversion's card goes (card_path), checked before anything is written:
+    refused if it exists without force, or is a directory or device."""
     from .errors import UsageError
     from .staging import check_later_file
     if dst == "-" or "://" in str(dst):

@@ -1,12 +1,9 @@
 """The dataset card's page (card.py gathers what it shows): one HTML file that needs
-nothing else: its style inline, every image a data: URI (PNG), no script, no link to
-anywhere (a Content-Security-Policy of default-src 'none' says so to the browser).
-
-Each split is a <section class="split" data-split="NAME"> with its count
-(data-count), a table with a row per class (data-label): the name, the count, a bar
-of the class histogram, the mean image (img.mean) and the first samples (img.sample),
-then the pixel statistics. Every text from the data (class names, paths, options) is
-escaped.
+nothing else: style inline, images as data: URIs, no script, no link (its
+Content-Security-Policy is default-src 'none'). Each split is a <section class="split"
+data-split="NAME"> with its count (data-count) and a row per class (data-label): name,
+count, histogram bar, mean image (img.mean), first samples (img.sample); then the pixel
+statistics. Every text from the data is escaped.
 """
 
 import base64
@@ -31,8 +28,7 @@ def _e(text) -> str:
 
 
 def _png_uris(images) -> list:
-    """data: URIs of same-sized grayscale images, encoded together (the Parquet
-    writer's numpy PNG encoder: no codec library to load)."""
+    """data: URIs of same-sized grayscale images, encoded together (numpy PNG encoder)."""
     if not len(images):
         return []
     from .codecs.png import encode_batch
@@ -47,8 +43,8 @@ def _img(uri, css, alt) -> str:
 
 def render(stats, title, files=None, conversion=None, family=None, notes=()) -> str:
     """The page: stats {split: card.SplitStats}; files (rows, more, more_bytes) from
-    card.input_files/output_files; conversion: {input, input_format, output,
-    output_format, options, stats} or None; family: a sources.Family or None."""
+    card.input_files/output_files; conversion {input, input_format, output,
+    output_format, options, stats} or None; family a sources.Family or None."""
     out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
            'img-src data:; style-src \'unsafe-inline\'">',

@@ -1,29 +1,14 @@
-"""Croissant 1.0 metadata (MLCommons' JSON-LD dataset description,
-http://mlcommons.org/croissant/1.0) written as `croissant.json` at the root of a
-Parquet directory or an ImageFolder tree, so `mlcroissant` and TFDS' CroissantBuilder
-load the output from it, and dataset sites index it.
+"""Croissant 1.0 metadata (MLCommons' JSON-LD dataset description), written as
+`croissant.json` at the root of a Parquet directory or an ImageFolder tree, so
+`mlcroissant` and TFDS' CroissantBuilder load the output and dataset sites index it.
 
-    {"@context": {...}, "@type": "sc:Dataset", "conformsTo": ".../croissant/1.0",
-     "name", "description", "url", "license", "citeAs"   (the family's, where known),
-     "distribution": [
-       Parquet:     a cr:FileObject per file: contentUrl (relative), encodingFormat
-                    application/x-parquet, contentSize, sha256; a cr:FileSet per split
-                    of several shards (includes data/train-*.parquet)
-       ImageFolder: a cr:FileSet per split: includes train/*/*.png (image/png, or
-                    image/jpeg); Croissant 1.0 gives a FileSet no digest],
-     "recordSet": [
-       "classes" (when the class names are known): dataType sc:Enumeration, key
-                    classes/label, fields label (sc:Integer) and name (sc:Text), the
-                    names as inline data
-       one per split, @id the split's name: fields <split>/image (sc:ImageObject:
-                    the image column's `bytes`, or the file's content) and
-                    <split>/label (sc:Integer: the label column, or the class folder's
-                    number, taken from the path by a regex), referencing classes/label
-                    (Parquet);
-                    for ImageFolder also <split>/index, the file name's number]}
-
-Every name in it is one mnistconv wrote (split names are checked safe names, file
-names are the writer's own): nothing read from a Croissant file is ever a path here.
+It holds the family's name, description, url, license and citeAs where known; a
+distribution (Parquet: a cr:FileObject per file with size and sha256, a cr:FileSet per
+split of several shards; ImageFolder: a cr:FileSet per split, which Croissant 1.0 gives
+no digest); and record sets: "classes" (when the names are known: an sc:Enumeration
+keyed by classes/label) and one per split with fields image, label (from the label
+column, or the class folder's number by a regex) and, for ImageFolder, index. Every
+name in it is one mnistconv wrote: nothing read from a Croissant file is a path here.
 """
 
 import json
@@ -63,7 +48,7 @@ def applies(writer_name, path) -> bool:
 
 
 def target(root) -> str:
-    """Where the croissant.json of an output directory goes."""
+    """Where an output directory's croissant.json goes."""
     return os.path.join(str(root), NAME)
 
 
@@ -87,21 +72,15 @@ def document(dataset, root, files, writer_name, family=None) -> dict:
     if family and family.citation:
         doc["citeAs"] = family.citation
     relative = [(os.path.relpath(os.path.abspath(f.path), root), f) for f in files]
-    if writer_name == "parquet":
-        distribution, sources = _parquet(dataset, relative)
-    else:
-        distribution, sources = _imagefolder(dataset, relative)
-    record_sets = [_classes(names)] if names else []
-    for split_name in dataset.splits:
-        record_sets.append(_split_records(split_name, sources[split_name], bool(names)))
-    doc["distribution"] = distribution
-    doc["recordSet"] = record_sets
+    doc["distribution"], sources = \
+        (_parquet if writer_name == "parquet" else _imagefolder)(dataset, relative)
+    doc["recordSet"] = ([_classes(names)] if names else []) + [
+        _split_records(name, sources[name], bool(names)) for name in dataset.splits]
     return doc
 
 
 def _input_name(dataset):
-    """The name of what was read (the same wherever the output goes: outputs of one
-    input are the same bytes)."""
+    """The name of what was read (not of the output: one input, the same bytes)."""
     first = os.path.basename(str(dataset.paths[0]).rstrip("/" + os.sep)) \
         if dataset.paths else ""
     return first.split(".")[0] or "dataset"
@@ -114,8 +93,7 @@ def _file_object(name, f):
 
 
 def _parquet(dataset, relative):
-    """FileObjects for the Parquet files; each split's image and label come from its
-    file, or from a FileSet of its shards."""
+    """A FileObject per Parquet file; a split of several shards also gets a FileSet."""
     distribution, sources = [], {}
     for split_name in dataset.splits:
         mine = [(name, f) for name, f in relative if name.endswith(".parquet") and
@@ -192,9 +170,8 @@ def _split_records(split_name, source, named):
 
 
 def write(dataset, root, result, writer_name, force=False):
-    """Write croissant.json for an output just written (result: its WriteResult; a
-    Parquet output's files hashed as written, mnistconv.write() sees to it), staged and
-    renamed as every output; its OutputFile."""
+    """Write croissant.json for an output just written (result: its WriteResult, files
+    hashed), staged and renamed as every output; returns its OutputFile."""
     from .fileio import write_text_output
     from .provenance import family_of
     doc = document(dataset, root, result.files, writer_name, family_of(dataset))
@@ -203,7 +180,7 @@ def write(dataset, root, result, writer_name, force=False):
 
 
 def check_target(root, force):
-    """Refused before anything is written: a croissant.json there already (without
-    force), or one that is a directory or a device."""
+    """Refused before anything is written: a croissant.json there (without force), or a
+    directory or device of that name."""
     from .staging import check_later_file
     check_later_file(target(root), force, "the output's croissant.json")

@@ -1,13 +1,10 @@
-"""A local HTTP server for a directory: a browser pack, or a demo page with a pack
-inside (examples/browser). Nothing here is specific to packs beyond the content types:
-.bin.gz is sent as application/gzip with no Content-Encoding, so the page receives the
-gzip bytes untouched and decompresses them itself (DecompressionStream("gzip")).
+"""A local HTTP server for a directory: a browser pack, or a demo page with one inside.
 
 It serves the folder and nothing else: regular files and folders under it (a link may
 point only inside it; a FIFO, device or socket is neither listed nor opened), only to
-requests addressed to localhost, 127.0.0.1 or [::1] with its port (a web page that
-rebinds its own name to 127.0.0.1 is refused), with at most MAX_CONNECTIONS at once,
-each dropped after CONNECTION_TIMEOUT seconds of silence.
+requests addressed to localhost, 127.0.0.1 or [::1] with its port (a page that rebinds
+its own name to 127.0.0.1 is refused), at most MAX_CONNECTIONS at once, each dropped
+after CONNECTION_TIMEOUT seconds of silence.
 """
 
 import errno
@@ -26,12 +23,11 @@ _LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 def make_server(directory, host="127.0.0.1", port=8000, log=None):
     """An HTTP server for DIRECTORY on host:port (port 0: any free one). It sends .bin.gz
-    as application/gzip with no Content-Encoding, so the page gets the gzip bytes and
-    decompresses them itself; and nothing is cached, so a rebuilt pack is seen. Each
+    as application/gzip with no Content-Encoding, so the page decompresses the bytes
+    itself (DecompressionStream); nothing is cached, so a rebuilt pack is seen. Each
     request is handed to `log` as one line when given. Returns the bound (not yet
     serving) http.server.ThreadingHTTPServer; the caller runs and closes it.
 
-    Example:
         server = make_server("examples/browser", port=0)
         print(server.server_address)          # ('127.0.0.1', 43817)
         try:
@@ -39,8 +35,7 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
         finally:
             server.server_close()
     """
-    # Imported here: http.server pulls in email, html and mimetypes, which `pack` and
-    # `verify` (same CLI module) do not need.
+    # Imported here: http.server pulls in modules `pack` and `verify` do not need.
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     if not os.path.isdir(directory):
@@ -62,8 +57,7 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
             if port == 80:
                 allowed.update(_LOCAL_NAMES)
             if self.headers.get("Host", "").lower() not in allowed:
-                # DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends
-                # its own name; the browser's same-origin rule does not stop it.
+                # DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends its name.
                 self.send_error(403, "Host must be localhost, 127.0.0.1 or [::1] "
                                      f"with port {port}")
                 return False
@@ -141,8 +135,8 @@ def _bounded_server(base):
             super().__init__(*args, **kwargs)
 
         def free_slot(self, request):
-            """Give back request's slot once: a Ctrl-C while its thread starts reaches
-            both the thread's end and process_request's failure path."""
+            """Give back request's slot once (a Ctrl-C as its thread starts reaches both
+            the thread's end and process_request's failure path)."""
             with self.holding_lock:
                 if request in self.holding:
                     self.holding.discard(request)
@@ -208,9 +202,8 @@ def _servable(root, path):
 
 
 def _open_regular(path):
-    """path opened for reading if it is a regular file, else None. Opened without
-    blocking and checked after opening: a FIFO would wait for a writer for ever, a
-    device would stream without end."""
+    """path opened for reading if it is a regular file, else None: opened without blocking
+    and checked after opening (a FIFO would wait for ever, a device stream without end)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:

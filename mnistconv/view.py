@@ -1,16 +1,9 @@
 """Seeing the data: images as terminal text, contact sheets, and an orientation check.
 
-Terminal drawing uses two pixel rows per character cell: the upper half block U+2580
-with the upper pixel as foreground colour and the lower one as background, so a 28x28
-digit takes 28 columns and 14 lines and keeps its proportions (a cell is about twice as
-tall as wide). Without colour (NO_COLOR, output not a terminal) the same two rows become
-one ASCII shading character, so logs and pipes get plain text.
-
-A contact sheet is a uint8 array, one row per class, with the class drawn on the left
-and each image's original index under it in a built-in 3x5 bitmap font (no font files).
-encode_sheet() writes it as PNG, JPEG or WebP (Pillow).
-
-The library returns text, rich renderables and arrays; it never prints.
+A terminal cell holds two pixel rows (the upper half block U+2580, upper pixel as
+foreground, lower as background), so a digit keeps its proportions; without colour the
+two rows become one ASCII shading character. A contact sheet is a uint8 array, one row
+per class, labelled in a built-in 3x5 bitmap font (no font files). Nothing here prints.
 """
 
 import numpy as np
@@ -57,21 +50,16 @@ def to_gray_uint8(images) -> np.ndarray:
     """
     images = np.asarray(images)
     if images.ndim == 4:
-        # A channel axis of 1 decides first: 1 x 3 x 4 is one 3x4 image, not RGBA.
-        if images.shape[-1] == 1 or (images.shape[1] != 1 and images.shape[-1] in (3, 4)):
-            channels_last = images
-        elif images.shape[1] in (1, 3, 4):
-            channels_last = np.moveaxis(images, 1, -1)
-        else:
+        axis = _channel_axis(images.shape[1:])
+        if axis is None:
             raise ValueError(f"cannot display images of shape {images.shape[1:]}")
+        channels_last = images if axis == -1 else np.moveaxis(images, 1, -1)
         if channels_last.shape[-1] == 1:
             images = channels_last[..., 0]
         else:
             rgb = channels_last[..., :3].astype(np.float64)
             images = rgb @ np.array([0.299, 0.587, 0.114])
-    elif images.ndim == 2:
-        # Flat vectors (784 per image, as some pipelines store MNIST) are drawn square
-        # when their length is a square; other lengths have no shape to draw.
+    elif images.ndim == 2:  # flat vectors are drawn square when their length is one
         side = int(round(images.shape[1] ** 0.5))
         if side == 0 or side * side != images.shape[1]:
             raise ValueError(f"cannot display images of shape {images.shape[1:]}")
@@ -86,33 +74,26 @@ def to_gray_uint8(images) -> np.ndarray:
     return np.clip(np.nan_to_num(values), 0, 255).round().astype(np.uint8)
 
 
-def _shrink(images, max_width):
-    """Keep every f-th pixel so an image fits max_width columns (huge images only)."""
-    width = images.shape[2]
-    step = -(-width // max(1, max_width))
-    return images[:, ::step, ::step] if step > 1 else images
+def _channel_axis(shape):
+    """-1 for H x W x C, 0 for C x H x W, None for neither. A channel axis of 1 decides
+    first: 1 x 3 x 4 is one 3x4 image, not RGBA."""
+    if shape[-1] == 1 or (shape[0] != 1 and shape[-1] in (3, 4)):
+        return -1
+    return 0 if shape[0] in (1, 3, 4) else None
 
 
 def _spatial(shape):
-    """Index of the two pixel axes in one image of `shape`, as to_gray_uint8 reads the
-    layout: (0, 1) for H x W and H x W x C, (1, 2) for C x H x W, None for flat vectors."""
-    shape = tuple(shape)
+    """The two pixel axes of one image of `shape` as to_gray_uint8 reads it (None: flat)."""
     if len(shape) == 2:
         return 0, 1
-    if len(shape) == 3:
-        if shape[-1] == 1 or (shape[0] != 1 and shape[-1] in (3, 4)):
-            return 0, 1
-        if shape[0] in (1, 3, 4):
-            return 1, 2
-    return None
+    axis = _channel_axis(shape) if len(shape) == 3 else None
+    return None if axis is None else ((0, 1) if axis == -1 else (1, 2))
 
 
 def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
     """The images at `positions` of a split as n x H x W uint8 for display, gathered in
-    pieces of the memory budget (mnistconv.budget), each piece cut to at most
-    `max_side` pixels a side (or of width, with width_only: every k-th pixel, as the
-    terminal drawing does) before the next: drawing 100 images of 4096 x 4096 never
-    holds them all."""
+    pieces of the memory budget, each cut to at most `max_side` pixels a side (of width
+    with width_only: every k-th pixel) before the next is read."""
     positions = np.asarray(positions, dtype=np.int64)
     shape = tuple(split.header.shape)
     axes = _spatial(shape)
@@ -136,9 +117,8 @@ def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
 
 
 def _pieces(split, wanted):
-    """The images at the sorted positions `wanted`, a batch of the budget at a time:
-    taken where the split can seek, else picked from its batches as they stream past
-    (the default take() decodes and spools every image of the split first)."""
+    """The images at the sorted positions `wanted`, a budget's batch at a time: taken
+    where the split seeks, else picked from its batches (Split.take spools them all)."""
     rows = budget.rows(split.header)
     if not len(wanted):
         return
@@ -159,8 +139,7 @@ def _pieces(split, wanted):
 
 
 def _seeks(split) -> bool:
-    """Whether take() reaches a reader's own (not Split's spooling default) through
-    the wrappers (subsets, transposes) around it."""
+    """Whether take() reaches a reader's own (not Split's) through the wrappers."""
     from .records import Split
     while type(split).take is not Split.take:
         if getattr(split, "base", None) is None:
@@ -190,8 +169,9 @@ def class_name(names, label):
 
 
 def _layout(images, captions, width, columns):
-    """Shrunk images, tile width and the number of tiles per terminal line."""
-    images = _shrink(images, width)
+    """Shrunk images (every k-th pixel), tile width and tiles per terminal line."""
+    step = -(-images.shape[2] // max(1, width))
+    images = images[:, ::step, ::step] if step > 1 else images
     tile = max([images.shape[2]] + [len(c) for c in captions])
     tile = min(tile, max(1, width))
     fit = max(1, (width + GAP) // (tile + GAP))
@@ -229,20 +209,18 @@ def render_ascii(images, captions, width=80, columns=None) -> str:
 def render_blocks(images, captions, width=80, columns=None):
     """The same grid as a rich Text of half blocks in grayscale (rich downsamples the
     colours to what the terminal supports)."""
+    from functools import cache
+    from itertools import groupby
     from rich.color import Color
     from rich.style import Style
     from rich.text import Text
 
     images = to_gray_uint8(images)
     images, tile, cols = _layout(images, captions, width, columns)
-    styles = {}
 
+    @cache
     def style(t, b):
-        key = (t, b)
-        if key not in styles:
-            styles[key] = Style(color=Color.from_rgb(t, t, t),
-                                bgcolor=Color.from_rgb(b, b, b))
-        return styles[key]
+        return Style(color=Color.from_rgb(t, t, t), bgcolor=Color.from_rgb(b, b, b))
 
     text = Text(no_wrap=True, overflow="crop", end="")
     for start in range(0, len(images), cols):
@@ -253,16 +231,9 @@ def render_blocks(images, captions, width=80, columns=None):
                 if k:
                     text.append(" " * GAP)
                 top, bottom = pairs[k][0][row], pairs[k][1][row]
-                # Runs of equal cells share one span: one escape sequence per run, not
-                # per cell (most of a digit is black background).
-                cells = list(zip(top.tolist(), bottom.tolist()))
-                run = 1
-                for j, cell in enumerate(cells):
-                    if j + 1 < len(cells) and cells[j + 1] == cell:
-                        run += 1
-                        continue
-                    text.append(UPPER_HALF * run, style(*cell))
-                    run = 1
+                # A run of equal cells is one span: one escape sequence, not one per cell.
+                for cell, run in groupby(zip(top.tolist(), bottom.tolist())):
+                    text.append(UPPER_HALF * len(list(run)), style(*cell))
                 text.append(" " * (tile - len(top)))
             text.append("\n")
         labels = (" " * GAP).join(captions[i][:tile].ljust(tile) for i in group)
@@ -289,10 +260,8 @@ def histogram_rows(class_counts, width=80, ascii=False):
     rows = []
     for label, n in zip(labels, counts):
         eighths = round(n * room * 8 / top)
-        if ascii:
-            bar = "#" * round(eighths / 8)
-        else:
-            bar = "\u2588" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
+        bar = "#" * round(eighths / 8) if ascii else \
+            "\u2588" * (eighths // 8) + (_EIGHTHS[eighths % 8] if eighths % 8 else "")
         rows.append((label.rjust(lw), bar.ljust(room), str(n).rjust(nw)))
     return rows
 
@@ -307,8 +276,7 @@ def histogram_lines(class_counts, width=80, ascii=False):
 
 # --- contact sheet ---------------------------------------------------------------------
 
-# The largest image side a sheet shows, after scaling: larger images keep every k-th
-# pixel, so a sheet of 100 images of 4096 x 4096 stays a few megabytes.
+# The largest image side a sheet shows: larger images keep every k-th pixel.
 SHEET_CELL = 512
 BACKGROUND = 48  # margins: dark grey, so black image backgrounds show their edges
 INK = 230
@@ -338,11 +306,9 @@ def draw_text(canvas, text, y, x, scale=1, value=INK):
 def contact_sheet(rows, scale=1):
     """Compose a sheet from rows of (row label, images n x H x W, captions).
 
-    Returns (sheet, cells): sheet is a 2-D uint8 array; cells lists, for each image,
-    (row, column, y, x, height, width) of where its pixels (each repeated scale x scale)
-    are. Layout, with pad = 2*scale: a left column holding each row's label at font
-    scale 2*scale; cells of the widest of the image and its caption; the caption
-    (font scale max(1, scale // 2)) under the image; pad around everything.
+    Returns (sheet, cells): a 2-D uint8 array, and for each image (row, column, y, x,
+    height, width) of its pixels (each repeated scale x scale). Each row's label sits in
+    a left column; each caption under its image; pad = 2*scale around everything.
     """
     pad = 2 * scale
     label_scale, caption_scale = 2 * scale, max(1, scale // 2)
@@ -381,8 +347,7 @@ def contact_sheet(rows, scale=1):
     return sheet, cells
 
 
-# Contact sheet files by extension: (format name, Pillow format, save options).
-# JPEG at OpenCV's default quality; WebP lossless, so it holds the pixels as PNG does.
+# By extension: (format name, Pillow format, options). JPEG at OpenCV's default quality.
 SHEET_FORMATS = {
     ".png": ("PNG", "PNG", {}),
     ".jpg": ("JPEG", "JPEG", {"quality": 95}),
@@ -401,8 +366,8 @@ def sheet_format(path):
 
 
 def encode_sheet(sheet, ext) -> bytes:
-    """A sheet (2-D uint8) as the bytes of the image format SHEET_FORMATS names.
-    Deterministic: no timestamps or metadata (Pillow writes none for these)."""
+    """A sheet (2-D uint8) as the bytes of the image format SHEET_FORMATS names (no
+    timestamps or metadata: the same sheet is the same bytes)."""
     import io
     from .codecs import check_2d_uint8, pil_image
     _, kind, options = SHEET_FORMATS[ext]
@@ -412,8 +377,7 @@ def encode_sheet(sheet, ext) -> bytes:
 
 
 def per_class_positions(labels, per_class):
-    """{class: the first `per_class` positions of that class}, classes in order. A class
-    with fewer examples gives what it has."""
+    """{class: the first `per_class` positions of that class (or fewer)}, classes in order."""
     labels = np.asarray(labels)
     return {c.item(): np.flatnonzero(labels == c)[:per_class] for c in np.unique(labels)}
 
@@ -421,14 +385,10 @@ def per_class_positions(labels, per_class):
 # --- orientation -----------------------------------------------------------------------
 
 def taller_share(images):
-    """Among images whose ink is not square, the share that is taller than wide.
-
-    Handwriting is taller than wide: MNIST and EMNIST fit each character into a 20x20
-    box keeping its aspect ratio, so most have ink 20 pixels tall and narrower than
-    that (a '1' is a few pixels wide). Stored transposed (as EMNIST is), the same
-    images are wider than tall. Ink is what is brighter than half the image's maximum.
-    Returns (share, number of images that counted).
-    """
+    """(share, number counted): among images whose ink (brighter than half the image's
+    maximum) is not square, the share taller than wide. MNIST fits each character in a
+    20x20 box keeping its aspect, so handwriting is mostly taller than wide; stored
+    transposed (as EMNIST is), wider."""
     images = to_gray_uint8(images)
     if images.size == 0:  # no images, or images without pixels (a 3 x 0 x 28 header)
         return None, 0
@@ -447,8 +407,7 @@ def taller_share(images):
     return (taller / counted if counted else None), counted
 
 
-# A hint, not a verdict: shown when fewer than this share of images are taller than
-# wide (upright MNIST: about 0.9; transposed: about 0.1; see tests/test_view.py).
+# A hint, not a verdict (upright MNIST is near 0.9, transposed near 0.1: test_view.py).
 TRANSPOSED_BELOW = 0.3
 MIN_COUNTED = 20
 
@@ -460,8 +419,7 @@ def looks_transposed(split, sample=2000):
     shape = tuple(split.header.shape)
     if not (len(shape) == 2 or (len(shape) == 3 and 1 in (shape[0], shape[-1]))):
         return None, None
-    # At most a quarter of the budget sampled (far more than 2000 MNIST images): images
-    # larger than that are not handwritten characters, and holding them is unbounded work.
+    # At most a quarter of the budget: images larger than that are not handwriting.
     n = min(sample, split.header.count,
             (budget.BATCH_BYTES // 4) // budget.image_bytes(shape, split.header.dtype))
     if n == 0:

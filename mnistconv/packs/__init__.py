@@ -1,7 +1,5 @@
-"""Asset packs built from a dataset: the browser pack (browser.py) and the manifest
-that describes a pack's files (manifest.py).
-
-Nothing is imported here: formats.gdmnist reads a pack's manifest through
-packs.manifest, and packs.browser imports formats.gdmnist, so this package's face
-must not pull browser in (that would make an import loop).
+"""Asset packs built from a dataset: the browser pack (browser.py) and its manifest
+(manifest.py). Nothing is imported here: formats.gdmnist reads manifests through
+packs.manifest and packs.browser imports formats.gdmnist, so importing browser here
+would make an import loop.
 """

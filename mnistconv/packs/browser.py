@@ -1,35 +1,25 @@
 """Browser packs: small class-balanced GDMNIST1 subsets a web page loads, with a
-manifest that proves every file (sizes, SHA-256, header fields, class counts): how
-they are selected and built (build_browser_pack), and how a pack is checked (verify).
-The manifest's reading, checking and JSON form are in manifest.py; the GDMNIST1 files
-are written by formats/gdmnist.py.
-
-A pack directory holds, for each split, `<split>.bin` and its deterministic
-`<split>.bin.gz` (see formats/gdmnist.py), `preview.json` and `manifest.json`. When the
-dataset packed has class names (Fashion-MNIST's, a --class-names file), the manifest
-lists them as `class_names`, by label; without names (MNIST) it is as it always was.
+manifest that proves every file (sizes, SHA-256, header fields, class counts): how they
+are selected and built (build_browser_pack) and checked (verify). A pack holds, per
+split, `<split>.bin` and its deterministic `<split>.bin.gz` (formats/gdmnist.py), then
+preview.json and manifest.json (manifest.py; `class_names` only when the dataset has
+names).
 
 How the default pack (browser-v1) selects its examples:
-  - the parent split of the 60000 official training examples is torch.randperm(60000)
-    on the CPU after torch.manual_seed(20260909); its first 50000 entries are the
-    training pool, its last 10000 the validation pool. torch draws it as a Fisher-Yates
-    pass over 32-bit MT19937 outputs (standard integer seeding), the same stream as
-    numpy's legacy RandomState(seed), so `torch_randperm` rebuilds it without torch;
-    the manifest's pool hashes prove it.
+  - the parent split of the 60000 training examples is torch.randperm(60000) on the CPU
+    after torch.manual_seed(20260909): its first 50000 entries are the training pool,
+    its last 10000 the validation pool. torch draws it as a Fisher-Yates pass over
+    MT19937 outputs, numpy's legacy RandomState(seed) stream, so `torch_randperm`
+    rebuilds it without torch; the manifest's pool hashes prove it.
   - train: the first 1000 of each digit in training-pool order; validation: the first
-    200 of each digit in validation-pool order; test: the first 200 of each digit in the
-    official test order; each interleaved 0,1,...,9,0,1,... so a prefix whose length is a
-    multiple of 10 is exactly balanced. test-full (optional): all 10000 test examples.
+    200 of each digit in validation-pool order; test: the first 200 of each digit in
+    the official test order; each interleaved 0,1,...,9,0,1,... so a prefix whose length
+    is a multiple of 10 is balanced. test-full (optional): all 10000 test examples.
 
-preview.json (layout chosen here; the manifest fixes only its size, hash and count):
-    {"format": "mnistconv-preview-1", "split": "test", "file": "test.bin",
-     "rows": 28, "columns": 28, "count": 20,
-     "pixels": "<how pixels are encoded>",
-     "examples": [{"position": 0, "label": 0, "original_index": 3,
-                   "pixels": "<base64 of rows*columns uint8, row-major>"}, ...]}
-`position` is the example's place in the split's file, `original_index` its index in
-the source collection. The examples are the first `count` of the split (two of each
-digit for the default 20).
+preview.json holds the first `count` examples of one split: {"format":
+"mnistconv-preview-1", "split", "file", "rows", "columns", "count", "pixels" (how they
+are encoded), "examples": [{"position" (in the split's file), "label",
+"original_index" (in the source collection), "pixels" (base64, row-major)}, ...]}.
 """
 
 import base64
@@ -61,12 +51,10 @@ PREVIEW_COUNT = 20
 ASSET_VERSION = "browser-v1"
 ALL_SPLITS = ("train", "validation", "test", "test-full")
 OPTIONAL_SPLITS = ("test-full",)
-# torch.randperm switches to another way of drawing for huge n; this rebuild is only
-# claimed (and only allowed) far below that.
+# torch.randperm draws another way for huge n: the rebuild is allowed only far below.
 RANDPERM_MAX = 1 << 24
 
-# SHA-256 of the decompressed official MNIST files: a source whose content hashes to
-# these is the official collection, and the manifest names and credits it as such.
+# A source whose content hashes to these is the official MNIST, named and credited so.
 OFFICIAL_MNIST = {f.name[:-len(".gz")]: f.content_sha256 for f in FAMILIES["mnist"].files}
 
 MNIST_ATTRIBUTION = {
@@ -100,10 +88,9 @@ TEST_POLICY = (
 def torch_randperm(n, seed) -> np.ndarray:
     """torch.randperm(n) (CPU, int64) after torch.manual_seed(seed), without torch.
 
-    torch's CPU kernel: r = 0..n-1; for i in 0..n-2: z = random() % (n - i), swap r[i]
-    and r[i + z], where random() is the next 32-bit output of MT19937 seeded by
-    init_genrand(seed). numpy's legacy RandomState(seed) is that generator, and
-    randint(0, 2**32, dtype=uint32) hands out its raw outputs one by one."""
+    torch's CPU kernel: r = 0..n-1; for i in 0..n-2 swap r[i] and r[i + random() % (n -
+    i)], random() the next output of MT19937 seeded by init_genrand(seed): numpy's
+    RandomState(seed).randint(0, 2**32, dtype=uint32) hands out those raw outputs."""
     if not 0 <= seed < 1 << 32:
         raise BadOption(None, f"seed {seed} is outside 0..{(1 << 32) - 1}")
     if not 0 < n < RANDPERM_MAX:
@@ -120,14 +107,12 @@ def torch_randperm(n, seed) -> np.ndarray:
 
 
 def sha256_of(array, dtype) -> str:
-    """SHA-256 of an array's bytes as dtype (e.g. "<i8"): how the manifest proves the
-    pools and original indices."""
+    """SHA-256 of an array's bytes as dtype (e.g. "<i8"): the manifest's proof of pools."""
     return hashlib.sha256(np.ascontiguousarray(array, dtype).tobytes()).hexdigest()
 
 
 def _idx_content_sha256(split, images):
-    """SHA-256 the split's images or labels would have as a plain uint8 IDX file: how the
-    source is recognised as the official MNIST whatever format it was read from."""
+    """SHA-256 the split's images or labels would have as a plain uint8 IDX file."""
     h = split.header
     if images:
         if np.dtype(h.dtype) != np.uint8 or len(h.shape) != 2:
@@ -147,19 +132,17 @@ def _idx_content_sha256(split, images):
 def is_official_mnist(train, test) -> bool:
     """True when the two splits hold exactly the official MNIST files' content
     (OFFICIAL_MNIST), whatever format they were read from."""
-    if train.header.count != 60000 or test.header.count != 10000:
-        return False
-    if (_idx_content_sha256(train, False) != OFFICIAL_MNIST["train-labels-idx1-ubyte"]
-            or _idx_content_sha256(test, False) != OFFICIAL_MNIST["t10k-labels-idx1-ubyte"]):
-        return False
-    return (_idx_content_sha256(test, True) == OFFICIAL_MNIST["t10k-images-idx3-ubyte"]
+    return (train.header.count == 60000 and test.header.count == 10000
+            and _idx_content_sha256(train, False) == OFFICIAL_MNIST["train-labels-idx1-ubyte"]
+            and _idx_content_sha256(test, False) == OFFICIAL_MNIST["t10k-labels-idx1-ubyte"]
+            and _idx_content_sha256(test, True) == OFFICIAL_MNIST["t10k-images-idx3-ubyte"]
             and _idx_content_sha256(train, True) == OFFICIAL_MNIST["train-images-idx3-ubyte"])
 
 
 @dataclass
 class PackSplit:
-    """One split of a pack as planned: the source split and positions it takes, and
-    the sentence the manifest gives as its selection."""
+    """One split of a pack as planned: the source split and positions it takes, and the
+    manifest's sentence for its selection."""
     id: str
     base: str  # "train" or "test": the source split the positions index
     positions: np.ndarray
@@ -217,9 +200,7 @@ def plan(train_labels, test_labels, o=PackOptions(), where=None):
              "validation": (train_labels, validation_pool, o.validation_per_class),
              "test": (test_labels, np.arange(n_test, dtype=np.int64), o.test_per_class)}
     chosen = {}
-    for name in ALL_SPLITS:
-        if name not in splits:
-            continue
+    for name in (n for n in ALL_SPLITS if n in splits):
         if name in picks:
             labels, order, per_class = picks[name]
             have = np.bincount(labels[order].astype(np.int64))
@@ -274,12 +255,8 @@ def _format_description(rows, columns, collections):
 def _preview(split_id, file_name, images, labels, indices):
     n, rows, columns = images.shape
     return {
-        "format": "mnistconv-preview-1",
-        "split": split_id,
-        "file": file_name,
-        "rows": rows,
-        "columns": columns,
-        "count": n,
+        "format": "mnistconv-preview-1", "split": split_id, "file": file_name,
+        "rows": rows, "columns": columns, "count": n,
         "pixels": f"base64 of {rows}*{columns} uint8, row-major, 0 background, 255 ink",
         "examples": [{"position": i, "label": int(labels[i]),
                       "original_index": int(indices[i]),
@@ -313,14 +290,12 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
     defaults and the official MNIST files this is the published browser-v1 pack, byte
     for byte in every .bin and .bin.gz.
 
-    Example:
         result = build_browser_pack("data/mnist", "out")
         [f.path for f in result.files]    # out/train.bin, out/train.bin.gz, ...
     """
     import mnistconv
     o = PackOptions(**options)
-    preview_count, preview_split, asset_version = o.preview_count, o.preview_split, \
-        o.asset_version
+    preview_count, preview_split = o.preview_count, o.preview_split
     dataset = mnistconv.read(src)
     missing = [s for s in ("train", "test") if s not in dataset.splits]
     if missing:
@@ -368,22 +343,15 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
             labels, indices = split.labels(), split.indices()
             _, label_offset, index_offset, _ = gdmnist.layout(len(labels), rows, columns)
             entry = {
-                "bytes": bin_hash.bytes,
-                "class_counts": np.bincount(labels.astype(np.int64),
-                                            minlength=10).tolist(),
-                "count": int(len(labels)),
-                "file": f"{name}.bin",
-                "gzip_bytes": None,  # filled in when its compression finishes
-                "gzip_file": f"{name}.bin.gz",
-                "gzip_sha256": None,
-                "id": name,
-                "label_offset": label_offset,
-                "optional": name in OPTIONAL_SPLITS,
-                "original_index_offset": index_offset,
+                "bytes": bin_hash.bytes, "count": int(len(labels)), "id": name,
+                "class_counts": np.bincount(labels.astype(np.int64), minlength=10).tolist(),
+                "file": f"{name}.bin", "gzip_file": f"{name}.bin.gz",
+                # The gzip fields are filled in when its compression finishes.
+                "gzip_bytes": None, "gzip_sha256": None,
+                "label_offset": label_offset, "original_index_offset": index_offset,
+                "pixel_offset": gdmnist.HEADER_BYTES, "optional": name in OPTIONAL_SPLITS,
                 "original_indices_sha256_uint32_le": sha256_of(indices, "<u4"),
-                "pixel_offset": gdmnist.HEADER_BYTES,
-                "selection": p.selection,
-                "sha256": bin_hash.sha256(),
+                "selection": p.selection, "sha256": bin_hash.sha256(),
                 "source_collection": collections[p.base],
             }
             (optional_entries if entry["optional"] else entries)[name.replace("-", "_")] \
@@ -414,7 +382,7 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
             f.write(preview_bytes)
         required = list(entries.values())
         manifest = {
-            "asset_version": asset_version,
+            "asset_version": o.asset_version,
             "dataset": "MNIST" if official else "unknown (not the official MNIST files)",
             "default_total_bytes": sum(e["bytes"] for e in required),
             "default_total_gzip_bytes": sum(e["gzip_bytes"] for e in required),
@@ -473,8 +441,7 @@ class Problem:
 
 
 def _shown(value):
-    """A value from a manifest as it can appear in one line: as it is when plain,
-    quoted and escaped when it holds a newline or other control character."""
+    """A manifest's value on one line: quoted and escaped when not plain."""
     text = str(value)
     return text if text.isprintable() and len(text) <= 200 else printable(text, 200)
 
@@ -500,8 +467,7 @@ class VerifyReport:
 def _check(report, file, field_name, expected, found):
     if expected != found:
         report.problems.append(Problem(file, field_name, expected, found))
-        return False
-    return True
+    return expected == found
 
 
 def _verify_gdmnist(report, path, entry, file_key):
@@ -521,9 +487,7 @@ def _verify_gdmnist(report, path, entry, file_key):
         for key, value in h.as_dict().items():
             if key in entry:
                 ok &= _check(report, path, key, entry[key], value)
-        # Counted and hashed from the file a block at a time: the labels and indices
-        # of a split are never held whole (a 1 MB .bin.gz of 1 x 1 images holds 170
-        # million of each). The indices' hash is of their uint32 bytes as stored.
+        # A block at a time: a small .bin.gz of tiny images holds labels without end.
         counts = np.zeros(256, np.int64)
         for block in split.blocks(h.label_offset, h.count):
             counts += np.bincount(np.frombuffer(block, np.uint8), minlength=256)
@@ -536,7 +500,7 @@ def _verify_gdmnist(report, path, entry, file_key):
         ok &= _check(report, path, "original_indices_sha256_uint32_le",
                      entry.get("original_indices_sha256_uint32_le"), digest.hexdigest())
         if file_key == "gzip_file":
-            # The .gz must hold exactly the .bin: its content hashes to the .bin's SHA-256.
+            # The .gz must hold exactly the .bin.
             digest = hashlib.sha256()
             for block in split.content_blocks():
                 digest.update(block)
@@ -548,16 +512,13 @@ def _verify_gdmnist(report, path, entry, file_key):
 
 
 def _present(report, path):
-    """True for a regular file; else the problem is recorded (missing, or a device,
-    FIFO or socket, which is never opened: a FIFO would block the run)."""
-    if not os.path.exists(path):
-        report.problems.append(Problem(path, "file", "present", "missing"))
-        return False
-    if not os.path.isfile(path):
-        report.problems.append(Problem(path, "file", "a regular file",
-                                       "a directory, device, FIFO or socket"))
-        return False
-    return True
+    """True for a regular file; else the problem is recorded (a FIFO would block a read)."""
+    if os.path.isfile(path):
+        return True
+    found = ("a regular file", "a directory, device, FIFO or socket") \
+        if os.path.exists(path) else ("present", "missing")
+    report.problems.append(Problem(path, "file", *found))
+    return False
 
 
 def verify(manifest_path) -> VerifyReport:
@@ -566,7 +527,6 @@ def verify(manifest_path) -> VerifyReport:
     name files (wrong JSON types, unsafe split ids, paths outside its directory)
     raises before any file is read.
 
-    Example:
         report = verify("out/manifest.json")      # or the pack directory
         report.ok or print(*report.problems, sep="\n")
     """

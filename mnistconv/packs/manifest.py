@@ -1,29 +1,19 @@
-"""A pack's manifest.json: reading it, checking it before any file it lists is opened,
-and writing it.
+"""A pack's manifest.json: reading it, checking all of it before any file it lists is
+opened, and writing it.
 
-The fields mnistconv reads (any other is carried along, never interpreted):
-    splits            {key: entry}: the splits of the default pack, in order
-    optional_splits   {key: entry}: splits a page may skip (test-full)
-    preview           {"file", "bytes", "sha256", "count"}
-    default_total_bytes, default_total_gzip_bytes
-    class_names       [name of label 0, name of label 1, ...]: strings; written only
-                      when the dataset packed has names (MNIST's digits have none)
-  an entry: id, file (the .bin), gzip_file (the .bin.gz), bytes, gzip_bytes, sha256,
-    gzip_sha256, count, rows, columns, pixel_offset, label_offset,
-    original_index_offset, class_counts, original_indices_sha256_uint32_le, optional.
+The fields mnistconv reads (any other is carried along, never interpreted): splits and
+optional_splits ({key: entry}, in order), preview ({file, bytes, sha256, count}),
+default_total_bytes, default_total_gzip_bytes, class_names (by label; only when the
+dataset has names). An entry: id, file, gzip_file, bytes, gzip_bytes, sha256,
+gzip_sha256, count, rows, columns, pixel_offset, label_offset, original_index_offset,
+class_counts, original_indices_sha256_uint32_le, optional.
 
-A manifest is data from elsewhere, never a list of paths to follow: split ids must be
-safe names (limits.py) listed once; file names must be plain, normalised, relative
-names that resolve, symbolic links included, inside the pack directory; every field
-above has its JSON type checked; a manifest over MAX_MANIFEST_BYTES, or a FIFO or
-device named manifest.json, is refused before it is read. class_names are bounded in
-number (limits.MAX_CLASSES) and length (codecs.classes), and must name every label
-a split's class_counts counts. All of it is checked before any file the manifest lists
-is opened.
-
-This module knows no file format (formats.gdmnist reads pack directories through it,
-and packs.browser imports formats.gdmnist): the caller says how a file name names a
-split.
+A manifest is data from elsewhere, never a list of paths to follow: split ids are safe
+names listed once; file names are plain, normalised, relative names that resolve
+(links included) inside the pack directory; every field has its JSON type checked; a
+manifest over MAX_MANIFEST_BYTES, or a FIFO or device, is refused before it is read;
+class_names are bounded and must name every label a split counts. This module knows no
+file format: the caller says how a file name names a split.
 """
 
 import json
@@ -33,48 +23,35 @@ from ..errors import FormatError
 from ..fileio import open_input
 from ..limits import parse_json, printable, safe_split_name
 
-# A manifest is a few kilobytes (browser-v1's is 9 KB); json.load holds all of it and
-# more, so a larger one is refused before it is read.
+# json.load holds all of a manifest and more: a larger one is refused before it is read.
 MAX_MANIFEST_BYTES = 1 << 20
 _FIX = "a manifest is the JSON `mnistconv pack browser` writes"
 
 
 def dumps(obj) -> bytes:
     """JSON as a pack writes it (manifest.json, preview.json): sorted keys, 2-space
-    indent, ASCII, final newline, so the same content is the same bytes.
-
-    Example:
-        >>> dumps({"b": 1, "a": [2]})
-        b'{\\n  "a": [\\n    2\\n  ],\\n  "b": 1\\n}\\n'
-    """
+    indent, ASCII, final newline, so the same content is the same bytes."""
     return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("ascii")
-
-
-def _read_small_file(path, limit):
-    """The bytes of a regular file of at most `limit` bytes, through the guarded
-    opener: a FIFO named manifest.json neither blocks nor is read, and a file swapped
-    in after a check is still the one checked."""
-    with open_input(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > limit:
-            raise FormatError(path, f"is {size:,} bytes, more than a manifest may "
-                                    f"hold ({limit:,})", "name a pack's manifest.json, or its directory")
-        return f.read(limit + 1)
 
 
 def load_manifest(path) -> dict:
     """The manifest as a dict, or a FormatError naming the file. Only its shape (an
     object with a 'splits' object) is checked here; open_manifest checks the rest."""
-    data = _read_small_file(path, MAX_MANIFEST_BYTES)
-    manifest = parse_json(data, path)
+    # The guarded opener: a FIFO neither blocks nor is read, a file swapped in is refused.
+    with open_input(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise FormatError(path, f"is {size:,} bytes, more than a manifest may hold "
+                                    f"({MAX_MANIFEST_BYTES:,})",
+                              "name a pack's manifest.json, or its directory")
+        manifest = parse_json(f.read(MAX_MANIFEST_BYTES + 1), path)
     if not isinstance(manifest, dict) or not isinstance(manifest.get("splits"), dict):
         raise FormatError(path, "not a browser-pack manifest: no 'splits' object",
                           "name a pack's manifest.json, or its directory")
     return manifest
 
 
-# The JSON type of every manifest field mnistconv reads or compares. A field may be
-# absent or null; anything else of another type is refused before any file is opened.
+# The JSON type of every field mnistconv reads or compares (absent or null is allowed).
 def _count(v):
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
@@ -119,13 +96,9 @@ def _check_fields(obj, fields, path, where):
 
 def member_path(folder, name, manifest_path, what) -> str:
     """The path of a file a manifest names: a plain, normalised, relative name that
-    resolves (symbolic links followed) inside the pack directory, or a FormatError
-    naming the manifest and the entry. Nothing is opened here.
-
-    Example:
-        member_path("pack", "test.bin", "pack/manifest.json", "split 'test' file")
-        # -> "pack/test.bin"; "../x.bin" or "/etc/passwd" raise FormatError
-    """
+    resolves (links followed) inside the pack directory, or a FormatError naming the
+    manifest and the entry: member_path("pack", "test.bin", ...) -> "pack/test.bin",
+    "../x.bin" or "/etc/passwd" raise. Nothing is opened here."""
     problem = None
     if not name or any(c in name for c in "\0\\") or not name.isprintable():
         problem = "is not a plain file name"
@@ -145,8 +118,8 @@ def member_path(folder, name, manifest_path, what) -> str:
 
 
 class PackSplitFiles:
-    """One split a manifest lists: its safe name, its entry, whether it is optional,
-    and the checked paths of its `file` and `gzip_file` (a key absent when unset)."""
+    """One split a manifest lists: safe name, entry, optional, and the checked paths of
+    its `file` and `gzip_file` (a key absent when unset)."""
 
     def __init__(self, name, entry, optional, paths):
         self.name, self.entry, self.optional, self.paths = name, entry, optional, paths
@@ -162,9 +135,8 @@ class Manifest:
         self.class_names = class_names  # a tuple by label; () when the pack has none
 
     def present_files(self) -> dict:
-        """{split name: path} of the file to read for each split: its `file` if
-        present, else its `gzip_file`. An optional split with neither is left out; a
-        required one is a FormatError. (Not a regular file: its reader says so.)"""
+        """{split name: path} of each split's `file` if present, else its `gzip_file`. An
+        optional split with neither is left out; a required one is a FormatError."""
         files = {}
         for split in self.splits:
             names = [split.entry[k] for k in split.paths]
@@ -184,11 +156,9 @@ def open_manifest(manifest_path, split_name) -> Manifest:
     """Read a pack manifest and check all of it before any file it lists is opened:
     JSON types, split names (safe names, each once) and file paths (inside the pack).
     `split_name(file)` names the split of an entry without an id from its first file
-    (the format's naming: formats.gdmnist.split_name, `test-full.bin.gz` -> test-full).
+    (formats.gdmnist.split_name: `test-full.bin.gz` -> test-full).
 
-    Example:
-        from mnistconv.formats.gdmnist import split_name
-        m = open_manifest("out/manifest.json", split_name)
+        m = open_manifest("out/manifest.json", gdmnist.split_name)
         [(s.name, s.paths["file"]) for s in m.splits]  # [("train", "out/train.bin"), ...]
     """
     manifest_path = str(manifest_path)
@@ -204,8 +174,7 @@ def open_manifest(manifest_path, split_name) -> Manifest:
                                                  "an object", _FIX)
             _check_fields(entry, _ENTRY_FIELDS, manifest_path, where)
             files = [entry.get(k) for k in ("file", "gzip_file") if entry.get(k)]
-            # An id given is the split's name, even an empty one (refused below as
-            # not a safe name); only an entry without one is named by its file.
+            # An id given is the name, even an empty one (refused below as unsafe).
             name = entry["id"] if entry.get("id") is not None else \
                 (split_name(files[0]) if files else key)
             safe_split_name(name, manifest_path, f"{where}split id")
@@ -227,12 +196,10 @@ def open_manifest(manifest_path, split_name) -> Manifest:
 
 
 def _class_names(value, splits, path) -> tuple:
-    """The checked class_names of a manifest (absent or null: ()): an array of
-    strings, within the limits of any names file, naming every label a split counts."""
+    """The checked class_names (absent or null: ()): strings, within the limits of any
+    names file, naming every label a split counts."""
     if value is None:
         return ()
-    # The names' rules live with the names files (they are no file format of their
-    # own); imported here so a manifest without names loads nothing more.
     from ..codecs.classes import check_names
     if not isinstance(value, list):
         raise FormatError(path, f"'class_names' is {_json_type(value)}, expected an array "

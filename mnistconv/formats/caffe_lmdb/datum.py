@@ -3,30 +3,19 @@
 Caffe's src/caffe/proto/caffe.proto declares (proto2):
 
     message Datum {
-      optional int32 channels = 1;
-      optional int32 height = 2;
-      optional int32 width = 3;
-      // the actual image data, in bytes
-      optional bytes data = 4;
-      optional int32 label = 5;
-      // Optionally, the datum could also hold float data.
-      repeated float float_data = 6;
-      // If true data contains an encoded image that need to be decoded
-      optional bool encoded = 7 [default = false];
+      optional int32 channels = 1;  optional int32 height = 2;  optional int32 width = 3;
+      optional bytes data = 4;      optional int32 label = 5;   repeated float float_data = 6;
+      optional bool encoded = 7 [default = false];  // data is an image file's bytes
     }
 
-Protocol buffers' wire format: each field is a key varint (field_number << 3 | wire
-type) then its value. int32 and bool are varints (wire type 0; a negative int32 is
-sign-extended to ten bytes); bytes are a varint length then the bytes (wire type 2);
-a repeated float is fixed32 little-endian per value (wire type 5) or, packed, one
-length-delimited run of them (wire type 2). A parser keeps the last value of a repeated
-scalar key and skips fields it does not know.
+Each field is a key varint (field_number << 3 | wire type) then its value: int32 and
+bool as varints (a negative int32 sign-extended to ten bytes), bytes as a varint length
+then the bytes, a float as fixed32 (or packed: one length-delimited run). A parser keeps
+the last value of a repeated scalar and skips unknown fields.
 
-What Caffe writes, and so what this module writes, byte for byte:
-  convert_mnist_data: channels, height, width, data (C x H x W uint8, row-major), label,
-      in field order; encoded is never set, so not written.
-  convert_imageset --encoded: data (the image file's bytes), label, encoded = true;
-      channels, height and width are not set (the decoder learns them from the image).
+Written byte for byte as Caffe does: convert_mnist_data gives channels, height, width,
+data (C x H x W uint8), label; convert_imageset --encoded gives data (the image file),
+label, encoded = true.
 """
 
 CHANNELS, HEIGHT, WIDTH, DATA, LABEL, FLOAT_DATA, ENCODED = 1, 2, 3, 4, 5, 6, 7
@@ -42,10 +31,7 @@ class NotADatum(ValueError):
 
 
 def varint(value: int) -> bytes:
-    """A protobuf varint; a negative int32 as its 64-bit two's complement (ten bytes).
-
-        varint(300)  # b'\\xac\\x02'
-    """
+    """A protobuf varint (a negative int32 in ten bytes): varint(300) == b'\\xac\\x02'."""
     value &= (1 << 64) - 1
     out = bytearray()
     while value > 0x7F:
@@ -61,24 +47,19 @@ def key(field: int, wire_type: int) -> bytes:
 
 
 def raw_prefix(channels, height, width) -> bytes:
-    """Everything of a raw Datum before its pixels: channels, height, width, then
-    data's key and length. The label's field follows the pixels (see label_field)."""
+    """A raw Datum up to its pixels: channels, height, width, data's key and length."""
     return (key(CHANNELS, VARINT) + varint(channels) + key(HEIGHT, VARINT) +
             varint(height) + key(WIDTH, VARINT) + varint(width) + key(DATA, BYTES) +
             varint(channels * height * width))
 
 
 def label_field(label: int) -> bytes:
-    """The label field, always written (convert_mnist_data sets it, so even label 0 is
-    on the wire: b'\\x28\\x00')."""
+    """The label field, written even for 0 as convert_mnist_data does (b'\\x28\\x00')."""
     return key(LABEL, VARINT) + varint(label)
 
 
 def encoded_datum(image_bytes: bytes, label: int) -> bytes:
-    """A Datum as convert_imageset --encoded writes it: data, label, encoded = true.
-
-        encoded_datum(png, 7)  # b'\\x22' + len + png + b'\\x28\\x07' + b'\\x38\\x01'
-    """
+    """A Datum as convert_imageset --encoded writes it: data, label, encoded = true."""
     return (key(DATA, BYTES) + varint(len(image_bytes)) + image_bytes + label_field(label)
             + key(ENCODED, VARINT) + b"\x01")
 
@@ -112,15 +93,13 @@ _NAMES = {CHANNELS: "channels", HEIGHT: "height", WIDTH: "width", LABEL: "label"
 
 
 def parse(buf: bytes) -> dict:
-    """The fields of one serialized Datum: channels, height, width, label (0 when
-    absent, as proto2 defaults), encoded (False), data (a (start, end) slice of buf, or
-    None), float_data (how many floats). Raises NotADatum for anything a protobuf parser
-    would refuse, or a known field under the wrong wire type.
-
-        parse(raw_prefix(1, 2, 2) + bytes(4) + label_field(3))["label"]  # 3
+    """The fields of one serialized Datum: channels, height, width, label (0 when absent,
+    as proto2 defaults), encoded (False), data ((start, end) in buf; (0, 0) when absent),
+    float_data (how many floats). Raises NotADatum for anything a protobuf parser would
+    refuse, or a known field under the wrong wire type.
     """
     fields: dict = {"channels": 0, "height": 0, "width": 0, "label": 0, "encoded": False,
-              "data": None, "float_data": 0}
+                    "data": (0, 0), "float_data": 0}
     at, end = 0, len(buf)
     while at < end:
         tag, at = _read_varint(buf, at)

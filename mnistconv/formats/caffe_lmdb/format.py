@@ -1,32 +1,23 @@
 """Caffe's LMDB of caffe.Datum: what Caffe's data layer (`backend: LMDB`) reads and what
-its convert_mnist_data tool writes (examples/mnist/create_mnist.sh makes
-mnist_train_lmdb/ and mnist_test_lmdb/).
+its convert_mnist_data tool writes (examples/mnist/create_mnist.sh).
 
 Layout written: one LMDB environment per split, `<out>/<split>_lmdb/data.mdb` (a name
-ending in `_lmdb` with a single split is the environment itself: `<out>/data.mdb`).
-LMDB creates lock.mdb beside data.mdb when Caffe first opens it; mnistconv writes none.
-  key    the example's position in the split as 8 decimal digits, b"%08d" (what
-         convert_mnist_data's snprintf(key, kMaxKeyLength, "%08d", item_id) gives), so
+ending in `_lmdb` with a single split is the environment itself: `<out>/data.mdb`);
+no lock.mdb (LMDB makes one when Caffe first opens it).
+  key    the example's position in the split, b"%08d" (convert_mnist_data's key), so
          LMDB's byte order is the split's order
   value  a serialized caffe.Datum (datum.py): channels, height, width, data (uint8
-         pixels C x H x W, row-major; a colour image's channels in the order the
-         dataset holds them), label. With encoded=True: data is a PNG, label, and
-         encoded = true, as convert_imageset --encoded writes (grayscale images only).
-Records go through liblmdb: put with MDB_APPEND in transactions of about TXN_BYTES
-(convert_mnist_data commits every 1000), the map sized from the data (doubled, as
-Caffe's db_lmdb does, if LMDB ever says it is full), no fsync per commit. The file is staged and renamed like
-every output and its bytes are the same on every run.
+         pixels C x H x W, row-major), label. With encoded=True: data is a PNG, label,
+         encoded = true, as convert_imageset --encoded writes (grayscale only).
+Records go through liblmdb with MDB_APPEND, in transactions of about TXN_BYTES; the map
+is sized from the data (doubled if LMDB says it is full, as Caffe's db_lmdb does); the
+bytes are the same on every run.
 
-Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them (a split
-per environment, named by the directory: mnist_train_lmdb and train_lmdb are split
-train). Every value must be a Datum; all must have the same channels, height and width
-(raw) or image size (encoded: PNG or JPEG, decoded to grayscale), one kind (raw or
-encoded), uint8 `data` (float_data is refused). Records come in key order.
-
-liblmdb trusts the pages of the file it maps. mnistconv checks the meta page's magic,
-version and that the file holds every page it claims, but a data.mdb whose inner pages
-were tampered with can still crash the process (as it would crash Caffe): read LMDBs
-you or your tools wrote.
+Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them (split
+train from mnist_train_lmdb or train_lmdb). Every value must be a Datum of one kind and
+size (encoded: PNG or JPEG, decoded to grayscale) with uint8 data; records come in key
+order. liblmdb trusts the pages it maps, so each environment is walked first in a forked
+child: a damaged page that crashes liblmdb is an error naming the file.
 """
 
 import errno
@@ -52,8 +43,7 @@ DATA_FILE = "data.mdb"
 # LMDB's meta page: a 16-byte page header, then mm_magic 0xBEEFC0DE and mm_version 1.
 LMDB_MAGIC = b"\xde\xc0\xef\xbe\x01\x00\x00\x00"
 MAGIC_OFFSET = 16
-# Values per write transaction, in bytes: large enough that commits cost nothing,
-# small enough that LMDB's dirty pages (held in memory until commit) stay bounded.
+# Bytes per write transaction: LMDB holds a transaction's dirty pages in memory.
 TXN_BYTES = 8 << 20
 # Directory names: `mnist_train_lmdb` is split train.
 SPLIT_WORDS = ("train", "test", "val", "valid", "validation", "dev")
@@ -64,10 +54,6 @@ def _lmdb():
 
 
 # --- reading ---
-
-def _is_lmdb(path, root=None) -> bool:
-    return has_magic(path, LMDB_MAGIC, MAGIC_OFFSET, root)
-
 
 def _split_name(directory, path):
     """train for mnist_train_lmdb, train_lmdb or train; the name itself otherwise."""
@@ -82,8 +68,7 @@ def _split_name(directory, path):
 
 
 def _environments(path):
-    """[(split name, data.mdb path)] for an environment, its data.mdb, or a directory
-    of environments."""
+    """[(split name, data.mdb path)] of an environment, its data.mdb, or a directory of them."""
     if os.path.isfile(path):
         return [(_split_name(os.path.dirname(os.path.abspath(path)), path), path)]
     if os.path.lexists(os.path.join(path, DATA_FILE)):
@@ -103,16 +88,14 @@ def _environments(path):
     if not found:
         raise FormatError(path, f"holds no LMDB environment ({DATA_FILE}, or "
                                 f"<split>_lmdb/{DATA_FILE})", "check the path, or name the LMDB directory")
-    names = in_split_order(found)
-    return [(n, found[n][0]) for n in names]
+    return [(n, found[n][0]) for n in in_split_order(found)]
 
 
 def _check_meta(data_path):
-    if not _is_lmdb(data_path):
+    if not has_magic(data_path, LMDB_MAGIC, MAGIC_OFFSET):
         size = os.path.getsize(data_path)
         if size < MAGIC_OFFSET + len(LMDB_MAGIC):
-            raise Truncated(data_path, f"is {size} bytes, less than LMDB's "
-                                         "meta page")
+            raise Truncated(data_path, f"is {size} bytes, less than LMDB's meta page")
         raise WrongFormat(data_path, "is not an LMDB data file (no LMDB meta page)")
 
 
@@ -124,25 +107,23 @@ def _open(lmdb, data_path, walk=False):
                         max_readers=1)
     except lmdb.Error as e:
         raise CorruptData(data_path, f"is not a readable LMDB environment ({e})") from None
-    pages = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
-    if pages > os.path.getsize(data_path):
-        env.close()
-        raise Truncated(data_path, f"is truncated: its meta page claims {pages:,} bytes, "
-                                     f"the file holds {os.path.getsize(data_path):,}")
-    if walk:
-        try:
+    try:
+        pages = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        if pages > os.path.getsize(data_path):
+            raise Truncated(data_path, f"is truncated: its meta page claims {pages:,} "
+                                       f"bytes, the file holds {os.path.getsize(data_path):,}")
+        if walk:
             _walk_in_child(env, data_path)
-        except CorruptData:
-            env.close()
-            raise
+    except BaseException:
+        env.close()
+        raise
     return env
 
 
 def _walk_in_child(env, data_path):
-    """Walk every record of env once in a forked child first: liblmdb trusts its file,
-    and a damaged page can make it read past the mapping (SIGBUS) or stop on its own
-    assertion (abort). A child that dies so is a line naming the file; one that lives
-    walked the very pages the reads here walk. Its own errors are left to those reads."""
+    """Walk every record once in a forked child: a damaged page can make liblmdb read
+    past its mapping (SIGBUS) or trip its own assertion (abort), which kills the child,
+    not this process. Errors the child survives are left to the reads that follow."""
     if not hasattr(os, "fork"):
         return
     pid = os.fork()
@@ -168,9 +149,7 @@ def _shown(key):
 
 
 class _Layout:
-    """What every Datum of a split must share, learnt from the first; checks each
-    record and finds its pixels (a raw Datum laid out as convert_mnist_data writes it
-    is recognised by its bytes, without parsing)."""
+    """What every Datum of a split must share, learnt from the first; checks each record."""
 
     def __init__(self, value, key, path):
         self.path = path
@@ -181,7 +160,7 @@ class _Layout:
         self.chw = (c, h, w)
         if self.encoded:
             from ...codecs import image_size
-            size = image_size(bytes(self._data(value, first)))
+            size = image_size(bytes(value[slice(*first["data"])]))
             if size is None:
                 raise self.error(key, "is encoded, but its data is not a PNG or JPEG")
             self.image_shape = size  # decoded to grayscale
@@ -212,19 +191,14 @@ class _Layout:
                               "Caffe's data layer reads Datums (convert_mnist_data, "
                               "convert_imageset)") from None
 
-    def _data(self, value, fields):
-        if fields["data"] is None:
-            return b""
-        start, end = fields["data"]
-        return value[start:end]
-
     def record(self, value, key):
         """(label, pixel bytes) of one record, checked against the first."""
+        # A raw Datum as convert_mnist_data lays it out is recognised without parsing.
         if len(value) == self.length and value[-2] == 0x28 and value[-1] < 0x80 and \
                 value[:len(self.prefix)] == self.prefix:
             return value[-1], value[len(self.prefix):-2]
         fields = self.parse(value, key)
-        data = self._data(value, fields)
+        data = value[slice(*fields["data"])]
         if fields["float_data"] and not len(data):
             raise self.error(key, "holds float_data (float pixels)",
                              "mnistconv reads Datums of uint8 data")
@@ -296,7 +270,7 @@ class LmdbSplit(Split):
         return self._labels
 
     def indices(self):
-        """Positions in key order (the keys convert_mnist_data writes are those)."""
+        """Positions in key order."""
         return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
@@ -346,8 +320,7 @@ class LmdbSplit(Split):
 def read(path) -> Dataset:
     """Caffe LMDBs as a dataset: an environment directory (or its data.mdb) is one
     split, named by the directory; a directory of `<split>_lmdb` environments is one
-    split each (train, test, then the rest by name). Labels are read and every record
-    checked here; images are read in batches().
+    split each (train, test, then the rest by name).
 
         ds = read("examples/mnist/mnist_train_lmdb")   # split 'train'
         ds = read("out/")                              # out/train_lmdb, out/test_lmdb
@@ -356,21 +329,20 @@ def read(path) -> Dataset:
     if not os.path.exists(path):
         raise NotFound(path, "no such file or directory")
     environments = _environments(path)
-    splits = {name: LmdbSplit(name, data) for name, data in environments}
-    return Dataset("caffe-lmdb", splits, [data for _, data in environments])
+    return Dataset("caffe-lmdb", {name: LmdbSplit(name, data) for name, data in environments},
+                   [data for _, data in environments])
 
 
 def sniff(path) -> bool:
-    """An LMDB data file, a directory holding data.mdb, or a directory whose
-    subdirectories do."""
+    """An LMDB data file, a directory holding data.mdb, or one whose subdirectories do."""
     path = str(path)
     if os.path.isfile(path):
-        return _is_lmdb(path)
+        return has_magic(path, LMDB_MAGIC, MAGIC_OFFSET)
     if not os.path.isdir(path):
         return False
-    if _is_lmdb(os.path.join(path, DATA_FILE), path):
+    if has_magic(os.path.join(path, DATA_FILE), LMDB_MAGIC, MAGIC_OFFSET, path):
         return True
-    return any(_is_lmdb(os.path.join(e, DATA_FILE), path)
+    return any(has_magic(os.path.join(e, DATA_FILE), LMDB_MAGIC, MAGIC_OFFSET, path)
                for e in input_entries(path, path, is_data_name, "dir"))
 
 
@@ -382,11 +354,9 @@ def matches_name(path) -> bool:
 # --- writing ---
 
 def _map_size(count, value_bound):
-    """An LMDB map that holds `count` values of at most value_bound bytes: a value
-    small enough for a leaf page is counted twice (pages at worst half full), a larger
-    one by the overflow pages it takes plus one; a quarter more for branch pages and
-    the free list, and a MiB for the meta pages. Only address space: the file grows
-    with what is written."""
+    """An LMDB map (address space only) for `count` values of at most value_bound bytes:
+    leaf pages at worst half full, or a large value's overflow pages plus one; a quarter
+    more for branch pages and the free list, a MiB for the meta pages."""
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     node = 8 + 8 + value_bound + 2  # node header, key, value, its pointer in the page
     if node <= (page - 16) // 2:  # LMDB's largest node kept in a leaf
@@ -398,8 +368,7 @@ def _map_size(count, value_bound):
 
 
 def _png_bound(height, width):
-    """Bytes a grayscale PNG of this size can take at most: the signature, IHDR, IEND,
-    IDAT chunk headers, and zlib's compressBound of the filtered rows."""
+    """Most bytes a grayscale PNG of this size takes: chunks and zlib's compressBound."""
     n = height * (width + 1)
     return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 12 * (n // 8192 + 2) + 64
 
@@ -421,19 +390,14 @@ def _check_writable(split, encoded, path):
         raise CannotWrite(h.source, "a label does not fit Datum.label (int32)")
 
 
-def _one_byte_labels(labels):
-    """Labels 0..127 take one varint byte: every raw Datum then has the same length."""
-    return not len(labels) or (labels.min() >= 0 and labels.max() < 0x80)
-
-
 def _raw_values(images, labels, prefix):
     """The Datums of a batch, for lmdb's putmulti: views of one array's rows when
-    they have one length (one bytes object per value costs a copy each)."""
+    labels 0..127 (one varint byte) give them one length."""
     n = len(labels)
     if images.ndim == 4:
         images = np.moveaxis(images, 3, 1)  # H x W x C -> C x H x W
     pixels = images.reshape(n, -1)
-    if not _one_byte_labels(labels):
+    if n and not (labels.min() >= 0 and labels.max() < 0x80):
         pixels = np.ascontiguousarray(pixels)
         return [prefix + pixels[i].tobytes() + datum.label_field(int(labels[i]))
                 for i in range(n)]
@@ -444,12 +408,6 @@ def _raw_values(images, labels, prefix):
     rows[:, -1] = labels
     size, flat = rows.shape[1], memoryview(rows.reshape(-1))
     return [flat[i:i + size] for i in range(0, len(flat), size)]
-
-
-def _encoded_values(images, labels):
-    from ...codecs import encode_png
-    return [datum.encoded_datum(encode_png(image), int(label))
-            for image, label in zip(images, labels)]
 
 
 def _commit(lmdb, env, items):
@@ -465,10 +423,9 @@ def _commit(lmdb, env, items):
 
 
 def _os_error(error, staged, attempted):
-    """An lmdb.Error of a failed write as the OSError it stands for, so the command
-    line names the output and says what to do (a full disk). liblmdb reports a write
-    cut short as EIO, so that is checked against the usual causes: the file size
-    limit (RLIMIT_FSIZE) and the free space of the file system."""
+    """An lmdb.Error of a failed write as the OSError it stands for (a full disk), so the
+    CLI names the output. liblmdb reports a short write as EIO: checked against
+    RLIMIT_FSIZE and the file system's free space."""
     message = str(error)
     for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO):
         if os.strerror(code) in message:
@@ -488,6 +445,7 @@ def _os_error(error, staged, attempted):
 
 def _write_split(lmdb, split, staged, encoded, progress):
     """Write one environment; returns the examples written."""
+    from ...codecs import encode_png
     h = split.header
     channels = 1 if len(h.shape) == 2 else h.shape[2]
     prefix = datum.raw_prefix(channels, h.shape[0], h.shape[1])
@@ -499,8 +457,9 @@ def _write_split(lmdb, split, staged, encoded, progress):
     try:
         pending, pending_bytes = [], 0
         for batch in iter_batches(split, progress, split.name):
-            values = _encoded_values(batch.images, batch.labels) if encoded else \
-                _raw_values(batch.images, batch.labels, prefix)
+            values = [datum.encoded_datum(encode_png(image), int(label))
+                      for image, label in zip(batch.images, batch.labels)] if encoded \
+                else _raw_values(batch.images, batch.labels, prefix)
             pending += zip([b"%08d" % i for i in range(written, written + len(values))],
                            values)
             pending_bytes += sum(map(len, values))
@@ -514,20 +473,15 @@ def _write_split(lmdb, split, staged, encoded, progress):
         raise (failed or OSError(errno.EIO, f"LMDB failed writing ({e})")) from None
     finally:
         env.close()
-    _check_count(h, written)
+    if written != h.count:
+        raise CorruptData(h.source, f"yielded {written} examples, its header says {h.count}")
     return written
-
-
-def _check_count(header, written):
-    if written != header.count:
-        raise CorruptData(header.source, f"yielded {written} examples, its header says "
-                                         f"{header.count}")
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=False):
     """Write each split as a Caffe LMDB, `<path>/<split>_lmdb/data.mdb` (a path named
-    `*_lmdb` with one split is the environment itself), keys b"%08d", values raw
-    Datums (or PNG-encoded ones with encoded=True). Returns the files written.
+    `*_lmdb` with one split is the environment itself), of raw Datums (PNG-encoded ones
+    with encoded=True).
 
         write(mnistconv.read("data/mnist"), "caffe/")
         # caffe/train_lmdb/data.mdb, caffe/test_lmdb/data.mdb
@@ -547,7 +501,6 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=
                 os.path.join(base, f"{split.name}_lmdb", DATA_FILE)
             staged = out.file(target)
             counts[split.name] = _write_split(lmdb, split, staged, encoded, progress)
-            # None inside unhashed_outputs().
             files.append(OutputFile(target, os.path.getsize(staged),
                                     output_file_info(staged).sha256))
     return WriteResult(files, counts)
