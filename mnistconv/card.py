@@ -5,16 +5,14 @@ the writer's figures. The figures come from the batches a writer already reads
 (observe()) or from one pass of their own (collect()), in bounded memory: a sum per
 class, the first SAMPLES images of each class, and the batch in hand.
 
-    dataset = mnistconv.read("data/mnist")
-    html = card.render_card(card.collect(dataset), "data/mnist",
-                            card.input_files(dataset), dataset)
+    html = card.render_card(card.collect(ds), "data/mnist", card.input_files(ds), ds)
 """
 
 import os
 
 import numpy as np
 
-from .records import DEFAULT_BATCH, Split
+from .records import DEFAULT_BATCH, Dataset, Split
 from .stream import extra_fields
 
 SAMPLES = 8  # images shown per class
@@ -57,8 +55,7 @@ class SplitStats:
         self.count += n
         classes = max(int(labels.max()) + 1, len(self.class_counts))
         counts = np.bincount(labels, minlength=classes)
-        self.class_counts = np.pad(self.class_counts, (0, classes - len(self.class_counts)))
-        self.class_counts += counts
+        self.class_counts = np.pad(self.class_counts, (0, classes - len(self.class_counts))) + counts
         low, high = images.min(), images.max()
         self.pixel_min = low if self.pixel_min is None else min(self.pixel_min, low)
         self.pixel_max = high if self.pixel_max is None else max(self.pixel_max, high)
@@ -81,10 +78,8 @@ class SplitStats:
             self.pixel_sum += float(_column_sums(rows).sum())
             return
         if self.sums is None or len(self.sums) < classes:
-            grown = np.zeros((classes, rows.shape[1]), np.float64)
-            if self.sums is not None:
-                grown[:len(self.sums)] = self.sums
-            self.sums = grown
+            old = self.sums if self.sums is not None else np.zeros((0, rows.shape[1]))
+            self.sums = np.pad(old, ((0, classes - len(old)), (0, 0)))
         for label in present:
             part = _column_sums(rows.take(np.flatnonzero(labels == label), axis=0))
             self.sums[label] += part
@@ -95,14 +90,10 @@ class SplitStats:
         if self.sums is None:
             return {}
         from .view import to_gray_uint8
-        shape = tuple(self.header.shape)
-        out = {}
-        for label, n in enumerate(self.class_counts.tolist()):
-            if n:
-                mean = (self.sums[label] / n).reshape(shape)
-                out[label] = to_gray_uint8(mean[None].round().clip(0, 255)
-                                           .astype(np.uint8))[0]
-        return out
+        shape = (1,) + tuple(self.header.shape)
+        return {label: to_gray_uint8(np.round(self.sums[label] / n).clip(0, 255)
+                                     .astype(np.uint8).reshape(shape))[0]
+                for label, n in enumerate(self.class_counts.tolist()) if n}
 
     def pixel_stats(self):
         """{min, max, mean, std} over every pixel value of the split."""
@@ -116,8 +107,7 @@ class SplitStats:
 
 
 def _column_sums(rows):
-    """Each pixel's sum over the rows, in integers for 8-bit pixels (32 bits while they
-    cannot overflow)."""
+    """Each pixel's sum over the rows, exact in integers for 8-bit pixels."""
     if rows.dtype == np.uint8:
         wide = np.uint32 if len(rows) < (1 << 24) else np.uint64
         return rows.sum(0, dtype=wide).astype(np.float64)
@@ -142,8 +132,7 @@ def _number(value):
 
 
 class _Observed(Split):
-    """A split whose batches are also counted into a SplitStats on their way to the
-    writer; everything else is the base split's."""
+    """The base split, its batches counted into a SplitStats on their way to the writer."""
 
     def __init__(self, base, stats):
         super().__init__(base.name, base.header)
@@ -172,22 +161,19 @@ class _Observed(Split):
         return self.base.num_classes()
 
     def extra_fields(self):
-        """The base's extra fields (QMNIST's columns), if it has them."""
         return extra_fields(self.base)
 
 
 def observe(dataset):
-    """(a dataset whose splits fill SplitStats as a writer reads them, {name: stats}).
-    After the write, complete(stats, dataset) fills in what the writer did not read."""
-    from .records import Dataset
+    """(a dataset whose splits fill SplitStats as a writer reads them, {name: stats});
+    complete() them after the write."""
     stats = {name: SplitStats(name, split.header) for name, split in dataset.splits.items()}
     splits = {name: _Observed(split, stats[name]) for name, split in dataset.splits.items()}
     return Dataset(dataset.format, splits, dataset.paths, dataset.notes), stats
 
 
 def complete(stats, dataset):
-    """Any split whose stats the writer did not fill (it read by take(), or stopped
-    early) gets a pass of its own."""
+    """A pass of its own for any split the writer did not read whole (take(), an early stop)."""
     for name, split in dataset.splits.items():
         if stats[name].count != split.header.count:
             stats[name] = collect_split(split)
@@ -223,9 +209,8 @@ def input_files(dataset):
 
 
 def file_rows(paths, hash_file, known=None):
-    """Rows (path, bytes, sha256) of at most MAX_FILES_LISTED files, and the number and
-    bytes of the rest. known: {path: (bytes, sha256)} a write recorded (its files may
-    not be in place yet)."""
+    """Rows (path, bytes, sha256) of at most MAX_FILES_LISTED files, then the number and
+    bytes of the rest; known: {path: (bytes, sha256)} a write recorded."""
     rows, more, more_bytes = [], 0, 0
     for path in paths:
         size, digest = (known or {}).get(path) or (os.path.getsize(path), None)
@@ -244,14 +229,12 @@ def output_files(result):
 
 
 def card_path(dst) -> str:
-    """Where `convert --card` writes the card: beside the output, never inside it
-    (out/mnist.tfrecord -> out/mnist.tfrecord.card.html, out/hf/ -> out/hf.card.html)."""
+    """Where `convert --card` writes the card: beside the output (out/hf/ -> out/hf.card.html)."""
     return str(dst).rstrip("/" + os.sep) + ".card.html"
 
 
 def render_card(stats, title, files, dataset, conversion=None) -> str:
-    """The page (card_html.render) for stats gathered from `dataset`, with the
-    family it was read from where known (provenance.family_of) and its notes."""
+    """The page for stats of `dataset`, with its family where known and its notes."""
     from . import card_html
     from .provenance import family_of
     return card_html.render(stats, title, files, conversion, family_of(dataset),
@@ -259,8 +242,7 @@ def render_card(stats, title, files, dataset, conversion=None) -> str:
 
 
 def check_card_target(dst, force) -> str:
-    """Where a conversion's card goes (card_path), checked before anything is written:
-    refused if it exists without force, or is a directory or device."""
+    """Where a conversion's card goes, refused before anything is written if it exists."""
     from .errors import UsageError
     from .staging import check_later_file
     if dst == "-" or "://" in str(dst):

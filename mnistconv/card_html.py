@@ -1,10 +1,7 @@
 """The dataset card's page (card.py gathers what it shows): one HTML file that needs
-nothing else: style inline, images as data: URIs, no script, no link (its
-Content-Security-Policy is default-src 'none'). Each split is a <section class="split"
-data-split="NAME"> with its count (data-count) and a row per class (data-label): name,
-count, histogram bar, mean image (img.mean), first samples (img.sample); then the pixel
-statistics. Every text from the data is escaped.
-"""
+nothing else (style inline, images as data: URIs, no script, no link: its CSP is
+default-src 'none'); every text from the data escaped. Each split is a <section
+class="split" data-split="NAME"> with its count (data-count), a row per class (data-label)."""
 
 import base64
 import html
@@ -57,10 +54,8 @@ def render(stats, title, files=None, conversion=None, family=None, notes=()) -> 
         out.append(_family(family))
     if conversion:
         out.append(_conversion(conversion))
-    for note in notes:
-        out.append(f'<p class="note">Note: {_e(note)}</p>')
-    for name, s in stats.items():
-        out.append(_split(name, s))
+    out += [f'<p class="note">Note: {_e(note)}</p>' for note in notes]
+    out += [_split(name, s) for name, s in stats.items()]
     if files is not None:
         out.append(_files(*files))
     out.append("</body></html>\n")
@@ -80,12 +75,11 @@ def _family(family):
 def _conversion(c):
     rows = [("Converted from", f"<code>{_e(c['input'])}</code> ({_e(c['input_format'])})"),
             ("To", f"<code>{_e(c['output'])}</code> ({_e(c['output_format'])})")]
-    options = c.get("options") or {}
     rows.append(("Options", ", ".join(f"<code>{_e(k)}={_e(_value(v))}</code>"
-                                      for k, v in options.items()) or "defaults"))
-    for key, value in (c.get("stats") or {}).items():
-        rows.append((key.replace("_", " "), f'<span data-stat="{_e(key)}">{_e(value)}'
-                                            "</span>"))
+                                      for k, v in (c.get("options") or {}).items())
+                  or "defaults"))
+    rows += [(key.replace("_", " "), f'<span data-stat="{_e(key)}">{_e(value)}</span>')
+             for key, value in (c.get("stats") or {}).items()]
     body = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<section id="conversion"><h2>Conversion</h2><table>{body}</table></section>'
 

@@ -2,13 +2,10 @@
 `croissant.json` at the root of a Parquet directory or an ImageFolder tree, so
 `mlcroissant` and TFDS' CroissantBuilder load the output and dataset sites index it.
 
-It holds the family's name, description, url, license and citeAs where known; a
-distribution (Parquet: a cr:FileObject per file with size and sha256, a cr:FileSet per
-split of several shards; ImageFolder: a cr:FileSet per split, which Croissant 1.0 gives
-no digest); and record sets: "classes" (when the names are known: an sc:Enumeration
-keyed by classes/label) and one per split with fields image, label (from the label
-column, or the class folder's number by a regex) and, for ImageFolder, index. Every
-name in it is one mnistconv wrote: nothing read from a Croissant file is a path here.
+It holds the family's name, url, license and citeAs where known; the files (a
+cr:FileObject per Parquet file, a cr:FileSet per split of shards or of images); the
+"classes" record set when names are known; and a record set per split (image, label,
+and ImageFolder's index). Every name in it is one mnistconv wrote, never a path read.
 """
 
 import json
@@ -40,8 +37,7 @@ FORMATS = ("parquet", "imagefolder")
 
 
 def applies(writer_name, path) -> bool:
-    """Whether a write of this format to this path gets a croissant.json (Parquet and
-    ImageFolder directories; not a single .parquet file, nor stdout or a remote URL)."""
+    """Whether a write gets a croissant.json: Parquet and ImageFolder directories only."""
     path = str(path)
     return writer_name in FORMATS and "://" not in path and path != "-" and \
         not (writer_name == "parquet" and path.lower().endswith(".parquet"))
@@ -53,8 +49,7 @@ def target(root) -> str:
 
 
 def document(dataset, root, files, writer_name, family=None) -> dict:
-    """The Croissant document of a written output: `files` are the WriteResult's (path,
-    bytes, sha256), `family` a sources.Family or None."""
+    """The Croissant document of an output: `files` its OutputFiles, `family` or None."""
     root = os.path.abspath(str(root))
     names = next((tuple(s.header.class_names) for s in dataset.splits.values()
                   if s.header.class_names), ())
@@ -81,15 +76,8 @@ def document(dataset, root, files, writer_name, family=None) -> dict:
 
 def _input_name(dataset):
     """The name of what was read (not of the output: one input, the same bytes)."""
-    first = os.path.basename(str(dataset.paths[0]).rstrip("/" + os.sep)) \
-        if dataset.paths else ""
+    first = os.path.basename(str(dataset.paths[0]).rstrip("/" + os.sep)) if dataset.paths else ""
     return first.split(".")[0] or "dataset"
-
-
-def _file_object(name, f):
-    return {"@type": "cr:FileObject", "@id": name, "name": name, "contentUrl": name,
-            "encodingFormat": "application/x-parquet", "contentSize": f"{f.bytes} B",
-            "sha256": f.sha256}
 
 
 def _parquet(dataset, relative):
@@ -98,7 +86,9 @@ def _parquet(dataset, relative):
     for split_name in dataset.splits:
         mine = [(name, f) for name, f in relative if name.endswith(".parquet") and
                 os.path.basename(name).startswith(f"{split_name}-")]
-        distribution += [_file_object(name, f) for name, f in mine]
+        distribution += [{"@type": "cr:FileObject", "@id": name, "name": name,
+                          "contentUrl": name, "encodingFormat": "application/x-parquet",
+                          "contentSize": f"{f.bytes} B", "sha256": f.sha256} for name, f in mine]
         if len(mine) == 1:
             sources[split_name] = ({"fileObject": {"@id": mine[0][0]}}, "column")
         else:
@@ -153,8 +143,7 @@ def _split_records(split_name, source, named):
                    "description": "The class number.", "dataType": "sc:Integer",
                    "source": label}
     if named and kind == "column":
-        # (A label taken from a path by a regex is text until cast: mlcroissant's join
-        # on the integer classes/label refuses it, so the tree's labels stand alone.)
+        # Not a label cut from a path: it is text, which mlcroissant's join refuses.
         label_field["references"] = {"field": {"@id": "classes/label"}}
     fields = [{"@type": "cr:Field", "@id": f"{split_name}/image", "name": "image",
                "description": "The image.", "dataType": "sc:ImageObject",
@@ -170,8 +159,7 @@ def _split_records(split_name, source, named):
 
 
 def write(dataset, root, result, writer_name, force=False):
-    """Write croissant.json for an output just written (result: its WriteResult, files
-    hashed), staged and renamed as every output; returns its OutputFile."""
+    """Write croissant.json for an output just written (result: its WriteResult)."""
     from .fileio import write_text_output
     from .provenance import family_of
     doc = document(dataset, root, result.files, writer_name, family_of(dataset))
@@ -180,7 +168,6 @@ def write(dataset, root, result, writer_name, force=False):
 
 
 def check_target(root, force):
-    """Refused before anything is written: a croissant.json there (without force), or a
-    directory or device of that name."""
+    """Refuse, before anything is written, a croissant.json there (without force)."""
     from .staging import check_later_file
     check_later_file(target(root), force, "the output's croissant.json")

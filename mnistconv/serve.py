@@ -1,5 +1,4 @@
 """A local HTTP server for a directory: a browser pack, or a demo page with one inside.
-
 It serves the folder and nothing else: regular files and folders under it (a link may
 point only inside it; a FIFO, device or socket is neither listed nor opened), only to
 requests addressed to localhost, 127.0.0.1 or [::1] with its port (a page that rebinds
@@ -11,9 +10,9 @@ import errno
 import functools
 import io
 import os
-import stat
 
-from .errors import UsageError
+from .errors import MnistconvError, UsageError
+from .fileio import check_input, open_input
 
 _FIX_PORT = "choose another with --port (--port 0 picks a free one)"
 MAX_CONNECTIONS = 32
@@ -22,18 +21,12 @@ _LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
 def make_server(directory, host="127.0.0.1", port=8000, log=None):
-    """An HTTP server for DIRECTORY on host:port (port 0: any free one). It sends .bin.gz
-    as application/gzip with no Content-Encoding, so the page decompresses the bytes
-    itself (DecompressionStream); nothing is cached, so a rebuilt pack is seen. Each
-    request is handed to `log` as one line when given. Returns the bound (not yet
-    serving) http.server.ThreadingHTTPServer; the caller runs and closes it.
+    """The bound (not yet serving) ThreadingHTTPServer for DIRECTORY on host:port (port
+    0: any free one); the caller runs and closes it. .bin.gz goes as application/gzip
+    with no Content-Encoding, so the page decompresses it itself (DecompressionStream);
+    nothing is cached, so a rebuilt pack is seen; each request is one line to `log`.
 
-        server = make_server("examples/browser", port=0)
-        print(server.server_address)          # ('127.0.0.1', 43817)
-        try:
-            server.serve_forever()
-        finally:
-            server.server_close()
+        server = make_server("examples/browser", port=0)   # then serve_forever()
     """
     # Imported here: http.server pulls in modules `pack` and `verify` do not need.
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -47,7 +40,7 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
                           ".js": "text/javascript", ".mjs": "text/javascript",
                           ".json": "application/json", ".bin": "application/octet-stream",
                           ".gz": "application/gzip", ".html": "text/html"}
-        timeout = CONNECTION_TIMEOUT  # a silent client holds its thread no longer
+        timeout = CONNECTION_TIMEOUT
 
         def parse_request(self):
             if not super().parse_request():
@@ -72,7 +65,10 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
                 if not index or not os.path.lexists(index):
                     return self.list_directory(path)
                 path = index
-            f = _open_regular(path) if path else None
+            try:  # the guarded opener: a FIFO never blocks, a device is never read
+                f = open_input(path, root) if path else None
+            except (MnistconvError, OSError):
+                f = None
             if f is None:
                 self.send_error(404, "File not found")
                 return None
@@ -121,8 +117,7 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
 
 
 def _bounded_server(base):
-    """base (ThreadingHTTPServer) with at most MAX_CONNECTIONS handled at once (one more
-    is closed at once) and no traceback for a client that went away."""
+    """base handling MAX_CONNECTIONS at once, without a traceback for a client gone."""
     import threading
 
     class Bounded(base):
@@ -135,8 +130,7 @@ def _bounded_server(base):
             super().__init__(*args, **kwargs)
 
         def free_slot(self, request):
-            """Give back request's slot once (a Ctrl-C as its thread starts reaches both
-            the thread's end and process_request's failure path)."""
+            """Give back request's slot once (a Ctrl-C may reach two paths that free it)."""
             with self.holding_lock:
                 if request in self.holding:
                     self.holding.discard(request)
@@ -193,23 +187,7 @@ def _inside(root, path):
 
 def _servable(root, path):
     """Whether path is a regular file or a folder under root (after its links)."""
-    real = _inside(root, path)
     try:
-        mode = os.stat(real).st_mode if real else 0
-    except OSError:
+        return check_input(path, root, "any") is not None
+    except MnistconvError:
         return False
-    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
-
-
-def _open_regular(path):
-    """path opened for reading if it is a regular file, else None: opened without blocking
-    and checked after opening (a FIFO would wait for ever, a device stream without end)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    os.set_blocking(fd, True)
-    return os.fdopen(fd, "rb")

@@ -1,9 +1,7 @@
 """Seeing the data: images as terminal text, contact sheets, and an orientation check.
-
 A terminal cell holds two pixel rows (the upper half block U+2580, upper pixel as
-foreground, lower as background), so a digit keeps its proportions; without colour the
-two rows become one ASCII shading character. A contact sheet is a uint8 array, one row
-per class, labelled in a built-in 3x5 bitmap font (no font files). Nothing here prints.
+foreground), so a digit keeps its proportions; without colour they become one ASCII
+shading character. Sheets are labelled in a built-in 3x5 bitmap font. Nothing prints.
 """
 
 import numpy as np
@@ -38,16 +36,10 @@ FONT = {ch: np.array([[c == "#" for c in row] for row in rows.split()], bool)
 GLYPH_W, GLYPH_H = 3, 5
 
 
-# --- pixels ----------------------------------------------------------------------------
-
 def to_gray_uint8(images) -> np.ndarray:
-    """n x H x W uint8 for display, from any image layout mnistconv reads.
-
-    Layouts: n x H x W; n x H x W x C and n x C x H x W with C of 1 (squeezed) or 3/4
-    (RGB(A), converted to luminance); n x K*K flat vectors as K x K. Values: uint8 as
-    is; floats in [0, 1] scaled by 255 (the --float convention), other floats and
-    integers clipped to 0..255.
-    """
+    """n x H x W uint8 for display, from n x H x W, n x H x W x C or n x C x H x W (C of
+    1, or 3/4 as luminance) or n x K*K flat vectors. Floats in [0, 1] are scaled by 255
+    (the --float convention); other values are clipped to 0..255."""
     images = np.asarray(images)
     if images.ndim == 4:
         axis = _channel_axis(images.shape[1:])
@@ -75,8 +67,7 @@ def to_gray_uint8(images) -> np.ndarray:
 
 
 def _channel_axis(shape):
-    """-1 for H x W x C, 0 for C x H x W, None for neither. A channel axis of 1 decides
-    first: 1 x 3 x 4 is one 3x4 image, not RGBA."""
+    """-1 for H x W x C, 0 for C x H x W, else None; 1 x 3 x 4 is a 3x4 image, not RGBA."""
     if shape[-1] == 1 or (shape[0] != 1 and shape[-1] in (3, 4)):
         return -1
     return 0 if shape[0] in (1, 3, 4) else None
@@ -117,8 +108,7 @@ def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
 
 
 def _pieces(split, wanted):
-    """The images at the sorted positions `wanted`, a budget's batch at a time: taken
-    where the split seeks, else picked from its batches (Split.take spools them all)."""
+    """The images at sorted `wanted`, a budget at a time (Split.take would spool all)."""
     rows = budget.rows(split.header)
     if not len(wanted):
         return
@@ -155,11 +145,8 @@ def _pair_rows(image):
     return image[0::2], image[1::2]
 
 
-# --- terminal --------------------------------------------------------------------------
-
 def caption(label, index, name=None) -> str:
-    """The text under a tile: the label, its class name when known, and the original
-    index: `7 #1234`, `3 Dress #12`."""
+    """The text under a tile: `7 #1234`, or `3 Dress #12` with a class name."""
     return f"{label} {name} #{index}" if name else f"{label} #{index}"
 
 
@@ -172,16 +159,13 @@ def _layout(images, captions, width, columns):
     """Shrunk images (every k-th pixel), tile width and tiles per terminal line."""
     step = -(-images.shape[2] // max(1, width))
     images = images[:, ::step, ::step] if step > 1 else images
-    tile = max([images.shape[2]] + [len(c) for c in captions])
-    tile = min(tile, max(1, width))
+    tile = min(max([images.shape[2]] + [len(c) for c in captions]), max(1, width))
     fit = max(1, (width + GAP) // (tile + GAP))
-    cols = min(fit, columns) if columns else fit
-    return images, tile, max(1, cols)
+    return images, tile, max(1, min(fit, columns) if columns else fit)
 
 
 def tiles_per_line(images, captions, width=80, columns=None) -> int:
-    """How many tiles the renderers put on one line: as many as fit `width`, at most
-    `columns`. A COLSxROWS grid shows this many times ROWS images."""
+    """How many tiles the renderers put on a line: as many as fit `width`, at most `columns`."""
     return _layout(np.asarray(images), captions, width, columns)[2]
 
 
@@ -194,8 +178,7 @@ def _ascii_lines(image):
 def render_ascii(images, captions, width=80, columns=None) -> str:
     """Plain-text grid: one shading character per pixel column and pair of rows,
     captions under each image, tiles wrapped to `width` (at most `columns` per line)."""
-    images = to_gray_uint8(images)
-    images, tile, cols = _layout(images, captions, width, columns)
+    images, tile, cols = _layout(to_gray_uint8(images), captions, width, columns)
     out = []
     for start in range(0, len(images), cols):
         group = range(start, min(start + cols, len(images)))
@@ -207,16 +190,14 @@ def render_ascii(images, captions, width=80, columns=None) -> str:
 
 
 def render_blocks(images, captions, width=80, columns=None):
-    """The same grid as a rich Text of half blocks in grayscale (rich downsamples the
-    colours to what the terminal supports)."""
+    """The same grid as a rich Text of grayscale half blocks."""
     from functools import cache
     from itertools import groupby
     from rich.color import Color
     from rich.style import Style
     from rich.text import Text
 
-    images = to_gray_uint8(images)
-    images, tile, cols = _layout(images, captions, width, columns)
+    images, tile, cols = _layout(to_gray_uint8(images), captions, width, columns)
 
     @cache
     def style(t, b):
@@ -247,9 +228,8 @@ _EIGHTHS = " \u258f\u258e\u258d\u258c\u258b\u258a\u2589"  # left blocks 1/8 .. 7
 
 
 def histogram_rows(class_counts, width=80, ascii=False):
-    """(label, bar, count) per class, each padded to its column, so that
-    "label bar count" fits `width`. Bars are scaled so the largest class fills the
-    space; unicode bars have eighth-character resolution, ASCII bars are '#'."""
+    """(label, bar, count) per class, padded so "label bar count" fits `width`; the largest
+    class fills the bar's space (in eighths of a character, or '#' with ascii)."""
     if not class_counts:
         return []
     labels = [str(c) for c in class_counts]
@@ -267,14 +247,9 @@ def histogram_rows(class_counts, width=80, ascii=False):
 
 
 def histogram_lines(class_counts, width=80, ascii=False):
-    """A bar chart of examples per class as lines of text (see histogram_rows).
-
-        histogram_lines({0: 5923, 1: 6742}, width=40)
-    """
+    """A bar chart of examples per class as lines of text (see histogram_rows)."""
     return [" ".join(row) for row in histogram_rows(class_counts, width, ascii)]
 
-
-# --- contact sheet ---------------------------------------------------------------------
 
 # The largest image side a sheet shows: larger images keep every k-th pixel.
 SHEET_CELL = 512
@@ -290,8 +265,7 @@ def text_size(text, scale=1):
 
 
 def draw_text(canvas, text, y, x, scale=1, value=INK):
-    """Draw text into a uint8 canvas at (y, x), clipped to the canvas. Letters are
-    drawn upper-case; characters without a glyph as '?'."""
+    """Draw text (upper-case; '?' for no glyph) into a uint8 canvas at (y, x), clipped."""
     for k, ch in enumerate(str(text).upper()):
         glyph = FONT.get(ch, FONT["?"])
         block = np.kron(glyph, np.ones((scale, scale), bool))
@@ -299,17 +273,13 @@ def draw_text(canvas, text, y, x, scale=1, value=INK):
         h = max(0, min(block.shape[0], canvas.shape[0] - gy))
         w = max(0, min(block.shape[1], canvas.shape[1] - gx))
         if h and w and gy >= 0 and gx >= 0:
-            region = canvas[gy:gy + h, gx:gx + w]
-            region[block[:h, :w]] = value
+            canvas[gy:gy + h, gx:gx + w][block[:h, :w]] = value
 
 
 def contact_sheet(rows, scale=1):
-    """Compose a sheet from rows of (row label, images n x H x W, captions).
-
-    Returns (sheet, cells): a 2-D uint8 array, and for each image (row, column, y, x,
-    height, width) of its pixels (each repeated scale x scale). Each row's label sits in
-    a left column; each caption under its image; pad = 2*scale around everything.
-    """
+    """(sheet, cells) from rows of (row label, images n x H x W, captions): a 2-D uint8
+    array with labels on the left and captions under the images, and for each image the
+    (row, column, y, x, height, width) of its pixels (each repeated scale x scale)."""
     pad = 2 * scale
     label_scale, caption_scale = 2 * scale, max(1, scale // 2)
     prepared = [(str(label), to_gray_uint8(images), list(captions))
@@ -326,9 +296,8 @@ def contact_sheet(rows, scale=1):
     row_h = img_h + pad + caption_h
     per_row = max([len(im) for _, im, _ in prepared] + [0])
     left = pad + label_w + pad
-    height = pad + len(prepared) * (row_h + pad)
-    width = left + per_row * (cell_w + pad)
-    sheet = np.full((max(height, 1), max(width, 1)), BACKGROUND, np.uint8)
+    sheet = np.full((max(pad + len(prepared) * (row_h + pad), 1),
+                     max(left + per_row * (cell_w + pad), 1)), BACKGROUND, np.uint8)
     cells = []
     for r, (label, images, captions) in enumerate(prepared):
         top = pad + r * (row_h + pad)
@@ -357,8 +326,7 @@ SHEET_FORMATS = {
 
 
 def sheet_format(path):
-    """The SHEET_FORMATS key for an output name ('-', stdout, is PNG), or None when
-    the name says no image format the sheet can be written in."""
+    """The SHEET_FORMATS key for an output name ('-' is PNG), or None."""
     if str(path) == "-":
         return ".png"
     name = str(path).lower()
@@ -366,8 +334,7 @@ def sheet_format(path):
 
 
 def encode_sheet(sheet, ext) -> bytes:
-    """A sheet (2-D uint8) as the bytes of the image format SHEET_FORMATS names (no
-    timestamps or metadata: the same sheet is the same bytes)."""
+    """A sheet (2-D uint8) as bytes of a SHEET_FORMATS format, with no metadata."""
     import io
     from .codecs import check_2d_uint8, pil_image
     _, kind, options = SHEET_FORMATS[ext]
@@ -382,13 +349,9 @@ def per_class_positions(labels, per_class):
     return {c.item(): np.flatnonzero(labels == c)[:per_class] for c in np.unique(labels)}
 
 
-# --- orientation -----------------------------------------------------------------------
-
 def taller_share(images):
-    """(share, number counted): among images whose ink (brighter than half the image's
-    maximum) is not square, the share taller than wide. MNIST fits each character in a
-    20x20 box keeping its aspect, so handwriting is mostly taller than wide; stored
-    transposed (as EMNIST is), wider."""
+    """(share, number counted): among images whose ink (over half the image's maximum) is
+    not square, the share taller than wide, as handwriting is unless stored transposed."""
     images = to_gray_uint8(images)
     if images.size == 0:  # no images, or images without pixels (a 3 x 0 x 28 header)
         return None, 0
@@ -413,9 +376,8 @@ MIN_COUNTED = 20
 
 
 def looks_transposed(split, sample=2000):
-    """(verdict, share) from the first `sample` images of a split of 2-D images:
-    verdict True when they look transposed, as EMNIST's are. None verdict when the
-    images are not 2-D or too few have non-square ink to say."""
+    """(verdict, share) from a split's first `sample` images: True when they look
+    transposed (as EMNIST's are), None when they are not 2-D or too few to say."""
     shape = tuple(split.header.shape)
     if not (len(shape) == 2 or (len(shape) == 3 and 1 in (shape[0], shape[-1]))):
         return None, None

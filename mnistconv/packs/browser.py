@@ -1,9 +1,7 @@
 """Browser packs: small class-balanced GDMNIST1 subsets a web page loads, with a
-manifest that proves every file (sizes, SHA-256, header fields, class counts): how they
-are selected and built (build_browser_pack) and checked (verify). A pack holds, per
-split, `<split>.bin` and its deterministic `<split>.bin.gz` (formats/gdmnist.py), then
-preview.json and manifest.json (manifest.py; `class_names` only when the dataset has
-names).
+manifest that proves every file (sizes, SHA-256, header fields, class counts), built by
+build_browser_pack and checked by verify: per split `<split>.bin` and its deterministic
+`<split>.bin.gz` (formats/gdmnist.py), then preview.json and manifest.json.
 
 How the default pack (browser-v1) selects its examples:
   - the parent split of the 60000 training examples is torch.randperm(60000) on the CPU
@@ -16,10 +14,7 @@ How the default pack (browser-v1) selects its examples:
     the official test order; each interleaved 0,1,...,9,0,1,... so a prefix whose length
     is a multiple of 10 is balanced. test-full (optional): all 10000 test examples.
 
-preview.json holds the first `count` examples of one split: {"format":
-"mnistconv-preview-1", "split", "file", "rows", "columns", "count", "pixels" (how they
-are encoded), "examples": [{"position" (in the split's file), "label",
-"original_index" (in the source collection), "pixels" (base64, row-major)}, ...]}.
+preview.json holds the first examples of one split (_preview).
 """
 
 import base64
@@ -86,11 +81,9 @@ TEST_POLICY = (
 
 
 def torch_randperm(n, seed) -> np.ndarray:
-    """torch.randperm(n) (CPU, int64) after torch.manual_seed(seed), without torch.
-
-    torch's CPU kernel: r = 0..n-1; for i in 0..n-2 swap r[i] and r[i + random() % (n -
-    i)], random() the next output of MT19937 seeded by init_genrand(seed): numpy's
-    RandomState(seed).randint(0, 2**32, dtype=uint32) hands out those raw outputs."""
+    """torch.randperm(n) (CPU, int64) after torch.manual_seed(seed), without torch: for i
+    in 0..n-2 swap r[i] and r[i + random() % (n - i)], random() the next MT19937 output,
+    as numpy's RandomState(seed).randint(0, 2**32, dtype=uint32) hands them out."""
     if not 0 <= seed < 1 << 32:
         raise BadOption(None, f"seed {seed} is outside 0..{(1 << 32) - 1}")
     if not 0 < n < RANDPERM_MAX:
@@ -130,8 +123,7 @@ def _idx_content_sha256(split, images):
 
 
 def is_official_mnist(train, test) -> bool:
-    """True when the two splits hold exactly the official MNIST files' content
-    (OFFICIAL_MNIST), whatever format they were read from."""
+    """True when the two splits hold the official MNIST files' content, in any format."""
     return (train.header.count == 60000 and test.header.count == 10000
             and _idx_content_sha256(train, False) == OFFICIAL_MNIST["train-labels-idx1-ubyte"]
             and _idx_content_sha256(test, False) == OFFICIAL_MNIST["t10k-labels-idx1-ubyte"]
@@ -141,8 +133,7 @@ def is_official_mnist(train, test) -> bool:
 
 @dataclass
 class PackSplit:
-    """One split of a pack as planned: the source split and positions it takes, and the
-    manifest's sentence for its selection."""
+    """One split of a pack as planned: source split, positions, the selection's sentence."""
     id: str
     base: str  # "train" or "test": the source split the positions index
     positions: np.ndarray
@@ -164,8 +155,7 @@ class PackOptions:
 
 
 def plan(train_labels, test_labels, o=PackOptions(), where=None):
-    """Which source positions each pack split takes, from labels alone, with the
-    selection of options o. Returns ({id: PackSplit}, provenance dict)."""
+    """({id: PackSplit}, provenance): the positions each pack split takes, from labels."""
     seed, splits, validation_size = o.seed, tuple(o.splits), o.validation_size
     unknown = [s for s in splits if s not in ALL_SPLITS]
     if unknown or not splits:
@@ -276,8 +266,7 @@ def _threads(workers):
 
 @dataclass
 class PackResult:
-    """What build_browser_pack wrote: the pack directory, its manifest (a dict) and
-    every file with its size and SHA-256."""
+    """What build_browser_pack wrote: the directory, its manifest and every file."""
     out: str
     manifest: dict
     files: list  # OutputFile of every file written, manifest.json last
@@ -285,14 +274,9 @@ class PackResult:
 
 def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
                        **options) -> PackResult:
-    """Read SRC (the official IDX directory, or anything with train and test splits)
-    and write the browser pack into OUT, with options (PackOptions' fields). With the
-    defaults and the official MNIST files this is the published browser-v1 pack, byte
-    for byte in every .bin and .bin.gz.
-
-        result = build_browser_pack("data/mnist", "out")
-        [f.path for f in result.files]    # out/train.bin, out/train.bin.gz, ...
-    """
+    """Read SRC (anything with train and test splits) and write the browser pack into OUT
+    with options (PackOptions' fields): from the official MNIST files with the defaults,
+    the published browser-v1 pack, byte for byte in every .bin and .bin.gz."""
     import mnistconv
     o = PackOptions(**options)
     preview_count, preview_split = o.preview_count, o.preview_split
@@ -317,19 +301,16 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
     if not 0 <= preview_count <= len(plans[preview_split].positions):
         raise BadOption(None, f"--preview-count {preview_count} is more than split "
                                f"'{preview_split}' holds")
-    collections = {"train": f"official-training-{train.header.count}" if official
-                   else f"training-{train.header.count}",
-                   "test": f"official-test-{test.header.count}" if official
-                   else f"test-{test.header.count}"}
+    kind = "official-" if official else ""
+    collections = {"train": f"{kind}training-{train.header.count}",
+                   "test": f"{kind}test-{test.header.count}"}
     rows, columns = gdmnist.check_writable(train, src)
     names = [n for p in plans for n in (f"{p}.bin", f"{p}.bin.gz")]
     names += ["preview.json", "manifest.json"]
-    entries, optional_entries, written = {}, {}, []
-    gz_jobs, gz_entries = {}, {}
+    entries, optional_entries, written, gz_jobs = {}, {}, [], {}
     preview = None
     workers = max(1, min(len(plans), default_workers()))
-    # The pool is left (its threads joined) before the staging is committed or removed,
-    # so no compression is still writing into a staging directory being deleted.
+    # The pool's threads are joined before the staging is committed or removed.
     with StagedOutput(force, root=out) as staged, _threads(workers) as pool:
         stage = staged.directory(out, names)
         for name, p in plans.items():
@@ -338,8 +319,8 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
             split.name = name
             bin_hash, _ = gdmnist.write_split_files(
                 split, os.path.join(stage, f"{name}.bin"), None, progress, where=src)
-            gz_jobs[name] = pool.submit(gdmnist.gzip_file, os.path.join(stage, f"{name}.bin"),
-                                        os.path.join(stage, f"{name}.bin.gz"))
+            gz_job = pool.submit(gdmnist.gzip_file, os.path.join(stage, f"{name}.bin"),
+                                 os.path.join(stage, f"{name}.bin.gz"))
             labels, indices = split.labels(), split.indices()
             _, label_offset, index_offset, _ = gdmnist.layout(len(labels), rows, columns)
             entry = {
@@ -358,20 +339,18 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
                 = entry
             written.append(OutputFile(os.path.join(out, f"{name}.bin"), bin_hash.bytes,
                                       bin_hash.sha256()))
-            gz_entries[name] = entry
+            gz_jobs[name] = (gz_job, entry)
             if name == preview_split:
                 first = np.arange(preview_count)
                 preview = _preview(name, f"{name}.bin", split.take(first)
                                    .reshape(preview_count, rows, columns),
                                    labels[first], indices[first])
-        # Level-9 gzip is most of the work: the files compress in parallel (zlib releases
-        # the GIL), each still one deterministic stream.
+        # Level-9 gzip is most of the work: the files compress in parallel (zlib frees the GIL).
         progress.start("gzip", len(gz_jobs))
         try:
-            for name, job in gz_jobs.items():
+            for name, (job, entry) in gz_jobs.items():
                 gz_hash = job.result()
-                gz_entries[name].update(gzip_bytes=gz_hash.bytes,
-                                        gzip_sha256=gz_hash.sha256())
+                entry.update(gzip_bytes=gz_hash.bytes, gzip_sha256=gz_hash.sha256())
                 written.append(OutputFile(os.path.join(out, f"{name}.bin.gz"),
                                           gz_hash.bytes, gz_hash.sha256()))
                 progress.advance(1)
@@ -424,12 +403,9 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
     return PackResult(str(out), manifest, written)
 
 
-# --- verify --------------------------------------------------------------------------
-
 @dataclass
 class Problem:
-    """One check that failed: the file, the field, what the manifest says and what
-    the file holds. str() is the line the CLI prints after `Error: `."""
+    """One failed check; str() is the line the CLI prints after `Error: `."""
     file: str
     field: str
     expected: object
@@ -471,8 +447,7 @@ def _check(report, file, field_name, expected, found):
 
 
 def _verify_gdmnist(report, path, entry, file_key):
-    """Size, hash, and what the file says (header, class counts, indices) against the
-    manifest entry. Returns True when every check passed."""
+    """Whether size, hash, header, class counts and indices all match the entry."""
     bytes_key, hash_key = ("bytes", "sha256") if file_key == "file" else \
         ("gzip_bytes", "gzip_sha256")
     ok = _check(report, path, bytes_key, entry.get(bytes_key), os.path.getsize(path))
@@ -522,14 +497,9 @@ def _present(report, path):
 
 
 def verify(manifest_path) -> VerifyReport:
-    """Check every file a manifest lists. Failures are collected, not raised, so one
-    run names every file and field that differs. A manifest that cannot be trusted to
-    name files (wrong JSON types, unsafe split ids, paths outside its directory)
-    raises before any file is read.
-
-        report = verify("out/manifest.json")      # or the pack directory
-        report.ok or print(*report.problems, sep="\n")
-    """
+    """Check every file a manifest (or a pack directory's) lists. Failures are collected
+    in the report, not raised, so one run names every difference; a manifest that cannot
+    be trusted to name files raises before any file is read."""
     manifest_path = str(manifest_path)
     if os.path.isdir(manifest_path):
         manifest_path = os.path.join(manifest_path, "manifest.json")

@@ -1,19 +1,14 @@
 """A pack's manifest.json: reading it, checking all of it before any file it lists is
 opened, and writing it.
 
-The fields mnistconv reads (any other is carried along, never interpreted): splits and
-optional_splits ({key: entry}, in order), preview ({file, bytes, sha256, count}),
-default_total_bytes, default_total_gzip_bytes, class_names (by label; only when the
-dataset has names). An entry: id, file, gzip_file, bytes, gzip_bytes, sha256,
-gzip_sha256, count, rows, columns, pixel_offset, label_offset, original_index_offset,
-class_counts, original_indices_sha256_uint32_le, optional.
-
-A manifest is data from elsewhere, never a list of paths to follow: split ids are safe
-names listed once; file names are plain, normalised, relative names that resolve
-(links included) inside the pack directory; every field has its JSON type checked; a
-manifest over MAX_MANIFEST_BYTES, or a FIFO or device, is refused before it is read;
-class_names are bounded and must name every label a split counts. This module knows no
-file format: the caller says how a file name names a split.
+mnistconv reads the fields _TOP_FIELDS, _ENTRY_FIELDS and _PREVIEW_FIELDS name, and
+class_names (by label); any other is carried along, never interpreted. A manifest is
+data from elsewhere, never a list of paths to follow: split ids are safe names listed
+once; file names are plain, normalised, relative names that resolve (links included)
+inside the pack directory; every field has its JSON type checked; a manifest over
+MAX_MANIFEST_BYTES, or a FIFO or device, is refused before it is read; class_names are
+bounded and must name every label a split counts. This module knows no file format: the
+caller says how a file name names a split.
 """
 
 import json
@@ -29,14 +24,13 @@ _FIX = "a manifest is the JSON `mnistconv pack browser` writes"
 
 
 def dumps(obj) -> bytes:
-    """JSON as a pack writes it (manifest.json, preview.json): sorted keys, 2-space
-    indent, ASCII, final newline, so the same content is the same bytes."""
+    """JSON as a pack writes it: sorted keys, indented, ASCII, so the same content is the
+    same bytes."""
     return (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("ascii")
 
 
 def load_manifest(path) -> dict:
-    """The manifest as a dict, or a FormatError naming the file. Only its shape (an
-    object with a 'splits' object) is checked here; open_manifest checks the rest."""
+    """The manifest as a dict with a 'splits' object (open_manifest checks the rest)."""
     # The guarded opener: a FIFO neither blocks nor is read, a file swapped in is refused.
     with open_input(path) as f:
         size = os.fstat(f.fileno()).st_size
@@ -79,11 +73,9 @@ _TOP_FIELDS = {"splits": "an object", "optional_splits": "an object",
 
 
 def _json_type(value):
-    for name, kind in ((dict, "an object"), (list, "an array"), (str, "a string"),
-                       (bool, "true/false"), (int, "a number"), (float, "a number")):
-        if isinstance(value, name):
-            return kind
-    return "null"
+    kinds = ((dict, "an object"), (list, "an array"), (str, "a string"),
+             (bool, "true/false"), ((int, float), "a number"))
+    return next((kind for t, kind in kinds if isinstance(value, t)), "null")
 
 
 def _check_fields(obj, fields, path, where):
@@ -118,25 +110,23 @@ def member_path(folder, name, manifest_path, what) -> str:
 
 
 class PackSplitFiles:
-    """One split a manifest lists: safe name, entry, optional, and the checked paths of
-    its `file` and `gzip_file` (a key absent when unset)."""
+    """One split a manifest lists, with the checked paths of its `file` and `gzip_file`."""
 
     def __init__(self, name, entry, optional, paths):
         self.name, self.entry, self.optional, self.paths = name, entry, optional, paths
 
 
 class Manifest:
-    """A checked manifest: its path, its JSON (`data`), its splits (PackSplitFiles, in
-    the manifest's order: `splits` then `optional_splits`) and the checked path of its
-    preview file (None when it names none). Made by open_manifest."""
+    """A checked manifest (made by open_manifest): its JSON (`data`), its splits in order
+    (PackSplitFiles) and the checked path of its preview file, or None."""
 
     def __init__(self, path, data, splits, preview, class_names=()):
         self.path, self.data, self.splits, self.preview = path, data, splits, preview
         self.class_names = class_names  # a tuple by label; () when the pack has none
 
     def present_files(self) -> dict:
-        """{split name: path} of each split's `file` if present, else its `gzip_file`. An
-        optional split with neither is left out; a required one is a FormatError."""
+        """{split name: path} of each split's `file` if present, else its `gzip_file`
+        (an optional split with neither is left out)."""
         files = {}
         for split in self.splits:
             names = [split.entry[k] for k in split.paths]
@@ -156,11 +146,7 @@ def open_manifest(manifest_path, split_name) -> Manifest:
     """Read a pack manifest and check all of it before any file it lists is opened:
     JSON types, split names (safe names, each once) and file paths (inside the pack).
     `split_name(file)` names the split of an entry without an id from its first file
-    (formats.gdmnist.split_name: `test-full.bin.gz` -> test-full).
-
-        m = open_manifest("out/manifest.json", gdmnist.split_name)
-        [(s.name, s.paths["file"]) for s in m.splits]  # [("train", "out/train.bin"), ...]
-    """
+    (formats.gdmnist.split_name: `test-full.bin.gz` -> test-full)."""
     manifest_path = str(manifest_path)
     data = load_manifest(manifest_path)
     folder = os.path.dirname(os.path.abspath(manifest_path))
@@ -196,8 +182,7 @@ def open_manifest(manifest_path, split_name) -> Manifest:
 
 
 def _class_names(value, splits, path) -> tuple:
-    """The checked class_names (absent or null: ()): strings, within the limits of any
-    names file, naming every label a split counts."""
+    """The checked class_names (absent: ()), naming every label a split counts."""
     if value is None:
         return ()
     from ..codecs.classes import check_names

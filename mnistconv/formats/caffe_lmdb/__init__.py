@@ -1,6 +1,5 @@
-"""Caffe's LMDB of caffe.Datum, as convert_mnist_data writes mnist_train_lmdb (layout
-in format.py, the Datum message in datum.py). This file is the format's declaration,
-light enough for `--help`; the code is imported on first use (it needs `lmdb`)."""
+"""Caffe's LMDB of caffe.Datum (layout in format.py, the Datum in datum.py): the format's
+declaration, light enough for `--help`; the code (it needs `lmdb`) loads on first use."""
 
 from ...spec import Format, Option
 from ..common import SPLIT_NAME, lazy_attributes

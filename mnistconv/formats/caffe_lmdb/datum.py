@@ -8,14 +8,11 @@ Caffe's src/caffe/proto/caffe.proto declares (proto2):
       optional bool encoded = 7 [default = false];  // data is an image file's bytes
     }
 
-Each field is a key varint (field_number << 3 | wire type) then its value: int32 and
-bool as varints (a negative int32 sign-extended to ten bytes), bytes as a varint length
-then the bytes, a float as fixed32 (or packed: one length-delimited run). A parser keeps
-the last value of a repeated scalar and skips unknown fields.
-
-Written byte for byte as Caffe does: convert_mnist_data gives channels, height, width,
-data (C x H x W uint8), label; convert_imageset --encoded gives data (the image file),
-label, encoded = true.
+Each field is a key varint (field_number << 3 | wire type) then its value: varints
+(a negative int32 in ten bytes), a varint length then bytes, or fixed32 floats (packed:
+one length-delimited run). A parser keeps a repeated scalar's last value and skips
+unknown fields. Written byte for byte as convert_mnist_data (channels, height, width,
+data, label) and convert_imageset --encoded (data, label, encoded) write them.
 """
 
 CHANNELS, HEIGHT, WIDTH, DATA, LABEL, FLOAT_DATA, ENCODED = 1, 2, 3, 4, 5, 6, 7
@@ -79,25 +76,12 @@ def _read_varint(buf, at):
             raise NotADatum("a varint is longer than ten bytes")
 
 
-def _int32(value, name):
-    value &= (1 << 64) - 1
-    if value >= 1 << 63:
-        value -= 1 << 64
-    if not INT32_MIN <= value <= INT32_MAX:
-        raise NotADatum(f"{name} {value} does not fit int32")
-    return value
-
-
-_NAMES = {CHANNELS: "channels", HEIGHT: "height", WIDTH: "width", LABEL: "label",
-          ENCODED: "encoded"}
+_NAMES = {CHANNELS: "channels", HEIGHT: "height", WIDTH: "width", LABEL: "label"}
 
 
 def parse(buf: bytes) -> dict:
-    """The fields of one serialized Datum: channels, height, width, label (0 when absent,
-    as proto2 defaults), encoded (False), data ((start, end) in buf; (0, 0) when absent),
-    float_data (how many floats). Raises NotADatum for anything a protobuf parser would
-    refuse, or a known field under the wrong wire type.
-    """
+    """The fields of one Datum, proto2's defaults when absent (data: (start, end) in buf;
+    float_data: how many floats), or NotADatum for what a protobuf parser would refuse."""
     fields: dict = {"channels": 0, "height": 0, "width": 0, "label": 0, "encoded": False,
                     "data": (0, 0), "float_data": 0}
     at, end = 0, len(buf)
@@ -115,7 +99,11 @@ def parse(buf: bytes) -> dict:
             if field == ENCODED:
                 fields["encoded"] = value != 0
             elif field in _NAMES:
-                fields[_NAMES[field]] = _int32(value, _NAMES[field])
+                value &= (1 << 64) - 1  # an int32 is sign-extended to 64 bits
+                value -= (1 << 64) if value >= 1 << 63 else 0
+                if not INT32_MIN <= value <= INT32_MAX:
+                    raise NotADatum(f"{_NAMES[field]} {value} does not fit int32")
+                fields[_NAMES[field]] = value
         elif wire == BYTES:
             length, at = _read_varint(buf, at)
             if length > end - at:

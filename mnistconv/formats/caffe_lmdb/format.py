@@ -2,22 +2,17 @@
 its convert_mnist_data tool writes (examples/mnist/create_mnist.sh).
 
 Layout written: one LMDB environment per split, `<out>/<split>_lmdb/data.mdb` (a name
-ending in `_lmdb` with a single split is the environment itself: `<out>/data.mdb`);
-no lock.mdb (LMDB makes one when Caffe first opens it).
-  key    the example's position in the split, b"%08d" (convert_mnist_data's key), so
-         LMDB's byte order is the split's order
-  value  a serialized caffe.Datum (datum.py): channels, height, width, data (uint8
-         pixels C x H x W, row-major), label. With encoded=True: data is a PNG, label,
-         encoded = true, as convert_imageset --encoded writes (grayscale only).
-Records go through liblmdb with MDB_APPEND, in transactions of about TXN_BYTES; the map
-is sized from the data (doubled if LMDB says it is full, as Caffe's db_lmdb does); the
-bytes are the same on every run.
+ending in `_lmdb` with one split is the environment itself), no lock.mdb.
+  key    the example's position in the split, b"%08d" (convert_mnist_data's key)
+  value  a caffe.Datum (datum.py): channels, height, width, data (uint8 pixels C x H x
+         W, row-major), label; with encoded=True, a grayscale PNG as data, label, and
+         encoded = true, as convert_imageset --encoded writes.
+Records go through liblmdb with MDB_APPEND; the bytes are the same on every run.
 
-Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them (split
-train from mnist_train_lmdb or train_lmdb). Every value must be a Datum of one kind and
-size (encoded: PNG or JPEG, decoded to grayscale) with uint8 data; records come in key
-order. liblmdb trusts the pages it maps, so each environment is walked first in a forked
-child: a damaged page that crashes liblmdb is an error naming the file.
+Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them. Every
+value must be a Datum of one kind and size with uint8 data (encoded: PNG or JPEG, read
+as grayscale). liblmdb trusts the pages it maps, so each environment is first walked in
+a forked child: a damaged page that crashes liblmdb is an error naming the file.
 """
 
 import errno
@@ -52,8 +47,6 @@ SPLIT_WORDS = ("train", "test", "val", "valid", "validation", "dev")
 def _lmdb():
     return optional_import("lmdb", "caffe", "Caffe's LMDB format")
 
-
-# --- reading ---
 
 def _split_name(directory, path):
     """train for mnist_train_lmdb, train_lmdb or train; the name itself otherwise."""
@@ -121,9 +114,8 @@ def _open(lmdb, data_path, walk=False):
 
 
 def _walk_in_child(env, data_path):
-    """Walk every record once in a forked child: a damaged page can make liblmdb read
-    past its mapping (SIGBUS) or trip its own assertion (abort), which kills the child,
-    not this process. Errors the child survives are left to the reads that follow."""
+    """Walk every record once in a forked child: a damaged page that makes liblmdb read
+    past its mapping (SIGBUS) or trip its own assertion (abort) kills the child only."""
     if not hasattr(os, "fork"):
         return
     pid = os.fork()
@@ -152,10 +144,9 @@ class _Layout:
     """What every Datum of a split must share, learnt from the first; checks each record."""
 
     def __init__(self, value, key, path):
-        self.path = path
+        self.path, self.key = path, key
         first = self.parse(value, key)
         self.encoded = first["encoded"]
-        self.key = key
         c, h, w = first["channels"], first["height"], first["width"]
         self.chw = (c, h, w)
         if self.encoded:
@@ -270,7 +261,6 @@ class LmdbSplit(Split):
         return self._labels
 
     def indices(self):
-        """Positions in key order."""
         return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
@@ -318,13 +308,8 @@ class LmdbSplit(Split):
 
 
 def read(path) -> Dataset:
-    """Caffe LMDBs as a dataset: an environment directory (or its data.mdb) is one
-    split, named by the directory; a directory of `<split>_lmdb` environments is one
-    split each (train, test, then the rest by name).
-
-        ds = read("examples/mnist/mnist_train_lmdb")   # split 'train'
-        ds = read("out/")                              # out/train_lmdb, out/test_lmdb
-    """
+    """Caffe LMDBs as a dataset: an environment (or its data.mdb) is one split named by
+    its directory (mnist_train_lmdb: 'train'); a directory of them is one split each."""
     path = str(path)
     if not os.path.exists(path):
         raise NotFound(path, "no such file or directory")
@@ -351,12 +336,9 @@ def matches_name(path) -> bool:
     return str(path).rstrip(os.sep).endswith("_lmdb")
 
 
-# --- writing ---
-
 def _map_size(count, value_bound):
     """An LMDB map (address space only) for `count` values of at most value_bound bytes:
-    leaf pages at worst half full, or a large value's overflow pages plus one; a quarter
-    more for branch pages and the free list, a MiB for the meta pages."""
+    leaf pages half full or overflow pages, a quarter more for branches and free list."""
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     node = 8 + 8 + value_bound + 2  # node header, key, value, its pointer in the page
     if node <= (page - 16) // 2:  # LMDB's largest node kept in a leaf
@@ -391,8 +373,7 @@ def _check_writable(split, encoded, path):
 
 
 def _raw_values(images, labels, prefix):
-    """The Datums of a batch, for lmdb's putmulti: views of one array's rows when
-    labels 0..127 (one varint byte) give them one length."""
+    """A batch's Datums for putmulti: views of one array when labels 0..127 fix the length."""
     n = len(labels)
     if images.ndim == 4:
         images = np.moveaxis(images, 3, 1)  # H x W x C -> C x H x W
@@ -411,8 +392,7 @@ def _raw_values(images, labels, prefix):
 
 
 def _commit(lmdb, env, items):
-    """Put sorted items in one transaction; a full map is doubled and the transaction
-    done again (what Caffe's db_lmdb does on MDB_MAP_FULL)."""
+    """Put sorted items in one transaction, doubling a full map as Caffe's db_lmdb does."""
     while items:
         try:
             with env.begin(write=True) as txn:
@@ -423,9 +403,8 @@ def _commit(lmdb, env, items):
 
 
 def _os_error(error, staged, attempted):
-    """An lmdb.Error of a failed write as the OSError it stands for (a full disk), so the
-    CLI names the output. liblmdb reports a short write as EIO: checked against
-    RLIMIT_FSIZE and the file system's free space."""
+    """A failed write's lmdb.Error as the OSError it stands for, so the CLI names the
+    output; liblmdb's EIO for a short write is checked against RLIMIT_FSIZE and free space."""
     message = str(error)
     for code in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EIO):
         if os.strerror(code) in message:
@@ -479,13 +458,8 @@ def _write_split(lmdb, split, staged, encoded, progress):
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=False):
-    """Write each split as a Caffe LMDB, `<path>/<split>_lmdb/data.mdb` (a path named
-    `*_lmdb` with one split is the environment itself), of raw Datums (PNG-encoded ones
-    with encoded=True).
-
-        write(mnistconv.read("data/mnist"), "caffe/")
-        # caffe/train_lmdb/data.mdb, caffe/test_lmdb/data.mdb
-    """
+    """Write each split as a Caffe LMDB of raw (or, encoded=True, PNG) Datums at
+    `<path>/<split>_lmdb/data.mdb` (a `*_lmdb` path with one split is the environment)."""
     lmdb = _lmdb()
     path = str(path)
     base = path.rstrip(os.sep) or os.sep
