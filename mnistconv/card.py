@@ -4,8 +4,6 @@ statistics; the files with sizes and SHA-256; for a conversion, its input, optio
 the writer's figures. The figures come from the batches a writer already reads
 (observe()) or from one pass of their own (collect()), in bounded memory: a sum per
 class, the first SAMPLES images of each class, and the batch in hand.
-
-    html = card.render_card(card.collect(ds), "data/mnist", card.input_files(ds), ds)
 """
 
 import os
@@ -16,8 +14,7 @@ from .records import DEFAULT_BATCH, Dataset, Split
 from .stream import extra_fields
 
 SAMPLES = 8  # images shown per class
-# Mean images are kept for at most this many pixels over all classes (float64 sums).
-MAX_MEAN_PIXELS = 1 << 23
+MAX_MEAN_PIXELS = 1 << 23  # classes x pixels of float64 sums kept for mean images
 MAX_FILES_LISTED = 100
 _BLOCK = 512  # rows squared at a time
 
@@ -194,8 +191,7 @@ def collect(dataset) -> dict:
 
 
 def input_files(dataset):
-    """(rows of (path, bytes, sha256), more files, more bytes) of the files a dataset was
-    read from, every file under a directory it names (see file_rows)."""
+    """file_rows of the files a dataset was read from (all under a directory it names)."""
     from .fileio import sha256_file
     paths = []
     for path in dataset.paths:

@@ -39,9 +39,8 @@ def _img(uri, css, alt) -> str:
 
 
 def render(stats, title, files=None, conversion=None, family=None, notes=()) -> str:
-    """The page: stats {split: card.SplitStats}; files (rows, more, more_bytes) from
-    card.input_files/output_files; conversion {input, input_format, output,
-    output_format, options, stats} or None; family a sources.Family or None."""
+    """The page: stats {split: card.SplitStats}; files (rows, more, more_bytes); conversion
+    {input, input_format, output, output_format, options, stats}; a sources.Family."""
     out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
            'img-src data:; style-src \'unsafe-inline\'">',

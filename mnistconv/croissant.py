@@ -1,7 +1,6 @@
 """Croissant 1.0 metadata (MLCommons' JSON-LD dataset description), written as
 `croissant.json` at the root of a Parquet directory or an ImageFolder tree, so
 `mlcroissant` and TFDS' CroissantBuilder load the output and dataset sites index it.
-
 It holds the family's name, url, license and citeAs where known; the files (a
 cr:FileObject per Parquet file, a cr:FileSet per split of shards or of images); the
 "classes" record set when names are known; and a record set per split (image, label,
@@ -32,8 +31,7 @@ CONTEXT = {
     "replace": "cr:replace", "separator": "cr:separator", "source": "cr:source",
     "subField": "cr:subField", "transform": "cr:transform",
 }
-# The outputs that get one: a directory of files a Croissant loader can read.
-FORMATS = ("parquet", "imagefolder")
+FORMATS = ("parquet", "imagefolder")  # directories of files a Croissant loader reads
 
 
 def applies(writer_name, path) -> bool:

@@ -46,9 +46,8 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
             if not super().parse_request():
                 return False
             port = self.server.server_address[1]
-            allowed = {f"{name}:{port}" for name in _LOCAL_NAMES}
-            if port == 80:
-                allowed.update(_LOCAL_NAMES)
+            allowed = {f"{name}:{port}" for name in _LOCAL_NAMES} | \
+                (set(_LOCAL_NAMES) if port == 80 else set())
             if self.headers.get("Host", "").lower() not in allowed:
                 # DNS rebinding: a page at evil.example resolved to 127.0.0.1 sends its name.
                 self.send_error(403, "Host must be localhost, 127.0.0.1 or [::1] "

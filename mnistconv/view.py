@@ -9,8 +9,7 @@ import numpy as np
 from . import budget
 
 UPPER_HALF = "\u2580"
-# Dark to bright; a space is black, so MNIST's black background stays empty.
-ASCII_RAMP = " .:-=+*#%@"
+ASCII_RAMP = " .:-=+*#%@"  # dark to bright: MNIST's black background stays empty
 GAP = 2  # spaces between terminal tiles
 
 # 3x5 glyphs, '#' on. Enough for class numbers, indices and short letter labels.
@@ -46,11 +45,8 @@ def to_gray_uint8(images) -> np.ndarray:
         if axis is None:
             raise ValueError(f"cannot display images of shape {images.shape[1:]}")
         channels_last = images if axis == -1 else np.moveaxis(images, 1, -1)
-        if channels_last.shape[-1] == 1:
-            images = channels_last[..., 0]
-        else:
-            rgb = channels_last[..., :3].astype(np.float64)
-            images = rgb @ np.array([0.299, 0.587, 0.114])
+        images = channels_last[..., 0] if channels_last.shape[-1] == 1 else \
+            channels_last[..., :3].astype(np.float64) @ np.array([0.299, 0.587, 0.114])
     elif images.ndim == 2:  # flat vectors are drawn square when their length is one
         side = int(round(images.shape[1] ** 0.5))
         if side == 0 or side * side != images.shape[1]:
@@ -82,9 +78,8 @@ def _spatial(shape):
 
 
 def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
-    """The images at `positions` of a split as n x H x W uint8 for display, gathered in
-    pieces of the memory budget, each cut to at most `max_side` pixels a side (of width
-    with width_only: every k-th pixel) before the next is read."""
+    """The images at `positions` as n x H x W uint8 for display, read a budget at a time,
+    each piece cut to at most `max_side` pixels a side (of width with width_only)."""
     positions = np.asarray(positions, dtype=np.int64)
     shape = tuple(split.header.shape)
     axes = _spatial(shape)
@@ -251,24 +246,20 @@ def histogram_lines(class_counts, width=80, ascii=False):
     return [" ".join(row) for row in histogram_rows(class_counts, width, ascii)]
 
 
-# The largest image side a sheet shows: larger images keep every k-th pixel.
-SHEET_CELL = 512
+SHEET_CELL = 512  # the largest image side a sheet shows (larger: every k-th pixel)
 BACKGROUND = 48  # margins: dark grey, so black image backgrounds show their edges
 INK = 230
 
 
 def text_size(text, scale=1):
     """(height, width) in pixels of text drawn with the built-in font."""
-    if not text:
-        return 0, 0
-    return GLYPH_H * scale, (len(text) * (GLYPH_W + 1) - 1) * scale
+    return (GLYPH_H * scale, (len(text) * (GLYPH_W + 1) - 1) * scale) if text else (0, 0)
 
 
 def draw_text(canvas, text, y, x, scale=1, value=INK):
     """Draw text (upper-case; '?' for no glyph) into a uint8 canvas at (y, x), clipped."""
     for k, ch in enumerate(str(text).upper()):
-        glyph = FONT.get(ch, FONT["?"])
-        block = np.kron(glyph, np.ones((scale, scale), bool))
+        block = np.kron(FONT.get(ch, FONT["?"]), np.ones((scale, scale), bool))
         gy, gx = y, x + k * (GLYPH_W + 1) * scale
         h = max(0, min(block.shape[0], canvas.shape[0] - gy))
         w = max(0, min(block.shape[1], canvas.shape[1] - gx))
@@ -327,10 +318,8 @@ SHEET_FORMATS = {
 
 def sheet_format(path):
     """The SHEET_FORMATS key for an output name ('-' is PNG), or None."""
-    if str(path) == "-":
-        return ".png"
     name = str(path).lower()
-    return next((ext for ext in SHEET_FORMATS if name.endswith(ext)), None)
+    return ".png" if name == "-" else next((e for e in SHEET_FORMATS if name.endswith(e)), None)
 
 
 def encode_sheet(sheet, ext) -> bytes:

@@ -1,9 +1,8 @@
 """Browser packs: small class-balanced GDMNIST1 subsets a web page loads, with a
 manifest that proves every file (sizes, SHA-256, header fields, class counts), built by
 build_browser_pack and checked by verify: per split `<split>.bin` and its deterministic
-`<split>.bin.gz` (formats/gdmnist.py), then preview.json and manifest.json.
-
-How the default pack (browser-v1) selects its examples:
+`<split>.bin.gz` (formats/gdmnist.py), then preview.json and manifest.json. How the
+default pack (browser-v1) selects its examples:
   - the parent split of the 60000 training examples is torch.randperm(60000) on the CPU
     after torch.manual_seed(20260909): its first 50000 entries are the training pool,
     its last 10000 the validation pool. torch draws it as a Fisher-Yates pass over
@@ -13,8 +12,6 @@ How the default pack (browser-v1) selects its examples:
     200 of each digit in validation-pool order; test: the first 200 of each digit in
     the official test order; each interleaved 0,1,...,9,0,1,... so a prefix whose length
     is a multiple of 10 is balanced. test-full (optional): all 10000 test examples.
-
-preview.json holds the first examples of one split (_preview).
 """
 
 import base64
@@ -327,8 +324,7 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
                 "bytes": bin_hash.bytes, "count": int(len(labels)), "id": name,
                 "class_counts": np.bincount(labels.astype(np.int64), minlength=10).tolist(),
                 "file": f"{name}.bin", "gzip_file": f"{name}.bin.gz",
-                # The gzip fields are filled in when its compression finishes.
-                "gzip_bytes": None, "gzip_sha256": None,
+                "gzip_bytes": None, "gzip_sha256": None,  # filled in once compressed
                 "label_offset": label_offset, "original_index_offset": index_offset,
                 "pixel_offset": gdmnist.HEADER_BYTES, "optional": name in OPTIONAL_SPLITS,
                 "original_indices_sha256_uint32_le": sha256_of(indices, "<u4"),

@@ -1,7 +1,5 @@
 """A pack's manifest.json: reading it, checking all of it before any file it lists is
-opened, and writing it.
-
-mnistconv reads the fields _TOP_FIELDS, _ENTRY_FIELDS and _PREVIEW_FIELDS name, and
+opened, and writing it. mnistconv reads the fields _TOP_FIELDS, _ENTRY_FIELDS and _PREVIEW_FIELDS name, and
 class_names (by label); any other is carried along, never interpreted. A manifest is
 data from elsewhere, never a list of paths to follow: split ids are safe names listed
 once; file names are plain, normalised, relative names that resolve (links included)
@@ -18,8 +16,7 @@ from ..errors import FormatError
 from ..fileio import open_input
 from ..limits import parse_json, printable, safe_split_name
 
-# json.load holds all of a manifest and more: a larger one is refused before it is read.
-MAX_MANIFEST_BYTES = 1 << 20
+MAX_MANIFEST_BYTES = 1 << 20  # json.load holds all of it and more: larger is refused unread
 _FIX = "a manifest is the JSON `mnistconv pack browser` writes"
 
 
@@ -87,10 +84,9 @@ def _check_fields(obj, fields, path, where):
 
 
 def member_path(folder, name, manifest_path, what) -> str:
-    """The path of a file a manifest names: a plain, normalised, relative name that
-    resolves (links followed) inside the pack directory, or a FormatError naming the
-    manifest and the entry: member_path("pack", "test.bin", ...) -> "pack/test.bin",
-    "../x.bin" or "/etc/passwd" raise. Nothing is opened here."""
+    """The path of a file a manifest names, a plain, normalised, relative name resolving
+    (links followed) inside the pack directory, or a FormatError naming the entry
+    ("../x.bin" and "/etc/passwd" raise). Nothing is opened here."""
     problem = None
     if not name or any(c in name for c in "\0\\") or not name.isprintable():
         problem = "is not a plain file name"

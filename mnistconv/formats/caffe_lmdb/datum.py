@@ -1,5 +1,4 @@
 """caffe.Datum on the wire, encoded and decoded here (no protobuf runtime, no caffe_pb2).
-
 Caffe's src/caffe/proto/caffe.proto declares (proto2):
 
     message Datum {

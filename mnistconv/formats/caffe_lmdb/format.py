@@ -38,10 +38,8 @@ DATA_FILE = "data.mdb"
 # LMDB's meta page: a 16-byte page header, then mm_magic 0xBEEFC0DE and mm_version 1.
 LMDB_MAGIC = b"\xde\xc0\xef\xbe\x01\x00\x00\x00"
 MAGIC_OFFSET = 16
-# Bytes per write transaction: LMDB holds a transaction's dirty pages in memory.
-TXN_BYTES = 8 << 20
-# Directory names: `mnist_train_lmdb` is split train.
-SPLIT_WORDS = ("train", "test", "val", "valid", "validation", "dev")
+TXN_BYTES = 8 << 20  # per write transaction: LMDB holds its dirty pages in memory
+SPLIT_WORDS = ("train", "test", "val", "valid", "validation", "dev")  # mnist_train_lmdb: train
 
 
 def _lmdb():
@@ -96,8 +94,7 @@ def _open(lmdb, data_path, walk=False):
     check_input_file(data_path)  # confined by _environments; a FIFO swapped in refused
     _check_meta(data_path)
     try:
-        env = lmdb.open(data_path, subdir=False, readonly=True, lock=False,
-                        max_readers=1)
+        env = lmdb.open(data_path, subdir=False, readonly=True, lock=False, max_readers=1)
     except lmdb.Error as e:
         raise CorruptData(data_path, f"is not a readable LMDB environment ({e})") from None
     try:
@@ -159,8 +156,7 @@ class _Layout:
         else:
             if min(c, h, w) < 1:
                 raise self.error(key, f"declares channels x height x width {c}x{h}x{w}",
-                                 "raw Datums need all three (convert_mnist_data sets "
-                                 "them)")
+                                 "raw Datums need all three (convert_mnist_data sets them)")
             self.image_shape = (h, w) if c == 1 else (h, w, c)
             self.pixels = c * h * w
         check_image_size(self.image_shape, path)
@@ -177,8 +173,7 @@ class _Layout:
         try:
             return datum.parse(value)
         except datum.NotADatum as e:
-            raise FormatError(self.path, f"the value at key {_shown(key)} is not "
-                                         f"a caffe.Datum ({e})",
+            raise FormatError(self.path, f"the value at key {_shown(key)} is not a caffe.Datum ({e})",
                               "Caffe's data layer reads Datums (convert_mnist_data, "
                               "convert_imageset)") from None
 
@@ -252,9 +247,8 @@ class LmdbSplit(Split):
             what = "not a PNG or JPEG" if size is None else \
                 f"a {size[0]}x{size[1]} image (height x width)"
             first = self.layout.image_shape
-            raise self.layout.error(key, f"holds {what}; the first (key "
-                                         f"{_shown(self.layout.key)}) holds "
-                                         f"{first[0]}x{first[1]}",
+            raise self.layout.error(key, f"holds {what}; the first (key {_shown(self.layout.key)}) "
+                                         f"holds {first[0]}x{first[1]}",
                                     "mnistconv reads Datums of one size")
 
     def labels(self):
@@ -279,8 +273,7 @@ class LmdbSplit(Split):
                     images = np.empty((n,) + chw, np.uint8)
                     for j in range(n):
                         if not more:
-                            raise CorruptData(self.path, f"ended at record {start + j} "
-                                                         f"of {h.count}")
+                            raise CorruptData(self.path, f"ended at record {start + j} of {h.count}")
                         key = cursor.key()
                         _, data = layout.record(cursor.value(), key)
                         images[j] = self._decode(data, key) if layout.encoded else \
