@@ -1,27 +1,19 @@
 """Compare two datasets split by split: how a user checks a conversion.
 
 For each pair of splits: the counts, label agreement, and the pixel error over the
-examples both have (position by position): mean and maximum absolute difference, the
-share of pixels that differ at all, and PSNR, all on the 0..255 scale; plus the few
-worst examples (largest maximum difference, then largest mean) by original index.
+examples both have, position by position (mean and maximum absolute difference, the
+share of pixels that differ, PSNR, all on the 0..255 scale), plus the worst examples.
+Both sides are read in lockstep batches, re-cut to line up, so memory is bounded by the
+batch size whatever the formats.
 
-Both sides are read batch by batch in lockstep, so memory is bounded by the batch size
-whatever the formats (a TFRecord reader and an IDX reader may yield different batch
-sizes; batches are re-cut to line up). Only the worst-k list is kept across batches.
+Pixels: floats in [0, 1] (npz --float) are scaled by 255, other floats taken as 0..255;
+differences below 1/1000 of a grey level are that scaling's rounding and count as 0. A
+pixel NaN or infinite on one side only differs by infinity; the same on both sides is
+no difference. A channel axis of 1 (28x28x1, 1x28x28) is ignored.
 
-Pixels: uint8 and integers are compared as they are; floats in [0, 1] (npz --float)
-are scaled by 255 first, other floats are taken as 0..255; differences below 1/1000 of
-a grey level are float rounding from that scaling, not a change, and count as 0.
-A pixel that is NaN or infinite on one side only differs by infinity (so mean, max and
-PSNR say inf, and the pair is unequal at any tolerance); the same NaN or infinity on
-both sides is no difference. Such values never raise numpy warnings.
-Shapes that differ only by a channel axis of 1 (28x28 against 28x28x1 or 1x28x28) are
-compared as 28x28.
-
-Which splits pair up: by name. When one side has a single split and the other several,
-the single split pairs with the split of the same name, or, if there is none, must be
-named (pairs=[("train", "images")]). Splits present on one side only make two
-multi-split datasets unequal.
+Splits pair up by name; a single split pairs with the other side's split of its name,
+or must be named (pairs=[("train", "images")]). Splits present on one side only make
+two multi-split datasets unequal.
 """
 
 import heapq
@@ -35,20 +27,17 @@ from . import budget
 from .errors import UsageError
 from .records import NO_PROGRESS
 
-# Images read per side at a time (readers cut it to the memory budget).
-COMPARE_BATCH = 2048
-# Each compared pixel costs ~24 bytes in float temporaries (both sides, the difference,
-# its square in float64): pixels are compared this many at a time, so a batch, or one
-# image larger than the budget, is worked through in pieces.
+COMPARE_BATCH = 2048  # images read per side at a time (readers cut it to the budget)
+# A compared pixel costs ~24 bytes of float temporaries: a batch, or one image larger
+# than the budget, is worked through this many pixels at a time.
 _WORK_PIXELS = budget.BATCH_BYTES // 24
 NOISE = 1e-3  # grey levels: float rounding from scaling [0, 1] pixels by 255
 
 
 @dataclass
 class Example:
-    """One compared example worth showing (a label mismatch or one of the worst): its
-    position in the comparison, its original index and label on each side, and its
-    largest and mean absolute pixel difference (0..255 scale)."""
+    """One compared example worth showing (a label mismatch or one of the worst), with
+    its largest and mean absolute pixel difference (0..255 scale)."""
 
     position: int
     index_a: int
@@ -61,9 +50,8 @@ class Example:
 
 @dataclass
 class SplitComparison:
-    """What compare_splits found for one pair of splits: counts, shapes, label
-    agreement, pixel error and the worst examples; `equal` and problems() judge it,
-    to_json() is what `mnistconv compare --json` prints for it.
+    """What compare_splits found for one pair of splits; `equal` and problems() judge
+    it, to_json() is what `mnistconv compare --json` prints for it.
 
         r = compare_splits(a.splits["test"], b.splits["test"], tolerance=2)
         r.equal, r.max_error, r.problems()
@@ -136,8 +124,8 @@ class SplitComparison:
         if self.non_finite:
             out.append(f"{self.non_finite} pixel(s) NaN or infinite on one side only")
         if self.max_error > self.tolerance:
-            out.append(f"pixels differ by up to {_number(self.max_error)} "
-                       f"(tolerance {_number(self.tolerance)})")
+            out.append(f"pixels differ by up to {self.max_error:g} "
+                       f"(tolerance {self.tolerance:g})")
         return out
 
     def to_json(self):
@@ -151,8 +139,6 @@ class SplitComparison:
             "label_agreement": self.label_agreement,
             "first_label_mismatches": [_example_json(e)
                                        for e in self.first_label_mismatches],
-            # JSON has no infinity: identical pixels are psnr null, "identical" true;
-            # NaN or infinity on one side only makes the errors null, "non_finite" > 0.
             "pixel_error": {
                 "mean": _finite(self.mean_error),
                 "max": _finite(self.max_error) if self.pixels else None,
@@ -168,8 +154,8 @@ class SplitComparison:
 
 @dataclass
 class Comparison:
-    """The result of compare(): one SplitComparison per pair of splits, the splits
-    left out on each side, and whether the datasets are equal.
+    """The result of compare(): one SplitComparison per pair of splits and the splits
+    left out on each side.
 
         c = compare(mnistconv.read("data/mnist"), mnistconv.read("mnist.npz"))
         c.equal, [s.problems() for s in c.splits]
@@ -180,21 +166,17 @@ class Comparison:
     only_b: list
     missing_counts: bool  # True when splits on one side only make the result unequal
     tolerance: float
-    # Why they differ where it can be told (JPEG on one side, labels shifted, ...),
-    # with the option that would make the comparison pass where there is one.
-    advice: list = field(default_factory=list)
+    advice: list  # why they differ, where compare_advice.explain can tell = field(default_factory=list)
 
     @property
     def equal(self) -> bool:
-        """Every pair equal, at least one compared, and no split missing where that
-        counts (see the module docstring)."""
+        """Every pair equal, at least one compared, and no split missing that counts."""
         if self.missing_counts and (self.only_a or self.only_b):
             return False
         return bool(self.splits) and all(s.equal for s in self.splits)
 
     def to_json(self):
-        """The comparison as JSON-ready values (`mnistconv compare --json` prints them
-        after the two inputs)."""
+        """The comparison as JSON-ready values (what `mnistconv compare --json` prints)."""
         return {"equal": self.equal, "tolerance": self.tolerance,
                 "splits": [s.to_json() for s in self.splits],
                 "only_in_a": self.only_a, "only_in_b": self.only_b,
@@ -224,14 +206,9 @@ def _shape_text(shape):
     return "x".join(map(str, shape)) or "scalar"
 
 
-def _number(x):
-    return f"{x:g}"
-
-
 def pair_splits(a, b, pairs=None, where=(None, None)):
-    """[(name in A, name in B)], plus the names left out on each side and whether those
-    count against equality (see the module docstring). `where` names A and B in
-    messages (default: their first file)."""
+    """([(name in A, name in B)], names left out in A, in B, whether those count against
+    equality). `where` names A and B in messages (default: their first file)."""
     names_a, names_b = list(a.splits), list(b.splits)
     where_a, where_b = where[0] or _where(a), where[1] or _where(b)
     if pairs:
@@ -301,8 +278,7 @@ def _fields(batch):
 class _Scale:
     """How one side's pixel values map to 0..255, decided on its first batch."""
 
-    def __init__(self):
-        self.factor = None
+    factor = None
 
     def __call__(self, images):
         images = np.asarray(images)
@@ -333,77 +309,84 @@ def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_
                              tuple(split_b.header.shape), tolerance=float(tolerance))
     if not result.shapes_match:
         return result
-    shape = _squeeze(result.shape_a)
-    scale_a, scale_b = _Scale(), _Scale()
-    heap = []  # (max, mean, -position, Example): the `worst` largest
-    position = 0
+    tally = _Tally(result, worst)
     names = split_a.name if split_a.name == split_b.name else \
         f"{split_a.name} ~ {split_b.name}"
     progress.start(names, min(result.count_a, result.count_b))
     try:
         for aligned in _aligned(split_a, split_b, batch_size):
-            n = len(aligned[0][1])
-            _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst)
+            n = tally.add(*aligned)
             del aligned  # dropped before the next pair is read
-            position += n
             progress.advance(n)
     finally:
         progress.finish()
-    result.compared = position
-    result.worst = [e for _, e in sorted(heap, key=lambda t: t[0], reverse=True)]
+    result.compared = tally.position
+    result.worst = [e for _, e in sorted(tally.heap, key=lambda t: t[0], reverse=True)]
     return result
 
 
-def _accumulate(result, aligned, position, shape, scale_a, scale_b, heap, worst):
-    (xa, ya, ia), (xb, yb, ib) = aligned
-    n = len(ya)
-    size = int(np.prod(shape))
-    xa, xb = np.asarray(xa).reshape(n, size), np.asarray(xb).reshape(n, size)
-    per_max = np.zeros(n, np.float64)
-    per_sum = np.zeros(n, np.float64)
-    # Rows of whole images while they fit _WORK_PIXELS, else column pieces of one row.
-    step_rows = max(1, _WORK_PIXELS // max(size, 1))
-    step_cols = max(1, size if step_rows > 1 else _WORK_PIXELS)
-    for r0 in range(0, n, step_rows):
-        rows = slice(r0, min(n, r0 + step_rows))
-        for c0 in range(0, size, step_cols):
-            cols = slice(c0, min(size, c0 + step_cols))
-            piece_max, piece_sum = _difference(result, scale_a(xa[rows, cols]),
-                                               scale_b(xb[rows, cols]))
-            np.maximum(per_max[rows], piece_max, out=per_max[rows])
-            per_sum[rows] += piece_sum
-    with np.errstate(all="ignore"):
-        per_mean = per_sum / size if size else per_sum
-    if n and size:
-        result.max_error = max(result.max_error, float(per_max.max()))
-    ya, yb = np.asarray(ya).astype(np.int64), np.asarray(yb).astype(np.int64)
-    wrong = np.flatnonzero(ya != yb)
-    result.label_mismatches += len(wrong)
+class _Tally:
+    """What compare_splits keeps across batches: the totals (in result), each side's
+    scale, the position reached and the `worst` largest as a heap."""
 
-    def example(k):
-        return Example(position + int(k), int(ia[k]), int(ib[k]), int(ya[k]),
-                       int(yb[k]), float(per_max[k]), float(per_mean[k]))
+    def __init__(self, result, worst):
+        self.result, self.worst = result, worst
+        self.size = int(np.prod(_squeeze(result.shape_a)))
+        self.scale_a, self.scale_b = _Scale(), _Scale()
+        self.heap = []  # (max, mean, -position, Example)
+        self.position = 0
 
-    for k in wrong[:max(0, 10 - len(result.first_label_mismatches))]:
-        result.first_label_mismatches.append(example(k))
-    if worst and n:
-        # Only the batch's own top candidates can enter the running top-k; ties go to
-        # the earlier position, as in the heap.
-        top = np.lexsort((-np.arange(n), per_mean, per_max))[::-1][:worst]
-        for k in top:
-            if per_max[k] == 0:
-                break
-            item = (float(per_max[k]), float(per_mean[k]), -(position + int(k)))
-            if len(heap) < worst:
-                heapq.heappush(heap, (item, example(k)))
-            elif item > heap[0][0]:
-                heapq.heapreplace(heap, (item, example(k)))
+    def add(self, side_a, side_b):
+        """Add one aligned pair of batches; returns its length."""
+        (xa, ya, ia), (xb, yb, ib) = side_a, side_b
+        result, size, position = self.result, self.size, self.position
+        n = len(ya)
+        xa, xb = np.asarray(xa).reshape(n, size), np.asarray(xb).reshape(n, size)
+        per_max = np.zeros(n, np.float64)
+        per_sum = np.zeros(n, np.float64)
+        # Rows of whole images while they fit _WORK_PIXELS, else column pieces of one row.
+        step_rows = max(1, _WORK_PIXELS // max(size, 1))
+        step_cols = max(1, size if step_rows > 1 else _WORK_PIXELS)
+        for r0 in range(0, n, step_rows):
+            rows = slice(r0, min(n, r0 + step_rows))
+            for c0 in range(0, size, step_cols):
+                cols = slice(c0, min(size, c0 + step_cols))
+                piece_max, piece_sum = _difference(result, self.scale_a(xa[rows, cols]),
+                                                   self.scale_b(xb[rows, cols]))
+                np.maximum(per_max[rows], piece_max, out=per_max[rows])
+                per_sum[rows] += piece_sum
+        with np.errstate(all="ignore"):
+            per_mean = per_sum / size if size else per_sum
+        if n and size:
+            result.max_error = max(result.max_error, float(per_max.max()))
+        ya, yb = np.asarray(ya).astype(np.int64), np.asarray(yb).astype(np.int64)
+        wrong = np.flatnonzero(ya != yb)
+        result.label_mismatches += len(wrong)
+
+        def example(k):
+            return Example(position + int(k), int(ia[k]), int(ib[k]), int(ya[k]),
+                           int(yb[k]), float(per_max[k]), float(per_mean[k]))
+
+        for k in wrong[:max(0, 10 - len(result.first_label_mismatches))]:
+            result.first_label_mismatches.append(example(k))
+        if self.worst and n:
+            # Only the batch's own top candidates can enter the running top-k; ties go
+            # to the earlier position, as in the heap.
+            for k in np.lexsort((-np.arange(n), per_mean, per_max))[::-1][:self.worst]:
+                if per_max[k] == 0:
+                    break
+                item = (float(per_max[k]), float(per_mean[k]), -(position + int(k)))
+                if len(self.heap) < self.worst:
+                    heapq.heappush(self.heap, (item, example(k)))
+                elif item > self.heap[0][0]:
+                    heapq.heapreplace(self.heap, (item, example(k)))
+        self.position += n
+        return n
 
 
 def _difference(result, a, b):
-    """Add one piece of pixels (rows x columns, scaled) to result's totals; return each
-    row's largest difference and its sum over the piece."""
-    # NaN and infinity are data here, not accidents to warn about (see the docstring).
+    """Add one piece of scaled pixels to result's totals; each row's largest difference
+    and its sum over the piece."""
     with np.errstate(all="ignore"):
         diff = np.abs(a - b)
         odd = ~np.isfinite(diff)
@@ -424,15 +407,13 @@ def _difference(result, a, b):
     return piece_max, piece_sum
 
 
-def compare(a, b, pairs=None, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
-            progress=NO_PROGRESS, where=(None, None)) -> Comparison:
+def compare(a, b, pairs=None, tolerance=0.0, worst=5, progress=NO_PROGRESS,
+            where=(None, None)) -> Comparison:
     """Compare datasets a and b (see the module docstring for how splits pair up)."""
     from .compare_advice import explain
     pairs, only_a, only_b, strict = pair_splits(a, b, pairs, where)
-    results = []
-    for name_a, name_b in pairs:
-        results.append(compare_splits(a.splits[name_a], b.splits[name_b], tolerance,
-                                      worst, batch_size, progress))
+    results = [compare_splits(a.splits[name_a], b.splits[name_b], tolerance, worst,
+                              progress=progress) for name_a, name_b in pairs]
     comparison = Comparison(results, only_a, only_b, strict, float(tolerance))
     if not comparison.equal:
         comparison.advice = explain(a, b, comparison)

@@ -1,25 +1,13 @@
 """Fetch the IDX-distributed MNIST family from their publishers, verified by checksum.
 
-A Family is data: its files (name, published MD5 and, where known, SHA-256 and size) and
-the mirrors that serve them, tried in order. Nothing is trusted until it is checked: each
-file is streamed to a temporary name beside its target, hashed on the way, and renamed
-into place only when every published digest matches. A transfer that stops short, a
-mirror that serves other bytes (a captive portal's HTML, a stale copy), a 404 or a dead
-host leave nothing behind. Files already present and valid are not fetched again; a
-present file that does not match is never replaced without force.
-
-Transient failures (timeouts, resets, a connection cut half-way, HTTP 5xx) are retried
-from the start (no ranged resume: a restarted transfer cannot splice two different copies)
-a bounded number of times; permanent ones (404, refused, unknown host, wrong bytes) move
-on to the next mirror at once.
-
-EMNIST is published as one zip (gzip.zip) holding every split. It is kept in the
-directory as the verified source and its IDX .gz members are extracted beside it, one
-sub-directory per split (DIR/balanced/emnist-balanced-train-images-idx3-ubyte.gz, ...),
-each checked against the CRC-32 and size the archive records.
-
-The library uses only the standard library (urllib), reports progress in bytes through
-records.Progress, and raises MnistconvError kinds; it never prints.
+Nothing is trusted until it is checked: each file is streamed to a temporary name beside
+its target, hashed on the way, and renamed into place only when every published digest
+matches, so a short transfer, a mirror serving other bytes or a dead host leave nothing
+behind. Transient failures (timeouts, resets, HTTP 5xx) are retried from the start (a
+restarted transfer cannot splice two different copies); permanent ones move on to the
+next mirror. EMNIST's gzip.zip is kept as the verified source and its IDX members are
+extracted beside it, one sub-directory per split, each checked against the archive's
+CRC-32 and size.
 """
 
 import hashlib
@@ -34,6 +22,7 @@ import urllib.request
 import zipfile
 import zlib
 from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
 from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
 from .limits import is_number
@@ -42,7 +31,7 @@ from .records import NO_PROGRESS, Progress
 # The catalogue, re-exported: download.FAMILIES, download.get_family, ...
 from .sources import FAMILIES, Family, RemoteFile, Source, get_family
 
-__all__ = ["FAMILIES", "Family", "RemoteFile", "Source", "get_family", "Result",
+__all__ = ["FAMILIES", "Family", "RemoteFile", "Source", "get_family", "Result", "Network",
            "check_file", "check_present", "verify", "download"]
 
 CHUNK = 1 << 16
@@ -63,6 +52,27 @@ class Result:
     check: str = ""  # for verified/present: which digest matched, e.g. "archive sha256 matches"
 
 
+@dataclass(frozen=True)
+class Network:
+    """How download() fetches, checked once: base_urls (mirrors tried in order, instead
+    of the source's), timeout (seconds without data), retries (of a transient failure,
+    per mirror) and retry_delay (seconds before the first retry, doubled each time).
+
+        download(get_family("mnist"), "data/mnist", retries=5, timeout=30)
+    """
+
+    base_urls: Optional[Sequence[str]] = None
+    timeout: float = DEFAULT_TIMEOUT
+    retries: int = DEFAULT_RETRIES
+    retry_delay: float = 1.0
+
+    def __post_init__(self):
+        if self.retries < 0:
+            raise BadOption(None, "--retries must be 0 or more")
+        if self.timeout <= 0:
+            raise BadOption(None, "--timeout must be positive")
+
+
 class _Attempt(Exception):
     """One failed attempt at one URL; transient ones are retried on the same mirror."""
 
@@ -73,31 +83,32 @@ class _Attempt(Exception):
         self.kind = kind  # network | http | checksum | truncated
 
 
-def _describe(exc, timeout):
-    """An OSError/HTTP failure as (reason, transient)."""
+def _failed(exc, timeout):
+    """An OSError/HTTP failure as an _Attempt: its reason, and whether to retry."""
     if isinstance(exc, urllib.error.HTTPError):
-        transient = exc.code >= 500 or exc.code in (408, 429)
-        return f"HTTP {exc.code} {exc.reason}", transient
+        exc.close()
+        return _Attempt(f"HTTP {exc.code} {exc.reason}", exc.code >= 500 or exc.code in (408, 429),
+                        "http")
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, ssl.SSLError):
         # A certificate or TLS failure will not heal by retrying the same host.
-        return f"TLS error ({getattr(reason, 'reason', None) or reason})", False
+        return _Attempt(f"TLS error ({getattr(reason, 'reason', None) or reason})", False)
     if isinstance(reason, socket.gaierror):
-        return "cannot resolve the host name (offline or no DNS?)", False
+        return _Attempt("cannot resolve the host name (offline or no DNS?)", False)
     if isinstance(reason, ConnectionRefusedError):
-        return "connection refused", False
+        return _Attempt("connection refused", False)
     if isinstance(reason, (socket.timeout, TimeoutError)):
-        return f"timed out: nothing received for {timeout:g} s", True
+        return _Attempt(f"timed out: nothing received for {timeout:g} s", True)
     if isinstance(reason, http.client.IncompleteRead):
-        return (f"connection closed after {len(reason.partial)} bytes of a chunk "
-                "(truncated transfer)"), True
+        return _Attempt(f"connection closed after {len(reason.partial)} bytes of a chunk "
+                        "(truncated transfer)", True)
     if isinstance(reason, http.client.RemoteDisconnected):
-        return "the server closed the connection without a response", True
+        return _Attempt("the server closed the connection without a response", True)
     if isinstance(reason, (ConnectionError, http.client.HTTPException)):
-        return f"connection failed ({reason})", True
+        return _Attempt(f"connection failed ({reason})", True)
     if isinstance(reason, OSError):
-        return f"network error ({reason.strerror or reason})", True
-    return str(reason), True
+        return _Attempt(f"network error ({reason.strerror or reason})", True)
+    return _Attempt(str(reason), True)
 
 
 def _hashers():
@@ -110,14 +121,6 @@ def _check_digests(spec, hexes):
         if hexes[alg] != expected.lower():
             return f"checksum mismatch: expected {alg} {expected}, got {hexes[alg]}"
     return None
-
-
-def _attempt_failed(exc, timeout):
-    if isinstance(exc, urllib.error.HTTPError):
-        exc.close()
-    reason, transient = _describe(exc, timeout)
-    kind = "http" if isinstance(exc, urllib.error.HTTPError) else "network"
-    return _Attempt(reason, transient, kind)
 
 
 _NET_ERRORS = (OSError, http.client.HTTPException)
@@ -133,7 +136,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
     try:
         response = urllib.request.urlopen(request, timeout=timeout)
     except _NET_ERRORS as e:
-        raise _attempt_failed(e, timeout) from None
+        raise _failed(e, timeout) from None
     hashers = _hashers()
     got = 0
     with response:
@@ -151,7 +154,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
                     try:
                         chunk = response.read(CHUNK)
                     except _NET_ERRORS as e:
-                        raise _attempt_failed(e, timeout) from None
+                        raise _failed(e, timeout) from None
                     if not chunk:
                         break
                     out.write(chunk)
@@ -188,20 +191,17 @@ def _hint(kinds):
     return "nothing was saved; check --base-url (or MNISTCONV_BASE_URL)"
 
 
-def _url(base, name):
-    return base.rstrip("/") + "/" + name
-
-
-def _fetch(spec, target, mirrors, *, timeout, retries, retry_delay, progress):
+def _fetch(spec, target, mirrors, network, progress):
     """Download one file through the mirrors into target, verified. Returns Result."""
     failures = []  # (url, _Attempt)
     for base in mirrors:
-        url = _url(base, spec.name)
+        url = base.rstrip("/") + "/" + spec.name
+        retries = network.retries
         for attempt in range(retries + 1):
             with StagedOutput(force=True) as staged_output:
                 staged = staged_output.file(target)
                 try:
-                    size, hexes = _fetch_once(url, staged, spec, timeout, progress)
+                    size, hexes = _fetch_once(url, staged, spec, network.timeout, progress)
                 except _Attempt as failure:
                     staged_output.abort()
                     last = failure
@@ -210,8 +210,8 @@ def _fetch(spec, target, mirrors, *, timeout, retries, retry_delay, progress):
                                   digests=hexes)
             if not last.transient:
                 break
-            if attempt < retries and retry_delay:
-                time.sleep(retry_delay * 2 ** attempt)
+            if attempt < retries and network.retry_delay:
+                time.sleep(network.retry_delay * 2 ** attempt)
         if last.transient and retries:
             last = _Attempt(f"{last.reason} ({retries + 1} attempts)", True, last.kind)
         failures.append((url, last))
@@ -418,26 +418,21 @@ def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
     return results
 
 
-def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEOUT,
-             retries=DEFAULT_RETRIES, force=False, progress: Progress = NO_PROGRESS,
-             retry_delay=1.0, source="original") -> list:
+def download(family: Family, directory, *, force=False, progress: Progress = NO_PROGRESS,
+             source="original", **network) -> list:
     """Make directory hold the family's files, verified. Files present and valid are
-    kept; the rest are fetched from base_urls (default: the source's mirrors), in order.
-    `source` names where from (Family.source): "original" (the publishers' files),
-    "keras", "hf"; a source of another layout (Keras' npz, the Hub's Parquet) is
-    converted to the family's IDX files, uncompressed, each checked against the
-    official content SHA-256 where it is known (see _converted).
+    kept (force re-fetches everything and replaces files that do not match); the rest
+    are fetched as `network` says (Network: base_urls, timeout, retries, retry_delay).
+    `source` names where from (Family.source): "original", "keras", "hf"; a source of
+    another layout (Keras' npz, the Hub's Parquet) is converted to the family's IDX
+    files, uncompressed, each checked against the official content SHA-256 where known.
 
-    force re-fetches everything and replaces files that do not match. Returns a Result
-    per file (downloaded, present, extracted, converted). Raises MnistconvError naming
-    the file or URL on any failure; files completed before it stay (they are
-    verified)."""
-    if retries < 0:
-        raise BadOption(None, "--retries must be 0 or more")
-    if timeout <= 0:
-        raise BadOption(None, "--timeout must be positive")
+    Returns a Result per file (downloaded, present, extracted, converted). Raises
+    MnistconvError naming the file or URL on any failure; files completed before it
+    stay (they are verified)."""
+    net = Network(**network)
     chosen = family.source(source)
-    mirrors = tuple(base_urls) if base_urls else chosen.mirrors
+    mirrors = tuple(net.base_urls) if net.base_urls else chosen.mirrors
     directory = os.path.abspath(str(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise InTheWay(directory, "exists and is not a directory")
@@ -461,33 +456,29 @@ def download(family: Family, directory, *, base_urls=None, timeout=DEFAULT_TIMEO
     results = []
     try:
         if chosen.kind != "files":
-            return _converted(family, chosen, plan, directory, mirrors, force=force,
-                              timeout=timeout, retries=retries, retry_delay=retry_delay,
-                              progress=progress)
+            return _converted(chosen, plan, directory, mirrors, net, force, progress)
         for spec, target, state in plan:
             if state.action == "verified" and not force:
                 state.action = "present"
                 results.append(state)
             else:
-                results.append(_fetch(spec, target, mirrors, timeout=timeout,
-                                      retries=retries, retry_delay=retry_delay,
-                                      progress=progress))
+                results.append(_fetch(spec, target, mirrors, net, progress))
             if family.extract:
                 results.extend(_extract(family, target, directory, force=force,
                                         progress=progress))
     except BaseException:
         # A directory we made and left empty is not an output.
-        if created and not _has_files(directory):
+        if created and not any(STAGING_MARK not in f for _, _, files in os.walk(directory)
+                               for f in files):
             shutil.rmtree(directory, ignore_errors=True)
         raise
     return results
 
 
-def _converted(family, source, plan, directory, mirrors, *, force, progress, **fetching):
+def _converted(source, plan, directory, mirrors, network, force, progress):
     """A source of another layout: fetch its files into a staging folder, convert them
-    to the family's IDX files (mnistconv.read, the IDX writer), check each against the
-    official content SHA-256 where known, and only then put them in place (any class
-    names the source records come along as classes.txt)."""
+    to the family's IDX files, check each against the official content SHA-256 where
+    known, and only then put them in place (with any class names as classes.txt)."""
     import mnistconv
     present = [state for _, _, state in plan if state.action == "verified"]
     if len(present) == len(plan) and not force:
@@ -504,7 +495,7 @@ def _converted(family, source, plan, directory, mirrors, *, force, progress, **f
         for spec in source.files:
             target = os.path.join(work, *spec.name.split("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            result = _fetch(spec, target, mirrors, progress=progress, **fetching)
+            result = _fetch(spec, target, mirrors, network, progress)
             fetched[spec.name] = target
             urls.append(result.url)
         splits = {}
@@ -557,9 +548,3 @@ def _check_content(spec, path, urls):
                              "published files")
     return hexes["sha256"], "content sha256 matches the official file"
 
-
-def _has_files(directory):
-    for _, _, files in os.walk(directory):
-        if any(STAGING_MARK not in f for f in files):
-            return True
-    return False
