@@ -166,7 +166,7 @@ class Comparison:
     only_b: list
     missing_counts: bool  # True when splits on one side only make the result unequal
     tolerance: float
-    advice: list  # why they differ, where compare_advice.explain can tell = field(default_factory=list)
+    advice: list = field(default_factory=list)  # why they differ, where explain() can tell
 
     @property
     def equal(self) -> bool:

@@ -1,12 +1,12 @@
-"""Why two compared datasets differ, where compare can tell, and the option that would
-make the comparison pass where one exists: JPEG (lossy) images on one side, images of
-another size, labels shifted (by a constant, or by a few positions), splits named
-differently. Each piece of advice is one sentence, as `mnistconv compare` prints it.
+"""Why two compared datasets differ (JPEG on one side, another image size, labels
+shifted, splits named differently) and the option that would make them pass, one
+sentence each, as `mnistconv compare` prints it.
 
     explain(a, b, compare(a, b))
     # ['B is JPEG (lossy): pass --tolerance 27, or convert with --image-format png']
 """
 
+import itertools
 import math
 import os
 
@@ -22,8 +22,8 @@ _SHIFTS = 8  # positions tried when looking for labels moved along the split
 
 
 def explain(a, b, comparison) -> list:
-    """Advice sentences for an unequal Comparison of datasets a and b (empty when
-    compare cannot tell why)."""
+    """Advice sentences for an unequal Comparison of datasets a and b (empty when it
+    cannot tell why)."""
     advice = []
     splits = comparison.splits
     shapes = [s for s in splits if not s.shapes_match]
@@ -82,9 +82,8 @@ def _pixel_advice(a, b, worst):
 
 
 def _label_advice(a, b, s):
-    """The constant offset between the labels (one side numbered from 1), or a
-    sentence saying B's labels are A's a few positions along (an example dropped or
-    added at the start), or None."""
+    """The constant offset between the labels, or a sentence saying they are shifted a
+    few positions along, or None."""
     try:
         ya = np.asarray(a.splits[s.name_a].labels()).astype(np.int64)[:s.compared]
         yb = np.asarray(b.splits[s.name_b].labels()).astype(np.int64)[:s.compared]
@@ -106,16 +105,12 @@ def _label_advice(a, b, s):
 
 
 def is_jpeg(dataset) -> bool:
-    """The dataset's images are stored as JPEG: a format that may hold them, and its
-    first files named .jpg or holding a JPEG start (FF D8 FF) in their first bytes."""
+    """The dataset's images are stored as JPEG: its first files are named .jpg or hold
+    a JPEG start (FF D8 FF) in their first bytes."""
     if dataset.format not in _MAY_BE_JPEG:
         return False
-    seen = 0
-    for path in _first_files(list(dataset.paths) + [
-            sp.header.source for sp in dataset.splits.values()]):
-        seen += 1
-        if seen > 4:
-            break
+    sources = [sp.header.source for sp in dataset.splits.values()]
+    for path in itertools.islice(_first_files(list(dataset.paths) + sources), 4):
         if path.lower().endswith((".jpg", ".jpeg")):
             return True
         try:
@@ -128,8 +123,8 @@ def is_jpeg(dataset) -> bool:
 
 
 def _first_files(paths, depth=3):
-    """Files among paths, a directory standing for its first few files (sorted, to a
-    bounded depth): enough to see how images are stored."""
+    """Files among paths, a directory standing for its first few files (to a bounded
+    depth)."""
     for path in paths:
         path = str(path)
         if os.path.isfile(path):

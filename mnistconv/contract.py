@@ -1,21 +1,16 @@
 """The write contract: how every runner (a shard plan, a task slice, --resume, Beam)
 reaches a format's writer, through one door.
 
-A format whose writer can write one shard alone with the bytes of the whole set names
-a module in its spec (`Format(..., sharded="mnistconv.formats.x.plan")`) holding
-
-    prepare_write(dataset, path, options) -> ShardedWrite
-
-where options is the frozen dataclass `Format.options()` made, validated once
-(prepare_write() below: the same checks and words as a local write()). The ShardedWrite
-holds the shard targets (split, index, path, first and last example), writes shard i
-at a staged path, finishes the set (metadata, cards, info files) and turns the shards'
-merged counters into write()'s stats.
+A format whose writer can write one shard alone names a module in its spec
+(`Format(..., sharded="mnistconv.formats.x.plan")`) holding
+`prepare_write(dataset, path, options) -> ShardedWrite`, options being the frozen
+dataclass Format.options() made, checked as a local write() checks them.
 
     job = prepare_write("tfrecord", dataset, "m.tfrecord", {"shards": 4})
     [t.path for t in job.targets][:1]  # ['m-train.tfrecord-00000-of-00004']
 """
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -26,8 +21,7 @@ from .records import OutputFile
 
 @dataclass(frozen=True)
 class ShardTarget:
-    """One shard of a set: split name, its index in the split, its path, and the
-    split's examples start..stop it holds."""
+    """One shard of a set: its split, index in the split, path and examples start..stop."""
 
     split: str
     index: int
@@ -67,9 +61,8 @@ class Counters:
 
 
 class ShardedWrite(ABC):
-    """A prepared write of a shard set (see the module docstring). Subclasses set
-    options, targets (ShardTarget list, in order), stale (files of an earlier set this
-    one supersedes) and counters (their Counters class)."""
+    """A prepared write of a shard set. Subclasses set options, targets (ShardTargets,
+    in order), stale (files of an earlier set this one supersedes) and counters."""
 
     options: Any
     targets: list
@@ -82,12 +75,12 @@ class ShardedWrite(ABC):
 
     @abstractmethod
     def write_shard(self, index: int, staged_path: str) -> "tuple[OutputFile, Counters]":
-        """Write shard `index` at staged_path (the caller stages and commits it): the
-        bytes a whole-set write gives that shard, and what it counted."""
+        """Write shard `index` at staged_path (the caller commits it), the bytes a
+        whole-set write gives it; returns what it counted."""
 
     def finish(self, recorded: dict) -> None:  # noqa: B027 (most sets have nothing to finish)
-        """Write the set's metadata once every shard is there. recorded: {shard path
-        (as in targets): (OutputFile, Counters)}."""
+        """Write the set's metadata once every shard is there. recorded: {shard path:
+        (OutputFile, Counters)}."""
 
     @abstractmethod
     def stats(self, counters: Counters) -> dict:
@@ -95,32 +88,28 @@ class ShardedWrite(ABC):
 
 
 def prepare_write(format_name: str, dataset, path, options: dict) -> ShardedWrite:
-    """The one door: the format's options checked as a local write() checks them (the
-    same words and exit code), the output name resolved as write() resolves it, the
-    dataset checked, then the format's ShardedWrite. A format that cannot write one
-    shard alone is a usage error naming those that can."""
+    """The one door: options checked and the output name resolved as a local write()
+    does, the dataset checked, then the format's ShardedWrite."""
     from . import registry
     fmt = registry.get(format_name)
     path, values = checked_options(fmt, path, options)
     module = check_sharded(fmt)
-    import importlib
     from .codecs.classes import check_dataset
     check_dataset(dataset)
     return importlib.import_module(module).prepare_write(dataset, path, fmt.options(values))
 
 
 def checked_options(fmt, path, options: dict):
-    """(path, options) of a write: every option checked against its declaration and
-    the output name resolved (registry.resolve_output); what write() and every runner
-    start from."""
+    """(path, options) of a write, every option checked and the name resolved: what
+    write() and every runner start from."""
     from . import registry
     fmt.check_options(options, "write")
     return registry.resolve_output(path, fmt, options)
 
 
 def check_sharded(fmt) -> str:
-    """The module of fmt's sharded write; a usage error naming the formats that plan
-    when fmt cannot write one shard alone."""
+    """The module of fmt's sharded write, or a usage error naming the formats that have
+    one."""
     if fmt.sharded is None:
         from . import registry
         able = ", ".join(f.name for f in registry.FORMATS.values() if f.sharded)

@@ -1,24 +1,10 @@
 """The errors the library raises. The CLI turns each into one line and an exit code.
 
-The library never prints and never exits: every failure a user can cause is a
-MnistconvError, shown as one line `<file>: <what is wrong>; <what to do>`.
-
-The rule, for every raise:
-- path: the file (or URL, or '-') the error is about; None only when there is none
-  (a bad option).
-- message: what is wrong, in a few words, without the advice.
-- what to do, one of:
-  - hint=, in the library's words (`pass force=True`), and cli_hint= where the
-    command line says it otherwise (`use --force`);
-  - or a kind whose `advice` says it for every error of that kind: CorruptData (a
-    checksum or structure that does not hold), Truncated (the file ends early),
-    WrongFormat (not the format it is read as), BadImage (an image that does not
-    decode), OverLimit (more than mnistconv holds), NotFound, NoAccess, NoSplits,
-    InTheWay (an output's place taken), BadOption (a value out of range),
-    CannotWrite (data the output format cannot hold). A new kind sets its own
-    advice (its default what-to-do).
-tests/test_error_advice.py walks every raise in mnistconv/ and every error the fuzz
-corpus gives, and fails on one without advice.
+Every failure a user can cause is a MnistconvError, `<file>: <what is wrong>; <what to
+do>`: path is the file (or URL, or '-'), None only for a bad option; message says what
+is wrong; what to do is hint= in the library's words (`pass force=True`), with cli_hint=
+where the command line says it otherwise (`use --force`), or else the kind's `advice`
+(tests/test_error_advice.py fails on a raise without either).
 
     raise FormatError(path, "not an IDX file: magic 01020803 ...",
                       "check the path, or pass format= to read it as another format",
@@ -45,11 +31,10 @@ def redact(text) -> str:
 
 class MnistconvError(Exception):
     """A failure a user can cause; exit code 1 (bad data or a failed write). Its text
-    always ends with what to do: the hint given, else the kind's advice."""
+    ends with what to do: the hint given, else the kind's advice."""
 
     exit_code = 1
-    # A kind's default what-to-do, used when a raise gives no hint (None: the raise
-    # must give one); cli_advice where the command line says it otherwise.
+    # A kind's default what-to-do (None: each raise gives one).
     advice: Optional[str] = None
     cli_advice: Optional[str] = None
 
@@ -63,8 +48,6 @@ class MnistconvError(Exception):
         self.path = str(path) if path is not None else None
         self.message = message
         self.hint = hint if hint else type(self).advice
-        # What to do, said the command line's way (`use --force`) where the library's
-        # way differs (`pass force=True`): each caller is told what applies to it.
         self.cli_hint = cli_hint if cli_hint else (None if hint else type(self).cli_advice)
         super().__init__(str(self))
 
@@ -80,8 +63,7 @@ class MnistconvError(Exception):
         return self._text(self.cli_hint or self.hint)
 
     def __reduce__(self):
-        # Picklable, so that an error raised in a TFRecord worker process reaches the
-        # parent as itself (the default would call __init__ with one argument).
+        # An error raised in a worker process reaches the parent as itself.
         return _rebuild, (type(self), self.path, self.message, self.hint, self.cli_hint)
 
 
@@ -174,17 +156,13 @@ class MissingDependency(UsageError):
     """An optional dependency is needed for this format or feature."""
 
     def __init__(self, module, extra, feature):
-        super().__init__(
-            None,
-            f"{feature} needs the Python package '{module}'",
-            f"install it with: pip install 'mnistconv[{extra}]'",
-        )
+        super().__init__(None, f"{feature} needs the Python package '{module}'",
+                         f"install it with: pip install 'mnistconv[{extra}]'")
 
 
 def optional_import(name, extra, feature, package=None):
-    """The module `name` (e.g. "h5py", "PIL.Image"), imported when a feature first
-    needs it, or a MissingDependency saying that `feature` needs the pip `package`
-    (default: the module's top-level name) and which mnistconv extra installs it.
+    """The module `name` (e.g. "PIL.Image"), or a MissingDependency saying that
+    `feature` needs the pip `package` (default: the top-level name) and its extra.
 
         h5py = optional_import("h5py", "caffe", "Caffe's HDF5 format")
     """

@@ -1,13 +1,9 @@
 """The record stream: what every reader yields and every writer consumes.
 
-A Dataset is an ordered set of named splits (train, test, validation, ...). Each Split
-has a Header and yields Batches: numpy arrays of images (n x *shape), labels (n) and
-original indices (n, int64: the position of each example in the collection it was first
-read from, carried through selections so a subset can be traced back).
-
-Memory is bounded by the batch size, in bytes of pixels (mnistconv.budget): readers
-stream from disk, and a Split can be
-iterated more than once (selection reads labels first, then the chosen images).
+A Dataset is an ordered set of named splits. Each Split has a Header and yields Batches
+of images, labels and original indices (an example's position in the collection it was
+first read from, so a subset can be traced back). Batches are bounded in bytes of
+pixels (mnistconv.budget), and a Split can be iterated more than once.
 """
 
 import tempfile
@@ -19,16 +15,13 @@ import numpy as np
 
 from . import budget
 
-# What a caller asks for when it has no preference; readers cut it further to
-# budget.rows(header, ...), so a batch of large images stays within budget.BATCH_BYTES.
+# What a caller asks for when it has no preference; readers cut it to budget.rows().
 DEFAULT_BATCH = budget.MAX_ROWS
 
 
 @dataclass(frozen=True)
 class Header:
-    """What a split holds, known before any image is read: count, shape of one image,
-    pixel dtype, label dtype, the number of classes when the format records it, the
-    file(s) it came from (for messages) and the class names where known.
+    """What a split holds, known before any image is read.
 
         h = mnistconv.read("data/mnist").splits["train"].header
         h.count, h.shape, h.dtype  # 60000 (28, 28) uint8
@@ -40,9 +33,7 @@ class Header:
     label_dtype: np.dtype = np.dtype(np.uint8)
     num_classes: Optional[int] = None  # known from the format (one-hot width), else None
     source: str = ""  # the file(s) this split was read from, for messages
-    # The name of each class, by label value (class_names[3] names label 3), where the
-    # source records them (a mapping file, ClassLabel, label.labels.txt); () if unknown.
-    class_names: tuple = ()
+    class_names: tuple = ()  # by label value, where the source records them
 
     def with_(self, **changes: Any) -> "Header":
         """A copy with some fields changed: `h.with_(count=100)`."""
@@ -51,8 +42,7 @@ class Header:
 
 @dataclass
 class Batch:
-    """Consecutive examples of a split: images (n x *shape), labels (n) and their
-    original indices (n, int64).
+    """Consecutive examples of a split: images (n x *shape), labels (n), indices (n).
 
         for batch in split.batches(1024):
             x, y = batch.images, batch.labels
@@ -75,8 +65,8 @@ class Split(ABC):
 
     @abstractmethod
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
-        """Yield the split's examples in order, at most batch_size at a time and at
-        most budget.BATCH_BYTES of pixels (one image alone when it is larger)."""
+        """The split's examples in order, at most batch_size (and budget.BATCH_BYTES of
+        pixels, one image alone when larger) at a time."""
 
     def labels(self) -> np.ndarray:
         """All labels (small: one value per example). Readers override it cheaply."""
@@ -91,8 +81,8 @@ class Split(ABC):
 
     def take(self, positions: np.ndarray) -> np.ndarray:
         """Images at the given positions (any order). Sources that can seek override
-        this; the default spools the images once to a temporary file and gathers from a
-        short-lived memory map, so resident memory stays bounded by one gather."""
+        this; the default spools the images once to a temporary file and gathers from it
+        (gather_from_file), so memory stays bounded."""
         if getattr(self, "_spool", None) is None:
             spool = tempfile.TemporaryFile()
             for batch in self.batches():
@@ -153,8 +143,6 @@ class Dataset:
     format: str
     splits: dict  # name -> Split, in order
     paths: list = field(default_factory=list)  # input files, for info and messages
-    # What the reader assumed and the user should know (a split name taken from a file
-    # name); the CLI prints them under the summary and in --json.
     notes: list = field(default_factory=list)
 
 
@@ -173,10 +161,8 @@ class OutputFile:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What a writer wrote: files (path, bytes, sha256 each, in the order written),
-    counts (examples written per split) and stats (format-specific figures, e.g.
-    TFRecord's "records" and JPEG error). It also behaves as its list of files (iterate,
-    len, index), which is what writers returned before it.
+    """What a writer wrote: files (OutputFiles, in the order written), counts (examples
+    per split) and stats (format-specific figures). It also behaves as its list of files.
 
         result = mnistconv.write(ds, "mnist.tfrecord")
         result.counts["train"], result.stats.get("jpeg_mean_abs_error")
@@ -197,27 +183,22 @@ class WriteResult:
 
 
 class Progress:
-    """How writers report progress; the CLI supplies a rich implementation.
-    The library itself never draws anything."""
+    """How writers report progress; the CLI supplies a rich implementation."""
 
-    # At most this many examples between two advances (None: as the reader yields
-    # them), so a display can move while a slow writer works through a big batch.
+    # At most this many examples between two advances, so a display moves while a slow
+    # writer works through a big batch (None: as the reader yields them).
     step: Optional[int] = None
-    # The largest batch to ask a reader for (None: the caller's batch size), for the
-    # same reason when the reader is the slow side (TFRecord JPEGs).
+    # The largest batch to ask a reader for when the reader is the slow side (None: any).
     batch: Optional[int] = None
 
     def start(self, description: str, total: int) -> None:
         """A task begins: `description` (a split's name) of `total` examples."""
-        pass
 
     def advance(self, n: int) -> None:
         """n more examples are done."""
-        pass
 
     def finish(self) -> None:
         """The task has ended (also after an error)."""
-        pass
 
     def close(self) -> None:
         """The caller is done with it (after its last task)."""
@@ -245,8 +226,7 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS,
                 yield batch
                 progress.advance(len(batch))
                 continue
-            # Writers get the same examples in smaller pieces (their output does not
-            # depend on the batch sizes they see).
+            # Smaller pieces, same examples: no writer's output depends on batch sizes.
             for at in range(0, len(batch), step):
                 piece = Batch(batch.images[at:at + step], batch.labels[at:at + step],
                               batch.indices[at:at + step])
@@ -258,10 +238,9 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS,
 
 def gather_from_file(file: Any, offset: int, header: Header,
                      positions: np.ndarray) -> np.ndarray:
-    """Gather images by position from a raw C-order array stored at `offset` in a file.
-    The positions are read in order through maps of at most budget.BATCH_BYTES of the
-    file, each dropped before the next, so touched pages (and the neighbours the kernel
-    maps with each: a shuffled gather once held the whole file) leave this process."""
+    """Gather images by position from a raw C-order array stored at `offset` in a file,
+    in order through maps of at most budget.BATCH_BYTES, each dropped before the next,
+    so touched pages leave this process (a shuffled gather once held the whole file)."""
     positions = np.asarray(positions, dtype=np.int64)
     shape = tuple(header.shape)
     if header.count == 0 or len(positions) == 0 or 0 in shape:
@@ -272,9 +251,9 @@ def gather_from_file(file: Any, offset: int, header: Header,
     positions = positions % header.count
     order = np.argsort(positions, kind="stable")
     ordered = positions[order]
-    span = budget.BATCH_BYTES // budget.image_bytes(shape, header.dtype) + 1
-    out = np.empty((len(positions),) + shape, header.dtype)
     item = budget.image_bytes(shape, header.dtype)
+    span = budget.BATCH_BYTES // item + 1
+    out = np.empty((len(positions),) + shape, header.dtype)
     i = 0
     while i < len(ordered):
         first = int(ordered[i])

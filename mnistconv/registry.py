@@ -1,16 +1,7 @@
 """The formats mnistconv reads and writes, found by name or detected from a path.
 
-Each format declares itself in a light SPEC (spec.Format: name, extensions, options)
-that names its code module as a string, imported on first use, so listing formats,
-building the CLI and `--help` import neither numpy nor any codec, and a heavy optional
-dependency costs nothing to the commands that do not use it. The CLI turns the
-declared options into click options.
-
-A format's code module provides:
-  sniff(path) -> bool            content says it is this format (dir or file)
-  read(path, **read_options) -> Dataset
-  write(dataset, path, *, force, progress, **write_options) -> the files written
-and may provide matches_name(path) -> bool for detection by name.
+Each format declares itself in a light SPEC (spec.Format) naming its code module, which
+is imported on first use, so listing formats and `--help` import no codec.
 
     registry.detect_input("data/mnist").name       # 'idx'
     registry.get("npz").write_options[0].flag      # '--compress'
@@ -20,11 +11,10 @@ import importlib
 import os
 from typing import Any
 
-from .errors import NotFound, UsageError
+from .errors import MnistconvError, NotFound, UsageError
 from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .Format)
 
 
-# The format packages, by module name: each declares itself in its SPEC.
 FORMAT_PACKAGES = (
     "mnistconv.formats.idx",
     "mnistconv.formats.kmnist",  # before npz: its files are zip archives too
@@ -139,9 +129,7 @@ def detect_input(path: str, from_flag: str = "--from") -> Format:
 
 def _format_of_written_name(path):
     """The format whose writer, given this name, wrote files that are there (`out.tfrecord`
-    written as out-train.tfrecord-00000-of-00002 ...), by the readers that resolve such
-    names; None when none does."""
-    from .errors import MnistconvError
+    written as out-train.tfrecord-00000-of-00002 ...), or None."""
     for fmt in readers():
         resolve = getattr(fmt.load(), "resolve", None) if fmt.matches_name(path) else None
         if resolve is not None:
@@ -180,16 +168,10 @@ _ALL_COMPRESSION_SUFFIXES = (".gz", ".zz", ".zlib", ".xz", ".bz2", ".zst")
 def resolve_output(path: Any, fmt: Format, options: dict) -> tuple[Any, dict]:
     """The one rule for output names, for every writer: (path, options).
 
-    - '-' and /dev/stdout-style paths are streams, left as they are;
-    - a compression suffix the format knows (.gz, and .zz/.zlib for TFRecord) selects
-      that compression (refused if an option says otherwise) and stays after the
-      split in every name written (m.tfrecord.gz -> m-train.tfrecord.gz; a shard set's
-      `-00000-of-00004`, TensorFlow's convention, still comes last); any other is
-      refused;
-    - an extension that belongs to another format is a usage error naming it
-      (`idx-to-tfrecord DATA x.npz` meant npz);
-    - a name without an extension that does not exist is a directory, as `out/` is
-      (returned with a trailing '/'); a one-file format (npz) refuses a directory."""
+    Streams ('-') are left as they are; a compression suffix the format knows selects
+    that compression (any other is refused); another format's extension is a usage
+    error naming it; a name without an extension that does not exist is a directory
+    (returned with a trailing '/'), which a one-file format (npz) refuses."""
     from .fileio import is_stream_path
     if is_stream_path(path):
         return str(path), options

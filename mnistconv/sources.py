@@ -1,11 +1,7 @@
-"""The MNIST family's published files: names, published digests (and, for MNIST, the
-decompressed files' SHA-256 and size), and the mirrors that serve them, tried in order.
-Besides the publishers' files (source "original"), a family may have other sources:
-the same files on Keras' mirror, Keras' mnist.npz, or the Hugging Face Hub's Parquet.
-A source whose files are not the family's IDX files is converted to them, and the
-result is checked against the official files' content SHA-256 where it is known, so
-the same dataset from any source is provably the same bytes.
-Data only; mnistconv/download.py fetches and checks them."""
+"""The MNIST family as data: each dataset's published files and digests, the mirrors
+serving them, and its other sources (Keras' mirror or npz, the Hugging Face Hub's
+Parquet), whose conversion is checked against the official content SHA-256, so the same
+dataset from any source is provably the same bytes. mnistconv/download.py fetches them."""
 
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
@@ -15,15 +11,13 @@ from .errors import UsageError
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One published file of a family: its name and the digests and sizes it is
-    checked against once downloaded."""
+    """One published file of a family and the digests it is checked against."""
 
     name: str  # the file's name on every mirror and in the target directory
     md5: Optional[str] = None  # as published by the project
     sha256: Optional[str] = None
     size: Optional[int] = None  # bytes, where published; progress total and --list
-    # The decompressed file's SHA-256 and size, where known: a copy recompressed with
-    # other gzip settings, or gunzipped, holds the same data under other archive hashes.
+    # The decompressed file's, where known: a copy regzipped or gunzipped holds the same.
     content_sha256: Optional[str] = None
     content_size: Optional[int] = None
 
@@ -35,11 +29,9 @@ class RemoteFile:
 
 @dataclass(frozen=True)
 class Source:
-    """Where else a family's data can be had: `files` fetched from `mirrors` (tried in
-    order), checked against their own digests where published; `kind` says what they
-    are: "files" (the family's own files, kept as they are), "npz" (Keras' layout) or
-    "parquet" (the Hub's layout: files named <config>/<split>-00000-of-00001.parquet),
-    both converted to the family's IDX files, uncompressed.
+    """Where else a family's data can be had: `files` fetched from `mirrors`; `kind`
+    is "files" (the family's own, kept as they are), "npz" (Keras' layout) or "parquet"
+    (the Hub's <config>/<split>-00000-of-00001.parquet), both converted to IDX.
 
         Source("keras", "Keras' mirror", ("https://.../tf-keras-datasets",),
                (RemoteFile("mnist.npz", sha256="731c..."),), kind="npz")
@@ -55,8 +47,7 @@ class Source:
 
 @dataclass(frozen=True)
 class Family:
-    """A dataset `mnistconv download` knows: its files, the mirrors serving them, where
-    their digests come from, and how an archive's members are laid out on disk."""
+    """A dataset `mnistconv download` knows: its files, mirrors and other sources."""
 
     name: str
     title: str
@@ -64,13 +55,11 @@ class Family:
     mirrors: tuple  # base URLs, tried in order; a file's URL is base + "/" + name
     files: tuple  # of RemoteFile
     checksums_from: str = ""  # where the published digests were taken from
-    # For an archive: maps a member name to its path relative to the directory (None to
-    # skip the member). None means the files are used as they are.
+    # For an archive: a member's name to its relative path (None: skipped).
     extract: Optional[Callable[[str], Optional[str]]] = None
     note: str = ""
     sources: tuple = ()  # other Sources, beside "original" (mirrors + files above)
-    # What the publishers state, where they state it (Croissant metadata, dataset
-    # cards): the license's URL and the paper to cite, as BibTeX; "" when unstated.
+    # As the publishers state them (for Croissant metadata and cards); "" if unstated.
     license: str = ""
     citation: str = ""
     class_names: tuple = ()  # by label, where the publishers name the classes
@@ -93,8 +82,8 @@ class Family:
 
 
 def _emnist_member(member):
-    """gzip/emnist-<split>-<part>-... -> <split>/emnist-<split>-<part>-... for the IDX
-    files and the label mappings; the zip holds nothing else we need."""
+    """gzip/emnist-<split>-... -> <split>/emnist-<split>-... for the IDX files and the
+    label mappings."""
     base = member.rsplit("/", 1)[-1]
     if not base.startswith("emnist-") or not base.endswith((".gz", "-mapping.txt")):
         return None
@@ -118,30 +107,25 @@ _HUB = "https://huggingface.co/datasets"
 
 
 def _hub_files(config):
-    """The Hub's Parquet conversion of a dataset: <config>/<split>-00000-of-00001.parquet
-    (their digests are not published beside them: the converted content is checked)."""
+    """The Hub's Parquet files of a dataset (no digests published: the content is
+    checked)."""
     return tuple(RemoteFile(f"{config}/{split}-00000-of-00001.parquet")
                  for split in ("train", "test"))
 
 
-def _files(md5s, sha256s=None, sizes=None, contents=None):
-    return tuple(RemoteFile(name, md5, (sha256s or {}).get(name), (sizes or {}).get(name),
-                            *(contents or {}).get(name, (None, None)))
-                 for name, md5 in zip(_IDX, md5s))
+def _files(md5s, sha256s, sizes, contents=((None, None),) * 4):
+    """The four IDX files, each value given in _IDX's order."""
+    return tuple(RemoteFile(name, *facts) for name, *facts in
+                 zip(_IDX, md5s, sha256s, sizes, *zip(*contents)))
 
 
 # SHA-256 and size of the decompressed official MNIST files (the browser pack checks
 # them): every copy of MNIST holds these bytes, whatever its gzip wrapper.
-_MNIST_CONTENT = {
-    "train-images-idx3-ubyte.gz":
+_MNIST_CONTENT = (
     ("ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", 47040016),
-    "train-labels-idx1-ubyte.gz":
     ("65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", 60008),
-    "t10k-images-idx3-ubyte.gz":
     ("0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", 7840016),
-    "t10k-labels-idx1-ubyte.gz":
-    ("ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", 10008),
-}
+    ("ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", 10008))
 
 
 FAMILIES = {
@@ -155,24 +139,14 @@ FAMILIES = {
             ("https://ossci-datasets.s3.amazonaws.com/mnist",
              "https://storage.googleapis.com/cvdf-datasets/mnist",
              "http://yann.lecun.com/exdb/mnist"),
-            _files(
-                ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
-                 "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"),
-                {"train-images-idx3-ubyte.gz":
-                 "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
-                 "train-labels-idx1-ubyte.gz":
-                 "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
-                 "t10k-images-idx3-ubyte.gz":
-                 "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
-                 "t10k-labels-idx1-ubyte.gz":
-                 "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
-                {"train-images-idx3-ubyte.gz": 9912422, "train-labels-idx1-ubyte.gz": 28881,
-                 "t10k-images-idx3-ubyte.gz": 1648877, "t10k-labels-idx1-ubyte.gz": 4542},
-                _MNIST_CONTENT),
-            # MD5s as in torchvision/datasets/mnist.py (MNIST.resources); SHA-256 and sizes
-            # from the project's browser-v1 manifest (split_provenance.files), which
-            # recorded the ossci-datasets copies; the content hashes are those of the
-            # decompressed files of the MNIST database.
+            _files(("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
+                    "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"),
+                   ("440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+                    "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+                    "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+                    "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
+                   (9912422, 28881, 1648877, 4542),
+                   _MNIST_CONTENT),
             checksums_from="torchvision/datasets/mnist.py (MD5); browser-v1 manifest "
                            "split_provenance.files (SHA-256, sizes); the decompressed "
                            "files' SHA-256 (content)",
@@ -198,22 +172,13 @@ FAMILIES = {
             # The project's download links; its GitHub repository holds the same files.
             ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com",
              "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion"),
-            # MD5s as published in the Fashion-MNIST README and torchvision's
-            # FashionMNIST.resources; SHA-256 and sizes as in TensorFlow Datasets'
-            # url_checksums/fashion_mnist.txt.
             _files(("8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
                     "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310"),
-                   {"train-images-idx3-ubyte.gz":
-                    "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
-                    "train-labels-idx1-ubyte.gz":
+                   ("3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
                     "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
-                    "t10k-images-idx3-ubyte.gz":
                     "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
-                    "t10k-labels-idx1-ubyte.gz":
-                    "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"},
-                   {"train-images-idx3-ubyte.gz": 26421880, "train-labels-idx1-ubyte.gz":
-                    29515, "t10k-images-idx3-ubyte.gz": 4422102,
-                    "t10k-labels-idx1-ubyte.gz": 5148}),
+                    "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5"),
+                   (26421880, 29515, 4422102, 5148)),
             checksums_from="Fashion-MNIST README; torchvision/datasets/mnist.py "
                            "(FashionMNIST.resources); TensorFlow Datasets' "
                            "url_checksums/fashion_mnist.txt (SHA-256, sizes)",
@@ -242,21 +207,13 @@ FAMILIES = {
             "https://github.com/rois-codh/kmnist",
             ("https://codh.rois.ac.jp/kmnist/dataset/kmnist",
              "http://codh.rois.ac.jp/kmnist/dataset/kmnist"),
-            # MD5s as in torchvision/datasets/mnist.py (KMNIST.resources); SHA-256 and
-            # sizes as in TensorFlow Datasets' url_checksums/kmnist.txt.
             _files(("bdb82020997e1d708af4cf47b453dcf7", "e144d726b3acfaa3e44228e80efcd344",
                     "5c965bf0a639b31b8f53240b1b52f4d7", "7320c461ea6c1c855c0b718fb2a4b134"),
-                   {"train-images-idx3-ubyte.gz":
-                    "51467d22d8cc72929e2a028a0428f2086b092bb31cfb79c69cc0a90ce135fde4",
-                    "train-labels-idx1-ubyte.gz":
+                   ("51467d22d8cc72929e2a028a0428f2086b092bb31cfb79c69cc0a90ce135fde4",
                     "e38f9ebcd0f3ebcdec7fc8eabdcdaef93bb0df8ea12bee65224341c8183d8e17",
-                    "t10k-images-idx3-ubyte.gz":
                     "edd7a857845ad6bb1d0ba43fe7e794d164fe2dce499a1694695a792adfac43c5",
-                    "t10k-labels-idx1-ubyte.gz":
-                    "20bb9a0ef54c7db3efc55a92eef5582c109615df22683c380526788f98e42a1c"},
-                   {"train-images-idx3-ubyte.gz": 18165135, "train-labels-idx1-ubyte.gz":
-                    29497, "t10k-images-idx3-ubyte.gz": 3041136,
-                    "t10k-labels-idx1-ubyte.gz": 5120}),
+                    "20bb9a0ef54c7db3efc55a92eef5582c109615df22683c380526788f98e42a1c"),
+                   (18165135, 29497, 3041136, 5120)),
             checksums_from="torchvision/datasets/mnist.py (KMNIST.resources); TensorFlow "
                            "Datasets' url_checksums/kmnist.txt (SHA-256, sizes)",
             # The repository's README: CC BY-SA 4.0.
@@ -277,7 +234,6 @@ FAMILIES = {
             # address now redirects to a web page (which the checksum rejects).
             ("https://biometrics.nist.gov/cs_links/EMNIST",
              "https://www.itl.nist.gov/iaui/vip/cs_links/EMNIST"),
-            # MD5 as in torchvision/datasets/mnist.py (EMNIST.md5) for the gzip.zip archive.
             (RemoteFile("gzip.zip", "58c8d27c78d21e728a6bc7b3cc06412e"),),
             checksums_from="torchvision/datasets/mnist.py (EMNIST.md5)",
             extract=_emnist_member,
@@ -306,6 +262,3 @@ def get_family(name) -> Family:
     except KeyError:
         raise UsageError(None, f"unknown dataset '{name}'",
                          f"choose one of: {', '.join(FAMILIES)}") from None
-
-
-# --- failures -------------------------------------------------------------------------

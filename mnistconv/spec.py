@@ -1,11 +1,8 @@
 """How a format declares itself: its name, extensions, kind of output and options.
 
-Each format package under mnistconv/formats/ holds one `SPEC = Format(...)` in its
-`__init__.py`, next to its code and importable without numpy or any codec, so listing
-the formats, building the command line and `--help` stay light. The registry collects
-the specs; the CLI, `mnistconv formats`, the documentation's format pages and option
-validation all derive from them, so an option's type, choices, default and range are
-written once.
+Each format package holds one `SPEC = Format(...)` in its `__init__.py`, importable
+without numpy or any codec. The CLI, `mnistconv formats`, the docs' format pages and
+option validation all derive from it, so an option is written once.
 
     SPEC = Format("npz", "mnistconv.formats.npz", "numpy .npz in Keras' layout",
                   extensions=(".npz",),
@@ -14,6 +11,7 @@ written once.
 
 import functools
 import importlib
+import inspect
 from dataclasses import dataclass, field, make_dataclass
 from types import ModuleType
 from typing import Any, Optional
@@ -40,8 +38,8 @@ class Option:
     high: Optional[float] = None
 
     def check(self, value: Any) -> Any:
-        """The value if it is one this option takes, else the one-line UsageError every
-        option gives in the same words (exit 2 on the command line)."""
+        """The value if it is one this option takes, else a BadOption in the words every
+        option uses."""
         if value is None:
             return value
         if self.type == "choice" and value not in self.choices:
@@ -64,10 +62,9 @@ class Option:
 
 @dataclass(frozen=True)
 class Format:
-    """A format's declaration (see the module docstring). `module` is imported only
-    when the format is read or written: it provides sniff(path), read(path, **options),
-    write(dataset, path, *, force, progress, **options) and may provide
-    matches_name(path)."""
+    """A format's declaration. `module`, imported on first use, provides sniff(path),
+    read(path, **options), write(dataset, path, *, force, progress, **options) and may
+    provide matches_name(path)."""
 
     name: str
     module: str
@@ -79,22 +76,19 @@ class Format:
     can_write: bool = True
     stdio: bool = False  # '-' works (a single stream)
     output_is_directory: bool = False
-    # A single file does not record its split's name, which is then taken from the
-    # file name (train-images-idx3-ubyte, conv3.bin, t.tfrecord) and noted as assumed.
+    # A file records no split name: it is taken from the file name, noted as assumed.
     split_names_from_file_names: bool = False
     # The output is one file holding every split (npz): never a directory.
     output_is_one_file: bool = False
-    # Compression suffixes an output name may end with, and the write option each
-    # sets: {".gz": ("compression", "gzip")}. Kept after the split in the names
-    # written (a shard suffix, TensorFlow's convention, comes after it).
+    # Compression suffixes an output name may end with, and the write option each sets:
+    # ((".gz", ("compression", "gzip")),).
     compression_suffixes: tuple = ()
-    # The module whose prepare_write() writes one shard alone (mnistconv.contract), so
-    # the format plans, resumes and runs on Beam; None when its writer cannot.
+    # The module whose prepare_write() writes one shard alone (mnistconv.contract).
     sharded: Optional[str] = None
 
     def options(self, values: dict):
-        """The write options as a frozen dataclass: every declared option (its default
-        when not given or None) and processes, each checked once (Option.check).
+        """The write options as a frozen dataclass, each checked once (its default when
+        not given or None).
 
             SPEC.options({"shards": 4}).shards  # 4
         """
@@ -112,9 +106,8 @@ class Format:
         return str(path).lower().endswith(self.extensions) if self.extensions else False
 
     def check_options(self, values: dict, role: str) -> None:
-        """Check option values given to read() (role "read") or write() ("write")
-        against their declarations. A name that is neither declared nor a parameter of
-        the format's function (a misspelling) is a UsageError naming the options."""
+        """Check option values given to read() (role "read") or write() ("write"); a name
+        neither declared nor a parameter of the format's function is a UsageError."""
         declared = {o.name: o for o in (self.read_options if role == "read"
                                         else self.write_options)}
         if role == "write":  # the options dataclass takes these too
@@ -122,19 +115,13 @@ class Format:
         for name, value in values.items():
             if name in declared:
                 declared[name].check(value)
-            elif name not in self._parameters(role):
+            elif name not in inspect.signature(getattr(self.load(), role)).parameters:
                 takes = ", ".join(declared) or "no options"
                 raise UsageError(None, f"{role} {self.name} takes no option '{name}'",
                                  f"it takes: {takes}")
 
-    def _parameters(self, role):
-        import inspect
-        function = getattr(self.load(), role)
-        return inspect.signature(function).parameters
 
-
-# A writer given no worker count encodes in the calling thread; workers=None asks for
-# one per core (the command line's default).
+# A writer given no worker count encodes in the calling thread (None: one per core).
 LIBRARY_WORKERS = 1
 
 
