@@ -4,16 +4,10 @@ finishing step once every shard is written.
 
     mnistconv convert data/mnist out/m.tfrecord --shards 8 --runner beam \\
         --beam-option runner=DirectRunner --beam-option direct_num_workers=2
-    mnistconv convert data/mnist out/tfds_data --to tfds --shards 8 --runner beam
 
-Every format mnistconv.plan plans runs this way (TFRecord, Parquet, the TFDS directory,
-WebDataset cut by samples).
-
-Every worker opens the input itself (an InputSpec: path, format, read options,
-selection, the launcher's read limits) and writes beside the output, so both must be
-paths every worker sees (one machine, or a shared file system). The progress record
-makes a retried or duplicated task harmless: a task rewrites only its own shard, and
-the set is finished once, after each shard's hash is checked on disk.
+Every worker opens the input itself (an InputSpec) and writes beside the output, so both
+must be paths every worker sees. The progress record makes a retried or duplicated task
+harmless: a task rewrites only its own shard, and the set is finished once.
 """
 
 import contextlib
@@ -46,8 +40,8 @@ def pipeline_flags(beam_options) -> list:
 
 
 def _absolute(path) -> str:
-    """A local path made absolute, as workers may start elsewhere than the launcher's
-    folder, its trailing '/' kept (it makes `out.v2/` a folder); a URL as it is."""
+    """A local path made absolute for workers that start elsewhere, its trailing '/'
+    kept (it makes `out.v2/` a folder); a URL as it is."""
     path = str(path)
     return path if "://" in path else os.path.join(os.path.abspath(path), "") \
         if path.endswith(os.sep) else os.path.abspath(path)
@@ -65,8 +59,8 @@ class _Opened:
         return cls.cache[key]
 
 
-# A runner passes a worker's failure back as text (a traceback): a MnistconvError goes
-# as this marker and its fields in JSON, so the launcher raises it again, one line.
+# A runner passes a worker's failure back as text: a MnistconvError goes as this marker
+# and its fields in JSON, so the launcher raises it again, one line.
 _FAILED = "mnistconv worker error: "
 
 
@@ -79,15 +73,15 @@ def _reported():
         raise RuntimeError(_FAILED + json.dumps(fields)) from None
 
 
-# Where a DirectRunner logs a worker's failure, with its traceback, in the launcher's
-# process: not shown for a MnistconvError, which the launcher raises again in one line.
+# Where a DirectRunner logs a worker's failure with its traceback: not shown for a
+# MnistconvError, which the launcher raises again in one line.
 _FAILURE_LOGGERS = ("apache_beam.runners.common",
                     "apache_beam.runners.portability.local_job_service")
 
 
 def _raised_again(failure, named):
     """The MnistconvError a worker reported in a runner's failure, or None; a path under
-    one the user named relative (made absolute for the workers) is shown relative."""
+    one the user named relative is shown relative."""
     text = str(failure)
     at = text.find(_FAILED)
     if at < 0:
@@ -126,7 +120,7 @@ def _finish(results, source, path, plan):
 def run(source, path, format_name, options, beam_options=(), *, resume=False,
         force=False) -> dict:
     """Run the plan of writing source (an InputSpec) to path as a Beam pipeline with
-    the given pipeline options (K=V strings). Returns what mnistconv.plan.run returns.
+    the given pipeline options (K=V strings); returns what mnistconv.plan.run returns.
 
         run(InputSpec("data/mnist", "idx"), "out/m.tfrecord", "tfrecord", {"shards": 4},
             ["runner=DirectRunner"])

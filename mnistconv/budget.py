@@ -1,13 +1,8 @@
 """One memory budget: how many images every reader, writer and view holds at a time.
 
-Batches are sized by bytes of decoded pixels, never by a count of images alone: a batch
-holds at most BATCH_BYTES of pixels (and at most MAX_ROWS images, so labels and indices
-stay small too); an image larger than the budget is handled alone. A reader asked for
-`batch_size` images gives `rows(header, batch_size)` at a time, a view gathers its chosen
-images in `spans()` of that many, and a compressed input may expand to at most
-`MAX_RATIO` times its stored bytes (`check_expansion`), counted as examples times the
-bytes each one decodes to, whatever the codec (deflate, xz, zstd, a Parquet dictionary,
-an HDF5 filter).
+A batch holds at most BATCH_BYTES of decoded pixels and MAX_ROWS images (an image larger
+than the budget is handled alone), and a compressed input may expand to at most
+MAX_RATIO times its stored bytes (check_expansion), whatever the codec.
 
     from mnistconv import budget
     n = budget.rows(split.header)          # 8192 MNIST digits, 3 images of 4096x4096
@@ -16,19 +11,15 @@ an HDF5 filter).
 
 from typing import Any, Iterator, Optional
 
-# Decoded pixels in one batch. Readers, writers and views each hold a few batches at
-# once (read ahead, encoded, gathered), so the peak stays a small multiple of this.
+# Decoded pixels in one batch; the peak is a small multiple (read ahead, encoded).
 BATCH_BYTES = 32 << 20
-# Images in one batch at most, however small: labels, indices and per-image Python
-# objects (encoded PNGs, records) grow with the count.
+# Images in one batch at most: labels and per-image objects grow with the count.
 MAX_ROWS = 8192
-# How far a compressed input may expand: the most deflate reaches (1032:1, on zeros);
-# xz, zstd, HDF5 filters and Parquet dictionaries are held to the same, because no
-# MNIST-like dataset expands more and a bomb is exactly what does.
+# How far a compressed input may expand: the most deflate reaches (on zeros); every
+# codec is held to it, as no MNIST-like dataset expands more and a bomb does.
 MAX_RATIO = 1032
-# What any input may hold whatever its size: one batch. An image of zeros compressed
-# twice (a PNG inside a compressed Parquet page) passes 1032:1 honestly; beyond a batch
-# the rule holds.
+# What any input may hold whatever its size: one batch (zeros compressed twice pass
+# the ratio honestly).
 SLACK_BYTES = BATCH_BYTES
 
 
@@ -58,15 +49,13 @@ def rows_for(shape: tuple, dtype: Any = "uint8", requested: Optional[int] = None
     return n
 
 
-# Pieces a parallel encoder holds at once (two per worker in flight, two workers), so
-# each piece of a writer's work gets this share of the budget.
+# Pieces a parallel encoder holds at once: each gets this share of the budget.
 PIECES_IN_FLIGHT = 4
 
 
 def piece_rows(image_bytes: int, most: int) -> int:
-    """Records per piece of a writer's parallel work: `most` (chosen for speed), fewer
-    for large images, so the pieces in flight hold at most BATCH_BYTES of pixels
-    together (one image a piece when it is larger).
+    """Records per piece of a writer's parallel work: `most`, fewer for large images, so
+    the pieces in flight hold at most BATCH_BYTES together.
 
         piece_rows(784, 1000)  # 1000; piece_rows(4096 * 4096, 1000)  # 1
     """
@@ -83,14 +72,13 @@ def spans(count: int, size: int) -> Iterator[tuple[int, int]]:
 
 def allowed_bytes(stored_bytes: int) -> int:
     """The most decoded bytes an input of `stored_bytes` may really hold."""
-    return int(stored_bytes) * MAX_RATIO + max(SLACK_BYTES, BATCH_BYTES)
+    return int(stored_bytes) * MAX_RATIO + SLACK_BYTES
 
 
 def check_expansion(path: Optional[str], examples: int, per_example: int, stored_bytes: int,
                     what: str = "holds") -> None:
     """FormatError unless `examples` x `per_example` decoded bytes could come from
-    `stored_bytes` of input: the expansion rule, for every codec. `what` begins the
-    message, e.g. "holds" or "column 'image' declares"."""
+    `stored_bytes` of input. `what` begins the message ("holds")."""
     from .errors import FormatError
     claimed = int(examples) * int(per_example)
     if claimed > allowed_bytes(stored_bytes):

@@ -1,10 +1,6 @@
 """Grain data sources for the ArrayRecord files mnistconv writes (the `arrayrecord`
-extra plus grain; this module imports them, nothing else in mnistconv does).
-
-source(path) opens an .array_record file, shard set or glob, or a TFDS directory
-written with --file-format array_record, through Grain's own ArrayRecordDataSource, and
-gives random access to decoded examples: source[i] is (image, label), image a uint8
-H x W x 1 numpy array, label an int.
+extra plus grain; this module imports them, nothing else in mnistconv does): random
+access to (image, label), image a uint8 H x W x 1 array, label an int.
 
     import grain, mnistconv.grain
     data = mnistconv.grain.source("mnist.array_record", "train")
@@ -12,44 +8,18 @@ H x W x 1 numpy array, label an int.
     images, labels = loader[0]          # (128, 28, 28, 1) uint8, (128,) int64
 """
 
-import os
-
 import numpy as np
 
-from .errors import UsageError, optional_import
+from .errors import optional_import
 
 
 def _grain():
     return optional_import("grain", "grain", "mnistconv.grain.source")
 
 
-def _files(path, split):
-    from .formats.tfds.format import sniff as is_tfds
-    path = str(path)
-    if os.path.isdir(path) and is_tfds(path):
-        from .formats.tfds.format import find_directory
-        from .formats.tfds.info import Info
-        meta = Info(find_directory(path))
-        if meta.file_format != "array_record":
-            raise UsageError(path, f"its shards are {meta.file_format}, not array_record",
-                             "use mnistconv.tf.dataset(path), or write it with "
-                             "--file-format array_record")
-        if split not in meta.splits:
-            raise UsageError(path, f"no split named {split}",
-                             f"splits present: {', '.join(meta.splits)}")
-        return meta.shard_files(split)
-    from .formats.arrayrecord.format import resolve
-    groups = resolve(path)
-    if split in groups:
-        return groups[split]
-    if len(groups) == 1:
-        return next(iter(groups.values()))
-    raise UsageError(path, f"no split named {split}", f"splits present: {', '.join(groups)}")
-
-
 class ExampleSource:
     """Random access to (image, label) of ArrayRecord Examples, over Grain's
-    ArrayRecordDataSource (a grain RandomAccessDataSource: len() and [i]).
+    ArrayRecordDataSource.
 
         data = ExampleSource(["mnist-train.array_record"])
         len(data), data[7][1]
@@ -85,4 +55,5 @@ def source(path, split="train") -> ExampleSource:
         data = source("out/mnist", "test")
         image, label = data[0]
     """
-    return ExampleSource(_files(path, split))
+    from .tf import split_files
+    return ExampleSource(split_files(path, split, "array_record"))

@@ -1,59 +1,45 @@
-"""What mnistconv will accept from a file it did not write: the limits behind the
-documentation's safety page, in one place so every reader and writer applies the same.
-
-Files come from elsewhere (a download, a colleague's bucket, a pull request). A name
-read from inside a file is data, never a path; work and memory are bounded by what the
-input really holds, never by what a header, a label value or a compressed stream claims.
+"""What mnistconv will accept from a file it did not write (the safety page's limits),
+in one place so every reader and writer applies the same: a name read from a file is
+data, never a path, and work is bounded by what the input holds, not what it claims.
 """
 
+import math
 import os
 import re
 
 from .errors import BadOption, CorruptData, FormatError, UsageError
 
-# One image: at most 4096 x 4096 pixels by default (an MNIST-like image is 28 x 28), so
-# one decoded 8-bit image (16 MiB a channel) fits the memory budget (budget.py) with
-# room to spare; set_max_image_pixels() raises it (the CLI's --max-image-size), up to
-# HARD_MAX_IMAGE_PIXELS. And at most this many bytes in any one record.
+# One image: at most 4096 x 4096 pixels by default, so one decoded image fits the memory
+# budget with room to spare (--max-image-size raises it). And bytes in any one record.
 DEFAULT_MAX_IMAGE_PIXELS = 4096 * 4096
 HARD_MAX_IMAGE_PIXELS = 16384 * 16384
 MAX_IMAGE_PIXELS = DEFAULT_MAX_IMAGE_PIXELS
 MAX_RECORD_BYTES = 256 << 20
-# Images larger than this are decoded one at a time, on one thread: each decoding
-# thread holds a decoder's copy of its image besides the batch (two threads decoding
-# 9000 x 9000 PNGs in the fuzz pass held several such copies).
+# Images larger than this are decoded one at a time: each decoding thread holds a
+# decoder's copy of its image besides the batch.
 MAX_THREADED_IMAGE_PIXELS = 1 << 22
 # A one-hot label or a per-class table has at most this many columns or rows.
 MAX_CLASSES = 65536
-# Examples in one split (MNIST8M has 8.1M). All of a split's labels are held in memory,
-# and `info` counts them as int64: at this many a small file of zeros stays bounded,
-# where 10**9 labels (deflated into a small file) were not.
+# Examples in one split (MNIST8M has 8.1M): a split's labels are held in memory.
 MAX_EXAMPLES = 1 << 24
-# Encoding processes (each holds its own buffers).
-MAX_WORKERS = 64
-# Files in one shard set (each is written, hashed and renamed; TFDS' own sets stay far
-# below this).
-MAX_SHARDS = 10000
-# Files copied from one remote input (mnistconv.remote): a directory of shard sets, or an
-# ImageFolder tree of a few hundred thousand PNGs, stays below it; a bucket's root does not.
+MAX_WORKERS = 64  # encoding processes (each holds its own buffers)
+MAX_SHARDS = 10000  # files in one shard set
+# Files copied from, and folders walked in (how deep), one remote input: a bucket's root
+# or a listing that links to itself is refused, not walked for ever.
 MAX_REMOTE_FILES = 1_000_000
-# Folders walked in one remote input, and how deep: a listing that links to itself or
-# nests without end is refused, not walked for ever (an ImageFolder tree is 3 deep).
 MAX_REMOTE_FOLDERS = 10_000
 MAX_REMOTE_DEPTH = 16
-# One Parquet row group, uncompressed, as its footer declares it: a reader decodes a row
-# group at a time, so a compressed column cannot make it allocate more than this.
+# One Parquet row group, uncompressed, as its footer declares it (decoded one at a time).
 MAX_ROW_GROUP_BYTES = 1 << 30
-# A split name read from a file: letters, digits, '_', '-', '.', not leading '.' or '-',
-# at most 64 characters. It becomes part of file names (x_<split>, <name>-<split>...),
-# so it must never hold a path separator, '..', NUL, a newline or a drive letter.
+# A split name read from a file becomes part of file names: letters, digits, '_', '-',
+# '.', not leading '.' or '-', never a separator, '..', NUL or a drive letter.
 MAX_NAME_LENGTH = 64
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\Z")
 
 
 def default_workers() -> int:
-    """One per core this process may run on (a CPU affinity mask or container cpuset
-    counts), at most MAX_WORKERS: the default count of encoding workers and gzip threads."""
+    """One per core this process may run on (affinity counts), at most MAX_WORKERS: the
+    default count of encoding workers and gzip threads."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
@@ -67,8 +53,7 @@ def is_safe_name(name) -> bool:
 
 
 def safe_split_name(name, path, what="split name"):
-    """The name itself if safe, else a FormatError naming the file: a name from inside a
-    file (an npz member, a manifest id, a shard name) is data, never a path."""
+    """The name itself if safe, else a FormatError naming the file."""
     if not is_safe_name(name):
         raise FormatError(path, f"{what} {printable(name)} is not a safe name",
                           "split names are letters, digits, '_', '-' and '.' "
@@ -76,15 +61,13 @@ def safe_split_name(name, path, what="split name"):
     return name
 
 
-# One component of a file name from a listing (a remote directory, an archive): what
-# every file system takes, and never a step out of the folder it is placed in.
+# One component of a file name from a listing: never a step out of its folder.
 _UNSAFE_COMPONENT = re.compile(r"[/\\\x00-\x1f\x7f]|\A\.{1,2}\Z|\A[A-Za-z]:|\A\Z")
 
 
 def is_safe_file_name(name) -> bool:
     """True for one path component that may become a file beside others: not empty,
-    '.' or '..', no '/', backslash, control character or drive letter, at most 255
-    bytes of UTF-8 (a lone surrogate is not UTF-8).
+    '.' or '..', no separator, control character or drive letter, at most 255 bytes.
 
         is_safe_file_name("t10k-images-idx3-ubyte.gz")  # True
         is_safe_file_name("..")                         # False
@@ -108,9 +91,7 @@ def check_option_name(name, option):
 
 def set_max_image_pixels(pixels) -> int:
     """Let readers take images of up to `pixels` pixels (None: the default, 4096 x 4096),
-    for this process and the workers it forks; returns the limit before. Each image
-    held costs pixels x channels x bytes per value, and readers, writers and views
-    hold a few at once.
+    in this process and the workers it forks; returns the limit before.
 
         set_max_image_pixels(8192 * 8192)
     """
@@ -127,10 +108,7 @@ def set_max_image_pixels(pixels) -> int:
 
 def check_image_size(shape, path, what="image"):
     """Refuse one image larger than MAX_IMAGE_PIXELS (before anything is allocated)."""
-    pixels = 1
-    for d in shape:
-        pixels *= int(d)
-    if pixels > MAX_IMAGE_PIXELS:
+    if math.prod(int(d) for d in shape) > MAX_IMAGE_PIXELS:
         raise FormatError(path, f"{what} of {'x'.join(str(int(d)) for d in shape)} "
                                 f"exceeds mnistconv's limit of {MAX_IMAGE_PIXELS:,} pixels "
                                 "per image", "raise it with --max-image-size WxH if the "
@@ -145,15 +123,13 @@ def check_num_classes(n, path, what="labels"):
 
 
 def printable(text, limit=80) -> str:
-    """A name from a file as it can appear in a one-line message: quoted, control
-    characters (a newline would split the error line) escaped, long names cut."""
+    """A name from a file as a one-line message shows it: quoted, escaped, cut."""
     text = repr(str(text))
     return text if len(text) <= limit else text[:limit - 4] + "...'"
 
 
 def check_index(index, path, where):
-    """An example's original index from a file, if it fits int64 (as indices are held
-    in every format), else a FormatError naming where it came from."""
+    """An example's original index from a file if it fits int64, else a FormatError."""
     if not -1 << 63 <= index < 1 << 63:
         raise FormatError(path, f"{where} gives index {str(index)[:40]}, which does not "
                                 "fit int64", "an index is a sample's position in its "
@@ -172,9 +148,7 @@ def is_number(text) -> bool:
 
 def parse_json(text, path, what=""):
     """JSON text from a file as Python values, or a FormatError naming the file
-    ("<what>not valid JSON (<reason>)"): for malformed text, for arrays nested deeper
-    than Python's recursion limit (json raises RecursionError) and for integers of
-    more digits than int() converts."""
+    ("<what>not valid JSON (<reason>)"), also for nesting too deep or too long numbers."""
     import json
     try:
         return json.loads(text)
@@ -186,8 +160,7 @@ def parse_json(text, path, what=""):
 
 
 def count_in_range(value, option, limit) -> int:
-    """An integer option in 1..limit (--shards, --workers), else one usage error line
-    (exit 2) naming the option and the range.
+    """An integer option in 1..limit (--shards, --workers), else a BadOption.
 
         count_in_range(4, "--shards", MAX_SHARDS)  # 4
     """

@@ -1,6 +1,5 @@
-"""Process-wide tuning for processes mnistconv owns: the command line (cli.console) and
-the worker processes parallel.py forks when the caller asks for processes. The library
-never calls this in a caller's process (DESIGN.md rule 11; tests/test_library_guest.py)."""
+"""Process-wide tuning for the processes mnistconv owns (the command line, parallel.py's
+forked workers), never a library caller's (DESIGN.md rule 11)."""
 
 import os
 import signal
@@ -8,30 +7,23 @@ import sys
 
 
 def tune_command_line():
-    """What the `mnistconv` program sets up before anything else: one BLAS thread
-    (single_blas_thread) and malloc that keeps freed buffers (reuse_freed_memory)."""
+    """What the `mnistconv` program sets up before anything else."""
     single_blas_thread()
     reuse_freed_memory()
 
 
 def single_blas_thread():
-    """Ask numpy's OpenBLAS for one thread, unless the user chose a number. mnistconv
-    multiplies no matrices, and OpenBLAS starts a thread per core when numpy is
-    imported: one thread makes `import numpy` cheaper (benchmarks/README.md), which
-    every command pays before it starts. Only before numpy is imported; a no-op after."""
+    """Ask numpy's OpenBLAS for one thread unless the user chose a number (before numpy
+    is imported): mnistconv multiplies no matrices, and a thread per core makes
+    `import numpy` dearer (benchmarks/README.md)."""
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def reuse_freed_memory():
-    """Keep freed buffers in the heap for the next batch or chunk.
-
-    Conversions allocate the same few large buffers over and over (a batch of pixels,
-    a JPEG tile, joined records: megabytes each). glibc hands blocks that big straight
-    back to the kernel when they are freed, so every batch page-faults them in again
-    (benchmarks/README.md). Only processes mnistconv owns call
-    this (the command line, parallel.py's forked workers), never a library caller's
-    process."""
+    """Keep freed buffers in the heap for the next batch: conversions allocate the same
+    few large buffers over and over, which glibc would hand back to the kernel and
+    fault in again (benchmarks/README.md)."""
     try:
         import ctypes
         mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do
@@ -52,19 +44,18 @@ def is_the_program() -> bool:
 
 
 def end_at_start_up(signum, frame):
-    """SIGINT or SIGTERM before the command line installs its own handling (imports
-    take a second on a loaded machine): nothing is written yet, so end at once with
-    what a later signal gives (exit 130 and "Interrupted.", or 143), where Python
-    would print a KeyboardInterrupt traceback or die of SIGTERM."""
+    """SIGINT or SIGTERM before the command line installs its own handling: nothing is
+    written yet, so end at once as a later signal would (exit 130 and "Interrupted.",
+    or 143), not with a traceback."""
     if signum == signal.SIGINT:
         os.write(2, b"Interrupted.\n")
     os._exit(128 + signum)
 
 
 def guard_start_up():
-    """In the program only (is_the_program), as the package is first imported:
-    end_at_start_up for SIGINT (unless the caller ignores it, as a shell does for a
-    background job) and SIGTERM, until cli.main installs its handlers."""
+    """In the program only, as the package is first imported: end_at_start_up for
+    SIGINT (unless ignored, as for a background job) and SIGTERM, until cli.main
+    installs its handlers."""
     if not is_the_program():
         return
     for signum in (signal.SIGINT, signal.SIGTERM):

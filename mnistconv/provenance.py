@@ -1,9 +1,6 @@
-"""Which published dataset a dataset was read from, for what describes an output
-(croissant.py, card.py): a family of the download table (sources.py) when the input's
-labels files are the published ones (their MD5 or SHA-256, or for MNIST the
-decompressed files' SHA-256), when its class names are a family's published names, or
-when its files carry EMNIST's names. Only small files are hashed (a labels file): the
-work stays a few milliseconds whatever the input."""
+"""Which published dataset (a sources.py family) a dataset was read from, for what
+describes an output (croissant.py, card.py): by its labels files' digests, its class
+names, or EMNIST's file names. Only small files (labels) are hashed."""
 
 import gzip
 import hashlib
@@ -14,7 +11,6 @@ from .errors import MnistconvError
 from .fileio import open_input
 from .sources import FAMILIES
 
-# Labels files are small (MNIST's training labels: 60008 bytes); images are not hashed.
 _MAX_HASHED = 1 << 20
 
 

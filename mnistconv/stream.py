@@ -1,7 +1,5 @@
 """Transforms between a reader and a writer: choose splits, shuffle, balance, limit.
-
-Selections are computed from labels alone (one small array per split) and give a list of
-positions; the images are then gathered batch by batch, so memory stays bounded.
+Selections are computed from labels alone; the images are then gathered batch by batch.
 """
 
 from typing import Iterator, Optional
@@ -12,15 +10,13 @@ from . import budget
 from .errors import BadOption, FormatError, UsageError
 from .records import DEFAULT_BATCH, Batch, Dataset, Split
 
-# The note a reader adds when it turned stored-transposed images upright (EMNIST); it
-# goes when the caller asks for the stored orientation (transpose=False).
+# The note a reader adds when it turned stored-transposed images upright (EMNIST).
 TRANSPOSED_NOTE = "EMNIST stores its images transposed"
 
 
 def extra_fields(split: Split) -> Optional[tuple]:
-    """A split's per-record fields beyond the label, as (column names, N x k array in
-    the split's order), or None: QMNIST's seven extra label columns. Writers that can
-    hold them (npz) do; the others drop them.
+    """A split's per-record fields beyond the label (QMNIST's extra columns), as
+    (column names, N x k array), or None.
 
         names, table = extra_fields(ds.splits["train"]) or ((), None)
     """
@@ -43,8 +39,7 @@ class SelectionSplit(Split):
         return self._labels
 
     def indices(self) -> np.ndarray:
-        """The base's original indices at the chosen positions, so a subset can be
-        traced back to the input."""
+        """The base's original indices at the chosen positions."""
         return self.base.indices()[self.positions]
 
     def take(self, positions: np.ndarray) -> np.ndarray:
@@ -66,8 +61,7 @@ class SelectionSplit(Split):
                         indices[start:end])
 
     def _stream_increasing(self, labels, indices, batch_size):
-        """Increasing positions (a prefix, a per-class subset in file order) need no
-        seeking: read the base in order and keep the wanted rows."""
+        """Increasing positions need no seeking: read the base in order, keep the rows."""
         done = 0
         offset = 0
         last = self.positions[-1]
@@ -85,8 +79,8 @@ class SelectionSplit(Split):
 
 
 class TransposedSplit(Split):
-    """Images with their last two axes swapped (EMNIST stores digits transposed).
-    `automatic` is True when a reader did it (EMNIST read upright by default)."""
+    """Images with their last two axes swapped; `automatic` when a reader did it (EMNIST
+    read upright)."""
 
     automatic = False
 
@@ -120,7 +114,7 @@ class TransposedSplit(Split):
 
 class RelabeledSplit(Split):
     """Labels moved down by `offset` (EMNIST letters' 1..26 become 0..25), class names
-    with them. A label below the offset has no place: a FormatError names it."""
+    with them; a label below the offset is a FormatError."""
 
     def __init__(self, base: Split, offset: int):
         names = tuple(base.header.class_names)[offset:]
@@ -158,8 +152,8 @@ class RelabeledSplit(Split):
 
 def balanced_positions(labels: np.ndarray, order: np.ndarray, per_class: int,
                        where: str = "") -> np.ndarray:
-    """The first `per_class` positions of each class in `order`, interleaved by class
-    0,1,2,...,0,1,2,... so any prefix of a multiple of the class count is balanced."""
+    """The first `per_class` positions of each class in `order`, interleaved by class so
+    any prefix of a multiple of the class count is balanced."""
     ordered_labels = labels[order]
     classes = np.unique(ordered_labels)
     picks = []
@@ -176,8 +170,7 @@ def balanced_positions(labels: np.ndarray, order: np.ndarray, per_class: int,
 
 def select_split(split: Split, limit: Optional[int] = None, per_class: Optional[int] = None,
                  shuffle: bool = False, seed: int = 0) -> Split:
-    """Apply shuffle, then per-class balancing, then limit. Returns `split` unchanged
-    when nothing is asked."""
+    """Shuffle, then balance per class, then limit (`split` itself if nothing asked)."""
     if not shuffle and per_class is None and limit is None:
         return split
     # A reader that can read only the chosen records (a TFRecord with record indexes).
@@ -200,14 +193,11 @@ def select_split(split: Split, limit: Optional[int] = None, per_class: Optional[
 def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int] = None,
            per_class: Optional[int] = None, shuffle: bool = False, seed: Optional[int] = None,
            transpose: Optional[bool] = None) -> Dataset:
-    """The dataset with the chosen splits, each transformed alike: shuffled (with
-    `seed`, 0 by default), balanced to `per_class` examples of each class, cut to
-    `limit`, transposed. `transpose` is about the images as stored: None ("auto")
-    takes them as the reader gives them (EMNIST upright), True swaps rows and columns
-    of what is stored (EMNIST: upright all the same), False keeps them as stored
-    (EMNIST: transposed). Only labels are read to choose; the chosen images are then
-    read batch by batch as the result is written, so memory stays bounded. Raises a
-    UsageError for a split that is not there or a value out of range.
+    """The dataset with the chosen splits, each shuffled (with `seed`, 0 by default),
+    balanced to `per_class` examples of each class, cut to `limit`. `transpose`: None
+    ("auto") takes images as the reader gives them (EMNIST upright), True swaps rows and
+    columns of what is stored, False keeps them as stored. Raises a UsageError for a
+    split that is not there or a value out of range.
 
         ds = mnistconv.read("data/mnist")
         subset = select(ds, ["train"], per_class=100)        # 1000 balanced examples

@@ -1,13 +1,10 @@
 """A tf.data input pipeline for what mnistconv writes (the `tensorflow` extra; this
 module imports TensorFlow, nothing else in mnistconv does).
 
-dataset(path) reads a TFRecord file, shard set or glob of any preset mnistconv writes
-(recipe: JPEG + one-hot label; tfds: PNG + class index; slim: image/encoded +
-image/class/label; raw pixels with height/width), gzip or zlib compressed, or a TFDS
-prepared directory (TFRecord shards), and yields (image, label): image uint8 H x W x 1
-(float32 in [0, 1] with normalize=True), label int64. The feature spec and the decoder
-are found from the first record, read without TensorFlow; records are parsed and
-decoded in a parallel map and prefetched.
+dataset(path) reads a TFRecord file, shard set or glob of any preset mnistconv writes,
+or a TFDS directory, and yields (image, label): image uint8 H x W x 1 (float32 in [0, 1]
+with normalize=True), label int64. The feature spec and the decoder are found from the
+first record, read without TensorFlow.
 
     import mnistconv.tf, tensorflow as tf
     train = mnistconv.tf.dataset("mnist.tfrecord", "train", normalize=True,
@@ -26,23 +23,38 @@ def _tensorflow():
     return optional_import("tensorflow", "tensorflow", "mnistconv.tf.dataset")
 
 
-def _tfds_files(path, split):
-    """(files, compression, layout facts) of a TFDS directory's split."""
-    from .formats.tfds.format import find_directory
-    from .formats.tfds.info import Info
-    meta = Info(find_directory(path))
-    if meta.file_format != "tfrecord":
-        raise UsageError(path, f"its shards are {meta.file_format}, which tf.data does "
-                               "not read", "use mnistconv.grain.source(path) or "
-                                           "tfds.data_source")
-    if split not in meta.splits:
-        raise UsageError(path, f"no split named {split}",
-                         f"splits present: {', '.join(meta.splits)}")
-    return meta.shard_files(split)
+# What a TFDS directory whose shards are another file format is told, by the one wanted.
+_OTHER_FORMAT = {
+    "tfrecord": ("which tf.data does not read",
+                 "use mnistconv.grain.source(path) or tfds.data_source"),
+    "array_record": ("not array_record", "use mnistconv.tf.dataset(path), or write it "
+                                         "with --file-format array_record")}
 
 
-def _tfrecord_files(path, split):
-    from .formats.tfrecord.names import resolve
+def split_files(path, split="train", file_format="tfrecord") -> list:
+    """The files of `split` in a TFRecord (or, file_format "array_record", ArrayRecord)
+    file, shard set or glob, or a TFDS directory with shards of that format; a path
+    holding one split gives it whatever its name.
+
+        split_files("out/mnist", "test")   # a TFDS directory's test shards
+    """
+    from .formats.tfds.format import sniff as is_tfds
+    path = str(path)
+    if os.path.isdir(path) and is_tfds(path):
+        from .formats.tfds.format import find_directory
+        from .formats.tfds.info import Info
+        meta = Info(find_directory(path))
+        if meta.file_format != file_format:
+            what, hint = _OTHER_FORMAT[file_format]
+            raise UsageError(path, f"its shards are {meta.file_format}, {what}", hint)
+        if split not in meta.splits:
+            raise UsageError(path, f"no split named {split}",
+                             f"splits present: {', '.join(meta.splits)}")
+        return meta.shard_files(split)
+    if file_format == "tfrecord":
+        from .formats.tfrecord.names import resolve
+    else:
+        from .formats.arrayrecord.format import resolve
     groups = resolve(path)
     if split in groups:
         return groups[split]
@@ -98,10 +110,7 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
         raise BadOption(None, f"shuffle is a buffer size of 1 or more, not {shuffle!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
         raise BadOption(None, f"batch_size must be 1 or more, not {batch_size!r}")
-    from .formats.tfds.format import sniff as is_tfds
-    path = str(path)
-    files = _tfds_files(path, split) if os.path.isdir(path) and is_tfds(path) else \
-        _tfrecord_files(path, split)
+    files = split_files(path, split)
     compression, layout, kind, shape = _first_record(files)
     spec = {layout.image_key: tf.io.FixedLenFeature([], tf.string),
             layout.label_key: tf.io.FixedLenFeature(
