@@ -1,13 +1,8 @@
 """A shard plan (mnistconv.plan) run as an Apache Beam pipeline: one element per task,
 each writing its shard with the same code as a local run (so the same bytes), then the
-finishing step once every shard is written.
-
-    mnistconv convert data/mnist out/m.tfrecord --shards 8 --runner beam \\
-        --beam-option runner=DirectRunner --beam-option direct_num_workers=2
-
-Every worker opens the input itself (an InputSpec) and writes beside the output, so both
-must be paths every worker sees. The progress record makes a retried or duplicated task
-harmless: a task rewrites only its own shard, and the set is finished once.
+finishing step once every shard is written. Every worker opens the input itself (an
+InputSpec) and writes beside the output, so both must be paths every worker sees. A
+retried or duplicated task is harmless: it rewrites only its own shard.
 """
 
 import contextlib
@@ -25,10 +20,7 @@ _OPTION = re.compile(r"[A-Za-z][A-Za-z0-9_]*=.*", re.S)
 
 def pipeline_flags(beam_options) -> list:
     """Beam's command-line flags from K=V pairs (`runner=DirectRunner` ->
-    `--runner=DirectRunner`); anything else is a usage error.
-
-        pipeline_flags(["runner=DirectRunner"])  # ['--runner=DirectRunner']
-    """
+    `--runner=DirectRunner`); anything else is a usage error."""
     flags = []
     for option in beam_options or ():
         option = str(option)
@@ -47,16 +39,15 @@ def _absolute(path) -> str:
         if path.endswith(os.sep) else os.path.abspath(path)
 
 
-class _Opened:
-    """The dataset of an InputSpec, opened once per worker process and kept."""
-    cache = {}
+_OPENED: dict = {}
 
-    @classmethod
-    def get(cls, source):
-        key = repr(vars(source))
-        if key not in cls.cache:
-            cls.cache[key] = source.open()
-        return cls.cache[key]
+
+def _opened(source):
+    """The dataset of an InputSpec, opened once per worker process and kept."""
+    key = repr(vars(source))
+    if key not in _OPENED:
+        _OPENED[key] = source.open()
+    return _OPENED[key]
 
 
 # A runner passes a worker's failure back as text: a MnistconvError goes as this marker
@@ -106,14 +97,14 @@ def _raised_again(failure, named):
 def _write_task(number, source, path, plan, resume):
     """One element: run task `number` (keep or write its shard, record it)."""
     with _reported():
-        status, _ = plans.run_task(_Opened.get(source), path, plan, number, resume=resume)
+        status, _ = plans.run_task(_opened(source), path, plan, number, resume=resume)
     return number, status
 
 
 def _finish(results, source, path, plan):
     """After every task: check each shard on disk and finish the set."""
     with _reported():
-        finished, missing = plans.finish(_Opened.get(source), path, plan)
+        finished, missing = plans.finish(_opened(source), path, plan)
     return {"finished": finished, "missing": missing, "tasks": sorted(results)}
 
 

@@ -1,12 +1,6 @@
-"""One memory budget: how many images every reader, writer and view holds at a time.
-
-A batch holds at most BATCH_BYTES of decoded pixels and MAX_ROWS images (an image larger
-than the budget is handled alone), and a compressed input may expand to at most
-MAX_RATIO times its stored bytes (check_expansion), whatever the codec.
-
-    from mnistconv import budget
-    n = budget.rows(split.header)          # 8192 MNIST digits, 3 images of 4096x4096
-    for start, stop in budget.spans(len(positions), n): ...
+"""One memory budget: a batch holds at most BATCH_BYTES of decoded pixels and MAX_ROWS
+images (an image larger than the budget alone), and a compressed input may expand to at
+most MAX_RATIO times its stored bytes (check_expansion), whatever the codec.
 """
 
 from typing import Any, Iterator, Optional
@@ -33,11 +27,8 @@ def image_bytes(shape: tuple, dtype: Any = "uint8") -> int:
 
 
 def rows(header: Any, requested: Optional[int] = None) -> int:
-    """Images per batch for a split's Header (or anything with .shape and .dtype): as
-    many as fit BATCH_BYTES, one at least, at most MAX_ROWS and at most `requested`.
-
-        rows(Header(60000, (28, 28), np.dtype("u1")))  # 8192
-    """
+    """Images per batch for a split's Header: as many as fit BATCH_BYTES, one at least,
+    at most MAX_ROWS and at most `requested`."""
     return rows_for(header.shape, header.dtype, requested)
 
 
@@ -55,10 +46,7 @@ PIECES_IN_FLIGHT = 4
 
 def piece_rows(image_bytes: int, most: int) -> int:
     """Records per piece of a writer's parallel work: `most`, fewer for large images, so
-    the pieces in flight hold at most BATCH_BYTES together.
-
-        piece_rows(784, 1000)  # 1000; piece_rows(4096 * 4096, 1000)  # 1
-    """
+    the pieces in flight hold at most BATCH_BYTES together."""
     share = BATCH_BYTES // PIECES_IN_FLIGHT
     return max(1, min(int(most), share // max(1, int(image_bytes))))
 

@@ -1,19 +1,11 @@
-"""Compare two datasets split by split: how a user checks a conversion.
+"""Compare two datasets split by split, position by position (counts, labels, pixel
+error on the 0..255 scale, the worst examples): how a user checks a conversion. Both
+sides are read in lockstep batches, so memory is bounded whatever the formats.
 
-For each pair of splits: the counts, label agreement, and the pixel error over the
-examples both have, position by position (mean and maximum absolute difference, the
-share of pixels that differ, PSNR, all on the 0..255 scale), plus the worst examples.
-Both sides are read in lockstep batches, re-cut to line up, so memory is bounded by the
-batch size whatever the formats.
-
-Pixels: floats in [0, 1] (npz --float) are scaled by 255, other floats taken as 0..255;
-differences below 1/1000 of a grey level are that scaling's rounding and count as 0. A
-pixel NaN or infinite on one side only differs by infinity; the same on both sides is
-no difference. A channel axis of 1 (28x28x1, 1x28x28) is ignored.
-
-Splits pair up by name; a single split pairs with the other side's split of its name,
-or must be named (pairs=[("train", "images")]). Splits present on one side only make
-two multi-split datasets unequal.
+Floats in [0, 1] are scaled by 255 (differences under NOISE are that rounding); a pixel
+NaN or infinite on one side only differs by infinity; a channel axis of 1 is ignored.
+Splits pair by name; a single split pairs with the other side's split of its name, or
+must be named (pairs=[("train", "images")]).
 """
 
 import heapq
@@ -36,8 +28,7 @@ NOISE = 1e-3  # grey levels: float rounding from scaling [0, 1] pixels by 255
 
 @dataclass
 class Example:
-    """One compared example worth showing (a label mismatch or one of the worst), with
-    its largest and mean absolute pixel difference (0..255 scale)."""
+    """A compared example worth showing (a label mismatch or one of the worst)."""
 
     position: int
     index_a: int
@@ -51,11 +42,7 @@ class Example:
 @dataclass
 class SplitComparison:
     """What compare_splits found for one pair of splits; `equal` and problems() judge
-    it, to_json() is what `mnistconv compare --json` prints for it.
-
-        r = compare_splits(a.splits["test"], b.splits["test"], tolerance=2)
-        r.equal, r.max_error, r.problems()
-    """
+    it, to_json() is what `mnistconv compare --json` prints for it."""
 
     name_a: str
     name_b: str
@@ -154,8 +141,7 @@ class SplitComparison:
 
 @dataclass
 class Comparison:
-    """The result of compare(): one SplitComparison per pair of splits and the splits
-    left out on each side.
+    """The result of compare(): a SplitComparison per pair, the splits left out.
 
         c = compare(mnistconv.read("data/mnist"), mnistconv.read("mnist.npz"))
         c.equal, [s.problems() for s in c.splits]
@@ -210,69 +196,54 @@ def pair_splits(a, b, pairs=None, where=(None, None)):
     """([(name in A, name in B)], names left out in A, in B, whether those count against
     equality). `where` names A and B in messages (default: their first file)."""
     names_a, names_b = list(a.splits), list(b.splits)
-    where_a, where_b = where[0] or _where(a), where[1] or _where(b)
+    strict = False
     if pairs:
-        for name_a, name_b in pairs:
-            if name_a not in a.splits:
-                raise UsageError(where_a, f"no split named {name_a}",
-                                 f"splits present: {', '.join(names_a) or 'none'}")
-            if name_b not in b.splits:
-                raise UsageError(where_b, f"no split named {name_b}",
-                                 f"splits present: {', '.join(names_b) or 'none'}")
-        used_a = {p[0] for p in pairs}
-        used_b = {p[1] for p in pairs}
-        return (list(pairs), [n for n in names_a if n not in used_a],
-                [n for n in names_b if n not in used_b], False)
-    if len(names_a) == 1 and len(names_b) == 1:
-        return [(names_a[0], names_b[0])], [], [], False
-    if len(names_a) == 1 or len(names_b) == 1:
+        for pair in pairs:
+            for name, names, side, place in zip(pair, (names_a, names_b), (a, b), where):
+                if name not in names:
+                    raise UsageError(place or (side.paths[0] if side.paths else None),
+                                     f"no split named {name}",
+                                     f"splits present: {', '.join(names) or 'none'}")
+    elif len(names_a) == 1 and len(names_b) == 1:
+        pairs = [(names_a[0], names_b[0])]
+    elif len(names_a) == 1 or len(names_b) == 1:
         single, many = (names_a[0], names_b) if len(names_a) == 1 else (names_b[0], names_a)
         if single not in many:
-            side, other = ("A", b) if len(names_a) == 1 else ("B", a)
+            side = "A" if len(names_a) == 1 else "B"
             raise UsageError(None, f"{side} has the single split '{single}' and the other "
                                    f"side has {', '.join(many)}",
                              f"choose one with --split NAME (or --split {single}:NAME / "
                              f"NAME:{single})")
         pairs = [(single, single)]
-        return (pairs, [n for n in names_a if n != single],
-                [n for n in names_b if n != single], False)
-    common = [n for n in names_a if n in b.splits]
-    if not common:
-        pairing = " ".join(f"--split {x}:{y}" for x, y in zip(names_a, names_b)) \
-            if len(names_a) == len(names_b) else "--split A_NAME:B_NAME"
-        raise UsageError(None, f"no split names in common (A: {', '.join(names_a)}; "
-                               f"B: {', '.join(names_b)})", f"pair them with {pairing}")
-    return ([(n, n) for n in common], [n for n in names_a if n not in b.splits],
-            [n for n in names_b if n not in a.splits], True)
-
-
-def _where(dataset):
-    return dataset.paths[0] if dataset.paths else None
+    else:
+        pairs, strict = [(n, n) for n in names_a if n in b.splits], True
+        if not pairs:
+            pairing = " ".join(f"--split {x}:{y}" for x, y in zip(names_a, names_b)) \
+                if len(names_a) == len(names_b) else "--split A_NAME:B_NAME"
+            raise UsageError(None, f"no split names in common (A: {', '.join(names_a)}; "
+                                   f"B: {', '.join(names_b)})", f"pair them with {pairing}")
+    used_a, used_b = {p[0] for p in pairs}, {p[1] for p in pairs}
+    return (list(pairs), [n for n in names_a if n not in used_a],
+            [n for n in names_b if n not in used_b], strict)
 
 
 def _aligned(split_a, split_b, batch_size):
     """Batches of both splits cut to the same lengths, position by position."""
-    it_a, it_b = split_a.batches(batch_size), split_b.batches(batch_size)
-    pending_a = pending_b = None
+    sides = [split_a.batches(batch_size), split_b.batches(batch_size)]
+    pending = [None, None]
     while True:
-        # A spent batch (its empty remainder still a view of it) is let go before
-        # the next is read: one batch per side at a time.
-        if pending_a is None or len(pending_a[1]) == 0:
-            pending_a = None
-            pending_a = _fields(next(it_a, None))
-        if pending_b is None or len(pending_b[1]) == 0:
-            pending_b = None
-            pending_b = _fields(next(it_b, None))
-        if pending_a is None or pending_b is None:
-            return
-        n = min(len(pending_a[1]), len(pending_b[1]))
-        yield tuple(x[:n] for x in pending_a), tuple(x[:n] for x in pending_b)
-        pending_a = tuple(x[n:] for x in pending_a)
-        pending_b = tuple(x[n:] for x in pending_b)
-
-
-def _fields(batch):
-    return None if batch is None else (batch.images, batch.labels, batch.indices)
+        for k in (0, 1):
+            # A spent batch (its empty remainder still a view of it) is let go before
+            # the next is read: one batch per side at a time.
+            if pending[k] is None or len(pending[k][1]) == 0:
+                pending[k] = None
+                batch = next(sides[k], None)
+                if batch is None:
+                    return
+                pending[k] = (batch.images, batch.labels, batch.indices)
+        n = min(len(pending[0][1]), len(pending[1][1]))
+        yield tuple(x[:n] for x in pending[0]), tuple(x[:n] for x in pending[1])
+        pending = [tuple(x[n:] for x in side) for side in pending]
 
 
 class _Scale:
@@ -297,9 +268,8 @@ class _Scale:
 
 def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
                    progress=NO_PROGRESS) -> SplitComparison:
-    """Compare two splits position by position, in lockstep batches (memory bounded
-    by batch_size): counts, labels, pixel error within `tolerance`, and the `worst`
-    examples. Splits whose shapes differ are not read.
+    """Compare two splits: counts, labels, pixel error within `tolerance`, and the
+    `worst` examples. Splits whose shapes differ are not read.
 
         r = compare_splits(ds.splits["test"], copy.splits["test"])
         print(r.equal, r.mean_error, r.psnr)
@@ -326,8 +296,7 @@ def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_
 
 
 class _Tally:
-    """What compare_splits keeps across batches: the totals (in result), each side's
-    scale, the position reached and the `worst` largest as a heap."""
+    """What compare_splits keeps across batches (the totals are in result)."""
 
     def __init__(self, result, worst):
         self.result, self.worst = result, worst
@@ -385,8 +354,7 @@ class _Tally:
 
 
 def _difference(result, a, b):
-    """Add one piece of scaled pixels to result's totals; each row's largest difference
-    and its sum over the piece."""
+    """Add a piece of scaled pixels to result's totals; each row's max and sum of it."""
     with np.errstate(all="ignore"):
         diff = np.abs(a - b)
         odd = ~np.isfinite(diff)
@@ -409,7 +377,7 @@ def _difference(result, a, b):
 
 def compare(a, b, pairs=None, tolerance=0.0, worst=5, progress=NO_PROGRESS,
             where=(None, None)) -> Comparison:
-    """Compare datasets a and b (see the module docstring for how splits pair up)."""
+    """Compare datasets a and b (`where` names them in messages)."""
     from .compare_advice import explain
     pairs, only_a, only_b, strict = pair_splits(a, b, pairs, where)
     results = [compare_splits(a.splits[name_a], b.splits[name_b], tolerance, worst,

@@ -1,9 +1,6 @@
 """Why two compared datasets differ (JPEG on one side, another image size, labels
 shifted, splits named differently) and the option that would make them pass, one
 sentence each, as `mnistconv compare` prints it.
-
-    explain(a, b, compare(a, b))
-    # ['B is JPEG (lossy): pass --tolerance 27, or convert with --image-format png']
 """
 
 import itertools
@@ -26,10 +23,10 @@ def explain(a, b, comparison) -> list:
     cannot tell why)."""
     advice = []
     splits = comparison.splits
-    shapes = [s for s in splits if not s.shapes_match]
     by_shapes = {}
-    for s in shapes:
-        by_shapes.setdefault((s.shape_a, s.shape_b), []).append(_names(s))
+    for s in splits:
+        if not s.shapes_match:
+            by_shapes.setdefault((s.shape_a, s.shape_b), []).append(_names(s))
     for (shape_a, shape_b), names in by_shapes.items():
         advice.append(f"A's images are {_shape(shape_a)} and B's {_shape(shape_b)} "
                       f"({', '.join(names)}): compare does not resize, so no option "

@@ -5,9 +5,6 @@ A format whose writer can write one shard alone names a module in its spec
 (`Format(..., sharded="mnistconv.formats.x.plan")`) holding
 `prepare_write(dataset, path, options) -> ShardedWrite`, options being the frozen
 dataclass Format.options() made, checked as a local write() checks them.
-
-    job = prepare_write("tfrecord", dataset, "m.tfrecord", {"shards": 4})
-    [t.path for t in job.targets][:1]  # ['m-train.tfrecord-00000-of-00004']
 """
 
 import importlib
@@ -32,8 +29,8 @@ class ShardTarget:
 
 @dataclass
 class Counters:
-    """What writing a shard counted; a format's counters add fields. merge() sums each
-    field, except those named in MAXED (the largest wins)."""
+    """What writing a shard counted; a format's counters add fields, summed on merge()
+    but for those named in MAXED (the largest wins)."""
 
     MAXED: ClassVar[tuple] = ()
 
@@ -100,16 +97,14 @@ def prepare_write(format_name: str, dataset, path, options: dict) -> ShardedWrit
 
 
 def checked_options(fmt, path, options: dict):
-    """(path, options) of a write, every option checked and the name resolved: what
-    write() and every runner start from."""
+    """(path, options) of a write, options checked and name resolved, for every runner."""
     from . import registry
     fmt.check_options(options, "write")
     return registry.resolve_output(path, fmt, options)
 
 
 def check_sharded(fmt) -> str:
-    """The module of fmt's sharded write, or a usage error naming the formats that have
-    one."""
+    """The module of fmt's sharded write, else a usage error naming those that have one."""
     if fmt.sharded is None:
         from . import registry
         able = ", ".join(f.name for f in registry.FORMATS.values() if f.sharded)

@@ -1,13 +1,10 @@
-"""Fetch the IDX-distributed MNIST family from their publishers, verified by checksum.
+"""Fetch the MNIST family from their publishers, verified by checksum.
 
-Nothing is trusted until it is checked: each file is streamed to a temporary name beside
-its target, hashed on the way, and renamed into place only when every published digest
-matches, so a short transfer, a mirror serving other bytes or a dead host leave nothing
-behind. Transient failures (timeouts, resets, HTTP 5xx) are retried from the start (a
-restarted transfer cannot splice two different copies); permanent ones move on to the
-next mirror. EMNIST's gzip.zip is kept as the verified source and its IDX members are
-extracted beside it, one sub-directory per split, each checked against the archive's
-CRC-32 and size.
+Each file is streamed to a staged name, hashed on the way, and renamed into place only
+when every published digest matches, so a short transfer or a mirror serving other
+bytes leaves nothing behind. Transient failures are retried from the start (a restarted
+transfer cannot splice two copies); permanent ones move on to the next mirror. EMNIST's
+gzip.zip is kept and its members extracted beside it, checked against its CRC-32s.
 """
 
 import hashlib
@@ -28,7 +25,6 @@ from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, 
 from .limits import is_number
 from .fileio import STAGING_MARK, StagedOutput
 from .records import NO_PROGRESS, Progress
-# The catalogue, re-exported: download.FAMILIES, download.get_family, ...
 from .sources import FAMILIES, Family, RemoteFile, Source, get_family
 
 __all__ = ["FAMILIES", "Family", "RemoteFile", "Source", "get_family", "Result", "Network",
@@ -56,10 +52,7 @@ class Result:
 class Network:
     """How download() fetches, checked once: base_urls (mirrors tried in order, instead
     of the source's), timeout (seconds without data), retries (of a transient failure,
-    per mirror) and retry_delay (seconds before the first retry, doubled each time).
-
-        download(get_family("mnist"), "data/mnist", retries=5, timeout=30)
-    """
+    per mirror), retry_delay (seconds before the first retry, doubled each time)."""
 
     base_urls: Optional[Sequence[str]] = None
     timeout: float = DEFAULT_TIMEOUT
@@ -127,8 +120,7 @@ _NET_ERRORS = (OSError, http.client.HTTPException)
 
 
 def _fetch_once(url, staged, spec, timeout, progress):
-    """Stream url to staged, hashing as it goes. Returns (bytes, {alg: hex}).
-    Network failures become _Attempt; local ones (disk full) propagate as they are."""
+    """Stream url to staged, hashing as it goes: (bytes, {alg: hex}), or an _Attempt."""
     request = urllib.request.Request(url, headers={
         "User-Agent": "mnistconv",
         # Hash exactly what the publisher stores, never a transfer re-encoding.
@@ -143,8 +135,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
         length = response.headers.get("Content-Length")
         length = int(length) if is_number(length) and len(length) < 19 else None
         if length is not None and spec.size is not None and length != spec.size:
-            # Not the published file (an error page, another version): say so before
-            # spending the transfer on it.
+            # Not the published file (an error page): said before the transfer.
             raise _Attempt(f"the mirror offers {length} bytes, the published file has "
                            f"{spec.size}", False, "checksum")
         progress.start(spec.name, length or spec.size or 0)
@@ -167,8 +158,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
                                        f"{spec.size} bytes", False, "checksum")
         finally:
             progress.finish()
-    # http.client returns a short body without complaint when the peer closes early,
-    # so the length is checked here.
+    # http.client returns a short body without complaint when the peer closes early.
     if length is not None and got != length:
         raise _Attempt(f"truncated transfer: the connection closed after {got} of "
                        f"{length} bytes", True, "truncated")
@@ -229,8 +219,6 @@ def _fetch(spec, target, mirrors, network, progress):
     raise MnistconvError(spec.name, message, _hint(kinds))
 
 
-# --- checking what is on disk ------------------------------------------------------------
-
 def _file_digests(path, progress=NO_PROGRESS, description=None):
     hashers = _hashers()
     size = os.path.getsize(path)
@@ -247,9 +235,8 @@ def _file_digests(path, progress=NO_PROGRESS, description=None):
 
 
 def check_file(spec, path, progress=NO_PROGRESS) -> Result:
-    """Is path the published file, or, where the content's SHA-256 is known, the same
-    content in another gzip wrapper or not compressed at all? action is verified,
-    missing or invalid; check says which digest matched."""
+    """Is path the published file, or the same content regzipped or gunzipped (where its
+    SHA-256 is known)? action is verified, missing or invalid; check says what matched."""
     if not os.path.lexists(path):
         return Result(path, "missing", problem="missing")
     if not os.path.isfile(path):
@@ -280,8 +267,8 @@ def check_file(spec, path, progress=NO_PROGRESS) -> Result:
 
 
 def _content_sha256(spec, path, progress):
-    """(sha256 of the decompressed file, None) or (None, why it cannot be the content).
-    Reading stops one byte past the known content size: a gzip bomb costs no more."""
+    """(sha256 of the decompressed file, None) or (None, why it cannot be the content),
+    reading no more than one byte past the known content size."""
     import gzip
     h = hashlib.sha256()
     got = 0
@@ -304,8 +291,8 @@ def _content_sha256(spec, path, progress):
 
 
 def check_present(spec, directory, progress=NO_PROGRESS) -> Result:
-    """The file of spec in directory as check_file sees it; when it is absent and the
-    content's SHA-256 is known, its uncompressed copy (the name without .gz) instead."""
+    """The file of spec in directory as check_file sees it, or, when it is absent, its
+    uncompressed copy (the name without .gz) where the content's SHA-256 is known."""
     path = os.path.join(directory, spec.name)
     raw = path[:-3] if spec.name.endswith(".gz") else None
     if os.path.lexists(path) or not spec.content_sha256 or not raw \
@@ -320,14 +307,6 @@ def check_present(spec, directory, progress=NO_PROGRESS) -> Result:
     return Result(raw, "invalid", size, hexes["sha256"], digests=hexes,
                   problem=f"checksum mismatch: expected content sha256 "
                           f"{spec.content_sha256}, got {hexes['sha256']}")
-
-
-def _crc32_file(path):
-    crc = 0
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            crc = zlib.crc32(block, crc)
-    return crc
 
 
 def _members(family, archive_path):
@@ -360,7 +339,10 @@ def _check_member(info, path) -> Result:
     if size != info.file_size:
         return Result(path, "invalid", size,
                       problem=f"size {size} differs from the archive's {info.file_size}")
-    crc = _crc32_file(path)
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            crc = zlib.crc32(block, crc)
     if crc != info.CRC:
         return Result(path, "invalid", size, problem=f"checksum mismatch: expected "
                       f"crc32 {info.CRC:08x} (from the archive), got {crc:08x}")
@@ -399,12 +381,9 @@ def _extract(family, archive_path, directory, *, force, progress):
     return results
 
 
-# --- the public functions --------------------------------------------------------------
-
 def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
-    """Check every file of the family in directory against the published digests (and,
-    for an archive, every extracted member against the archive). Never raises for a
-    bad or missing file: each Result says verified, missing or invalid."""
+    """Check every file of the family in directory (and an archive's extracted members):
+    a Result each, verified, missing or invalid; a bad file raises nothing."""
     directory = str(directory)
     if not os.path.isdir(directory):
         raise NotFound(directory, "no such directory")
@@ -420,16 +399,14 @@ def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
 
 def download(family: Family, directory, *, force=False, progress: Progress = NO_PROGRESS,
              source="original", **network) -> list:
-    """Make directory hold the family's files, verified. Files present and valid are
-    kept (force re-fetches everything and replaces files that do not match); the rest
-    are fetched as `network` says (Network: base_urls, timeout, retries, retry_delay).
-    `source` names where from (Family.source): "original", "keras", "hf"; a source of
-    another layout (Keras' npz, the Hub's Parquet) is converted to the family's IDX
-    files, uncompressed, each checked against the official content SHA-256 where known.
+    """Make directory hold the family's files, verified: those present and valid are
+    kept (force re-fetches all), the rest fetched as `network` says (Network's fields).
+    `source` (Family.source: "original", "keras", "hf") of another layout is converted
+    to IDX files, checked against the official content SHA-256 where known. A Result per
+    file; a failure raises, and files completed before it stay.
 
-    Returns a Result per file (downloaded, present, extracted, converted). Raises
-    MnistconvError naming the file or URL on any failure; files completed before it
-    stay (they are verified)."""
+        download(get_family("mnist"), "data/mnist", retries=5, timeout=30)
+    """
     net = Network(**network)
     chosen = family.source(source)
     mirrors = tuple(net.base_urls) if net.base_urls else chosen.mirrors
@@ -476,9 +453,8 @@ def download(family: Family, directory, *, force=False, progress: Progress = NO_
 
 
 def _converted(source, plan, directory, mirrors, network, force, progress):
-    """A source of another layout: fetch its files into a staging folder, convert them
-    to the family's IDX files, check each against the official content SHA-256 where
-    known, and only then put them in place (with any class names as classes.txt)."""
+    """A source of another layout: fetched, converted to IDX and checked in a staging
+    folder, then put in place."""
     import mnistconv
     present = [state for _, _, state in plan if state.action == "verified"]
     if len(present) == len(plan) and not force:
@@ -487,8 +463,7 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
         return present
     import tempfile
     from .fileio import staging_prefix
-    # Beside the outputs, named as staging is: a run killed here leaves a leftover the
-    # next run recognises and removes.
+    # Named as staging is: a leftover of a killed run is recognised and removed.
     work = tempfile.mkdtemp(dir=directory, prefix=staging_prefix("source"))
     try:
         fetched, urls = {}, []
@@ -534,8 +509,7 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
 
 
 def _check_content(spec, path, urls):
-    """(sha256, check) of a converted file: its SHA-256 must be the official
-    content's where known, else the source holds other data and nothing is saved."""
+    """(sha256, check) of a converted file, which must be the official content."""
     size, hexes = _file_digests(path)
     if spec.content_sha256 is None:
         return hexes["sha256"], "no official content sha256 to check against"

@@ -5,11 +5,6 @@ do>`: path is the file (or URL, or '-'), None only for a bad option; message say
 is wrong; what to do is hint= in the library's words (`pass force=True`), with cli_hint=
 where the command line says it otherwise (`use --force`), or else the kind's `advice`
 (tests/test_error_advice.py fails on a raise without either).
-
-    raise FormatError(path, "not an IDX file: magic 01020803 ...",
-                      "check the path, or pass format= to read it as another format",
-                      cli_hint="check the path, or name its format with --from")
-    raise CorruptData(path, f"record {n}: data CRC mismatch")  # the kind's advice
 """
 
 import importlib
@@ -21,8 +16,7 @@ _PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^\s/]*@")
 
 
 def redact(text) -> str:
-    """text with the password of every URL in it replaced by ***, so that no message,
-    note or summary shows one.
+    """text with the password of every URL in it replaced by ***.
 
         redact("https://ann:s3cret@host/m.npz")  # 'https://ann:***@host/m.npz'
     """

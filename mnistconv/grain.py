@@ -13,23 +13,16 @@ import numpy as np
 from .errors import optional_import
 
 
-def _grain():
-    return optional_import("grain", "grain", "mnistconv.grain.source")
-
-
 class ExampleSource:
     """Random access to (image, label) of ArrayRecord Examples, over Grain's
-    ArrayRecordDataSource.
-
-        data = ExampleSource(["mnist-train.array_record"])
-        len(data), data[7][1]
-    """
+    ArrayRecordDataSource: `ExampleSource(["mnist-train.array_record"])[7]`."""
 
     def __init__(self, files):
         from .codecs.spool import array_record_module
         array_record_module()  # the Python 3.11 and extra checks, in one line
         self.files = list(files)
-        self.records = _grain().sources.ArrayRecordDataSource(self.files)
+        grain = optional_import("grain", "grain", "mnistconv.grain.source")
+        self.records = grain.sources.ArrayRecordDataSource(self.files)
 
     def __len__(self):
         return len(self.records)

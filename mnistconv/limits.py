@@ -38,8 +38,8 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\Z")
 
 
 def default_workers() -> int:
-    """One per core this process may run on (affinity counts), at most MAX_WORKERS: the
-    default count of encoding workers and gzip threads."""
+    """One per core this process may run on, at most MAX_WORKERS: the default count of
+    encoding workers and gzip threads."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
@@ -67,11 +67,7 @@ _UNSAFE_COMPONENT = re.compile(r"[/\\\x00-\x1f\x7f]|\A\.{1,2}\Z|\A[A-Za-z]:|\A\Z
 
 def is_safe_file_name(name) -> bool:
     """True for one path component that may become a file beside others: not empty,
-    '.' or '..', no separator, control character or drive letter, at most 255 bytes.
-
-        is_safe_file_name("t10k-images-idx3-ubyte.gz")  # True
-        is_safe_file_name("..")                         # False
-    """
+    '.' or '..', no separator, control character or drive letter, at most 255 bytes."""
     if not isinstance(name, str) or _UNSAFE_COMPONENT.search(name):
         return False
     try:
@@ -90,11 +86,8 @@ def check_option_name(name, option):
 
 
 def set_max_image_pixels(pixels) -> int:
-    """Let readers take images of up to `pixels` pixels (None: the default, 4096 x 4096),
-    in this process and the workers it forks; returns the limit before.
-
-        set_max_image_pixels(8192 * 8192)
-    """
+    """Let readers take images of up to `pixels` pixels (None: the default), in this
+    process and the workers it forks; returns the limit before."""
     global MAX_IMAGE_PIXELS
     before = MAX_IMAGE_PIXELS
     pixels = DEFAULT_MAX_IMAGE_PIXELS if pixels is None else int(pixels)
@@ -138,11 +131,7 @@ def check_index(index, path, where):
 
 
 def is_number(text) -> bool:
-    """True for ASCII decimal digits only: str.isdigit() also takes '²' and '٣', which
-    int() then refuses or reads as a number no file name meant.
-
-        is_number("042"), is_number("²")  # True False
-    """
+    """True for ASCII decimal digits only (str.isdigit() also takes '²' and '٣')."""
     return isinstance(text, str) and text.isascii() and text.isdigit()
 
 
@@ -160,10 +149,7 @@ def parse_json(text, path, what=""):
 
 
 def count_in_range(value, option, limit) -> int:
-    """An integer option in 1..limit (--shards, --workers), else a BadOption.
-
-        count_in_range(4, "--shards", MAX_SHARDS)  # 4
-    """
+    """An integer option in 1..limit (--shards, --workers), else a BadOption."""
     try:
         number = int(value)
     except (TypeError, ValueError):

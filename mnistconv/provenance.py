@@ -35,10 +35,7 @@ def _digests(path):
 
 
 def family_of(dataset):
-    """The sources.Family the dataset was read from, or None.
-
-        family_of(mnistconv.read("data/mnist")).title   # 'MNIST handwritten digits ...'
-    """
+    """The sources.Family the dataset was read from, or None."""
     from .codecs.classes import FASHION_MNIST, KMNIST
     seen = set()
     for path in dataset.paths:

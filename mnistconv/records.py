@@ -1,9 +1,6 @@
-"""The record stream: what every reader yields and every writer consumes.
-
-A Dataset is an ordered set of named splits. Each Split has a Header and yields Batches
-of images, labels and original indices (an example's position in the collection it was
-first read from, so a subset can be traced back). Batches are bounded in bytes of
-pixels (mnistconv.budget), and a Split can be iterated more than once.
+"""The record stream: what every reader yields and every writer consumes. A Dataset
+holds named Splits; each has a Header and yields Batches of images, labels and original
+indices (positions in the collection first read, so a subset can be traced back).
 """
 
 import tempfile

@@ -2,9 +2,6 @@
 
 Each format declares itself in a light SPEC (spec.Format) naming its code module, which
 is imported on first use, so listing formats and `--help` import no codec.
-
-    registry.detect_input("data/mnist").name       # 'idx'
-    registry.get("npz").write_options[0].flag      # '--compress'
 """
 
 import importlib
@@ -41,10 +38,7 @@ def register(fmt: Format) -> Format:
 
 
 def get(name: str) -> Format:
-    """The format of that name, or a UsageError listing the known ones.
-
-        get("npz").extensions        # ('.npz',)
-    """
+    """The format of that name, or a UsageError listing the known ones."""
     try:
         return FORMATS[name]
     except KeyError:
@@ -104,8 +98,8 @@ def _unrecognized(path, from_flag):
 
 
 def detect_input(path: str, from_flag: str = "--from") -> Format:
-    """By content first (magic bytes, directory contents), then by name. `from_flag`
-    is the option that names the format, for the message when detection fails."""
+    """The format of an input, by content first, then by name; `from_flag` names the
+    option that says it, for the message when detection fails."""
     if str(path) == "-":
         raise UsageError("-", "cannot detect the format of stdin",
                          f"name it with {from_flag}")
@@ -142,8 +136,8 @@ def _format_of_written_name(path):
 
 
 def names_a_directory(path: str) -> bool:
-    """An output name stands for a directory when it ends in '/', is one, or has no
-    extension and does not exist (`out` as `out/`)."""
+    """An output name is a directory when it ends in '/', is one, or has no extension
+    and does not exist."""
     path = str(path)
     name = os.path.basename(path.rstrip(os.sep))
     return path.endswith(os.sep) or os.path.isdir(path) or \
@@ -151,8 +145,7 @@ def names_a_directory(path: str) -> bool:
 
 
 def detect_output(path: str) -> Format:
-    """By name: the extension, or a directory (existing, ending in '/', or a name
-    without an extension that does not exist) for IDX."""
+    """The format an output name says: its extension, or IDX for a directory."""
     for fmt in writers():
         if not fmt.output_is_directory and fmt.matches_name(path):
             return fmt
@@ -182,7 +175,8 @@ def resolve_output(path: Any, fmt: Format, options: dict) -> tuple[Any, dict]:
     for suffix, (option, value) in dict(fmt.compression_suffixes).items():
         if core.endswith(suffix) and len(core) > len(suffix):
             if options.get(option) not in (None, False, "none", value):
-                raise UsageError(path, f"the name says {suffix} but {_flag(fmt, option)} "
+                flag = next((o.flag for o in fmt.write_options if o.name == option), option)
+                raise UsageError(path, f"the name says {suffix} but {flag} "
                                        f"says {options[option]}",
                                  "make them agree, or drop one")
             options[option] = value
@@ -217,13 +211,6 @@ def resolve_output(path: Any, fmt: Format, options: dict) -> tuple[Any, dict]:
         if not path.endswith(os.sep):
             path += os.sep
     return path, options
-
-
-def _flag(fmt, option):
-    for o in fmt.write_options:
-        if o.name == option:
-            return o.flag
-    return option
 
 
 def _compression_hint(fmt):

@@ -31,11 +31,7 @@ class RemoteFile:
 class Source:
     """Where else a family's data can be had: `files` fetched from `mirrors`; `kind`
     is "files" (the family's own, kept as they are), "npz" (Keras' layout) or "parquet"
-    (the Hub's <config>/<split>-00000-of-00001.parquet), both converted to IDX.
-
-        Source("keras", "Keras' mirror", ("https://.../tf-keras-datasets",),
-               (RemoteFile("mnist.npz", sha256="731c..."),), kind="npz")
-    """
+    (the Hub's <config>/<split>-00000-of-00001.parquet), both converted to IDX."""
 
     name: str
     description: str
@@ -65,10 +61,7 @@ class Family:
     class_names: tuple = ()  # by label, where the publishers name the classes
 
     def source(self, name="original") -> Source:
-        """The source of that name: "original" is the publishers' files on `mirrors`.
-
-            get_family("mnist").source("keras").files[0].name     # 'mnist.npz'
-        """
+        """The source of that name: "original" is the publishers' files on `mirrors`."""
         if name in (None, "original"):
             return Source("original", "the publishers' files", self.mirrors, self.files,
                           checksums_from=self.checksums_from)
@@ -251,10 +244,7 @@ FAMILIES = {
 
 def get_family(name) -> Family:
     """The family of that name (case, '_' for '-' and `fashion` forgiven), or a
-    UsageError listing the known ones.
-
-        get_family("Fashion_MNIST").files[0].name   # 'train-images-idx3-ubyte.gz'
-    """
+    UsageError listing the known ones."""
     key = str(name).lower().replace("_", "-")
     key = {"fashion": "fashion-mnist", "fashionmnist": "fashion-mnist"}.get(key, key)
     try:

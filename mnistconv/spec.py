@@ -3,10 +3,6 @@
 Each format package holds one `SPEC = Format(...)` in its `__init__.py`, importable
 without numpy or any codec. The CLI, `mnistconv formats`, the docs' format pages and
 option validation all derive from it, so an option is written once.
-
-    SPEC = Format("npz", "mnistconv.formats.npz", "numpy .npz in Keras' layout",
-                  extensions=(".npz",),
-                  write_options=(Option("compress", "--compress", "deflate the arrays"),))
 """
 
 import functools
@@ -22,11 +18,7 @@ from .errors import BadOption, UsageError
 @dataclass(frozen=True)
 class Option:
     """One read or write option: the keyword argument `name` of read()/write(), its
-    command-line `flag`, and what values it takes.
-
-        Option("jpeg_quality", "--jpeg-quality", "JPEG quality", "int", default=95,
-               low=1, high=100)
-    """
+    command-line `flag`, and what values it takes."""
 
     name: str  # keyword argument of read()/write()
     flag: str  # command-line flag
@@ -38,8 +30,7 @@ class Option:
     high: Optional[float] = None
 
     def check(self, value: Any) -> Any:
-        """The value if it is one this option takes, else a BadOption in the words every
-        option uses."""
+        """The value if this option takes it, else a BadOption in every option's words."""
         if value is None:
             return value
         if self.type == "choice" and value not in self.choices:
@@ -88,10 +79,7 @@ class Format:
 
     def options(self, values: dict):
         """The write options as a frozen dataclass, each checked once (its default when
-        not given or None).
-
-            SPEC.options({"shards": 4}).shards  # 4
-        """
+        not given or None): `SPEC.options({"shards": 4}).shards`."""
         return _options_class(self)(**values)
 
     def load(self) -> ModuleType:

@@ -16,10 +16,7 @@ TRANSPOSED_NOTE = "EMNIST stores its images transposed"
 
 def extra_fields(split: Split) -> Optional[tuple]:
     """A split's per-record fields beyond the label (QMNIST's extra columns), as
-    (column names, N x k array), or None.
-
-        names, table = extra_fields(ds.splits["train"]) or ((), None)
-    """
+    (column names, N x k array), or None."""
     get = getattr(split, "extra_fields", None)
     return get() if get is not None else None
 
@@ -199,9 +196,7 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
     columns of what is stored, False keeps them as stored. Raises a UsageError for a
     split that is not there or a value out of range.
 
-        ds = mnistconv.read("data/mnist")
-        subset = select(ds, ["train"], per_class=100)        # 1000 balanced examples
-        sample = select(ds, limit=500, shuffle=True, seed=7)  # 500 of each split
+        subset = select(mnistconv.read("data/mnist"), ["train"], per_class=100)
     """
     if seed is not None and not shuffle:
         raise UsageError(None, "--seed applies only with --shuffle",
@@ -220,10 +215,7 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
             raise UsageError(where, f"no split named {', '.join(missing)}",
                              f"splits present: {', '.join(dataset.splits) or 'none'}")
         chosen = {name: dataset.splits[name] for name in splits}
-    if transpose == "auto":
-        transpose = None
-    elif transpose in ("yes", "no"):
-        transpose = transpose == "yes"
+    transpose = {"auto": None, "yes": True, "no": False}.get(transpose, transpose)
     result = {}
     notes = list(dataset.notes)
     for name, split in chosen.items():

@@ -16,11 +16,7 @@ first record, read without TensorFlow.
 
 import os
 
-from .errors import BadOption, UsageError, optional_import
-
-
-def _tensorflow():
-    return optional_import("tensorflow", "tensorflow", "mnistconv.tf.dataset")
+from .errors import BadOption, FormatError, UsageError, optional_import
 
 
 # What a TFDS directory whose shards are another file format is told, by the one wanted.
@@ -65,10 +61,8 @@ def split_files(path, split="train", file_format="tfrecord") -> list:
 
 
 def _first_record(files):
-    """(compression, Layout, image kind, (H, W)) from the first record, read without
-    TensorFlow."""
+    """(compression, Layout, image kind, (H, W)) from the first record."""
     from . import codecs
-    from .errors import FormatError
     from .codecs.example import example_class, find_layout
     from .fileio import open_input
     from .codecs.framing import detect_compression, iter_records
@@ -80,14 +74,13 @@ def _first_record(files):
         layout = find_layout(example, "auto", files[0], number)
         feature = example.features.feature
         image = feature[layout.image_key].bytes_list.value[0]
+        kind = codecs.image_kind(image)
         if layout.height_key:
             shape = (feature[layout.height_key].int64_list.value[0],
                      feature[layout.width_key].int64_list.value[0])
+        elif kind != "raw":
+            shape = codecs.decode_image(image).shape
         else:
-            shape = codecs.decode_image(image).shape if codecs.image_kind(image) != "raw" \
-                else None
-        kind = codecs.image_kind(image)
-        if kind == "raw" and shape is None:
             side = int(round(len(image) ** 0.5))
             shape = (side, side)
         return compression, layout, kind, tuple(int(d) for d in shape)
@@ -99,13 +92,12 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
             normalize=False, drop_remainder=False):
     """A tf.data.Dataset of (image, label) for a TFRecord file, shard set or glob, or a
     TFDS directory, written by mnistconv (any preset). split: the split to read when the
-    path holds several (a single file is read whatever its name). shuffle: a buffer
-    size; batch_size: batch it; normalize: float32 pixels in [0, 1].
+    path holds several. shuffle: a buffer size; normalize: float32 pixels in [0, 1].
 
         ds = dataset("out/mnist", "test", batch_size=256)     # a TFDS directory
         images, labels = next(iter(ds))                        # (256, 28, 28, 1) uint8
     """
-    tf = _tensorflow()
+    tf = optional_import("tensorflow", "tensorflow", "mnistconv.tf.dataset")
     if shuffle is not None and (isinstance(shuffle, bool) or int(shuffle) < 1):
         raise BadOption(None, f"shuffle is a buffer size of 1 or more, not {shuffle!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
@@ -118,7 +110,6 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
     height, width = shape
 
     def decode(record):
-        """One serialized Example to (image H x W x 1, label)."""
         parsed = tf.io.parse_single_example(record, spec)
         data = parsed[layout.image_key]
         if kind == "raw":
