@@ -19,8 +19,7 @@ _OPTION = re.compile(r"[A-Za-z][A-Za-z0-9_]*=.*", re.S)
 
 
 def pipeline_flags(beam_options) -> list:
-    """Beam's command-line flags from K=V pairs (`runner=DirectRunner` ->
-    `--runner=DirectRunner`); anything else is a usage error."""
+    """Beam's command-line flags from K=V pairs (`runner=DirectRunner`), else UsageError."""
     flags = []
     for option in beam_options or ():
         option = str(option)
@@ -32,8 +31,7 @@ def pipeline_flags(beam_options) -> list:
 
 
 def _absolute(path) -> str:
-    """A local path made absolute for workers that start elsewhere, its trailing '/'
-    kept (it makes `out.v2/` a folder); a URL as it is."""
+    """A local path made absolute, its trailing '/' kept; a URL as it is."""
     path = str(path)
     return path if "://" in path else os.path.join(os.path.abspath(path), "") \
         if path.endswith(os.sep) else os.path.abspath(path)
@@ -71,8 +69,7 @@ _FAILURE_LOGGERS = ("apache_beam.runners.common",
 
 
 def _raised_again(failure, named):
-    """The MnistconvError a worker reported in a runner's failure, or None; a path under
-    one the user named relative is shown relative."""
+    """The MnistconvError a worker reported in a runner's failure (relative paths kept)."""
     text = str(failure)
     at = text.find(_FAILED)
     if at < 0:
@@ -110,12 +107,7 @@ def _finish(results, source, path, plan):
 
 def run(source, path, format_name, options, beam_options=(), *, resume=False,
         force=False) -> dict:
-    """Run the plan of writing source (an InputSpec) to path as a Beam pipeline with
-    the given pipeline options (K=V strings); returns what mnistconv.plan.run returns.
-
-        run(InputSpec("data/mnist", "idx"), "out/m.tfrecord", "tfrecord", {"shards": 4},
-            ["runner=DirectRunner"])
-    """
+    """Run the plan of writing source (an InputSpec) to path on Beam, as plan.run does."""
     flags = pipeline_flags(beam_options)
     try:
         import apache_beam as beam

@@ -12,8 +12,7 @@ MAX_ROWS = 8192
 # How far a compressed input may expand: the most deflate reaches (on zeros); every
 # codec is held to it, as no MNIST-like dataset expands more and a bomb does.
 MAX_RATIO = 1032
-# What any input may hold whatever its size: one batch (zeros compressed twice pass
-# the ratio honestly).
+# What any input may hold whatever its size (zeros compressed twice pass honestly).
 SLACK_BYTES = BATCH_BYTES
 
 
@@ -27,8 +26,7 @@ def image_bytes(shape: tuple, dtype: Any = "uint8") -> int:
 
 
 def rows(header: Any, requested: Optional[int] = None) -> int:
-    """Images per batch for a split's Header: as many as fit BATCH_BYTES, one at least,
-    at most MAX_ROWS and at most `requested`."""
+    """Images per batch for a Header: as many as fit BATCH_BYTES, 1..MAX_ROWS, <= requested."""
     return rows_for(header.shape, header.dtype, requested)
 
 
@@ -45,8 +43,7 @@ PIECES_IN_FLIGHT = 4
 
 
 def piece_rows(image_bytes: int, most: int) -> int:
-    """Records per piece of a writer's parallel work: `most`, fewer for large images, so
-    the pieces in flight hold at most BATCH_BYTES together."""
+    """Records per piece of parallel work: `most`, fewer so pieces in flight fit the budget."""
     share = BATCH_BYTES // PIECES_IN_FLIGHT
     return max(1, min(int(most), share // max(1, int(image_bytes))))
 
@@ -65,8 +62,7 @@ def allowed_bytes(stored_bytes: int) -> int:
 
 def check_expansion(path: Optional[str], examples: int, per_example: int, stored_bytes: int,
                     what: str = "holds") -> None:
-    """FormatError unless `examples` x `per_example` decoded bytes could come from
-    `stored_bytes` of input. `what` begins the message ("holds")."""
+    """FormatError unless examples x per_example decoded bytes could come from stored_bytes."""
     from .errors import FormatError
     claimed = int(examples) * int(per_example)
     if claimed > allowed_bytes(stored_bytes):

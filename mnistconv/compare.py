@@ -5,25 +5,33 @@ sides are read in lockstep batches, so memory is bounded whatever the formats.
 Floats in [0, 1] are scaled by 255 (differences under NOISE are that rounding); a pixel
 NaN or infinite on one side only differs by infinity; a channel axis of 1 is ignored.
 Splits pair by name; a single split pairs with the other side's split of its name, or
-must be named (pairs=[("train", "images")]).
+must be named (pairs=[("train", "images")]). When they differ, explain() says why where
+it can tell (JPEG on one side, another size, labels shifted, splits named differently)
+and the option that would make them pass.
 """
 
 import heapq
+import itertools
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 
 from . import budget
-from .errors import UsageError
+from .errors import MnistconvError, UsageError
+from .fileio import input_entries, open_input
 from .records import NO_PROGRESS
 
 COMPARE_BATCH = 2048  # images read per side at a time (readers cut it to the budget)
-# A compared pixel costs ~24 bytes of float temporaries: a batch, or one image larger
-# than the budget, is worked through this many pixels at a time.
+# A compared pixel costs ~24 bytes of float temporaries: this many are worked at a time.
 _WORK_PIXELS = budget.BATCH_BYTES // 24
 NOISE = 1e-3  # grey levels: float rounding from scaling [0, 1] pixels by 255
+# Formats whose images may be stored as JPEG (their writers take --image-format).
+_MAY_BE_JPEG = ("tfrecord", "webdataset", "imagefolder", "caffe-lmdb")
+_SNIFF_BYTES = 1 << 16
+_SHIFTS = 8  # positions tried when looking for labels moved along the split
 
 
 @dataclass
@@ -41,8 +49,7 @@ class Example:
 
 @dataclass
 class SplitComparison:
-    """What compare_splits found for one pair of splits; `equal` and problems() judge
-    it, to_json() is what `mnistconv compare --json` prints for it."""
+    """What compare_splits found for one pair of splits; `equal` and problems() judge it."""
 
     name_a: str
     name_b: str
@@ -269,20 +276,14 @@ class _Scale:
 def compare_splits(split_a, split_b, tolerance=0.0, worst=5, batch_size=COMPARE_BATCH,
                    progress=NO_PROGRESS) -> SplitComparison:
     """Compare two splits: counts, labels, pixel error within `tolerance`, and the
-    `worst` examples. Splits whose shapes differ are not read.
-
-        r = compare_splits(ds.splits["test"], copy.splits["test"])
-        print(r.equal, r.mean_error, r.psnr)
-    """
+    `worst` examples (splits whose shapes differ are not read): `r.equal, r.psnr`."""
     result = SplitComparison(split_a.name, split_b.name, split_a.header.count,
                              split_b.header.count, tuple(split_a.header.shape),
                              tuple(split_b.header.shape), tolerance=float(tolerance))
     if not result.shapes_match:
         return result
     tally = _Tally(result, worst)
-    names = split_a.name if split_a.name == split_b.name else \
-        f"{split_a.name} ~ {split_b.name}"
-    progress.start(names, min(result.count_a, result.count_b))
+    progress.start(_names(result), min(result.count_a, result.count_b))
     try:
         for aligned in _aligned(split_a, split_b, batch_size):
             n = tally.add(*aligned)
@@ -311,8 +312,7 @@ class _Tally:
         result, size, position = self.result, self.size, self.position
         n = len(ya)
         xa, xb = np.asarray(xa).reshape(n, size), np.asarray(xb).reshape(n, size)
-        per_max = np.zeros(n, np.float64)
-        per_sum = np.zeros(n, np.float64)
+        per_max, per_sum = np.zeros(n, np.float64), np.zeros(n, np.float64)
         # Rows of whole images while they fit _WORK_PIXELS, else column pieces of one row.
         step_rows = max(1, _WORK_PIXELS // max(size, 1))
         step_cols = max(1, size if step_rows > 1 else _WORK_PIXELS)
@@ -378,7 +378,6 @@ def _difference(result, a, b):
 def compare(a, b, pairs=None, tolerance=0.0, worst=5, progress=NO_PROGRESS,
             where=(None, None)) -> Comparison:
     """Compare datasets a and b (`where` names them in messages)."""
-    from .compare_advice import explain
     pairs, only_a, only_b, strict = pair_splits(a, b, pairs, where)
     results = [compare_splits(a.splits[name_a], b.splits[name_b], tolerance, worst,
                               progress=progress) for name_a, name_b in pairs]
@@ -386,3 +385,109 @@ def compare(a, b, pairs=None, tolerance=0.0, worst=5, progress=NO_PROGRESS,
     if not comparison.equal:
         comparison.advice = explain(a, b, comparison)
     return comparison
+
+
+def explain(a, b, comparison) -> list:
+    """Advice sentences for an unequal Comparison of datasets a and b (maybe none)."""
+    advice = []
+    splits = comparison.splits
+    by_shapes = {}
+    for s in splits:
+        if not s.shapes_match:
+            by_shapes.setdefault((s.shape_a, s.shape_b), []).append(_names(s))
+    for (shape_a, shape_b), names in by_shapes.items():
+        advice.append(f"A's images are {_shape_text(shape_a)} and B's {_shape_text(shape_b)} "
+                      f"({', '.join(names)}): compare does not resize, so no option "
+                      "makes them equal; convert without resizing or padding")
+    offsets = {}
+    for s in splits:
+        if s.shapes_match and s.label_mismatches:
+            found = _label_advice(a, b, s)
+            if isinstance(found, int):
+                offsets.setdefault(found, []).append(_names(s))
+            elif found:
+                advice.append(found)
+    for k, names in offsets.items():
+        advice.append(f"B's labels are A's {k:+d} for every example ({', '.join(names)}): "
+                      f"{'B' if k > 0 else 'A'} numbers its classes from {abs(k)}, "
+                      f"{'A' if k > 0 else 'B'} from 0")
+    pixels_only = [s for s in splits if s.shapes_match and not s.label_mismatches
+                   and s.count_a == s.count_b and not s.non_finite]
+    if pixels_only and all(s.equal or s in pixels_only for s in splits):
+        worst = max(s.max_error for s in pixels_only)
+        if worst > comparison.tolerance:
+            advice.append(_pixel_advice(a, b, math.ceil(worst)))
+    if comparison.missing_counts and comparison.only_a and comparison.only_b:
+        pairs = [f"--split {x}:{y}" for x, y in zip(comparison.only_a, comparison.only_b)]
+        kept = [f"--split {s.name_a}" for s in splits]
+        advice.append(f"splits named differently (only in A: "
+                      f"{', '.join(comparison.only_a)}; only in B: "
+                      f"{', '.join(comparison.only_b)}): pass "
+                      f"{' '.join(kept + pairs)}")
+    return advice
+
+
+def _names(s):
+    return s.name_a if s.name_a == s.name_b else f"{s.name_a} ~ {s.name_b}"
+
+
+def _pixel_advice(a, b, worst):
+    jpeg = [side for side, d in (("A", a), ("B", b)) if is_jpeg(d)]
+    if jpeg:
+        return (f"{' and '.join(jpeg)} {'are' if len(jpeg) > 1 else 'is'} JPEG (lossy): "
+                f"pass --tolerance {worst}, or convert with --image-format png")
+    return f"only pixel values differ, by up to {worst}: pass --tolerance {worst} if " \
+        "that is expected"
+
+
+def _label_advice(a, b, s):
+    """The constant offset between the labels, a sentence if they are shifted, or None."""
+    try:
+        ya = np.asarray(a.splits[s.name_a].labels()).astype(np.int64)[:s.compared]
+        yb = np.asarray(b.splits[s.name_b].labels()).astype(np.int64)[:s.compared]
+    except Exception:  # labels the reader cannot give whole: nothing to explain
+        return None
+    if ya.ndim != 1 or len(ya) != len(yb) or not len(ya):
+        return None
+    offset = np.unique(yb - ya)
+    if len(offset) == 1 and offset[0]:
+        return int(offset[0])
+    for shift in range(1, min(_SHIFTS, len(ya) - 1) + 1):
+        for first, other, x, y in (("B", "A", ya[shift:], yb[:-shift]),
+                                   ("A", "B", ya[:-shift], yb[shift:])):
+            if len(x) >= 16 and np.mean(x == y) > 0.99:
+                return (f"{_names(s)}: labels shifted: {first}'s example 0 is {other}'s "
+                        f"example {shift} ({shift} example(s) dropped or added at the "
+                        "start of one side)")
+    return None
+
+
+def is_jpeg(dataset) -> bool:
+    """The dataset's first files are named .jpg or begin a JPEG (FF D8 FF) early on."""
+    if dataset.format not in _MAY_BE_JPEG:
+        return False
+    sources = [sp.header.source for sp in dataset.splits.values()]
+    for path in itertools.islice(_first_files(list(dataset.paths) + sources), 4):
+        if path.lower().endswith((".jpg", ".jpeg")):
+            return True
+        try:
+            with open_input(path) as f:
+                if b"\xff\xd8\xff" in f.read(_SNIFF_BYTES):
+                    return True
+        except (OSError, MnistconvError):
+            continue
+    return False
+
+
+def _first_files(paths, depth=3):
+    """Files among paths, a directory standing for its first few files."""
+    for path in paths:
+        path = str(path)
+        if os.path.isfile(path):
+            yield path
+        elif os.path.isdir(path) and depth > 0:
+            try:  # advice only: a tree the reader refused is not looked into
+                entries = input_entries(path)[:4]
+            except MnistconvError:
+                continue
+            yield from _first_files(entries, depth - 1)

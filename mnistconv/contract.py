@@ -29,8 +29,7 @@ class ShardTarget:
 
 @dataclass
 class Counters:
-    """What writing a shard counted; a format's counters add fields, summed on merge()
-    but for those named in MAXED (the largest wins)."""
+    """What writing a shard counted: merge() sums each field (MAXED ones: the largest)."""
 
     MAXED: ClassVar[tuple] = ()
 
@@ -58,8 +57,7 @@ class Counters:
 
 
 class ShardedWrite(ABC):
-    """A prepared write of a shard set. Subclasses set options, targets (ShardTargets,
-    in order), stale (files of an earlier set this one supersedes) and counters."""
+    """A prepared write of a shard set; stale: files of an earlier set it supersedes."""
 
     options: Any
     targets: list
@@ -72,12 +70,10 @@ class ShardedWrite(ABC):
 
     @abstractmethod
     def write_shard(self, index: int, staged_path: str) -> "tuple[OutputFile, Counters]":
-        """Write shard `index` at staged_path (the caller commits it), the bytes a
-        whole-set write gives it; returns what it counted."""
+        """Write shard `index` at staged_path as a whole-set write would; its Counters."""
 
     def finish(self, recorded: dict) -> None:  # noqa: B027 (most sets have nothing to finish)
-        """Write the set's metadata once every shard is there. recorded: {shard path:
-        (OutputFile, Counters)}."""
+        """Write the set's metadata; recorded: {shard path: (OutputFile, Counters)}."""
 
     @abstractmethod
     def stats(self, counters: Counters) -> dict:
@@ -85,8 +81,7 @@ class ShardedWrite(ABC):
 
 
 def prepare_write(format_name: str, dataset, path, options: dict) -> ShardedWrite:
-    """The one door: options checked and the output name resolved as a local write()
-    does, the dataset checked, then the format's ShardedWrite."""
+    """The one door: options, output name and dataset checked as write() does them."""
     from . import registry
     fmt = registry.get(format_name)
     path, values = checked_options(fmt, path, options)

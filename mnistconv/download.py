@@ -1,8 +1,6 @@
-"""Fetch the MNIST family from their publishers, verified by checksum.
-
-Each file is streamed to a staged name, hashed on the way, and renamed into place only
-when every published digest matches, so a short transfer or a mirror serving other
-bytes leaves nothing behind. Transient failures are retried from the start (a restarted
+"""Fetch the MNIST family from their publishers, verified by checksum: each file is
+streamed to a staged name, hashed on the way, and renamed into place only when every
+published digest matches. Transient failures are retried from the start (a restarted
 transfer cannot splice two copies); permanent ones move on to the next mirror. EMNIST's
 gzip.zip is kept and its members extracted beside it, checked against its CRC-32s.
 """
@@ -23,7 +21,7 @@ from typing import Optional, Sequence
 
 from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
 from .limits import is_number
-from .fileio import STAGING_MARK, StagedOutput
+from .fileio import STAGING_MARK, StagedOutput, staging_prefix
 from .records import NO_PROGRESS, Progress
 from .sources import FAMILIES, Family, RemoteFile, Source, get_family
 
@@ -50,9 +48,8 @@ class Result:
 
 @dataclass(frozen=True)
 class Network:
-    """How download() fetches, checked once: base_urls (mirrors tried in order, instead
-    of the source's), timeout (seconds without data), retries (of a transient failure,
-    per mirror), retry_delay (seconds before the first retry, doubled each time)."""
+    """How download() fetches, checked once: base_urls (instead of the source's mirrors),
+    timeout (seconds without data), retries (per mirror), retry_delay (seconds, doubled)."""
 
     base_urls: Optional[Sequence[str]] = None
     timeout: float = DEFAULT_TIMEOUT
@@ -121,10 +118,9 @@ _NET_ERRORS = (OSError, http.client.HTTPException)
 
 def _fetch_once(url, staged, spec, timeout, progress):
     """Stream url to staged, hashing as it goes: (bytes, {alg: hex}), or an _Attempt."""
-    request = urllib.request.Request(url, headers={
-        "User-Agent": "mnistconv",
-        # Hash exactly what the publisher stores, never a transfer re-encoding.
-        "Accept-Encoding": "identity"})
+    # Hash exactly what the publisher stores, never a transfer re-encoding.
+    request = urllib.request.Request(url, headers={"User-Agent": "mnistconv",
+                                                   "Accept-Encoding": "identity"})
     try:
         response = urllib.request.urlopen(request, timeout=timeout)
     except _NET_ERRORS as e:
@@ -235,8 +231,7 @@ def _file_digests(path, progress=NO_PROGRESS, description=None):
 
 
 def check_file(spec, path, progress=NO_PROGRESS) -> Result:
-    """Is path the published file, or the same content regzipped or gunzipped (where its
-    SHA-256 is known)? action is verified, missing or invalid; check says what matched."""
+    """Is path the published file, or its content regzipped or gunzipped? A Result."""
     if not os.path.lexists(path):
         return Result(path, "missing", problem="missing")
     if not os.path.isfile(path):
@@ -267,8 +262,7 @@ def check_file(spec, path, progress=NO_PROGRESS) -> Result:
 
 
 def _content_sha256(spec, path, progress):
-    """(sha256 of the decompressed file, None) or (None, why it cannot be the content),
-    reading no more than one byte past the known content size."""
+    """(sha256 of the decompressed file, None) or (None, why it cannot be the content)."""
     import gzip
     h = hashlib.sha256()
     got = 0
@@ -291,8 +285,7 @@ def _content_sha256(spec, path, progress):
 
 
 def check_present(spec, directory, progress=NO_PROGRESS) -> Result:
-    """The file of spec in directory as check_file sees it, or, when it is absent, its
-    uncompressed copy (the name without .gz) where the content's SHA-256 is known."""
+    """check_file of spec in directory, or of its uncompressed copy when it is absent."""
     path = os.path.join(directory, spec.name)
     raw = path[:-3] if spec.name.endswith(".gz") else None
     if os.path.lexists(path) or not spec.content_sha256 or not raw \
@@ -382,28 +375,25 @@ def _extract(family, archive_path, directory, *, force, progress):
 
 
 def verify(family: Family, directory, progress: Progress = NO_PROGRESS) -> list:
-    """Check every file of the family in directory (and an archive's extracted members):
-    a Result each, verified, missing or invalid; a bad file raises nothing."""
+    """A Result (verified, missing or invalid) for each file of the family in directory."""
     directory = str(directory)
     if not os.path.isdir(directory):
         raise NotFound(directory, "no such directory")
     results = []
     for spec in family.files:
-        result = check_present(spec, directory, progress)
-        results.append(result)
-        if family.extract and result.action == "verified":
-            for info, rel in _members(family, result.path):
-                results.append(_check_member(info, os.path.join(directory, *rel.split("/"))))
+        results.append(check_present(spec, directory, progress))
+        if family.extract and results[-1].action == "verified":
+            results.extend(_check_member(info, os.path.join(directory, *rel.split("/")))
+                           for info, rel in _members(family, results[-1].path))
     return results
 
 
 def download(family: Family, directory, *, force=False, progress: Progress = NO_PROGRESS,
              source="original", **network) -> list:
     """Make directory hold the family's files, verified: those present and valid are
-    kept (force re-fetches all), the rest fetched as `network` says (Network's fields).
-    `source` (Family.source: "original", "keras", "hf") of another layout is converted
-    to IDX files, checked against the official content SHA-256 where known. A Result per
-    file; a failure raises, and files completed before it stay.
+    kept (force re-fetches all), the rest fetched as `network` (Network's fields) says;
+    a `source` (Family.source) of another layout is converted to IDX and checked against
+    the official content. A Result per file; files done before a failure stay.
 
         download(get_family("mnist"), "data/mnist", retries=5, timeout=30)
     """
@@ -453,8 +443,7 @@ def download(family: Family, directory, *, force=False, progress: Progress = NO_
 
 
 def _converted(source, plan, directory, mirrors, network, force, progress):
-    """A source of another layout: fetched, converted to IDX and checked in a staging
-    folder, then put in place."""
+    """A source of another layout, converted to IDX and checked before it is placed."""
     import mnistconv
     present = [state for _, _, state in plan if state.action == "verified"]
     if len(present) == len(plan) and not force:
@@ -462,7 +451,6 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
             state.action = "present"
         return present
     import tempfile
-    from .fileio import staging_prefix
     # Named as staging is: a leftover of a killed run is recognised and removed.
     work = tempfile.mkdtemp(dir=directory, prefix=staging_prefix("source"))
     try:
@@ -470,9 +458,8 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
         for spec in source.files:
             target = os.path.join(work, *spec.name.split("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            result = _fetch(spec, target, mirrors, network, progress)
+            urls.append(_fetch(spec, target, mirrors, network, progress).url)
             fetched[spec.name] = target
-            urls.append(result.url)
         splits = {}
         for name, path in fetched.items():
             ds = mnistconv.read(path, source.kind)

@@ -1,10 +1,9 @@
-"""The errors the library raises. The CLI turns each into one line and an exit code.
+"""The errors the library raises; the CLI turns each into one line and an exit code.
 
 Every failure a user can cause is a MnistconvError, `<file>: <what is wrong>; <what to
-do>`: path is the file (or URL, or '-'), None only for a bad option; message says what
-is wrong; what to do is hint= in the library's words (`pass force=True`), with cli_hint=
-where the command line says it otherwise (`use --force`), or else the kind's `advice`
-(tests/test_error_advice.py fails on a raise without either).
+do>`, path None only for a bad option; what to do is hint= (`pass force=True`), with
+cli_hint= where the command line says it otherwise (`use --force`), else the kind's
+`advice` (tests/test_error_advice.py fails on a raise without either).
 """
 
 import importlib
@@ -16,16 +15,12 @@ _PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^\s/]*@")
 
 
 def redact(text) -> str:
-    """text with the password of every URL in it replaced by ***.
-
-        redact("https://ann:s3cret@host/m.npz")  # 'https://ann:***@host/m.npz'
-    """
+    """text with the password of every URL in it replaced by *** (`https://ann:***@host`)."""
     return _PASSWORD.sub(r"\1:***@", str(text))
 
 
 class MnistconvError(Exception):
-    """A failure a user can cause; exit code 1 (bad data or a failed write). Its text
-    ends with what to do: the hint given, else the kind's advice."""
+    """A failure a user can cause; exit code 1 (bad data or a failed write)."""
 
     exit_code = 1
     # A kind's default what-to-do (None: each raise gives one).
@@ -155,11 +150,7 @@ class MissingDependency(UsageError):
 
 
 def optional_import(name, extra, feature, package=None):
-    """The module `name` (e.g. "PIL.Image"), or a MissingDependency saying that
-    `feature` needs the pip `package` (default: the top-level name) and its extra.
-
-        h5py = optional_import("h5py", "caffe", "Caffe's HDF5 format")
-    """
+    """The module `name`, or a MissingDependency naming the pip `package` and extra."""
     try:
         return importlib.import_module(name)
     except ImportError:

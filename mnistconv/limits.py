@@ -38,8 +38,7 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}\Z")
 
 
 def default_workers() -> int:
-    """One per core this process may run on, at most MAX_WORKERS: the default count of
-    encoding workers and gzip threads."""
+    """One per core this process may run on, at most MAX_WORKERS."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
@@ -86,8 +85,7 @@ def check_option_name(name, option):
 
 
 def set_max_image_pixels(pixels) -> int:
-    """Let readers take images of up to `pixels` pixels (None: the default), in this
-    process and the workers it forks; returns the limit before."""
+    """Let readers take images of up to `pixels` pixels (None: the default); the old one."""
     global MAX_IMAGE_PIXELS
     before = MAX_IMAGE_PIXELS
     pixels = DEFAULT_MAX_IMAGE_PIXELS if pixels is None else int(pixels)
@@ -136,8 +134,7 @@ def is_number(text) -> bool:
 
 
 def parse_json(text, path, what=""):
-    """JSON text from a file as Python values, or a FormatError naming the file
-    ("<what>not valid JSON (<reason>)"), also for nesting too deep or too long numbers."""
+    """JSON text from a file as Python values, or a FormatError ("<what>not valid JSON")."""
     import json
     try:
         return json.loads(text)

@@ -13,17 +13,13 @@ def tune_command_line():
 
 
 def single_blas_thread():
-    """Ask numpy's OpenBLAS for one thread unless the user chose a number (before numpy
-    is imported): mnistconv multiplies no matrices, and a thread per core makes
-    `import numpy` dearer (benchmarks/README.md)."""
+    """One OpenBLAS thread unless the user chose (mnistconv multiplies no matrices)."""
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def reuse_freed_memory():
-    """Keep freed buffers in the heap for the next batch: conversions allocate the same
-    few large buffers over and over, which glibc would hand back to the kernel and
-    fault in again (benchmarks/README.md)."""
+    """Keep freed buffers in the heap, not given back and faulted in again each batch."""
     try:
         import ctypes
         mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do
@@ -35,8 +31,7 @@ def reuse_freed_memory():
 
 
 def is_the_program() -> bool:
-    """True in the `mnistconv` program (its console script, or `python -m mnistconv`),
-    False in any other process that imports the package."""
+    """True in the `mnistconv` program (console script or `python -m mnistconv`)."""
     argv = getattr(sys, "orig_argv", sys.argv)
     if sys.argv and os.path.basename(sys.argv[0]) == "mnistconv":
         return True
@@ -44,18 +39,14 @@ def is_the_program() -> bool:
 
 
 def end_at_start_up(signum, frame):
-    """SIGINT or SIGTERM before the command line installs its own handling: nothing is
-    written yet, so end at once as a later signal would (exit 130 and "Interrupted.",
-    or 143), not with a traceback."""
+    """SIGINT or SIGTERM before the CLI handles them: end as it would (130 or 143)."""
     if signum == signal.SIGINT:
         os.write(2, b"Interrupted.\n")
     os._exit(128 + signum)
 
 
 def guard_start_up():
-    """In the program only, as the package is first imported: end_at_start_up for
-    SIGINT (unless ignored, as for a background job) and SIGTERM, until cli.main
-    installs its handlers."""
+    """In the program only: end_at_start_up for SIGINT (unless ignored) and SIGTERM."""
     if not is_the_program():
         return
     for signum in (signal.SIGINT, signal.SIGTERM):

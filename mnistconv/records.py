@@ -62,8 +62,7 @@ class Split(ABC):
 
     @abstractmethod
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
-        """The split's examples in order, at most batch_size (and budget.BATCH_BYTES of
-        pixels, one image alone when larger) at a time."""
+        """The split's examples in order, at most batch_size (and budget) at a time."""
 
     def labels(self) -> np.ndarray:
         """All labels (small: one value per example). Readers override it cheaply."""
@@ -71,8 +70,7 @@ class Split(ABC):
         return np.concatenate(parts) if parts else np.zeros(0, self.header.label_dtype)
 
     def indices(self) -> np.ndarray:
-        """Each example's original index (int64), in order: its position in the
-        collection it was first read from."""
+        """Each example's original index (int64: its position where first read), in order."""
         parts = [b.indices for b in self.batches()]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
@@ -103,15 +101,12 @@ class ArraySplit(Split):
     def __init__(self, name: str, images: np.ndarray, labels: np.ndarray,
                  indices: Optional[np.ndarray] = None, source: str = "",
                  num_classes: Optional[int] = None):
-        images = np.asarray(images)
-        labels = np.asarray(labels)
-        if indices is None:
-            indices = np.arange(len(labels), dtype=np.int64)
-        header = Header(len(labels), images.shape[1:], images.dtype, labels.dtype,
-                        num_classes, source)
-        super().__init__(name, header)
+        images, labels = np.asarray(images), np.asarray(labels)
+        super().__init__(name, Header(len(labels), images.shape[1:], images.dtype,
+                                      labels.dtype, num_classes, source))
         self._images, self._labels = images, labels
-        self._indices = np.asarray(indices, dtype=np.int64)
+        self._indices = np.arange(len(labels), dtype=np.int64) if indices is None \
+            else np.asarray(indices, dtype=np.int64)
 
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         for start, end in budget.spans(len(self._labels), budget.rows(self.header, batch_size)):
@@ -235,9 +230,8 @@ def iter_batches(split: Split, progress: Progress = NO_PROGRESS,
 
 def gather_from_file(file: Any, offset: int, header: Header,
                      positions: np.ndarray) -> np.ndarray:
-    """Gather images by position from a raw C-order array stored at `offset` in a file,
-    in order through maps of at most budget.BATCH_BYTES, each dropped before the next,
-    so touched pages leave this process (a shuffled gather once held the whole file)."""
+    """Gather images by position from a raw C-order array at `offset` in a file, through
+    maps of at most budget.BATCH_BYTES each dropped before the next, so memory is bounded."""
     positions = np.asarray(positions, dtype=np.int64)
     shape = tuple(header.shape)
     if header.count == 0 or len(positions) == 0 or 0 in shape:

@@ -39,11 +39,10 @@ def register(fmt: Format) -> Format:
 
 def get(name: str) -> Format:
     """The format of that name, or a UsageError listing the known ones."""
-    try:
-        return FORMATS[name]
-    except KeyError:
+    if name not in FORMATS:
         raise UsageError(None, f"unknown format '{name}'",
-                         f"choose one of: {', '.join(FORMATS)}") from None
+                         f"choose one of: {', '.join(FORMATS)}")
+    return FORMATS[name]
 
 
 def readers() -> list[Format]:
@@ -98,8 +97,7 @@ def _unrecognized(path, from_flag):
 
 
 def detect_input(path: str, from_flag: str = "--from") -> Format:
-    """The format of an input, by content first, then by name; `from_flag` names the
-    option that says it, for the message when detection fails."""
+    """The format of an input, by content first, then by name (`from_flag` for messages)."""
     if str(path) == "-":
         raise UsageError("-", "cannot detect the format of stdin",
                          f"name it with {from_flag}")
@@ -122,8 +120,7 @@ def detect_input(path: str, from_flag: str = "--from") -> Format:
 
 
 def _format_of_written_name(path):
-    """The format whose writer, given this name, wrote files that are there (`out.tfrecord`
-    written as out-train.tfrecord-00000-of-00002 ...), or None."""
+    """The format whose writer, given this name, wrote files that are there, or None."""
     for fmt in readers():
         resolve = getattr(fmt.load(), "resolve", None) if fmt.matches_name(path) else None
         if resolve is not None:
@@ -136,8 +133,7 @@ def _format_of_written_name(path):
 
 
 def names_a_directory(path: str) -> bool:
-    """An output name is a directory when it ends in '/', is one, or has no extension
-    and does not exist."""
+    """Ends in '/', is a directory, or has no extension and does not exist."""
     path = str(path)
     name = os.path.basename(path.rstrip(os.sep))
     return path.endswith(os.sep) or os.path.isdir(path) or \
@@ -159,12 +155,9 @@ _ALL_COMPRESSION_SUFFIXES = (".gz", ".zz", ".zlib", ".xz", ".bz2", ".zst")
 
 
 def resolve_output(path: Any, fmt: Format, options: dict) -> tuple[Any, dict]:
-    """The one rule for output names, for every writer: (path, options).
-
-    Streams ('-') are left as they are; a compression suffix the format knows selects
-    that compression (any other is refused); another format's extension is a usage
-    error naming it; a name without an extension that does not exist is a directory
-    (returned with a trailing '/'), which a one-file format (npz) refuses."""
+    """The one rule for output names, for every writer: (path, options). A compression
+    suffix the format knows selects it (any other is refused); another format's
+    extension is refused; a name without one that does not exist is a directory."""
     from .fileio import is_stream_path
     if is_stream_path(path):
         return str(path), options

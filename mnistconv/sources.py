@@ -75,13 +75,11 @@ class Family:
 
 
 def _emnist_member(member):
-    """gzip/emnist-<split>-... -> <split>/emnist-<split>-... for the IDX files and the
-    label mappings."""
+    """gzip/emnist-<split>-... -> <split>/emnist-<split>-..., IDX files and mappings."""
     base = member.rsplit("/", 1)[-1]
     if not base.startswith("emnist-") or not base.endswith((".gz", "-mapping.txt")):
         return None
-    split = base.split("-")[1]
-    return f"{split}/{base}"
+    return f"{base.split('-')[1]}/{base}"
 
 
 _IDX = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
@@ -100,8 +98,7 @@ _HUB = "https://huggingface.co/datasets"
 
 
 def _hub_files(config):
-    """The Hub's Parquet files of a dataset (no digests published: the content is
-    checked)."""
+    """The Hub's Parquet files of a dataset (no digests published)."""
     return tuple(RemoteFile(f"{config}/{split}-00000-of-00001.parquet")
                  for split in ("train", "test"))
 
@@ -112,8 +109,7 @@ def _files(md5s, sha256s, sizes, contents=((None, None),) * 4):
                  zip(_IDX, md5s, sha256s, sizes, *zip(*contents)))
 
 
-# SHA-256 and size of the decompressed official MNIST files (the browser pack checks
-# them): every copy of MNIST holds these bytes, whatever its gzip wrapper.
+# The decompressed official MNIST files' SHA-256 and size: every copy holds these bytes.
 _MNIST_CONTENT = (
     ("ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", 47040016),
     ("65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", 60008),
@@ -243,12 +239,10 @@ FAMILIES = {
 
 
 def get_family(name) -> Family:
-    """The family of that name (case, '_' for '-' and `fashion` forgiven), or a
-    UsageError listing the known ones."""
+    """The family of that name (case, '_' for '-' and `fashion` forgiven), or a UsageError."""
     key = str(name).lower().replace("_", "-")
     key = {"fashion": "fashion-mnist", "fashionmnist": "fashion-mnist"}.get(key, key)
-    try:
-        return FAMILIES[key]
-    except KeyError:
+    if key not in FAMILIES:
         raise UsageError(None, f"unknown dataset '{name}'",
-                         f"choose one of: {', '.join(FAMILIES)}") from None
+                         f"choose one of: {', '.join(FAMILIES)}")
+    return FAMILIES[key]

@@ -17,8 +17,7 @@ from .errors import BadOption, UsageError
 
 @dataclass(frozen=True)
 class Option:
-    """One read or write option: the keyword argument `name` of read()/write(), its
-    command-line `flag`, and what values it takes."""
+    """One read or write option: keyword `name`, command-line `flag`, values it takes."""
 
     name: str  # keyword argument of read()/write()
     flag: str  # command-line flag
@@ -53,9 +52,8 @@ class Option:
 
 @dataclass(frozen=True)
 class Format:
-    """A format's declaration. `module`, imported on first use, provides sniff(path),
-    read(path, **options), write(dataset, path, *, force, progress, **options) and may
-    provide matches_name(path)."""
+    """A format's declaration; `module`, imported on first use, provides sniff(path),
+    read(path, **options), write(dataset, path, **options) and maybe matches_name."""
 
     name: str
     module: str
@@ -78,8 +76,7 @@ class Format:
     sharded: Optional[str] = None
 
     def options(self, values: dict):
-        """The write options as a frozen dataclass, each checked once (its default when
-        not given or None): `SPEC.options({"shards": 4}).shards`."""
+        """The write options as a frozen dataclass, checked once (None: the default)."""
         return _options_class(self)(**values)
 
     def load(self) -> ModuleType:
@@ -94,8 +91,7 @@ class Format:
         return str(path).lower().endswith(self.extensions) if self.extensions else False
 
     def check_options(self, values: dict, role: str) -> None:
-        """Check option values given to read() (role "read") or write() ("write"); a name
-        neither declared nor a parameter of the format's function is a UsageError."""
+        """Check option values given to read() or write() (role "read" or "write")."""
         declared = {o.name: o for o in (self.read_options if role == "read"
                                         else self.write_options)}
         if role == "write":  # the options dataclass takes these too

@@ -15,8 +15,7 @@ TRANSPOSED_NOTE = "EMNIST stores its images transposed"
 
 
 def extra_fields(split: Split) -> Optional[tuple]:
-    """A split's per-record fields beyond the label (QMNIST's extra columns), as
-    (column names, N x k array), or None."""
+    """A split's fields beyond the label (QMNIST's): (names, N x k array), or None."""
     get = getattr(split, "extra_fields", None)
     return get() if get is not None else None
 
@@ -59,8 +58,7 @@ class SelectionSplit(Split):
 
     def _stream_increasing(self, labels, indices, batch_size):
         """Increasing positions need no seeking: read the base in order, keep the rows."""
-        done = 0
-        offset = 0
+        done = offset = 0
         last = self.positions[-1]
         for batch in self.base.batches(batch_size):
             n = len(batch)
@@ -76,8 +74,7 @@ class SelectionSplit(Split):
 
 
 class TransposedSplit(Split):
-    """Images with their last two axes swapped; `automatic` when a reader did it (EMNIST
-    read upright)."""
+    """Images with their last two axes swapped; `automatic` when a reader did it."""
 
     automatic = False
 
@@ -110,8 +107,7 @@ class TransposedSplit(Split):
 
 
 class RelabeledSplit(Split):
-    """Labels moved down by `offset` (EMNIST letters' 1..26 become 0..25), class names
-    with them; a label below the offset is a FormatError."""
+    """Labels moved down by `offset` (EMNIST letters' 1..26 become 0..25), names too."""
 
     def __init__(self, base: Split, offset: int):
         names = tuple(base.header.class_names)[offset:]
@@ -192,9 +188,7 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
            transpose: Optional[bool] = None) -> Dataset:
     """The dataset with the chosen splits, each shuffled (with `seed`, 0 by default),
     balanced to `per_class` examples of each class, cut to `limit`. `transpose`: None
-    ("auto") takes images as the reader gives them (EMNIST upright), True swaps rows and
-    columns of what is stored, False keeps them as stored. Raises a UsageError for a
-    split that is not there or a value out of range.
+    takes images as the reader gives them, True swaps what is stored, False keeps it.
 
         subset = select(mnistconv.read("data/mnist"), ["train"], per_class=100)
     """
@@ -215,7 +209,10 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
             raise UsageError(where, f"no split named {', '.join(missing)}",
                              f"splits present: {', '.join(dataset.splits) or 'none'}")
         chosen = {name: dataset.splits[name] for name in splits}
-    transpose = {"auto": None, "yes": True, "no": False}.get(transpose, transpose)
+    if transpose == "auto":
+        transpose = None
+    elif transpose in ("yes", "no"):
+        transpose = transpose == "yes"
     result = {}
     notes = list(dataset.notes)
     for name, split in chosen.items():

@@ -28,12 +28,8 @@ _OTHER_FORMAT = {
 
 
 def split_files(path, split="train", file_format="tfrecord") -> list:
-    """The files of `split` in a TFRecord (or, file_format "array_record", ArrayRecord)
-    file, shard set or glob, or a TFDS directory with shards of that format; a path
-    holding one split gives it whatever its name.
-
-        split_files("out/mnist", "test")   # a TFDS directory's test shards
-    """
+    """The files of `split` in a TFRecord (or "array_record") file, shard set or glob,
+    or a TFDS directory with shards of that format; a lone split whatever its name."""
     from .formats.tfds.format import sniff as is_tfds
     path = str(path)
     if os.path.isdir(path) and is_tfds(path):
