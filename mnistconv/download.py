@@ -2,7 +2,7 @@
 streamed to a staged name, hashed on the way, and renamed into place only when every
 published digest matches. Transient failures are retried from the start (a restarted
 transfer cannot splice two copies); permanent ones move on to the next mirror. EMNIST's
-gzip.zip is kept and its members extracted beside it, checked against its CRC-32s.
+gzip.zip is kept, each member extracted beside it checked against the archive's CRC-32.
 """
 
 import hashlib
