@@ -62,7 +62,7 @@ class Split(ABC):
 
     @abstractmethod
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
-        """The split's examples in order, at most batch_size (and budget) at a time."""
+        """The split's examples in order, at most batch_size (and budget.BATCH_BYTES) at once."""
 
     def labels(self) -> np.ndarray:
         """All labels (small: one value per example). Readers override it cheaply."""
