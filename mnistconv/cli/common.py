@@ -4,9 +4,11 @@ Only the CLI prints. Data and --json summaries go to stdout; progress, notes and
 go to stderr, so `mnistconv ... --json | jq` and `mnistconv ... - | other` stay clean.
 """
 
+import functools
 import json
 import sys
 import time
+from dataclasses import dataclass
 
 import click
 
@@ -14,22 +16,53 @@ from ..errors import redact
 from ..records import Progress
 
 
-def quiet_option(f):
-    """-q/--quiet: no progress bars or notes."""
-    return click.option("-q", "--quiet", is_flag=True,
-                        help="No progress bars or notes; errors only.")(f)
+@dataclass(frozen=True)
+class Run:
+    """How a command replaces outputs and reports: --force, -q/--quiet, --json."""
+
+    force: bool = False
+    quiet: bool = False
+    as_json: bool = False
 
 
-def json_option(f):
-    """--json: a machine-readable summary on stdout (see emit_json)."""
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print a machine-readable summary on stdout.")(f)
+_RUN_FLAGS = {
+    "force": click.option("--force", is_flag=True,
+                          help="Overwrite outputs that already exist."),
+    "quiet": click.option("-q", "--quiet", is_flag=True,
+                          help="No progress bars or notes; errors only."),
+    "json": click.option("--json", "as_json", is_flag=True,
+                         help="Print a machine-readable summary on stdout."),
+}
 
 
-def force_option(f):
-    """--force: replace outputs that exist."""
-    return click.option("--force", is_flag=True,
-                        help="Overwrite outputs that already exist.")(f)
+def stacked(*decorators):
+    """One decorator for several, applied as if written one above the other."""
+    def decorate(f):
+        for decorator in reversed(decorators):
+            f = decorator(f)
+        return f
+    return decorate
+
+
+def bundle(name, make, *decorators):
+    """stacked(*decorators), but the command gets their values as one parameter `name`:
+    make(**values)."""
+    options = stacked(*decorators)
+    names = [p.name for p in options(lambda: None).__click_params__ if p.expose_value]
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, **values):
+            mine = {n: values.pop(n) for n in names if n in values}
+            return f(*args, **values, **{name: make(**mine)})
+        return options(command)
+    return decorate
+
+
+def run_options(*flags):
+    """The shared flags named ("force", "quiet", "json"), given to the command as one
+    Run in its parameter `run`."""
+    return bundle("run", Run, *(_RUN_FLAGS[flag] for flag in flags))
 
 
 def timeout_option(f):

@@ -13,8 +13,8 @@ import click
 
 from .. import registry
 from ..errors import UsageError
-from .common import (emit_json, files_json, force_option, json_option, make_progress, note,
-                     quiet_option, timeout_option)
+from .common import (Run, emit_json, files_json, make_progress, note, run_options, stacked,
+                     timeout_option)
 from .inputs import (Input, StdinSpool, all_options, format_options, from_option,
                      options_for, selection, selection_options)
 
@@ -149,15 +149,13 @@ SHOWN_FILES = 20
 @dataclass(frozen=True)
 class Conversion:
     """One conversion as the command line names it: SRC, DST, the formats (None:
-    detected), --force, and how it reports (-q, --json)."""
+    detected), --force, -q and --json."""
 
     src: str
     dst: str
     from_name: Optional[str] = None
     to_name: Optional[str] = None
-    force: bool = False
-    quiet: bool = False
-    as_json: bool = False
+    run: Run = Run()
 
 
 def run_conversion(c: Conversion, values: dict) -> int:
@@ -165,7 +163,7 @@ def run_conversion(c: Conversion, values: dict) -> int:
     write DST, then report (notes on stderr, or --json on stdout). Returns 0."""
     import mnistconv
     src, dst, from_name, to_name = c.src, c.dst, c.from_name, c.to_name
-    quiet, as_json, force = c.quiet, c.as_json, c.force
+    quiet, as_json, force = c.run.quiet, c.run.as_json, c.run.force
     if dst == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the data",
                          "write the data to a file, or drop --json")
@@ -309,7 +307,7 @@ def _list_outputs(c, values, sums, card):
     user names them, and nothing written. A format that plans names them from the
     input's headers (its plan's shards and metadata); any other is written whole into a
     private temporary directory, whose files are listed, then removed."""
-    src, dst, as_json = c.src, c.dst, c.as_json
+    src, dst, as_json = c.src, c.dst, c.run.as_json
     if src == "-" or dst == "-" or "://" in dst:
         raise UsageError(dst if dst != "-" else "-", "--list-outputs needs local files",
                          "give a file or directory for SRC and DST")
@@ -407,31 +405,28 @@ def _unrecorded_split_name(dataset, dst, writer):
 PLAN_KEYS = ("plan", "num_tasks", "task_index", "resume", "runner", "beam_options")
 
 
-def plan_options(f):
-    """--plan, --num-tasks/--task-index, --resume, --runner and --beam-option."""
-    for decorator in reversed([
-        click.option("--plan", is_flag=True,
-                     help="Print the shard plan as JSON (tasks: split, start, stop, "
-                          "shard) and write nothing."),
-        click.option("--num-tasks", type=int, metavar="N",
-                     help="Run one slice of the plan: tasks I, I+N, I+2N, ..."),
-        click.option("--task-index", type=int, metavar="I", help="The slice (0..N-1)."),
-        click.option("--resume", is_flag=True,
-                     help="Keep shards already written and intact (hash checked); "
-                          "write the rest."),
-        click.option("--runner", type=click.Choice(["local", "beam"]), default=None,
-                     help="Run the plan here (default) or as an Apache Beam pipeline."),
-        click.option("--beam-option", "beam_options", multiple=True, metavar="K=V",
-                     help="A Beam pipeline option, e.g. runner=DirectRunner."),
-    ]):
-        f = decorator(f)
-    return f
+# --plan, --num-tasks/--task-index, --resume, --runner and --beam-option.
+plan_options = stacked(
+    click.option("--plan", is_flag=True,
+                 help="Print the shard plan as JSON (tasks: split, start, stop, "
+                      "shard) and write nothing."),
+    click.option("--num-tasks", type=int, metavar="N",
+                 help="Run one slice of the plan: tasks I, I+N, I+2N, ..."),
+    click.option("--task-index", type=int, metavar="I", help="The slice (0..N-1)."),
+    click.option("--resume", is_flag=True,
+                 help="Keep shards already written and intact (hash checked); "
+                      "write the rest."),
+    click.option("--runner", type=click.Choice(["local", "beam"]), default=None,
+                 help="Run the plan here (default) or as an Apache Beam pipeline."),
+    click.option("--beam-option", "beam_options", multiple=True, metavar="K=V",
+                 help="A Beam pipeline option, e.g. runner=DirectRunner."),
+)
 
 
 def _run_planned(c, values, planned, sums):
     """--plan, a slice of tasks, --resume or --runner beam: the plan of this
     conversion, printed or run (mnistconv.plan)."""
-    src, dst, quiet, as_json, force = c.src, c.dst, c.quiet, c.as_json, c.force
+    src, dst, quiet, as_json, force = c.src, c.dst, c.run.quiet, c.run.as_json, c.run.force
     from .. import plan as plans
     from ..contract import check_sharded
     if src == "-" or dst == "-":
@@ -501,15 +496,13 @@ def _run_planned(c, values, planned, sums):
               help="Output format (default: from DST's name; a directory is IDX).")
 @selection_options
 @format_options(all_options("read") + all_options("write"))
-@force_option
 @sha256sums_option
 @card_option
 @list_outputs_option
 @plan_options
 @timeout_option
-@quiet_option
-@json_option
-def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
+@run_options("force", "quiet", "json")
+def convert(src, dst, from_name, to_name, run, **values):
     """Convert SRC to DST, any format to any format. '-' is stdin or stdout for formats
     that are a single stream.
 
@@ -520,8 +513,7 @@ def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
       mnistconv convert data/mnist subset.npz --per-class 100 --split train
       cat mnist.npz | mnistconv convert - out/ --to idx
     """
-    return run_conversion(Conversion(src, dst, from_name, to_name, force, quiet, as_json),
-                          values)
+    return run_conversion(Conversion(src, dst, from_name, to_name, run), values)
 
 
 def pair_command(reader_name, writer_name):
@@ -536,18 +528,15 @@ def pair_command(reader_name, writer_name):
     example_src = "data/mnist" if reader.name == "idx" else \
         f"data{reader.extensions[0] if reader.extensions else ''}"
 
-    def command(src, dst, force, quiet, as_json, **values):
-        return run_conversion(Conversion(src, dst, reader_name, writer_name, force, quiet,
-                                         as_json), values)
+    def command(src, dst, run, **values):
+        return run_conversion(Conversion(src, dst, reader_name, writer_name, run), values)
     command.__doc__ = (f"Convert {reader.description} to {writer.description}.\n\n"
                        f"\b\nExample:\n  mnistconv {reader.name}-to-{writer.name} "
                        f"{example_src} {example_dst}")
-    for decorator in reversed([
+    return stacked(
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, sha256sums_option, card_option, list_outputs_option, plan_options,
-        timeout_option, quiet_option, json_option,
-    ]):
-        command = decorator(command)
-    return command
+        sha256sums_option, card_option, list_outputs_option, plan_options,
+        timeout_option, run_options("force", "quiet", "json"),
+    )(command)

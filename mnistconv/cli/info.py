@@ -4,7 +4,7 @@ import os
 
 import click
 
-from .common import emit_json, json_option, note, say, timeout_option
+from .common import emit_json, note, run_options, say, timeout_option
 from .inputs import Input, all_options, format_options, from_option, selection, \
     selection_options
 
@@ -52,8 +52,8 @@ def describe(dataset, check=True):
 @format_options(all_options("read"))
 @selection_options
 @timeout_option
-@json_option
-def info(path, from_name, as_json, **values):
+@run_options("json")
+def info(path, from_name, run, **values):
     """Show a dataset's format, splits, counts, element type, shape, labels and
     per-class counts, and the SHA-256 of each file. Reads everything once, so a
     truncated or corrupt file is reported here.
@@ -67,7 +67,7 @@ def info(path, from_name, as_json, **values):
     facts = {"path": path, **describe(dataset)}
     for name, split in dataset.splits.items():
         facts["splits"][name]["orientation"] = orientation_hint(split, values["transpose"])
-    if as_json:
+    if run.as_json:
         emit_json(facts)
         return 0
     say(f"{path}: {facts['format']}, {len(facts['splits'])} split(s)")

@@ -9,12 +9,14 @@ is read.
 
 import os
 import tempfile
+from dataclasses import dataclass
+from typing import Optional
 
 import click
 
 from .. import detect, registry
 from ..errors import UsageError
-from .common import max_image_size_option, note, timeout_option
+from .common import bundle, max_image_size_option, note, stacked, timeout_option
 
 # The selection options' names: the keyword arguments of mnistconv.stream.select.
 SELECTION = ("splits", "limit", "per_class", "shuffle", "seed", "transpose")
@@ -34,24 +36,21 @@ def transpose_option():
                              "stored).")
 
 
-def selection_options(f):
-    """--split, --limit, --per-class, --shuffle, --seed and --transpose: which examples
-    of the input, in which order (see mnistconv.stream.select and `selection`)."""
-    for decorator in reversed([
-        click.option("--split", "splits", multiple=True, metavar="NAME",
-                     help="Only this split (repeatable): train, test, validation, ..."),
-        click.option("--limit", type=click.IntRange(min=0), metavar="N",
-                     help="At most N examples per split (after shuffling/balancing)."),
-        click.option("--per-class", type=click.IntRange(min=1), metavar="N",
-                     help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
-        click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
-        click.option("--seed", type=click.IntRange(min=0), default=None,
-                     help="Seed for --shuffle (default 0); same seed, same order."),
-        transpose_option(),
-        max_image_size_option,
-    ]):
-        f = decorator(f)
-    return f
+# --split, --limit, --per-class, --shuffle, --seed and --transpose: which examples of
+# the input, in which order (the keyword arguments of mnistconv.stream.select).
+selection_options = stacked(
+    click.option("--split", "splits", multiple=True, metavar="NAME",
+                 help="Only this split (repeatable): train, test, validation, ..."),
+    click.option("--limit", type=click.IntRange(min=0), metavar="N",
+                 help="At most N examples per split (after shuffling/balancing)."),
+    click.option("--per-class", type=click.IntRange(min=1), metavar="N",
+                 help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
+    click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
+    click.option("--seed", type=click.IntRange(min=0), default=None,
+                 help="Seed for --shuffle (default 0); same seed, same order."),
+    transpose_option(),
+    max_image_size_option,
+)
 
 
 def selection(values) -> dict:
@@ -139,36 +138,52 @@ class Input:
         return dataset
 
 
-def one_split_options(f):
-    """What show and preview read: --from, the read options, one --split, --transpose,
-    --timeout."""
-    for decorator in reversed([
-        from_option(),
-        format_options(all_options("read")),
-        click.option("--split", "split_name", metavar="NAME",
-                     help="The split to draw (default: the first, e.g. train)."),
-        transpose_option(),
-        timeout_option,
-        max_image_size_option,
-    ]):
-        f = decorator(f)
-    return f
+@dataclass(frozen=True)
+class Source:
+    """What show and preview draw from: PATH, --from, the read options given, --split
+    and --transpose."""
+
+    path: str
+    from_name: Optional[str]
+    split_name: Optional[str]
+    transpose: Optional[bool]
+    options: dict
+
+    def split(self, quiet):
+        """The split asked for, or the first one (saying which, when there are several)."""
+        dataset = Input(self.path, self.from_name).read(self.options,
+                                                       {"transpose": self.transpose})
+        name, path = self.split_name, self.path
+        if name:
+            if name not in dataset.splits:
+                raise UsageError(path, f"no split named {name}",
+                                 f"splits present: {', '.join(dataset.splits) or 'none'}")
+            return dataset.splits[name]
+        if not dataset.splits:
+            raise UsageError(path, "holds no splits", "check that the path names a dataset")
+        first, *others = dataset.splits
+        if others:
+            note(f"showing split {first}; also in {path}: {', '.join(others)} "
+                 "(choose with --split)", quiet)
+        return dataset.splits[first]
 
 
-def one_split(dataset, path, name, quiet):
-    """The split asked for, or the first one (saying which, when there are several)."""
-    if name:
-        if name not in dataset.splits:
-            raise UsageError(path, f"no split named {name}",
-                             f"splits present: {', '.join(dataset.splits) or 'none'}")
-        return dataset.splits[name]
-    if not dataset.splits:
-        raise UsageError(path, "holds no splits", "check that the path names a dataset")
-    first, *others = dataset.splits
-    if others:
-        note(f"showing split {first}; also in {path}: {', '.join(others)} "
-             "(choose with --split)", quiet)
-    return dataset.splits[first]
+def _source(path, from_name, split_name, transpose, **options):
+    return Source(path, from_name, split_name, transpose, options)
+
+
+# PATH, --from, the read options, one --split, --transpose, --timeout: as one Source.
+one_split_options = bundle(
+    "source", _source,
+    click.argument("path"),
+    from_option(),
+    format_options(all_options("read")),
+    click.option("--split", "split_name", metavar="NAME",
+                 help="The split to draw (default: the first, e.g. train)."),
+    transpose_option(),
+    timeout_option,
+    max_image_size_option,
+)
 
 
 class StdinSpool:

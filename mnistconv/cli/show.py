@@ -6,8 +6,8 @@ import click
 
 from ..errors import UsageError
 from ..limits import printable
-from .common import note, quiet_option
-from .inputs import Input, one_split, one_split_options
+from .common import note, run_options
+from .inputs import one_split_options
 
 DEFAULT_SHOW = 10
 
@@ -74,7 +74,6 @@ def _chosen(split, path, index, per_class, grid):
 
 
 @click.command()
-@click.argument("path")
 @one_split_options
 @click.option("--index", metavar="SPEC",
               help="Positions to draw: 0:20, 5, -3:, 1,4,10:12 (default: the first 10).")
@@ -85,9 +84,8 @@ def _chosen(split, path, index, per_class, grid):
                    "and ROWS lines of images.")
 @click.option("--ascii", "force_ascii", is_flag=True,
               help="Plain ASCII shading even on a colour terminal.")
-@quiet_option
-def show(path, from_name, split_name, transpose, index, per_class, grid, force_ascii,
-         quiet, **values):
+@run_options("quiet")
+def show(source, index, per_class, grid, force_ascii, run):
     """Draw images of PATH in the terminal, each with its label and original index
     (label #index) under it, wrapped to the terminal width.
 
@@ -103,8 +101,8 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     """
     from rich.console import Console
     from .. import view
-    dataset = Input(path, from_name).read(values, {"transpose": transpose})
-    split = one_split(dataset, path, split_name, quiet)
+    path, quiet = source.path, run.quiet
+    split = source.split(quiet)
     positions, cols, rows = _chosen(split, path, index, per_class, grid)
     if index is not None and hasattr(split, "at"):
         # Only the records shown are read, through the record indexes.
