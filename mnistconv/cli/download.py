@@ -25,18 +25,15 @@ class ByteProgress(Progress):
         self.task = None
 
     def start(self, description, total):
-        """Show a bar for one file of `total` bytes (0: size unknown, a pulse)."""
         self.bars.start()
         # total 0: the size is unknown (no Content-Length); rich then shows a pulse.
         self.task = self.bars.add_task(description, total=total or None)
 
     def advance(self, n):
-        """Move the bar on by n bytes received."""
         self.bars.advance(self.task, n)
 
     def finish(self):
-        """Stop the display, leaving the file's finished bar on the terminal."""
-        self.bars.stop()
+        self.bars.stop()  # the file's finished bar stays on the terminal
 
 
 def _human(n):
@@ -76,19 +73,10 @@ def _list(as_json):
 
 
 def _result_json(r, directory):
-    out = {"path": os.path.relpath(r.path, directory) if directory else r.path,
-           "action": r.action, "bytes": r.bytes}
-    if r.sha256:
-        out["sha256"] = r.sha256
-    if r.digests.get("md5"):
-        out["md5"] = r.digests["md5"]
-    if r.url:
-        out["url"] = r.url
-    if r.problem:
-        out["problem"] = r.problem
-    if r.check:
-        out["check"] = r.check
-    return out
+    given = {"sha256": r.sha256, "md5": r.digests.get("md5"), "url": r.url,
+             "problem": r.problem, "check": r.check}
+    return {"path": os.path.relpath(r.path, directory) if directory else r.path,
+            "action": r.action, "bytes": r.bytes, **{k: v for k, v in given.items() if v}}
 
 
 @dataclass(frozen=True)
