@@ -14,10 +14,6 @@ from .. import detect, registry
 from ..errors import UsageError
 from .common import bundle, max_image_size_option, note, stacked, timeout_option
 
-# The selection options' names: the keyword arguments of mnistconv.stream.select.
-SELECTION = ("splits", "limit", "per_class", "shuffle", "seed", "transpose")
-
-
 def from_option(flag="--from", dest="from_name", help="Input format (default: detected)."):
     """--from FORMAT (or --from-a/--from-b): the input's format, not detected."""
     return click.option(flag, dest, type=click.Choice(list(registry.FORMATS)), help=help)
@@ -47,7 +43,8 @@ selection_options = stacked(
 
 def selection(values) -> dict:
     """The keyword arguments of mnistconv.stream.select from selection_options' values."""
-    chosen = {name: values[name] for name in SELECTION}
+    chosen = {name: values[name] for name in
+              ("splits", "limit", "per_class", "shuffle", "seed", "transpose")}
     chosen["splits"] = list(chosen["splits"])
     return chosen
 

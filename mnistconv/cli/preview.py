@@ -36,7 +36,7 @@ def preview(source, output, per_class, scale, run):
                          "write the PNG to a file with -o, or drop --json")
     ext = view.sheet_format(output)
     if ext is None:
-        # Before reading anything: a .gif or .txt would get bytes of another format.
+        # Before reading anything: a .gif would get bytes of another format.
         raise UsageError(output, "cannot tell the image format from the name",
                          "end it in .png, .jpg, .jpeg or .webp")
     split = source.split(quiet or as_json)
@@ -45,18 +45,15 @@ def preview(source, output, per_class, scale, run):
         raise UsageError(path, f"split {split.name} holds no images to preview",
                          "preview another split (--split)")
     import numpy as np
-    order = np.concatenate(list(groups.values()) or [np.zeros(0, np.int64)])
     # One gather for the whole sheet, in increasing order (sequential for streams),
     # in pieces of the memory budget, large images cut to a cell of the sheet.
-    wanted = np.unique(order)
+    wanted = np.unique(np.concatenate(list(groups.values())))
     try:
         images = view.gather(split, wanted, view.SHEET_CELL // scale)
     except ValueError as e:
         raise UsageError(path, str(e), "preview draws gray or RGB(A) images of two "
                                        "dimensions") from None
-    indices = split.indices()
-    rows = []
-    names = split.header.class_names
+    indices, names, rows = split.indices(), split.header.class_names, []
     for label, positions in groups.items():
         at = np.searchsorted(wanted, positions)
         name = view.class_name(names, label)

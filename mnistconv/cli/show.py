@@ -13,8 +13,8 @@ DEFAULT_SHOW = 10
 
 
 def parse_index(spec, count, path=None):
-    """Positions from '0:20', '5', '-3:', '1,4,10:12' (Python slice rules, no step
-    beyond a:b:c). A single index outside the split is an error."""
+    """Positions from '0:20', '5', '-3:', '1,4,10:12' (Python slice rules); a single
+    index outside the split is an error."""
     import numpy as np
     positions = []
     for part in spec.split(","):
@@ -49,9 +49,7 @@ def parse_grid(spec):
 
 
 def _chosen(split, path, index, per_class, grid):
-    """Positions to show and, when --grid is given, the numbers of columns and rows
-    (None, None without it). The positions are at most COLS x ROWS; show() keeps ROWS
-    lines' worth once it knows how many tiles fit the terminal's width."""
+    """Positions to show (at most COLS x ROWS) and --grid's COLS and ROWS, or None."""
     import numpy as np
     from .. import view
     if index is not None and per_class is not None:
@@ -104,8 +102,7 @@ def show(source, index, per_class, grid, force_ascii, run):
     path, quiet = source.path, run.quiet
     split = source.split(quiet)
     positions, cols, rows = _chosen(split, path, index, per_class, grid)
-    if index is not None and hasattr(split, "at"):
-        # Only the records shown are read, through the record indexes.
+    if index is not None and hasattr(split, "at"):  # read only those, by record index
         import numpy as np
         split, positions = split.at(positions), np.arange(len(positions))
     if len(positions) == 0:
@@ -115,8 +112,7 @@ def show(source, index, per_class, grid, force_ascii, run):
     width = console.width
     labels = split.labels()[positions]
     indices = split.indices()[positions]
-    try:
-        # Cut to the terminal's width as they are gathered (the drawing would anyway).
+    try:  # cut to the terminal's width as they are gathered (the drawing would anyway)
         images = view.gather(split, positions, width, width_only=True)
     except ValueError as e:
         raise UsageError(path, str(e),
@@ -124,9 +120,7 @@ def show(source, index, per_class, grid, force_ascii, run):
     names = split.header.class_names
     captions = [view.caption(lab.item(), i.item(), view.class_name(names, lab.item()))
                 for lab, i in zip(labels, indices)]
-    if rows is not None:
-        # ROWS lines of images: fewer per line when the terminal is narrower than
-        # COLS tiles, so fewer images (5x1 in 80 columns is 2 images, not 3 lines).
+    if rows is not None:  # ROWS lines: fewer images when fewer than COLS tiles fit a line
         keep = view.tiles_per_line(images, captions, width, cols) * rows
         images, captions = images[:keep], captions[:keep]
     colour = (console.is_terminal and not console.no_color
