@@ -221,8 +221,7 @@ def _fitted_bars(console, refresh_hz):
 
         def render(self, task):
             # A finished task: its overall rate (rich's needs two samples).
-            speed = (task.completed / task.finished_time if task.finished_time
-                     else task.speed)
+            speed = task.completed / task.finished_time if task.finished_time else task.speed
             return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
 
     class Description(ProgressColumn):
@@ -244,24 +243,19 @@ def _fitted_bars(console, refresh_hz):
             width = console.width
             longest = max((len(t.description) for t in tasks), default=0)
             count = max((2 * len(str(int(t.total or 0))) + 1 for t in tasks), default=3)
-            rate, left = 11, 7  # "1,234,567/s", "0:00:00"
-            kept = [(self.rate, rate), (self.left, left)]
+            kept = [(self.rate, 11), (self.left, 7)]  # "1,234,567/s", "0:00:00"
 
             def used():
                 return longest + 1 + count + sum(w + 1 for _, w in kept)
 
             room = width - used() - 1
-            bar = None
-            if room >= 10:
+            bar = (self.bar,) if room >= 10 else ()
+            if bar:
                 self.bar.bar_width = min(40, room)
-                bar = self.bar
-            else:
-                while kept and used() > width:
-                    kept.pop()
-            self.description.get_table_column().max_width = max(
-                1, width - used() + longest)
-            self.columns = tuple(c for c in (self.description, bar, self.count)
-                                 if c is not None) + tuple(c for c, _ in kept)
+            while not bar and kept and used() > width:
+                kept.pop()
+            self.description.get_table_column().max_width = max(1, width - used() + longest)
+            self.columns = (self.description, *bar, self.count) + tuple(c for c, _ in kept)
             return super().make_tasks_table(tasks)
 
     return Fitted(console=console, refresh_per_second=refresh_hz,

@@ -424,13 +424,11 @@ def _run_planned(c, values, planned, sums):
     elif result["finished"]:
         for f in result["metadata"]:
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}", quiet)
-        if result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"]):
-            # A CI retry or a job-array rerun of a finished task: nothing to do.
-            note(f"  complete: every shard of plan {result['plan_hash'][:12]} was "
-                 "already there (hashes checked)", quiet)
-        else:
-            note(f"  finished: every shard of plan {result['plan_hash'][:12]} is there "
-                 "(hashes checked)", quiet)
+        # All kept: a CI retry or a job-array rerun of a finished task had nothing to do.
+        kept = result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"])
+        note(f"  {'complete' if kept else 'finished'}: every shard of plan "
+             f"{result['plan_hash'][:12]} {'was already' if kept else 'is'} there "
+             "(hashes checked)", quiet)
         for key, value in result["stats"].items():
             note(f"  {key}: {value}", quiet)
     else:
