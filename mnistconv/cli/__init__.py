@@ -81,8 +81,7 @@ class CliError(click.ClickException):
 
 
 def _written_to_stdout(error):
-    """'stdout' when an OSError without a file name came from click's echo (a full disk
-    behind `> file`)."""
+    """'stdout' when an OSError without a file name came from click's echo (a full disk)."""
     tb = error.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -173,8 +172,7 @@ def _interrupt(signum, frame):
 
 
 def _unraisable(hook_args):
-    """A signal handler's exception inside a callback that cannot raise (a weakref
-    callback, a __del__) would be dropped and the run go on: deliver it again."""
+    """A signal's exception dropped in a callback that cannot raise: deliver it again."""
     if _signalled and isinstance(hook_args.exc_value, (SystemExit, Interrupted)):
         # Not raise_signal(): its handler would run inside this hook, which cannot
         # raise either. A timer's handler runs once the callback has returned.
@@ -197,8 +195,8 @@ def one_line(text) -> str:
 
 
 def _guard_standard_streams():
-    """A closed stdout or stderr (`>&-`): keep descriptors 1 and 2 taken, so no file
-    opened lands on them, and make writing to a closed stdout a one-line error."""
+    """A closed stdout or stderr (`>&-`): keep descriptors 1 and 2 taken (no file opened
+    lands on them); writing to a closed stdout is a one-line error."""
     for fd, name in ((1, "stdout"), (2, "stderr")):
         try:
             os.fstat(fd)
@@ -259,12 +257,7 @@ def main(argv=None):
         code = cli.main(args=args, prog_name="mnistconv", standalone_mode=False)
     except BaseException as e:
         if _signalled:
-            signum = _signalled[0]
-            if signum == signal.SIGINT:
-                click.echo("Interrupted.", err=True)
-            _json_failure(as_json, "interrupted" if signum == signal.SIGINT
-                          else "terminated", 128 + signum)
-            sys.exit(128 + signum)
+            _exit_by_signal(_signalled[0], as_json)
         _exit_for(e, as_json)
         raise
     finally:
@@ -277,12 +270,9 @@ def main(argv=None):
 
 
 def _exit_for(e, as_json=False):
-    """One line and an exit code for what a user can cause; nothing for a SystemExit or
-    a bug (which keeps its traceback)."""
+    """One line and an exit code for what a user can cause (a bug keeps its traceback)."""
     if isinstance(e, (click.exceptions.Abort, KeyboardInterrupt, Interrupted)):
-        click.echo("Interrupted.", err=True)
-        _json_failure(as_json, "interrupted", 130)
-        sys.exit(130)
+        _exit_by_signal(signal.SIGINT, as_json)
     if isinstance(e, (BrokenPipeError, StdoutGone)):
         _die_of_sigpipe()
     # Raised outside any command (`--help` to a closed stdout): not yet a CliError.
@@ -295,9 +285,16 @@ def _exit_for(e, as_json=False):
         sys.exit(e.exit_code)
 
 
+def _exit_by_signal(signum, as_json):
+    interrupted = signum == signal.SIGINT
+    if interrupted:
+        click.echo("Interrupted.", err=True)
+    _json_failure(as_json, "interrupted" if interrupted else "terminated", 128 + signum)
+    sys.exit(128 + signum)
+
+
 def _json_failure(as_json, message, code, path=None):
-    """A failed run given --json still prints one JSON object on stdout (a CI report):
-    {"error", "exit", "file"}."""
+    """A failed run given --json still prints one JSON object on stdout, for CI."""
     if not as_json:
         return
     report = {"error": message, "exit": code, **({"file": path} if path is not None else {})}

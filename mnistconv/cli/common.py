@@ -209,8 +209,7 @@ def close_progress():
 
 
 def _fitted_bars(console, refresh_hz):
-    """A rich Progress fitting the terminal at every refresh: the bar goes first, then
-    the time left, then the rate; the description (cut with an ellipsis) and n/total stay."""
+    """rich Progress fitting the terminal: drops the bar, then time left, then the rate."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bars,
                                ProgressColumn, TimeRemainingColumn)
     from rich.table import Column

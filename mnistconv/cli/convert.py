@@ -114,8 +114,7 @@ class Conversion:
 
 
 def _write_options(writer, values):
-    """The writer's options; the command line owns its process, so every core unless
-    --workers says otherwise, and the workers may be forked (mnistconv.parallel)."""
+    """The writer's options: the command line owns its process, so every core, forked."""
     options = options_for(writer.write_options, values)
     if any(o.name == "workers" for o in writer.write_options):
         options.setdefault("workers", None)
@@ -190,11 +189,14 @@ def run_conversion(c: Conversion, values: dict) -> int:
             stats = files.stats
             sums_path = _write_sha256sums(files, sums) if files and (
                 sums or _sums_beside(dst, writer)) else None
-            if card_target:
-                card_file = _write_card(card_target, dataset, card_stats, files, force,
+            if card_target:  # beside the output, in the same commit
+                from ..fileio import write_text_output
+                card.complete(card_stats, dataset)
+                html = card.render_card(card_stats, dst, card.output_files(files), dataset,
                                         {"input": src, "input_format": reader.name,
                                          "output": dst, "output_format": writer.name,
                                          "options": chosen, "stats": stats})
+                card_file = write_text_output(card_target, html, force)
             elif force and dst != "-" and "://" not in dst:
                 _drop_earlier_card(dst)
         if force and dst != "-" and "://" not in dst:
@@ -239,15 +241,6 @@ def _chosen_options(values, reader, writer):
     return chosen
 
 
-def _write_card(target, dataset, stats, files, force, conversion):
-    from .. import card
-    from ..fileio import write_text_output
-    card.complete(stats, dataset)
-    html = card.render_card(stats, conversion["output"], card.output_files(files),
-                            dataset, conversion)
-    return write_text_output(target, html, force)
-
-
 def _drop_earlier_card(dst):
     """--force without --card: the earlier output's card goes with its data."""
     from ..card import card_path
@@ -289,8 +282,7 @@ def _list_outputs(c, values, sums, card):
 
 
 def _planned_outputs(dataset, dst, writer, options):
-    """The shards and metadata of the format's plan, or None when it cannot plan from
-    the headers alone (a shard count that follows the encoded size)."""
+    """The shards and metadata of the format's plan, or None if the headers cannot say."""
     from ..contract import prepare_write
     if writer.sharded is None:
         return None
@@ -307,8 +299,7 @@ def _planned_outputs(dataset, dst, writer, options):
 
 
 def _written_outputs(dataset, dst, writer, options):
-    """The files a write to dst gives, written under a temporary directory in the shape
-    of dst's absolute path (so every name derived from it is the same)."""
+    """The files a write gives, written under a scratch copy of dst's absolute path."""
     import tempfile
     import mnistconv
     from ..fileio import remove_scratch, unhashed_outputs
@@ -327,8 +318,7 @@ def _written_outputs(dataset, dst, writer, options):
 
 
 def _drop_plan_record(dst):
-    """The progress record of an earlier planned run that --force replaced: it speaks for
-    shards that are gone (--resume would refuse the new set as another plan's)."""
+    """The progress record of the earlier planned run --force replaced (shards gone)."""
     from ..plan import record_path
     record = record_path(dst)
     if os.path.lexists(record) and not os.path.isdir(record):

@@ -47,13 +47,11 @@ def formats_command(run, markdown):
       mnistconv formats --json | jq '.[].name'
       mnistconv formats --markdown
     """
-    rows = []
-    for f in registry.FORMATS.values():
-        rows.append({"name": f.name, "read": f.can_read, "write": f.can_write,
-                     "stdio": f.stdio, "description": f.description,
-                     "extensions": list(f.extensions),
-                     "read_options": [o.flag for o in f.read_options],
-                     "write_options": [o.flag for o in f.write_options]})
+    rows = [{"name": f.name, "read": f.can_read, "write": f.can_write, "stdio": f.stdio,
+             "description": f.description, "extensions": list(f.extensions),
+             "read_options": [o.flag for o in f.read_options],
+             "write_options": [o.flag for o in f.write_options]}
+            for f in registry.FORMATS.values()]
     if run.as_json:
         emit_json(rows)
         return 0
