@@ -87,6 +87,10 @@ def _classes(torch):
     """The two Dataset classes, made on first use (they subclass torch's)."""
     import numpy as np
 
+    def example(ds, pixels, label):
+        label = int(label)
+        return ds.transform(pixels), ds.target_transform(label) if ds.target_transform else label
+
     class SplitDataset(torch.utils.data.Dataset):
         """A split in memory: random access by position."""
 
@@ -105,9 +109,7 @@ def _classes(torch):
             return len(self.labels)
 
         def __getitem__(self, i):
-            label = int(self.labels[i])
-            return self.transform(self.images[i]), \
-                self.target_transform(label) if self.target_transform else label
+            return example(self, self.images[i], self.labels[i])
 
     class StreamingDataset(torch.utils.data.IterableDataset):
         """A split streamed in order; DataLoader workers share the work."""
@@ -120,7 +122,7 @@ def _classes(torch):
             return self.split.header.count
 
         def _parts(self):
-            """(batches to read, keep batch i?) for this worker."""
+            """This worker's batches: whole shards when there are enough, else every n-th."""
             info = torch.utils.data.get_worker_info()
             workers, me = (info.num_workers, info.id) if info else (1, 0)
             shards = self.split.shards() if hasattr(self.split, "shards") else None
@@ -135,8 +137,6 @@ def _classes(torch):
         def __iter__(self):
             for batch in self._parts():
                 for pixels, label in zip(batch.images, batch.labels):
-                    label = int(label)
-                    yield self.transform(pixels), \
-                        self.target_transform(label) if self.target_transform else label
+                    yield example(self, pixels, label)
 
     return SplitDataset, StreamingDataset
