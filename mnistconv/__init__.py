@@ -7,9 +7,8 @@ WebDataset, ImageFolder, LMDB, HDF5, GDMNIST1).
     files = mnistconv.write(ds, "mnist.npz")           # format from the name
     mnistconv.convert("data/mnist", "out/", to="idx", gzip=True)
 
-Errors are raised as mnistconv.MnistconvError with the file and what is wrong. The
-library never prints, never exits and leaves signal handling to its host; docs/library.md
-is the guide.
+Errors are raised as mnistconv.MnistconvError with the file and what is wrong; the
+library never prints, never exits and leaves signal handling to its host.
 """
 
 import os
@@ -26,8 +25,7 @@ if TYPE_CHECKING:
     from .spec import Format
 PathArg = Union[str, "os.PathLike[str]"]  # a path, or a URL (a str)
 
-# The record types need numpy; they are loaded on first use so that `mnistconv --help`
-# (which imports this package) does not pay for numpy.
+# The record types need numpy: loaded on first use, so `mnistconv --help` does not.
 _RECORD_TYPES = ("NO_PROGRESS", "ArraySplit", "Batch", "Dataset", "Header", "OutputFile",
                  "Progress", "Split")
 
@@ -48,8 +46,7 @@ __all__ = ["read", "write", "convert", "formats", "Dataset", "Split", "ArraySpli
 
 def formats() -> "dict[str, Format]":
     """The registered formats, by name: each a spec.Format declaring its extensions and
-    its read and write options (the keyword arguments read() and write() take), as
-    `mnistconv formats` lists them.
+    its read and write options (the keyword arguments read() and write() take).
 
         mnistconv.formats()["npz"].extensions                     # ('.npz',)
         [o.name for o in mnistconv.formats()["idx"].write_options]  # ['gzip', 'gzip_level']
@@ -58,8 +55,7 @@ def formats() -> "dict[str, Format]":
 
 
 def _file_url(path):
-    """A file:// URL as the local path it names, so it follows every rule of local
-    paths (confined reads, outputs never placed over a FIFO or through a link)."""
+    """A file:// URL as the local path it names, so every rule of local paths applies."""
     text = str(path)
     if text[:7].lower() == "file://" and "/" in text[7:]:
         from urllib.parse import unquote
@@ -70,9 +66,8 @@ def _file_url(path):
 
 
 def detect(path: PathArg, from_flag: str = "--from") -> "Format":
-    """The format of an input, by content first, then by name; a remote path (s3://,
-    https://, ...) is detected on its local copy. `from_flag` is the option that names
-    the format, for the message when detection fails.
+    """The format of an input, by content first, then by name (a remote path on its
+    local copy). `from_flag` names the format's option in the message when it fails.
 
         mnistconv.detect("data/mnist").name  # 'idx'
     """
@@ -88,18 +83,15 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
          **options: Any) -> "Dataset":
     """Read a dataset: a directory, a file or a shard set, its format detected by
     content (then by name) unless `format` names it. `split_name` names the split of a
-    single-split input whose file does not record it (IDX, GDMNIST1 and TFRecord files
-    do not: the name is otherwise taken from the file name, and a note says so).
-    `options` are the format's read options (see formats()); class_names="classes.txt"
-    names the classes (one per line) for any format. Images are read when a
-    split's batches() are iterated, a batch at a time (a TFRecord input is scanned once
-    here, for its labels and where each image lies).
+    single-split input whose file does not record it (IDX, GDMNIST1, TFRecord; else it
+    comes from the file name, and a note says so). `options` are the format's read
+    options (see formats()); class_names="classes.txt" names the classes, one per line,
+    for any format. Images are read a batch at a time as a split's batches() iterate.
 
         ds = mnistconv.read("data/mnist")
         ds = mnistconv.read("conv3.bin", split_name="test")
         ds.splits["test"].header.count
     """
-    import os
     from .limits import check_option_name, is_safe_name, safe_split_name
     path = _file_url(path)
     if "://" in str(path):  # s3://, https://, memory://...: read from a local copy
@@ -147,15 +139,13 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
 def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
           force: bool = False, progress: "Optional[Progress]" = None,
           **options: Any) -> "WriteResult":
-    """Write a dataset as `format`, or as the output name says: its extension (a
-    compression suffix the format takes, such as .gz, selects that compression), or a
-    directory for IDX (a name ending in '/', an existing directory, or a name without
-    an extension). A name with another format's extension is refused. An output that
-    exists is replaced only with force=True; outputs appear whole or not at all.
-    `progress` (a records.Progress) hears how far each split has got; `options` are
-    the format's write options (see formats()). Returns the files written, in order,
-    each with .path, .bytes and .sha256. A Parquet directory or an ImageFolder tree
-    also gets croissant.json, its Croissant 1.0 metadata (mnistconv.croissant).
+    """Write a dataset as `format`, or as the output name says: its extension (with a
+    compression suffix such as .gz), or an IDX directory (a name ending in '/', an
+    existing directory, or one without an extension). An output that exists is replaced
+    only with force=True; outputs appear whole or not at all. `progress` (a
+    records.Progress) hears how far each split has got; `options` are the format's
+    write options (see formats()). Returns the files written, each with .path, .bytes
+    and .sha256 (a Parquet directory or ImageFolder tree also gets croissant.json).
 
         ds = mnistconv.read("data/mnist")
         files = mnistconv.write(ds, "mnist.npz", compress=True)
@@ -188,8 +178,7 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
         with hashed_outputs() if described and fmt.name == "parquet" else nullcontext():
             written = fmt.load().write(dataset, path, force=force,
                                        progress=progress or NO_PROGRESS, **options)
-        if not isinstance(written, WriteResult):
-            # A writer that returns its files only: the counts are its splits' (all written).
+        if not isinstance(written, WriteResult):  # files only: every split written whole
             written = WriteResult(list(written), {name: split.header.count
                                                   for name, split in dataset.splits.items()})
         if described:  # Parquet and ImageFolder directories: croissant.json beside the data
@@ -201,10 +190,9 @@ def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optiona
             *, read_options: Optional[dict] = None, select: Optional[dict] = None,
             force: bool = False, progress: "Optional[Progress]" = None,
             **write_options: Any) -> "WriteResult":
-    """Read src, apply a selection, write dst: read(src, from_, **read_options), then
-    stream.select(dataset, **select) if `select` (a dict) is given, then write(dataset,
-    dst, to, force=force, progress=progress, **write_options). Returns what write()
-    returns.
+    """read(src, from_, **read_options), then stream.select(dataset, **select) if
+    `select` is given, then write(dataset, dst, to, force=force, progress=progress,
+    **write_options), and what it returns.
 
         mnistconv.convert("data/mnist", "mnist.npz")
         mnistconv.convert("data/mnist", "small/", to="idx", gzip=True,

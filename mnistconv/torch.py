@@ -1,9 +1,6 @@
-"""PyTorch datasets over anything mnistconv reads: `dataset(path)` gives a
-torch.utils.data.Dataset of (image tensor, label) pairs, for npz, IDX, Parquet,
-TFRecord, WebDataset or any other format in mnistconv's registry, because it goes
-through mnistconv.read() and the record stream, never a format's own code.
-
-torch is imported here only (the `torch` extra): `import mnistconv` never loads it.
+"""PyTorch datasets over anything mnistconv reads (through mnistconv.read(), so every
+registered format): `dataset(path)` gives (image tensor, label) pairs. torch is
+imported here only (the `torch` extra).
 
     from torch.utils.data import DataLoader
     import mnistconv.torch
@@ -12,14 +9,13 @@ torch is imported here only (the `torch` extra): `import mnistconv` never loads 
     for images, labels in DataLoader(train, batch_size=128, shuffle=True):
         ...  # images: float32 N x 1 x 28 x 28 in [0, 1]; labels: int64 N
 
-What you get: a map-style Dataset (random access, shuffle=True works) holding the
-split's pixels in memory as uint8, read once when it is
-made, so DataLoader workers share them; or, for a split stored as several files (a
-Parquet or TFRecord shard set, WebDataset tars) or when iterable=True, an
-IterableDataset that streams the split batch by batch, each DataLoader worker taking
-whole files when the split can be cut into them (Split.shards(), as Parquet's can),
-else every n-th batch.
+A map-style Dataset holds the split's uint8 pixels in memory, read once, so DataLoader
+workers share them. A split stored as several files, or iterable=True, gives an
+IterableDataset streaming batch by batch, each worker taking whole files when the
+split can be cut into them (Split.shards()), else every n-th batch.
 """
+
+import functools
 
 from .errors import UsageError, optional_import
 
@@ -36,10 +32,7 @@ def _torch():
 
 def to_tensor(pixels):
     """The default transform: uint8 pixels (H x W, or H x W x C) as a float32 tensor
-    C x H x W in [0, 1], as torchvision's ToTensor() makes from a PIL image.
-
-        to_tensor(np.zeros((28, 28), np.uint8)).shape   # torch.Size([1, 28, 28])
-    """
+    C x H x W in [0, 1], as torchvision's ToTensor() makes from a PIL image."""
     torch = _torch()
     tensor = torch.from_numpy(pixels.copy() if not pixels.flags.writeable else pixels)
     tensor = tensor.unsqueeze(0) if tensor.ndim == 2 else tensor.permute(2, 0, 1)
@@ -89,15 +82,14 @@ def dataset(path, split=None, *, format=None, transform=None, target_transform=N
     return _classes(torch)[0](chosen, transform, target_transform)
 
 
-_CLASSES = {}
-
-
+@functools.cache
 def _classes(torch):
-    """The two Dataset classes, made on first use (they subclass torch's, which this
-    module must not import before it is asked to)."""
-    if _CLASSES:
-        return _CLASSES["map"], _CLASSES["iterable"]
+    """The two Dataset classes, made on first use (they subclass torch's)."""
     import numpy as np
+
+    def example(ds, pixels, label):
+        label = int(label)
+        return ds.transform(pixels), ds.target_transform(label) if ds.target_transform else label
 
     class SplitDataset(torch.utils.data.Dataset):
         """A split in memory: random access by position."""
@@ -117,9 +109,7 @@ def _classes(torch):
             return len(self.labels)
 
         def __getitem__(self, i):
-            label = int(self.labels[i])
-            return self.transform(self.images[i]), \
-                self.target_transform(label) if self.target_transform else label
+            return example(self, self.images[i], self.labels[i])
 
     class StreamingDataset(torch.utils.data.IterableDataset):
         """A split streamed in order; DataLoader workers share the work."""
@@ -132,7 +122,7 @@ def _classes(torch):
             return self.split.header.count
 
         def _parts(self):
-            """(batches to read, keep batch i?) for this worker."""
+            """This worker's batches: whole shards when there are enough, else every n-th."""
             info = torch.utils.data.get_worker_info()
             workers, me = (info.num_workers, info.id) if info else (1, 0)
             shards = self.split.shards() if hasattr(self.split, "shards") else None
@@ -147,9 +137,6 @@ def _classes(torch):
         def __iter__(self):
             for batch in self._parts():
                 for pixels, label in zip(batch.images, batch.labels):
-                    label = int(label)
-                    yield self.transform(pixels), \
-                        self.target_transform(label) if self.target_transform else label
+                    yield example(self, pixels, label)
 
-    _CLASSES["map"], _CLASSES["iterable"] = SplitDataset, StreamingDataset
     return SplitDataset, StreamingDataset

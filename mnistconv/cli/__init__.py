@@ -1,16 +1,10 @@
 """The mnistconv command line. Commands live in modules imported only when run, so
-`mnistconv --help` and light commands never pay for heavy ones.
+`mnistconv --help` and light commands never pay for heavy ones; none imports this
+package or another command module (inputs.py and common.py hold what they share).
 
 Exit codes: 0 success; 1 bad input data or a failed write; 2 usage (bad options, an
 output that exists without --force, a missing optional dependency); 130 interrupted
 (SIGINT); 143 terminated (SIGTERM). Every error is one line on stderr, no traceback.
-
-One module per command group; none imports this package or another command module:
-  convert.py   convert and the <reader>-to-<writer> commands
-  info.py, formats.py, show.py, preview.py, compare.py, download.py
-  pack.py      pack browser, verify, serve
-  inputs.py    reading an input: --from, the formats' read options, the selection, Input
-  common.py    output: notes and progress on stderr, --json on stdout, shared flags
 """
 
 import errno
@@ -25,9 +19,8 @@ from .. import __version__
 from ..errors import MnistconvError
 from ..process import end_at_start_up
 
-# Each command: its name, the module:attribute that defines it, its one-line help. The
-# help is kept here so that `mnistconv --help` lists every command without importing
-# any of them.
+# Each command: its name, the module:attribute that defines it, its one-line help (here,
+# so that `mnistconv --help` imports no command).
 _COMMAND_TABLE = """
 convert   convert:convert          Convert SRC to DST, any format to any format.
 info      info:info                Format, splits, counts, labels, per-class histogram, SHA-256 of each file.
@@ -53,25 +46,18 @@ def _pair_commands():
 
 
 class StdoutGone(Exception):
-    """The reader of stdout went away (`| head`). Raised in place of BrokenPipeError,
-    which click would turn into a plain exit 1."""
+    """The reader of stdout went away (`| head`): click would make BrokenPipeError exit 1."""
 
 
 class Interrupted(BaseException):
-    """Ctrl-C, raised by mnistconv's SIGINT handler in place of KeyboardInterrupt, which
-    click would catch and answer with an empty line on stderr. A BaseException like
-    KeyboardInterrupt, so no `except Exception` in between takes it for an error."""
+    """Ctrl-C in place of KeyboardInterrupt, which click answers with an empty line; a
+    BaseException, so no `except Exception` takes it for an error."""
 
 
 class CliError(click.ClickException):
-    """A failure a user can cause, as the command line shows it: `Error: <message>` on
-    one line of stderr (control characters escaped) and its exit code, 1 for bad data
-    or a failed write, 2 for usage. The group raises it inside click for every
-    MnistconvError and OSError, so click's own runner shows exactly what a user sees:
-
-        CliRunner().invoke(cli, ["info", "missing"]).output == \
-            "Error: missing: no such file or directory\n"
-    """
+    """A failure a user can cause: `Error: <message>` on one line of stderr and its exit
+    code (1 bad data or a failed write, 2 usage). The group raises it for every
+    MnistconvError and OSError, so click's CliRunner shows exactly what a user sees."""
 
     def __init__(self, message, exit_code, path=None):
         super().__init__(one_line(message))
@@ -80,8 +66,7 @@ class CliError(click.ClickException):
 
     @classmethod
     def of(cls, error):
-        """The CliError for a MnistconvError or an OSError (with the hint to free
-        space when the disk is full)."""
+        """The CliError for a MnistconvError or an OSError (a full disk: free space)."""
         if isinstance(error, MnistconvError):
             return cls(error.cli_message(), error.exit_code, error.path)
         name = error.filename or _written_to_stdout(error)
@@ -96,8 +81,7 @@ class CliError(click.ClickException):
 
 
 def _written_to_stdout(error):
-    """'stdout' when an OSError without a file name came from writing to stdout (click's
-    echo of a report or --json: a full disk behind `> file`), so the line names it."""
+    """'stdout' when an OSError without a file name came from click's echo (a full disk)."""
     tb = error.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -108,9 +92,8 @@ def _written_to_stdout(error):
 
 
 class LazyGroup(click.Group):
-    """The mnistconv group: commands imported when run (COMMANDS, and an a-to-b command
-    for every reader and writer pair), "did you mean" for a mistyped name, and every
-    error a user can cause raised as a CliError."""
+    """Commands imported when run (COMMANDS and every a-to-b pair), "did you mean" for a
+    mistyped name, every error a user can cause raised as a CliError."""
 
     def invoke(self, ctx):
         try:
@@ -156,9 +139,8 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-# The version given, not looked up: click's lookup imports importlib.metadata and scans
-# the installed distributions (most of `mnistconv --version`). A test checks
-# it equals the installed package's metadata.
+# The version given, not looked up: click's lookup scans the installed distributions
+# (a test checks it equals the package's metadata).
 @click.version_option(version=__version__, prog_name="mnistconv")
 def cli():
     """Convert MNIST-like image datasets between the formats of TensorFlow, JAX,
@@ -172,10 +154,9 @@ def cli():
     """
 
 
-# The signal that ended the run, if one did. A handler's exception can surface inside
-# code that turns it into another (a SIGTERM during protobuf's first import came out as
-# "TypeError: expected a message argument"): whatever the exception, a run that a signal
-# ended exits as that signal says.
+# The signal that ended the run, if one did: code can turn a handler's exception into
+# another (a SIGTERM in protobuf's first import became a TypeError), so the signal, not
+# the exception, says how the run exits.
 _signalled = []
 
 
@@ -191,10 +172,7 @@ def _interrupt(signum, frame):
 
 
 def _unraisable(hook_args):
-    """The exception a signal handler raised inside a callback that cannot raise (a
-    weakref callback of the import system, a __del__) is printed as "Exception ignored"
-    and dropped, and the run would go on. Deliver the signal again instead: its handler
-    then raises at the next point that can."""
+    """A signal's exception dropped in a callback that cannot raise: deliver it again."""
     if _signalled and isinstance(hook_args.exc_value, (SystemExit, Interrupted)):
         # Not raise_signal(): its handler would run inside this hook, which cannot
         # raise either. A timer's handler runs once the callback has returned.
@@ -211,18 +189,14 @@ def _redeliver(signum, frame):
 
 
 def one_line(text) -> str:
-    """A message as one line: a newline or other control character in a file name
-    (which a file from elsewhere may hold) would split or garble the error line."""
+    """A message as one line, control characters (from a file name) escaped."""
     from ..errors import redact
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in redact(text))
 
 
-
-
 def _guard_standard_streams():
-    """A closed stdout or stderr (`mnistconv info x >&-`): keep file descriptors 1 and
-    2 taken, so no file mnistconv opens lands on them (a later write to "stdout" would
-    go into it), and make writing to a closed stdout the one-line error it is."""
+    """A closed stdout or stderr (`>&-`): keep descriptors 1 and 2 taken (no file opened
+    lands on them); writing to a closed stdout is a one-line error."""
     for fd, name in ((1, "stdout"), (2, "stderr")):
         try:
             os.fstat(fd)
@@ -235,7 +209,7 @@ def _guard_standard_streams():
 
 
 class _ClosedStdout:
-    """Stands for a stdout the caller closed: writing to it is an error, naming it."""
+    """A stdout the caller closed: writing to it is an error naming it."""
 
     def write(self, data):
         raise MnistconvError("stdout", "standard output is closed",
@@ -253,8 +227,7 @@ class _ClosedStdout:
 
 
 def _die_of_sigpipe():
-    """End as a Unix filter does when its reader goes away (`| head`): killed by
-    SIGPIPE, which a shell shows as exit status 141 and `set -o pipefail` reports."""
+    """End as a Unix filter whose reader went away does: killed by SIGPIPE (status 141)."""
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
@@ -265,13 +238,10 @@ def _die_of_sigpipe():
 
 
 def main(argv=None):
-    """Run the command line on `argv` (default: sys.argv[1:]) and exit: the signal
-    handling, the one-line errors and exit codes of the module docstring.
-
-        main(["info", "data/mnist"])  # raises SystemExit(0)
-    """
-    # Each run starts with no signal seen, and leaves the process's handlers as it
-    # found them (tests and embedding programs call main() more than once).
+    """Run the command line on `argv` (default: sys.argv[1:]) and exit with the codes of
+    the module docstring: main(["info", "data/mnist"]) raises SystemExit(0)."""
+    # Tests and embedding programs call main() more than once: each run starts with no
+    # signal seen and leaves the handlers as it found them.
     del _signalled[:]
     previous = (sys.unraisablehook, signal.getsignal(signal.SIGTERM),
                 signal.getsignal(signal.SIGINT))
@@ -287,12 +257,7 @@ def main(argv=None):
         code = cli.main(args=args, prog_name="mnistconv", standalone_mode=False)
     except BaseException as e:
         if _signalled:
-            signum = _signalled[0]
-            if signum == signal.SIGINT:
-                click.echo("Interrupted.", err=True)
-            _json_failure(as_json, "interrupted" if signum == signal.SIGINT
-                          else "terminated", 128 + signum)
-            sys.exit(128 + signum)
+            _exit_by_signal(_signalled[0], as_json)
         _exit_for(e, as_json)
         raise
     finally:
@@ -305,17 +270,12 @@ def main(argv=None):
 
 
 def _exit_for(e, as_json=False):
-    """The exit for an exception a run ended with: one line and a code, or nothing
-    (a SystemExit, or a bug, which keeps its traceback). With --json the same error is
-    also the one JSON object on stdout (_json_failure)."""
+    """One line and an exit code for what a user can cause (a bug keeps its traceback)."""
     if isinstance(e, (click.exceptions.Abort, KeyboardInterrupt, Interrupted)):
-        click.echo("Interrupted.", err=True)
-        _json_failure(as_json, "interrupted", 130)
-        sys.exit(130)
+        _exit_by_signal(signal.SIGINT, as_json)
     if isinstance(e, (BrokenPipeError, StdoutGone)):
         _die_of_sigpipe()
-    # Most errors arrive as CliError from the group; these are raised outside any
-    # command (writing `--help` to a closed stdout).
+    # Raised outside any command (`--help` to a closed stdout): not yet a CliError.
     if isinstance(e, (MnistconvError, OSError)):
         e = CliError.of(e)
     if isinstance(e, click.ClickException):
@@ -325,15 +285,19 @@ def _exit_for(e, as_json=False):
         sys.exit(e.exit_code)
 
 
+def _exit_by_signal(signum, as_json):
+    interrupted = signum == signal.SIGINT
+    if interrupted:
+        click.echo("Interrupted.", err=True)
+    _json_failure(as_json, "interrupted" if interrupted else "terminated", 128 + signum)
+    sys.exit(128 + signum)
+
+
 def _json_failure(as_json, message, code, path=None):
-    """A run given --json that fails still prints one JSON object on stdout, so
-    `... --json > report.json` in CI keeps a report: {"error", "exit", "file"}. (The
-    `Error:` line on stderr and the exit code are as without --json.)"""
+    """A failed run given --json still prints one JSON object on stdout, for CI."""
     if not as_json:
         return
-    report = {"error": message, "exit": code}
-    if path is not None:
-        report["file"] = path
+    report = {"error": message, "exit": code, **({"file": path} if path is not None else {})}
     try:
         from .common import emit_json
         emit_json(report)
@@ -342,23 +306,17 @@ def _json_failure(as_json, message, code, path=None):
 
 
 def console():
-    """The `mnistconv` program: main(), then leave with os._exit. The interpreter's
-    normal exit tears down every module and object first (protobuf, numpy, PIL and
-    everything they hold: benchmarks/README.md), for a process that
-    is ending anyway. Nothing of ours waits for exit: outputs are committed, worker
-    processes reaped and temporaries removed before main() returns; only stdout and
-    stderr are flushed here. (Tests and library users call main(), which exits
-    normally.)"""
+    """The `mnistconv` program: main(), flush, then os._exit, skipping the interpreter's
+    teardown of every module (benchmarks/README.md); main() has already committed,
+    reaped and cleaned everything."""
     from ..process import tune_command_line
     tune_command_line()
     try:
         main()
         code = 0
     except SystemExit as e:
-        code = e.code
-    if code is None:
-        code = 0
-    elif not isinstance(code, int):
+        code = 0 if e.code is None else e.code
+    if not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
     for stream in (sys.stdout, sys.stderr):

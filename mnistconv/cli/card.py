@@ -4,7 +4,7 @@
 import click
 
 from ..errors import UsageError
-from .common import force_option, note, quiet_option, timeout_option
+from .common import note, run_options, timeout_option
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -14,10 +14,9 @@ from .inputs import Input, all_options, format_options, from_option
               help="The HTML file to write.")
 @from_option()
 @format_options(all_options("read"))
-@force_option
 @timeout_option
-@quiet_option
-def card(path, output, from_name, force, quiet, **values):
+@run_options("force", "quiet")
+def card(path, output, from_name, run, **values):
     """Write a dataset card for PATH: one HTML file, images inline, no network
     references. Per split: the count, the first images of each class, the class
     histogram, the mean image of each class, pixel statistics; then the files read,
@@ -35,6 +34,6 @@ def card(path, output, from_name, force, quiet, **values):
     dataset = Input(path, from_name).read(values)
     stats = cards.collect(dataset)
     html = cards.render_card(stats, path, cards.input_files(dataset), dataset)
-    written = write_text_output(output, html, force)
-    note(f"card: {written.path}  {written.bytes:,} bytes", quiet)
+    written = write_text_output(output, html, run.force)
+    note(f"card: {written.path}  {written.bytes:,} bytes", run.quiet)
     return 0

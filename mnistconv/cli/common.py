@@ -4,9 +4,11 @@ Only the CLI prints. Data and --json summaries go to stdout; progress, notes and
 go to stderr, so `mnistconv ... --json | jq` and `mnistconv ... - | other` stay clean.
 """
 
+import functools
 import json
 import sys
 import time
+from dataclasses import dataclass
 
 import click
 
@@ -14,41 +16,74 @@ from ..errors import redact
 from ..records import Progress
 
 
-def quiet_option(f):
-    """-q/--quiet: no progress bars or notes."""
-    return click.option("-q", "--quiet", is_flag=True,
-                        help="No progress bars or notes; errors only.")(f)
+@dataclass(frozen=True)
+class Run:
+    """How a command replaces outputs and reports: --force, -q/--quiet, --json."""
+
+    force: bool = False
+    quiet: bool = False
+    as_json: bool = False
 
 
-def json_option(f):
-    """--json: a machine-readable summary on stdout (see emit_json)."""
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print a machine-readable summary on stdout.")(f)
+_RUN_FLAGS = {
+    "force": click.option("--force", is_flag=True,
+                          help="Overwrite outputs that already exist."),
+    "quiet": click.option("-q", "--quiet", is_flag=True,
+                          help="No progress bars or notes; errors only."),
+    "json": click.option("--json", "as_json", is_flag=True,
+                         help="Print a machine-readable summary on stdout."),
+}
 
 
-def force_option(f):
-    """--force: replace outputs that exist."""
-    return click.option("--force", is_flag=True,
-                        help="Overwrite outputs that already exist.")(f)
+def stacked(*decorators):
+    """One decorator for several, applied as if written one above the other."""
+    def decorate(f):
+        for decorator in reversed(decorators):
+            f = decorator(f)
+        return f
+    return decorate
 
 
-def timeout_option(f):
-    """--timeout S: how long a remote input or output (https://, s3://) may go without
-    progress (mnistconv.remote.timeout), for the rest of the command."""
-    def enter(ctx, param, value):
-        if value is not None:
-            from .. import remote
-            ctx.with_resource(remote.timeout(value))
-    return click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-                        metavar="S", callback=enter, expose_value=False,
-                        help="Give up on a remote input or output (https://, s3://, ...) "
-                             "after S seconds without progress (a listing not answered, "
-                             "less than 64 KB of a file arriving).  [default: 60]")(f)
+def bundle(name, make, *decorators):
+    """stacked(*decorators), but the command gets their values as one parameter `name`:
+    make(**values)."""
+    options = stacked(*decorators)
+    names = [p.name for p in options(lambda: None).__click_params__ if p.expose_value]
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, **values):
+            mine = {n: values.pop(n) for n in names if n in values}
+            return f(*args, **values, **{name: make(**mine)})
+        return options(command)
+    return decorate
+
+
+def run_options(*flags):
+    """The shared flags named ("force", "quiet", "json"), given to the command as one
+    Run in its parameter `run`."""
+    return bundle("run", Run, *(_RUN_FLAGS[flag] for flag in flags))
+
+
+def _timeout(ctx, param, value):
+    if value is not None:
+        from .. import remote
+        ctx.with_resource(remote.timeout(value))  # for the rest of the command
+
+
+timeout_option = click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
+    callback=_timeout, expose_value=False,
+    help="Give up on a remote input or output (https://, s3://, ...) after S seconds "
+         "without progress (a listing not answered, less than 64 KB of a file "
+         "arriving).  [default: 60]")
 
 
 def say(message, err=False):
     """One line of output, any password in a URL shown as *** (errors.redact)."""
     click.echo(redact(message), err=err)
+
+
 def _max_image_size(ctx, param, value):
     if value is None:
         return None
@@ -60,42 +95,34 @@ def _max_image_size(ctx, param, value):
         raise UsageError(None, f"--max-image-size {value!r} is not WxH",
                          "write e.g. 8192x8192")
     before = limits.set_max_image_pixels(int(m.group(1)) * int(m.group(2)))
-    # For this command only: a caller running several in one process (tests, a
-    # notebook) gets the default back.
+    # For this command only: a caller running several in one process gets it back.
     ctx.call_on_close(lambda: limits.set_max_image_pixels(before))
     return None
 
 
-def max_image_size_option(f):
-    """--max-image-size WxH: raise (or lower) the largest image readers accept."""
-    return click.option(
-        "--max-image-size", metavar="WxH", expose_value=False, callback=_max_image_size,
-        help="Largest image to read, in pixels (default 4096x4096, at most 16384x16384). "
-             "Memory grows with it: each image held costs W*H bytes per channel "
-             "(16 MiB at the default, 64 MiB at 8192x8192, 256 MiB at 16384x16384), and "
-             "a run holds a few at once.")(f)
+max_image_size_option = click.option(
+    "--max-image-size", metavar="WxH", expose_value=False, callback=_max_image_size,
+    help="Largest image to read, in pixels (default 4096x4096, at most 16384x16384). "
+         "Memory grows with it: each image held costs W*H bytes per channel "
+         "(16 MiB at the default, 64 MiB at 8192x8192, 256 MiB at 16384x16384), and "
+         "a run holds a few at once.")
 
 
 def note(message, quiet=False):
-    """A human-readable line on stderr (never stdout, which may carry data or JSON).
-    Progress bars still drawn are finished first, so the line comes below them."""
+    """A line on stderr (stdout may carry data or JSON), below any progress bars."""
     if not quiet:
         close_progress()
         say(message, err=True)
 
 
 def emit_json(obj):
-    """`obj` as JSON on stdout, below any progress display, NaN and infinities as null.
-
-        emit_json({"path": "mnist.npz", "splits": {...}})
-    """
+    """`obj` as JSON on stdout, below any progress display, NaN and infinities as null."""
     close_progress()
     say(json.dumps(_finite(obj), indent=2, sort_keys=False, allow_nan=False))
 
 
 def _finite(obj):
-    """NaN and infinities (a float label range, a statistic) as null: json.dumps would
-    write NaN/Infinity, which is not JSON and which jq and JSON.parse refuse."""
+    """NaN and infinities as null: json.dumps's NaN/Infinity is not JSON (jq refuses it)."""
     if isinstance(obj, float):
         return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
     if isinstance(obj, dict):
@@ -111,16 +138,11 @@ def stderr_is_terminal():
 
 
 class RichProgress(Progress):
-    """rich progress bars on stderr: one live display for the whole command, one line
-    per task (split), each with its count, rate and time left.
-
-    The display starts on the first start() and stays up across splits; close() (or
-    leaving a `with` block, or the end of the click command, or the next note())
-    stops it. Stopping and restarting it per split made rich print every earlier
-    line again below the last. It redraws 10 times a second, and `step` asks
-    iter_batches for pieces of PIECE_SECONDS of work, so a count moves several times a
-    second even when a writer takes seconds over one reader batch (8192 images).
-    """
+    """rich progress bars on stderr: one live display for the whole command (restarting
+    it per split made rich print every earlier line again), one line per split with its
+    count, rate and time left. close(), the end of the command or the next note() stops
+    it. `step` asks for pieces of PIECE_SECONDS of work, so a count moves even while a
+    writer takes seconds over one reader batch."""
 
     REFRESH_HZ = 10
     PIECE_SECONDS = 0.05
@@ -128,8 +150,7 @@ class RichProgress(Progress):
     batch = 2048  # reader batches: a fraction of a second of TFRecord JPEG decoding
 
     def __init__(self):
-        # rich is imported here, not at the top: commands that draw nothing skip it.
-        from rich.console import Console
+        from rich.console import Console  # here: commands that draw nothing skip rich
         self.bars = _fitted_bars(Console(stderr=True), self.REFRESH_HZ)
         self.task = None
         self.started = self.closed = False
@@ -137,15 +158,13 @@ class RichProgress(Progress):
 
     @property
     def step(self):
-        """At most this many examples between two advances (see iter_batches): about
-        PIECE_SECONDS of work at the rate seen so far in this task."""
+        """About PIECE_SECONDS of work at the rate seen so far in this task."""
         elapsed = time.monotonic() - self._began if self._began else 0
         if self.task is None or self._done <= 0 or elapsed <= 0:
             return self.FIRST_STEP
         return max(self.MIN_STEP, int(self._done / elapsed * self.PIECE_SECONDS))
 
     def start(self, description, total):
-        """Add a bar for the next task (a split) below the earlier ones."""
         if self.closed:  # a note came between two tasks: a new display below it
             self.closed = self.started = False
         if not self.started:
@@ -156,32 +175,21 @@ class RichProgress(Progress):
         self._began, self._done = time.monotonic(), 0
 
     def advance(self, n):
-        """Move the current bar on by n examples."""
         if self.task is not None:
             self._done += n
             self.bars.advance(self.task, n)
 
     def finish(self):
-        """End the current task; its bar stays, showing the time it took."""
-        if self.task is not None:
-            # A task that got all its examples (or had none) shows as done: its
-            # elapsed time instead of time left.
+        if self.task is not None:  # shown as done: its elapsed time, not time left
             self.bars.update(self.task, completed=self._done)
         self.task = None
 
     def close(self):
-        """Stop the display, leaving its final lines on the terminal."""
         if self.started and not self.closed:
             self.closed = True
-            self.bars.stop()
+            self.bars.stop()  # its final lines stay on the terminal
         if self in _open:
             _open.remove(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __del__(self):
         # A forgotten display must not keep drawing from its thread.
@@ -201,9 +209,7 @@ def close_progress():
 
 
 def _fitted_bars(console, refresh_hz):
-    """A rich Progress whose columns fit the terminal at every refresh: when the line
-    would not fit, the bar goes first, then the time left, then the rate; the
-    description (shortened with an ellipsis if it must be) and n/total stay."""
+    """rich Progress fitting the terminal: drops the bar, then time left, then the rate."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bars,
                                ProgressColumn, TimeRemainingColumn)
     from rich.table import Column
@@ -213,10 +219,8 @@ def _fitted_bars(console, refresh_hz):
         """Examples per second (rich's own speed column counts bytes)."""
 
         def render(self, task):
-            # A finished task shows its overall rate (rich's needs two samples, which
-            # a task done in one advance never has).
-            speed = (task.completed / task.finished_time if task.finished_time
-                     else task.speed)
+            # A finished task: its overall rate (rich's needs two samples).
+            speed = task.completed / task.finished_time if task.finished_time else task.speed
             return Text(f"{speed:,.0f}/s" if speed else "", style="progress.data.speed")
 
     class Description(ProgressColumn):
@@ -238,24 +242,19 @@ def _fitted_bars(console, refresh_hz):
             width = console.width
             longest = max((len(t.description) for t in tasks), default=0)
             count = max((2 * len(str(int(t.total or 0))) + 1 for t in tasks), default=3)
-            rate, left = 11, 7  # "1,234,567/s", "0:00:00"
-            kept = [(self.rate, rate), (self.left, left)]
+            kept = [(self.rate, 11), (self.left, 7)]  # "1,234,567/s", "0:00:00"
 
             def used():
                 return longest + 1 + count + sum(w + 1 for _, w in kept)
 
             room = width - used() - 1
-            bar = None
-            if room >= 10:
+            bar = (self.bar,) if room >= 10 else ()
+            if bar:
                 self.bar.bar_width = min(40, room)
-                bar = self.bar
-            else:
-                while kept and used() > width:
-                    kept.pop()
-            self.description.get_table_column().max_width = max(
-                1, width - used() + longest)
-            self.columns = tuple(c for c in (self.description, bar, self.count)
-                                 if c is not None) + tuple(c for c, _ in kept)
+            while not bar and kept and used() > width:
+                kept.pop()
+            self.description.get_table_column().max_width = max(1, width - used() + longest)
+            self.columns = (self.description, *bar, self.count) + tuple(c for c, _ in kept)
             return super().make_tasks_table(tasks)
 
     return Fitted(console=console, refresh_per_second=refresh_hz,
@@ -263,10 +262,8 @@ def _fitted_bars(console, refresh_hz):
 
 
 def make_progress(quiet: bool) -> Progress:
-    """Bars only for a person watching: not under --quiet, not when stderr is a log.
-
-    The result is a context manager; inside a click command it is also closed when
-    the command ends, however it ends, so one display serves every split."""
+    """Bars only for a person watching: not under --quiet, not when stderr is a log;
+    closed when the click command ends, however it ends."""
     if quiet or not stderr_is_terminal():
         return Progress()
     progress = RichProgress()

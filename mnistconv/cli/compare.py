@@ -5,8 +5,8 @@ import math
 import click
 
 from ..errors import UsageError
-from .common import emit_json, json_option, make_progress, max_image_size_option, \
-    quiet_option, say, timeout_option
+from .common import bundle, emit_json, make_progress, max_image_size_option, run_options, \
+    say, timeout_option
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -73,11 +73,16 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
     return "\n".join(lines)
 
 
+def _sides(a, b, from_a, from_b):
+    """A and B, their formats named or detected."""
+    return Input(a, from_a, "--from-a"), Input(b, from_b, "--from-b")
+
+
 @click.command()
-@click.argument("a")
-@click.argument("b")
-@from_option("--from-a", "from_a", help="Format of A (default: detected).")
-@from_option("--from-b", "from_b", help="Format of B (default: detected).")
+@bundle("sides", _sides,
+        click.argument("a"), click.argument("b"),
+        from_option("--from-a", "from_a", help="Format of A (default: detected)."),
+        from_option("--from-b", "from_b", help="Format of B (default: detected)."))
 @click.option("--split", "splits", multiple=True, metavar="NAME|A:B",
               help="Compare only this split (repeatable); A_NAME:B_NAME pairs splits "
                    "named differently.")
@@ -88,9 +93,8 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
 @format_options(all_options("read"))
 @timeout_option
 @max_image_size_option
-@quiet_option
-@json_option
-def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json, **values):
+@run_options("quiet", "json")
+def compare(sides, splits, tolerance, worst, run, **values):
     """Compare datasets A and B (any formats) split by split: counts, label agreement,
     pixel error (mean, max, share of pixels that differ, PSNR) and the worst examples.
     Exit code 0 when they are equal within --tolerance, 1 when not.
@@ -109,7 +113,8 @@ def compare(a, b, from_a, from_b, splits, tolerance, worst, quiet, as_json, **va
       mnistconv compare mnist.npz other.npz --split test --json
     """
     from .. import compare as comparing
-    side_a, side_b = Input(a, from_a, "--from-a"), Input(b, from_b, "--from-b")
+    (side_a, side_b), quiet, as_json = sides, run.quiet, run.as_json
+    a, b = side_a.path, side_b.path
     # A read option (--prefix, --schema, ...) applies to each side whose format has it.
     dataset_a, dataset_b = side_a.read(values), side_b.read(values)
     fmt_a, fmt_b = side_a.format, side_b.format

@@ -1,8 +1,5 @@
-"""convert and the <reader>-to-<writer> commands: read, select, write, report.
-
-The format options and the a-to-b commands come from the registry, so a new format
-appears here by registering it.
-"""
+"""convert and the <reader>-to-<writer> commands: read, select, write, report. Their
+format options and the a-to-b commands come from the registry."""
 
 import os
 import time
@@ -13,8 +10,8 @@ import click
 
 from .. import registry
 from ..errors import UsageError
-from .common import (emit_json, files_json, force_option, json_option, make_progress, note,
-                     quiet_option, timeout_option)
+from .common import (Run, emit_json, files_json, make_progress, note, run_options, stacked,
+                     timeout_option)
 from .inputs import (Input, StdinSpool, all_options, format_options, from_option,
                      options_for, selection, selection_options)
 
@@ -29,63 +26,11 @@ def _refuse_foreign(values, reader, writer):
                                        f"or writing {writer.name}", "drop it")
 
 
-def card_option(f):
-    """--card: write a dataset card beside the output."""
-    return click.option("--card", is_flag=True,
-                        help="Also write a dataset card beside the output "
-                             "(DST.card.html: samples, class histogram, mean images, "
-                             "pixel statistics, files, this conversion).")(f)
-
-
-def list_outputs_option(f):
-    """--list-outputs: name the files a run would write, write nothing."""
-    return click.option("--list-outputs", is_flag=True,
-                        help="Print the files this conversion would write, one per line "
-                             "(--json: a list), and write nothing: for a Makefile's "
-                             "targets or a CI cache key.")(f)
-
-
-def sha256sums_option(f):
-    """--sha256sums: write SHA256SUMS beside the output."""
-    return click.option("--sha256sums", is_flag=True,
-                        help="Also write SHA256SUMS beside the output (checked with "
-                             "`sha256sum -c SHA256SUMS` in its directory).")(f)
-
-
 def _sums_line(digest, name):
-    """One line as GNU sha256sum prints it: a name with a backslash or newline is
-    escaped and the line marked with a leading backslash."""
+    """One line as GNU sha256sum prints it (a backslash or newline in the name escaped)."""
     if "\\" in name or "\n" in name:
         return "\\" + digest + "  " + name.replace("\\", "\\\\").replace("\n", "\\n") + "\n"
     return f"{digest}  {name}\n"
-
-
-def _sums_folder(files):
-    """The directory holding all the written files (where SHA256SUMS goes)."""
-    # (the set first: an ImageFolder tree has a file per image but a folder per class)
-    return os.path.commonpath({os.path.dirname(os.path.abspath(f.path)) for f in files})
-
-
-def _listed(target):
-    """(name or None for an escaped line, line) of each entry of a SHA256SUMS."""
-    from ..fileio import open_input
-    with open_input(target, None, "r", encoding="utf-8", errors="surrogateescape") as old:
-        for line in old:
-            name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
-            yield name, line if line.endswith("\n") else line + "\n"
-
-
-def sums_are_stale(files) -> bool:
-    """An existing SHA256SUMS beside the written files lists one of them or a file that
-    is gone (an earlier shard set that --force replaced): it must be rewritten, with or
-    without --sha256sums, or `sha256sum -c` fails."""
-    folder = _sums_folder(files)
-    target = os.path.join(folder, "SHA256SUMS")
-    if not os.path.isfile(target):
-        return False
-    ours = {os.path.relpath(os.path.abspath(f.path), folder) for f in files}
-    return any(name is not None and (name in ours or _gone(folder, name))
-               for name, _ in _listed(target))
 
 
 def _gone(folder, name) -> bool:
@@ -95,22 +40,29 @@ def _gone(folder, name) -> bool:
     return not os.path.lexists(path) or os.path.abspath(path) in pending_removals()
 
 
-def write_sha256sums(files):
-    """SHA256SUMS in the directory holding all the written files, names relative to it.
-    Entries of an existing SHA256SUMS for other files that still exist are kept, so
-    several outputs in one directory share one file; ours replace their old lines, and
-    lines of files that are gone (the shards of an earlier set that --force replaced)
-    are dropped. Staged and renamed like every output. Returns its path."""
-    from ..fileio import StagedOutput, create_staged
+def _write_sha256sums(files, always):
+    """SHA256SUMS in the directory holding all the written files, names relative to it,
+    staged like every output. Lines of other files that still exist are kept (outputs
+    in one directory share it); ours replace theirs; lines of files gone (an earlier
+    shard set --force replaced) are dropped. Unless `always`, it is written only when
+    it held such lines, which would fail `sha256sum -c`. Returns its path or None."""
+    from ..fileio import StagedOutput, create_staged, open_input
     paths = [os.path.abspath(f.path) for f in files]
-    folder = _sums_folder(files)
+    # (the set first: an ImageFolder tree has a file per image but a folder per class)
+    folder = os.path.commonpath({os.path.dirname(p) for p in paths})
     target = os.path.join(folder, "SHA256SUMS")
     ours = {os.path.relpath(p, folder): f.sha256 for p, f in zip(paths, files)}
-    lines = []
+    lines, stale = [], False
     if os.path.isfile(target):
-        for name, line in _listed(target):
-            if name is None or (name not in ours and not _gone(folder, name)):
-                lines.append(line)
+        with open_input(target, None, "r", encoding="utf-8", errors="surrogateescape") as old:
+            for line in old:
+                name = line.rstrip("\n")[66:] if not line.startswith("\\") else None
+                if name is None or (name not in ours and not _gone(folder, name)):
+                    lines.append(line if line.endswith("\n") else line + "\n")
+                else:
+                    stale = True
+    if not (always or stale):
+        return None
     lines += [_sums_line(digest, name) for name, digest in ours.items()]
     with StagedOutput(force=True) as out:
         with create_staged(out.file(target), "w", encoding="utf-8",
@@ -131,17 +83,6 @@ def _sums_beside(dst, writer) -> bool:
     return dst != "-" and "://" not in dst and os.path.isfile(_sums_target(dst, writer))
 
 
-def _check_sums_target(dst, writer):
-    """--sha256sums is committed with the data: what would make it fail there
-    (SHA256SUMS a directory or a device) is refused before anything is written."""
-    from ..fileio import refuse_replacing_special
-    target = _sums_target(dst, writer)
-    if os.path.isdir(target):
-        raise UsageError(target, "is a directory, where --sha256sums writes a file",
-                         "move it away, or drop --sha256sums")
-    refuse_replacing_special(target)
-
-
 # Files listed one per line in the summary; past that, a count (--json lists all).
 SHOWN_FILES = 20
 
@@ -149,23 +90,43 @@ SHOWN_FILES = 20
 @dataclass(frozen=True)
 class Conversion:
     """One conversion as the command line names it: SRC, DST, the formats (None:
-    detected), --force, and how it reports (-q, --json)."""
+    detected), --force, -q and --json."""
 
     src: str
     dst: str
     from_name: Optional[str] = None
     to_name: Optional[str] = None
-    force: bool = False
-    quiet: bool = False
-    as_json: bool = False
+    run: Run = Run()
+
+    def formats(self, values, path=None):
+        """The input (at `path`, where stdin was spooled, or SRC) and the writer's
+        format; refuses stdio they cannot take and options neither takes."""
+        src, dst = self.src, self.dst
+        source = Input(path or src, self.from_name, shown_as="-" if src == "-" else None)
+        reader = source.format
+        writer = registry.get(self.to_name) if self.to_name else registry.detect_output(dst)
+        if src == "-" and not reader.stdio:
+            raise UsageError("-", f"{reader.name} cannot be read from stdin", "name the input file instead")
+        if dst == "-" and not writer.stdio:
+            raise UsageError("-", f"{writer.name} cannot be written to stdout", "name an output file instead")
+        _refuse_foreign(values, reader, writer)
+        return source, writer
+
+
+def _write_options(writer, values):
+    """The writer's options: the command line owns its process, so every core, forked."""
+    options = options_for(writer.write_options, values)
+    if any(o.name == "workers" for o in writer.write_options):
+        options.setdefault("workers", None)
+        options["processes"] = True
+    return options
 
 
 def run_conversion(c: Conversion, values: dict) -> int:
     """What convert and every a-to-b command do: check, read SRC with the selection,
     write DST, then report (notes on stderr, or --json on stdout). Returns 0."""
     import mnistconv
-    src, dst, from_name, to_name = c.src, c.dst, c.from_name, c.to_name
-    quiet, as_json, force = c.quiet, c.as_json, c.force
+    src, dst, quiet, as_json, force = c.src, c.dst, c.run.quiet, c.run.as_json, c.run.force
     if dst == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the data",
                          "write the data to a file, or drop --json")
@@ -182,44 +143,38 @@ def run_conversion(c: Conversion, values: dict) -> int:
         from ..card import check_card_target
         card_target = check_card_target(dst, force)
     planned = {k: values.pop(k, None) for k in PLAN_KEYS}
+    # (0 is a task index: compare by identity, not equality, with False)
+    planning = any(v is not None and v is not False and v != () and v != "local"
+                   for v in planned.values())
     if listing:
-        if any(v is not None and v is not False and v != () and v != "local"
-               for v in planned.values()):
+        if planning:
             raise UsageError(None, "--list-outputs names what a plain run writes",
                              "leave out --plan, --resume and the task options")
         return _list_outputs(c, values, sums, card)
-    # (0 is a task index: compare by identity, not equality, with False)
-    if any(v is not None and v is not False and v != () and v != "local"
-           for v in planned.values()):
+    if planning:
         if card_target:
             raise UsageError(None, "--card does not apply to planned runs",
                              "write the card with `mnistconv card DST -o FILE`")
         return _run_planned(c, values, planned, sums)
     started = time.perf_counter()
     with StdinSpool(src) as src_path:
-        source = Input(src_path, from_name, shown_as=src if src == "-" else None)
+        source, writer = c.formats(values, src_path)
         reader = source.format
-        writer = registry.get(to_name) if to_name else registry.detect_output(dst)
-        if src == "-" and not reader.stdio:
-            raise UsageError("-", f"{reader.name} cannot be read from stdin", "name the input file instead")
-        if dst == "-" and not writer.stdio:
-            raise UsageError("-", f"{writer.name} cannot be written to stdout", "name an output file instead")
-        _refuse_foreign(values, reader, writer)
-        if sums:
-            _check_sums_target(dst, writer)
+        if sums:  # committed with the data: what would make it fail there is refused now
+            from ..fileio import refuse_replacing_special
+            target = _sums_target(dst, writer)
+            if os.path.isdir(target):
+                raise UsageError(target, "is a directory, where --sha256sums writes a file",
+                                 "move it away, or drop --sha256sums")
+            refuse_replacing_special(target)
         dataset = source.read(values, selection(values))
         chosen = _chosen_options(values, reader, writer)
-        write_options = options_for(writer.write_options, values)
-        if any(o.name == "workers" for o in writer.write_options):
-            # The command line owns its process: every core unless --workers says
-            # otherwise, and the workers may be forked processes (mnistconv.parallel).
-            write_options.setdefault("workers", None)
-            write_options["processes"] = True
+        write_options = _write_options(writer, values)
         # -q without --json, --sha256sums or --card shows no hash: none is computed
-        # (unless a SHA256SUMS there must be kept true to the files replaced).
+        # (unless a SHA256SUMS there must be kept true to the files replaced; a card
+        # lists them, hashed as written rather than read back for it).
         from contextlib import nullcontext
         from ..fileio import unhashed_outputs
-        # (A card lists them: hashed as written rather than read back for it.)
         shown = not quiet or as_json or sums or card_target or _sums_beside(dst, writer)
         observed, card_stats = dataset, None
         if card_target:  # the card's figures are gathered as the writer reads
@@ -232,13 +187,16 @@ def run_conversion(c: Conversion, values: dict) -> int:
             files = mnistconv.write(observed, dst, writer.name, force=force,
                                     progress=make_progress(quiet), **write_options)
             stats = files.stats
-            sums_path = write_sha256sums(files) if files and (sums or (
-                _sums_beside(dst, writer) and sums_are_stale(files))) else None
-            if card_target:
-                card_file = _write_card(card_target, dataset, card_stats, files, force,
+            sums_path = _write_sha256sums(files, sums) if files and (
+                sums or _sums_beside(dst, writer)) else None
+            if card_target:  # beside the output, in the same commit
+                from ..fileio import write_text_output
+                card.complete(card_stats, dataset)
+                html = card.render_card(card_stats, dst, card.output_files(files), dataset,
                                         {"input": src, "input_format": reader.name,
                                          "output": dst, "output_format": writer.name,
                                          "options": chosen, "stats": stats})
+                card_file = write_text_output(card_target, html, force)
             elif force and dst != "-" and "://" not in dst:
                 _drop_earlier_card(dst)
         if force and dst != "-" and "://" not in dst:
@@ -283,19 +241,8 @@ def _chosen_options(values, reader, writer):
     return chosen
 
 
-def _write_card(target, dataset, stats, files, force, conversion):
-    """The dataset card of a conversion's output (mnistconv.card), beside it."""
-    from .. import card
-    from ..fileio import write_text_output
-    card.complete(stats, dataset)
-    html = card.render_card(stats, conversion["output"], card.output_files(files),
-                            dataset, conversion)
-    return write_text_output(target, html, force)
-
-
 def _drop_earlier_card(dst):
-    """--force without --card: the card of the earlier output of that name describes
-    data that is gone, so it goes with it, in the same commit."""
+    """--force without --card: the earlier output's card goes with its data."""
     from ..card import card_path
     from ..staging import StagedOutput
     target = card_path(dst)
@@ -305,17 +252,14 @@ def _drop_earlier_card(dst):
 
 
 def _list_outputs(c, values, sums, card):
-    """--list-outputs: the files a plain run with these options would write, as the
-    user names them, and nothing written. A format that plans names them from the
-    input's headers (its plan's shards and metadata); any other is written whole into a
-    private temporary directory, whose files are listed, then removed."""
-    src, dst, as_json = c.src, c.dst, c.as_json
+    """--list-outputs: the files a plain run would write, as the user names them,
+    named from the plan of a format that plans, else written into a private temporary
+    directory, listed and removed."""
+    src, dst = c.src, c.dst
     if src == "-" or dst == "-" or "://" in dst:
         raise UsageError(dst if dst != "-" else "-", "--list-outputs needs local files",
                          "give a file or directory for SRC and DST")
-    source = Input(src, c.from_name)
-    writer = registry.get(c.to_name) if c.to_name else registry.detect_output(dst)
-    _refuse_foreign(values, source.format, writer)
+    source, writer = c.formats(values)
     dataset = source.read(values, selection(values))
     options = options_for(writer.write_options, values)
     options.pop("workers", None)
@@ -327,8 +271,9 @@ def _list_outputs(c, values, sums, card):
     if card:
         from ..card import card_path
         names.append(card_path(dst))
-    shown = [_as_named(n, dst) for n in names]
-    if as_json:
+    # As the user named the output: relative to the working directory when DST was.
+    shown = [n if os.path.isabs(dst) else os.path.relpath(os.path.abspath(n)) for n in names]
+    if c.run.as_json:
         emit_json(shown)
     else:
         for name in shown:
@@ -336,15 +281,8 @@ def _list_outputs(c, values, sums, card):
     return 0
 
 
-def _as_named(path, dst):
-    """A path as the user named the output: relative to the working directory when
-    DST was relative."""
-    return path if os.path.isabs(dst) else os.path.relpath(os.path.abspath(path))
-
-
 def _planned_outputs(dataset, dst, writer, options):
-    """The shards and metadata of the format's plan, or None when it does not plan
-    (or cannot from the headers alone: a shard count that follows the encoded size)."""
+    """The shards and metadata of the format's plan, or None if the headers cannot say."""
     from ..contract import prepare_write
     if writer.sharded is None:
         return None
@@ -361,9 +299,7 @@ def _planned_outputs(dataset, dst, writer, options):
 
 
 def _written_outputs(dataset, dst, writer, options):
-    """The files a write of dataset to dst gives, written under a private temporary
-    directory in the shape of dst's absolute path (so every name derived from it is
-    the same), listed, then removed."""
+    """The files a write gives, written under a scratch copy of dst's absolute path."""
     import tempfile
     import mnistconv
     from ..fileio import remove_scratch, unhashed_outputs
@@ -382,9 +318,7 @@ def _written_outputs(dataset, dst, writer, options):
 
 
 def _drop_plan_record(dst):
-    """The progress record of an earlier planned run of this output, which --force has
-    replaced: it would speak for shards that are gone (and --resume would refuse the new
-    set as another plan's)."""
+    """The progress record of the earlier planned run --force replaced (shards gone)."""
     from ..plan import record_path
     record = record_path(dst)
     if os.path.lexists(record) and not os.path.isdir(record):
@@ -392,8 +326,7 @@ def _drop_plan_record(dst):
 
 
 def _unrecorded_split_name(dataset, dst, writer):
-    """One split written to one file of a format that does not record split names:
-    say how to get the name back."""
+    """One split in one file of a format that does not record its name: how to get it back."""
     if len(dataset.splits) != 1 or not writer.split_names_from_file_names \
             or writer.output_is_directory or registry.names_a_directory(dst):
         return []
@@ -406,32 +339,40 @@ def _unrecorded_split_name(dataset, dst, writer):
 
 PLAN_KEYS = ("plan", "num_tasks", "task_index", "resume", "runner", "beam_options")
 
-
-def plan_options(f):
-    """--plan, --num-tasks/--task-index, --resume, --runner and --beam-option."""
-    for decorator in reversed([
-        click.option("--plan", is_flag=True,
-                     help="Print the shard plan as JSON (tasks: split, start, stop, "
-                          "shard) and write nothing."),
-        click.option("--num-tasks", type=int, metavar="N",
-                     help="Run one slice of the plan: tasks I, I+N, I+2N, ..."),
-        click.option("--task-index", type=int, metavar="I", help="The slice (0..N-1)."),
-        click.option("--resume", is_flag=True,
-                     help="Keep shards already written and intact (hash checked); "
-                          "write the rest."),
-        click.option("--runner", type=click.Choice(["local", "beam"]), default=None,
-                     help="Run the plan here (default) or as an Apache Beam pipeline."),
-        click.option("--beam-option", "beam_options", multiple=True, metavar="K=V",
-                     help="A Beam pipeline option, e.g. runner=DirectRunner."),
-    ]):
-        f = decorator(f)
-    return f
+# What convert and every a-to-b command take after the format options.
+_OUTPUT_OPTIONS = stacked(
+    click.option("--sha256sums", is_flag=True,
+                 help="Also write SHA256SUMS beside the output (checked with "
+                      "`sha256sum -c SHA256SUMS` in its directory)."),
+    click.option("--card", is_flag=True,
+                 help="Also write a dataset card beside the output (DST.card.html: "
+                      "samples, class histogram, mean images, pixel statistics, files, "
+                      "this conversion)."),
+    click.option("--list-outputs", is_flag=True,
+                 help="Print the files this conversion would write, one per line "
+                      "(--json: a list), and write nothing: for a Makefile's targets or "
+                      "a CI cache key."),
+    click.option("--plan", is_flag=True,
+                 help="Print the shard plan as JSON (tasks: split, start, stop, "
+                      "shard) and write nothing."),
+    click.option("--num-tasks", type=int, metavar="N",
+                 help="Run one slice of the plan: tasks I, I+N, I+2N, ..."),
+    click.option("--task-index", type=int, metavar="I", help="The slice (0..N-1)."),
+    click.option("--resume", is_flag=True,
+                 help="Keep shards already written and intact (hash checked); "
+                      "write the rest."),
+    click.option("--runner", type=click.Choice(["local", "beam"]), default=None,
+                 help="Run the plan here (default) or as an Apache Beam pipeline."),
+    click.option("--beam-option", "beam_options", multiple=True, metavar="K=V",
+                 help="A Beam pipeline option, e.g. runner=DirectRunner."),
+    timeout_option,
+    run_options("force", "quiet", "json"),
+)
 
 
 def _run_planned(c, values, planned, sums):
-    """--plan, a slice of tasks, --resume or --runner beam: the plan of this
-    conversion, printed or run (mnistconv.plan)."""
-    src, dst, quiet, as_json, force = c.src, c.dst, c.quiet, c.as_json, c.force
+    """--plan, a slice of tasks, --resume or --runner beam: the plan printed or run."""
+    src, dst, quiet, as_json, force = c.src, c.dst, c.run.quiet, c.run.as_json, c.run.force
     from .. import plan as plans
     from ..contract import check_sharded
     if src == "-" or dst == "-":
@@ -442,9 +383,7 @@ def _run_planned(c, values, planned, sums):
                          "drop it: the progress record holds every shard's SHA-256")
     if (planned["num_tasks"] is None) != (planned["task_index"] is None):
         raise UsageError(None, "--num-tasks and --task-index go together", "pass both, or neither")
-    source = Input(src, c.from_name)
-    writer = registry.get(c.to_name) if c.to_name else registry.detect_output(dst)
-    _refuse_foreign(values, source.format, writer)
+    source, writer = c.formats(values)
     check_sharded(writer)
     if planned["beam_options"] and planned["runner"] != "beam":
         raise UsageError(None, "--beam-option needs --runner beam",
@@ -455,10 +394,7 @@ def _run_planned(c, values, planned, sums):
     spec = plans.InputSpec(src, source.format.name,
                            options_for(source.format.read_options, values),
                            selection(values))
-    options = options_for(writer.write_options, values)
-    if any(o.name == "workers" for o in writer.write_options):
-        options.setdefault("workers", None)  # as a plain run: every core, forked
-        options["processes"] = True
+    options = _write_options(writer, values)
     if planned["plan"]:
         emit_json(plans.make_plan(spec.open(), dst, writer.name, options))
         return 0
@@ -478,13 +414,11 @@ def _run_planned(c, values, planned, sums):
     elif result["finished"]:
         for f in result["metadata"]:
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}", quiet)
-        if result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"]):
-            # A CI retry or a job-array rerun of a finished task: nothing to do.
-            note(f"  complete: every shard of plan {result['plan_hash'][:12]} was "
-                 "already there (hashes checked)", quiet)
-        else:
-            note(f"  finished: every shard of plan {result['plan_hash'][:12]} is there "
-                 "(hashes checked)", quiet)
+        # All kept: a CI retry or a job-array rerun of a finished task had nothing to do.
+        kept = result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"])
+        note(f"  {'complete' if kept else 'finished'}: every shard of plan "
+             f"{result['plan_hash'][:12]} {'was already' if kept else 'is'} there "
+             "(hashes checked)", quiet)
         for key, value in result["stats"].items():
             note(f"  {key}: {value}", quiet)
     else:
@@ -501,15 +435,8 @@ def _run_planned(c, values, planned, sums):
               help="Output format (default: from DST's name; a directory is IDX).")
 @selection_options
 @format_options(all_options("read") + all_options("write"))
-@force_option
-@sha256sums_option
-@card_option
-@list_outputs_option
-@plan_options
-@timeout_option
-@quiet_option
-@json_option
-def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
+@_OUTPUT_OPTIONS
+def convert(src, dst, from_name, to_name, run, **values):
     """Convert SRC to DST, any format to any format. '-' is stdin or stdout for formats
     that are a single stream.
 
@@ -520,34 +447,25 @@ def convert(src, dst, from_name, to_name, force, quiet, as_json, **values):
       mnistconv convert data/mnist subset.npz --per-class 100 --split train
       cat mnist.npz | mnistconv convert - out/ --to idx
     """
-    return run_conversion(Conversion(src, dst, from_name, to_name, force, quiet, as_json),
-                          values)
+    return run_conversion(Conversion(src, dst, from_name, to_name, run), values)
 
 
 def pair_command(reader_name, writer_name):
     """The click command `<reader>-to-<writer> SRC DST`: convert with both formats named,
-    only their options, and its own help and example.
-
-        pair_command("idx", "npz")  # mnistconv idx-to-npz data/mnist out.npz
-    """
+    only their options, and its own help and example."""
     reader, writer = registry.get(reader_name), registry.get(writer_name)
     example_dst = "out/" if writer.output_is_directory else \
         f"out{writer.extensions[0] if writer.extensions else ''}"
     example_src = "data/mnist" if reader.name == "idx" else \
         f"data{reader.extensions[0] if reader.extensions else ''}"
 
-    def command(src, dst, force, quiet, as_json, **values):
-        return run_conversion(Conversion(src, dst, reader_name, writer_name, force, quiet,
-                                         as_json), values)
+    def command(src, dst, run, **values):
+        return run_conversion(Conversion(src, dst, reader_name, writer_name, run), values)
     command.__doc__ = (f"Convert {reader.description} to {writer.description}.\n\n"
                        f"\b\nExample:\n  mnistconv {reader.name}-to-{writer.name} "
                        f"{example_src} {example_dst}")
-    for decorator in reversed([
+    return stacked(
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
         format_options(list(reader.read_options) + list(writer.write_options)),
-        force_option, sha256sums_option, card_option, list_outputs_option, plan_options,
-        timeout_option, quiet_option, json_option,
-    ]):
-        command = decorator(command)
-    return command
+        _OUTPUT_OPTIONS)(command)

@@ -2,14 +2,14 @@
 the publishers' mirrors or another source (--source keras, hf)."""
 
 import os
+from dataclasses import dataclass
 
 import click
 
 from .. import download as dl
 from ..errors import MnistconvError, UsageError
 from ..records import Progress
-from .common import emit_json, force_option, json_option, note, quiet_option, \
-    stderr_is_terminal
+from .common import bundle, emit_json, note, run_options, stderr_is_terminal
 
 
 class ByteProgress(Progress):
@@ -25,18 +25,15 @@ class ByteProgress(Progress):
         self.task = None
 
     def start(self, description, total):
-        """Show a bar for one file of `total` bytes (0: size unknown, a pulse)."""
         self.bars.start()
         # total 0: the size is unknown (no Content-Length); rich then shows a pulse.
         self.task = self.bars.add_task(description, total=total or None)
 
     def advance(self, n):
-        """Move the bar on by n bytes received."""
         self.bars.advance(self.task, n)
 
     def finish(self):
-        """Stop the display, leaving the file's finished bar on the terminal."""
-        self.bars.stop()
+        self.bars.stop()  # the file's finished bar stays on the terminal
 
 
 def _human(n):
@@ -76,19 +73,20 @@ def _list(as_json):
 
 
 def _result_json(r, directory):
-    out = {"path": os.path.relpath(r.path, directory) if directory else r.path,
-           "action": r.action, "bytes": r.bytes}
-    if r.sha256:
-        out["sha256"] = r.sha256
-    if r.digests.get("md5"):
-        out["md5"] = r.digests["md5"]
-    if r.url:
-        out["url"] = r.url
-    if r.problem:
-        out["problem"] = r.problem
-    if r.check:
-        out["check"] = r.check
-    return out
+    given = {"sha256": r.sha256, "md5": r.digests.get("md5"), "url": r.url,
+             "problem": r.problem, "check": r.check}
+    return {"path": os.path.relpath(r.path, directory) if directory else r.path,
+            "action": r.action, "bytes": r.bytes, **{k: v for k, v in given.items() if v}}
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Where from and how patiently: --base-url, --source, --timeout, --retries."""
+
+    base_url: tuple
+    source: str
+    timeout: float
+    retries: int
 
 
 @click.command("download")
@@ -99,26 +97,25 @@ def _result_json(r, directory):
               help="Check the files in DIRECTORY against the published checksums "
                    "(MNIST: also by content, so recompressed or gunzipped copies pass); "
                    "download nothing.")
-@click.option("--base-url", multiple=True, envvar="MNISTCONV_BASE_URL", metavar="URL",
-              help="Fetch from this mirror instead of the publishers' (repeat to try "
-                   "several in order; env MNISTCONV_BASE_URL, space-separated).")
-@click.option("--source", default="original", show_default=True, metavar="NAME",
-              help="Where from: original (the publishers' files), keras (Keras' mirror; "
-                   "MNIST's mnist.npz converted to IDX), hf (the Hugging Face Hub's "
-                   "Parquet, converted to IDX; needs pyarrow). Converted files are "
-                   "checked against the official files' content SHA-256 where known. "
-                   "See --list.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-              default=dl.DEFAULT_TIMEOUT, show_default=True,
-              help="Seconds to wait for a connection or for the next bytes.")
-@click.option("--retries", type=click.IntRange(min=0), default=dl.DEFAULT_RETRIES,
-              show_default=True,
-              help="Extra attempts per mirror after a timeout or a cut connection.")
-@force_option
-@quiet_option
-@json_option
-def download(name, directory, list_, verify_only, base_url, source, timeout, retries, force,
-             quiet, as_json):
+@bundle(
+    "fetch", Fetch,
+    click.option("--base-url", multiple=True, envvar="MNISTCONV_BASE_URL", metavar="URL",
+                 help="Fetch from this mirror instead of the publishers' (repeat to try "
+                      "several in order; env MNISTCONV_BASE_URL, space-separated)."),
+    click.option("--source", default="original", show_default=True, metavar="NAME",
+                 help="Where from: original (the publishers' files), keras (Keras' mirror; "
+                      "MNIST's mnist.npz converted to IDX), hf (the Hugging Face Hub's "
+                      "Parquet, converted to IDX; needs pyarrow). Converted files are "
+                      "checked against the official files' content SHA-256 where known. "
+                      "See --list."),
+    click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+                 default=dl.DEFAULT_TIMEOUT, show_default=True,
+                 help="Seconds to wait for a connection or for the next bytes."),
+    click.option("--retries", type=click.IntRange(min=0), default=dl.DEFAULT_RETRIES,
+                 show_default=True,
+                 help="Extra attempts per mirror after a timeout or a cut connection."))
+@run_options("force", "quiet", "json")
+def download(name, directory, list_, verify_only, fetch, run):
     """Download a dataset's IDX files into DIRECTORY, verified against the checksums
     its publishers give. Files already present and valid are not fetched again.
 
@@ -133,6 +130,8 @@ def download(name, directory, list_, verify_only, base_url, source, timeout, ret
       mnistconv download fashion-mnist fashion/ --source hf
       mnistconv download --list
     """
+    base_url, source, force, quiet, as_json = fetch.base_url, fetch.source, run.force, \
+        run.quiet, run.as_json
     if list_:
         _list(as_json)
         return 0
@@ -169,7 +168,7 @@ def download(name, directory, list_, verify_only, base_url, source, timeout, ret
 
     try:
         results = dl.download(family, directory, base_urls=base_url or None,
-                              timeout=timeout, retries=retries, force=force,
+                              timeout=fetch.timeout, retries=fetch.retries, force=force,
                               progress=progress, source=source)
     except MnistconvError as e:
         others = [s.name for s in family.sources if s.name != source]

@@ -5,7 +5,7 @@ this command's `--markdown` output (docs/hooks.py)."""
 import click
 
 from .. import registry
-from .common import emit_json, json_option
+from .common import emit_json, run_options
 
 
 def _output_kind(f):
@@ -35,10 +35,10 @@ def markdown_table():
 
 
 @click.command("formats")
-@json_option
+@run_options("json")
 @click.option("--markdown", is_flag=True, help="Print the formats as a Markdown table "
                                                 "(the documentation site's overview).")
-def formats_command(as_json, markdown):
+def formats_command(run, markdown):
     """List the formats mnistconv reads and writes, with their options.
 
     \b
@@ -47,14 +47,12 @@ def formats_command(as_json, markdown):
       mnistconv formats --json | jq '.[].name'
       mnistconv formats --markdown
     """
-    rows = []
-    for f in registry.FORMATS.values():
-        rows.append({"name": f.name, "read": f.can_read, "write": f.can_write,
-                     "stdio": f.stdio, "description": f.description,
-                     "extensions": list(f.extensions),
-                     "read_options": [o.flag for o in f.read_options],
-                     "write_options": [o.flag for o in f.write_options]})
-    if as_json:
+    rows = [{"name": f.name, "read": f.can_read, "write": f.can_write, "stdio": f.stdio,
+             "description": f.description, "extensions": list(f.extensions),
+             "read_options": [o.flag for o in f.read_options],
+             "write_options": [o.flag for o in f.write_options]}
+            for f in registry.FORMATS.values()]
+    if run.as_json:
         emit_json(rows)
         return 0
     if markdown:

@@ -4,12 +4,12 @@ import os
 
 import click
 
-from .common import emit_json, json_option, note, say, timeout_option
+from .common import emit_json, note, run_options, say, timeout_option
 from .inputs import Input, all_options, format_options, from_option, selection, \
     selection_options
 
 
-def describe(dataset, check=True):
+def describe(dataset):
     """The facts `info` shows, as plain data (also the --json output)."""
     import numpy as np
     from ..fileio import sha256_file
@@ -17,7 +17,7 @@ def describe(dataset, check=True):
     from ..stream import extra_fields
     splits = {}
     for name, split in dataset.splits.items():
-        if check and hasattr(split, "check"):
+        if hasattr(split, "check"):
             split.check()
         labels = split.labels()
         h = split.header
@@ -30,16 +30,14 @@ def describe(dataset, check=True):
             "class_counts": {str(c): int(n) for c, n in enumerate(classes) if n},
             "source": h.source,
         }
-        # Only where known, so the output of a dataset without them stays as it was.
-        if h.class_names:
+        if h.class_names:  # only where known: other datasets' output stays as it was
             splits[name]["class_names"] = list(h.class_names)
         try:
             extra = extra_fields(split)
+            if extra is not None:
+                splits[name]["extra_fields"] = list(extra[0])
         except FormatError as e:  # fields another tool wrote unevenly: not extra fields
-            extra = None
             dataset.notes.append(f"{name}: no extra fields carried ({e})")
-        if extra is not None:
-            splits[name]["extra_fields"] = list(extra[0])
     files = [{"path": p, "bytes": os.path.getsize(p), "sha256": sha256_file(p)}
              for p in dataset.paths if os.path.isfile(p)]
     return {"format": dataset.format, "splits": splits, "files": files,
@@ -52,8 +50,8 @@ def describe(dataset, check=True):
 @format_options(all_options("read"))
 @selection_options
 @timeout_option
-@json_option
-def info(path, from_name, as_json, **values):
+@run_options("json")
+def info(path, from_name, run, **values):
     """Show a dataset's format, splits, counts, element type, shape, labels and
     per-class counts, and the SHA-256 of each file. Reads everything once, so a
     truncated or corrupt file is reported here.
@@ -67,7 +65,7 @@ def info(path, from_name, as_json, **values):
     facts = {"path": path, **describe(dataset)}
     for name, split in dataset.splits.items():
         facts["splits"][name]["orientation"] = orientation_hint(split, values["transpose"])
-    if as_json:
+    if run.as_json:
         emit_json(facts)
         return 0
     say(f"{path}: {facts['format']}, {len(facts['splits'])} split(s)")
@@ -106,8 +104,7 @@ def _short(name, limit=24):
 
 
 def print_histogram(class_counts, indent="    "):
-    """Per-class bars on stdout: unicode blocks (coloured unless NO_COLOR) on a terminal,
-    '#' bars in plain ASCII otherwise (logs, pipes)."""
+    """Per-class bars on stdout: coloured unicode blocks on a terminal, else '#' bars."""
     from rich.console import Console
     from .. import view
     console = Console(highlight=False, soft_wrap=False)
@@ -123,7 +120,7 @@ def print_histogram(class_counts, indent="    "):
             say(f"{indent}{label} {bar} {count}")
 
 
-def orientation_hint(split, transposed=False, quiet=False):
+def orientation_hint(split, transposed=False):
     """{looks_transposed, taller_share} for --json, and a hint on stderr when the
     images look transposed (EMNIST), or upright but read with --transpose."""
     from .. import view
@@ -133,6 +130,6 @@ def orientation_hint(split, transposed=False, quiet=False):
                "read with --transpose (show, convert, info, ...)")
         note(f"hint: {split.name}: images look transposed, as EMNIST's are (only "
              f"{100 * share:.0f}% of them are taller than wide, against about 90% for "
-             f"upright handwriting); {fix}", quiet)
+             f"upright handwriting); {fix}")
     return {"looks_transposed": verdict,
             "taller_share": None if share is None else round(share, 3)}

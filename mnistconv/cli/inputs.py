@@ -1,63 +1,50 @@
-"""The input side of every command that reads a dataset: the options that say how to
-read it (--from, the formats' read options, the selection) and `Input`, which detects
-a path's format once and reads it with those options.
-
-The format options come from the registry's declarations, so a new format's options
-appear on every command by registering it. Nothing here imports numpy until a dataset
-is read.
+"""The input side of every command that reads a dataset: --from, the formats' read
+options (from the registry's declarations, so a registered format's options appear on
+every command), the selection, and `Input`, which detects a path's format once.
 """
 
 import os
 import tempfile
+from dataclasses import dataclass
+from typing import Optional
 
 import click
 
 from .. import detect, registry
 from ..errors import UsageError
-from .common import max_image_size_option, note, timeout_option
-
-# The selection options' names: the keyword arguments of mnistconv.stream.select.
-SELECTION = ("splits", "limit", "per_class", "shuffle", "seed", "transpose")
-
+from .common import bundle, max_image_size_option, note, stacked, timeout_option
 
 def from_option(flag="--from", dest="from_name", help="Input format (default: detected)."):
-    """--from FORMAT (or --from-a/--from-b): the input's format, when detection should
-    not choose it."""
+    """--from FORMAT (or --from-a/--from-b): the input's format, not detected."""
     return click.option(flag, dest, type=click.Choice(list(registry.FORMATS)), help=help)
 
 
-def transpose_option():
-    """--transpose/--no-transpose: None (the format's default orientation) unless given."""
-    return click.option("--transpose/--no-transpose", default=None,
-                        help="Swap the stored image rows and columns, or not (default: "
-                             "EMNIST, stored transposed, is read upright; others as "
-                             "stored).")
+# None (the format's default orientation) unless given.
+transpose_option = click.option(
+    "--transpose/--no-transpose", default=None,
+    help="Swap the stored image rows and columns, or not (default: EMNIST, stored "
+         "transposed, is read upright; others as stored).")
 
-
-def selection_options(f):
-    """--split, --limit, --per-class, --shuffle, --seed and --transpose: which examples
-    of the input, in which order (see mnistconv.stream.select and `selection`)."""
-    for decorator in reversed([
-        click.option("--split", "splits", multiple=True, metavar="NAME",
-                     help="Only this split (repeatable): train, test, validation, ..."),
-        click.option("--limit", type=click.IntRange(min=0), metavar="N",
-                     help="At most N examples per split (after shuffling/balancing)."),
-        click.option("--per-class", type=click.IntRange(min=1), metavar="N",
-                     help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
-        click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
-        click.option("--seed", type=click.IntRange(min=0), default=None,
-                     help="Seed for --shuffle (default 0); same seed, same order."),
-        transpose_option(),
-        max_image_size_option,
-    ]):
-        f = decorator(f)
-    return f
+# Which examples of the input, in which order (the arguments of mnistconv.stream.select).
+selection_options = stacked(
+    click.option("--split", "splits", multiple=True, metavar="NAME",
+                 help="Only this split (repeatable): train, test, validation, ..."),
+    click.option("--limit", type=click.IntRange(min=0), metavar="N",
+                 help="At most N examples per split (after shuffling/balancing)."),
+    click.option("--per-class", type=click.IntRange(min=1), metavar="N",
+                 help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
+    click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
+    click.option("--seed", type=click.IntRange(min=0), default=None,
+                 help="Seed for --shuffle (default 0); same seed, same order."),
+    transpose_option,
+    max_image_size_option,
+)
 
 
 def selection(values) -> dict:
-    """The keyword arguments of mnistconv.stream.select from the values of
-    `selection_options`."""
-    chosen = {name: values[name] for name in SELECTION}
+    """The keyword arguments of mnistconv.stream.select from selection_options' values."""
+    chosen = {name: values[name] for name in
+              ("splits", "limit", "per_class", "shuffle", "seed", "transpose")}
     chosen["splits"] = list(chosen["splits"])
     return chosen
 
@@ -73,11 +60,7 @@ def _click_option(opt: registry.Option):
 
 def format_options(options):
     """Decorator adding each registry option as a click option, once (formats may
-    share a flag).
-
-        @format_options(all_options("read"))
-        def command(path, **values): ...
-    """
+    share a flag): @format_options(all_options("read"))."""
     unique = {}
     for opt in options:
         first = unique.setdefault(opt.flag, opt)
@@ -89,12 +72,7 @@ def format_options(options):
             unique[opt.flag] = replace(
                 first, choices=tuple(dict.fromkeys(first.choices + opt.choices)),
                 default=first.default if first.default == opt.default else None)
-
-    def decorate(f):
-        for opt in reversed(list(unique.values())):
-            f = _click_option(opt)(f)
-        return f
-    return decorate
+    return stacked(*map(_click_option, unique.values()))
 
 
 def all_options(role):
@@ -110,12 +88,8 @@ def options_for(declared, values) -> dict:
 
 
 class Input:
-    """A dataset named on the command line: its path and its format, named with
-    --from or detected (content first, then name) once, here.
-
-        source = Input("data/mnist", None)
-        dataset = source.read(values, selection(values))
-    """
+    """A dataset named on the command line: its path and its format, named with --from
+    or detected once, here: Input("data/mnist").read(values, selection(values))."""
 
     def __init__(self, path, from_name=None, from_flag="--from", shown_as=None):
         self.path = path
@@ -124,9 +98,8 @@ class Input:
             detect(path, from_flag)
 
     def read(self, values, select=None):
-        """The dataset, read with the read options in `values` that this format takes
-        (a read option applies to each input whose format has it), then chosen and
-        ordered by `select` (keyword arguments of mnistconv.stream.select)."""
+        """The dataset, read with the read options in `values` this format takes, then
+        chosen and ordered by `select` (keyword arguments of mnistconv.stream.select)."""
         import mnistconv
         dataset = mnistconv.read(self.path, self.format.name,
                                  **options_for(self.format.read_options, values))
@@ -139,45 +112,56 @@ class Input:
         return dataset
 
 
-def one_split_options(f):
-    """What show and preview read: --from, the read options, one --split, --transpose,
-    --timeout."""
-    for decorator in reversed([
-        from_option(),
-        format_options(all_options("read")),
-        click.option("--split", "split_name", metavar="NAME",
-                     help="The split to draw (default: the first, e.g. train)."),
-        transpose_option(),
-        timeout_option,
-        max_image_size_option,
-    ]):
-        f = decorator(f)
-    return f
+@dataclass(frozen=True)
+class Source:
+    """What show and preview draw from: PATH, --from, the read options given, --split
+    and --transpose."""
+
+    path: str
+    from_name: Optional[str]
+    split_name: Optional[str]
+    transpose: Optional[bool]
+    options: dict
+
+    def split(self, quiet):
+        """The split asked for, or the first one (saying which, when there are several)."""
+        path, name = self.path, self.split_name
+        dataset = Input(path, self.from_name).read(self.options, {"transpose": self.transpose})
+        if name:
+            if name not in dataset.splits:
+                raise UsageError(path, f"no split named {name}",
+                                 f"splits present: {', '.join(dataset.splits) or 'none'}")
+            return dataset.splits[name]
+        if not dataset.splits:
+            raise UsageError(path, "holds no splits", "check that the path names a dataset")
+        first, *others = dataset.splits
+        if others:
+            note(f"showing split {first}; also in {path}: {', '.join(others)} "
+                 "(choose with --split)", quiet)
+        return dataset.splits[first]
 
 
-def one_split(dataset, path, name, quiet):
-    """The split asked for, or the first one (saying which, when there are several)."""
-    if name:
-        if name not in dataset.splits:
-            raise UsageError(path, f"no split named {name}",
-                             f"splits present: {', '.join(dataset.splits) or 'none'}")
-        return dataset.splits[name]
-    if not dataset.splits:
-        raise UsageError(path, "holds no splits", "check that the path names a dataset")
-    first, *others = dataset.splits
-    if others:
-        note(f"showing split {first}; also in {path}: {', '.join(others)} "
-             "(choose with --split)", quiet)
-    return dataset.splits[first]
+def _source(path, from_name, split_name, transpose, **options):
+    return Source(path, from_name, split_name, transpose, options)
+
+
+# PATH, --from, the read options, one --split, --transpose, --timeout: as one Source.
+one_split_options = bundle(
+    "source", _source,
+    click.argument("path"),
+    from_option(),
+    format_options(all_options("read")),
+    click.option("--split", "split_name", metavar="NAME",
+                 help="The split to draw (default: the first, e.g. train)."),
+    transpose_option,
+    timeout_option,
+    max_image_size_option,
+)
 
 
 class StdinSpool:
-    """'-' as the source: stdin spooled to a temporary file (detected by content like
-    any file), removed on leaving; errors then name '-', not the spool file.
-
-        with StdinSpool(src) as path:
-            dataset = Input(path, from_name).read(values)
-    """
+    """'-' as the source: `with StdinSpool(src) as path` spools stdin to a temporary
+    file (detected by content like any file), removed on leaving; errors name '-'."""
 
     def __init__(self, src):
         self.src, self.path = src, src

@@ -5,8 +5,7 @@ import click
 
 from ..packs import browser as packlib
 from ..serve import make_server
-from .common import emit_json, files_json, force_option, json_option, make_progress, note, \
-    quiet_option
+from .common import emit_json, files_json, make_progress, note, run_options
 
 
 def _split_list(ctx, param, value):
@@ -47,12 +46,8 @@ def pack():
               help="Split whose first examples preview.json shows [default: test].")
 @click.option("--asset-version", default=packlib.ASSET_VERSION, show_default=True,
               help="asset_version written in the manifest.")
-@force_option
-@quiet_option
-@json_option
-def browser(src, out, train_per_class, validation_per_class, test_per_class,
-            validation_size, seed, splits, preview_count, preview_split, asset_version,
-            force, quiet, as_json):
+@run_options("force", "quiet", "json")
+def browser(src, out, run, **options):
     """Build a browser pack in OUT from SRC (the official MNIST IDX directory): a .bin
     and a deterministic .bin.gz per split, preview.json and manifest.json. With no
     options its eight .bin and .bin.gz files are those of the published browser-v1
@@ -67,13 +62,11 @@ def browser(src, out, train_per_class, validation_per_class, test_per_class,
       mnistconv pack browser data/mnist small/ --train-per-class 100 --splits train,test
       mnistconv verify out/manifest.json
     """
-    result = packlib.build_browser_pack(
-        src, out, seed=seed, train_per_class=train_per_class,
-        validation_per_class=validation_per_class, test_per_class=test_per_class,
-        validation_size=validation_size, splits=splits, preview_count=preview_count,
-        preview_split=preview_split, asset_version=asset_version, force=force,
-        progress=make_progress(quiet))
-    if as_json:
+    quiet = run.quiet
+    # The options are packlib.PackOptions' fields.
+    result = packlib.build_browser_pack(src, out, force=run.force,
+                                        progress=make_progress(quiet), **options)
+    if run.as_json:
         emit_json({"out": result.out, "files": files_json(result.files)})
         return 0
     note(f"browser pack in {result.out}: "
@@ -86,9 +79,8 @@ def browser(src, out, train_per_class, validation_per_class, test_per_class,
 
 @click.command("verify")
 @click.argument("manifest")
-@quiet_option
-@json_option
-def verify(manifest, quiet, as_json):
+@run_options("quiet", "json")
+def verify(manifest, run):
     """Check every file MANIFEST lists (a pack's manifest.json, or its directory): byte
     sizes, SHA-256 of .bin and .bin.gz, header fields, counts, class counts, the hash of
     the original indices, and that each .bin.gz holds exactly its .bin. Names each file
@@ -101,6 +93,7 @@ def verify(manifest, quiet, as_json):
       mnistconv verify out/manifest.json
     """
     report = packlib.verify(manifest)
+    quiet, as_json = run.quiet, run.as_json
     if as_json:
         emit_json(report.as_dict())
     else:
@@ -121,8 +114,8 @@ def verify(manifest, quiet, as_json):
 @click.argument("directory", type=click.Path(exists=True, file_okay=False))
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port on 127.0.0.1 (0: any free port).")
-@quiet_option
-def serve(directory, port, quiet):
+@run_options("quiet")
+def serve(directory, port, run):
     """Serve DIRECTORY (a pack, or examples/browser with a pack inside) on
     http://127.0.0.1:PORT/ until interrupted. .bin.gz files are sent as they are
     (no Content-Encoding), for the page to decompress with DecompressionStream.
@@ -138,7 +131,7 @@ def serve(directory, port, quiet):
       mnistconv serve examples/browser      # open http://127.0.0.1:8000/
     """
     server = make_server(directory, "127.0.0.1", port,
-                         log=None if quiet else lambda line: note(line))
+                         log=None if run.quiet else lambda line: note(line))
     host, bound = server.server_address[:2]
     # Always said, even under --quiet: with --port 0 it is the only way to learn the port.
     click.echo(f"Serving {directory} on http://{host}:{bound}/ (Ctrl-C to stop)", err=True)

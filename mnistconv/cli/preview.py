@@ -3,12 +3,11 @@
 import click
 
 from ..errors import UsageError
-from .common import emit_json, force_option, json_option, note, quiet_option
-from .inputs import Input, one_split, one_split_options
+from .common import emit_json, note, run_options
+from .inputs import one_split_options
 
 
 @click.command()
-@click.argument("path")
 @click.option("-o", "--output", required=True, metavar="FILE",
               help="Where to write the sheet, in the format its name says: .png, .jpg or "
                    ".jpeg (JPEG, quality 95), .webp (lossless); '-' for PNG on stdout.")
@@ -18,11 +17,8 @@ from .inputs import Input, one_split, one_split_options
 @click.option("--scale", type=click.IntRange(min=1, max=16), default=2, show_default=True,
               metavar="K", help="Each pixel becomes K x K (images wider or taller than "
                                 "512/K keep every n-th pixel).")
-@force_option
-@quiet_option
-@json_option
-def preview(path, output, from_name, split_name, transpose, per_class, scale, force, quiet,
-            as_json, **values):
+@run_options("force", "quiet", "json")
+def preview(source, output, per_class, scale, run):
     """Write a contact sheet of PATH (PNG, JPEG or WebP): one row per class, the class on the left, the
     first N images of that class (in file order) with each one's original index under it.
 
@@ -34,33 +30,30 @@ def preview(path, output, from_name, split_name, transpose, per_class, scale, fo
     """
     from .. import view
     from ..fileio import StagedOutput, open_staged, output_file_info
+    path, force, quiet, as_json = source.path, run.force, run.quiet, run.as_json
     if output == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the PNG",
                          "write the PNG to a file with -o, or drop --json")
     ext = view.sheet_format(output)
     if ext is None:
-        # Before reading anything: a .gif or .txt would get bytes of another format.
+        # Before reading anything: a .gif would get bytes of another format.
         raise UsageError(output, "cannot tell the image format from the name",
                          "end it in .png, .jpg, .jpeg or .webp")
-    dataset = Input(path, from_name).read(values, {"transpose": transpose})
-    split = one_split(dataset, path, split_name, quiet or as_json)
+    split = source.split(quiet or as_json)
     groups = view.per_class_positions(split.labels(), per_class)
     if not groups:
         raise UsageError(path, f"split {split.name} holds no images to preview",
                          "preview another split (--split)")
     import numpy as np
-    order = np.concatenate(list(groups.values()) or [np.zeros(0, np.int64)])
     # One gather for the whole sheet, in increasing order (sequential for streams),
     # in pieces of the memory budget, large images cut to a cell of the sheet.
-    wanted = np.unique(order)
+    wanted = np.unique(np.concatenate(list(groups.values())))
     try:
         images = view.gather(split, wanted, view.SHEET_CELL // scale)
     except ValueError as e:
         raise UsageError(path, str(e), "preview draws gray or RGB(A) images of two "
                                        "dimensions") from None
-    indices = split.indices()
-    rows = []
-    names = split.header.class_names
+    indices, names, rows = split.indices(), split.header.class_names, []
     for label, positions in groups.items():
         at = np.searchsorted(wanted, positions)
         name = view.class_name(names, label)

@@ -6,15 +6,15 @@ import click
 
 from ..errors import UsageError
 from ..limits import printable
-from .common import note, quiet_option
-from .inputs import Input, one_split, one_split_options
+from .common import note, run_options
+from .inputs import one_split_options
 
 DEFAULT_SHOW = 10
 
 
 def parse_index(spec, count, path=None):
-    """Positions from '0:20', '5', '-3:', '1,4,10:12' (Python slice rules, no step
-    beyond a:b:c). A single index outside the split is an error."""
+    """Positions from '0:20', '5', '-3:', '1,4,10:12' (Python slice rules); a single
+    index outside the split is an error."""
     import numpy as np
     positions = []
     for part in spec.split(","):
@@ -49,9 +49,7 @@ def parse_grid(spec):
 
 
 def _chosen(split, path, index, per_class, grid):
-    """Positions to show and, when --grid is given, the numbers of columns and rows
-    (None, None without it). The positions are at most COLS x ROWS; show() keeps ROWS
-    lines' worth once it knows how many tiles fit the terminal's width."""
+    """Positions to show (at most COLS x ROWS) and --grid's COLS and ROWS, or None."""
     import numpy as np
     from .. import view
     if index is not None and per_class is not None:
@@ -74,7 +72,6 @@ def _chosen(split, path, index, per_class, grid):
 
 
 @click.command()
-@click.argument("path")
 @one_split_options
 @click.option("--index", metavar="SPEC",
               help="Positions to draw: 0:20, 5, -3:, 1,4,10:12 (default: the first 10).")
@@ -85,9 +82,8 @@ def _chosen(split, path, index, per_class, grid):
                    "and ROWS lines of images.")
 @click.option("--ascii", "force_ascii", is_flag=True,
               help="Plain ASCII shading even on a colour terminal.")
-@quiet_option
-def show(path, from_name, split_name, transpose, index, per_class, grid, force_ascii,
-         quiet, **values):
+@run_options("quiet")
+def show(source, index, per_class, grid, force_ascii, run):
     """Draw images of PATH in the terminal, each with its label and original index
     (label #index) under it, wrapped to the terminal width.
 
@@ -103,11 +99,10 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     """
     from rich.console import Console
     from .. import view
-    dataset = Input(path, from_name).read(values, {"transpose": transpose})
-    split = one_split(dataset, path, split_name, quiet)
+    path, quiet = source.path, run.quiet
+    split = source.split(quiet)
     positions, cols, rows = _chosen(split, path, index, per_class, grid)
-    if index is not None and hasattr(split, "at"):
-        # Only the records shown are read, through the record indexes.
+    if index is not None and hasattr(split, "at"):  # read only those, by record index
         import numpy as np
         split, positions = split.at(positions), np.arange(len(positions))
     if len(positions) == 0:
@@ -117,8 +112,7 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     width = console.width
     labels = split.labels()[positions]
     indices = split.indices()[positions]
-    try:
-        # Cut to the terminal's width as they are gathered (the drawing would anyway).
+    try:  # cut to the terminal's width as they are gathered (the drawing would anyway)
         images = view.gather(split, positions, width, width_only=True)
     except ValueError as e:
         raise UsageError(path, str(e),
@@ -126,9 +120,7 @@ def show(path, from_name, split_name, transpose, index, per_class, grid, force_a
     names = split.header.class_names
     captions = [view.caption(lab.item(), i.item(), view.class_name(names, lab.item()))
                 for lab, i in zip(labels, indices)]
-    if rows is not None:
-        # ROWS lines of images: fewer per line when the terminal is narrower than
-        # COLS tiles, so fewer images (5x1 in 80 columns is 2 images, not 3 lines).
+    if rows is not None:  # ROWS lines: fewer images when fewer than COLS tiles fit a line
         keep = view.tiles_per_line(images, captions, width, cols) * rows
         images, captions = images[:keep], captions[:keep]
     colour = (console.is_terminal and not console.no_color
