@@ -1,6 +1,5 @@
-"""Files in and out: inputs checked and decompressed by content (gzip detected from its
-magic, its expansion bounded), hashed outputs, one deterministic gzip writer. Staged
-outputs (whole or not at all) are in staging.py; their names are re-exported here.
+"""Files in and out: the one guarded input opener, gzip by content, hashed outputs, one
+deterministic gzip writer. Staged outputs are in staging.py, re-exported here.
 """
 
 import gzip
@@ -11,11 +10,11 @@ import struct
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import IO, TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Optional
 
 from .errors import CorruptData, NoAccess, NotFound, Truncated, UsageError
-# Re-exported (see __all__): formats import what they read and write with from here.
-from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,
+# Re-exported: formats import what they read and write from here.
+from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,  # noqa: F401
                       exists_error, is_staging_name, is_stdio, is_stream_path,
                       open_staged, output_entries, refuse_replacing_special,
                       remove_dead_leftovers, remove_scratch, signals_deferred,
@@ -23,16 +22,6 @@ from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_stag
 
 if TYPE_CHECKING:
     from .records import OutputFile
-
-__all__ = [
-    "GZIP_MAGIC", "GZIP_MAX_RATIO", "check_input", "check_input_file", "has_magic",
-    "input_entries", "input_root", "open_input", "fast_zlib", "InputFile",
-    "HashingWriter", "DeflateWriter", "sha256_file", "output_file_info", "unhashed_outputs",
-    "hashed_outputs",
-    "STAGING_MARK", "StagedOutput", "check_output_path", "create_staged", "exists_error",
-    "is_staging_name", "is_stdio", "is_stream_path", "open_staged", "output_entries",
-    "refuse_replacing_special", "remove_dead_leftovers", "remove_scratch",
-    "signals_deferred", "staging_prefix"]
 
 GZIP_MAGIC = b"\x1f\x8b"
 # Deflate expands at most 1032:1 (a 258-byte match per ~2 bits), so a gzip file of n
@@ -43,22 +32,17 @@ _GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
 
 def input_root(path: str) -> str:
     """The tree a named input confines its reads to: the directory itself, or the
-    folder of a file (its side files, shards and siblings live there), resolved.
-
-        input_root("data/mnist")                  # '/home/me/data/mnist'
-        input_root("data/train-images-idx3-ubyte")  # '/home/me/data'
-    """
+    folder of a file (where its side files and shards live), resolved."""
     path = os.fspath(path)
     return os.path.realpath(path if os.path.isdir(path) else os.path.dirname(path) or ".")
 
 
-# Resolving through an O_PATH descriptor and /proc costs three system calls whatever
-# the depth; os.path.realpath makes one per component (most of a small file's open).
+# An O_PATH descriptor resolves a path in three system calls; realpath takes one a component.
 _PROC_FD = hasattr(os, "O_PATH") and os.path.isdir("/proc/self/fd")
 
 
 def _real(path):
-    """path with every link and '..' resolved (os.path.realpath's answer)."""
+    """os.path.realpath(path), faster."""
     if _PROC_FD:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -92,13 +76,8 @@ def _refuse_special(path, st):
 
 def check_input(path: str, root: Optional[str] = None, kind: str = "file") -> os.stat_result:
     """The one guard before anything under an input is read: path (kind "file", "dir"
-    or "any") exists, is a regular file or directory, not a device, FIFO or socket,
-    and, when root (a directory: what the user named, see input_root) is given, does
-    not lead outside it through a symlink or '..'. A link that stays inside is fine.
-    Returns its stat (links followed); raises UsageError naming path.
-
-        check_input("data/mnist/train/3", root="data/mnist", kind="dir")
-    """
+    or "any") is a regular file or directory and, with root (see input_root), does not
+    lead outside it through a symlink or '..'. Returns its stat; raises naming path."""
     path = os.fspath(path)
     if root is not None and _outside(path, root):
         _refuse_outside(path, root)
@@ -121,19 +100,16 @@ def check_input(path: str, root: Optional[str] = None, kind: str = "file") -> os
 
 
 def check_input_file(path: str, root: Optional[str] = None) -> int:
-    """A readable regular file inside root (see check_input), or a clear error
-    (directories, devices, FIFOs, missing, a link out of the tree); returns its size."""
+    """check_input for a file; returns its size."""
     return check_input(path, root).st_size
 
 
-# Folders already found inside a root, by (folder, root, device, inode): a folder
-# swapped for a link since is another inode, so it is checked again.
+# Folders found inside a root, by (folder, root, device, inode): a swapped one is rechecked.
 _INSIDE = {}
 
 
 def _check_folder(path, root):
-    """Refuse path (naming it) when its folder leads outside root; one stat when that
-    folder was checked before."""
+    """Refuse path when its folder leads outside root (one stat once checked)."""
     folder = os.path.dirname(path) or os.curdir
     try:
         st = os.stat(folder)
@@ -151,13 +127,8 @@ def _check_folder(path, root):
 def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
                **text_options: Any) -> IO:
     """Open an input file for reading, the one way the package does: confined to root
-    (see check_input), a regular file (not a FIFO, device or socket, checked on the
-    open descriptor, so nothing swapped in after a check is read), never blocking on a
-    FIFO. mode "rb" or "r" (then text_options: encoding, errors, newline).
-
-        with open_input("data/mnist/classes.txt", root="data/mnist", mode="r",
-                        encoding="utf-8") as f: ...
-    """
+    (see check_input), a regular file checked on the open descriptor (nothing swapped
+    in after a check is read), never blocking. mode "rb" or "r" with text_options."""
     path = os.fspath(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     if root is not None:
@@ -166,10 +137,9 @@ def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
     try:
         fd = os.open(path, flags)
     except OSError as e:
+        check_input(path, root)  # a clear message for what is there; a link must stay inside
         if root is None or not os.path.islink(path):
-            check_input(path, root)  # a clear message for what is there, if anything
             raise NoAccess(path, e.strerror or str(e)) from None
-        check_input(path, root)  # a link: where it leads must be inside root
         return open_input(path, None, mode, **text_options)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
@@ -183,14 +153,9 @@ def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
 
 def input_entries(directory: str, root: Optional[str] = None,
                   keep: Optional[Callable[[str], Any]] = None, kind: str = "any") -> list:
-    """The entries of an input directory that keep(name) accepts (default: all but
-    hidden and staging names), sorted by name, each checked like check_input (kind:
-    "file", "dir" or "any": entries of the other kind are left out): the walker every
-    reader of a tree uses, so a link out of the tree, a FIFO or a device among them is
-    refused, never followed or read. root defaults to directory itself.
-
-        input_entries("out/images/train", kind="dir")   # ['out/images/train/0', ...]
-    """
+    """The entries of an input directory that keep(name) accepts (default: not hidden or
+    staging), sorted, each checked like check_input; kind "file" or "dir" leaves out
+    the other kind. The walker every tree reader uses; root defaults to directory."""
     directory = os.fspath(directory)
     root = directory if root is None else root
     check_input(directory, root, "dir")
@@ -217,12 +182,8 @@ def input_entries(directory: str, root: Optional[str] = None,
 
 
 def has_magic(path: str, magic: bytes, offset: int = 0, root: Optional[str] = None) -> bool:
-    """Whether the file at path holds `magic` at `offset`: a format's sniff by content.
-    False, not an error, for a directory or a missing file; a device, FIFO or a link
-    out of root is refused (see check_input).
-
-        has_magic("train-00000-of-00001.parquet", b"PAR1")   # True
-    """
+    """Whether the file at path holds `magic` at `offset` (False for a directory or a
+    missing file; a device, FIFO or a link out of root is refused)."""
     if not os.path.lexists(path) or os.path.isdir(path):
         return False
     try:
@@ -234,10 +195,8 @@ def has_magic(path: str, magic: bytes, offset: int = 0, root: Optional[str] = No
 
 
 def fast_zlib() -> tuple[Any, tuple]:
-    """(zlib module, the errors it raises): zlib-ng's when installed, whose inflate is
-    about twice as fast, else the standard library's. For reading only: written
-    gzip/zlib streams stay the standard zlib's, whose bytes are the ones tests and
-    users compare against."""
+    """(zlib module, its errors): zlib-ng's when installed, else the standard one. For
+    reading only: written streams keep the standard zlib's bytes."""
     try:
         from zlib_ng import zlib_ng
     except ImportError:
@@ -245,34 +204,24 @@ def fast_zlib() -> tuple[Any, tuple]:
     return zlib_ng, (zlib.error, zlib_ng.error)
 
 
-def _gzip_reader():
-    """(GzipFile class, the errors it raises): zlib-ng's gzip_ng when installed, the
-    same bytes and errors as the standard library's, decompressed faster because its
-    reader loop is C, not Python (benchmarks/README.md)."""
-    module, errors = fast_zlib()
-    if module is zlib:
-        return gzip.GzipFile, errors
-    from zlib_ng import gzip_ng
-    return gzip_ng.GzipFile, errors
-
-
 class InputFile:
-    """A binary input (opened with open_input, confined to root when given),
-    decompressed if it is gzip, that turns gzip failures and short reads into
-    FormatError naming the file."""
+    """A binary input (open_input), decompressed if it is gzip; gzip failures and short
+    reads are FormatErrors naming the file."""
 
     # The compression the errors name; a subclass that decompresses more sets its own.
     kind = "gzip"
 
     def __init__(self, path: str, raw: Optional[IO[bytes]] = None, root: Optional[str] = None):
         self.path = str(path)
-        if raw is None:
-            raw = open_input(self.path, root)
-        self.raw = raw
+        self.raw = raw = open_input(self.path, root) if raw is None else raw
         self.compressed = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
         if self.compressed:
-            gzip_file, self.errors = _gzip_reader()
+            module, self.errors = fast_zlib()
+            gzip_file: Any = gzip.GzipFile
+            if module is not zlib:  # zlib-ng's: the same bytes and errors, a reader in C
+                from zlib_ng import gzip_ng
+                gzip_file = gzip_ng.GzipFile
             self.file = gzip_file(fileobj=raw, mode="rb")
             self.errors += _GZIP_ERRORS
         else:
@@ -290,8 +239,7 @@ class InputFile:
             raise CorruptData(self.path, f"not a valid {self.kind} stream ({e})") from None
 
     def read_exact(self, n: int, what: str) -> bytes:
-        """Exactly n bytes, or a FormatError saying which part (`what`, e.g. "header")
-        is truncated."""
+        """Exactly n bytes, or a FormatError saying which part (`what`) is truncated."""
         data = self.read(n)
         if len(data) != n:
             raise Truncated(self.path, f"truncated {what}: expected {n} bytes, "
@@ -299,8 +247,7 @@ class InputFile:
         return data
 
     def readinto_full(self, buffer: Any) -> int:
-        """Fill a writable buffer (a numpy array's memory) as far as the data goes;
-        returns the number of bytes filled (short only at the end of the data)."""
+        """Fill a writable buffer as far as the data goes; returns the bytes filled."""
         view = memoryview(buffer)
         if view.nbytes == 0:  # cast() refuses views with a zero in their shape
             return 0
@@ -341,26 +288,20 @@ class InputFile:
 _HASH_OUTPUTS = ContextVar("mnistconv_hash_outputs", default=True)
 
 
-@contextmanager
-def unhashed_outputs() -> Iterator[None]:
-    """Within this block, files written through HashingWriter or described by
-    output_file_info() are not hashed: their OutputFile.sha256 is None. For callers
-    that will not show the hashes: the command line with -q and neither --json nor
-    --sha256sums (SHA-256 is a noticeable share of a conversion: benchmarks/README.md).
-    Hashes are on by default.
+def unhashed_outputs() -> ContextManager[None]:
+    """Within this block, written files are counted, not hashed (OutputFile.sha256 is
+    None): for callers that will not show the hashes.
 
         with unhashed_outputs():
             mnistconv.write(ds, "out.tfrecord", "tfrecord")  # files' sha256: None
     """
-    with hashed_outputs(False):
-        yield
+    return hashed_outputs(False)
 
 
 @contextmanager
 def hashed_outputs(on: bool = True) -> Iterator[None]:
-    """Within this block, written files are hashed (on=True) or only counted, whatever
-    an enclosing block said: for an output whose metadata needs its files' SHA-256
-    (Parquet's croissant.json), hashed as written rather than read back."""
+    """Within this block, written files are hashed (on=True) or only counted, whatever an
+    enclosing block said (metadata that needs SHA-256 gets it as written)."""
     token = _HASH_OUTPUTS.set(on)
     try:
         yield
@@ -369,9 +310,7 @@ def hashed_outputs(on: bool = True) -> Iterator[None]:
 
 
 class HashingWriter:
-    """Wraps a binary file: counts and hashes what is written, so writers can report
-    each output's size and SHA-256 without reading it back (only counts inside
-    unhashed_outputs())."""
+    """Wraps a binary file: counts and hashes what is written (see unhashed_outputs())."""
 
     def __init__(self, file: IO[bytes]):
         self.file = file
@@ -394,11 +333,9 @@ _DEFLATE_SLICE = 128 << 10
 
 
 class DeflateWriter:
-    """Deterministic deflate, level 9 (the same bytes whatever the write sizes), in a gzip
-    container or, with container="zlib", a ZLIB one. The gzip header is written here:
-    1f 8b 08 00, mtime 0, XFL 2, os_byte (3: the bytes of gzip.compress(data, 9, mtime=0)
-    and `gzip -9n`; 255: GDMNIST1's, which the published browser-v1 .bin.gz files carry).
-        w = DeflateWriter(f, os_byte=255); w.write(b"..."); w.close()  # f stays open"""
+    """Deterministic level-9 deflate (the same bytes whatever the write sizes) in a gzip
+    container (mtime 0, os_byte 3 as gzip.compress(data, 9, mtime=0); 255 as the
+    published GDMNIST1 .bin.gz files) or, with container="zlib", a ZLIB one."""
 
     def __init__(self, file: Any, container: str = "gzip", os_byte: int = 3):
         self.file, self.gzip, self.crc, self.size = file, container == "gzip", 0, 0
@@ -411,8 +348,7 @@ class DeflateWriter:
         if self.gzip:
             self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
         view = memoryview(data).cast("B")
-        # A slice at a time: Ctrl-C is handled between two calls into zlib, and one call
-        # on a whole batch at level 9 kept a run going long after it.
+        # A slice at a time, so Ctrl-C is handled between two calls into zlib.
         for at in range(0, len(view), _DEFLATE_SLICE):
             self.file.write(self.pending + self.zlib.compress(view[at:at + _DEFLATE_SLICE]))
             self.pending = b""
@@ -435,9 +371,8 @@ def sha256_file(path: str, chunk: int = 1 << 20) -> str:
 
 def output_file_info(path: str, writer: Optional[HashingWriter] = None,
                      staged: Optional[str] = None) -> "OutputFile":
-    """OutputFile for a written file: from the writer's running hash when there is one
-    (sha256 None inside unhashed_outputs()), else read from `staged`, where the file is
-    until its commit (which one_commit() may hold back), or path."""
+    """OutputFile for a written file: from the writer's running hash, else read from
+    `staged` (where it is until its commit) or path."""
     from .records import OutputFile
     if writer is not None:
         return OutputFile(str(path), writer.bytes, writer.sha256())
@@ -447,8 +382,7 @@ def output_file_info(path: str, writer: Optional[HashingWriter] = None,
 
 
 def write_text_output(path: str, text: str, force: bool = False) -> "OutputFile":
-    """A small text output (a card, croissant.json) written whole: staged and renamed,
-    refused over an existing file without force. Its OutputFile."""
+    """A small text output written whole (staged), refused if it exists without force."""
     with StagedOutput(force) as out:
         staged = out.file(path)
         with open(staged, "w", encoding="utf-8") as f:

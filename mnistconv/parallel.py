@@ -1,36 +1,17 @@
 """The parallel encoder every sharded writer plugs into, and its reader-side twin.
 
-A writer hands ParallelEncoder a task (an object with encode(images, labels, indices)
--> (bytes, counters)) and the pieces of a split (consecutive records, numpy arrays);
-it gets back each piece's encoded bytes in the pieces' order, computed on N workers.
-The bytes never depend on the number of workers or on how the work was cut, because
-each piece is encoded on its own and appended in order. ordered_map() is the same for
-readers: decode batches of JPEG/PNG on every core, results in order.
+ParallelEncoder encodes consecutive pieces of a split with a task's encode(images,
+labels, indices) -> (bytes, counters) and yields the results in the pieces' order, so the
+bytes never depend on the worker count. ordered_map() does the same for readers.
 
-How the work runs, and when a process is forked (DESIGN.md rule 11: the library is a
-good guest in someone else's process):
-- workers=1 (the library's default): in the caller's thread. Nothing is started.
-- workers=N > 1: a concurrent.futures.ThreadPoolExecutor of N threads. Safe in any host
-  (a notebook kernel, a web server, a data loader with threads of its own). Pillow and
-  simplejpeg release the GIL while they code JPEG and PNG, as zlib, hashlib and
-  numpy's copies do; the rest holds it, so threads gain most when decoding (reading)
-  and little when framing records (writing: see below).
-- processes=True and workers > 1 (what the mnistconv command line passes, and only it
-  by default): forked worker processes fed through pipes, the pixels and the encoded
-  bytes in memory shared with the parent. This is the only place mnistconv forks. It
-  calls gc.freeze() in the parent while the workers live (so their inherited objects
-  are never touched by a collection: no copy-on-write faults), and the workers (never
-  the parent) reset SIGINT/SIGTERM and tune malloc (process.reuse_freed_memory). A
-  caller passes processes=True only for a process it owns whose other threads, if
-  any, hold no lock a worker needs (the command line's only other thread is its
-  progress display).
-
-Why the hand-made pool is kept (for the command line only): threads gain little
-because framing and the Example splicing hold the GIL (only the JPEG coding releases
-it); the executors' processes pay for pickling every chunk both ways, and spawn and
-forkserver for importing numpy, Pillow and protobuf again in each worker (figures in
-benchmarks/README.md). So the library uses threads when asked for workers (safe
-anywhere), and the command line, which owns its process, the fork pool.
+The library is a good guest (DESIGN.md rule 11): workers=1 runs in the caller's thread,
+workers=N in N threads, safe in any host. Only processes=True (what the command line
+passes, for a process it owns) forks workers fed through pipes, pixels and encoded bytes
+in shared memory: framing and Example splicing hold the GIL, so threads gain little when
+writing, and executors' processes pay for pickling every chunk and, under spawn or
+forkserver, for importing numpy, Pillow and protobuf again (benchmarks/README.md).
+The parent calls gc.freeze() while workers live (no copy-on-write faults); the workers
+reset SIGINT/SIGTERM and tune malloc (process.reuse_freed_memory).
 """
 
 import os
@@ -42,31 +23,22 @@ import numpy as np
 from .errors import MnistconvError
 from .limits import MAX_WORKERS, count_in_range, default_workers
 
-# How many counters a task's encode() returns (summed or maxed by the caller: they
-# cross the workers' pipes as fixed-size integers).
+# How many counters a task's encode() returns (they cross the pipes as fixed-size ints).
 COUNTERS = 3
 
 
 def check_workers(value, option="--workers") -> int:
-    """A worker count: None means one per usable core (at most MAX_WORKERS); else
-    1..MAX_WORKERS, or a usage error.
-
-        check_workers(None)  # 2 on a 2-core machine
-    """
+    """A worker count: None means one per usable core; else 1..MAX_WORKERS or a usage error."""
     if value is None:
         return default_workers()
     return count_in_range(value, option, MAX_WORKERS)
 
 
 def ordered_map(function, items, workers=1):
-    """function(item) for each item, yielded in the items' order, computed on `workers`
-    threads with at most workers + 1 items in flight (every worker busy while the
-    caller takes the oldest result; memory stays bounded by that many). With one
-    worker, plainly in this thread. An exception is raised where its item's result
-    would have been yielded.
+    """function(item) for each item, in order, on `workers` threads with at most
+    workers + 1 items in flight; an item's exception is raised where its result would be.
 
-        for images in ordered_map(decode, batches_of_jpegs, workers=2):
-            ...
+        for images in ordered_map(decode, batches_of_jpegs, workers=2): ...
     """
     if workers <= 1:
         for item in items:
@@ -89,20 +61,12 @@ def ordered_map(function, items, workers=1):
 
 
 class ParallelEncoder:
-    """Encodes pieces of records on `workers` workers, in order (see the module
-    docstring for threads against processes).
+    """Encodes pieces of records on `workers` workers, in order.
 
-    tasks: every task encode() will be given (a forked worker finds its task by its
-    number in this list: tasks are inherited, never pickled). A task has
-    encode(images, labels, indices) -> (bytes, counters), slot_shape (one record's
-    pixels as encode() takes them fastest) and fill(out, images) (copy a piece's images
-    into an array of that shape, e.g. padding them). record_bytes: the largest
-    slot_shape's size; chunk: the most records in one piece.
-
-        with ParallelEncoder([task], workers=2) as encoder:
-            for key, n, data, counters in encoder.encode(task, pieces):
-                outputs[key].write(data)
-    """
+    tasks: every task encode() will be given (forked workers inherit them, by number). A
+    task has encode(images, labels, indices) -> (bytes, counters), slot_shape (one record's
+    pixels as encode() takes them) and fill(out, images). record_bytes: the largest
+    slot_shape's size; chunk: the most records in one piece."""
 
     def __init__(self, tasks, workers=1, processes=False, record_bytes=0, chunk=1000,
                  total=None):
@@ -116,22 +80,20 @@ class ParallelEncoder:
             self.pool = _ForkPool(self.workers, self.tasks, record_bytes, chunk, total)
 
     def encode(self, task, pieces):
-        """Yield (key, records, bytes, counters) for each piece (key, images, labels,
-        indices), in order. The bytes may be a view into shared memory, valid until the
-        next item is requested."""
+        """(key, records, bytes, counters) for each piece (key, images, labels, indices),
+        in order; the bytes may be a view valid until the next item."""
         if self.pool is not None:
             yield from self.pool.run(task, pieces)
             return
 
         def encode(piece):
-            """One piece through the task, in whichever thread runs it."""
             key, images, labels, indices = piece
             data, counters = task.encode(images, labels, indices)
             return key, len(labels), data, counters
         yield from ordered_map(encode, pieces, self.workers)
 
     def close(self, finished=True):
-        """Let forked workers leave (or kill them after a failure) and wait for them."""
+        """Let forked workers leave (or kill them after a failure) and reap them."""
         if self.pool is not None:
             self.pool.close(finished)
             self.pool = None
@@ -145,11 +107,8 @@ class ParallelEncoder:
 
 
 class _SharedSlots:
-    """Memory the parent and its forked workers share, one slot per piece in flight:
-    the parent copies a piece's labels, indices and pixels in, the worker leaves its
-    encoded bytes there, and the parent appends them to the output straight from the
-    slot. Only a slot number goes through the workers' pipes (part files cost a create,
-    a write, a read and an unlink per piece; pickled arrays a copy and a pipe write)."""
+    """Memory shared with forked workers, one slot per piece in flight (labels, indices,
+    pixels in; encoded bytes out), so only a slot number crosses the pipes."""
 
     def __init__(self, slots, chunk, pixel_bytes, output_bytes):
         import mmap
@@ -171,8 +130,7 @@ class _SharedSlots:
         return pixels, labels, indices
 
     def put_output(self, slot, data):
-        """Worker side: the length of data once stored in the slot, or data itself when
-        it does not fit (records far larger than estimated travel through the pipe)."""
+        """Worker side: data's length once stored in the slot, or data if it does not fit."""
         if len(data) > self.output_bytes:
             return data
         start = (slot + 1) * self.slot_bytes - self.output_bytes
@@ -196,13 +154,9 @@ class _SharedSlots:
 
 
 class _ForkPool:
-    """Forked worker processes, each fed through a pipe of its own: a job is 12 bytes
-    (task, slot, record count), a reply 8 + 8 x (1 + COUNTERS) (how the output came back,
-    its length, the counters). Piece k goes to worker k mod N and the replies are read
-    in piece order. (multiprocessing.Pool did the same with three threads, pickling and
-    an import of its own.) Workers inherit
-    the parent's imports, the tasks and the shared slots; they leave when their pipe
-    closes, or are killed when the conversion fails."""
+    """Forked workers, each fed through its own pipe (a job: task, slot, record count; a
+    reply: kind, length, counters). Piece k goes to worker k mod N, replies are read in
+    piece order; workers leave when their pipe closes, or are killed on failure."""
 
     _JOB = struct.Struct("<iiI")
     _REPLY = struct.Struct("<iQ" + "Q" * COUNTERS)  # kind: 0 in the slot, 1 follows, 2 error
@@ -210,12 +164,10 @@ class _ForkPool:
     def __init__(self, count, tasks, record_bytes, chunk, total=None):
         import gc
         self.tasks = list(tasks)
-        # Once this many records are handed out, the job pipes close: each worker
-        # leaves after its last job, while the parent still takes the last results
-        # (a worker's exit otherwise delays the end of the conversion).
+        # Once this many records are handed out the job pipes close, so workers exit
+        # while the parent still takes the last results.
         self.total, self.records = total, 0
-        # Output room per record: a JPEG or PNG of noise stays under twice the pixels,
-        # and a record's framing and headers under 2 KB.
+        # Output room per record: a JPEG/PNG of noise stays under twice the pixels.
         self.shared = _SharedSlots(2 * count, chunk, chunk * record_bytes,
                                    chunk * (2 * record_bytes + 2048))
         self.slots = 2 * count  # two pieces in flight per worker keeps every core busy
@@ -251,16 +203,14 @@ class _ForkPool:
         self.children.append([pid, job_write, reply_read])
 
     def _serve(self, jobs, replies):
-        """The worker's loop, until its job pipe closes."""
         import gc
         import pickle
         import signal
-        # SIGTERM kills (the CLI turns it into an exception, which here would only run
-        # the parent's clean-up a second time); Ctrl-C is the parent's to handle.
+        # SIGTERM kills (as an exception it would rerun the parent's clean-up); Ctrl-C
+        # is the parent's.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        # Workers make no reference cycles; collections would only walk (and
-        # copy-on-write) the objects inherited from the parent.
+        # Collections would only walk (and copy) the objects inherited from the parent.
         gc.disable()
         from .process import reuse_freed_memory
         reuse_freed_memory()
@@ -317,8 +267,7 @@ class _ForkPool:
         return self.shared.output(slot, length if kind == 0 else extra), tuple(counters)
 
     def run(self, task, pieces):
-        """Encode pieces (key, images, labels, indices) on the workers; yield (key,
-        records, bytes, counters) in order."""
+        """ParallelEncoder.encode on the workers."""
         pieces = iter(pieces)
         free_slots = deque(range(self.slots))
         pending = deque()  # (key, slot, records, result if encoded here) in order
@@ -329,8 +278,7 @@ class _ForkPool:
                 return False
             key, images, labels, indices = piece
             if self.children[self.submitted % len(self.children)][1] < 0:
-                # More records than the total announced (the job pipes are closed):
-                # encoded here, slower but the same bytes.
+                # More records than announced (the pipes are closed): encoded here.
                 pending.append((key, None, len(labels),
                                 task.encode(images, labels, indices)))
                 return True
@@ -354,17 +302,15 @@ class _ForkPool:
             submit()
 
     def _died(self, pid):
-        """The error for a worker that is gone; it is reaped here, so close() must
-        neither signal nor wait for its pid again (it may belong to another process
-        by then)."""
+        """The error for a worker that is gone, reaped here (close() skips its pid, which
+        may be another process's by then)."""
         status = _exit_status(pid)
         self.gone.add(pid)
         return MnistconvError(None, f"a worker process ended unexpectedly ({status})",
                               "run it again; if it recurs, check free memory or pass --workers 1")
 
     def close(self, finished):
-        """Let the workers leave (their pipes close) or, after a failure, kill them;
-        wait for them either way, then free the slots."""
+        """Let the workers leave or, after a failure, kill them; reap them, free the slots."""
         import gc
         import signal
         for pid, jobs, replies in self.children:

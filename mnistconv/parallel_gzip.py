@@ -1,24 +1,14 @@
-"""Deflate on several cores, in one standard gzip file (the way pigz does it), with threads.
+"""Deflate on several cores into one standard gzip file, the way pigz does, with threads.
 
-Level-9 deflate of MNIST's training images takes as long on one core as `gzip -9`.
-The data is cut into fixed BLOCK-byte blocks; each is deflated on its own, primed with
-the 32 KiB before it as a preset dictionary (so a match may still reach back across the
-cut, as in one long stream), and ended with a sync flush (an empty stored block that
-brings the stream to a byte boundary) except the last, which ends the stream. Put end
-to end, the blocks are one valid raw deflate stream, wrapped in a gzip header (no name,
-mtime 0) and the trailer (CRC-32 and length of the data). Every gzip reader accepts it:
-gzip -t, zcat, Python's gzip module, zlib, browsers' DecompressionStream.
-
-The bytes depend only on the data and the level, never on the thread count or on how
-the data was handed to write(): blocks are cut at fixed offsets and each is deflated
-from the same input with the same dictionary. Data of at most one block is one deflate
-stream from start to end, the same bytes as gzip.compress(data, level, mtime=0) and
-`gzip -n`; longer data differs from those by the restarts at each cut (slightly
-larger: benchmarks/README.md).
+The data is cut into fixed BLOCK-byte blocks, each deflated on its own, primed with the
+32 KiB before it as a preset dictionary and ended with a sync flush (the last ends the
+stream): end to end, one valid raw deflate stream that every gzip reader accepts, in a
+gzip header (mtime 0) and trailer. The bytes depend only on the data and the level,
+never on the thread count or the write sizes; data of one block or less gives the bytes
+of gzip.compress(data, level, mtime=0).
 
 Threads, not processes: zlib's deflate releases the GIL, and a library must not fork.
-The pool is made only once a second block begins (a labels file never starts a thread),
-and at most 2 blocks per thread are in flight, so memory stays a few MiB.
+The pool starts only with a second block, and at most 2 blocks per thread are in flight.
 """
 
 import collections
@@ -43,27 +33,17 @@ def check_level(level, where=None):
     return level
 
 
-def gzip_header(level) -> bytes:
-    """ID1 ID2 CM=8 FLG=0 MTIME=0 XFL OS: what zlib writes for gzip.compress(..., mtime=0)
-    (XFL 2 for level 9, 4 for level 1, else 0)."""
-    xfl = 2 if level == 9 else 4 if level == 1 else 0
-    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + bytes([xfl, _OS_UNIX])
-
-
 def deflate_block(block, dictionary, level, last) -> bytes:
-    """One block as raw deflate, primed with dictionary (the 32 KiB before it; empty for
-    the first block), ended by a sync flush or, for the last, the end of the stream."""
-    if dictionary:
-        c = zlib.compressobj(level, zlib.DEFLATED, -15, zdict=dictionary)
-    else:
-        c = zlib.compressobj(level, zlib.DEFLATED, -15)
+    """One block as raw deflate, primed with dictionary (the 32 KiB before it), ended by a
+    sync flush or, for the last, the end of the stream."""
+    options = {"zdict": dictionary} if dictionary else {}
+    c = zlib.compressobj(level, zlib.DEFLATED, -15, **options)
     return c.compress(block) + c.flush(zlib.Z_FINISH if last else zlib.Z_SYNC_FLUSH)
 
 
 class ParallelGzipWriter:
-    """A file-like sink: write(data) many times, then close() once (which writes the
-    trailer but does not close the underlying file). Usable as a context manager: an
-    exception in the body abandons the queued blocks and writes no trailer."""
+    """A file-like sink: write() many times, then close() (the trailer; the file stays
+    open). As a context manager, an exception abandons the queued blocks."""
 
     def __init__(self, file, level=DEFAULT_LEVEL, threads=None, block_size=BLOCK):
         self.file = file
@@ -72,22 +52,21 @@ class ParallelGzipWriter:
         self.block_size = block_size
         self.pending = bytearray()
         self.previous = b""  # the last WINDOW bytes of the block before
-        self.crc = 0
-        self.size = 0
+        self.crc = self.size = 0
         self.queue = collections.deque()  # futures of deflated blocks, in file order
         self.pool = None
         self.closed = False
-        file.write(gzip_header(self.level))
+        # The header zlib writes for gzip.compress(..., mtime=0): XFL by level.
+        xfl = 2 if self.level == 9 else 4 if self.level == 1 else 0
+        file.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00" + bytes([xfl, _OS_UNIX]))
 
     def write(self, data):
-        """Take data (any bytes-like object); full blocks go to the threads as they
-        fill. Returns the number of bytes taken, as a file's write does."""
+        """Take data (bytes-like); full blocks go to the threads. Returns its length."""
         self.crc = zlib.crc32(data, self.crc)
         n = len(memoryview(data).cast("B"))
         self.size += n
         self.pending += data
-        # Cut only when data lies beyond the block: the block that turns out to be the
-        # last one must end the stream, and that is known only at close().
+        # Cut only when data lies beyond the block: the last block must end the stream.
         while len(self.pending) > self.block_size:
             block = bytes(self.pending[:self.block_size])
             del self.pending[:self.block_size]
@@ -111,8 +90,7 @@ class ParallelGzipWriter:
             self.file.write(self.queue.popleft().result())
 
     def close(self):
-        """Deflate the last block, write every block in order and the trailer; the
-        file under it stays open. A second call does nothing."""
+        """Write every block in order and the trailer (once); the file stays open."""
         if self.closed:
             return
         self.closed = True
@@ -126,10 +104,8 @@ class ParallelGzipWriter:
             self._shutdown()
 
     def abort(self):
-        """Drop what is queued (the output is being thrown away) and return without
-        waiting: a block being deflated ends on its thread, and nothing writes it (at
-        level 9 on a loaded machine one block took seconds, and Ctrl-C waited for
-        them all)."""
+        """Drop what is queued and return without waiting for blocks being deflated (Ctrl-C
+        must not wait for them)."""
         self.closed = True
         self.queue.clear()
         self._shutdown(wait=False)

@@ -1,36 +1,14 @@
-"""Shard plans: a sharded conversion as a list of independent tasks, run in any order,
-on any machines, resumed after a crash, with the same bytes as one local run.
+"""Shard plans: a sharded conversion as independent tasks, run in any order, on any
+machines, resumed after a crash, with the same bytes as one local run.
 
-A plan is decided from the input's headers alone: for each split, its count cut into
-shards by shards.shard_bounds (the cut the local writer makes), one task per shard:
-
-    {"task": 3, "split": "train", "start": 30000, "stop": 45000,
-     "shard": "mnist-train.tfrecord-00003-of-00004"}
-
-Its hash covers the format, the options that change bytes (not workers), each split's
-count, shape, dtype, class names and the SHA-256 of its labels and original indices
-(cheap: one value per example; the pixels are not read to plan), and the tasks. A task
-writes its shard with the format's ShardedWrite (mnistconv.contract), staged
-and committed alone (staging.StagedOutput), then notes the shard's name, bytes and
-SHA-256 in the set's progress record: a hidden JSON file beside the output,
-`.<output name>.mnistconv-plan.json`, read and rewritten under a lock on its folder
-(flock: concurrent tasks on one machine, or on a shared file system that honours it).
-
-A record of another plan is refused (a different input, options or shard count would
-mix two sets) unless force. resume=True keeps a shard only when it is in the record and
-its file, hashed again from disk, matches; every other shard of the task is redone.
-The task that completes the set finishes it: every shard is hashed again from disk
-and, when all match, the format's finishing step runs (plain TFRecord has none: the
-shards are the output; with force, the base's other shard sets are removed) and the
-record is marked finished. The record stays, so a later --resume is a check that
-changes nothing.
-
-Formats that plan are those whose spec names a sharded write (mnistconv.contract);
-this module names none. A shard's records are a RangeSplit of its split (below), so a
-format's per-split encoding code writes one shard as it writes a split. Not planned:
-WebDataset cut by bytes and a TFDS shard count that follows the encoded size when the
-headers cannot decide it (both say to give a count instead), and the single-file
-formats (nothing to cut).
+A plan, decided from the headers alone, has one task per shard of the format's
+ShardedWrite (mnistconv.contract); its hash covers the format, the options that change
+bytes, each split's header, labels and indices (not the pixels), and the tasks. A task
+writes its shard staged, then notes its bytes, SHA-256 and counters in the progress
+record `.<output>.mnistconv-plan.json` beside the output, under a flock on its folder.
+A record of another plan is refused unless force; resume keeps a shard whose file,
+hashed again, matches. The task that completes the set checks every shard and finishes
+it once; a later --resume changes nothing. This module names no format.
 """
 
 import contextlib
@@ -43,15 +21,15 @@ import numpy as np
 
 from .contract import ShardedWrite, checked_options, prepare_write
 from .errors import BadOption, FormatError, UsageError
-from .fileio import StagedOutput
+from .fileio import StagedOutput, sha256_file
 from .limits import parse_json
 from . import budget
 from .records import DEFAULT_BATCH, Batch, Split
-from .staging import staging_prefix
+from .staging import exists_error, staging_prefix
 
 PLAN_VERSION = 1
 RECORD_SUFFIX = ".mnistconv-plan.json"
-# Write options that change how fast, never what is written: not part of a plan.
+# Write options that change how fast, never what is written.
 _NOT_PLANNED = ("workers", "processes")
 
 
@@ -62,14 +40,8 @@ def sharded(dataset, path, plan, workers=1, processes=False) -> ShardedWrite:
 
 
 class RangeSplit(Split):
-    """Records start..stop of a split as a split of their own (a shard's records), for
-    a format's per-split code to write one shard: the header's count is the range's,
-    batches() read only the range when the split can seek (take), else read the split
-    up to stop and skip what comes before start.
-
-        shard = RangeSplit(split, 30000, 45000)
-        shard.header.count  # 15000
-    """
+    """Records start..stop of a split as a split of their own (a shard's records), read
+    with take() when the split can seek, else read up to stop."""
 
     def __init__(self, split, start, stop):
         super().__init__(split.name, split.header.with_(count=stop - start))
@@ -77,7 +49,6 @@ class RangeSplit(Split):
         self.seekable = type(split).take is not Split.take
 
     def batches(self, batch_size=DEFAULT_BATCH):
-        """The range's records, in order, at most batch_size at a time."""
         start, stop = self.start, self.stop
         batch_size = budget.rows(self.header, batch_size)
         if self.seekable:
@@ -98,11 +69,9 @@ class RangeSplit(Split):
                 return
 
     def labels(self):
-        """The range's labels."""
         return np.asarray(self.split.labels())[self.start:self.stop]
 
     def indices(self):
-        """The range's original indices."""
         return np.asarray(self.split.indices(), np.int64)[self.start:self.stop]
 
     def num_classes(self):
@@ -111,14 +80,9 @@ class RangeSplit(Split):
 
 
 class InputSpec:
-    """How every task opens the same input (picklable, for Beam workers): the path,
-    its format, read options, a selection (keyword arguments of stream.select) and the
-    read-side limits in effect where it is made (--max-image-size, --timeout), which a
-    worker, starting with the defaults, must apply as the launcher does.
-
-        spec = InputSpec("data/mnist", "idx")
-        dataset = spec.open()
-    """
+    """How every task opens the same input (picklable, for Beam workers): path, format,
+    read options, a selection (stream.select's keywords) and the read-side limits in
+    effect where it is made (--max-image-size, --timeout), applied by every worker."""
 
     def __init__(self, path, format=None, read_options=None, select=None, limits=None):
         from . import limits as cap, remote
@@ -128,8 +92,7 @@ class InputSpec:
             "max_image_pixels": cap.MAX_IMAGE_PIXELS, "timeout": remote.current_timeout()}
 
     def open(self):
-        """The dataset, read and selected under the spec's limits (the image size cap
-        stays set in this process: a task decodes its images after open)."""
+        """The dataset, read and selected under the spec's limits (the image cap stays set)."""
         import mnistconv
         from . import remote
         from .limits import set_max_image_pixels
@@ -143,8 +106,7 @@ class InputSpec:
 
 
 def _digest(array):
-    # Hashed in place, a million at a time: tobytes() copied 5M labels and indices whole
-    # (a --plan's peak grew with the number of images).
+    # Hashed in place, a million at a time: memory stays flat however many images.
     array = np.ascontiguousarray(array)
     digest = hashlib.sha256(array.dtype.str.encode())
     flat = array.reshape(-1)
@@ -153,27 +115,17 @@ def _digest(array):
     return digest.hexdigest()
 
 
-def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
 def make_plan(dataset, path, format_name, options) -> dict:
-    """The plan of writing dataset to path as format_name with options (see the module
-    docstring); nothing is written. plan["output"] is path as write() names it (`out`
-    is the folder `out/`, a .gz suffix selects gzip): the path prepare, run_task and
-    finish take.
-
-        plan = make_plan(mnistconv.read("data/mnist"), "m.tfrecord", "tfrecord",
-                         {"shards": 4})
-        [t["shard"] for t in plan["tasks"]][:1]  # ['m-train.tfrecord-00000-of-00004']
-    """
+    """The plan of writing dataset to path as format_name with options; nothing is
+    written. plan["output"] is path as write() names it: what prepare, run_task and
+    finish take."""
     from . import registry
     # write()'s rule for output names, so every runner writes the local run's tree.
     path, resolved = checked_options(registry.get(format_name), path, options)
     job = prepare_write(format_name, dataset, path, resolved)
     defaults = {o.name: o.default for o in registry.get(format_name).write_options}
-    # Only what differs from the format's defaults: the library's call and the command
-    # line's (which passes every default) plan the same conversion with the same hash.
+    # Only what differs from the defaults: the library's call and the command line's
+    # (every default passed) get the same hash.
     options = {k: v for k, v in sorted(vars(job.options).items()) if k not in _NOT_PLANNED
                and v is not None and v is not False and v != defaults.get(k)}
     splits, tasks = {}, []
@@ -194,7 +146,8 @@ def make_plan(dataset, path, format_name, options) -> dict:
                       "shard": os.path.relpath(os.path.abspath(target.path), folder)})
     plan = {"mnistconv_plan": PLAN_VERSION, "format": format_name, "options": options,
             "splits": splits, "tasks": tasks}
-    plan["hash"] = hashlib.sha256(_canonical(plan)).hexdigest()
+    canonical = json.dumps(plan, sort_keys=True, separators=(",", ":")).encode()
+    plan["hash"] = hashlib.sha256(canonical).hexdigest()
     plan["output"] = str(path)  # where, not what: not hashed (machines mount differently)
     return plan
 
@@ -207,8 +160,7 @@ def record_path(path) -> str:
 
 @contextlib.contextmanager
 def _locked(folder):
-    """An exclusive flock on folder while the record is read and rewritten (never held
-    while StagedOutput commits: it locks the same folder)."""
+    """An exclusive flock on folder (never held while StagedOutput commits: it locks it too)."""
     import fcntl
     os.makedirs(folder, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
@@ -220,10 +172,8 @@ def _locked(folder):
 
 
 def _read_record(path, size):
-    """The progress record, None when there is none. A damaged one (not JSON, nested
-    past the recursion limit, fields of the wrong type) trusts no shard: {} when its
-    plan cannot be told, else its plan with the entries that are not whole dropped
-    (their shards are redone). size: how many counters a whole entry holds."""
+    """The progress record, None when there is none; of a damaged one, {} when its plan
+    cannot be told, else the record without its broken entries (size: counters each)."""
     try:
         with open(path, "rb") as f:
             record = parse_json(f.read(), path)
@@ -235,14 +185,12 @@ def _read_record(path, size):
         return {}
     shards = record.get("shards")
     record["shards"] = {name: entry for name, entry in shards.items()
-                        if _whole(entry, size)} \
-        if isinstance(shards, dict) else {}
+                        if _whole(entry, size)} if isinstance(shards, dict) else {}
     return record
 
 
 def _whole(entry, counters) -> bool:
-    """A shard's entry as run_task writes it: bytes, SHA-256 and `counters` whole
-    numbers (what the format's stats and finish read)."""
+    """A shard's entry as run_task writes it: bytes, SHA-256 and `counters` numbers."""
     def number(n):
         return type(n) is int and n >= 0
     return isinstance(entry, dict) and number(entry.get("bytes")) and \
@@ -262,32 +210,23 @@ def _write_record(path, record):
 
 def file_sha256(path):
     """(bytes, SHA-256) of a file on disk, or None when it cannot be read."""
-    digest, size = hashlib.sha256(), 0
     try:
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                digest.update(block)
-                size += len(block)
+        return os.path.getsize(path), sha256_file(path)
     except OSError:
         return None
-    return size, digest.hexdigest()
 
 
 def _intact(folder, name, entry) -> bool:
     """A recorded shard whose file, hashed again from disk, is what was recorded."""
-    if not isinstance(entry, dict):
-        return False
-    return file_sha256(os.path.join(folder, name)) == (entry.get("bytes"),
-                                                        entry.get("sha256"))
+    return isinstance(entry, dict) and file_sha256(os.path.join(folder, name)) == (
+        entry.get("bytes"), entry.get("sha256"))
 
 
 def _recognised(dataset, path, plan, folder):
-    """{shard name: record entry} when every shard of the plan is on disk, with no
-    record, and each is exactly what its task writes (written again beside it to a
-    temporary, compared by size and SHA-256, the temporary removed): the complete output
-    of a plain run of the same conversion, which --resume then keeps. None when a shard
-    is missing; a shard that differs is refused in one line (another input or other
-    options wrote it)."""
+    """{shard name: record entry} when, with no record, every shard of the plan is on disk
+    and is what its task writes (written again to a temporary and compared): a plain
+    run's output, which --resume keeps. None when a shard is missing; one that differs
+    is refused."""
     names = [t["shard"] for t in plan["tasks"]]
     if not all(os.path.isfile(os.path.join(folder, n)) for n in names):
         return None
@@ -310,22 +249,16 @@ def _recognised(dataset, path, plan, folder):
 
 
 def prepare(dataset, path, plan, *, force=False, resume=False):
-    """Before any task writes: refuse a record of another plan (or, with force, start
-    over), refuse shard files or other shard sets that no record of this plan owns
-    (unless force, or resume finds them to be this plan's complete output: see
-    _recognised), and create the record. Returns the record's path."""
+    """Before any task writes: refuse a record of another plan and files no record of
+    this plan owns (unless force, or resume recognises them), and create the record.
+    Returns the record's path."""
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     job = sharded(dataset, path, plan)
     with _locked(folder):
         record = _read_record(rpath, job.counters.size())
-        if record is None and resume and not force:
-            found = _recognised(dataset, path, plan, folder)
-            if found is not None:
-                _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan,
-                                      "shards": found, "finished": False,
-                                      "force": False})
-                return rpath
+        found = _recognised(dataset, path, plan, folder) \
+            if record is None and resume and not force else None
         if record is not None and record.get("plan_hash") != plan["hash"] and not force:
             if not record:
                 raise UsageError(rpath, "is damaged: it names no plan whose progress it "
@@ -336,27 +269,24 @@ def prepare(dataset, path, plan, *, force=False, resume=False):
                                     "or shard count", "run the same conversion, or use "
                                     "--force to start over")
         if record is None or record.get("plan_hash") != plan["hash"]:
-            if not force:
-                from .staging import exists_error
+            if not force and found is None:
                 for target in [os.path.join(folder, t["shard"]) for t in plan["tasks"]] \
                         + job.metadata_targets():
                     if os.path.lexists(target):
                         raise exists_error(target)
                 if job.stale:
                     raise exists_error(job.stale[0])
-            _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan, "shards": {},
-                                  "finished": False, "force": bool(force)})
+            _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan,
+                                  "shards": found or {}, "finished": False, "force": bool(force)})
     return rpath
 
 
 def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=False):
-    """Run task `number` of the plan: keep its shard when resuming and the shard is
-    recorded and intact, else write it (staged, committed) and record it. Returns
-    ("kept" or "written", OutputFile-like dict)."""
-    task = plan["tasks"][number]
+    """Run task `number`: keep its shard when resuming and it is recorded and intact, else
+    write and record it. Returns ("kept" or "written", OutputFile-like dict)."""
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
-    name = task["shard"]
+    name = plan["tasks"][number]["shard"]
     job = sharded(dataset, path, plan, workers, processes)
     # As the user named the output (a TFRecord shard beside it, Parquet's inside it).
     shown = os.path.relpath(os.path.join(folder, name)) \
@@ -369,11 +299,9 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
         entry = record.get("shards", {}).get(name)
     if resume and _intact(folder, name, entry):
         return "kept", {"path": shown, **entry}
-    # The record says this set is ours: a shard of it on disk (a killed task's, or a
-    # tampered one) is replaced.
+    # The record says this set is ours: a shard of it on disk is replaced.
     with StagedOutput(force=True) as staged:
-        written, counters = job.write_shard(number,
-                                            staged.file(os.path.join(folder, name)))
+        written, counters = job.write_shard(number, staged.file(os.path.join(folder, name)))
     entry = _entry(written, counters)
     with _locked(folder):
         record = _read_record(rpath, job.counters.size()) or {}
@@ -385,9 +313,8 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
 
 
 def finish(dataset, path, plan):
-    """If every shard of the plan is recorded, check each against its file (hashed
-    again from disk; a mismatch is dropped from the record, to be redone by --resume)
-    and finish the set once. Returns (finished, names of shards missing or bad)."""
+    """If every shard is recorded and its file matches (else it is dropped from the
+    record), finish the set once. Returns (finished, names of shards missing or bad)."""
     rpath = record_path(path)
     folder = os.path.dirname(rpath)
     job = sharded(dataset, path, plan)
@@ -416,19 +343,13 @@ def finish(dataset, path, plan):
 
 
 def metadata_files(dataset, path, plan) -> list:
-    """[{"path", "bytes", "sha256"}] of the files finishing wrote beside the shards
-    (TFDS' dataset_info.json ..., Parquet's README.md), as they are on disk now."""
-    files = []
-    for target in sharded(dataset, path, plan).metadata_targets():
-        found = file_sha256(target)
-        if found is not None:
-            files.append({"path": str(target), "bytes": found[0], "sha256": found[1]})
-    return files
+    """[{"path", "bytes", "sha256"}] of the files finishing wrote beside the shards."""
+    found = [(str(t), file_sha256(t)) for t in sharded(dataset, path, plan).metadata_targets()]
+    return [{"path": p, "bytes": f[0], "sha256": f[1]} for p, f in found if f is not None]
 
 
 def totals(dataset, path, plan) -> dict:
-    """The write stats of a finished set, from the recorded shards' counters merged (the
-    same stats one local write() reports)."""
+    """The write stats of a finished set, from the recorded shards' counters."""
     job = sharded(dataset, path, plan)
     record = _read_record(record_path(path), job.counters.size()) or {}
     shards = record.get("shards", {})
@@ -440,13 +361,12 @@ def totals(dataset, path, plan) -> dict:
 
 
 def _entry(written, counters) -> dict:
-    """A shard's entry in the record: bytes, SHA-256 and counters (a list)."""
     return {"bytes": written.bytes, "sha256": written.sha256,
             "counters": counters.as_list()}
 
 
 def _recorded(target, entry, job):
-    """A record's entry as ShardedWrite.finish() takes it: (OutputFile, Counters)."""
+    """A record's entry as ShardedWrite.finish() takes it."""
     from .records import OutputFile
     return (OutputFile(str(target), entry["bytes"], entry["sha256"]),
             job.counters.from_list(entry["counters"]))
@@ -454,9 +374,8 @@ def _recorded(target, entry, job):
 
 @dataclass(frozen=True)
 class Tasks:
-    """Which tasks of a plan a run takes, tasks task_index, task_index + num_tasks, ...
-    (every task by default), and how: resume keeps shards recorded and intact, force
-    starts over from another plan's record or replaces files no record owns."""
+    """Which tasks of a plan a run takes (task_index, task_index + num_tasks, ...) and
+    how: resume keeps intact shards, force starts over."""
 
     num_tasks: int = 1
     task_index: int = 0
@@ -465,11 +384,10 @@ class Tasks:
 
 
 def run(source, path, format_name, options, tasks=Tasks(), on_task=None) -> dict:
-    """Run the tasks of the plan that `tasks` names, then finish the set if it is
-    complete. source: an InputSpec or a Dataset; options: the write options (workers
-    and processes included: how the tasks encode). on_task(status, task, file dict) is
-    called after each task. Returns {"plan_hash", "tasks": [...], "finished": bool,
-    "missing": [...], "stats", "metadata": the files finishing wrote beside the shards}.
+    """Run the tasks `tasks` names, then finish the set if it is complete. source: an
+    InputSpec or a Dataset; options: the write options (workers included);
+    on_task(status, task, file dict) after each task. Returns {"plan_hash", "tasks",
+    "finished", "missing", "stats", "metadata"}.
 
         run(InputSpec("data/mnist"), "out/m.tfrecord", "tfrecord", {"shards": 4},
             Tasks(num_tasks=2, task_index=0))  # tasks 0, 2, 4, 6

@@ -1,33 +1,17 @@
-"""Remote paths (`s3://`, `gs://`, `memory://`, `https://`, anything fsspec knows), read
-and written with the same readers and writers as local files.
+"""Remote paths (`s3://`, `gs://`, `https://`, anything fsspec knows), read and written
+with the same readers and writers as local files.
 
-An input is copied a chunk at a time (memory stays bounded whatever its size) into a
-local spool folder in the temporary directory (TMPDIR), then read with the
-normal reader: a file, every file of a directory, the files a glob matches, or the name
-a writer was given (every file beside it whose name starts with its stem: its per-split
-files and shard sets). An input is refused before anything is copied when it holds
-more bytes than the spool folder has free, or more than MAX_REMOTE_FILES files, or when
-a listing (an HTTP page's links, a bucket's keys) names anything but a file or folder
-inside it: each name is data, checked like a name read from a file
-(limits.is_safe_file_name), so `../../x` never becomes a local path. Every listing and
-read is under a timeout without progress (timeout(), `--timeout`: 60 s). The spool
-is removed when the dataset read from it is no longer used (or the process
-exits); its name carries the pid (staging.staging_prefix), so a killed run's spool is
-removed by the next run. Messages and notes name the remote path, not the spool.
+An input (a file, a directory, a glob, or a writer's name with the files beside it) is
+copied a chunk at a time into a spool folder in TMPDIR and read there; it is refused
+first when it holds more bytes than the spool has free or more than MAX_REMOTE_FILES
+files, or when a listing names anything but a file inside it (listed names are data:
+`../../x` never becomes a local path). Every listing and read gives up after timeout()
+without progress. The spool goes with the dataset (its name carries the pid, for the
+next run to remove a killed run's); messages name the remote path, not the spool.
 
-An output is written with the normal writer into a local staging folder, then each file
-is uploaded: with one put where the store's put is atomic (S3, GCS, Azure: an object
-appears only when its upload completes), elsewhere under a temporary name beside the
-target which is then moved onto it. An interrupted upload leaves no object under the
-final name. An existing remote output is refused without force, as a local one is.
-On an object store the files of a set appear one by one (each whole), not all at once.
-
-    ds = mnistconv.read("s3://bucket/mnist.npz")
-    mnistconv.write(ds, "gs://bucket/shards/mnist.tfrecord", shards=4)
-
-fsspec is the `remote` extra (plus the store's own package: s3fs, gcsfs, aiohttp for
-https). S3 options come from fsspec's configuration, e.g. FSSPEC_S3_ENDPOINT_URL for
-an S3-compatible server and the usual AWS_* variables for credentials.
+An output is written locally, then each file uploaded with one put where the store's
+put is atomic (S3, GCS, Azure), elsewhere to a temporary name moved onto the target: no
+partial object under the final name. An existing output is refused without force.
 """
 
 import atexit
@@ -45,18 +29,18 @@ from urllib.parse import unquote
 from .errors import FormatError, MissingDependency, MnistconvError, NotFound, UsageError, redact
 from .limits import (MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
                      is_safe_file_name, printable)
+from .staging import (exists_error, is_staging_name, remove_dead_leftovers, signals_deferred,
+                      staging_prefix)
 
 CHUNK = 1 << 20
-# How much of a remote file is held at once: one read of READ bytes on input (CHUNK
-# over HTTP; a ranged read costs about four times its size in the S3 client);
-# on S3 output, each part of a multipart upload, UPLOAD_CONCURRENCY at a time.
+# How much of a remote file is held at once: READ bytes per ranged read (CHUNK over
+# HTTP); on S3 output, one multipart part, UPLOAD_CONCURRENCY at a time.
 READ = 4 << 20
 PART = 8 << 20
 UPLOAD_CONCURRENCY = 4
 # A scheme of two letters or more: `C://` stays a Windows drive.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
-# Stores whose single put is atomic: the object exists only once its upload completed
-# (an unfinished multipart upload is invisible). Others get a temporary name and a move.
+# Stores whose single put is atomic (an unfinished upload is invisible).
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}
 _GLOB = re.compile(r"[*?\[]")
 _SHARD = re.compile(r"-\d{5}-of-(\d{5})$")  # TensorFlow's shard suffix
@@ -69,9 +53,7 @@ _timeout = contextvars.ContextVar("mnistconv_remote_timeout", default=DEFAULT_TI
 @contextlib.contextmanager
 def timeout(seconds):
     """Inside the block, a remote input or output gives up after `seconds` without
-    progress (DEFAULT_TIMEOUT otherwise): a listing or a file's details not answered
-    in that time, or a file's bytes arriving slower than PROGRESS bytes in that time.
-    On S3 the same time bounds each connection and each socket read of an upload.
+    progress (an answer, or PROGRESS bytes) instead of DEFAULT_TIMEOUT.
 
         from mnistconv import remote
         with remote.timeout(10):
@@ -85,28 +67,22 @@ def timeout(seconds):
 
 
 def current_timeout() -> float:
-    """The timeout in effect here: timeout()'s, else DEFAULT_TIMEOUT."""
+    """The timeout in effect here."""
     return _timeout.get()
 
 
 def is_remote(path) -> bool:
-    """Whether path is a URL (`scheme://...`) that fsspec opens, not a local path.
-
-        is_remote("s3://bucket/mnist.npz")   # True
-        is_remote("data/mnist")              # False
-    """
+    """Whether path is a URL (`scheme://...`) that fsspec opens, not a local path."""
     return isinstance(path, str) and bool(_URL.match(path))
 
 
 def _filesystem(url):
-    """(fsspec filesystem, path within it) for url; MissingDependency without fsspec or
-    without the store's own package (s3fs, gcsfs, aiohttp)."""
+    """(fsspec filesystem, path within it) for url, or MissingDependency."""
     scheme = url.split("://", 1)[0].lower()
     try:
         import fsspec
     except ImportError:
-        raise MissingDependency("fsspec", "remote", f"the remote path {scheme}://") \
-            from None
+        raise MissingDependency("fsspec", "remote", f"the remote path {scheme}://") from None
     options = {}
     if scheme in ("s3", "s3a"):  # botocore's own socket timeouts bound uploads too
         configured = fsspec.config.conf.get(scheme, {}).get("config_kwargs", {})
@@ -119,8 +95,7 @@ def _filesystem(url):
         module = getattr(e, "name", None) or \
             {"s3": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "http": "aiohttp",
              "https": "aiohttp"}.get(scheme, scheme)
-        raise MissingDependency(module, "remote", f"the remote path {scheme}://") \
-            from None
+        raise MissingDependency(module, "remote", f"the remote path {scheme}://") from None
     except ValueError as e:  # an unknown protocol
         raise UsageError(url, f"not a path mnistconv can open ({_one_line(e)})",
                          "use a local path or a scheme fsspec knows (s3://, gs://, "
@@ -128,32 +103,27 @@ def _filesystem(url):
 
 
 def _failed(url, what, e):
-    """A store's failure (botocore, aiohttp, OSError) as one line naming the URL."""
+    """A store's failure as one line naming the URL."""
     if isinstance(e, MnistconvError):
         return e
     if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
-        return _stalled(url)
+        return MnistconvError(url, f"no progress for {_timeout.get():g} s",
+                              "check the server and the network, or allow more time "
+                              "(mnistconv.remote.timeout)",
+                              cli_hint="check the server and the network, or allow more "
+                                       "time with --timeout")
     if isinstance(e, FileNotFoundError):
         return NotFound(url, "no such file or directory")
     if isinstance(e, NotImplementedError):
         return UsageError(url, f"this store cannot be {what}",
                           "use a store that takes writes (s3://, gs://, ...)")
-    text = _one_line(e)
-    return MnistconvError(url, f"{what} failed: {text}", "check the URL, the network and "
+    return MnistconvError(url, f"{what} failed: {_one_line(e)}", "check the URL, the network and "
                           "the credentials, then run again")
 
 
-def _stalled(url):
-    return MnistconvError(url, f"no progress for {_timeout.get():g} s",
-                          "check the server and the network, or allow more time "
-                          "(mnistconv.remote.timeout)",
-                          cli_hint="check the server and the network, or allow more "
-                                   "time with --timeout")
-
-
 def _call(fs, method, *args, seconds=None, **kwargs):
-    """fs.method(*args, **kwargs), abandoned (cancelled) after `seconds` (default: the
-    timeout) on a store fsspec drives asynchronously (HTTP, S3, GCS, Azure)."""
+    """fs.method(*args, **kwargs), cancelled after `seconds` (default: the timeout) on an
+    asynchronous store."""
     if getattr(fs, "async_impl", False) and not getattr(fs, "asynchronous", False):
         from fsspec.asyn import sync
         seconds = _timeout.get() if seconds is None else max(seconds, 0.001)
@@ -167,7 +137,7 @@ def _protocols(fs):
 
 
 def _one_line(e):
-    """A foreign exception's text on one line (a newline would split the error line)."""
+    """A foreign exception's text on one line."""
     return " ".join((str(e) or type(e).__name__).split())[:300]
 
 
@@ -178,19 +148,17 @@ def _parent(url):
 # --- input -------------------------------------------------------------------------------
 
 class Spool:
-    """A remote input copied to a local folder; the folder is removed when the last
-    dataset or split read from it is gone (or at exit), only by the process that made
-    it (a forked worker's garbage collection never removes it)."""
+    """A remote input copied to a local folder, removed with the last dataset or split
+    read from it (or at exit) by the process that made it, never a forked worker."""
 
     def __init__(self, url):
-        from .staging import remove_dead_leftovers, signals_deferred, staging_prefix
         self.url = url.rstrip("/")
         remove_dead_leftovers(tempfile.gettempdir())
         with signals_deferred():  # no interrupt between making and remembering it
             self.folder = tempfile.mkdtemp(prefix=staging_prefix("remote-in")[1:])
             weakref.finalize(self, _remove, self.folder, os.getpid())
             _folders.add(self.folder)
-        # The URL's own last name, when it is one (the format may be told by it).
+        # The URL's last name, when safe (the format may be told by it).
         last = self.url.rsplit("/", 1)[-1]
         self.name = last if is_safe_file_name(last) else "input"
         self.local = os.path.join(self.folder, self.name)
@@ -210,16 +178,15 @@ def _remove(folder, pid):
 
 
 def remove_spools():
-    """Remove every spool folder of this process now: for a program that leaves with
-    os._exit (the CLI), where neither garbage collection nor atexit runs."""
+    """Remove every spool folder of this process now (before an os._exit)."""
     _detected.clear()
     for folder in list(_folders):
         _remove(folder, os.getpid())
 
 
 def _sources(fs, path, url, name):
-    """[(remote path, path relative to the spool folder, size or None)]: what to copy.
-    Every name a listing gives is checked (_relative) before it becomes a local path."""
+    """[(remote path, path relative to the spool, size or None)]: what to copy, each
+    listed name checked (_relative)."""
     stem = path.rstrip("/")
     base = stem.rsplit("/", 1)[-1]
     parent = _parent(stem)
@@ -239,8 +206,7 @@ def _sources(fs, path, url, name):
                 before = base.split("images", 1)[0]
                 found += _files_beside(fs, stem, re.escape(before) +
                                        r"labels-idx\d+-[a-z0-9]+(\.gz|\.xz)?$")
-            return [(stem, name, found[0][1].get("size"))] + \
-                _named(fs, found[1:], parent, url)
+            return [(stem, name, found[0][1].get("size"))] + _named(fs, found[1:], parent, url)
         else:  # the name a writer was given: its per-split files and shard sets
             stub = base.split(".", 1)[0]
             found = _files_beside(fs, stem, f"({re.escape(base)}|{re.escape(stub)})-")
@@ -265,15 +231,12 @@ def _files_beside(fs, stem, pattern):
 
 
 def _relative(entry, folder, url, fs):
-    """The names of entry's path below folder (None: anywhere, a glob's match), each a
-    safe file name (limits.is_safe_file_name), or a FormatError: a listing is data
-    from elsewhere, and `../../tmp/x` must never become a local path. Over HTTP a
-    name is a link, %-encoded; None for a link to a query or a fragment (a server's
-    sort links), which names no file."""
+    """The names of entry's path below folder (None: a glob's match), each a safe file
+    name, else a FormatError. Over HTTP names are %-encoded links; None for a link to
+    a query or fragment, or to the folder itself."""
     if folder is not None:
         if not entry.startswith(folder.rstrip("/") + "/"):
-            return None if entry.rstrip("/") == folder.rstrip("/") else \
-                _unsafe(url, entry)
+            return None if entry.rstrip("/") == folder.rstrip("/") else _unsafe(url, entry)
         entry = entry[len(folder.rstrip("/")) + 1:]
         if not entry.rstrip("/"):
             return None  # the folder itself (a link to '/' on some servers)
@@ -296,9 +259,8 @@ def _unsafe(url, entry):
 
 
 def _tree(fs, top, name, url):
-    """Every file under the folder top, as _sources gives them, walked one listing at
-    a time: MAX_REMOTE_FOLDERS folders at most, MAX_REMOTE_DEPTH deep, each name
-    checked, each listing under the timeout (a listing may link to itself)."""
+    """Every file under the folder top, as _sources gives them: MAX_REMOTE_FOLDERS folders
+    at most, MAX_REMOTE_DEPTH deep, each name checked (a listing may link to itself)."""
     found, seen, pending, folders = [], set(), [(top, [name])], 0
     while pending:
         folder, parts = pending.pop()
@@ -329,9 +291,7 @@ def _too_many(url, count):
 
 
 def _copy_in(url) -> Spool:
-    """Copy url (a file, a directory, a glob, or a writer's name with its shards) into
-    a new Spool, a chunk at a time, after checking it fits."""
-    from .staging import is_staging_name
+    """Copy url into a new Spool, a chunk at a time, after checking it fits."""
     fs, path = _filesystem(url)
     spool = Spool(url)
     try:
@@ -370,10 +330,8 @@ def _no_room(url, size, free):
 
 
 def _chunks(fs, remote, size):
-    """remote's bytes, one read at a time, in one pass from start to end: HTTP as a
-    stream (no range requests, which many servers lack); elsewhere one ranged read per
-    READ bytes, no cache (s3fs' default reads ahead 50 MB blocks and keeps them).
-    TimeoutError when PROGRESS bytes (or the end) take longer than the timeout."""
+    """remote's bytes in one pass: HTTP as a stream (many servers lack ranges), elsewhere
+    ranged reads without a cache; TimeoutError when PROGRESS bytes take too long."""
     seconds = _timeout.get()
     mark, since = time.monotonic(), 0
 
@@ -410,30 +368,17 @@ def _chunks(fs, remote, size):
                 raise TimeoutError(remote)
             yield chunk
     finally:
-        _close(fs, source)
-
-
-def _close(fs, source):
-    if source is None:
-        return
-    if getattr(fs, "async_impl", False):
-        from fsspec.asyn import sync
-        with contextlib.suppress(Exception):
-            sync(fs.loop, source.close, timeout=1)
-    else:
-        source.close()
+        if source is not None and getattr(fs, "async_impl", False):
+            with contextlib.suppress(Exception):
+                sync(fs.loop, source.close, timeout=1)
+        elif source is not None:
+            source.close()
 
 
 _detected = {}  # url -> Spool copied for detect_input, taken by the read() that follows
 
 
-def _spool(url):
-    return _detected.pop(url, None) or _copy_in(url)
-
-
-@atexit.register
-def _forget():
-    _detected.clear()
+atexit.register(_detected.clear)
 
 
 def _renamed(e, spool):
@@ -450,16 +395,14 @@ def _replaced(e, old, new):
 
 
 def detect_input(url, from_flag="--from"):
-    """registry.detect_input for a remote path: copied, then detected by content (then
-    name) on the local copy, which the read() that follows uses."""
+    """registry.detect_input for a remote path, on a local copy the next read() uses."""
     spool = _detected.get(url) or _copy_in(url)
     _detected[url] = spool
     return _detect(spool, from_flag)
 
 
 def _detect(spool, from_flag="--from"):
-    """The format of a spooled input; a writer's name (`m.tfrecord` for its shards),
-    which exists only as the files beside it, by the first of them."""
+    """The format of a spooled input (a writer's name by the first file beside it)."""
     from . import registry
     path = spool.local
     if not os.path.lexists(path):
@@ -471,11 +414,9 @@ def _detect(spool, from_flag="--from"):
 
 
 def read(url, read_local, format=None, **options):
-    """mnistconv.read for a remote path: the dataset read_local (mnistconv.read, handed
-    in by it: this module never imports the package) reads from a local copy, its
-    errors and notes naming the remote path. The copy lives as long as the dataset or
-    any of its splits."""
-    spool = _spool(url)
+    """mnistconv.read for a remote path: read_local (mnistconv.read, handed in) on a local
+    copy that lives as long as the dataset or any of its splits."""
+    spool = _detected.pop(url, None) or _copy_in(url)
     try:
         format = format or _detect(spool).name
         dataset = read_local(spool.local, format, **options)
@@ -490,8 +431,7 @@ def read(url, read_local, format=None, **options):
 
 
 def _keep_spool(split, spool):
-    """The split holds the spool (so it outlives the dataset object if need be), and
-    errors found while its images are read name the remote path."""
+    """The split holds the spool, and its errors name the remote path."""
     split._remote_spool = spool
     batches = split.batches
 
@@ -507,12 +447,10 @@ def _keep_spool(split, spool):
 
 def write(dataset, url, write_local, format=None, *, force=False, progress=None,
           **options):
-    """mnistconv.write for a remote path: written by write_local (mnistconv.write,
-    handed in by it) in a local staging folder, then each file uploaded (see the module
-    docstring), refused without force if it exists."""
+    """mnistconv.write for a remote path: write_local (mnistconv.write, handed in) into a
+    local folder, then each file uploaded."""
     from . import registry
     from .records import OutputFile, WriteResult
-    from .staging import exists_error, remove_dead_leftovers, staging_prefix
     fmt = registry.get(format) if format else registry.detect_output(url)
     name = url.rstrip("/").rsplit("/", 1)[-1]
     if not is_safe_file_name(name):  # it names the local staging file too
@@ -533,10 +471,8 @@ def write(dataset, url, write_local, format=None, *, force=False, progress=None,
             result = write_local(dataset, local, fmt.name, progress=progress, **options)
         except MnistconvError as e:
             raise _replaced(e, stage, base) from None
-        uploads = []
-        for f in result:
-            relative = os.path.relpath(os.path.abspath(f.path), stage).replace(os.sep, "/")
-            uploads.append((f, relative))
+        uploads = [(f, os.path.relpath(os.path.abspath(f.path), stage).replace(os.sep, "/"))
+                   for f in result]
         try:
             if not force:
                 for f, relative in uploads:
@@ -554,16 +490,12 @@ def write(dataset, url, write_local, format=None, *, force=False, progress=None,
 
 def _upload(fs, local, target):
     """One file to target, never leaving part of it under target's name."""
-    from .staging import staging_prefix
     if _ATOMIC_PUT & _protocols(fs):
-        if "s3" in _protocols(fs):
-            # s3fs sends 10 large parts at once by default, all held in memory.
-            # PART-sized parts (grown to fit S3's 10000 parts), a few at a time.
-            size = os.path.getsize(local)
-            fs.put_file(local, target, chunksize=max(PART, -(-size // 10000)),
-                        max_concurrency=UPLOAD_CONCURRENCY)
-        else:
-            fs.put_file(local, target)
+        # On S3, PART-sized parts (grown to fit S3's 10000) a few at a time: s3fs would
+        # hold 10 large parts in memory.
+        parts = {"chunksize": max(PART, -(-os.path.getsize(local) // 10000)),
+                 "max_concurrency": UPLOAD_CONCURRENCY} if "s3" in _protocols(fs) else {}
+        fs.put_file(local, target, **parts)
         return
     folder, name = target.rsplit("/", 1)
     temporary = f"{folder}/{staging_prefix(name)}{os.urandom(4).hex()}"
@@ -571,9 +503,7 @@ def _upload(fs, local, target):
         fs.put_file(local, temporary)
         fs.mv(temporary, target)
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):
             if fs.exists(temporary):
                 fs.rm(temporary)
-        except Exception:
-            pass
         raise

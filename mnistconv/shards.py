@@ -1,21 +1,12 @@
 """Shard naming and shard sets, for every format whose output may be cut into files.
 
-A shard set is `<base>-00000-of-00004` ... `<base>-00003-of-00004`: TensorFlow's and
-TFDS' convention (five digits each, the index from 0, the total), records in shard
-order. This module knows names and files only, nothing of what a shard holds, so TFRecord,
-ArrayRecord, WebDataset tar shards and Parquet shards all use it.
-
-Writing: ShardSet plans the files of one output (`shards=1` is the base name itself,
-unless the format wants the suffix even then, as TFDS does) and stages them in a
-fileio.StagedOutput. What counts as an existing output is the whole family of the base
-name: the unsharded file and shard sets of every size (a glob over `base-*` would read
-an old 4-shard set with a new 2-shard one). Without force any of them is refused; with
-force they are removed when the new set is committed, all under StagedOutput's lock.
-
-Reading: a name read from disk says how many files to look for, so its counts are
-checked (1..limits.MAX_SHARDS, index below the total) before anything is globbed, and a
-set with a missing shard is an error, never a shorter dataset. Hidden files and staging
-leftovers are never shards.
+A shard set is `<base>-00000-of-00004` ... `<base>-00003-of-00004` (TensorFlow's and
+TFDS' convention), records in shard order. This module knows names and files only.
+An existing output is the whole family of the base name (the unsharded file and shard
+sets of every size, which a glob over `base-*` would mix): refused without force, else
+removed when the new set is committed. A name read from disk is checked (1..MAX_SHARDS,
+index below the total) before anything is globbed, and a set with a missing shard is an
+error, never a shorter dataset.
 """
 
 import glob
@@ -31,30 +22,20 @@ SHARD_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<total>\d{5})$")
 
 
 def check_shard_count(value, option="--shards") -> int:
-    """A requested number of shards, 1..limits.MAX_SHARDS, else a usage error.
-
-        check_shard_count(4)  # 4
-    """
+    """A requested number of shards, 1..limits.MAX_SHARDS, else a usage error."""
     return count_in_range(value, option, MAX_SHARDS)
 
 
 def shard_names(base, shards, suffix_one=False) -> list:
     """The file names of `shards` shards of base; one shard is base itself unless
-    suffix_one (TFDS names even a single shard -00000-of-00001).
-
-        shard_names("m.tfrecord", 2)  # ['m.tfrecord-00000-of-00002', 'm.tfrecord-00001-of-00002']
-    """
+    suffix_one (TFDS names even a single shard -00000-of-00001)."""
     if shards == 1 and not suffix_one:
         return [str(base)]
     return [f"{base}-{i:05d}-of-{shards:05d}" for i in range(shards)]
 
 
 def shard_bounds(count, shards) -> list:
-    """Where each shard ends, in records: count split as evenly as integers allow, the
-    same on every run (shard i holds records bounds[i-1]..bounds[i]).
-
-        shard_bounds(10, 3)  # [3, 6, 10]
-    """
+    """Where each shard ends, in records, cut as evenly as integers allow: (10, 3) -> [3, 6, 10]."""
     return [count * (i + 1) // shards for i in range(shards)]
 
 
@@ -64,22 +45,13 @@ def is_shard_name(name) -> bool:
 
 
 def is_data_name(name) -> bool:
-    """Not a staging leftover (a write killed outright leaves `.<name>.mnistconv-tmp-*`
-    beside its target) nor any other hidden file: those are never shards or splits."""
+    """Neither a staging leftover nor any other hidden file: those are never data."""
     name = os.path.basename(str(name))
     return not name.startswith(".") and STAGING_MARK not in name
 
 
-def data_files_in(directory, matches_name) -> list:
-    """The data files of a directory whose names matches_name accepts (staging and
-    hidden names left out), sorted by name: what a directory given as input holds."""
-    return input_entries(directory, None, lambda n: matches_name(n) and is_data_name(n),
-                         "file")
-
-
 def sniff_files(path, matches_name, has_signature) -> bool:
-    """Content says this format: has_signature(path) for a file; for a directory, one of
-    its data files (names matches_name accepts) has it. How sharded formats sniff."""
+    """has_signature(path) for a file; for a directory, whether one of its data files has it."""
     path = str(path)
     if not os.path.isdir(path):
         return has_signature(path)
@@ -88,12 +60,7 @@ def sniff_files(path, matches_name, has_signature) -> bool:
 
 
 def shard_numbers(path):
-    """(base, index, total) of a shard's name, checked: 0 shards, an index past the
-    total or more than MAX_SHARDS is a FormatError naming the file, not a loop or an
-    empty set.
-
-        shard_numbers("d/m-00001-of-00004")  # ('m', 1, 4)
-    """
+    """(base, index, total) of a shard's name, checked (a FormatError naming the file)."""
     name = os.path.basename(str(path))
     m = SHARD_RE.match(name)
     if m is None:
@@ -107,8 +74,7 @@ def shard_numbers(path):
 
 
 def expand_shards(path) -> list:
-    """All files of the shard set that `path` (one of its shards) belongs to, in order,
-    checking that none is missing."""
+    """All files of the shard set of `path` (one of them), in order; none may be missing."""
     directory = os.path.dirname(str(path))
     base, _, total = shard_numbers(path)
     files = [os.path.join(directory, f"{base}-{i:05d}-of-{total:05d}")
@@ -124,8 +90,7 @@ def expand_shards(path) -> list:
 
 
 def group_shards(files) -> dict:
-    """{base path: [files in order]}: shards grouped (and completed) into their sets,
-    any other file a group of its own."""
+    """{base path: [files]}: shards grouped (and completed) into sets, other files alone."""
     groups = {}
     for f in sorted(files):
         m = SHARD_RE.match(os.path.basename(f))
@@ -137,22 +102,12 @@ def group_shards(files) -> dict:
     return groups
 
 
-def find_shard_set(base):
-    """The files of a shard set written under base (`base-00000-of-N`...), or None."""
-    found = sorted(f for f in glob.glob(glob.escape(str(base)) +
-                                        "-[0-9][0-9][0-9][0-9][0-9]-of-*")
-                   if is_shard_name(f) and is_data_name(f))
-    return expand_shards(found[0]) if found else None
-
-
 def other_shard_sets(base, targets) -> list:
-    """Files beside `base` that an earlier write of it left under other names than
-    `targets`: the unsharded file and shard sets of other sizes."""
+    """Files an earlier write of `base` left under other names than `targets`."""
     folder, name = os.path.split(os.path.abspath(str(base)))
-    entries = output_entries(folder)
     keep = {os.path.basename(t) for t in targets}
     found = []
-    for entry in sorted(entries):
+    for entry in output_entries(folder):  # sorted
         m = SHARD_RE.match(entry)
         if entry not in keep and (entry == name or (m and m["base"] == name)):
             found.append(os.path.join(folder, entry))
@@ -160,15 +115,8 @@ def other_shard_sets(base, targets) -> list:
 
 
 class ShardSet:
-    """The files of one output: `shards` files named after base, and the records each
-    holds. stage() registers them with a StagedOutput and supersedes the base's other
-    shard sets, so the whole family changes at once on commit.
-
-        with StagedOutput(force) as staged:
-            out = ShardSet("m.tfrecord", count=60000, shards=4)
-            for target, tmp in zip(out.targets, out.stage(staged)):
-                ...  # write shard `target` at the temporary path tmp
-    """
+    """The files of one output: `shards` files named after base and the records each
+    holds (bounds), staged with the base's other shard sets superseded."""
 
     def __init__(self, base, count, shards=1, suffix_one=False, stream=False):
         self.base = str(base)
@@ -177,22 +125,14 @@ class ShardSet:
         self.bounds = shard_bounds(count, shards)
         self.stream = stream  # '-': one stream, nothing beside it to supersede
 
-    def stage(self, staged) -> list:
-        """The temporary paths to write the shards at (refusing existing targets
-        without force), with every other shard set of the base superseded."""
-        paths = self.stage_files(staged)
-        self.supersede_others(staged)
-        return paths
-
     def stage_files(self, staged) -> list:
-        """The temporary paths to write the shards at; existing targets are refused
-        without force."""
+        """The temporary paths to write the shards at (existing targets refused without force)."""
         return [staged.file(t) for t in self.targets]
 
     def supersede_others(self, staged):
-        """Mark the base's other shard sets (and its unsharded file) for removal on
-        commit; refused without force. (Several outputs stage all their files first,
-        then supersede: the first conflict reported is then a target's own name.)"""
+        """Mark the base's other shard sets and unsharded file for removal on commit
+        (refused without force); called after staging, so a target's own name is the
+        first conflict reported."""
         if not self.stream:
             for stale in other_shard_sets(self.base, self.targets):
                 staged.supersede(stale)
@@ -215,11 +155,7 @@ def _without(name, extensions):
 
 
 def split_name_of(base, extensions=(), default="train"):
-    """train/test/validation from the words of a file name (t10k -> test), else the
-    default.
-
-        split_name_of("data/mnist-t10k.tfrecord", (".tfrecord",))   # 'test'
-    """
+    """train/test/validation from the words of a file name (t10k: test), else default."""
     name = _without(os.path.basename(str(base)), extensions).lower()
     for word in re.split(r"[-_.]", name)[::-1]:
         if word in SPLIT_WORDS:
@@ -228,18 +164,14 @@ def split_name_of(base, extensions=(), default="train"):
 
 
 def in_split_order(names) -> list:
-    """Split names as mnistconv lists splits: SPLIT_ORDER, then any others by name.
-
-        in_split_order(["test", "extra", "train"])   # ['train', 'test', 'extra']
-    """
+    """Split names as mnistconv lists splits: SPLIT_ORDER, then any others by name."""
     rank = {name: i for i, name in enumerate(SPLIT_ORDER)}
     return sorted(names, key=lambda s: (rank.get(s, len(rank)), s))
 
 
 def _named_groups(groups, extensions, prefix=""):
-    """{split: files} of group_shards' groups: each base's split word, else its own
-    name (without the prefix write() gave it and the extension); a name taken twice
-    goes by its file name."""
+    """{split: files} of group_shards' groups: each base's split word, else its name less
+    prefix and extension (a name taken twice goes by its file name)."""
     named = {}
     for base, files in groups.items():
         own = _without(os.path.basename(base), extensions)
@@ -250,18 +182,12 @@ def _named_groups(groups, extensions, prefix=""):
 
 
 def resolve_inputs(path, extensions, matches_name, kind) -> dict:
-    """{split name: [files]} for what read() is given: a file, a shard (its whole set),
-    a directory (its data files whose names matches_name accepts), a glob (its files
-    grouped by the split word in their names, train when there is none), or a name
-    write() was given (its shard set, or the <stem>-<split><ext> files written beside
-    it). kind names the format's files in messages.
-
-        resolve_inputs("out/m.tfrecord", (".tfrecord",), matches_name, ".tfrecord")
-        # {'train': ['out/m-train.tfrecord'], 'test': ['out/m-test.tfrecord']}
-    """
+    """{split name: [files]} for what read() is given: a file, a shard (its set), a
+    directory, a glob (grouped by split words) or a name write() was given (its shard
+    set, or the <stem>-<split><ext> files beside it). kind names the files in messages."""
     path = str(path)
     if os.path.isdir(path):
-        files = data_files_in(path, matches_name)
+        files = input_entries(path, None, lambda n: matches_name(n) and is_data_name(n), "file")
         if not files:
             raise UsageError(path, f"directory holds no {kind} files", "check the path")
         return _named_groups(group_shards(files), extensions)
@@ -278,9 +204,10 @@ def resolve_inputs(path, extensions, matches_name, kind) -> dict:
         for base, members in group_shards(files).items():
             named.setdefault(split_name_of(base, extensions), []).extend(members)
         return {s: named[s] for s in in_split_order(named)}
-    shards = find_shard_set(path)
-    if shards:
-        return {split_name_of(path, extensions): shards}
+    shards = sorted(f for f in glob.glob(glob.escape(path) + "-[0-9][0-9][0-9][0-9][0-9]-of-*")
+                    if is_shard_name(f) and is_data_name(f))
+    if shards:  # the set written under path
+        return {split_name_of(path, extensions): expand_shards(shards[0])}
     directory, name = os.path.split(path)
     stem = _without(name, extensions)
     ext = name[len(stem):]

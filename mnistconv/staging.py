@@ -1,12 +1,9 @@
-"""Outputs that appear whole or not at all.
-
-Every file is written under a staging name beside its target and renamed into place
-only when the whole output is complete; a directory output that did not exist is staged
-as a whole and renamed in one step; an existing target is never replaced without
-force=True, and never when it is a device, FIFO or socket. Staging names carry the pid
-of the run that made them, so a later run removes a killed run's leftovers and never a
-live run's; commits take a lock on the folders they change, so concurrent runs never
-mix their files. SIGINT and SIGTERM are held back while a set of files is renamed.
+"""Outputs that appear whole or not at all: the one place outputs are created, replaced
+and removed. Files are staged beside their targets and renamed when complete (a new
+directory in one rename); nothing is replaced without force, nor a device, FIFO or
+socket even with it, nor written through a link. Staging names carry the pid, so a later
+run removes a killed run's leftovers and never a live run's; commits lock the folders
+they change and hold back SIGINT and SIGTERM while renaming.
 """
 
 import contextlib
@@ -24,8 +21,7 @@ from typing import IO, Any, Iterator, Optional
 from .errors import InTheWay, UsageError
 
 STAGING_MARK = ".mnistconv-tmp-"
-# Paths that name a stream of this process, written as streams like '-' (never staged
-# and renamed over: that would replace the node).
+# Paths naming a stream of this process, written like '-' (a rename would replace the node).
 _STREAM_PATH = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/self/fd/\d+")
 
 
@@ -41,16 +37,12 @@ def is_stream_path(path: Any) -> bool:
 
 @contextlib.contextmanager
 def signals_deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM that arrive during the body take effect right after it.
-
-    Python runs signal handlers in the main thread between bytecodes, so swapping the
-    handlers (rather than masking, which other threads would ignore) holds them back.
-    Elsewhere than the main thread handlers cannot be swapped and nothing is deferred."""
+    """SIGINT and SIGTERM that arrive during the body take effect right after it (handlers
+    swapped, not masked: Python runs them in the main thread; elsewhere nothing waits)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    caught = []
-    previous = {}
+    caught, previous = [], {}
     for signum in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(signum) is not None:  # None: a handler not set from Python
             previous[signum] = signal.signal(signum, lambda n, frame: caught.append(n))
@@ -64,19 +56,14 @@ def signals_deferred() -> Iterator[None]:
 
 
 def _give_usual_modes(path):
-    """mkstemp/mkdtemp make owner-only entries; an output gets the modes any new file
-    would (0666/0777 less the umask), so a pack served by a web server is readable."""
+    """mkstemp/mkdtemp make owner-only entries; an output gets a new file's modes."""
     umask = os.umask(0)
     os.umask(umask)
-    if not os.path.isdir(path):
-        os.chmod(path, 0o666 & ~umask)
-        return
-    os.chmod(path, 0o777 & ~umask)
+    os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~umask)
     for root, dirs, files in os.walk(path):
-        for name in dirs:
-            os.chmod(os.path.join(root, name), 0o777 & ~umask)
-        for name in files:
-            os.chmod(os.path.join(root, name), 0o666 & ~umask)
+        for names, mode in ((dirs, 0o777), (files, 0o666)):
+            for name in names:
+                os.chmod(os.path.join(root, name), mode & ~umask)
 
 
 def exists_error(target: str) -> UsageError:
@@ -86,12 +73,9 @@ def exists_error(target: str) -> UsageError:
 
 
 def check_later_file(target: str, force: bool, role: str) -> None:
-    """A file an output writes after its data (a card, croissant.json), checked before
-    anything is written: refused if it exists without force, or is a directory or a
-    device even with it. role says what goes there, for the message."""
-    if not os.path.lexists(target):
-        return
-    if not force:
+    """A file an output writes after its data (a card), checked before anything is
+    written; role says what goes there, for the message."""
+    if os.path.lexists(target) and not force:
         raise exists_error(target)
     if os.path.isdir(target) and not os.path.islink(target):
         raise UsageError(target, "is a directory", f"{role} goes there")
@@ -99,9 +83,8 @@ def check_later_file(target: str, force: bool, role: str) -> None:
 
 
 def refuse_replacing_special(target: str) -> None:
-    """--force replaces only what mnistconv would write: a regular file (or a symlink,
-    which is replaced, not followed). A device, FIFO or socket in its place is refused
-    even with force, since renaming over /dev/null as root would replace the node."""
+    """A device, FIFO or socket is refused even with force (renaming over /dev/null as
+    root would replace the node); a file or a symlink (replaced, not followed) is not."""
     try:
         st = os.lstat(target)
     except FileNotFoundError:
@@ -115,14 +98,9 @@ def refuse_replacing_special(target: str) -> None:
 
 def check_output_path(target: str, root: Optional[str]) -> None:
     """The one rule for paths inside an output tree: below root (what the user named,
-    which may itself be a link), no existing folder on the way to target, nor target
-    itself when it is a folder, is a symlink. --force replaces files; it never
-    follows, empties or writes through a link (a class folder `out/train/3 ->
-    ../../victim` is refused, and victim is never touched). A target file that is a
-    link is replaced by the new file, the link itself, not what it points to.
-
-        check_output_path("out/train/3", "out")   # UsageError if out/train/3 is a link
-    """
+    itself maybe a link), no folder on the way to target, nor target when a folder, is
+    a symlink; even --force never writes through a link (a target file that is a link
+    is replaced itself)."""
     if root is None:
         return
     shown = str(root)  # messages name the links under the root as the user gave it
@@ -145,27 +123,15 @@ def check_output_path(target: str, root: Optional[str]) -> None:
 
 
 def create_staged(path: str, mode: str = "wb", **text_options: Any) -> IO:
-    """Create (or truncate) and open a file in a staging directory or scratch folder
-    of this run, to write it ("wb", or "w" with text_options): never through a link
-    (O_NOFOLLOW), so a link planted there is an error, not a door.
-
-        with create_staged(os.path.join(stage, "manifest.json")) as f: f.write(data)
-    """
-    return open(path, mode, opener=_no_follow, **text_options)
-
-
-def _no_follow(path, flags):
-    """open()'s opener for create_staged: its flags, and never through a link."""
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+    """Create (or truncate) and open a file in this run's staging or scratch folder
+    ("wb", or "w" with text_options), never through a link (O_NOFOLLOW)."""
+    return open(path, mode, **text_options,
+                opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666))
 
 
 def output_entries(folder: str, root: Optional[str] = None) -> list:
-    """The names in an existing output folder (what an earlier write left, to be
-    superseded), sorted; [] when it is not there. The folder is checked first
-    (check_output_path): a link inside the output is refused, never listed.
-
-        output_entries("out/train", root="out")   # ['0', '1', ...]
-    """
+    """The names in an existing output folder, sorted ([] when it is not there); a link
+    inside the output is refused (check_output_path), never listed."""
     check_output_path(folder, root)
     try:
         return sorted(os.listdir(folder or os.curdir))
@@ -174,31 +140,24 @@ def output_entries(folder: str, root: Optional[str] = None) -> list:
 
 
 def remove_scratch(path: str) -> None:
-    """Remove a scratch folder or file this run made for itself (a spool, a staging
-    directory), whatever it holds; never follows a link (rmtree does not)."""
+    """Remove a scratch folder or file this run made, never following a link."""
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
     elif os.path.lexists(path):
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass
 
 
 def open_staged(path: str) -> IO[bytes]:
-    """Open a file StagedOutput.file() made, to write it from the start. Not with "wb":
-    truncating the (empty) file marks it on ext4, which then forces the allocation of
-    every block when it is closed (auto_da_alloc)."""
+    """Open a file StagedOutput.file() made, to write it. Not "wb": truncating it makes
+    ext4 allocate every block on close (auto_da_alloc)."""
     return open(path, "r+b")
 
 
 def staging_prefix(name: str = "") -> str:
-    """The start of a staging name: `.<name>.mnistconv-tmp-<pid>-`. The name is cut so
-    the whole stays within a file system's 255 bytes; the pid lets a later run tell a
-    dead run's leftovers (removed) from a live run's (never touched)."""
-    name = name[:80]
-    return f".{name}{STAGING_MARK}{os.getpid()}-" if name else \
-        f"{STAGING_MARK}{os.getpid()}-"
+    """The start of a staging name, `.<name>.mnistconv-tmp-<pid>-` (name cut to fit 255
+    bytes; the pid tells a dead run's leftovers from a live run's)."""
+    return f"{'.' + name[:80] if name else ''}{STAGING_MARK}{os.getpid()}-"
 
 
 def is_staging_name(name: Any) -> bool:
@@ -212,39 +171,25 @@ def _pid_alive(pid) -> bool:
     except ProcessLookupError:
         return False
     except (PermissionError, OverflowError, ValueError):
-        return True  # someone else's process (or a name we cannot judge): keep it
+        pass  # someone else's process (or a name we cannot judge): keep it
     return True
 
 
 def remove_dead_leftovers(folder: str) -> None:
-    """Remove staging files and directories in folder that a run killed outright
-    (SIGKILL, a crash) left behind: those whose pid is no live process. Another live
-    run's staging names are never touched."""
+    """Remove the staging names in folder whose run is gone (SIGKILL, a crash); a live
+    run's are never touched."""
     pattern = re.compile(re.escape(STAGING_MARK) + r"(\d+)-")
-    try:
-        entries = os.listdir(folder)
-    except OSError:
-        return
-    for entry in entries:
+    for entry in output_entries(folder):
         m = pattern.search(entry)
         if not m or _pid_alive(int(m.group(1))) or int(m.group(1)) == os.getpid():
             continue
-        path = os.path.join(folder, entry)
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-        except OSError:
-            pass
+        remove_scratch(os.path.join(folder, entry))
 
 
 @contextlib.contextmanager
 def _commit_lock(folders):
-    """Hold an exclusive lock on each folder a commit changes, so concurrent mnistconv
-    runs writing the same output commit one after another and the last complete one
-    wins: never train images of one run beside train labels of another. (flock on the
-    directory itself: no lock file is left behind.)"""
+    """An exclusive flock on each folder a commit changes (no lock file), so concurrent
+    runs commit one after another and never mix their files."""
     import fcntl
     fds = []
     try:
@@ -262,26 +207,15 @@ def _commit_lock(folders):
 
 
 class StagedOutput:
-    """Collects staged files and directories; commit() moves them into place,
-    abort() removes every temporary. Use as a context manager: commit on success,
-    abort on any exception (including KeyboardInterrupt).
-
-    What holds when the run is interrupted or fails: every output file is whole, old or
-    new, never partial, and nothing the run created is left behind: no temporary, and
-    no directory it made for the output (only SIGKILL or a crash can leave a staging
-    file or directory, named `.<name>.mnistconv-tmp-<pid>-...`; the next run writing
-    there removes it once that pid is gone, and readers never take it for data). A new
-    directory appears in one rename. Files replacing those of an existing directory
-    (--force), or several targets, are renamed one by one, under a lock on their
-    folder that concurrent mnistconv runs also take, and with SIGINT and SIGTERM held
-    back until the last rename: the set changes all at once unless the process is
-    killed outright. Files of an existing directory that the new output does not
-    write stay as they were. With root (the output the user named), every target
-    below it is checked by check_output_path: no link inside the output is followed."""
+    """Collects staged files and directories; commit() moves them into place, abort()
+    removes every temporary and every directory made for the output. As a context
+    manager: commit on success, abort on any exception (KeyboardInterrupt included).
+    Interrupted or failed, every output file is whole, old or new. Several files are
+    renamed one by one under the commit lock with signals held back. With root (the
+    output the user named), no link inside it is followed (check_output_path)."""
 
     def __init__(self, force: bool = False, root: Optional[str] = None):
         self.force = force
-        # The output the user named: nothing below it is followed through a link.
         self.root = root
         self._moves = []  # (staged path, target path, is a whole directory)
         self._removals = []  # superseded files removed on commit (see directory())
@@ -290,14 +224,12 @@ class StagedOutput:
 
     def _refuse_existing(self, target):
         check_output_path(target, self.root)
-        if not os.path.lexists(target):
-            return
-        if not self.force:
+        if os.path.lexists(target) and not self.force:
             raise exists_error(target)
         refuse_replacing_special(target)
 
     def _make_parent(self, parent):
-        """os.makedirs, remembering the top directory it made so abort() removes it."""
+        """os.makedirs, remembering what it made so abort() removes it."""
         missing = []
         folder = parent
         while folder and not os.path.isdir(folder):
@@ -312,8 +244,8 @@ class StagedOutput:
         remove_dead_leftovers(parent)
 
     def file(self, target: str) -> str:
-        """A temporary path beside target; write the file there. For '-' (stdout) the
-        file is spooled in the temporary directory and copied to stdout on commit."""
+        """A temporary path beside target to write the file at ('-': spooled in the
+        temporary directory, copied to stdout on commit)."""
         if is_stream_path(target):
             remove_dead_leftovers(tempfile.gettempdir())
             tmp = self._temporary(tempfile.mkstemp,
@@ -327,17 +259,14 @@ class StagedOutput:
         return self._beside(target, tempfile.mkstemp, False)
 
     def supersede(self, path: str) -> None:
-        """Remove path when the output is committed: an earlier output of the same name
-        that the new files replace without overwriting it (a TFRecord shard set of
-        another size, which a glob would read with the new one). Refused without force
-        like any existing target."""
+        """Remove path (an earlier output the new files replace under other names, such as
+        a shard set of another size) on commit; refused without force."""
         path = os.path.abspath(path)
         self._refuse_existing(path)
         self._removals.append(path)
 
     def _temporary(self, make, **where):
-        """Create a temporary and register it for abort() with no gap in between where
-        an interrupt would leave it unregistered and so never removed."""
+        """Create a temporary and register it for abort(), with no interrupt in between."""
         with signals_deferred():
             made = make(**where)
             if isinstance(made, tuple):  # mkstemp: (fd, path)
@@ -347,10 +276,8 @@ class StagedOutput:
         return made
 
     def directory(self, target: str, names: Any, replaces: Any = ()) -> str:
-        """A staging directory whose files named `names` become target/<name>. Refuses
-        (without force) if any of them exists already. `replaces` names other files of
-        target that the new ones supersede (the same data under another compression,
-        which a reader might prefer): refused the same way, removed on commit."""
+        """A staging directory whose files `names` become target/<name> (refused without
+        force if any exists); `replaces`: other files of target superseded on commit."""
         target = os.path.abspath(target)
         check_output_path(target, self.root)
         if os.path.exists(target) and not os.path.isdir(target):
@@ -361,16 +288,14 @@ class StagedOutput:
             remove_dead_leftovers(target)
             self._removals += [os.path.join(target, name) for name in replaces]
             stage = self._temporary(tempfile.mkdtemp, prefix=staging_prefix(), dir=target)
-            for name in names:
-                self._moves.append((os.path.join(stage, name), os.path.join(target, name),
-                                    False))
+            self._moves += [(os.path.join(stage, name), os.path.join(target, name), False)
+                            for name in names]
         else:
             stage = self._beside(target, tempfile.mkdtemp, True)
         return stage
 
     def _beside(self, target, make, is_directory):
-        """A temporary file or directory (`make`: mkstemp or mkdtemp) staged in target's
-        folder, made if missing, so that commit is a rename on one file system."""
+        """A temporary (`make`: mkstemp or mkdtemp) in target's folder, made if missing."""
         parent = os.path.dirname(target)
         self._make_parent(parent)
         staged = self._temporary(make, dir=parent,
@@ -379,10 +304,8 @@ class StagedOutput:
         return staged
 
     def _place_directory(self, staged, target):
-        """Rename a staged directory into place. Another run may have made the target
-        since we looked (concurrent writers): without force that is 'already exists';
-        with force, its files of the same names are replaced, as into any existing
-        directory."""
+        """Rename a staged directory into place; if another run made the target since,
+        'already exists' without force, else its files of the same names are replaced."""
         try:
             os.rename(staged, target)
             return
@@ -399,10 +322,8 @@ class StagedOutput:
         shutil.rmtree(staged, ignore_errors=True)
 
     def commit(self) -> None:
-        """Move every staged output into place, removing the files they supersede
-        (see the class docstring for what holds if interrupted), then copy an output
-        staged for '-' or /dev/stdout to its stream. Inside one_commit(), this waits
-        for the end of that block, to be committed with the others there."""
+        """Move every staged output into place, remove what they supersede, copy a spooled
+        stream output to its stream; inside one_commit(), at the end of that block."""
         pending = _PENDING.get()
         if pending is not None:
             pending.append(self)
@@ -410,7 +331,6 @@ class StagedOutput:
         _commit_all([self])
 
     def _check_moves(self):
-        """What commit checks before it takes the lock."""
         for staged, target, whole_dir in self._moves:
             if not whole_dir and not is_stream_path(target) and os.path.isdir(target) \
                     and not os.path.islink(target):
@@ -429,9 +349,8 @@ class StagedOutput:
                     raise exists_error(target)
 
     def _place(self):
-        """Under the lock: remove what the output supersedes, rename it into place."""
-        # Superseded files go first: killed outright in between, a file is missing
-        # (an error on read) rather than an old one read in place of the new.
+        # Superseded files go first: killed in between, a file is missing (an error on
+        # read) rather than an old one read in place of the new.
         for path in self._removals:
             if os.path.lexists(path) and not os.path.isdir(path):
                 os.unlink(path)
@@ -458,14 +377,10 @@ class StagedOutput:
         self._moves = self._temps = []
 
     def abort(self) -> None:
-        """Remove every temporary and every directory made for the output; what
-        existed before stays as it was."""
+        """Remove every temporary and every directory made for the output."""
         with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
             for tmp in self._temps:
-                if os.path.isdir(tmp):
-                    shutil.rmtree(tmp, ignore_errors=True)
-                elif os.path.lexists(tmp):
-                    os.unlink(tmp)
+                remove_scratch(tmp)
             for folder in self._made_dirs:  # deepest first; only if still empty
                 try:
                     os.rmdir(folder)
@@ -474,8 +389,7 @@ class StagedOutput:
         self._moves = self._temps = self._made_dirs = []
 
     def user_path(self, path: str) -> str:
-        """The output a staging path stands for, for messages: users know the names
-        they asked for, not our temporaries."""
+        """The output a staging path stands for, for messages."""
         path = str(path)
         for staged, target, _ in self._moves:
             if path == staged or path.startswith(staged + os.sep):
@@ -510,10 +424,9 @@ _PENDING: ContextVar = ContextVar("mnistconv_pending_commit", default=None)
 
 @contextlib.contextmanager
 def one_commit() -> Iterator[None]:
-    """Every StagedOutput completed inside this block is committed at its end, with the
-    others, in one step (one lock, signals held back across every rename); if the block
-    fails, every one of them is aborted: an output and its metadata (croissant.json,
-    SHA256SUMS, a card) appear together or not at all. Nested blocks join the outer one.
+    """Every StagedOutput completed inside this block is committed at its end in one step
+    (one lock, signals held back), or aborted if the block fails: an output and its
+    metadata appear together or not at all. Nested blocks join the outer one.
 
         with one_commit():
             files = fmt.write(dataset, "out/")       # staged, not yet in place
@@ -536,13 +449,11 @@ def one_commit() -> Iterator[None]:
 
 
 def pending_removals() -> set:
-    """The files the enclosing one_commit() will remove (superseded by its outputs):
-    to be counted as gone already by metadata that lists the folder."""
+    """The files the enclosing one_commit() will remove (gone, for metadata listing them)."""
     return {path for out in _PENDING.get() or () for path in out._removals}
 
 
 def _commit_all(outputs: list) -> None:
-    """Commit StagedOutputs in one step (see StagedOutput.commit)."""
     for out in outputs:
         out._check_moves()
     folders = [os.path.dirname(t) for out in outputs for _, t, _ in out._moves
@@ -559,13 +470,10 @@ def _commit_all(outputs: list) -> None:
 
 
 def _copy_to_stream(f, stream, name):
-    """Copy a spooled output to stdout (or a /dev/fd path). A full disk behind stdout
-    (ENOSPC) names the stream; a reader that went away stays a BrokenPipeError, which
-    the command line ends as a Unix filter does."""
+    """Copy a spooled output to its stream; an OSError names it, except BrokenPipeError."""
     try:
-        # Not shutil.copyfileobj: it ignores what write() returns, and stdout is a raw
-        # FileIO under PYTHONUNBUFFERED, whose write to a pipe may be partial (a
-        # signal, a reader that went away): the rest would be lost without an error.
+        # Not shutil.copyfileobj: it ignores a partial write (raw stdout under
+        # PYTHONUNBUFFERED), losing the rest without an error.
         while block := f.read(1 << 20):
             view = memoryview(block)
             while view:
