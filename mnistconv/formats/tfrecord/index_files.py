@@ -6,14 +6,9 @@ per record:
 
 offset: where the record's framing starts in the file (its uint64 length field);
 length: the whole framed record, 8 + 4 + data + 4 bytes; both decimal. The records lie
-back to back, so the first offset is 0, each next offset is the one before plus its
-length, and the last record ends where the file ends. An index is data, not a path:
-it names no file, and it is only believed once it holds to all of that (check()); a
-record read through it is then checked against its own framing and CRCs.
-
-Written by write(..., index_files=True) for every output file (not for compressed
-ones: offsets into a gzip stream mean nothing to DALI or `tfrecord`); read by the
-indexed split (indexed.py) to read only the records a selection needs.
+back to back from offset 0 to the file's end; an index is believed only once it holds
+to that (check()), and a record read through it is checked against its own framing.
+Written by write(..., index_files=True) for uncompressed files; read by indexed.py.
 """
 
 import os
@@ -26,8 +21,7 @@ from ...errors import FormatError
 from ...fileio import create_staged, open_input
 from .names import INDEX_SUFFIX as SUFFIX
 FRAMING = 16  # length (8) + its CRC (4) + the data's CRC (4)
-# A line is two numbers below 2**64 and their separators.
-MAX_LINE = 2 * 20 + 2
+MAX_LINE = 2 * 20 + 2  # two numbers below 2**64 and their separators
 _LENGTH = struct.Struct("<Q")
 REBUILD = "rewrite it with --index-files, or delete it to read the file without it"
 
@@ -38,8 +32,7 @@ def index_path(path) -> str:
 
 
 def record_sizes(data) -> list:
-    """The framed size of each record of encoded TFRecord bytes (whole records back
-    to back, as the writer's chunks are)."""
+    """The framed size of each record of encoded TFRecord bytes (whole records)."""
     unpack = _LENGTH.unpack_from
     sizes, pos, end = [], 0, len(data)
     while pos + FRAMING <= end:
@@ -65,7 +58,6 @@ class IndexWriter:
             return
         # Each record's start, and after the last one where the next chunk starts.
         starts = list(accumulate(sizes, initial=self.offset))
-        # (one format string for the whole chunk: a line per record)
         pairs = [value for pair in zip(starts, sizes) for value in pair]
         self.parts.append(("%d %d\n" * len(sizes)) % tuple(pairs))
         self.offset = starts[-1]
