@@ -90,8 +90,7 @@ def shard_count(shards, shard_size, total_bytes, count, split, where):
 
 
 def _record_bounds(shape):
-    """(fewest, most) bytes of one serialized Example of an H x W image: the most is
-    zlib's worst case (deflateBound) of the rows in 8192-byte IDAT chunks, plus framing."""
+    """(fewest, most) bytes of an H x W image's Example (the most: zlib's deflateBound)."""
     h, w = shape
     rows = h * (w + 1)
     deflated = rows + (rows + 7) // 8 + (rows + 63) // 64 + 5 + 6
@@ -108,12 +107,10 @@ class TfdsCounters(Counters):
 
 
 class TfdsWrite(ShardedWrite):
-    """A TFDS directory written shard by shard (mnistconv.contract), each shard the
-    records write() gives it, the metadata once every shard is there. Without --shards
-    the count follows the encoded size: a plan takes it from the header when the
-    smallest and largest possible records (_record_bounds) give the same count, else
-    asks for --shards; finish() checks the real sizes agree. write() (planned=False)
-    places each split's shards once it is encoded."""
+    """A TFDS directory written shard by shard (mnistconv.contract), the metadata once
+    every shard is there. Without --shards the count follows the encoded size: a plan
+    takes it from the header when the smallest and largest records give the same count,
+    and finish() checks the real sizes agree; write() places shards once encoded."""
 
     counters = TfdsCounters
 
@@ -382,8 +379,7 @@ class TfdsSplit(Split):
 
 
 def _info_dirs(path):
-    """The folders holding dataset_info.json at path, else at the nearest level below
-    (up to DIR/<name>/<config>/<version>) that has any, staging leftovers skipped."""
+    """The folders holding dataset_info.json at path or the nearest level below that has any."""
     for depth in ("", "*", "*/*", "*/*/*"):
         found = [os.path.dirname(f) for f in sorted(glob.glob(
             os.path.join(glob.escape(path), depth, "dataset_info.json")))
@@ -412,8 +408,7 @@ def find_directory(path):
 
 
 def _tfrecord_counts(path):
-    """(records, bytes of record data) of an uncompressed TFRecord file, from its
-    length fields (the CRCs are checked when the records are read)."""
+    """(records, bytes of record data) of a TFRecord file, from its length fields."""
     count = data = 0
     size = os.path.getsize(path)
     with open_input(path) as f:  # confined by read() (check_input_file)

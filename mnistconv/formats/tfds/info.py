@@ -315,8 +315,7 @@ class Info:
 
 
 def _features(features, path):
-    """(image key, label key, (H, W), number of classes) of a FeaturesDict holding one
-    grayscale uint8 Image and one ClassLabel (other features are ignored)."""
+    """(image key, label key, (H, W), classes) of a FeaturesDict's Image and ClassLabel."""
     try:
         entries = features["featuresDict"]["features"]
         assert isinstance(entries, dict)

@@ -83,10 +83,8 @@ class IndexedSplit(Split):
     # --- a few records, through the indexes ---
 
     def select(self, limit=None, per_class=None, shuffle=False, seed=0):
-        """The split cut to the records a selection needs (stream.select_split's
-        order: shuffle, per class, limit), read through the indexes; None when the
-        selection needs every label (per class after a shuffle, labels that are not
-        one-hot) or the records carry extra fields."""
+        """stream.select_split()'s selection read through the indexes; None when it needs
+        every label (per class after a shuffle, or not one-hot) or there are extras."""
         if self._parser.extras or (per_class is not None and
                                    (shuffle or not self._parser.width)):
             return None
@@ -113,9 +111,7 @@ class IndexedSplit(Split):
         return RecordsSplit(self, positions, labels, indices)
 
     def _labels_until(self, per_class):
-        """The labels of the first records, up to where every one-hot class has
-        per_class of them (all records if one never does): the first per_class of each
-        class are then among them, as in the whole split."""
+        """The labels of the first records, up to where every class has per_class."""
         counts = np.zeros(self._parser.width, np.int64)
         labels, done = [], 0
         for p in range(self.count):
@@ -128,8 +124,7 @@ class IndexedSplit(Split):
         return np.array(labels, np.int64)
 
     def _record_bytes(self, position):
-        """(path, record number, data) of record `position`, its framing checked against
-        the index and its CRCs."""
+        """(path, record number, data) of record `position`, framing and CRCs checked."""
         number, offset, length = (int(v) for v in self._places[position])
         path = self.files[number]
         first = position - int(np.searchsorted(self._places[:, 0], number))
@@ -231,7 +226,7 @@ def read(path, schema="auto", input_compression="auto", split_name=None,
     groups = resolve(path)
     if split_name and len(groups) == 1:
         groups = {split_name: next(iter(groups.values()))}
-    splits = {}
+    splits: dict = {}
     for name, files in groups.items():
         # Every file uncompressed with its index beside it: a selection reads only those.
         if files and all(os.path.isfile(index_path(f)) for f in files) and \

@@ -175,8 +175,7 @@ class TFRecordSplit(Split):
                                     f"tf.train.Example ({e})") from None
 
     def _fields(self, path, number, example):
-        """(image bytes or Raw, label, original index or None) of a record, its
-        features checked against the layout."""
+        """(image bytes or Raw, label, original index or None), checked against the layout."""
         feature = example.features.feature
         layout = self.layout
         where = record_name(number)
@@ -256,8 +255,7 @@ class TFRecordSplit(Split):
         yield from ordered_map(self._decode_batch, self._cut(batch_size, shape), workers)
 
     def _cut(self, batch_size, shape):
-        """(shape, start position, [(path, record number, image bytes or Raw)]) per
-        batch: only the images, read in this thread from files unchanged since."""
+        """(shape, start, [(path, record number, image bytes or Raw)]) per batch."""
         position, items = 0, []
         for path, compression, count, identity in self._sources:
             _check_identity(path, identity)
@@ -283,7 +281,12 @@ class TFRecordSplit(Split):
     def _decode_batch(self, job):
         shape, start, items = job
         n = len(items)
-        return Batch(decode_images(items, shape), self._labels[start:start + n].copy(),
+        # The usual batch: JPEGs of one header, decoded together in one call.
+        together = None if self._raw[start:start + n].any() else \
+            codecs.decode_jpeg_tiles([data for _, _, data in items], *shape)
+        images = decode_images(items, shape) if together is None else \
+            np.ascontiguousarray(together)
+        return Batch(images, self._labels[start:start + n].copy(),
                      self._indices[start:start + n].copy())
 
     def labels(self):
@@ -357,26 +360,22 @@ def _check_shape(path, number, shape, first):
 
 def decode_images(items, shape):
     """The images of [(path, record number, image bytes or Raw)], each checked to be
-    shape: JPEGs sharing a header decoded together, else (or to name the record that
-    fails) one by one."""
+    shape: JPEGs sharing a header decoded together, the rest (or to name the record
+    that fails) one by one."""
     images = np.empty((len(items),) + shape, np.uint8)
-    jpegs = []
+    encoded = []
     for place, (path, number, data) in enumerate(items):
         if isinstance(data, Raw):
             _check_shape(path, number, data.shape, shape)
             images[place] = data.pixels()
-        elif data[:3] == JPEG:
-            jpegs.append((place, path, number, data))
         else:
-            image = decode_record_image(path, number, data)
-            _check_shape(path, number, image.shape, shape)
-            images[place] = image
-    together = codecs.decode_jpeg_tiles([data for _, _, _, data in jpegs], *shape) \
-        if jpegs else None
+            encoded.append((place, path, number, data))
+    jpegs = [item for item in encoded if item[3][:3] == JPEG]
+    together = codecs.decode_jpeg_tiles([item[3] for item in jpegs], *shape) if jpegs else None
     if together is not None:
-        images[[place for place, _, _, _ in jpegs]] = together
-        return images
-    for place, path, number, data in jpegs:
+        images[[item[0] for item in jpegs]] = together
+        encoded = [item for item in encoded if item[3][:3] != JPEG]
+    for place, path, number, data in encoded:
         image = decode_record_image(path, number, data)
         _check_shape(path, number, image.shape, shape)
         images[place] = image

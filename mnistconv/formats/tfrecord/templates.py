@@ -11,15 +11,12 @@ _NOT_CODED = -1  # a template's kind check: the image is neither JPEG nor PNG
 
 
 class Templates:
-    """The index pass's shortcut. A record parsed the checked way teaches a template:
-    for its length, the bytes before its image (with the image's first bytes when it is
-    a JPEG or PNG: decisions hang on its kind), where the image lies, and the bytes
-    after it with what the record holds. A later record of that length with that head
-    and a known tail holds the same but for its image: no parse. A template is learnt
-    only from a record that is the deterministic serialization of its own parse and
-    whose serialization with every image byte complemented changes exactly the image's
-    bytes: then any record of those bytes around an image of that length is that
-    Example with that image. Bounded: at most MAX_TAILS tails and MAX_BYTES bytes."""
+    """The index pass's shortcut. A parsed record teaches a template: for its length,
+    the bytes before its image (and the image's JPEG/PNG magic), where the image lies,
+    and the bytes after it with what the record holds; a later record of that length,
+    head and tail is the same but for its image. Learnt only from a record that is the
+    deterministic serialization of its parse and whose image, complemented, changes
+    exactly the image's bytes. Bounded by MAX_TAILS tails and MAX_BYTES bytes."""
 
     MAX_TAILS = 1 << 16
     MAX_BYTES = 16 << 20

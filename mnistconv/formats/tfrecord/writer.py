@@ -28,12 +28,9 @@ from ...codecs.framing import Framer
 from .index_files import IndexWriter, index_path
 from .names import split_target
 
-# Records per work unit: per-chunk costs (a JPEG tile, a round trip to a worker) stay
-# small, memory stays flat and the workers finish together.
-CHUNK = 1000
-# Without exact_jpeg_error, the JPEG error is measured on the first 1/ERROR_SAMPLE of
-# each chunk: decoding every record costs more than the C reference's margin
-# (benchmarks/README.md).
+CHUNK = 1000  # records per work unit: small per-chunk costs, flat memory
+# The JPEG error is measured on the first 1/ERROR_SAMPLE of each chunk: decoding all
+# costs more than the C reference's margin (benchmarks/README.md).
 ERROR_SAMPLE = 16
 
 
@@ -52,9 +49,8 @@ class Settings:
     exact_error: bool
     # Known class names add a label_name bytes feature (nothing when there are none).
     class_names: tuple = ()
-    # (names, N x k int32 table) of the split's extra fields, or None. With them the
-    # pieces' indices are positions in the split, picking rows here and original
-    # indices from `original`: forked workers inherit the table, not per piece.
+    # (names, N x k int32 table) of the split's extra fields, or None: then the pieces'
+    # indices are positions picking rows here and in `original` (inherited by workers).
     extras: Any = None
     original: Any = None
 
@@ -182,9 +178,8 @@ class _Output:
 
 
 def _chunks(split, bounds, chunk, positions=False):
-    """(output number, images, labels, indices) pieces of at most `chunk` records that
-    never cross an output boundary (bounds: the end position of each output); with
-    positions, the records' positions in the split stand for their indices."""
+    """(output number, images, labels, indices) pieces of at most `chunk` records, cut at
+    the outputs' end positions (bounds); with positions, positions stand for indices."""
     position, out = 0, 0
     for batch in split.batches(chunk):
         start = 0
@@ -203,8 +198,7 @@ def _chunks(split, bounds, chunk, positions=False):
 
 
 def _range_pieces(split, start, stop, chunk, positions=False):
-    """_chunks()'s pieces of records start..stop of a seekable split: cut at every
-    multiple of chunk (where a reader's batches of chunk records end)."""
+    """_chunks()'s pieces of records start..stop of a seekable split."""
     labels = np.asarray(split.labels())
     indices = None if positions else np.asarray(split.indices(), np.int64)
     at = start
@@ -217,9 +211,7 @@ def _range_pieces(split, start, stop, chunk, positions=False):
 
 
 def _check_labels(labels, where):
-    """A split's labels checked before anything is written: integers from 0, and few
-    enough classes (a one-hot label is a row of max label + 1 values). Nothing is
-    copied: an int64 copy of millions of labels shows in a conversion's peak."""
+    """Labels are integers from 0, few enough classes for a one-hot row (not copied)."""
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise FormatError(where, f"labels of shape {labels.shape}", "TFRecord labels are "
@@ -389,7 +381,7 @@ class TFRecordWrite(ShardedWrite):
         """Shard `index` of the set at staged_path: (OutputFile, TFRecordCounters)."""
         target = self.targets[index]
         entry = next(e for e in self.plan if e[0].name == target.split)
-        split, settings = entry[0], entry[1]
+        split, settings, _ = entry
         positions = settings.extras is not None
         if type(split).take is not Split.take:  # seekable: read the shard's range only
             pieces = _range_pieces(split, target.start, target.stop, self.chunk, positions)
