@@ -52,8 +52,6 @@ _PNG_FIXED = 8 + 25 + 12 + 12
 _EXAMPLE_MOST = 96
 
 
-# --- writing ---------------------------------------------------------------------
-
 def parse_size(value, option="--shard-size"):
     """Bytes with a unit: 64MB, 256MiB, 1G (K, M, G count 1024s), 1 KB to 1 TB, else
     exit 2 (a bare number too: webdataset's --shard-size counts samples)."""
@@ -350,8 +348,6 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     return WriteResult(files, counts, {"records": sum(counts.values()),
                                        "shards": len(job.targets)})
 
-
-# --- reading ---------------------------------------------------------------------
 
 class TfdsSplit(Split):
     """A split of a TFDS directory: its shards read as TFRecord or ArrayRecord, the

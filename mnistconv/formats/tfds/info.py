@@ -217,8 +217,6 @@ def tfds_bounds(count, shards):
     return [round(count * i / shards) for i in range(1, shards + 1)]
 
 
-# --- reading ---------------------------------------------------------------------
-
 def load_json(path, root=None):
     """A metadata file's JSON, bounded in size, read only inside root."""
     if not os.path.lexists(path):

@@ -42,8 +42,6 @@ class IndexedSplit(Split):
         if self.count:
             self._parser.first(*self._record_bytes(0))
 
-    # --- the whole split, read as TFRecordSplit reads it ---
-
     def full(self) -> TFRecordSplit:
         """The split read in full (once), checked against the indexes' count."""
         if self._full is None:
@@ -79,8 +77,6 @@ class IndexedSplit(Split):
     def extra_fields(self):
         """The records' extra fields (QMNIST's columns), as TFRecordSplit has them."""
         return self.full().extra_fields()
-
-    # --- a few records, through the indexes ---
 
     def select(self, limit=None, per_class=None, shuffle=False, seed=0):
         """stream.select_split()'s selection read through the indexes; None when it needs
