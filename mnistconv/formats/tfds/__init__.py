@@ -28,7 +28,7 @@ SPEC = Format(
                ("tfrecord", "array_record"), "tfrecord"),
         WORKERS,
     ),
-    sharded="mnistconv.formats.tfds.plan",
+    sharded="mnistconv.formats.tfds.format",
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

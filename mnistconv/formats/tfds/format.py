@@ -7,19 +7,16 @@ read it):
     DIR/<name>/<version>/label.labels.txt     class names, one a line
     DIR/<name>/<version>/<name>-<split>.<tfrecord|array_record>-00000-of-0000N
 Every record is a tf.train.Example {"image": PNG bytes, "label": int64}, the bytes TFDS
-writes (codecs/tfds_encode.py, codecs/tfpng.py). A TFRecord shard is records back to back, each
-uint64 length, uint32 masked CRC-32C of the length, data, uint32 masked CRC-32C of the
-data (mnistconv.codecs.framing); an ArrayRecord shard holds the same records
+writes (codecs/tfds_encode.py, codecs/tfpng.py), in TFRecord framing (uint64 length,
+uint32 masked CRC-32C of the length, data, uint32 masked CRC-32C of the data) or
 through the array-record package (group_size:1, TFDS' own setting). The number of
 shards is --shards, else the encoded size over --shard-size, else TFDS' rule (64 MiB to
-1 GiB a shard: one for MNIST); records are cut into shards as TFDS cuts them.
+1 GiB a shard: one for MNIST); records are cut into shards as TFDS cuts them: in the
+input's order (no key-hash shuffle), with TFDS' rounded bounds (info.tfds_bounds).
 
-Reading takes DIR, DIR/<name> or DIR/<name>/<version> (with or without a config level),
-of any image classification dataset with one grayscale uint8 Image and one ClassLabel,
-including what TFDS writes. Every claim is checked before it is believed: each shard's
-record count against shardLengths, numBytes against the records, the images against
-features.json's shape, the labels against numClasses; a missing or truncated shard is
-an error naming it.
+Reading takes any image classification dataset with one grayscale uint8 Image and one
+ClassLabel, checking every claim (shardLengths, numBytes, features.json's shape,
+numClasses) before believing it.
 
     ds = mnistconv.read("data/mnist")
     mnistconv.write(ds, "tfds_data", "tfds")       # tfds_data/mnist/1.0.0/...
@@ -27,15 +24,18 @@ an error naming it.
 """
 
 import glob
+import hashlib
 import os
 import tempfile
+from dataclasses import dataclass
 
 import numpy as np
 
 from ... import registry
+from ...contract import Counters, ShardTarget, ShardedWrite
 from ...errors import BadOption, CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
 from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
-    open_input, output_entries, remove_scratch
+    open_input, open_staged, output_entries, remove_scratch
 from ...parallel import ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, Dataset, Split, WriteResult, OutputFile
 from ...shards import check_shard_count, SHARD_RE
@@ -45,14 +45,16 @@ from ...limits import MAX_SHARDS, is_number, printable
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from . import info as tfds_info
 
-METADATA = ("dataset_info.json", "features.json")
+METADATA = ("dataset_info.json", "features.json", "label.labels.txt")
+# A PNG's signature, IHDR chunk, one IDAT chunk's framing and IEND: no record is smaller.
+_PNG_FIXED = 8 + 25 + 12 + 12
+# The Example around the PNG and the label: 96 bounds it for any label and PNG length.
+_EXAMPLE_MOST = 96
 
-
-# --- writing ---------------------------------------------------------------------
 
 def parse_size(value, option="--shard-size"):
     """Bytes with a unit: 64MB, 256MiB, 1G (K, M, G count 1024s), 1 KB to 1 TB, else
-    exit 2. (A bare number is refused: webdataset's --shard-size counts samples.)"""
+    exit 2 (a bare number too: webdataset's --shard-size counts samples)."""
     text = str(value).strip().upper()
     for suffix in ("IB", "B"):
         if text.endswith(suffix):
@@ -85,182 +87,271 @@ def shard_count(shards, shard_size, total_bytes, count, split, where):
     return n
 
 
-def stale_files(directory, keep):
-    """TFDS files of an earlier write in directory that the new one does not write
-    (other shard counts, splits or file format): removed on commit, with force."""
-    entries = output_entries(directory)
-    stale = []
-    for entry in entries:
-        if entry in keep or is_staging_name(entry):
-            continue
-        if entry in METADATA or entry.endswith(".labels.txt") or \
-                (SHARD_RE.match(entry) and (".tfrecord-" in entry or
-                                            ".array_record-" in entry)):
-            stale.append(entry)
-    return stale
+def _record_bounds(shape):
+    """(fewest, most) bytes of an H x W image's Example (the most: zlib's deflateBound)."""
+    h, w = shape
+    rows = h * (w + 1)
+    deflated = rows + (rows + 7) // 8 + (rows + 63) // 64 + 5 + 6
+    return _PNG_FIXED, _PNG_FIXED + deflated + 12 * -(-deflated // 8192) + _EXAMPLE_MOST
 
 
-def _nearest_existing(path):
-    path = os.path.abspath(path)
-    while not os.path.isdir(path):
-        path = os.path.dirname(path)
-    return path
+@dataclass
+class TfdsCounters(Counters):
+    """A shard's records, the bytes of their serialized Examples, and 1 (the shard)."""
+
+    records: int = 0
+    num_bytes: int = 0
+    shards: int = 0
 
 
-def checked(dataset, path, o, force=False):
-    """write()'s checks of options o (SPEC.options()), all made before any output
-    exists, and what they decide: (name, version, shards, shard_size, workers, target
-    directory, [(split name, split, (H, W))], (H, W), number of classes, class names).
-    A sharded write (plan.py) starts from them too, so a shard written alone is cut and
-    encoded as in the whole set."""
-    name = tfds_info.check_name(o.name if o.name is not None else
-                                tfds_info.family_name(dataset))
-    version = tfds_info.check_version(o.version)
-    shards, shard_size, file_format = o.shards, o.shard_size, o.file_format
-    if shards is not None and shard_size is not None:
-        raise UsageError(None, "--shards and --shard-size both say how to cut shards",
-                         "give one of them")
-    shards = None if shards is None else check_shard_count(shards)
-    shard_size = None if shard_size is None else parse_size(shard_size)
-    workers = check_workers(o.workers)
-    if file_format == "array_record":
-        shardwrite.array_record_module()
-    if str(path) == "-":
-        raise UsageError("-", "a TFDS directory cannot be written to stdout", "name an output directory")
-    if not dataset.splits:
-        raise NoSplits(path, "nothing to write: the input has no splits")
-    target = os.path.join(str(path), name, version)
-    check_output_path(target, path)  # a linked name or version folder: refused first
-    if os.path.exists(target) and not os.path.isdir(target):
-        raise InTheWay(target, "exists and is not a directory")
-    if not force and os.path.isdir(target) and output_entries(target, path):
-        raise exists_error(target)
+class TfdsWrite(ShardedWrite):
+    """A TFDS directory written shard by shard (mnistconv.contract), the metadata once
+    every shard is there. Without --shards the count follows the encoded size: a plan
+    takes it from the header when the smallest and largest records give the same count,
+    and finish() checks the real sizes agree; write() places shards once encoded."""
 
-    plan = []
-    num_classes = 0
-    for split_name, split in dataset.splits.items():
-        where = split.header.source or split_name
-        tfds_info.check_split_name(split_name, where)
-        shape = encode.image_shape(split, "TFDS")
-        if split.header.count == 0:
-            raise UsageError(where, f"split {split_name} has no examples", "TFDS splits "
-                                    "hold one at least")
-        num_classes = max(num_classes, encode.check_labels(split, "TFDS"))
-        if shards is not None and shards > split.header.count:
-            raise UsageError(where, f"--shards {shards} but split {split_name} has "
-                                    f"{split.header.count} examples",
-                             "every shard holds one example at least")
-        plan.append((split_name, split, shape))
-    shapes = {shape for _, _, shape in plan}
-    if len(shapes) > 1:
-        raise UsageError(path, f"splits have different image shapes ({sorted(shapes)})",
-                               "one TFDS features.json describes them all")
-    shape = shapes.pop()
-    names = tfds_info.class_names(name, [s for _, s, _ in plan], num_classes)
-    return (name, version, shards, shard_size, workers, target, plan, shape, num_classes,
-            names)
+    counters = TfdsCounters
+
+    def __init__(self, dataset, path, options, force=True, planned=True):
+        o = self.options = options
+        self.path = path
+        self.name = tfds_info.check_name(o.name if o.name is not None else
+                                         tfds_info.family_name(dataset))
+        self.version = tfds_info.check_version(o.version)
+        if o.shards is not None and o.shard_size is not None:
+            raise UsageError(None, "--shards and --shard-size both say how to cut shards",
+                             "give one of them")
+        self.shards = None if o.shards is None else check_shard_count(o.shards)
+        self.shard_size = None if o.shard_size is None else parse_size(o.shard_size)
+        check_workers(o.workers)
+        if o.file_format == "array_record":
+            shardwrite.array_record_module()
+        if str(path) == "-":
+            raise UsageError("-", "a TFDS directory cannot be written to stdout", "name an output directory")
+        if not dataset.splits:
+            raise NoSplits(path, "nothing to write: the input has no splits")
+        self.target = target = os.path.join(str(path), self.name, self.version)
+        check_output_path(target, path)  # a linked name or version folder: refused first
+        if os.path.exists(target) and not os.path.isdir(target):
+            raise InTheWay(target, "exists and is not a directory")
+        if not force and os.path.isdir(target) and output_entries(target, path):
+            raise exists_error(target)
+        self.splits, shapes, self.num_classes = [], set(), 0  # [(split name, split)]
+        for split_name, split in dataset.splits.items():
+            where = split.header.source or split_name
+            tfds_info.check_split_name(split_name, where)
+            shapes.add(encode.image_shape(split, "TFDS"))
+            if split.header.count == 0:
+                raise UsageError(where, f"split {split_name} has no examples", "TFDS splits "
+                                        "hold one at least")
+            self.num_classes = max(self.num_classes, encode.check_labels(split, "TFDS"))
+            if self.shards is not None and self.shards > split.header.count:
+                raise UsageError(where, f"--shards {self.shards} but split {split_name} has "
+                                        f"{split.header.count} examples",
+                                 "every shard holds one example at least")
+            self.splits.append((split_name, split))
+        if len(shapes) > 1:
+            raise UsageError(path, f"splits have different image shapes ({sorted(shapes)})",
+                                   "one TFDS features.json describes them all")
+        self.shape = shapes.pop()
+        self.names = tfds_info.class_names(self.name, [s for _, s in self.splits],
+                                           self.num_classes)
+        self.targets = []
+        if planned:
+            least, most = _record_bounds(self.shape)
+            for split_name, split in self.splits:
+                count = split.header.count
+                self.place(split_name, count, self.shards or self._count(
+                    split_name, count, least, most))
+            self.stale = [os.path.join(target, e) for e in self.stale_names()]
+
+    def _count(self, split_name, count, least, most):
+        """The shard count TFDS' rule (or --shard-size) gives whatever the encoding."""
+        low, high = (shard_count(None, self.shard_size, b * count, count, split_name,
+                                 self.path) for b in (least, most))
+        if low != high:
+            rule = f"--shard-size {self.options.shard_size}" if self.shard_size else \
+                "TFDS' rule (64 MiB to 1 GiB a shard)"
+            raise UsageError(self.path, f"split {split_name}: {rule} gives {low} to {high} "
+                                        f"shards for {count:,} images, depending on how "
+                                        "well they compress, so a plan cannot be cut "
+                                        "from the header", "give --shards N to plan it")
+        return low
+
+    def place(self, split_name, count, n):
+        """Add the n shard targets of a split of count records, cut as TFDS cuts."""
+        bounds = tfds_info.tfds_bounds(count, n)
+        for i in range(n):
+            self.targets.append(ShardTarget(split_name, i, os.path.join(
+                self.target, tfds_info.shard_name(self.name, split_name,
+                                                  self.options.file_format, i, n)),
+                bounds[i - 1] if i else 0, bounds[i]))
+
+    def shards_of(self, split_name) -> list:
+        """The split's shard targets."""
+        return [t for t in self.targets if t.split == split_name]
+
+    def file_names(self) -> list:
+        """The names of the files the write makes in the target directory."""
+        return list(METADATA) + [os.path.basename(t.path) for t in self.targets]
+
+    def stale_names(self) -> list:
+        """TFDS files of an earlier write in the target that this one does not make
+        (other shard counts, splits or file format): removed on commit, with force."""
+        keep = set(self.file_names())
+        return [e for e in output_entries(self.target) if e not in keep and
+                not is_staging_name(e) and (e in METADATA or e.endswith(".labels.txt") or (
+                    SHARD_RE.match(e) and (".tfrecord-" in e or ".array_record-" in e)))]
+
+    def encoder(self, total):
+        """(task, ParallelEncoder) of the Examples, the task warmed first."""
+        task = encode.ExampleTask(self.num_classes, self.shape)
+        task.warm()
+        return task, ParallelEncoder([task], check_workers(self.options.workers),
+                                     self.options.processes, int(np.prod(self.shape)),
+                                     encode.chunk_records(self.shape), total=total)
+
+    def cut(self, spool, lengths, targets, staged_paths) -> list:
+        """The spool's records cut into targets (one split's, from the spool's first)."""
+        bounds = [t.stop - targets[0].start for t in targets]
+        paths = [t.path for t in targets]
+        if self.options.file_format == "tfrecord":
+            return shardwrite.tfrecord_shards(spool, lengths, bounds, paths, staged_paths)
+        return shardwrite.array_record_shards(spool, lengths, bounds, paths, staged_paths,
+                                              "group_size:1")
+
+    def metadata(self, described) -> list:
+        """(file name, bytes) of METADATA; described: [(split, numBytes, shard lengths)]."""
+        texts = (tfds_info.dataset_info_json(self.name, self.version,
+                                             self.options.file_format, described),
+                 tfds_info.features_json(self.shape, self.num_classes),
+                 "\n".join(self.names) + "\n")
+        return [(name, text.encode("utf-8")) for name, text in zip(METADATA, texts)]
+
+    def write_shard(self, index, staged_path):
+        """Shard `index` at staged_path: (OutputFile, TfdsCounters)."""
+        from ...plan import RangeSplit
+        target = self.targets[index]
+        split = dict(self.splits)[target.split]
+        start, stop = target.start, target.stop
+        task, encoder = self.encoder(stop - start)
+        # A TFRecord shard is its spool; ArrayRecord's records are copied out of one.
+        spool = staged_path
+        if self.options.file_format != "tfrecord":
+            fd, spool = tempfile.mkstemp(dir=os.path.dirname(staged_path),
+                                         prefix=staging_prefix(os.path.basename(target.path)))
+            os.close(fd)
+        try:
+            with encoder, shardwrite.naming_failures(target.path):
+                lengths = shardwrite.spool_split(RangeSplit(split, start, stop), task,
+                                                 encoder, spool, NO_PROGRESS, "")
+            if len(lengths) != stop - start:
+                raise FormatError(split.header.source or target.split,
+                                  f"yielded {start + len(lengths)} examples, its header "
+                                  f"says {split.header.count}", "check the input")
+            written = self.cut(spool, lengths, [target], [staged_path])
+        finally:
+            if spool != staged_path and os.path.exists(spool):
+                remove_scratch(spool)
+        return written[0], TfdsCounters(len(lengths), int(lengths.sum()), 1)
+
+    def stats(self, counters):
+        """write()'s stats: records and shards."""
+        return {"records": counters.records, "shards": counters.shards}
+
+    def metadata_targets(self):
+        """The metadata files finish() writes."""
+        return [os.path.join(self.target, name) for name in METADATA]
+
+    def finish(self, recorded):
+        """Write the metadata from the recorded shards' counters, checked to agree."""
+        described = []
+        for split_name, split in self.splits:
+            planned = self.shards_of(split_name)
+            counters = [recorded[t.path][1] for t in planned]
+            lengths = [c.records for c in counters]
+            num_bytes = sum(c.num_bytes for c in counters)
+            real = shard_count(self.shards, self.shard_size, num_bytes, split.header.count,
+                               split_name, self.path)
+            if lengths != [t.stop - t.start for t in planned] or real != len(planned):
+                raise FormatError(self.target, f"split {split_name}: the shards hold "
+                                               f"{lengths} records, {num_bytes:,} bytes "
+                                               f"({real} shards by the rule), the plan "
+                                               f"{len(planned)} shards", "run the "
+                                               "conversion again with --force")
+            described.append((split_name, num_bytes, lengths))
+        with StagedOutput(force=True) as staged:
+            for file_name, data in self.metadata(described):
+                with open_staged(staged.file(os.path.join(self.target, file_name))) as out:
+                    out.write(data)
+
+
+def prepare_write(dataset, path, options) -> TfdsWrite:
+    """The sharded write of dataset to path with options (SPEC.options())."""
+    return TfdsWrite(dataset, path, options)
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
-    """Write a TFDS prepared directory: path/<name>/<version>/ (see the module
-    docstring). name: the TFDS dataset name (default: the input's family, e.g. mnist);
-    shards: files per split (default: TFDS' rule, or shard_size bytes each);
-    file_format: tfrecord or array_record. workers/processes as mnistconv.parallel.
+    """Write a TFDS prepared directory path/<name>/<version>/. name: the TFDS dataset
+    name (default: the input's family, e.g. mnist); shards: files per split (default:
+    TFDS' rule, or shard_size bytes each); file_format: tfrecord or array_record.
 
         result = write(ds, "tfds_data", name="mnist", version="3.0.1")
         result.counts   # {'train': 60000, 'test': 10000}
     """
     from . import SPEC
-    o = SPEC.options(options)
-    name, version, shards, shard_size, workers, target, plan, shape, num_classes, names \
-        = checked(dataset, path, o, force)
-    file_format = o.file_format
-
+    job = TfdsWrite(dataset, path, SPEC.options(options), force, planned=False)
     scratch = None
     try:
         # Signals wait until the scratch folder is known, so `finally` removes it.
         with signals_deferred():
-            scratch = tempfile.mkdtemp(prefix=staging_prefix("tfds"),
-                                       dir=_nearest_existing(target))
-        spooled = []  # (split, lengths, spool path)
-        tasks = [encode.ExampleTask(num_classes, shape)]
-        for task in tasks:
-            task.warm()
-        with ParallelEncoder(tasks, workers, o.processes, int(np.prod(shape)),
-                             encode.chunk_records(shape),
-                             total=sum(s.header.count for _, s, _ in plan)) as encoder:
-            for split_name, split, _ in plan:
+            near = os.path.abspath(job.target)
+            while not os.path.isdir(near):
+                near = os.path.dirname(near)
+            scratch = tempfile.mkdtemp(prefix=staging_prefix("tfds"), dir=near)
+        spooled = []  # (split name, record lengths, spool path)
+        task, encoder = job.encoder(sum(s.header.count for _, s in job.splits))
+        with encoder:
+            for split_name, split in job.splits:
                 spool = os.path.join(scratch, split_name)
-                with shardwrite.naming_failures(target):
+                with shardwrite.naming_failures(job.target):
                     create_staged(spool).close()
-                    lengths = shardwrite.spool_split(split, tasks[0], encoder, spool,
+                    lengths = shardwrite.spool_split(split, task, encoder, spool,
                                                      progress, f"{split_name} -> tfds")
                 spooled.append((split_name, lengths, spool))
-        layout = []  # (split, numBytes, shard lengths, targets)
-        for split_name, lengths, spool in spooled:
-            count = len(lengths)
-            n = shard_count(shards, shard_size, int(lengths.sum()), count, split_name,
-                             path)
-            bounds = tfds_info.tfds_bounds(count, n)
-            layout.append((split_name, lengths, spool, bounds,
-                           [tfds_info.shard_name(name, split_name, file_format, i, n)
-                            for i in range(n)]))
-        file_names = list(METADATA) + ["label.labels.txt"] + \
-            [t for *_, targets in layout for t in targets]
+        for split_name, lengths, _ in spooled:  # the count follows the encoded size
+            job.place(split_name, len(lengths), shard_count(
+                job.shards, job.shard_size, int(lengths.sum()), len(lengths), split_name,
+                path))
         files, counts = [], {}
         with StagedOutput(force, root=path) as staged:
-            stage = staged.directory(target, file_names,
-                                     replaces=stale_files(target, set(file_names)))
-            for file_name, data in metadata_files(
-                    name, version, file_format,
-                    [(s, int(lengths.sum()), np.diff([0] + bounds).tolist())
-                     for s, lengths, _, bounds, _ in layout], shape, num_classes, names):
+            stage = staged.directory(job.target, job.file_names(),
+                                     replaces=job.stale_names())
+            for file_name, data in job.metadata(
+                    [(s, int(lengths.sum()), [t.stop - t.start for t in job.shards_of(s)])
+                     for s, lengths, _ in spooled]):
                 with create_staged(os.path.join(stage, file_name)) as f:
                     f.write(data)
-                files.append(_output(os.path.join(target, file_name), data))
-            for split_name, lengths, spool, bounds, targets in layout:
-                staged_paths = [os.path.join(stage, t) for t in targets]
+                files.append(OutputFile(os.path.join(job.target, file_name), len(data),
+                                        hashlib.sha256(data).hexdigest()))
+            for split_name, lengths, spool in spooled:
+                targets = job.shards_of(split_name)
+                staged_paths = [os.path.join(stage, os.path.basename(t.path))
+                                for t in targets]
                 for p in staged_paths:
                     create_staged(p).close()
-                full = [os.path.join(target, t) for t in targets]
-                if file_format == "tfrecord":
-                    files += shardwrite.tfrecord_shards(spool, lengths, bounds, full,
-                                                        staged_paths)
-                else:
-                    files += shardwrite.array_record_shards(spool, lengths, bounds, full,
-                                                            staged_paths, "group_size:1")
+                files += job.cut(spool, lengths, targets, staged_paths)
                 counts[split_name] = len(lengths)
     finally:
         if scratch:
             remove_scratch(scratch)
     return WriteResult(files, counts, {"records": sum(counts.values()),
-                                       "shards": sum(len(t) for *_, t in layout)})
+                                       "shards": len(job.targets)})
 
-
-def metadata_files(name, version, file_format, splits, shape, num_classes, names):
-    """(file name, bytes) of dataset_info.json, features.json and label.labels.txt;
-    splits: [(split name, numBytes, shard lengths)]."""
-    info_text = tfds_info.dataset_info_json(name, version, file_format, splits)
-    return [(file_name, text.encode("utf-8")) for file_name, text in (
-        ("dataset_info.json", info_text),
-        ("features.json", tfds_info.features_json(shape, num_classes)),
-        ("label.labels.txt", "\n".join(names) + "\n"))]
-
-
-def _output(path, data):
-    import hashlib
-    return OutputFile(path, len(data), hashlib.sha256(data).hexdigest())
-
-
-# --- reading ---------------------------------------------------------------------
 
 class TfdsSplit(Split):
     """A split of a TFDS directory: its shards read as TFRecord or ArrayRecord, the
-    header carrying features.json's class count and label.labels.txt's names.
-
-        split = mnistconv.read("tfds_data/mnist/1.0.0").splits["train"]
-        split.header.class_names[:3]      # ('0', '1', '2')
-    """
+    header carrying features.json's class count and label.labels.txt's names."""
 
     def __init__(self, name, inner, meta):
         names = tuple(meta.class_names or ())
@@ -271,20 +362,27 @@ class TfdsSplit(Split):
         self.tfds_name = meta.name
 
     def batches(self, batch_size=None):
-        """The inner reader's batches (TFRecord or ArrayRecord shards, in order)."""
         return self.inner.batches(batch_size) if batch_size else self.inner.batches()
 
     def labels(self):
-        """Every label (from the index built when the shards were opened)."""
         return self.inner.labels()
 
     def indices(self):
-        """Positions in the split (TFDS records carry no original index)."""
         return self.inner.indices()
 
     def take(self, positions):
-        """Images at positions (random access for ArrayRecord shards)."""
         return self.inner.take(positions)
+
+
+def _info_dirs(path):
+    """The folders holding dataset_info.json at path or the nearest level below that has any."""
+    for depth in ("", "*", "*/*", "*/*/*"):
+        found = [os.path.dirname(f) for f in sorted(glob.glob(
+            os.path.join(glob.escape(path), depth, "dataset_info.json")))
+            if not any(is_staging_name(p) for p in os.path.relpath(f, path).split(os.sep))]
+        if found:
+            return found
+    return []
 
 
 def find_directory(path):
@@ -292,13 +390,7 @@ def find_directory(path):
     path = str(path)
     if os.path.isfile(os.path.join(path, "dataset_info.json")):
         return path
-    found = []
-    for depth in ("*", "*/*", "*/*/*"):
-        found += [os.path.dirname(f) for f in sorted(glob.glob(
-            os.path.join(glob.escape(path), depth, "dataset_info.json")))
-            if not any(is_staging_name(p) for p in os.path.relpath(f, path).split(os.sep))]
-        if found:
-            break
+    found = _info_dirs(path)
     if not found:
         raise UsageError(path, "holds no dataset_info.json (not a TFDS dataset directory)",
                          "name a TFDS dataset directory (<name>/<version>/)")
@@ -312,8 +404,7 @@ def find_directory(path):
 
 
 def _tfrecord_counts(path):
-    """(records, bytes of record data) of an uncompressed TFRecord file, walking the
-    length fields (their CRCs and the data are checked when the records are read)."""
+    """(records, bytes of record data) of a TFRecord file, from its length fields."""
     count = data = 0
     size = os.path.getsize(path)
     with open_input(path) as f:  # confined by read() (check_input_file)
@@ -336,12 +427,8 @@ def _tfrecord_counts(path):
 
 
 def read(path, split_name=None, workers=None) -> Dataset:
-    """Read a TFDS prepared directory (DIR, DIR/<name> or DIR/<name>/<version>): one
-    split per entry of dataset_info.json, every claim checked (module docstring).
-    workers: threads decoding images (None: one per core).
-
-        ds = read("tfds_data")
-        ds.splits["test"].header.count     # 10000
+    """Read a TFDS prepared directory (DIR, DIR/<name> or DIR/<name>/<version>, with or
+    without a config level). workers: threads decoding images.
     """
     root = input_root(path)
     directory = find_directory(path)
@@ -361,7 +448,15 @@ def read(path, split_name=None, workers=None) -> Dataset:
                                   "copy the missing shard, or download the dataset again")
             check_input_file(f, root)
         if meta.file_format == "tfrecord":
-            inner, data_bytes = _tfrecord_split(name, files, lengths, info_path, workers)
+            data_bytes = 0
+            for f, expected in zip(files, lengths):
+                count, data = _tfrecord_counts(f)
+                if count != expected:
+                    raise CorruptData(f, f"holds {count:,} records, dataset_info.json says "
+                                         f"{expected:,} (shardLengths)")
+                data_bytes += data
+            inner = registry.get("tfrecord").load().TFRecordSplit(name, files, "tfds", "none",
+                                                                  workers)
             if num_bytes is not None and num_bytes != data_bytes:
                 raise CorruptData(info_path, f"split {name}: numBytes says "
                                              f"{num_bytes:,}, its records hold "
@@ -388,31 +483,12 @@ def read(path, split_name=None, workers=None) -> Dataset:
     return Dataset("tfds", splits, paths)
 
 
-def _tfrecord_split(name, files, lengths, info_path, workers):
-    TFRecordSplit = registry.get("tfrecord").load().TFRecordSplit
-    total_data = 0
-    for f, expected in zip(files, lengths):
-        count, data = _tfrecord_counts(f)
-        if count != expected:
-            raise CorruptData(f, f"holds {count:,} records, dataset_info.json says "
-                                 f"{expected:,} (shardLengths)")
-        total_data += data
-    inner = TFRecordSplit(name, files, "tfds", "none", workers)
-    return inner, total_data
-
-
 def sniff(path) -> bool:
     """A directory holding dataset_info.json and features.json, here or up to three
     levels below (DIR/<name>/<config>/<version>)."""
     path = str(path)
-    if not os.path.isdir(path):
-        return False
-    for depth in ("", "*", "*/*", "*/*/*"):
-        pattern = os.path.join(glob.escape(path), depth, "dataset_info.json")
-        for f in glob.glob(pattern):
-            if os.path.isfile(os.path.join(os.path.dirname(f), "features.json")):
-                return True
-    return False
+    return os.path.isdir(path) and any(os.path.isfile(os.path.join(d, "features.json"))
+                                       for d in _info_dirs(path))
 
 
 def matches_name(path) -> bool:

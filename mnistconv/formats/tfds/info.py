@@ -19,10 +19,8 @@ features.json is the FeaturesDict as FeatureConnector.save_config writes it
         "label": {"classLabel": {"numClasses": "10"},
                   "pythonClassName": "...class_label_feature.ClassLabel"}}},
      "pythonClassName": "tensorflow_datasets.core.features.features_dict.FeaturesDict"}
-label.labels.txt holds the class names, one a line.
-
-Names follow TFDS' rules (naming.py, utils/version.py): a dataset name is a letter then
-letters, digits and '_'; a version is MAJOR.MINOR.PATCH without leading zeros.
+label.labels.txt holds the class names, one a line. Names and versions follow TFDS'
+rules (naming.py, utils/version.py).
 """
 
 import json
@@ -43,7 +41,6 @@ DICT_CLASS = "tensorflow_datasets.core.features.features_dict.FeaturesDict"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}\Z")
 _VERSION = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\Z")
 _SPLIT = re.compile(r"[A-Za-z0-9_]{1,64}\Z")
-# Metadata files are small; anything larger is not TFDS' (and is not read whole).
 MAX_METADATA_BYTES = 16 << 20
 
 _MNIST_CITATION = """\
@@ -56,8 +53,8 @@ _MNIST_CITATION = """\
 }
 """
 
-# What TFDS' own builders (image_classification/mnist.py) say of the MNIST family:
-# description, homepage, citation, class names.
+# TFDS' own builders' (image_classification/mnist.py) description, homepage, citation
+# and class names of the MNIST family.
 KNOWN = {
     "mnist": ("The MNIST database of handwritten digits.", "http://yann.lecun.com/exdb/mnist/",
               _MNIST_CITATION, [str(d) for d in range(10)]),
@@ -127,9 +124,8 @@ def check_split_name(name, where):
 
 
 def family_name(dataset) -> str:
-    """The TFDS name of the dataset's family, from what it was read from: a TFDS
-    directory's own name, else fashion_mnist, kmnist or emnist when the input's file
-    names say so, else mnist."""
+    """The TFDS name of the dataset's family: a TFDS directory's own, else the one the
+    input's file names say (fashion_mnist, kmnist, emnist), else mnist."""
     for split in dataset.splits.values():
         name = getattr(split, "tfds_name", None)
         if name:
@@ -143,8 +139,8 @@ def family_name(dataset) -> str:
 
 
 def class_names(name, splits, num_classes) -> list:
-    """Class names: from the reader (a Header field class_names or a split's own), else
-    the family's when it has that many classes, else '0', '1', ..."""
+    """Class names: the reader's, else the family's when it has that many classes,
+    else '0', '1', ..."""
     for split in splits:
         names = getattr(split.header, "class_names", None) or \
             getattr(split, "class_names", None)
@@ -199,8 +195,8 @@ def shard_name(name, split, file_format, index, total):
 
 def tfds_shard_count(total_bytes, count):
     """TFDS' own number of shards (utils/shard_utils.py ShardConfig): 64 MiB to 1 GiB
-    per shard, counted with 16 bytes of overhead per record, a power of two up to 1024
-    (or a multiple of 1024), never more than the records; 1 for small datasets."""
+    per shard with 16 bytes a record, a power of two up to 1024 (or a multiple of
+    1024), never more than the records."""
     total = total_bytes + 16 * count
     most, least = total // (64 << 20), total // (1024 << 20)
     if least <= 1024 <= most and count >= 1024:
@@ -221,11 +217,8 @@ def tfds_bounds(count, shards):
     return [round(count * i / shards) for i in range(1, shards + 1)]
 
 
-# --- reading ---------------------------------------------------------------------
-
 def load_json(path, root=None):
-    """A metadata file's JSON, bounded in size, read only inside root (the directory
-    the user named); a FormatError naming the file else."""
+    """A metadata file's JSON, bounded in size, read only inside root."""
     if not os.path.lexists(path):
         raise FormatError(path, "missing: a TFDS dataset directory holds it",
                           "copy it back, or download the dataset again")
@@ -251,9 +244,8 @@ def _count(value, path, what, low=0, high=1 << 62):
 
 
 class Info:
-    """What a TFDS directory's metadata says, checked for what mnistconv reads: name,
-    file format, splits (name, shard lengths, numBytes), image shape, class count and
-    names, and the image and label feature keys."""
+    """What a TFDS directory's metadata says, checked: name, file format, splits
+    {name: (shard lengths, numBytes)}, image shape, classes, image and label keys."""
 
     def __init__(self, directory, root=None):
         self.directory, self.root = directory, root
@@ -273,7 +265,7 @@ class Info:
         splits = info.get("splits")
         if not isinstance(splits, list) or not splits:
             raise CorruptData(info_path, "lists no splits")
-        self.splits = {}  # name -> (shard lengths, numBytes or None)
+        self.splits = {}
         for entry in splits:
             if not isinstance(entry, dict):
                 raise CorruptData(info_path, "a split entry is not an object")
@@ -297,9 +289,8 @@ class Info:
             num_bytes = None if num_bytes is None else \
                 _count(num_bytes, info_path, f"split {split}: numBytes")
             self.splits[split] = (lengths, num_bytes)
-        self.image_key, self.label_key, shape, self.num_classes = \
+        self.image_key, self.label_key, self.shape, self.num_classes = \
             _features(load_json(features_path, root), features_path)
-        self.shape = shape
         names_path = os.path.join(directory, f"{self.label_key}.labels.txt")
         self.class_names = None
         if os.path.lexists(names_path):
@@ -322,8 +313,7 @@ class Info:
 
 
 def _features(features, path):
-    """(image key, label key, (H, W), number of classes) of a FeaturesDict holding one
-    grayscale uint8 Image and one ClassLabel (other features are ignored)."""
+    """(image key, label key, (H, W), classes) of a FeaturesDict's Image and ClassLabel."""
     try:
         entries = features["featuresDict"]["features"]
         assert isinstance(entries, dict)

@@ -29,24 +29,10 @@ Each Example (see codecs/example.py for the message layout) follows one of these
 Options change the image encoding (jpeg, png, raw: the H*W uint8 pixels row-major, with
 height and width features added when the preset has none) and the label (onehot,
 index), and add the original index as "index" ("image/index" for slim). JPEG is lossy:
-the writer reports the mean and max absolute pixel error of the records it wrote, with
-the pixels tf.io.decode_jpeg's defaults decode (codecs.decode_jpeg), as the reader does.
+the writer reports the pixel error as tf.io.decode_jpeg's defaults decode it. Reading
+checks both CRCs and what a file claims (limits.py) before believing it.
 
-Writing (writer.py): chunks of consecutive records are encoded on one or more workers
-(mnistconv.parallel) and appended in order; record bytes never depend on the chunking
-or the number of workers. Reading (reader.py) checks both CRCs of every record and
-names the first bad record (counting from 0) with its byte offset; one-hot labels
-become class indices. What a file claims is checked before it is believed (limits.py):
-a record's length against MAX_RECORD_BYTES and what the (possibly compressed) stream can
-still hold, an image's size from its header against MAX_IMAGE_PIXELS, a one-hot width
-against MAX_CLASSES, shard names' counts; and every record must have the features of
-the first, with their kinds.
-
-Modules: codecs/framing.py (records, CRCs, compression), codecs/example.py (Example messages,
-presets, layouts), names.py (output names, resolving inputs), reader.py, writer.py, index_files.py
-(`<file>.idx` record indexes) and indexed.py (read(): a split with indexes reads only
-the records a selection needs).
-This file imports none of them until a name is used, so `--help` pays for nothing.
+This file imports no other module until a name is used, so `--help` pays for nothing.
 
     from mnistconv.formats import tfrecord
     ds = tfrecord.read("mnist.tfrecord")
@@ -108,7 +94,6 @@ SPEC = Format(
 )
 
 
-# The module of this package (or of mnistconv) that holds each public name.
 _NAMES_BY_HOME = {
     ".reader": ("sniff", "TFRecordSplit"),
     ".indexed": ("read", "IndexedSplit"),
@@ -128,6 +113,4 @@ def __getattr__(name):
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(home, __name__) if home.startswith(".") else \
-        importlib.import_module(home)
-    return getattr(module, name)
+    return getattr(importlib.import_module(home, __name__), name)

@@ -4,51 +4,28 @@ per record:
 
     <offset> <length>\\n
 
-offset: where the record's framing starts in the file (its uint64 length field);
-length: the whole framed record, 8 + 4 + data + 4 bytes; both decimal. The records lie
-back to back, so the first offset is 0, each next offset is the one before plus its
-length, and the last record ends where the file ends. An index is data, not a path:
-it names no file, and it is only believed once it holds to all of that (check()); a
-record read through it is then checked against its own framing and CRCs.
-
-Written by write(..., index_files=True) for every output file (not for compressed
-ones: offsets into a gzip stream mean nothing to DALI or `tfrecord`); read by the
-indexed split (indexed.py) to read only the records a selection needs.
+offset: where the record's framing starts in the file; length: the whole framed record,
+8 + 4 + data + 4 bytes; both decimal, back to back from 0 to the file's end (check()).
+Written by write(..., index_files=True) for uncompressed files; read by indexed.py.
 """
 
 import os
-import struct
 from itertools import accumulate
 
 import numpy as np
 
+from ...codecs.tfds_encode import record_lengths
 from ...errors import FormatError
 from ...fileio import create_staged, open_input
 from .names import INDEX_SUFFIX as SUFFIX
 FRAMING = 16  # length (8) + its CRC (4) + the data's CRC (4)
-# A line is two numbers below 2**64 and their separators.
-MAX_LINE = 2 * 20 + 2
-_LENGTH = struct.Struct("<Q")
+MAX_LINE = 2 * 20 + 2  # two numbers below 2**64 and their separators
 REBUILD = "rewrite it with --index-files, or delete it to read the file without it"
 
 
 def index_path(path) -> str:
     """The index file of a TFRecord file: `train.tfrecord` -> `train.tfrecord.idx`."""
     return str(path) + SUFFIX
-
-
-def record_sizes(data) -> list:
-    """The framed size of each record of encoded TFRecord bytes (whole records back
-    to back, as the writer's chunks are)."""
-    unpack = _LENGTH.unpack_from
-    sizes, pos, end = [], 0, len(data)
-    while pos + FRAMING <= end:
-        size = unpack(data, pos)[0] + FRAMING
-        sizes.append(size)
-        pos += size
-    if pos != end:
-        raise ValueError("encoded records do not end on a record boundary")
-    return sizes
 
 
 class IndexWriter:
@@ -60,12 +37,11 @@ class IndexWriter:
 
     def add(self, data):
         """Index the records of a chunk just appended to the file."""
-        sizes = record_sizes(data)
+        sizes = [n + FRAMING for n in record_lengths(data)]
         if not sizes:
             return
         # Each record's start, and after the last one where the next chunk starts.
         starts = list(accumulate(sizes, initial=self.offset))
-        # (one format string for the whole chunk: a line per record)
         pairs = [value for pair in zip(starts, sizes) for value in pair]
         self.parts.append(("%d %d\n" * len(sizes)) % tuple(pairs))
         self.offset = starts[-1]

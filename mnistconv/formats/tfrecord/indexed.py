@@ -1,16 +1,9 @@
 """A TFRecord split with record indexes (index_files.py) beside each of its files: a
 selection that needs few records (--limit, --per-class, `show --index`) reads only
-those, through the indexes, instead of scanning every record.
-
-Opening the split reads and checks the indexes against their files (index_files.check)
-and parses the first record (its layout and image size). select() then reads the
-records a selection needs, each checked as it is read: its length field against the
-index, both CRCs, and its features against the first record's layout. Anything else
-(labels(), batches(), the header) is the whole split's: read as TFRecordSplit reads it
-(one pass over every record), once, when first asked, so a full conversion is the same
-with or without indexes.
-
-read() is the format's reader: it opens each split as one or the other.
+those, each checked as it is read (length field against the index, CRCs, features
+against the first record's layout). Anything else (labels(), batches(), the header) is
+the whole split read as TFRecordSplit reads it, once, when first asked, so a full
+conversion is the same with or without indexes. read() is the format's reader.
 """
 
 import os
@@ -27,7 +20,7 @@ from ...codecs.example import example_class, find_layout, record_name
 from ...codecs.framing import HEADER, COMPRESSIONS, masked_crc, resolve_compression
 from .index_files import REBUILD, index_path, read_index
 from .names import resolve
-from .reader import (PRESETS, TFRecordSplit, cast_labels, decode_jpegs, layout_keys, Raw,
+from .reader import (PRESETS, TFRecordSplit, cast_labels, decode_images, layout_keys, Raw,
                      decode_record_image)
 
 
@@ -48,8 +41,6 @@ class IndexedSplit(Split):
         self._parser = _Parser(schema)
         if self.count:
             self._parser.first(*self._record_bytes(0))
-
-    # --- the whole split, read as TFRecordSplit reads it ---
 
     def full(self) -> TFRecordSplit:
         """The split read in full (once), checked against the indexes' count."""
@@ -87,13 +78,9 @@ class IndexedSplit(Split):
         """The records' extra fields (QMNIST's columns), as TFRecordSplit has them."""
         return self.full().extra_fields()
 
-    # --- a few records, through the indexes ---
-
     def select(self, limit=None, per_class=None, shuffle=False, seed=0):
-        """The split cut to the records a selection needs (stream.select_split's
-        order: shuffle, per class, limit), read through the indexes; None when the
-        selection needs every label (per class after a shuffle, labels that are not
-        one-hot) or the records carry extra fields."""
+        """stream.select_split()'s selection read through the indexes; None when it needs
+        every label (per class after a shuffle, or not one-hot) or there are extras."""
         if self._parser.extras or (per_class is not None and
                                    (shuffle or not self._parser.width)):
             return None
@@ -120,9 +107,7 @@ class IndexedSplit(Split):
         return RecordsSplit(self, positions, labels, indices)
 
     def _labels_until(self, per_class):
-        """The labels of the first records, up to where every one-hot class has
-        per_class of them (all records if one never does): the first per_class of each
-        class are then among them, as in the whole split."""
+        """The labels of the first records, up to where every class has per_class."""
         counts = np.zeros(self._parser.width, np.int64)
         labels, done = [], 0
         for p in range(self.count):
@@ -135,8 +120,7 @@ class IndexedSplit(Split):
         return np.array(labels, np.int64)
 
     def _record_bytes(self, position):
-        """(path, record number, data) of record `position`, its framing checked against
-        the index and its CRCs."""
+        """(path, record number, data) of record `position`, framing and CRCs checked."""
         number, offset, length = (int(v) for v in self._places[position])
         path = self.files[number]
         first = position - int(np.searchsorted(self._places[:, 0], number))
@@ -178,9 +162,7 @@ class _Parser(TFRecordSplit):
 
     def fields(self, path, number, data):
         """(image bytes or Raw, label, original index or None) of a record."""
-        example = self._parse(path, number, data)
-        fields = self._usual_fields(example.features.feature)
-        return fields if fields is not None else self._fields(path, number, example)
+        return self._fields(path, number, self._parse(path, number, data))
 
 
 class RecordsSplit(Split):
@@ -214,36 +196,19 @@ class RecordsSplit(Split):
                         self._labels[start:end], self._indices[start:end])
 
     def _images(self, positions):
-        shape = tuple(self.header.shape)
-        images = np.zeros((len(positions),) + shape, np.uint8)
-        jpegs = []
-        for place, p in enumerate(positions.tolist()):
+        items = []
+        for p in positions.tolist():
             path, number, data = self.base._record_bytes(p)
             image = self.base._parser.fields(path, number, data)[0]
-            if isinstance(image, Raw):
-                if image.shape != shape:
-                    raise CorruptData(path, f"{record_name(number)}: image is "
-                                            f"{image.shape}, the first was {shape}")
-                images[place] = image.pixels()
-            else:
-                jpegs.append((place, path, number, bytes(image)))
-        decode_jpegs([j for j in jpegs if j[3][:3] == b"\xff\xd8\xff"], images, shape)
-        for place, path, number, data in jpegs:
-            if data[:3] != b"\xff\xd8\xff":
-                image = decode_record_image(path, number, data)
-                if image.shape != shape:
-                    raise CorruptData(path, f"{record_name(number)}: image is "
-                                            f"{image.shape}, the first was {shape}")
-                images[place] = image
-        return images
+            items.append((path, number, image if isinstance(image, Raw) else bytes(image)))
+        return decode_images(items, tuple(self.header.shape))
 
 
 def read(path, schema="auto", input_compression="auto", split_name=None,
          workers=None) -> Dataset:
     """Read TFRecord files of tf.train.Example records: a file, a shard set (any
     shard's name, or a glob), a directory of TFRecord files, or the name write() was
-    given (finding its shards or per-split files). workers: threads that decode images
-    (None: one per core; 1: in the calling thread).
+    given. workers: threads that decode images (None: one per core).
 
         ds = read("mnist.tfrecord")
         ds.splits["train"].header.count
@@ -257,16 +222,12 @@ def read(path, schema="auto", input_compression="auto", split_name=None,
     groups = resolve(path)
     if split_name and len(groups) == 1:
         groups = {split_name: next(iter(groups.values()))}
-    splits = {name: _split(name, files, schema, input_compression, workers)
-              for name, files in groups.items()}
-    paths = [f for files in groups.values() for f in files]
-    return Dataset("tfrecord", splits, paths)
-
-
-def _split(name, files, schema, compression, workers):
-    """A TFRecordSplit, or an IndexedSplit when every file is uncompressed and has a
-    record index beside it (index_files.py): a selection then reads only what it needs."""
-    if files and all(os.path.isfile(index_path(f)) for f in files) and \
-            all(resolve_compression(f, compression) == "none" for f in files):
-        return IndexedSplit(name, files, schema, workers)
-    return TFRecordSplit(name, files, schema, compression, workers)
+    splits: dict = {}
+    for name, files in groups.items():
+        # Every file uncompressed with its index beside it: a selection reads only those.
+        if files and all(os.path.isfile(index_path(f)) for f in files) and \
+                all(resolve_compression(f, input_compression) == "none" for f in files):
+            splits[name] = IndexedSplit(name, files, schema, workers)
+        else:
+            splits[name] = TFRecordSplit(name, files, schema, input_compression, workers)
+    return Dataset("tfrecord", splits, [f for files in groups.values() for f in files])

@@ -1,11 +1,7 @@
-"""Which files make a TFRecord dataset: names of outputs (one split, several splits,
-a directory) and how a path given to read() becomes splits of files.
-
-A split written alone goes to the path itself; several go beside it as
-`<stem>-<split><ext>` (m.tfrecord -> m-train.tfrecord, m-test.tfrecord; a compression
-suffix stays last), or into a directory as `<split>.tfrecord`. Shard sets follow
-mnistconv.shards. A split's name is read back from its file name (train, test, t10k,
-validation, valid, val), else the file's own name is the split's.
+"""Which files make a TFRecord dataset: a split written alone goes to the path itself,
+several beside it as `<stem>-<split><ext>` (m.tfrecord -> m-train.tfrecord), or into a
+directory as `<split>.tfrecord`; shard sets follow mnistconv.shards. Reading, a split's
+name comes back from its file name (train, test, t10k, ...), else is the file's own.
 """
 
 import os
@@ -32,8 +28,7 @@ def matches_name(path) -> bool:
 
 def split_target(path, split_name, several):
     """Where a split goes: <dir>/<split>.tfrecord for a directory (existing, or a path
-    ending in '/'); else the path itself for a single split, name-<split>.ext for
-    several."""
+    ending in '/'), else the path itself for one split, name-<split>.ext for several."""
     if is_stdio(path):
         return path
     if str(path).endswith(os.sep) or os.path.isdir(path):
@@ -51,11 +46,6 @@ def split_target(path, split_name, several):
     else:
         stem, ext = core, ""
     return os.path.join(directory, f"{stem}-{split_name}{ext}{compressed}")
-
-
-def split_name_of(base, default="train"):
-    """train/test/validation from a file name (t10k -> test), else the default."""
-    return shards.split_name_of(base, EXTENSIONS, default)
 
 
 def resolve(path):

@@ -1,20 +1,10 @@
 """Reading TFRecord: a file, a shard set, a glob, a directory or the name write() was
 given (names.resolve) becomes splits of records.
 
-Each split is parsed once: when it is opened, one pass over its records checks both
-CRCs (framing.iter_record_blocks: a 1 MB block at a time) and every record's features
-against the first record's layout, and keeps an index of what is small (the label, the
-original index, where the image lies in the file and its length, 40 bytes a record).
-Records that only differ from one already parsed in their image (and label) are
-indexed from what that parse taught (Templates: a prefix compare and a dictionary
-look-up, proven safe by re-serializing), the rest are parsed. labels() and indices()
-are then that index, and batches() reads only the image bytes again, from where the
-index says they are (framing.read_ranges; a file changed since is an error), and
-decodes them, a batch at a time, on every core (parallel.ordered_map: threads; Pillow
-and simplejpeg release the GIL). JPEGs sharing a header decode as tiles of many
-(codecs.decode_jpeg_tiles). Single int64 features beside the layout's are extra
-fields (extra_fields(): QMNIST's columns, as the writer puts them): a split whose first
-record has them is parsed record by record, with no template, to collect them.
+Each split is parsed once, when it is opened: one pass checks both CRCs and every
+record's features against the first record's layout, and keeps a small index (label,
+original index, where the image lies; templates.py spares most parses). batches() then
+reads only the image bytes again and decodes them a batch at a time on threads.
 """
 
 import array
@@ -36,17 +26,13 @@ from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_v
 from ...shards import sniff_files
 from ...codecs.framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
 from .names import matches_name
-from .templates import JPEG, PNG, Templates
+from .templates import JPEG, Templates
 
 IMAGE_KINDS = ("jpeg", "png", "raw")
 
 
 class TFRecordSplit(Split):
-    """One split: a file or a shard set, read in order (see the module docstring).
-
-        split = mnistconv.read("train.tfrecord").splits["train"]
-        split.labels()[:5], next(split.batches(100)).images.shape
-    """
+    """One split: a file or a shard set, read in order (see the module docstring)."""
 
     def __init__(self, name, files, schema="auto", compression="auto", workers=None):
         self.files = list(files)
@@ -56,15 +42,11 @@ class TFRecordSplit(Split):
         self.Example = example_class()
         self.layout = None
         self._first_shape = None  # the first record's image's, every record's
-        # label -> the label_name feature records of that label carry (mnistconv writes
-        # it when the input names its classes). Only parsed records are looked at: a
-        # record indexed from a template has the same bytes but its image's, hence the
-        # same label and name.
+        # label -> its label_name feature; a record indexed from a template has the
+        # same bytes but its image's, hence the same name.
         self._label_names = {}
-        # Extra fields (QMNIST's columns as int64 features): their names, from the
-        # first record, every record's values, and the first error, raised only by
-        # extra_fields() so that conversions dropping them are never stopped.
-        # (An int32 array, 4 bytes a value: a list held 36 bytes a value.)
+        # Extra fields: names (from the first record), values, and the first error,
+        # raised only by extra_fields() so that conversions dropping them go on.
         self._extra_names, self._extra_error = (), None
         self._extra_values = array.array("i")
         # Per record: (label, original index or -1, image start, image length, raw).
@@ -90,9 +72,7 @@ class TFRecordSplit(Split):
                     self._note_extras(path, number, example.features.feature, True)
                 elif self._extra_names:
                     self._note_extras(path, number, example.features.feature)
-                fields = self._usual_fields(example.features.feature)
-                image, label, index = fields if fields is not None else \
-                    self._fields(path, number, example)
+                image, label, index = self._fields(path, number, example)
                 if self._first_shape is None:
                     self._first_shape = (image.pixels() if isinstance(image, Raw) else
                                    decode_record_image(path, number, image)).shape
@@ -103,8 +83,7 @@ class TFRecordSplit(Split):
                 row = (label, -1 if index is None else index, _locate(data, image),
                        len(image), int(isinstance(image, Raw)))
                 rows.append(row)
-                # With extra fields no template is learnt (they differ per record):
-                # every record is parsed and its values collected.
+                # Extra fields differ per record: then every record is parsed.
                 if isinstance(data, bytes) and not self._extra_names:
                     templates.learn(self.layout, example, data, row)
             templates.index(block, at, sizes, rows, parse)
@@ -175,8 +154,7 @@ class TFRecordSplit(Split):
             -1, len(self._extra_names))
 
     def _blocks(self):
-        """(path, (buffer, starts, lengths, first record number, offset)) per block of
-        records (framing.iter_record_blocks), file after file."""
+        """(path, framing.iter_record_blocks()'s block) per block, file after file."""
         for path in self.files:
             compression = resolve_compression(path, self.compression)
             self._sources.append([path, compression, 0, _identity(path)])
@@ -184,9 +162,8 @@ class TFRecordSplit(Split):
                 yield path, block
 
     def _parse(self, path, number, data):
-        # An Example's bytes start with its one field, `features` (tag 0x0A); anything
-        # else is refused before protobuf is handed it (some versions copy a large
-        # record whole before they find it is not an Example).
+        # An Example starts with its one field, `features` (tag 0x0A): anything else is
+        # refused before protobuf, which may copy a large record whole first.
         if len(data) and data[0] != 0x0A:
             raise WrongFormat(path, f"record {number} (counting from 0): not a "
                                     f"tf.train.Example (it starts with byte "
@@ -197,47 +174,8 @@ class TFRecordSplit(Split):
             raise WrongFormat(path, f"record {number} (counting from 0): not a "
                                     f"tf.train.Example ({e})") from None
 
-    def _usual_fields(self, feature):
-        """(image, label, index) of a record without format or size features whose
-        image is a JPEG or PNG and whose features are all as expected, found with a few
-        look-ups; None for anything else, which _fields() then checks and names. (The
-        index pass costs a few microseconds a record: this is most of them.)"""
-        layout = self.layout
-        if layout.format_key or layout.height_key:
-            return None
-        image, label = feature.get(layout.image_key), feature.get(layout.label_key)
-        if image is None or label is None:
-            return None
-        images, labels = image.bytes_list.value, label.int64_list.value
-        if len(images) != 1 or image.WhichOneof("kind") != "bytes_list" or \
-                label.WhichOneof("kind") != "int64_list":
-            return None
-        data = images[0]
-        if data[:3] != JPEG and data[:8] != PNG:
-            return None
-        if layout.label_format == "onehot":
-            values = list(labels)
-            if len(values) != layout.label_width or values.count(0) != len(values) - 1 \
-                    or 1 not in values:
-                return None
-            value = values.index(1)
-        elif len(labels) == 1:
-            value = labels[0]
-        else:
-            return None
-        index = None
-        if layout.index_key:
-            found = feature.get(layout.index_key)
-            if found is None or found.WhichOneof("kind") != "int64_list" or \
-                    len(found.int64_list.value) != 1 or found.int64_list.value[0] < 0:
-                return None
-            index = found.int64_list.value[0]
-        return data, value, index
-
     def _fields(self, path, number, example):
-        """(image bytes, label, original index or None) of a record, its features
-        checked against the layout (raw images against their size here: they need no
-        decoding)."""
+        """(image bytes or Raw, label, original index or None), checked against the layout."""
         feature = example.features.feature
         layout = self.layout
         where = record_name(number)
@@ -267,7 +205,12 @@ class TFRecordSplit(Split):
                 raise CorruptData(path, f"{where}: raw image of {len(data)} bytes, "
                                         f"expected {shape[0]} x {shape[1]}")
             data = Raw(data, shape)
-        index = self._index(path, number, feature) if layout.index_key else None
+        index = None
+        if layout.index_key:
+            index = one_value(path, number, feature, layout.index_key, "int64_list")
+            if index < 0:
+                raise FormatError(path, f"{where}: index {index} is negative",
+                                  "indices count examples from 0")
         return data, self._label(path, number, feature), index
 
     def _label(self, path, number, feature):
@@ -286,13 +229,6 @@ class TFRecordSplit(Split):
             raise CorruptData(path, f"record {number} (counting from 0): expected one "
                                     f"label value, found {len(values)}")
         return values[0]
-
-    def _index(self, path, number, feature):
-        index = one_value(path, number, feature, self.layout.index_key, "int64_list")
-        if index < 0:
-            raise FormatError(path, f"{record_name(number)}: index {index} is negative",
-                              "indices count examples from 0")
-        return index
 
     def _shape(self, path, number, feature):
         """(height, width) from the record's features, checked, or None."""
@@ -319,15 +255,10 @@ class TFRecordSplit(Split):
         yield from ordered_map(self._decode_batch, self._cut(batch_size, shape), workers)
 
     def _cut(self, batch_size, shape):
-        """(shape, start position, [(path, record number, image bytes or Raw)]) per
-        batch, read in this thread (the decoding happens in _decode_batch): only the
-        images, from where the index pass found them (framing.read_ranges), in files
-        that have not changed since."""
+        """(shape, start, [(path, record number, image bytes or Raw)]) per batch."""
         position, items = 0, []
         for path, compression, count, identity in self._sources:
-            if _identity(path) != identity:
-                raise FormatError(path, "changed while reading: modified after it was "
-                                        "indexed", "read it again once nothing writes to it")
+            _check_identity(path, identity)
             begins = self._begins[position:position + count]
             ends = begins + self._lengths[position:position + count]
             number = 0
@@ -343,35 +274,20 @@ class TFRecordSplit(Split):
                 while len(items) >= batch_size:
                     yield shape, position - len(items), items[:batch_size]
                     del items[:batch_size]
-            if _identity(path) != identity:
-                raise FormatError(path, "changed while reading: modified after it was "
-                                        "indexed", "read it again once nothing writes to it")
+            _check_identity(path, identity)
         if items:
             yield shape, position - len(items), items
 
     def _decode_batch(self, job):
         shape, start, items = job
         n = len(items)
-        labels = self._labels[start:start + n].copy()
-        indices = self._indices[start:start + n].copy()
-        if not self._raw[start:start + n].any():
-            # The usual batch: JPEGs of one header, decoded together in one call.
-            together = codecs.decode_jpeg_tiles([data for _, _, data in items], *shape)
-            if together is not None:
-                return Batch(np.ascontiguousarray(together), labels, indices)
-        images = np.empty((n,) + shape, np.uint8)
-        jpegs = []
-        for place, (path, number, data) in enumerate(items):
-            if isinstance(data, Raw):
-                images[place] = data.pixels()
-            elif data[:3] == JPEG:
-                jpegs.append((place, path, number, data))
-            else:
-                image = decode_record_image(path, number, data)
-                _check_shape(path, number, image.shape, shape)
-                images[place] = image
-        decode_jpegs(jpegs, images, shape)
-        return Batch(images, labels, indices)
+        # The usual batch: JPEGs of one header, decoded together in one call.
+        together = None if self._raw[start:start + n].any() else \
+            codecs.decode_jpeg_tiles([data for _, _, data in items], *shape)
+        images = decode_images(items, shape) if together is None else \
+            np.ascontiguousarray(together)
+        return Batch(images, self._labels[start:start + n].copy(),
+                     self._indices[start:start + n].copy())
 
     def labels(self):
         """Every label, from the index built when the split was opened."""
@@ -412,9 +328,14 @@ def _identity(path):
     return st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev
 
 
+def _check_identity(path, identity):
+    if _identity(path) != identity:
+        raise FormatError(path, "changed while reading: modified after it was indexed",
+                          "read it again once nothing writes to it")
+
+
 def _locate(data, image):
-    """Where the image bytes lie in a record's data (bytes.find: the first place those
-    very bytes are, so cutting there gives them back)."""
+    """Where the image bytes lie in a record's data (the first place they are)."""
     if isinstance(image, Raw):
         image = image.data
     if isinstance(data, memoryview):
@@ -437,26 +358,31 @@ def _check_shape(path, number, shape, first):
                                 f"{tuple(shape)}, the first was {tuple(first)}")
 
 
-def decode_jpegs(jpegs, images, shape):
-    """Decode a batch's JPEGs into their places: together when they share a header
-    (codecs.decode_jpeg_tiles), else, or to name the record that fails, one by one."""
-    if not jpegs:
-        return
-    places = [place for place, _, _, _ in jpegs]
-    together = codecs.decode_jpeg_tiles([data for _, _, _, data in jpegs], *shape)
+def decode_images(items, shape):
+    """The images of [(path, record number, image bytes or Raw)], each checked to be
+    shape: JPEGs sharing a header decoded together, the rest (or to name the record
+    that fails) one by one."""
+    images = np.empty((len(items),) + shape, np.uint8)
+    encoded = []
+    for place, (path, number, data) in enumerate(items):
+        if isinstance(data, Raw):
+            _check_shape(path, number, data.shape, shape)
+            images[place] = data.pixels()
+        else:
+            encoded.append((place, path, number, data))
+    jpegs = [item for item in encoded if item[3][:3] == JPEG]
+    together = codecs.decode_jpeg_tiles([item[3] for item in jpegs], *shape) if jpegs else None
     if together is not None:
-        images[places] = together
-        return
-    for place, path, number, data in jpegs:
+        images[[item[0] for item in jpegs]] = together
+        encoded = [item for item in encoded if item[3][:3] != JPEG]
+    for place, path, number, data in encoded:
         image = decode_record_image(path, number, data)
         _check_shape(path, number, image.shape, shape)
         images[place] = image
+    return images
 
 
 def sniff(path) -> bool:
     """Content says TFRecord: the first record's length CRC holds (after gunzip or
-    zlib inflate when the file is compressed). A directory: it holds such files.
-
-        sniff("train.tfrecord")  # True
-    """
+    zlib inflate when the file is compressed). A directory: it holds such files."""
     return sniff_files(path, matches_name, sniff_file)

@@ -3,31 +3,20 @@ already parsed only in their image are indexed without a parse."""
 
 from ... import codecs
 
-# An encoded image's first bytes, by kind.
 JPEG = b"\xff\xd8\xff"
 PNG = b"\x89PNG\r\n\x1a\n"
 
-# Complements every byte: an image no record can hold where its image was.
-_COMPLEMENT = bytes(range(255, -1, -1))
-
-
+_COMPLEMENT = bytes(range(255, -1, -1))  # an image no record holds where its image was
 _NOT_CODED = -1  # a template's kind check: the image is neither JPEG nor PNG
 
 
 class Templates:
-    """The index pass's shortcut. Records one writer serializes in one layout differ
-    only in the image's bytes and in what is before or after them (lengths, label,
-    index). A record parsed the checked way teaches a template: for its length, the
-    bytes before its image (with the image's first bytes when it is a JPEG or PNG:
-    decisions hang on its kind), where the image lies, and the bytes after it with what
-    the record holds. A later record of that length which starts with those bytes and
-    ends with a known tail holds the same but for its image, with no parse: a prefix
-    and a dictionary look-up instead of a protobuf parse and a dozen feature look-ups
-    (benchmarks/README.md). A template is learnt only from a record that is the
-    deterministic serialization of its own parse, and whose serialization with every
-    image byte complemented changes exactly the bytes where the image was: then any
-    record of those bytes around an image of that length is (protobuf round trip) that
-    Example with that image. Bounded: at most MAX_TAILS tails and MAX_BYTES bytes."""
+    """The index pass's shortcut. A parsed record teaches a template: for its length,
+    the bytes before its image (and the image's JPEG/PNG magic), where the image lies,
+    and the bytes after it with what the record holds; a later record of that length,
+    head and tail is the same but for its image. Learnt only from a record that is the
+    deterministic serialization of its parse and whose image, complemented, changes
+    exactly the image's bytes. Bounded by MAX_TAILS tails and MAX_BYTES bytes."""
 
     MAX_TAILS = 1 << 16
     MAX_BYTES = 16 << 20

@@ -1,12 +1,11 @@
 """Writing TFRecord: each split to one file or a shard set (mnistconv.shards), its records
-encoded on one or more workers (mnistconv.parallel), appended in order, compressed and
-hashed as they go, and committed with the whole output (fileio.StagedOutput).
-
-Work is cut into chunks of consecutive records that never cross a shard; a chunk's
-bytes depend only on its records, so the output is the same for any number of workers,
-on every run and machine.
+encoded in chunks that never cross a shard on one or more workers (mnistconv.parallel),
+appended in order, compressed and hashed as they go. A chunk's bytes depend only on its
+records: the output is the same for any number of workers, and for a shard written
+alone (TFRecordWrite).
 """
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -29,23 +28,16 @@ from ...codecs.framing import Framer
 from .index_files import IndexWriter, index_path
 from .names import split_target
 
-# Records per work unit: big enough that per-chunk costs (a JPEG tile, a round trip to a
-# worker) stay small, small enough that memory stays flat and the workers finish
-# together (the last chunk runs alone).
-CHUNK = 1000
-# Without exact_jpeg_error, the JPEG error is measured on 1 record in ERROR_SAMPLE (the
-# first 63 of every chunk of 1000). Decoding is a large share of the encoding work: a
-# quarter left idx-to-tfrecord slower than the one-core C reference (issue 13 asks
-# for no longer); a sixteenth does not (benchmarks/README.md).
-# On MNIST's training set a sixteenth gives mean 1.0556 and max 26, a quarter 1.0607
-# and 26, every record 1.0622 and 27.
+CHUNK = 1000  # records per work unit: small per-chunk costs, flat memory
+# The JPEG error is measured on the first 1/ERROR_SAMPLE of each chunk: decoding all
+# costs more than the C reference's margin (benchmarks/README.md).
 ERROR_SAMPLE = 16
 
 
 @dataclass(eq=False)  # tasks are told apart by identity (ParallelEncoder)
 class Settings:
-    """How one split's records are encoded: the task ParallelEncoder runs (plain
-    attributes, inherited by forked workers, usable from any thread)."""
+    """How one split's records are encoded: ParallelEncoder's task (plain attributes,
+    inherited by forked workers)."""
 
     schema: Any
     image_format: str
@@ -57,18 +49,15 @@ class Settings:
     exact_error: bool
     # Known class names add a label_name bytes feature (nothing when there are none).
     class_names: tuple = ()
-    # (names, N x k int32 table) of the split's extra fields, or None. With them the
-    # pieces' indices are the records' positions in the split, which pick their
-    # rows here and, with_index, their original indices from `original`: the
-    # table travels to forked workers with the task (inherited), not per piece.
+    # (names, N x k int32 table) of the split's extra fields, or None: then the pieces'
+    # indices are positions picking rows here and in `original` (inherited by workers).
     extras: Any = None
     original: Any = None
 
     def __post_init__(self):
         self.class_names = tuple(self.class_names)
         self.extra_names = self.extras[0] if self.extras is not None else ()
-        # One image as encode_records() takes it: for JPEG, padded to whole 8x8
-        # blocks, which fill() does while it copies the pixels anyway.
+        # For JPEG padded to whole 8x8 blocks, which fill() does while it copies.
         self.slot_shape = codecs.block_padded_shape(*self.shape) \
             if self.image_format == "jpeg" else tuple(self.shape)
 
@@ -79,12 +68,11 @@ class Settings:
                 self.extra_names)
 
     def encode(self, images, labels, indices):
-        """Framed records of a chunk and its JPEG error counters (ParallelEncoder)."""
+        """encode_records() of a chunk (ParallelEncoder's call)."""
         return encode_records(self, images, labels, indices)
 
     def fill(self, out, images):
-        """Copy a chunk's images (n x H x W, or n x H x W x 1) into out (n x slot_shape),
-        padding them to JPEG blocks when slot_shape is padded."""
+        """Copy a chunk's images into out (n x slot_shape), padded to JPEG blocks."""
         images = np.asarray(images).reshape((len(images),) + tuple(self.shape))
         if out.shape[1:] != images.shape[1:]:
             codecs.pad_to_blocks(images, out=out)
@@ -92,8 +80,8 @@ class Settings:
             out[:] = images
 
     def warm(self):
-        """Import the codecs and protobuf and build the Example templates now: forked
-        workers inherit them instead of each paying for them."""
+        """Import the codecs and build the Example templates now: forked workers
+        inherit them instead of each paying for them."""
         _builder(self)[0].warm()
         if self.image_format != "raw":
             codecs.load_encoder(self.image_format)
@@ -126,8 +114,6 @@ def encode_records(settings, images, labels, indices):
     err_sum, err_max, measured = 0, 0, 0
     prefix, suffix = b"", b""
     if settings.image_format == "jpeg":
-        # Decoding is costly (see ERROR_SAMPLE): unless asked for every record, the
-        # error is measured on the first sixteenth of each chunk.
         measured = n if settings.exact_error else -(-n // ERROR_SAMPLE)
         prefix, blobs, err_sum, err_max = codecs.encode_jpeg_measured(
             images, settings.quality, settings.shape, measured)
@@ -135,8 +121,7 @@ def encode_records(settings, images, labels, indices):
     else:
         images = np.ascontiguousarray(images).reshape((n,) + settings.shape)
         if settings.image_format == "png":
-            # The bytes tf.image.encode_png writes (TFDS' own), encoded a batch at a
-            # time, without Pillow's per-image set-up.
+            # tf.image.encode_png's bytes (TFDS' own), a batch at a time.
             from ...codecs import tfpng as png
             prefix, blobs, suffix = png.png_parts(images)
         else:
@@ -144,8 +129,7 @@ def encode_records(settings, images, labels, indices):
     builder, framer = _builder(settings)
     labels = np.asarray(labels)
     if settings.with_index or settings.extras is not None:
-        # An index or extra fields differ per record: each record is serialized whole.
-        # With extras the pieces' indices are positions in the split (see Settings).
+        # An index or extra fields differ per record: each is serialized whole.
         columns = [labels.tolist(), [prefix + blob + suffix for blob in blobs]]
         if settings.extras is None:
             columns.append(np.asarray(indices).tolist())
@@ -178,46 +162,24 @@ class _Output:
         if self.index is not None:
             self.index.add(data)
 
-    def close(self) -> OutputFile:
-        """Finish the file; its path (the target's name), size and SHA-256."""
+    def close(self, staged=None) -> list:
+        """Finish the file (and write its index at its staged place): their OutputFiles."""
         if self.sink is not self.hashing:
             self.sink.close()
         self.file.close()
-        return OutputFile(str(self.target), self.hashing.bytes, self.hashing.sha256())
-
-    def close_index(self, staged) -> OutputFile:
-        """Write the file's index (index_files.py) at its staged place."""
-        target = index_path(self.target)
-        tmp = staged.file(target)
-        self.index.save(tmp)
-        info = output_file_info(tmp)
-        return OutputFile(target, info.bytes, info.sha256)
-
-
-def _stale_indexes(shard_set, staged, index_files):
-    """Index files an earlier write left beside the targets: replaced when indexes are
-    written, removed when not (an index of other records would be refused on reading)."""
-    import os
-    for target in shard_set.targets:
-        if not index_files and os.path.lexists(index_path(target)):
-            staged.supersede(index_path(target))
-
-
-def _check_split(split):
-    from ...codecs.images import grayscale_shape
-    return grayscale_shape(split, None, "TFRecord")
-
-
-def _chunk_records(image_bytes):
-    """Records per chunk: CHUNK, fewer for large images (the chunks in flight, and the
-    workers' shared slots, stay within the memory budget: budget.piece_rows)."""
-    return budget.piece_rows(image_bytes, CHUNK)
+        files = [OutputFile(str(self.target), self.hashing.bytes, self.hashing.sha256())]
+        if self.index is not None:
+            target = index_path(self.target)
+            tmp = staged.file(target)
+            self.index.save(tmp)
+            info = output_file_info(tmp)
+            files.append(OutputFile(target, info.bytes, info.sha256))
+        return files
 
 
 def _chunks(split, bounds, chunk, positions=False):
-    """(output number, images, labels, indices) pieces of at most `chunk` records that
-    never cross an output boundary (bounds: the end position of each output); with
-    positions, the records' positions in the split stand for their indices."""
+    """(output number, images, labels, indices) pieces of at most `chunk` records, cut at
+    the outputs' end positions (bounds); with positions, positions stand for indices."""
     position, out = 0, 0
     for batch in split.batches(chunk):
         start = 0
@@ -235,10 +197,21 @@ def _chunks(split, bounds, chunk, positions=False):
             start = end
 
 
+def _range_pieces(split, start, stop, chunk, positions=False):
+    """_chunks()'s pieces of records start..stop of a seekable split."""
+    labels = np.asarray(split.labels())
+    indices = None if positions else np.asarray(split.indices(), np.int64)
+    at = start
+    while at < stop:
+        end = min(stop, (at // chunk + 1) * chunk)
+        here = np.arange(at, end, dtype=np.int64)
+        yield (0, split.take(here), labels[at:end],
+               here if positions else indices[at:end])
+        at = end
+
+
 def _check_labels(labels, where):
-    """A split's labels checked before anything is written: integers from 0, and few
-    enough classes (a one-hot label is a row of max label + 1 values). Nothing is
-    copied: an int64 copy of millions of labels shows in a conversion's peak."""
+    """Labels are integers from 0, few enough classes for a one-hot row (not copied)."""
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise FormatError(where, f"labels of shape {labels.shape}", "TFRecord labels are "
@@ -258,144 +231,57 @@ def _check_labels(labels, where):
     check_num_classes(high + 1, where, "labels")
 
 
-def _split_sets(dataset, path, o):
-    """(split, Settings, ShardSet) for every split of options o (SPEC.options()),
-    checked before any output exists, with the image format chosen: what write() and
-    a sharded write both start from, so a shard written alone is cut and encoded as in
-    the whole set."""
-    from ...codecs.example import PRESETS
-    schema = PRESETS[o.preset]
-    image_format = o.image_format or schema.image_format
-    label_format = o.label_format or schema.label_format
-    # TFDS names even a single shard -00000-of-00001; asked for explicitly, so is it.
-    suffix_one = o.preset == "tfds" and o.shards is not None
-    shards = check_shard_count(1 if o.shards is None else o.shards)
-    path = str(path)
-    if not dataset.splits:
-        raise NoSplits(path, "nothing to write: the input has no splits")
-    if is_stdio(path):
-        if len(dataset.splits) > 1:
-            raise UsageError(path, f"TFRecord on stdout is one split; the input has "
-                                   f"{len(dataset.splits)} ({', '.join(dataset.splits)})",
-                             "choose one with --split")
-        if shards > 1:
-            raise UsageError(path, "TFRecord on stdout is one stream, not --shards "
-                                   f"{shards}", "write to a file name to get shards")
-
-    several = len(dataset.splits) > 1
-    plan = []  # (split, settings, shard set)
-    for name, split in dataset.splits.items():
-        shape = _check_split(split)
-        where = split.header.source or split.name
-        # Labels are checked before the class count is taken from them (max + 1 of
-        # NaN or 2**64 - 1 would fail or build a template per class) and before any
-        # output exists.
-        _check_labels(split.labels(), where)
-        num_classes = split.num_classes()
-        check_num_classes(num_classes, where, "labels")
-        from ...codecs.example import own_keys
-        extra = extras.checked(split, own_keys(schema))
-        original = np.asarray(split.indices(), np.int64) \
-            if extra is not None and o.with_index else None
-        settings = Settings(schema, image_format, label_format, int(o.jpeg_quality),
-                            num_classes, shape, bool(o.with_index), bool(o.exact_jpeg_error),
-                            split.header.class_names, extra, original)
-        base = split_target(path, name, several)
-        plan.append((split, settings, ShardSet(base, split.header.count, shards,
-                                               suffix_one, stream=is_stdio(base))))
-
-    if any(settings.extras is not None for _, settings, _ in plan):
-        extras.kept(dataset)  # every record holds them as int64 features
-    return plan, image_format
-
-
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write every split as TFRecord: one split to `path`, several to
     `<stem>-<split><ext>` beside it; shards=N cuts each into TensorFlow-named shards.
-    Returns a WriteResult: the files, the records per split, and stats: "records" and,
-    for JPEG, "jpeg_mean_abs_error" and "jpeg_max_abs_error" over the pixels of the
-    records measured, and "jpeg_error_records", their number: the first sixteenth of
-    every chunk of CHUNK records (chunks start at every split and shard), or every
-    record with exact_jpeg_error=True. index_files=True writes `<file>.idx` beside every
-    output file (index_files.py: DALI's and the `tfrecord` package's record index).
-
-    workers: 1 (the default) encodes in the calling thread; N > 1 on N threads; None
-    one per core. processes=True lets the workers be forked processes (faster; the
-    command line asks for it): see mnistconv.parallel for exactly when.
+    Returns a WriteResult whose stats are "records" and, for JPEG, the mean and max
+    absolute pixel error over the records measured and their number
+    ("jpeg_error_records": the first sixteenth of every chunk of CHUNK records, or all
+    with exact_jpeg_error=True). index_files=True writes `<file>.idx` beside every file.
+    workers: threads (None: one per core); processes=True lets them be forked processes.
 
         ds = mnistconv.read("data/mnist")
         result = write(ds, "out/mnist.tfrecord", shards=4, workers=2)
         result.counts   # {'train': 60000, 'test': 10000}
     """
     o = SPEC.options(options)
-    plan, image_format = _split_sets(dataset, path, o)
-    compression, index_files = o.compression, o.index_files
-    workers = check_workers(o.workers)
-    if index_files and (compression != "none" or is_stdio(path)):
+    job = TFRecordWrite(dataset, path, o, planned=False)
+    check_workers(o.workers)
+    if o.index_files and (o.compression != "none" or is_stdio(path)):
         raise UsageError(path, "--index-files indexes uncompressed files: offsets into "
                                f"{'stdout' if is_stdio(path) else 'a compressed stream'} "
                                "mean nothing to DALI or the tfrecord package",
                          "drop --compression, or --index-files")
-    all_settings = [settings for _, settings, _ in plan]
+    files, counts, totals = [], {}, TFRecordCounters()
     with StagedOutput(force, root=path) as staged:
-        files, counts, totals = _write_splits(plan, staged, workers, o, progress)
-    result_stats = _stats(image_format, totals)
-    names = next((s.class_names for s in all_settings if s.class_names), ())
+        staged_paths = [shard_set.stage_files(staged) for _, _, shard_set in job.plan]
+        for _, _, shard_set in job.plan:
+            shard_set.supersede_others(staged)
+            for target in shard_set.targets:  # an index of other records is refused
+                if not o.index_files and os.path.lexists(index_path(target)):
+                    staged.supersede(index_path(target))
+        with job.encoder(job.plan, sum(s.header.count for s, _, _ in job.plan)) as encoder:
+            for (split, settings, shard_set), paths in zip(job.plan, staged_paths):
+                outputs = [_Output(t, p, o.compression, o.index_files)
+                           for t, p in zip(shard_set.targets, paths)]
+                progress.start(f"{split.name} -> tfrecord", split.header.count)
+                try:
+                    pieces = _chunks(split, shard_set.bounds, job.chunk,
+                                     settings.extras is not None)
+                    split_counters = job.encode(encoder, settings, pieces, outputs,
+                                                progress.advance)
+                finally:
+                    progress.finish()
+                counts[split.name] = split_counters.records
+                totals.merge(split_counters)
+                for output in outputs:
+                    files += output.close(staged)
+    result_stats = job.stats(totals)
+    names = next((s.class_names for _, s, _ in job.plan if s.class_names), ())
     if names:  # said in the summary; each record holds its own as label_name
         result_stats = {"records": totals.records, "class_names": list(names),
                         **result_stats}
     return WriteResult(files, counts, result_stats)
-
-
-def _stats(image_format, totals) -> dict:
-    """write()'s stats from the counters: records and, for JPEG, its error over the
-    records measured."""
-    stats: dict = {"records": totals.records}
-    if image_format == "jpeg":
-        stats["jpeg_mean_abs_error"] = round(totals.error_sum / totals.pixels, 4) \
-            if totals.pixels else 0.0
-        stats["jpeg_max_abs_error"] = totals.error_max
-        stats["jpeg_error_records"] = totals.measured
-    return stats
-
-
-def _write_splits(plan, staged, workers, o, progress):
-    """write()'s work inside its staged output, with options o: every split encoded and
-    written; (the files, records per split, TFRecordCounters)."""
-    files, counts, totals = [], {}, TFRecordCounters()
-    index_files = bool(o.index_files)
-    all_settings = [settings for _, settings, _ in plan]
-    record_bytes = max(int(np.prod(s.slot_shape)) for s in all_settings)
-    chunk = _chunk_records(record_bytes)
-    staged_paths = [shard_set.stage_files(staged) for _, _, shard_set in plan]
-    for _, _, shard_set in plan:
-        shard_set.supersede_others(staged)
-        _stale_indexes(shard_set, staged, index_files)
-    for settings in all_settings:
-        settings.warm()
-    with ParallelEncoder(all_settings, workers, o.processes, record_bytes, chunk,
-                         total=sum(s.header.count for s, _, _ in plan)) as encoder:
-        for (split, settings, shard_set), paths in zip(plan, staged_paths):
-            outputs = [_Output(t, p, o.compression, index_files)
-                       for t, p in zip(shard_set.targets, paths)]
-            progress.start(f"{split.name} -> tfrecord", split.header.count)
-            counts[split.name] = 0
-            try:
-                pieces = _chunks(split, shard_set.bounds, chunk, settings.extras is not None)
-                for out, n, data, (esum, emax, ecount) in encoder.encode(settings,
-                                                                         pieces):
-                    outputs[out].write(data)
-                    counts[split.name] += n
-                    totals.merge(TFRecordCounters(n, esum, emax, ecount,
-                                                  ecount * int(np.prod(settings.shape))))
-                    progress.advance(n)
-            finally:
-                progress.finish()
-            for output in outputs:
-                files.append(output.close())
-                if index_files:
-                    files.append(output.close_index(staged))
-    return files, counts, totals
 
 
 @dataclass
@@ -411,77 +297,114 @@ class TFRecordCounters(Counters):
 
 
 class TFRecordWrite(ShardedWrite):
-    """A TFRecord shard set written shard by shard (mnistconv.contract): each shard the
-    bytes write() gives it with the same options, since the settings, cut and chunks
-    are write()'s own (chunks restart at every shard start and at every multiple of the
-    chunk size, so the JPEG error sample is the same too). Plain TFRecord has nothing
-    to finish: the shards are the output."""
+    """A TFRecord shard set written shard by shard (mnistconv.contract), write()'s own
+    cut, settings and chunks: a shard alone has the bytes (and JPEG error sample) of
+    the whole set. Plain TFRecord has nothing to finish: the shards are the output."""
 
     counters = TFRecordCounters
 
-    def __init__(self, dataset, path, options):
-        if options.index_files:
+    def __init__(self, dataset, path, options, planned=True):
+        if planned and options.index_files:
             raise UsageError(str(path), "--index-files does not apply to planned runs",
                              "write the indexes with a local conversion")
-        self.options = options
-        self.plan, self.image_format = _split_sets(dataset, path, options)
+        from ...codecs.example import PRESETS, own_keys
+        from ...codecs.images import grayscale_shape
+        self.options = o = options
+        schema = PRESETS[o.preset]
+        self.image_format = o.image_format or schema.image_format
+        # TFDS names even a single shard -00000-of-00001; asked for explicitly, so is it.
+        suffix_one = o.preset == "tfds" and o.shards is not None
+        shards = check_shard_count(1 if o.shards is None else o.shards)
+        path = str(path)
+        if not dataset.splits:
+            raise NoSplits(path, "nothing to write: the input has no splits")
+        if is_stdio(path):
+            if len(dataset.splits) > 1:
+                raise UsageError(path, f"TFRecord on stdout is one split; the input has "
+                                       f"{len(dataset.splits)} ({', '.join(dataset.splits)})",
+                                 "choose one with --split")
+            if shards > 1:
+                raise UsageError(path, "TFRecord on stdout is one stream, not --shards "
+                                       f"{shards}", "write to a file name to get shards")
+        self.plan = []  # (split, settings, shard set)
         self.targets, self.stale = [], []
-        for split, _, shard_set in self.plan:
-            start = 0
-            for index, (target, stop) in enumerate(zip(shard_set.targets,
-                                                       shard_set.bounds)):
-                self.targets.append(ShardTarget(split.name, index, str(target), start,
-                                                stop))
-                start = stop
-            self.stale += other_shard_sets(shard_set.base, shard_set.targets)
+        for name, split in dataset.splits.items():
+            shape = grayscale_shape(split, None, "TFRecord")
+            where = split.header.source or split.name
+            # Labels are checked before the class count is taken from them (max + 1 of
+            # NaN or 2**64 - 1 would fail or build a template per class).
+            _check_labels(split.labels(), where)
+            num_classes = split.num_classes()
+            check_num_classes(num_classes, where, "labels")
+            extra = extras.checked(split, own_keys(schema))
+            original = np.asarray(split.indices(), np.int64) \
+                if extra is not None and o.with_index else None
+            settings = Settings(schema, self.image_format, o.label_format or
+                                schema.label_format, int(o.jpeg_quality), num_classes,
+                                shape, bool(o.with_index), bool(o.exact_jpeg_error),
+                                split.header.class_names, extra, original)
+            base = split_target(path, name, len(dataset.splits) > 1)
+            shard_set = ShardSet(base, split.header.count, shards, suffix_one,
+                                 stream=is_stdio(base))
+            self.plan.append((split, settings, shard_set))
+            starts = [0] + shard_set.bounds[:-1]
+            self.targets += [ShardTarget(name, i, str(t), a, b) for i, (t, a, b) in
+                             enumerate(zip(shard_set.targets, starts, shard_set.bounds))]
+            if planned:
+                self.stale += other_shard_sets(shard_set.base, shard_set.targets)
+        if any(settings.extras is not None for _, settings, _ in self.plan):
+            extras.kept(dataset)  # every record holds them as int64 features
+        self.record_bytes = max(int(np.prod(s.slot_shape)) for _, s, _ in self.plan)
+        self.chunk = budget.piece_rows(self.record_bytes, CHUNK)
+
+    def encoder(self, plan, total) -> ParallelEncoder:
+        """The encoder of plan's settings (warmed first: forked workers inherit them)."""
+        for _, settings, _ in plan:
+            settings.warm()
+        return ParallelEncoder([s for _, s, _ in plan], check_workers(self.options.workers),
+                               self.options.processes, self.record_bytes, self.chunk,
+                               total=total)
+
+    @staticmethod
+    def encode(encoder, settings, pieces, outputs, advance=None) -> TFRecordCounters:
+        """Encode pieces into outputs (by the pieces' output numbers); their counters."""
+        counters = TFRecordCounters()
+        pixels = int(np.prod(settings.shape))
+        for out, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
+            outputs[out].write(data)
+            counters.merge(TFRecordCounters(n, esum, emax, ecount, ecount * pixels))
+            if advance is not None:
+                advance(n)
+        return counters
 
     def write_shard(self, index, staged_path):
         """Shard `index` of the set at staged_path: (OutputFile, TFRecordCounters)."""
         target = self.targets[index]
-        split, settings, _ = next(e for e in self.plan if e[0].name == target.split)
-        start, stop = target.start, target.stop
-        chunk = _chunk_records(max(int(np.prod(s.slot_shape)) for _, s, _ in self.plan))
-        settings.warm()
+        entry = next(e for e in self.plan if e[0].name == target.split)
+        split, settings, _ = entry
+        positions = settings.extras is not None
         if type(split).take is not Split.take:  # seekable: read the shard's range only
-            pieces = _range_pieces(split, start, stop, chunk, settings.extras is not None)
+            pieces = _range_pieces(split, target.start, target.stop, self.chunk, positions)
         else:  # a stream: read up to the shard, cut exactly as write() does
             bounds = [t.stop for t in self.targets if t.split == target.split]
-            pieces = ((0, *rest) for out, *rest in _chunks(
-                split, bounds, chunk, settings.extras is not None) if out == target.index)
-        counters = TFRecordCounters()
+            pieces = ((0, *rest) for out, *rest in _chunks(split, bounds, self.chunk,
+                                                           positions) if out == target.index)
         output = _Output(target.path, staged_path, self.options.compression)
-        with ParallelEncoder([settings], check_workers(self.options.workers),
-                             self.options.processes, int(np.prod(settings.slot_shape)),
-                             chunk, total=stop - start) as encoder:
-            for _, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
-                output.write(data)
-                counters.merge(TFRecordCounters(n, esum, emax, ecount,
-                                                ecount * int(np.prod(settings.shape))))
-        return output.close(), counters
+        with self.encoder([entry], target.stop - target.start) as encoder:
+            counters = self.encode(encoder, settings, pieces, [output])
+        return output.close()[0], counters
 
     def stats(self, counters):
         """write()'s stats: records and, for JPEG, its error over the records measured."""
-        return _stats(self.image_format, counters)
+        stats: dict = {"records": counters.records}
+        if self.image_format == "jpeg":
+            stats["jpeg_mean_abs_error"] = round(counters.error_sum / counters.pixels, 4) \
+                if counters.pixels else 0.0
+            stats["jpeg_max_abs_error"] = counters.error_max
+            stats["jpeg_error_records"] = counters.measured
+        return stats
 
 
 def prepare_write(dataset, path, options) -> TFRecordWrite:
-    """The sharded write of dataset to path with options (SPEC.options()).
-
-        job = prepare_write(ds, "m.tfrecord", SPEC.options({"shards": 4}))
-    """
+    """The sharded write of dataset to path with options (SPEC.options())."""
     return TFRecordWrite(dataset, path, options)
-
-
-def _range_pieces(split, start, stop, chunk, positions=False):
-    """write()'s pieces of records start..stop of a seekable split: cut at every
-    multiple of chunk (where a reader's batches of chunk records end); with positions,
-    as _chunks()."""
-    labels = np.asarray(split.labels())
-    indices = None if positions else np.asarray(split.indices(), np.int64)
-    at = start
-    while at < stop:
-        end = min(stop, (at // chunk + 1) * chunk)
-        here = np.arange(at, end, dtype=np.int64)
-        yield (0, split.take(here), labels[at:end],
-               here if positions else indices[at:end])
-        at = end
