@@ -169,9 +169,11 @@ class ExampleBuilder:
     # int64 values the cached entries may hold in all (each costs ~8 bytes and more).
     CACHE_VALUES = 1 << 21
 
+    # Per-record int64 features (QMNIST's extra columns): serialize() only; set by of().
+    extra_names: tuple = ()
+
     def __init__(self, schema: Schema, image_format: str, label_format: str,
-                 num_classes: int, shape, with_index: bool, class_names=(),
-                 extra_names=()):
+                 num_classes: int, shape, with_index: bool, class_names=()):
         self.height, self.width = shape
         self.height_key, self.width_key = schema.height_key, schema.width_key
         if image_format == "raw" and self.height_key is None:
@@ -181,8 +183,6 @@ class ExampleBuilder:
         self.num_classes = num_classes
         self.with_index = with_index
         self.class_names = tuple(class_names)
-        # Per-record int64 features (QMNIST's extra columns): serialize() only.
-        self.extra_names = tuple(extra_names)
         self.image_key = _field(schema.image_key.encode("utf-8"))
         width = num_classes if label_format == "onehot" else 1
         self.cache_size = max(16, self.CACHE_VALUES // (width + 8))
@@ -191,6 +191,16 @@ class ExampleBuilder:
         self._slots: Optional[list] = None
         self.index_first = _order(schema.index_key.encode()) < \
             _order(schema.image_key.encode())
+
+    @classmethod
+    def of(cls, settings) -> "ExampleBuilder":
+        """The builder of one settings object (tfrecord's Settings) holding these
+        arguments and extra_names by name."""
+        builder = cls(settings.schema, settings.image_format, settings.label_format,
+                      settings.num_classes, settings.shape, settings.with_index,
+                      settings.class_names)
+        builder.extra_names = tuple(settings.extra_names)
+        return builder
 
     def _template(self, label):
         """The serialized map entries of a class's Example other than the image (and
@@ -314,18 +324,23 @@ class ExampleBuilder:
 
 # --- reading back ----------------------------------------------------------------
 
+@dataclass(frozen=True)
 class Layout:
     """How to find image and label in an Example (from a preset or the first record).
     A feature the first record has (height, width, format, index) every record must
     have, with the same kind."""
+    image_key: str
+    label_key: str
+    label_width: int  # one value is a class index, several a one-hot row
+    index_key: Optional[str]
+    format_key: Optional[str]
+    height_key: Optional[str]
+    width_key: Optional[str]
 
-    def __init__(self, image_key, label_key, label_format, label_width, index_key,
-                 format_key, height_key, width_key):
-        self.image_key, self.label_key, self.label_format = image_key, label_key, \
-            label_format
-        self.label_width = label_width
-        self.index_key, self.format_key = index_key, format_key
-        self.height_key, self.width_key = height_key, width_key
+    @property
+    def label_format(self) -> str:
+        """onehot or index, by the label's width."""
+        return "onehot" if self.label_width > 1 else "index"
 
 
 def record_name(number):
@@ -384,7 +399,6 @@ def find_layout(example, schema, path, number) -> Layout:
                                   cli_hint="name its convention with --schema (recipe, tfds or slim)")
     # One value is a class index, several a one-hot row, whatever the convention.
     width = len(feature_values(path, number, feature, preset.label_key, "int64_list"))
-    label_format = "onehot" if width > 1 else "index"
     if width > 1:
         check_num_classes(width, path, f"{record_name(number)}: one-hot labels")
     height_key, width_key = preset.height_key, preset.width_key
@@ -401,5 +415,5 @@ def find_layout(example, schema, path, number) -> Layout:
     index_key = preset.index_key if preset.index_key in feature else None
     format_key = preset.format_key if preset.format_key and preset.format_key in feature \
         else None
-    return Layout(preset.image_key, preset.label_key, label_format, width, index_key,
-                  format_key, height_key, width_key)
+    return Layout(preset.image_key, preset.label_key, width, index_key, format_key,
+                  height_key, width_key)
