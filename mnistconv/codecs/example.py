@@ -1,10 +1,8 @@
 """tf.train.Example messages without TensorFlow: the feature conventions (presets),
-encoding them fast (ExampleBuilder), and finding image and label in a record read back
-(Layout).
+encoding them (ExampleBuilder), and finding image and label in a record read (Layout).
 
-The messages are TensorFlow's own (tensorflow/core/example/{feature,example}.proto),
-declared here in a private descriptor pool so that importing TensorFlow in the same
-process (the tests do) never collides with them:
+The messages are TensorFlow's own (tensorflow/core/example/{feature,example}.proto), in
+a private descriptor pool so that importing TensorFlow too never collides with them:
 
     syntax = "proto3";
     package tensorflow;
@@ -17,14 +15,11 @@ process (the tests do) never collides with them:
     message Example { Features features = 1; }
 
 On the wire an Example is field 1 (Features), whose map entries are field 1 each: key
-(field 1, string) and value (field 2, Feature); every length-delimited field is a tag
-byte, a varint length and its bytes. Map entries have no defined order: ExampleBuilder
-writes this wire format itself (no protobuf in the writers) in the order protobuf's
-deterministic serialization gives, so the same input always gives the same bytes,
-whatever protobuf is installed. Reading parses with protobuf (example_class).
-
-_FILE_DESCRIPTOR below is the serialized FileDescriptorProto of the text above; a test
-rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
+(field 1) and value (field 2, Feature), each a tag byte, a varint length and its bytes.
+ExampleBuilder writes this itself (no protobuf in the writers) in the order of
+protobuf's deterministic serialization, so the bytes never depend on the protobuf
+installed. Reading parses with protobuf (example_class). _FILE_DESCRIPTOR is the
+serialized FileDescriptorProto of the text above (a test rebuilds it).
 """
 
 from dataclasses import dataclass
@@ -98,9 +93,8 @@ LABEL_NAME_KEY = "label_name"
 
 
 def own_keys(*conventions):
-    """Feature names that are never extra fields, in order (messages list them): each
-    convention's own (a Schema's or a read file's Layout: image, label, index, format,
-    height, width), then the raw image size keys and label_name."""
+    """Feature names that are never extra fields, in order: each convention's own (a
+    Schema's or a Layout's), then the raw image size keys and label_name."""
     keys = [k for c in conventions for k in (c.image_key, c.label_key, c.index_key,
                                              c.format_key, c.height_key, c.width_key)]
     return tuple(dict.fromkeys(k for k in keys + [RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
@@ -136,14 +130,13 @@ def _bytes_feature(values) -> bytes:
 
 
 def _int64_feature(packed: bytes) -> bytes:
-    """A serialized Feature holding an Int64List (Feature field 3) of varints already
-    packed; a packed field of no values is not written at all."""
+    """A serialized Feature holding an Int64List (field 3) of packed varints (none: no field)."""
     return b"\x1a" + _field(_field(packed) if packed else b"")[1:]
 
 
 def _order(key: bytes) -> bytes:
-    """Sorts map keys as upb's deterministic serialization emits them: by their bytes,
-    a key after the longer keys it prefixes (UTF-8 holds no 0xff byte)."""
+    """Sorts map keys as upb's deterministic serialization: by their bytes, a key after
+    the longer keys it prefixes (UTF-8 holds no 0xff byte)."""
     return key + b"\xff"
 
 
@@ -154,19 +147,13 @@ def _entry(key: str, feature: bytes) -> bytes:
 
 
 class ExampleBuilder:
-    """Serializes Examples of one schema fast, as protobuf's deterministic serialization
-    (map entries sorted by key) writes them, without protobuf: the wire format of these
-    messages is a handful of tags and lengths (see the module docstring), written here
-    as the C reference (benchmarks/c_reference) writes them. Importing protobuf and
-    building its message classes cost every conversion's start (benchmarks/README.md);
-    tests compare every preset's records with protobuf's and TensorFlow's.
+    """Serializes Examples of one schema as protobuf's deterministic serialization does,
+    without protobuf, whose import cost every conversion's start (benchmarks/README.md);
+    tests compare every preset's records with protobuf's and TensorFlow's. The features
+    that depend only on the class are serialized when it is first seen, in a bounded
+    cache (one-hot labels of every class up front would be num_classes squared)."""
 
-    The features that depend only on the class (label, format, height, width, class
-    name) are serialized when a class is first seen and kept in a bounded cache: a
-    one-hot label holds num_classes values, so one per class up front would be
-    num_classes squared (4 GB at 65536 classes)."""
-
-    # int64 values the cached entries may hold in all (each costs ~8 bytes and more).
+    # int64 values the cached entries may hold in all.
     CACHE_VALUES = 1 << 21
 
     # Per-record int64 features (QMNIST's extra columns): serialize() only; set by of().
@@ -232,10 +219,8 @@ class ExampleBuilder:
         return hit
 
     def _cut(self, entries):
-        """The entries' serializations in protobuf's deterministic order (upb's, in
-        protobuf 6 and 7: keys by their UTF-8 bytes, a key before its own prefixes,
-        "label_name" before "label"), cut where the image's entry goes and, with_index,
-        the index's: (before, after), or (before, between, after)."""
+        """The entries' serializations in upb's deterministic order (_order), cut where
+        the per-record entries go: (before, after), or more parts with more slots."""
         slots = {self.schema.image_key.encode("utf-8")}
         if self.with_index:
             slots.add(self.schema.index_key.encode("utf-8"))
@@ -277,8 +262,9 @@ class ExampleBuilder:
             self.image_heads[length] = head
         return head
 
-    def _head_tail(self, label, index, length):
-        """(head, tail) of the Example whose image of `length` bytes lies between."""
+    def split_at_image(self, label: int, length: int, index: int = 0):
+        """(before, after) such that serialize(label, image, index) == before + image +
+        after for every image of `length` bytes."""
         parts = self._template(label)
         if self.with_index:
             entry = self._index_entry(index)
@@ -291,17 +277,11 @@ class ExampleBuilder:
         features = len(before) + len(head) + length + len(after)
         return b"\x0a" + _varint(features) + before + head, after
 
-    def split_at_image(self, label: int, length: int):
-        """(before, after) such that serialize(label, image, 0) == before + image + after
-        for every image of `length` bytes. Called once per (class, image length):
-        thousands of times."""
-        return self._head_tail(label, 0, length)
-
     def serialize(self, label: int, image: bytes, index: int, extras=()) -> bytes:
         """The deterministic serialization of one Example; extras: its values of
         extra_names (one int64 feature each)."""
         if not self.extra_names:
-            head, tail = self._head_tail(label, index, len(image))
+            head, tail = self.split_at_image(label, len(image), index)
             return head + image + tail
         if self._slots is None:  # the per-record entries' keys, in the map's order
             keys = [self.schema.image_key] + ([self.schema.index_key] if self.with_index
@@ -357,8 +337,7 @@ def _feature_names(feature):
 
 def feature_values(path, number, feature, key, kind):
     """The values of feature `key`, which must be there and hold `kind` (bytes_list or
-    int64_list). (feature[key] alone would add an empty feature, and a mistyped one
-    reads as no values.)"""
+    int64_list): feature[key] alone would add an empty one, or read a mistyped one."""
     if key not in feature:
         raise CorruptData(path, f"{record_name(number)}: no {printable(key)} feature, "
                                 "which the first record has")

@@ -1,19 +1,12 @@
 """Encoding samples for the WebDataset and ImageFolder writers on mnistconv.parallel's
 workers: a chunk of images becomes PNGs (or JPEGs) and, for WebDataset, whole tar
-members; the bytes depend only on the chunk's records, so the output is the same for
-any number of workers.
+members, the bytes depending only on the chunk's records.
 
-A worker is handed pixels, labels and original indices only (ParallelEncoder's forked
-workers get them through shared memory), but a WebDataset key is the sample's position
-in its split, and a .json holds the record's extra fields (QMNIST's columns). So each
-record's slot carries its position in 8 bytes, then its k extra fields (int32,
-little-endian), before its pixels (pack()); fill() copies such packed rows and encode()
-unpacks them.
-
-encode() returns the chunk's bytes followed by one little-endian uint32 per record, the
-size of that record's bytes, and the counters (length of the bytes before the sizes,
-0, 0): the writer cuts shards by bytes between records, and ImageFolder splits the
-images apart.
+A worker is handed pixels, labels and original indices only, but a WebDataset key is
+the sample's position in its split and its .json holds the extra fields (QMNIST's), so
+each row carries its position (int64) and extra fields (int32) before its pixels
+(pack()). encode() returns the chunk's bytes, then each record's size (uint32), with
+counters (length of the bytes before the sizes, 0, 0).
 """
 
 import json
@@ -27,8 +20,8 @@ from .tar import header, padding
 
 
 def pack(positions_start, images, slot_bytes, extras=None):
-    """A chunk's rows as a worker's slot holds them: position (int64, little-endian),
-    the extra fields (n x k, as int32 little-endian) if any, then the pixels."""
+    """A chunk's rows as a worker's slot holds them: position (<i8), the extra fields
+    (n x k, <i4) if any, then the pixels."""
     n = len(images)
     out = np.empty((n, slot_bytes), np.uint8)
     out[:, :8] = np.arange(positions_start, positions_start + n,
@@ -75,9 +68,7 @@ class SampleTask:
             (len(packed),) + self.shape)
         if self.image_format == "jpeg":
             return codecs.encode_jpeg_batch(pixels, self.quality)[0]
-        # PNGs of the whole chunk at once (filter none, the standard library's zlib at
-        # level 6: deterministic). codecs.encode_png (Pillow) is mostly set-up on a
-        # 28x28 image and missed the bench's target (benchmarks/README.md).
+        # PNGs of the whole chunk at once (see png.py).
         data, offsets = encode_png_batch(pixels)
         view, offsets = memoryview(data), offsets.tolist()
         return [view[a:b] for a, b in zip(offsets, offsets[1:])]
@@ -112,8 +103,7 @@ class SampleTask:
             name = names.get(label)
             if name is None:
                 name = names[label] = json.dumps(self.class_name(label)).encode()
-            # json.dumps({"index": index, "class": name, <extra fields>}), spelled out
-            # (a third of the time of calling it for each sample).
+            # json.dumps({"index": index, "class": name, <extra fields>}), spelled out.
             text = template % (index, name, *extra)
             cls = b"%d" % label
             # Members in sorted order of their extensions, as webdataset.TarWriter
@@ -134,16 +124,12 @@ def split_output(data, length, n):
     return view[:length], np.frombuffer(view[length:length + 4 * n], "<u4")
 
 
-# Without --shard-size, a split of at least this many samples is cut into two shards
-# or more, so DataLoader(num_workers=2) has a shard for each worker (webdataset refuses
-# fewer shards than workers).
+# Without --shard-size, a split this large gets two shards or more, one for each of
+# DataLoader(num_workers=2) (webdataset refuses fewer shards than workers).
 TWO_SHARDS_FROM = 4096
 
 
 def default_samples(samples, count):
-    """Samples per shard of a split of `count` without --shard-size: `samples`, but at
-    most half the split from TWO_SHARDS_FROM samples on (two shards or more).
-
-        default_samples(100000, 10000)  # 5000
-    """
+    """Samples per shard of a split of `count` without --shard-size: `samples`, at most
+    half the split from TWO_SHARDS_FROM on."""
     return min(samples, -(-count // 2)) if count >= TWO_SHARDS_FROM else samples

@@ -1,10 +1,6 @@
-"""A split's Examples encoded once into a spool, then cut into shards: TFRecord shards
-are byte ranges of the spool (the spool itself when there is one), ArrayRecord shards
-get the records through array_record's writer. The number of shards may depend on the
-encoded size (TFDS' rule), which is known only once everything is encoded.
-
-Everything happens inside the caller's StagedOutput: the shards are written at their
-staging paths and appear with the rest of the output, or not at all.
+"""A split's Examples encoded once into a spool, then cut into shards (TFRecord: byte
+ranges of it; ArrayRecord: through array_record's writer), since the number of shards
+may depend on the encoded size (TFDS' rule). All inside the caller's StagedOutput.
 """
 
 import contextlib
@@ -25,8 +21,7 @@ _BLOCK = 1 << 20
 
 @contextlib.contextmanager
 def naming_failures(target):
-    """A failed write to a spool (ENOSPC, EIO) names the output being written, not the
-    scratch file the user never asked for."""
+    """A failed write to a spool (ENOSPC, EIO) names the output, not the scratch file."""
     try:
         yield
     except OSError as e:
@@ -111,12 +106,9 @@ _POOL_STARTED = []
 
 
 def _start_pool(module):
-    """Start array_record's global thread pool now, once per process, by opening a
-    reader on /dev/null (an empty file: nothing to read). The pool starts on the first
-    ArrayRecordReader; when that happens under a tight address-space limit (ulimit -v,
-    or the fuzz harness's RLIMIT_AS around each case) its threads fail to start and the
-    constructor waits on them forever. Writing or resolving comes first, so a reader
-    opened later finds the pool running."""
+    """Start array_record's global thread pool once per process, by opening a reader on
+    /dev/null: started by a later reader under a tight address-space limit (ulimit -v),
+    its threads fail and the constructor waits on them forever."""
     if _POOL_STARTED:
         return
     try:
@@ -127,8 +119,7 @@ def _start_pool(module):
 
 
 def check_writer_options(options):
-    """array_record's own parser judges the options string, before any output: an
-    unknown option or value is a usage error naming it."""
+    """The options string as array_record's parser judges it, before any output."""
     module = array_record_module()
     import tempfile
     with tempfile.TemporaryDirectory(prefix="mnistconv-ar-") as folder:

@@ -11,10 +11,8 @@ each row led by its filter byte, and IEND. What makes the bytes TensorFlow's:
   else 2**15; a 2**8 window is announced as such in the zlib header (zlib itself
   writes 2**9's: the deflate data is the same);
 - the deflate stream is cut into IDAT chunks of 8192 bytes (libpng's buffer).
-tests/test_tfds.py checks the bytes against tf.image.encode_png for MNIST digits and
-images of other sizes and contents. Filtering is vectorized over a batch of images
-(filter_rows); each image is then one zlib stream, zlib's cost being what stays
-(where the time goes: benchmarks/README.md).
+tests/test_tfds.py compares the bytes with tf.image.encode_png's. Filtering is
+vectorized over a batch (filter_rows); each image is then one zlib stream.
 """
 
 import struct
@@ -33,18 +31,9 @@ _U32 = struct.Struct(">I")
 _BATCH_PIXELS = 256 * 784
 
 
-def _window_bits(size):
-    if size > 16384:
-        return 15
-    bits = 8
-    while (1 << bits) < size:
-        bits += 1
-    return bits
-
-
 def _select(mask, yes, no):
-    """yes where mask (a uint8 array of 0 and 255, broadcast), else no: three bitwise
-    passes (np.where or np.copyto(where=) took 2-4 times as long here)."""
+    """yes where mask (uint8 0 or 255, broadcast), else no: three bitwise passes, quicker
+    than np.where."""
     return no ^ ((yes ^ no) & mask)
 
 
@@ -54,15 +43,11 @@ def _all_bits(condition):
 
 
 def filter_rows(images):
-    """The filtered scanlines of a batch of uint8 images (n x H x W): n x H x (W + 1),
-    each row its filter type then its filtered bytes, as libpng chooses them.
-
-    The images are laid out column by column: t[c, i, r] is image i's pixel at row r,
-    column c, with a column and a row of zeros before the pixels (c = 0, r = 0). Then
-    every neighbour a filter looks at is the same flat array shifted (left: by one
-    column, N = n * (H + 1) bytes; up: by one byte; up-left: both), each filter is one
-    numpy pass over the whole batch, and a row's cost, a sum over its columns, adds
-    contiguous vectors."""
+    """The filtered scanlines of uint8 images (n x H x W): n x H x (W + 1), each row its
+    filter type then its bytes, as libpng chooses them. Laid out column by column
+    (t[c, i, r], a zero column and row first), every neighbour a filter reads is the
+    flat array shifted (left: N = n * (H + 1) bytes, up: one byte), so each filter is
+    one numpy pass and a row's cost adds contiguous vectors."""
     x = np.asarray(images, dtype=np.uint8)
     n, h, w = x.shape
     cols, rows = w + 1, h + 1
@@ -118,7 +103,7 @@ def png_parts(images):
     n, h, w = images.shape
     head = SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
     size = h * (w + 1)
-    bits = _window_bits(size)
+    bits = 15 if size > 16384 else max(8, (size - 1).bit_length())
     # zlib announces a 2**8 window as 2**9; libpng's zlib says 2**8 (CMF 0x08).
     zlib_header = b"\x08\x99" if bits == 8 else None
     bits = max(bits, 9)
@@ -128,9 +113,8 @@ def png_parts(images):
     middles = []
 
     def streams():
-        """Each image's zlib stream. An image larger than _BATCH_PIXELS is filtered a
-        band of rows at a time (each band with the row above it, whose own output is
-        dropped): the working arrays are a dozen times the pixels filtered at once."""
+        """Each image's zlib stream; an image over _BATCH_PIXELS is filtered a band of
+        rows at a time (with the row above it, whose own output is dropped)."""
         if h * w > _BATCH_PIXELS:
             band = max(1, _BATCH_PIXELS // max(1, w))
             for image in images:
