@@ -1,19 +1,13 @@
-"""What several formats share, so that no format package imports another: class names
-(classes), image checks (images), PNG (png; tfpng: TensorFlow's bytes), tf.train.Example
-(example; tfds_encode: TFDS' records), TFRecord framing (framing), the TFDS spool (spool),
-one-image-per-sample encoding (samples, tar) and .npy members (npy).
+"""What several formats share, so that no format package imports another: class names,
+image checks, PNG, tf.train.Example and TFRecord framing, the TFDS spool, samples, tar
+and .npy members. This module: JPEG and PNG of grayscale uint8 images. Pillow (imported
+on first use) encodes, giving cv2.imencode's bytes; simplejpeg decodes with the fast
+IDCT, as tf.io.decode_jpeg does, so pixels and errors are those TensorFlow sees.
 
-This module: JPEG and PNG of grayscale uint8 images. Pillow (imported on first use, the
-`tfrecord` extra) encodes: its libjpeg-turbo gives cv2.imencode's bytes at the same
-quality. simplejpeg decodes JPEG with the fast integer IDCT, as tf.io.decode_jpeg does by
-default, so the pixels and the JPEG error reported are those TensorFlow pipelines see.
-
-Batch JPEG encoding (jpeg_segments) pays libjpeg's set-up once a tile, not once an image:
-the images, edge-padded to whole 8x8 blocks as libjpeg pads them, are laid side by side
-one block row high, each image's blocks in the order libjpeg codes them alone, with a
-restart marker after each image. A restart resets the DC predictor and byte-aligns the
-stream, so the segment between two markers is exactly that image's own; its JPEG is
-the shared header + segment + EOI. Tests compare with per-image encodes.
+jpeg_segments pays libjpeg's set-up once a tile, not once an image: the images, padded
+to whole 8x8 blocks as libjpeg pads them, lie side by side one block row high with a
+restart marker after each. A restart resets the DC predictor and byte-aligns the
+stream, so each image's JPEG is the shared header + its segment + EOI.
 """
 
 import io
@@ -41,8 +35,7 @@ def simplejpeg_module():
 
 
 def decode_jpeg(data: bytes, out=None) -> np.ndarray:
-    """Grayscale pixels as tf.io.decode_jpeg(data, channels=1) gives them (2-D uint8),
-    into `out` if given (contiguous, the image's size); ValueError if it does not decode."""
+    """tf.io.decode_jpeg(data, channels=1)'s pixels (2-D uint8), into `out` if given."""
     try:
         pixels = simplejpeg_module().decode_jpeg(data, colorspace="GRAY", fastdct=True,
                                            buffer=out)
@@ -67,17 +60,15 @@ def pil_image():
 
 
 def _save(image, ext, **params) -> bytes:
-    """An image's bytes in the format of the extension ".jpg" or ".png": given a file
-    name, Pillow imports only that plugin (given a format name, five)."""
+    """A 2-D uint8 image as ".jpg" or ".png" (a name: Pillow imports only that plugin)."""
     out = io.BytesIO()
     out.name = "image" + ext
-    image.save(out, **params)
+    pil_image().fromarray(check_2d_uint8(image), "L").save(out, **params)
     return out.getvalue()
 
 
 def load_encoder(image_format):
-    """Import Pillow and the one plugin encode_jpeg()/encode_png() use for image_format
-    ('jpeg' or 'png') now, so forked workers inherit them."""
+    """Import Pillow and image_format's plugin now, so forked workers inherit them."""
     pil_image()
     if image_format == "jpeg":
         from PIL import JpegImagePlugin  # noqa: F401
@@ -95,14 +86,12 @@ def check_2d_uint8(image):
 
 def encode_png(image_uint8_2d) -> bytes:
     """A grayscale PNG (lossless; deterministic: no timestamp or text chunks)."""
-    image = check_2d_uint8(image_uint8_2d)
-    return _save(pil_image().fromarray(image, "L"), ".png")
+    return _save(image_uint8_2d, ".png")
 
 
 def encode_jpeg(image_uint8_2d, quality=DEFAULT_JPEG_QUALITY) -> bytes:
     """A baseline grayscale JPEG, cv2.imencode('.jpg', img)'s bytes at the same quality."""
-    image = check_2d_uint8(image_uint8_2d)
-    return _save(pil_image().fromarray(image, "L"), ".jpg", quality=int(quality))
+    return _save(image_uint8_2d, ".jpg", quality=int(quality))
 
 
 def _scan_start(data: bytes) -> int:
@@ -121,8 +110,7 @@ def block_padded_shape(h, w):
 
 
 def pad_to_blocks(images, out=None):
-    """Edge-replicate each image of a stack (n x h x w) to whole 8x8 blocks (n x hp x
-    wp), exactly the padding libjpeg applies to a partial block; into `out` if given."""
+    """A stack (n x h x w) edge-padded to whole 8x8 blocks as libjpeg pads (into out)."""
     n, h, w = images.shape
     hp, wp = block_padded_shape(h, w)
     if out is None:
@@ -136,8 +124,7 @@ def pad_to_blocks(images, out=None):
 
 
 def _block_row_tile(padded):
-    """k images padded to blocks (k x hp x wp) as one tile 8 rows high, each image's
-    blocks side by side in raster order (a block row is 8 bytes: moved as uint64)."""
+    """k padded images (k x hp x wp) as one tile 8 rows high, their blocks in a row."""
     k, hp, wp = padded.shape
     padded = np.ascontiguousarray(padded)
     tile = np.empty((8, k * hp * wp // 8), np.uint8)
@@ -146,18 +133,9 @@ def _block_row_tile(padded):
     return tile
 
 
-def _from_block_row_tile(tile, out):
-    """_block_row_tile in reverse: a decoded tile's pixels into out (k x hp x wp)."""
-    k, hp, wp = out.shape
-    tile = np.ascontiguousarray(tile)
-    out.view(np.uint64).reshape(k, hp // 8, 8, wp // 8)[...] = \
-        tile.view(np.uint64).reshape(8, k, hp // 8, wp // 8).transpose(1, 2, 0, 3)
-
-
 def encode_jpeg_measured(images, quality, size, measure):
-    """(header, segments, error sum, error max): jpeg_segments of a stack, and the
-    absolute pixel error of the first `measure` images as decode_jpeg() reads them back
-    (summed, and the largest). images: n x h x w (x 1), or padded to blocks; size: (h, w)."""
+    """(header, segments, error sum, error max): jpeg_segments, and the absolute pixel
+    error (sum, max) of the first `measure` images read back. size: the images' (h, w)."""
     images = np.asarray(images)
     n = len(images)
     h, w = size
@@ -173,17 +151,15 @@ def encode_jpeg_measured(images, quality, size, measure):
     low = np.minimum(decoded, original)
     diff = np.maximum(decoded, original)
     diff -= low
-    # A uint32 sum is half the time of a uint64 one, and cannot overflow below 2**24
-    # pixels of at most 255.
+    # A uint32 sum is quicker, and cannot overflow below 2**24 pixels of at most 255.
     total = np.uint32 if diff.size < 1 << 24 else np.uint64
     return header, segments, int(np.add.reduce(diff, axis=None, dtype=total)), \
         int(diff.max())
 
 
 def encode_jpeg_batch(images, quality=DEFAULT_JPEG_QUALITY, decoded=False):
-    """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
-    to encode_jpeg() of each. With decoded=True also return the pixels decode_jpeg()
-    gets back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
+    """(encode_jpeg() of each image of a stack, and with decoded=True the pixels
+    decode_jpeg() reads back from them, else None)."""
     images = np.asarray(images)
     header, segments, pixels = jpeg_segments(images, quality, decoded)
     if pixels is not None:
@@ -192,13 +168,11 @@ def encode_jpeg_batch(images, quality=DEFAULT_JPEG_QUALITY, decoded=False):
 
 
 def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None):
-    """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI.
-    images: n x h x w, or padded by pad_to_blocks when size=(h, w) is their own size.
-    decoded: True, or m to decode the first m images only; pixels keep the padding
-    (m x hp x wp, the images in [:, :h, :w])."""
+    """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI. images
+    may be padded (size: their own); decoded: True, or how many to decode (padded)."""
     import re
 
-    Image = pil_image()
+    pil_image()  # MissingDependency before any work
     images = np.asarray(images)
     if images.dtype != np.uint8 or images.ndim != 3:
         raise ValueError(f"expected n x h x w uint8 images, got {images.dtype} "
@@ -222,8 +196,7 @@ def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None
         header = encode_jpeg(padded[0, :h, :w], quality)
         header = _HEADERS[h, w, quality] = header[:_scan_start(header)]
     blocks = (hp // 8) * (wp // 8)
-    # At most _MAX_DIMENSION wide; side by side, as Pillow hands libjpeg a row at a time
-    # and a row has a fixed cost (benchmarks/README.md).
+    # Side by side: Pillow hands libjpeg a row at a time (benchmarks/README.md).
     per_tile = _MAX_DIMENSION // (8 * blocks) if blocks <= 0xFFFF else 0
     marker = re.compile(b"\xff[\xd0-\xd7]")
     segments = []
@@ -238,17 +211,18 @@ def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None
         tile_segments = []
         if count > 1:
             tile = _block_row_tile(padded[start:end])
-            data = _save(Image.fromarray(tile, "L"), ".jpg", quality=int(quality),
+            data = _save(tile, ".jpg", quality=int(quality),
                          restart_marker_blocks=blocks)
             tile_segments = marker.split(data[_scan_start(data):-2])
         if len(tile_segments) == count:
             if decode_tile:
-                # As each image alone: restarts reset the predictor, and baseline
-                # grayscale has no smoothing or upsampling across blocks.
-                _from_block_row_tile(decode_jpeg(data), pixels[start:end])
+                # As each alone: restarts reset the predictor; nothing crosses blocks.
+                # _block_row_tile in reverse.
+                tile = np.ascontiguousarray(decode_jpeg(data))
+                pixels[start:end].view(np.uint64).reshape(count, hp // 8, 8, wp // 8)[...] = \
+                    tile.view(np.uint64).reshape(8, count, hp // 8, wp // 8).transpose(1, 2, 0, 3)
         else:
-            # Images too large to lay side by side, or a Pillow without restart
-            # markers: each image on its own (same bytes).
+            # Too large for a tile, or a Pillow without restart markers: one by one.
             tile_segments = []
             for i, image in enumerate(padded[start:end, :h, :w]):
                 jpeg = encode_jpeg(image, quality)
@@ -262,8 +236,7 @@ def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None
 
 
 def _jpeg_layout(header):
-    """(SOF offset, SOS offset) of a header a tile can be built from: baseline or
-    extended sequential, one component, no restart interval of its own; else None."""
+    """(SOF offset, SOS offset) of a sequential one-component header without restarts."""
     pos, sof = 2, None
     while pos + 4 <= len(header):
         if header[pos] != 0xFF:
@@ -283,11 +256,8 @@ def _jpeg_layout(header):
 
 
 def decode_jpeg_tiles(jpegs, h, w):
-    """JPEGs sharing one header (one encoder, size and quality) decoded as decode_jpeg()
-    decodes each (n x h x w uint8), but a tall tile of many at a time: jpeg_segments in
-    reverse, their segments joined by restart markers under a restart interval of one
-    image. None when they cannot be (other headers, colour, progressive, bad data):
-    decode those one by one."""
+    """JPEGs sharing one header decoded as decode_jpeg() decodes each (n x h x w), a tall
+    tile at a time: jpeg_segments in reverse. None when they cannot be (decode those)."""
     if not jpegs:
         return np.zeros((0, h, w), np.uint8)
     first = jpegs[0]
@@ -335,8 +305,7 @@ def decode_jpeg_tiles(jpegs, h, w):
 
 
 def image_size(data: bytes):
-    """(height, width) an image's header claims, before anything is decoded (a small
-    JPEG can claim 65500 x 65500); None when unreadable (the decoder then says why)."""
+    """(height, width) an image's header claims, before decoding; None if unreadable."""
     if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
         return int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
     if data[:3] == b"\xff\xd8\xff":
@@ -349,9 +318,8 @@ def image_size(data: bytes):
 
 
 def decode_image(data: bytes) -> np.ndarray:
-    """A JPEG (see decode_jpeg) or PNG as a 2-D uint8 array, colour made grayscale.
-    ValueError for data that does not decode, is over limits.MAX_IMAGE_PIXELS (readers
-    check image_size() first to name the record), or is a 16-bit PNG (8 bits would clip)."""
+    """A JPEG (see decode_jpeg) or PNG as a 2-D uint8 array, colour made grayscale;
+    ValueError if it does not decode, is over MAX_IMAGE_PIXELS or is 16-bit (would clip)."""
     from ..limits import MAX_IMAGE_PIXELS
     size = image_size(data)
     if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
@@ -363,8 +331,7 @@ def decode_image(data: bytes) -> np.ndarray:
         raise ValueError("16-bit PNG; mnistconv keeps 8-bit pixels and will not clip "
                          "values above 255")
     Image = pil_image()
-    # Pillow's own decompression-bomb limits stay on (Image.MAX_IMAGE_PIXELS is never
-    # changed here); its warning between the two limits is an error like the rest.
+    # Pillow's decompression-bomb limits stay on; its warning is an error like the rest.
     import warnings
     try:
         with warnings.catch_warnings():
@@ -376,9 +343,8 @@ def decode_image(data: bytes) -> np.ndarray:
 
 
 def _pixels(Image, image) -> np.ndarray:
-    """A Pillow image as a 2-D uint8 array ("L"). A large one is decoded in one block
-    (freed blocks stay in Pillow's heap) and copied out a strip at a time (np.asarray()
-    makes two more copies through tobytes())."""
+    """A Pillow image as a 2-D uint8 array; a large one decoded in one block (freed
+    blocks stay in Pillow's heap) and copied out in strips (np.asarray() copies twice)."""
     width, height = image.size
     if width * height <= _STRIP_PIXELS:
         return np.asarray(image if image.mode == "L" else image.convert("L"))

@@ -1,11 +1,9 @@
 """Class names: where the MNIST family publishes them, and how a split carries them.
 
-A split's names are Header.class_names, indexed by label value; () when unknown (MNIST
-and QMNIST publish none, and () keeps their outputs as before). They come from a names
-file (--class-names, or classes.txt beside IDX files: UTF-8, one name per line, label 0
-first), EMNIST's mapping.txt, KMNIST's classmap.csv, or the names Fashion-MNIST and
-KMNIST publish, for their labels file known by its MD5 or torchvision's folder. Names
-are data from a file: bounded in number and length, and every label must have one.
+Header.class_names is indexed by label; () when unknown (MNIST and QMNIST publish none,
+so their outputs stay as before). Sources: a names file (--class-names, classes.txt),
+EMNIST's mapping.txt, KMNIST's classmap.csv, and the published names of Fashion-MNIST
+and KMNIST. Names are data: bounded in number and length, one for every label.
 """
 
 import hashlib
@@ -21,8 +19,7 @@ from ..sources import FAMILIES
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
 MAX_CLASS_NAME_LENGTH = 256
-# Controls and Unicode's line separators each split a line for some reader of a names
-# file (str.splitlines, an editor); a BOM starting one is dropped (utf-8-sig).
+# Controls and Unicode's line separators split a line for some reader; a BOM too.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
 MAX_NAMES_FILE_BYTES = MAX_CLASSES * 64
 
@@ -133,9 +130,7 @@ def read_emnist_mapping(path):
         try:
             numbers = [int(x) for x in fields]
         except ValueError:
-            raise FormatError(path, f"line {n} is not 'label code': {printable(line)}",
-                              "EMNIST mapping lines are a label and character codes") \
-                from None
+            numbers = []  # refused below, as a line of too few numbers
         if len(numbers) < 2 or not 0 <= numbers[0] < MAX_CLASSES or \
                 not all(0 < c < 0x110000 for c in numbers[1:]):
             raise FormatError(path, f"line {n} is not 'label code': {printable(line)}",
@@ -186,8 +181,7 @@ def read_classmap_csv(path):
 
 
 def published_names(labels_path):
-    """(family, names) for a labels file Fashion-MNIST or KMNIST publishes (by its MD5
-    or torchvision's folder); (None, ()) otherwise."""
+    """(family, names) of a labels file Fashion-MNIST or KMNIST publishes, else (None, ())."""
     try:
         if os.path.getsize(labels_path) <= _MAX_HASHED:
             with open_input(labels_path) as f:
@@ -205,8 +199,7 @@ def published_names(labels_path):
 
 
 def names_by_label(found, num_labels):
-    """Class names from records that each carry theirs (found: label -> name); a label
-    no record names is called by its number; () when every name is just the number."""
+    """Names by label from records' own (found), unnamed by number; () if all are numbers."""
     if not found or all(name == str(label) for label, name in found.items()):
         return ()
     return tuple(found.get(i, str(i)) for i in range(num_labels))
@@ -228,8 +221,7 @@ def check_covers(names, labels, path, split_name, source=None,
 
 
 def check_dataset(dataset):
-    """Every split that has class names names each of its labels, else check_covers'
-    FormatError: a label past them would be written with no name, or fail halfway."""
+    """Every split with class names names each of its labels (check_covers)."""
     for split in dataset.splits.values():
         if split.header.class_names:
             check_names(split.header.class_names, split.header.source or split.name)
@@ -239,8 +231,7 @@ def check_dataset(dataset):
 
 
 def attach(dataset, names, source, check=True):
-    """Give every split of the dataset these class names (checked against its labels
-    unless check=False). Returns the dataset."""
+    """The dataset, every split given these names (checked against its labels)."""
     names = tuple(names)
     for split in dataset.splits.values():
         if check:
@@ -254,8 +245,6 @@ def apply_names_file(dataset, path):
     return attach(dataset, read_names_file(path), path)
 
 
-# --- the names sidecar of a directory of files (IDX, a GDMNIST1 directory) ---------
-
 def names_of(dataset):
     """The class names of a dataset's first split that has them; () when none does."""
     return next((s.header.class_names for s in dataset.splits.values()
@@ -263,11 +252,9 @@ def names_of(dataset):
 
 
 def stage_directory(out, path, files, names, prefix=""):
-    """Stage a directory output of `files` (out: a StagedOutput) with its names file
-    written first, so a bad name fails before any data. Without names, a names file
-    already there is replaced (left, it would name other data's classes), as are the
-    files' other-compression twins (x for x.gz), which a reader would take. Returns the
-    staging directory."""
+    """The staging directory of `files` (out: a StagedOutput), the names file written
+    first (a bad name fails before any data). Replaced: the files' other-compression
+    twins and, without names, a names file there: a reader would take them."""
     files = list(files)
     twins = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
     sidecar = sidecar_name(prefix)
@@ -282,8 +269,7 @@ def stage_directory(out, path, files, names, prefix=""):
 
 
 def side_file(folder, name):
-    """folder/name when it is there, None when not; one leading out of folder (a link,
-    '..') or a FIFO or device is refused (fileio.check_input)."""
+    """folder/name if there (refused if it leads out of folder: fileio.check_input)."""
     path = os.path.join(folder, name)
     if not os.path.lexists(path):
         return None
@@ -302,9 +288,8 @@ def read_sidecar(dataset, folder, prefix=""):
 
 
 def check_labels(labels, path, first=0, where=""):
-    """Refuse label values no class can have: NaN, infinities, fractions, MAX_CLASSES or
-    more (one huge label would size every per-class table). Negative labels pass: the
-    writers that cannot store them say so. `first`: labels[0]'s position in the split."""
+    """Refuse labels no class can have: NaN, infinities, fractions, MAX_CLASSES or more
+    (negative ones pass: writers that cannot store them say so). first: labels[0]'s place."""
     if not len(labels) or labels.dtype.kind == "b" or \
             (labels.dtype.kind in "iu" and labels.dtype.itemsize < 4):
         return  # no value of these types can be out of range

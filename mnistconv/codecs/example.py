@@ -79,22 +79,19 @@ PRESETS = {
     "recipe": Schema("recipe", "image", "label", "jpeg", "onehot", "index"),
     # TensorFlow Datasets' mnist: PNG "image", scalar int64 "label".
     "tfds": Schema("tfds", "image", "label", "png", "index", "index"),
-    # TF-slim's dataset_utils.image_to_tfexample, as its download_and_convert_mnist.py
-    # writes MNIST: PNG, image/format b"png".
+    # TF-slim's dataset_utils.image_to_tfexample (download_and_convert_mnist.py).
     "slim": Schema("slim", "image/encoded", "image/class/label", "png", "index",
                    "image/index", "image/format", "image/height", "image/width"),
 }
 
 # Raw pixels carry no shape, so presets without height/width features get these.
 RAW_HEIGHT_KEY, RAW_WIDTH_KEY = "height", "width"
-# The class name of a record's label (bytes, UTF-8): written only when the input names
-# its classes, so records of unnamed classes keep their bytes.
+# The class name of a record's label: only when the input names its classes.
 LABEL_NAME_KEY = "label_name"
 
 
 def own_keys(*conventions):
-    """Feature names that are never extra fields, in order: each convention's own (a
-    Schema's or a Layout's), then the raw image size keys and label_name."""
+    """Feature names that are never extra fields: Schemas' or Layouts' own, and ours."""
     keys = [k for c in conventions for k in (c.image_key, c.label_key, c.index_key,
                                              c.format_key, c.height_key, c.width_key)]
     return tuple(dict.fromkeys(k for k in keys + [RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
@@ -135,8 +132,7 @@ def _int64_feature(packed: bytes) -> bytes:
 
 
 def _order(key: bytes) -> bytes:
-    """Sorts map keys as upb's deterministic serialization: by their bytes, a key after
-    the longer keys it prefixes (UTF-8 holds no 0xff byte)."""
+    """Sorts keys as upb does: by bytes, a key after the longer keys it prefixes."""
     return key + b"\xff"
 
 
@@ -147,11 +143,9 @@ def _entry(key: str, feature: bytes) -> bytes:
 
 
 class ExampleBuilder:
-    """Serializes Examples of one schema as protobuf's deterministic serialization does,
-    without protobuf, whose import cost every conversion's start (benchmarks/README.md);
-    tests compare every preset's records with protobuf's and TensorFlow's. The features
-    that depend only on the class are serialized when it is first seen, in a bounded
-    cache (one-hot labels of every class up front would be num_classes squared)."""
+    """Serializes Examples as protobuf's deterministic serialization does, without its
+    import (benchmarks/README.md). A class's own features are serialized when it is first
+    seen, in a bounded cache (one-hot labels of all up front: num_classes squared)."""
 
     # int64 values the cached entries may hold in all.
     CACHE_VALUES = 1 << 21
@@ -181,8 +175,7 @@ class ExampleBuilder:
 
     @classmethod
     def of(cls, settings) -> "ExampleBuilder":
-        """The builder of one settings object (tfrecord's Settings) holding these
-        arguments and extra_names by name."""
+        """The builder of a settings object holding these arguments and extra_names."""
         builder = cls(settings.schema, settings.image_format, settings.label_format,
                       settings.num_classes, settings.shape, settings.with_index,
                       settings.class_names)
@@ -190,8 +183,7 @@ class ExampleBuilder:
         return builder
 
     def _template(self, label):
-        """The serialized map entries of a class's Example other than the image (and
-        the index), split into those sorted before the image's key and after it."""
+        """A class's serialized map entries, cut where the per-record ones go (_cut)."""
         hit = self.cache.get(label)
         if hit is not None:
             return hit
@@ -219,8 +211,7 @@ class ExampleBuilder:
         return hit
 
     def _cut(self, entries):
-        """The entries' serializations in upb's deterministic order (_order), cut where
-        the per-record entries go: (before, after), or more parts with more slots."""
+        """The entries serialized in upb's order, cut where the per-record entries go."""
         slots = {self.schema.image_key.encode("utf-8")}
         if self.with_index:
             slots.add(self.schema.index_key.encode("utf-8"))
@@ -278,8 +269,7 @@ class ExampleBuilder:
         return b"\x0a" + _varint(features) + before + head, after
 
     def serialize(self, label: int, image: bytes, index: int, extras=()) -> bytes:
-        """The deterministic serialization of one Example; extras: its values of
-        extra_names (one int64 feature each)."""
+        """One Example's deterministic serialization; extras: values of extra_names."""
         if not self.extra_names:
             head, tail = self.split_at_image(label, len(image), index)
             return head + image + tail
@@ -302,13 +292,9 @@ class ExampleBuilder:
         return b"\x0a" + _varint(len(body)) + body
 
 
-# --- reading back ----------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Layout:
-    """How to find image and label in an Example (from a preset or the first record).
-    A feature the first record has (height, width, format, index) every record must
-    have, with the same kind."""
+    """Where image, label and optional features are, which every record must have."""
     image_key: str
     label_key: str
     label_width: int  # one value is a class index, several a one-hot row
@@ -336,8 +322,7 @@ def _feature_names(feature):
 
 
 def feature_values(path, number, feature, key, kind):
-    """The values of feature `key`, which must be there and hold `kind` (bytes_list or
-    int64_list): feature[key] alone would add an empty one, or read a mistyped one."""
+    """The values of feature `key`, which must be there and hold `kind`, else CorruptData."""
     if key not in feature:
         raise CorruptData(path, f"{record_name(number)}: no {printable(key)} feature, "
                                 "which the first record has")
@@ -358,8 +343,7 @@ def one_value(path, number, feature, key, kind):
 
 
 def find_layout(example, schema, path, number) -> Layout:
-    """Where image, label and the optional features are in records like `example`
-    (the first record): from the schema named, or (schema "auto"/None) detected."""
+    """The Layout of records like `example`, from the schema named, or detected."""
     feature = example.features.feature
     if schema in (None, "auto"):
         preset = PRESETS["slim"] if "image/encoded" in feature else PRESETS["recipe"]

@@ -1,7 +1,5 @@
-"""The image checks several formats share: a split's size by its header, a record's size
-and image (TFRecord, ArrayRecord), and for one-image-file-per-sample formats (WebDataset,
-ImageFolder) a split's images and labels before writing, each image as it is decoded.
-Each format keeps its own words in the messages.
+"""The image checks several formats share: a split's header, a record's size and image,
+and for one-image-file-per-sample formats the split before writing and each image read.
 """
 
 import numpy as np
@@ -12,8 +10,7 @@ from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
 from .example import record_name
 from .png import decode_unfiltered
 
-# numpy 1.x arrays have at most 32 dimensions (2.x: 64); an image has 2 or 3, so
-# more is a corrupt header, refused before numpy is asked to describe it.
+# numpy 1.x's most dimensions: an image has 2 or 3, more is a corrupt header.
 MAX_DIMS = 32
 
 
@@ -36,8 +33,7 @@ def grayscale_shape(split, where, format_name):
 
 
 def class_labels(split, where, one_class):
-    """A split's labels, checked to be one non-negative integer class per sample;
-    `one_class` ends the message about other labels."""
+    """A split's labels, one non-negative integer class per sample (else one_class)."""
     labels = np.asarray(split.labels())
     if labels.ndim != 1 or (len(labels) and labels.dtype.kind not in "iub"):
         raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}",
@@ -48,9 +44,8 @@ def class_labels(split, where, one_class):
 
 
 def decode_image(data, shape, where, member=None):
-    """The pixels of one image file, which must be a grayscale `shape` (H, W) image:
-    mnistconv's own PNGs in one zlib call, others through Pillow. A FormatError names
-    `where` and, inside an archive, the `member`."""
+    """The pixels of an image file, a grayscale `shape` (H, W) image, else a FormatError
+    naming `where` and the `member` of an archive."""
     image = decode_unfiltered(data, shape)
     if image is not None:
         return image
@@ -66,8 +61,7 @@ def decode_image(data, shape, where, member=None):
 
 
 def check_split_header(count, shape, dtype, path, who="header"):
-    """Bound a split's example count and image size by its header, before anything is
-    allocated or read."""
+    """Bound a split's example count and image size by its header, before any reading."""
     if count > MAX_EXAMPLES:
         raise OverLimit(path, f"{who} declares {count:,} examples, more than "
                                 f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
@@ -81,8 +75,7 @@ def check_split_header(count, shape, dtype, path, who="header"):
 
 
 def check_record_size(path, number, size, image_shape):
-    """Refuse a record far larger than one such image and its label before it is parsed
-    (protobuf holds many times a record's size while parsing it)."""
+    """Refuse a record far larger than its image and label before protobuf parses it."""
     if size > 2 * int(np.prod(image_shape)) + (1 << 20):
         raise CorruptData(path, f"{record_name(number)}: {size:,} bytes, more than a "
                                 f"record of one {'x'.join(map(str, image_shape))} image "
@@ -90,13 +83,11 @@ def check_record_size(path, number, size, image_shape):
 
 
 def decode_record_image(path, number, data):
-    """The pixels of record `number`'s JPEG or PNG, its size checked from its header
-    first; a FormatError naming the record otherwise."""
+    """The pixels of record `number`'s JPEG or PNG (size checked first), else BadImage."""
     size = codecs.image_size(data)
     if size is not None:
         check_image_size(size, path, f"{record_name(number)}: image")
     try:
         return codecs.decode_image(data)
     except ValueError as e:
-        raise BadImage(path, f"record {number} (counting from 0): image does not "
-                                f"decode ({e})") from None
+        raise BadImage(path, f"{record_name(number)}: image does not decode ({e})") from None

@@ -17,8 +17,7 @@ from ..records import Batch
 ZIP_MAGIC = b"PK\x03\x04"
 # Images and labels are numbers: bool, integers, floats (no strings, records, dates).
 NUMERIC_KINDS = "biuf"
-# What zipfile and zlib raise for a corrupt archive, some only at a member's end (a bad
-# CRC), an unknown compression method or an encrypted member.
+# What zipfile and zlib raise for a corrupt archive (some only at a member's end).
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
                NotImplementedError, RuntimeError, UnicodeDecodeError)
 
@@ -107,8 +106,7 @@ def read_member(archive, name, path, check=None):
 
 
 def row_batches(f, header, labels, batch_size, path, what):
-    """Batches of at most batch_size images read in turn from `f`, an open C-order .npy
-    member just past its header; `what` names the member when it ends early."""
+    """Batches read from `f`, a C-order .npy member past its header (`what` names it)."""
     for start in range(0, header.count, batch_size):
         n = min(batch_size, header.count - start)
         data = np.empty((n,) + header.shape, header.dtype)

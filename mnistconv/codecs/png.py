@@ -1,11 +1,6 @@
-"""PNG encoding of a batch of 8-bit images (Parquet's `image.bytes`, WebDataset,
-ImageFolder): signature, IHDR, one IDAT of the unfiltered scan lines, IEND
-(https://www.w3.org/TR/png/).
-
-Not codecs.encode_png (Pillow): on small images its cost is mostly set-up, and its
-adaptive filters give larger files than none. A batch's scan lines are laid out with
-numpy at once, then each image is one zlib.compress (the standard library's at level 6,
-not zlib-ng's, whose bytes differ) and one CRC (benchmarks/README.md).
+"""PNG of batches of 8-bit images (Parquet, WebDataset, ImageFolder): IHDR, one IDAT of
+unfiltered scan lines, IEND. Not Pillow: on small images its cost is set-up and its
+filters give larger files. The standard library's zlib (not zlib-ng: other bytes).
 """
 
 import struct
@@ -15,8 +10,7 @@ import numpy as np
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 6
-# The largest image (scan lines and filter bytes) decoded here; larger go to Pillow,
-# which refuses decompression bombs.
+# The largest image decoded here; Pillow, which refuses bombs, decodes larger ones.
 FAST_BYTES = 16 << 20
 IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
 
@@ -38,9 +32,8 @@ def colour_type(shape) -> int:
 
 
 def encode_batch(images: np.ndarray):
-    """(data, offsets): the PNGs of n uint8 images (n x H x W, n x H x W x 1 or
-    n x H x W x 3) concatenated, and n + 1 int32 offsets, image i being
-    data[offsets[i]:offsets[i + 1]] (Arrow's layout for a binary column)."""
+    """(data, offsets): the PNGs of n uint8 images (grey or RGB) concatenated, and n + 1
+    int32 offsets, as Arrow lays out a binary column."""
     n = len(images)
     h, w = images.shape[1:3]
     kind = colour_type(images.shape[1:])
@@ -67,9 +60,8 @@ def encode_batch(images: np.ndarray):
 
 
 def decode_unfiltered(data, shape):
-    """The pixels of a PNG as encode_batch writes it (of `shape`, unfiltered, IHDR,
-    one IDAT, IEND) in one inflate; None for any other (Pillow decodes those). Chunk
-    CRCs are left to zlib's own Adler-32 of the pixels."""
+    """The pixels of a PNG as encode_batch writes it, of `shape`, in one inflate (zlib's
+    Adler-32 checks them); None for any other PNG."""
     h, w = shape[:2]
     channels = shape[2] if len(shape) == 3 else 1
     if len(data) < 57 or data[:8] != SIGNATURE or data[12:16] != b"IHDR" or \

@@ -31,8 +31,7 @@ def naming_failures(target):
 
 
 def spool_split(split, task, encoder, spool_path, progress, description):
-    """Encode a split's records into spool_path (TFRecord framing); returns each
-    record's data length (int64 array)."""
+    """Encode a split's records into spool_path: their data lengths (int64 array)."""
     lengths = []
     chunk = encode.chunk_records(task.shape)
     progress.start(description, split.header.count)
@@ -58,8 +57,7 @@ def _hash_file(path, target):
 
 
 def tfrecord_shards(spool_path, lengths, bounds, targets, staged_paths) -> list:
-    """Cut the spool into TFRecord shards (records bounds[i-1]..bounds[i] each); the
-    spool is removed."""
+    """Cut the spool into TFRecord shards (records up to bounds[i] each); removes it."""
     if len(targets) == 1:
         os.replace(spool_path, staged_paths[0])
         return [_hash_file(staged_paths[0], targets[0])]
@@ -98,24 +96,18 @@ def array_record_module():
     except ImportError:
         raise MissingDependency("array-record", "arrayrecord", "ArrayRecord files") \
             from None
-    _start_pool(array_record_module)
+    if not _POOL_STARTED:
+        # Start array_record's thread pool now: under a later ulimit -v its threads
+        # fail to start and the reader's constructor waits on them forever.
+        try:
+            array_record_module.ArrayRecordReader(os.devnull)
+        except (RuntimeError, ValueError):
+            pass  # the pool is up either way; /dev/null is not a valid file
+        _POOL_STARTED.append(True)
     return array_record_module
 
 
 _POOL_STARTED = []
-
-
-def _start_pool(module):
-    """Start array_record's global thread pool once per process, by opening a reader on
-    /dev/null: started by a later reader under a tight address-space limit (ulimit -v),
-    its threads fail and the constructor waits on them forever."""
-    if _POOL_STARTED:
-        return
-    try:
-        module.ArrayRecordReader(os.devnull)
-    except (RuntimeError, ValueError):
-        pass  # the pool is up either way; /dev/null is not a valid file
-    _POOL_STARTED.append(True)
 
 
 def check_writer_options(options):

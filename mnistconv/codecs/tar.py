@@ -1,17 +1,11 @@
 """The tar archive WebDataset shards are: written by hand, read with checks.
 
-Writing: every member is a regular file with one plain POSIX ustar header (no PAX or GNU
-extensions, so every tar reader takes it), mode 0644, uid/gid 0, mtime 0 and no user or
-group name, its data NUL-padded to 512 bytes; the archive ends with two zero blocks,
-padded to tar's 10240-byte record: the bytes Python's tarfile writes in USTAR_FORMAT for
-the same members (tests compare them). By hand because tarfile.addfile() builds a
-TarInfo and a BytesIO per member, and a sample has three (benchmarks/README.md).
-
-Reading (members()): each header's checksum is checked (unsigned, or signed as some old
-writers computed it), sizes in octal or GNU base-256. Regular files are yielded;
-directories and PAX global headers skipped; GNU long names ('L') and PAX 'path'/'size'
-('x') apply to the next member; links, devices and the rest are refused. Names are data,
-never paths. A cut archive is refused (see _end).
+Written: plain POSIX ustar headers (mode 0644, uid/gid 0, mtime 0, no names), data
+padded to 512 bytes, two zero blocks and padding to a 10240-byte record: the bytes of
+Python's tarfile in USTAR_FORMAT (tests compare), without its TarInfo per member.
+Read (members()): checksums checked (unsigned or signed), octal or base-256 sizes, GNU
+long names and PAX path/size applied; links, devices and the rest are refused. Names
+are data, never paths. A cut archive is refused.
 """
 
 import re
@@ -26,8 +20,7 @@ END = b"\0" * (2 * BLOCK)
 _MIDDLE = b"0000644\0" + b"0000000\0" * 2  # mode, uid, gid
 _AFTER_SIZE = b"00000000000\0"  # mtime
 _TAIL = b"0" + b"\0" * 100 + b"ustar\x0000" + b"\0" * (32 + 32 + 8 + 8 + 155 + 12)
-# The header's byte sum without its name and size: the fixed fields and the checksum
-# field counted as spaces.
+# The header's byte sum without name and size, the checksum field counted as spaces.
 _FIXED_SUM = sum(_MIDDLE) + sum(_AFTER_SIZE) + 8 * 32 + sum(_TAIL)
 
 
@@ -50,13 +43,10 @@ def member(name: bytes, data: bytes) -> list:
 
 
 def end_of_archive(offset: int) -> bytes:
-    """What closes an archive whose members take `offset` bytes: two zero blocks, then
-    zeros to a whole record."""
+    """What closes an archive of `offset` bytes: two zero blocks, zeros to a record."""
     size = offset + len(END)
     return END + b"\0" * (-size % RECORD)
 
-
-# ---- reading ----
 
 def _number(field: bytes, what, where):
     """An octal header field, or GNU's base-256 (first byte 0x80)."""
@@ -110,8 +100,7 @@ _META_LIMIT = 1 << 20  # a long name or PAX header larger than this is not a nam
 
 
 def members(f, where):
-    """(name, data offset, size) of every regular file in the tar stream f (at its
-    start), in order; `where` names the file in messages. The archive must be whole."""
+    """(name, data offset, size) of each regular file in a whole tar stream f, in order."""
     length = f.seek(0, 2)
     f.seek(0)
     offset = 0
@@ -120,7 +109,14 @@ def members(f, where):
     while True:
         block = f.read(BLOCK)
         if not block or block == b"\0" * BLOCK:
-            _end(offset, length, where)
+            # Every tar writer ends with zero blocks (one is enough, as for GNU tar)
+            # and whole blocks: a file without them was cut short (unlike tarfile).
+            if offset == length:
+                raise Truncated(where, f"tar archive ends at byte {offset:,} without its "
+                                       "end-of-archive zero blocks (or its writer did not finish)")
+            if length % BLOCK:
+                raise Truncated(where, f"is {length:,} bytes, not a whole number of 512-byte "
+                                       "tar blocks")
             return
         if len(block) < BLOCK:
             raise Truncated(where, f"truncated tar header at byte {offset}")
@@ -133,7 +129,13 @@ def members(f, where):
             if not pax[b"size"].isdigit():
                 raise CorruptData(where, f"PAX size {printable(pax[b'size'])} is not a number")
             size = int(pax[b"size"])
-        name = long_name if long_name is not None else _header_name(block)
+        name = long_name
+        if name is None:
+            name = block[:100].split(b"\0", 1)[0]
+            prefix = block[345:500].split(b"\0", 1)[0]  # POSIX: the leading directories
+            if block[257:263] == b"ustar\0" and prefix:
+                name = prefix + b"/" + name
+            name = name.decode("utf-8", "replace")
         if b"path" in pax:
             name = pax[b"path"].decode("utf-8", "replace")
         data_at = offset + BLOCK
@@ -166,24 +168,3 @@ def members(f, where):
         yield name, data_at, size
         f.seek(offset)
 
-
-def _end(offset, length, where):
-    """The archive's end at `offset`: tarfile and webdataset accept a file that stops
-    after a member or inside the zero blocks, but every tar writer ends with zero blocks
-    and whole 512-byte blocks, so such a file was cut short (its last samples silently
-    missing). One zero block is enough, as for GNU tar."""
-    if offset == length:
-        raise Truncated(where, f"tar archive ends at byte {offset:,} without its "
-                               "end-of-archive zero blocks (or its writer did not finish)")
-    if length % BLOCK:
-        raise Truncated(where, f"is {length:,} bytes, not a whole number of 512-byte "
-                               "tar blocks")
-
-
-def _header_name(block: bytes) -> str:
-    name = block[:100].split(b"\0", 1)[0]
-    if block[257:263] == b"ustar\0":  # POSIX: a prefix may hold the leading directories
-        prefix = block[345:500].split(b"\0", 1)[0]
-        if prefix:
-            name = prefix + b"/" + name
-    return name.decode("utf-8", "replace")

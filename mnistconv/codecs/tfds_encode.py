@@ -1,8 +1,6 @@
-"""Examples as TFDS serializes them for image classification ("image": tf.image.encode_png's
-bytes, "label": the class index; tests/test_tfds.py compares with TFDS' serializer),
-encoded in chunks on mnistconv.parallel's workers for the TFDS and ArrayRecord writers.
-A chunk is returned TFRecord-framed: spooled as is, then cut into TFRecord shards by
-byte ranges or handed to ArrayRecord writers (spool.py).
+"""Examples as TFDS serializes them for image classification (PNG "image", "label"),
+encoded in chunks on mnistconv.parallel's workers for the TFDS and ArrayRecord writers,
+returned TFRecord-framed (spool.py cuts them into shards).
 """
 
 import struct
