@@ -1,39 +1,13 @@
-"""What several formats share, so that no format package imports another: class names
-(classes), image checks (images), PNG (png; tfpng: TensorFlow's bytes), tf.train.Example
-(example; tfds_encode: TFDS' records), TFRecord framing (framing), the TFDS spool (spool),
-one-image-per-sample encoding (samples, tar) and .npy members (npy).
+"""What several formats share, so that no format package imports another: class names,
+image checks, PNG, tf.train.Example and TFRecord framing, the TFDS spool, samples, tar
+and .npy members. This module: JPEG and PNG of grayscale uint8 images. Pillow (imported
+on first use) encodes, giving cv2.imencode's bytes; simplejpeg decodes with the fast
+IDCT, as tf.io.decode_jpeg does, so pixels and errors are those TensorFlow sees.
 
-This module: JPEG and PNG encoding and decoding of grayscale uint8 images: Pillow encodes (and
-decodes PNG), simplejpeg decodes JPEG; both are libjpeg-turbo underneath.
-
-Pillow is imported on first use (it is the `tfrecord` extra), so commands that never
-touch an image codec do not pay for it.
-
-Why Pillow: measured on this project's 2-core machine for the 60000 MNIST training
-images, Pillow's libjpeg-turbo and OpenCV's (the users' recipe, `cv2.imencode('.jpg',
-img)`) produce byte-identical JPEGs at the same quality, encode at the same speed, and
-Pillow imports faster (benchmarks/README.md). Both are mature libjpeg-turbo wrappers;
-tests compare against cv2 when present.
-
-Decoding JPEG goes through simplejpeg (libjpeg-turbo) with its fast integer IDCT,
-because that is what tf.io.decode_jpeg does with its defaults (dct_method "" means
-INTEGER_FAST): the pixels mnistconv reads back, and the JPEG error it reports, are the
-ones the users' TensorFlow input pipelines see. (Pillow and OpenCV use the accurate
-IDCT: on the 60000 MNIST training images at quality 95 the mean absolute error is 0.57
-with it and 1.06 with the fast one, the largest 10 and 27.)
-Tests compare these pixels with TensorFlow's.
-
-Batch JPEG encoding (encode_jpeg_batch) does not call the encoder once per image: most
-of what a 28x28 encode costs is libjpeg set-up, not coding. Instead the images are
-edge-padded to whole 8x8 blocks (exactly the padding libjpeg applies to a partial block)
-and laid side by side in a tile one block row (8 pixel rows) high, each image's blocks
-one after another in the order libjpeg codes them alone (row by row), and the tile is
-encoded once with a restart marker after every image's blocks. A grayscale scan codes
-blocks left to right, so image by image; a restart resets the DC predictor and
-byte-aligns the bit stream, so the entropy-coded segment between two markers is byte
-for byte what encoding that image alone produces; each image's JPEG is the standalone
-header + its segment + EOI. The result is checked (one segment per image) and tests
-compare it with per-image encodes.
+jpeg_segments pays libjpeg's set-up once a tile, not once an image: the images, padded
+to whole 8x8 blocks as libjpeg pads them, lie side by side one block row high with a
+restart marker after each. A restart resets the DC predictor and byte-aligns the
+stream, so each image's JPEG is the shared header + its segment + EOI.
 """
 
 import io
@@ -61,9 +35,7 @@ def simplejpeg_module():
 
 
 def decode_jpeg(data: bytes, out=None) -> np.ndarray:
-    """Grayscale pixels as tf.io.decode_jpeg(data, channels=1) gives them with its
-    defaults (2-D uint8), decoded into `out` if given (a contiguous uint8 array of the
-    image's size). Raises ValueError for data that does not decode."""
+    """tf.io.decode_jpeg(data, channels=1)'s pixels (2-D uint8), into `out` if given."""
     try:
         pixels = simplejpeg_module().decode_jpeg(data, colorspace="GRAY", fastdct=True,
                                            buffer=out)
@@ -88,20 +60,15 @@ def pil_image():
 
 
 def _save(image, ext, **params) -> bytes:
-    """An image's bytes in the format its file name extension gives (".jpg", ".png").
-    Given a format name, Pillow's save() first imports five format plugins (BMP, GIF,
-    JPEG, PPM, PNG: a cost at every JPEG conversion's start); given a file name,
-    recent Pillow (13.0 here) imports only that extension's plugin, older ones all
-    five as before. The bytes are the same either way."""
+    """A 2-D uint8 image as ".jpg" or ".png" (a name: Pillow imports only that plugin)."""
     out = io.BytesIO()
     out.name = "image" + ext
-    image.save(out, **params)
+    pil_image().fromarray(check_2d_uint8(image), "L").save(out, **params)
     return out.getvalue()
 
 
 def load_encoder(image_format):
-    """Import Pillow and the one plugin encode_jpeg()/encode_png() use for image_format
-    ('jpeg' or 'png') now, so forked workers inherit them."""
+    """Import Pillow and image_format's plugin now, so forked workers inherit them."""
     pil_image()
     if image_format == "jpeg":
         from PIL import JpegImagePlugin  # noqa: F401
@@ -119,15 +86,12 @@ def check_2d_uint8(image):
 
 def encode_png(image_uint8_2d) -> bytes:
     """A grayscale PNG (lossless; deterministic: no timestamp or text chunks)."""
-    image = check_2d_uint8(image_uint8_2d)
-    return _save(pil_image().fromarray(image, "L"), ".png")
+    return _save(image_uint8_2d, ".png")
 
 
 def encode_jpeg(image_uint8_2d, quality=DEFAULT_JPEG_QUALITY) -> bytes:
-    """A baseline grayscale JPEG, the bytes cv2.imencode('.jpg', img) gives at the same
-    quality (95 is OpenCV's default)."""
-    image = check_2d_uint8(image_uint8_2d)
-    return _save(pil_image().fromarray(image, "L"), ".jpg", quality=int(quality))
+    """A baseline grayscale JPEG, cv2.imencode('.jpg', img)'s bytes at the same quality."""
+    return _save(image_uint8_2d, ".jpg", quality=int(quality))
 
 
 def _scan_start(data: bytes) -> int:
@@ -136,8 +100,7 @@ def _scan_start(data: bytes) -> int:
     return sos + 2 + int.from_bytes(data[sos + 2:sos + 4], "big")
 
 
-# JPEG headers (everything up to the scan data) by image size and quality: the same for
-# every image, whatever its pixels.
+# JPEG headers (up to the scan data) by image size and quality, whatever the pixels.
 _HEADERS = {}
 
 
@@ -147,8 +110,7 @@ def block_padded_shape(h, w):
 
 
 def pad_to_blocks(images, out=None):
-    """Edge-replicate each image of a stack (n x h x w) to whole 8x8 blocks (n x hp x
-    wp), exactly the padding libjpeg applies to a partial block; into `out` if given."""
+    """A stack (n x h x w) edge-padded to whole 8x8 blocks as libjpeg pads (into out)."""
     n, h, w = images.shape
     hp, wp = block_padded_shape(h, w)
     if out is None:
@@ -162,9 +124,7 @@ def pad_to_blocks(images, out=None):
 
 
 def _block_row_tile(padded):
-    """k images padded to blocks (k x hp x wp) as one tile 8 pixel rows high: each
-    image's 8x8 blocks side by side, in raster order, images one after another. Rows
-    of a block are 8 bytes, so the reordering moves 64-bit words."""
+    """k padded images (k x hp x wp) as one tile 8 rows high, their blocks in a row."""
     k, hp, wp = padded.shape
     padded = np.ascontiguousarray(padded)
     tile = np.empty((8, k * hp * wp // 8), np.uint8)
@@ -173,20 +133,9 @@ def _block_row_tile(padded):
     return tile
 
 
-def _from_block_row_tile(tile, out):
-    """_block_row_tile in reverse: a decoded tile's pixels into out (k x hp x wp)."""
-    k, hp, wp = out.shape
-    tile = np.ascontiguousarray(tile)
-    out.view(np.uint64).reshape(k, hp // 8, 8, wp // 8)[...] = \
-        tile.view(np.uint64).reshape(8, k, hp // 8, wp // 8).transpose(1, 2, 0, 3)
-
-
 def encode_jpeg_measured(images, quality, size, measure):
-    """(header, segments, error sum, error max): the JPEGs of a stack as jpeg_segments
-    gives them, and the absolute pixel error of the first `measure` images, as
-    decode_jpeg() reads them back, against the originals (summed over their pixels, and
-    the largest). images: n x h x w (or n x h x w x 1), or already padded to blocks
-    (n x hp x wp); size: (h, w)."""
+    """(header, segments, error sum, error max): jpeg_segments, and the absolute pixel
+    error (sum, max) of the first `measure` images read back. size: the images' (h, w)."""
     images = np.asarray(images)
     n = len(images)
     h, w = size
@@ -202,17 +151,15 @@ def encode_jpeg_measured(images, quality, size, measure):
     low = np.minimum(decoded, original)
     diff = np.maximum(decoded, original)
     diff -= low
-    # A uint32 sum is half the time of a uint64 one, and cannot overflow below 2**24
-    # pixels of at most 255.
+    # A uint32 sum is quicker, and cannot overflow below 2**24 pixels of at most 255.
     total = np.uint32 if diff.size < 1 << 24 else np.uint64
     return header, segments, int(np.add.reduce(diff, axis=None, dtype=total)), \
         int(diff.max())
 
 
 def encode_jpeg_batch(images, quality=DEFAULT_JPEG_QUALITY, decoded=False):
-    """JPEG-encode a stack of 2-D uint8 images (n x h x w) into a list of bytes, identical
-    to encode_jpeg() of each. With decoded=True also return the pixels decode_jpeg()
-    gets back from those JPEGs (n x h x w uint8), decoded from the same coded bytes."""
+    """(encode_jpeg() of each image of a stack, and with decoded=True the pixels
+    decode_jpeg() reads back from them, else None)."""
     images = np.asarray(images)
     header, segments, pixels = jpeg_segments(images, quality, decoded)
     if pixels is not None:
@@ -221,15 +168,11 @@ def encode_jpeg_batch(images, quality=DEFAULT_JPEG_QUALITY, decoded=False):
 
 
 def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None):
-    """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI (the
-    header is the same for every image of one size and quality). See encode_jpeg_batch.
-    `images` is n x h x w, or already padded by pad_to_blocks when size=(h, w) gives
-    the images' own size. decoded: True, or a number m to decode only the first m
-    images (the rest cost no decoding). pixels keep the padding: m x hp x wp, the
-    images' decoded pixels in [:, :h, :w]."""
+    """(header, segments, pixels): image i's JPEG is header + segments[i] + EOI. images
+    may be padded (size: their own); decoded: True, or how many to decode (padded)."""
     import re
 
-    Image = pil_image()
+    pil_image()  # MissingDependency before any work
     images = np.asarray(images)
     if images.dtype != np.uint8 or images.ndim != 3:
         raise ValueError(f"expected n x h x w uint8 images, got {images.dtype} "
@@ -253,9 +196,7 @@ def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None
         header = encode_jpeg(padded[0, :h, :w], quality)
         header = _HEADERS[h, w, quality] = header[:_scan_start(header)]
     blocks = (hp // 8) * (wp // 8)
-    # A tile is at most _MAX_DIMENSION pixels wide: 511 MNIST digits of 16 blocks.
-    # Pillow hands libjpeg one pixel row at a time, and a row has a fixed cost: side by
-    # side (8 rows a tile) beats stacked (benchmarks/README.md).
+    # Side by side: Pillow hands libjpeg a row at a time (benchmarks/README.md).
     per_tile = _MAX_DIMENSION // (8 * blocks) if blocks <= 0xFFFF else 0
     marker = re.compile(b"\xff[\xd0-\xd7]")
     segments = []
@@ -270,19 +211,18 @@ def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None
         tile_segments = []
         if count > 1:
             tile = _block_row_tile(padded[start:end])
-            data = _save(Image.fromarray(tile, "L"), ".jpg", quality=int(quality),
+            data = _save(tile, ".jpg", quality=int(quality),
                          restart_marker_blocks=blocks)
             tile_segments = marker.split(data[_scan_start(data):-2])
         if len(tile_segments) == count:
             if decode_tile:
-                # Decoding the tile decodes every image's blocks exactly as decoding
-                # that image alone: the restart resets the predictor, and baseline
-                # grayscale has no smoothing or upsampling across blocks.
-                _from_block_row_tile(decode_jpeg(data), pixels[start:end])
+                # As each alone: restarts reset the predictor; nothing crosses blocks.
+                # _block_row_tile in reverse.
+                tile = np.ascontiguousarray(decode_jpeg(data))
+                pixels[start:end].view(np.uint64).reshape(count, hp // 8, 8, wp // 8)[...] = \
+                    tile.view(np.uint64).reshape(8, count, hp // 8, wp // 8).transpose(1, 2, 0, 3)
         else:
-            # One image per tile (images too large to lay side by side), or a Pillow
-            # without restart-marker support: encode each image on its own (same
-            # bytes, slower).
+            # Too large for a tile, or a Pillow without restart markers: one by one.
             tile_segments = []
             for i, image in enumerate(padded[start:end, :h, :w]):
                 jpeg = encode_jpeg(image, quality)
@@ -296,9 +236,7 @@ def jpeg_segments(images, quality=DEFAULT_JPEG_QUALITY, decoded=False, size=None
 
 
 def _jpeg_layout(header):
-    """(offset of the SOF marker, offset of the SOS marker) of a JPEG header that a tile
-    can be built from: baseline or extended sequential, one component, no restart
-    interval of its own; else None."""
+    """(SOF offset, SOS offset) of a sequential one-component header without restarts."""
     pos, sof = 2, None
     while pos + 4 <= len(header):
         if header[pos] != 0xFF:
@@ -318,15 +256,8 @@ def _jpeg_layout(header):
 
 
 def decode_jpeg_tiles(jpegs, h, w):
-    """Decode JPEGs that share one header (the same encoder, size and quality: what
-    cv2, Pillow and mnistconv write for a dataset) as decode_jpeg() would each, but as
-    tall images of many: n x h x w uint8. It is jpeg_segments in reverse: each image's
-    entropy-coded data, restart markers between them and a restart interval of one
-    image's blocks make a valid JPEG whose decode is, block for block, each image's own
-    (a restart resets the DC predictor as a new image does), so libjpeg's set-up is
-    paid once a tile, not once an image. Returns None when the JPEGs cannot be
-    decoded so (other headers, colour, progressive, or anything in the data that does
-    not decode cleanly): decode those one by one."""
+    """JPEGs sharing one header decoded as decode_jpeg() decodes each (n x h x w), a tall
+    tile at a time: jpeg_segments in reverse. None when they cannot be (decode those)."""
     if not jpegs:
         return np.zeros((0, h, w), np.uint8)
     first = jpegs[0]
@@ -342,8 +273,7 @@ def decode_jpeg_tiles(jpegs, h, w):
     if (int.from_bytes(header[sof + 5:sof + 7], "big"),
             int.from_bytes(header[sof + 7:sof + 9], "big")) != (h, w):
         return None
-    # C-level loops (map over bytes methods): a generator here was a third of the
-    # GIL-holding work of decoding 60000 JPEGs on threads.
+    # map over bytes methods loops in C: a generator held the GIL for most of the work.
     try:
         if not (all(map(bytes.startswith, jpegs, repeat(header))) and
                 all(map(bytes.endswith, jpegs, repeat(EOI)))):
@@ -375,9 +305,7 @@ def decode_jpeg_tiles(jpegs, h, w):
 
 
 def image_size(data: bytes):
-    """(height, width) an image's header claims, read before anything is decoded (a
-    945-byte JPEG can claim 65500 x 65500: 4 GB of pixels); None when the header says
-    nothing readable (the decoder then reports what is wrong)."""
+    """(height, width) an image's header claims, before decoding; None if unreadable."""
     if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
         return int.from_bytes(data[20:24], "big"), int.from_bytes(data[16:20], "big")
     if data[:3] == b"\xff\xd8\xff":
@@ -389,30 +317,21 @@ def image_size(data: bytes):
     return None
 
 
-def _check_size(data):
-    """ValueError for an image larger than limits.MAX_IMAGE_PIXELS (a backstop: readers
-    check image_size() themselves to name the record)."""
+def decode_image(data: bytes) -> np.ndarray:
+    """A JPEG (see decode_jpeg) or PNG as a 2-D uint8 array, colour made grayscale;
+    ValueError if it does not decode, is over MAX_IMAGE_PIXELS or is 16-bit (would clip)."""
     from ..limits import MAX_IMAGE_PIXELS
     size = image_size(data)
     if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
         raise ValueError(f"image of {size[0]}x{size[1]} exceeds mnistconv's limit of "
                          f"{MAX_IMAGE_PIXELS:,} pixels per image")
-
-
-def decode_image(data: bytes) -> np.ndarray:
-    """Decode a JPEG (as TensorFlow's defaults do, see decode_jpeg) or a PNG to a 2-D
-    uint8 array; colour is converted to grayscale. Raises ValueError for data that is
-    not a decodable image, is larger than limits.MAX_IMAGE_PIXELS, or is a 16-bit PNG
-    (converting it to 8 bits would silently clip every value above 255)."""
-    _check_size(data)
     if data[:3] == b"\xff\xd8\xff":
         return decode_jpeg(data)
     if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 24 and data[24] == 16:
         raise ValueError("16-bit PNG; mnistconv keeps 8-bit pixels and will not clip "
                          "values above 255")
     Image = pil_image()
-    # Pillow's own decompression-bomb limits stay on (Image.MAX_IMAGE_PIXELS is never
-    # changed here); its warning between the two limits is an error like the rest.
+    # Pillow's decompression-bomb limits stay on; its warning is an error like the rest.
     import warnings
     try:
         with warnings.catch_warnings():
@@ -424,10 +343,8 @@ def decode_image(data: bytes) -> np.ndarray:
 
 
 def _pixels(Image, image) -> np.ndarray:
-    """A Pillow image as a 2-D uint8 array ("L"). A large one is decoded in one block
-    (Pillow's 16 MiB blocks stay in the C heap after they are freed, beside the next
-    image's) and copied out a strip at a time (np.asarray() goes through tobytes(),
-    whose pieces and their join are two more copies beside Pillow's own)."""
+    """A Pillow image as a 2-D uint8 array; a large one decoded in one block (freed
+    blocks stay in Pillow's heap) and copied out in strips (np.asarray() copies twice)."""
     width, height = image.size
     if width * height <= _STRIP_PIXELS:
         return np.asarray(image if image.mode == "L" else image.convert("L"))

@@ -1,21 +1,9 @@
 """Class names: where the MNIST family publishes them, and how a split carries them.
 
-A split's names are Header.class_names, a tuple indexed by label value (names[3] names
-label 3); () when unknown. They come from:
-  - a names file given with --class-names (class_names=): UTF-8, one name per line,
-    line 1 naming label 0; mnistconv writes the same layout beside IDX files as
-    `classes.txt` (`<prefix>-classes.txt` for a prefixed family such as emnist-letters);
-  - EMNIST's `emnist-<split>-mapping.txt`: lines "label code [code...]", each code a
-    character's Unicode (ASCII) number; the name is those characters (letters: "Aa");
-  - KMNIST/Kuzushiji-49's `<name>_classmap.csv`: index,codepoint,char (the char);
-  - the names Fashion-MNIST and KMNIST publish, for their IDX files as published
-    (recognised by the labels file's published MD5) or in torchvision's layout
-    (FashionMNIST/raw, KMNIST/raw).
-MNIST and QMNIST publish none: their digits are their names, and () keeps their
-outputs exactly as before.
-
-Names are data from a file: bounded in number (MAX_CLASSES) and length
-(MAX_CLASS_NAME_LENGTH), and every label of the split must have one.
+Header.class_names is indexed by label; () when unknown (MNIST and QMNIST publish none,
+so their outputs stay as before). Sources: a names file (--class-names, classes.txt),
+EMNIST's mapping.txt, KMNIST's classmap.csv, and the published names of Fashion-MNIST
+and KMNIST. Names are data: bounded in number and length, one for every label.
 """
 
 import hashlib
@@ -31,44 +19,32 @@ from ..sources import FAMILIES
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
 MAX_CLASS_NAME_LENGTH = 256
-# C0 and C1 controls (\n, \r, \x85) and Unicode's line and paragraph separators: each
-# splits a line for some reader of a names file (str.splitlines, a text editor); a BOM
-# is dropped from the start of one (utf-8-sig).
+# Controls and Unicode's line separators split a line for some reader; a BOM too.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
-# A names file is at most this big: MAX_CLASSES names of a few dozen bytes.
 MAX_NAMES_FILE_BYTES = MAX_CLASSES * 64
 
-# The published names (sources.FAMILIES holds the family's facts).
 FASHION_MNIST = FAMILIES["fashion-mnist"].class_names
 KMNIST = FAMILIES["kmnist"].class_names
 
-# The published labels files (gzip, by their MD5): recognising one by its digest names
-# its family without guessing from a directory name.
+# The published labels files by their MD5: their family, without guessing from a folder.
 _LABELS_MD5 = {f.md5: (shown, names) for key, shown, names in
                (("fashion-mnist", "Fashion-MNIST", FASHION_MNIST), ("kmnist", "KMNIST", KMNIST))
                for f in FAMILIES[key].files if "-labels-" in f.name}
 # torchvision's folders (root/FashionMNIST/raw/...) and the usual download folders.
-_FOLDERS = {"fashionmnist": ("Fashion-MNIST", FASHION_MNIST),
-            "fashion-mnist": ("Fashion-MNIST", FASHION_MNIST),
-            "fashion_mnist": ("Fashion-MNIST", FASHION_MNIST),
-            "kmnist": ("KMNIST", KMNIST)}
-# A published labels file is small; larger files are not hashed to find out.
+_FOLDERS = {**dict.fromkeys(("fashionmnist", "fashion-mnist", "fashion_mnist"),
+                            ("Fashion-MNIST", FASHION_MNIST)), "kmnist": ("KMNIST", KMNIST)}
+# Larger files are not hashed to find out whether they are a published labels file.
 _MAX_HASHED = 1 << 20
 
 
 def sidecar_name(prefix=""):
-    """The names file beside IDX files: classes.txt, or <prefix>-classes.txt.
-
-        sidecar_name("emnist-letters")     # 'emnist-letters-classes.txt'
-    """
+    """The names file beside IDX files: classes.txt, or <prefix>-classes.txt."""
     return f"{prefix}-classes.txt" if prefix else "classes.txt"
 
 
 def check_name(name, path, where):
-    """A name as every writer can store it and every reader read it back: UTF-8 text
-    of 1 to MAX_CLASS_NAME_LENGTH characters, not blank, without a line break or other
-    control character (names files and TFDS' labels.txt hold one name per line).
-    Readers apply it to what they read, write() to what it is given."""
+    """A name as every writer can store it and every reader read back: UTF-8 text of 1
+    to MAX_CLASS_NAME_LENGTH characters, not blank, no line break or other control."""
     if not isinstance(name, str):
         raise FormatError(path, f"{where}: class name {printable(name)} is not text",
                           "name each class with text")
@@ -126,11 +102,7 @@ def _read_text(path, what):
 
 
 def read_names_file(path):
-    """The names of a names file: one per line, line 1 naming label 0 (a final line
-    break is optional; \\r\\n line ends are read too).
-
-        read_names_file("classes.txt")     # ('T-shirt/top', 'Trouser', ...)
-    """
+    """The names of a names file: one per line (\\n or \\r\\n), label 0 first."""
     text = _read_text(path, "a class names file (one name per line)")
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -146,21 +118,9 @@ def read_names_file(path):
     return check_names(names, path)
 
 
-def write_names_file(path, names, where=None):
-    """Write names one per line (UTF-8), each checked first (check_name: a line break
-    would split it)."""
-    check_names(names, where or path)
-    with create_staged(path, "w", encoding="utf-8", newline="\n") as f:
-        f.write("".join(name + "\n" for name in names))
-
-
 def read_emnist_mapping(path):
-    """EMNIST's emnist-<split>-mapping.txt: "label code [code ...]" per line, codes the
-    characters' numbers. Returns names by label; labels not listed (letters' 0) are
-    named "N/A", as torchvision names them.
-
-        read_emnist_mapping("emnist-letters-mapping.txt")[1]     # 'Aa'
-    """
+    """EMNIST's emnist-<split>-mapping.txt ("label code [code ...]" per line, codes the
+    characters' numbers): names by label, "N/A" for labels not listed, as torchvision."""
     text = _read_text(path, "an EMNIST mapping file")
     pairs = {}
     for n, line in enumerate(text.splitlines(), 1):
@@ -170,9 +130,7 @@ def read_emnist_mapping(path):
         try:
             numbers = [int(x) for x in fields]
         except ValueError:
-            raise FormatError(path, f"line {n} is not 'label code': {printable(line)}",
-                              "EMNIST mapping lines are a label and character codes") \
-                from None
+            numbers = []  # refused below, as a line of too few numbers
         if len(numbers) < 2 or not 0 <= numbers[0] < MAX_CLASSES or \
                 not all(0 < c < 0x110000 for c in numbers[1:]):
             raise FormatError(path, f"line {n} is not 'label code': {printable(line)}",
@@ -189,11 +147,7 @@ def read_emnist_mapping(path):
 
 
 def read_classmap_csv(path):
-    """KMNIST/Kuzushiji-49's <name>_classmap.csv: a header `index,codepoint,char` then
-    one row per class; the names are the chars, by index.
-
-        read_classmap_csv("k49_classmap.csv")[0]     # 'あ'
-    """
+    """KMNIST/Kuzushiji-49's <name>_classmap.csv (`index,codepoint,char` rows): the chars."""
     import csv
     import io
     text = _read_text(path, "a class map CSV")
@@ -227,8 +181,7 @@ def read_classmap_csv(path):
 
 
 def published_names(labels_path):
-    """(family, names) for a labels file Fashion-MNIST or KMNIST publishes, known by its
-    published MD5 or by torchvision's folder names; (None, ()) otherwise."""
+    """(family, names) of a labels file Fashion-MNIST or KMNIST publishes, else (None, ())."""
     try:
         if os.path.getsize(labels_path) <= _MAX_HASHED:
             with open_input(labels_path) as f:
@@ -246,13 +199,7 @@ def published_names(labels_path):
 
 
 def names_by_label(found, num_labels):
-    """Class names from records that each carry their class's name (TFRecord
-    label_name, WebDataset .json): found maps label -> name. A label no record names is
-    called by its number; () when every name is just the number (what is written when
-    no names are known).
-
-        names_by_label({0: "zero", 2: "two"}, 3)     # ('zero', '1', 'two')
-    """
+    """Names by label from records' own (found), unnamed by number; () if all are numbers."""
     if not found or all(name == str(label) for label, name in found.items()):
         return ()
     return tuple(found.get(i, str(i)) for i in range(num_labels))
@@ -260,7 +207,7 @@ def names_by_label(found, num_labels):
 
 def check_covers(names, labels, path, split_name, source=None,
                  hint="give a names file that covers every label"):
-    """Every label of the split has a name: else a FormatError saying which does not."""
+    """A FormatError naming the first label of the split without a name."""
     if not len(names) or not len(labels):
         return
     labels = np.asarray(labels)
@@ -274,11 +221,7 @@ def check_covers(names, labels, path, split_name, source=None,
 
 
 def check_dataset(dataset):
-    """Every split that has class names names each of its labels (a dataset built by a
-    library caller, or read from a file whose names and labels disagree): else the
-    FormatError of check_covers. Writers carry the names (TFRecord's label_name, a
-    ClassLabel, classes.txt), so a label past them would be written with no name or
-    fail halfway."""
+    """Every split with class names names each of its labels (check_covers)."""
     for split in dataset.splits.values():
         if split.header.class_names:
             check_names(split.header.class_names, split.header.source or split.name)
@@ -288,8 +231,7 @@ def check_dataset(dataset):
 
 
 def attach(dataset, names, source, check=True):
-    """Give every split of the dataset these class names (checked against its labels
-    unless check=False: the reader knows they cover them). Returns the dataset."""
+    """The dataset, every split given these names (checked against its labels)."""
     names = tuple(names)
     for split in dataset.splits.values():
         if check:
@@ -303,51 +245,31 @@ def apply_names_file(dataset, path):
     return attach(dataset, read_names_file(path), path)
 
 
-# --- the names sidecar of a directory of files (IDX, a GDMNIST1 directory) ---------
-
 def names_of(dataset):
-    """The class names a dataset carries: those of its first split that has them; ()
-    when none does (a writer then writes exactly what it wrote before names existed)."""
+    """The class names of a dataset's first split that has them; () when none does."""
     return next((s.header.class_names for s in dataset.splits.values()
                  if s.header.class_names), ())
 
 
-def plan_sidecar(names, files, replaces, prefix=""):
-    """Put the names file among a directory's outputs before it is staged
-    (StagedOutput.directory(path, files, replaces)): with names it is one of the files
-    written; without, a names file already there is one the new files replace (refused
-    without --force, removed with it), since left there it would name the classes of
-    other data on reading. Returns its name."""
-    sidecar = sidecar_name(prefix)
-    (files if names else replaces).append(sidecar)
-    return sidecar
-
-
 def stage_directory(out, path, files, names, prefix=""):
-    """Stage a directory output of `files` (out: a StagedOutput) with the names file
-    planned (plan_sidecar) and written first, so a name it cannot hold fails before any
-    data. The files' other-compression twins (x for x.gz, x.gz for x) are replaced too:
-    a reader would take them instead of (or beside) the new files. Returns the staging
-    directory.
-
-        with StagedOutput(force) as out:
-            stage = stage_directory(out, "out", ["train.bin"], ("cat", "dog"))
-    """
+    """The staging directory of `files` (out: a StagedOutput), the names file written
+    first (a bad name fails before any data). Replaced: the files' other-compression
+    twins and, without names, a names file there: a reader would take them."""
     files = list(files)
     twins = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
-    sidecar = plan_sidecar(names, files, twins, prefix)
+    sidecar = sidecar_name(prefix)
+    (files if names else twins).append(sidecar)
     stage = out.directory(path, files, replaces=twins)
     if names:
-        write_names_file(os.path.join(stage, sidecar), names, path)
+        check_names(names, path)
+        with create_staged(os.path.join(stage, sidecar), "w", encoding="utf-8",
+                           newline="\n") as f:
+            f.write("".join(name + "\n" for name in names))
     return stage
 
 
 def side_file(folder, name):
-    """folder/name when it is there, None when not; a side file that leads out of
-    folder (a link, '..') or is a FIFO or device is refused (fileio.check_input).
-
-        side_file("data/mnist", "classes.txt")   # 'data/mnist/classes.txt' or None
-    """
+    """folder/name if there (refused if it leads out of folder: fileio.check_input)."""
     path = os.path.join(folder, name)
     if not os.path.lexists(path):
         return None
@@ -356,8 +278,7 @@ def side_file(folder, name):
 
 
 def read_sidecar(dataset, folder, prefix=""):
-    """Give the dataset's splits the names of <folder>/classes.txt when it is there
-    (checked against their labels). Returns its path, or None."""
+    """Give the dataset's splits the names of <folder>/classes.txt if there: its path."""
     sidecar = side_file(folder, sidecar_name(prefix))
     if sidecar is None:
         return None
@@ -367,17 +288,13 @@ def read_sidecar(dataset, folder, prefix=""):
 
 
 def check_labels(labels, path, first=0, where=""):
-    """Refuse label values no class can have: NaN, infinities, fractions, and MAX_CLASSES
-    or more (one label of 2**31 - 1 made `info` count 2**31 classes; one of 10**8 made
-    the TFRecord writer build 10**8 one-hot templates). Negative labels (-1 for
-    'unlabelled', or any signed IDX type's values) pass: the writers that cannot store
-    them say so. `first` is the position of labels[0] in the split, for the message."""
+    """Refuse labels no class can have: NaN, infinities, fractions, MAX_CLASSES or more
+    (negative ones pass: writers that cannot store them say so). first: labels[0]'s place."""
     if not len(labels) or labels.dtype.kind == "b" or \
             (labels.dtype.kind in "iu" and labels.dtype.itemsize < 4):
         return  # no value of these types can be out of range
     if labels.dtype.kind == "f":
-        # errstate "all": MAX_CLASSES does not fit float16, whose comparison with it
-        # warns of an overflow (a RuntimeWarning line before the one-line error).
+        # MAX_CLASSES overflows float16: its warning would precede the one-line error.
         with np.errstate(all="ignore"):
             bad = ~np.isfinite(labels) | (labels != np.floor(labels)) | \
                 (labels >= MAX_CLASSES)

@@ -1,10 +1,8 @@
 """tf.train.Example messages without TensorFlow: the feature conventions (presets),
-encoding them fast (ExampleBuilder), and finding image and label in a record read back
-(Layout).
+encoding them (ExampleBuilder), and finding image and label in a record read (Layout).
 
-The messages are TensorFlow's own (tensorflow/core/example/{feature,example}.proto),
-declared here in a private descriptor pool so that importing TensorFlow in the same
-process (the tests do) never collides with them:
+The messages are TensorFlow's own (tensorflow/core/example/{feature,example}.proto), in
+a private descriptor pool so that importing TensorFlow too never collides with them:
 
     syntax = "proto3";
     package tensorflow;
@@ -17,14 +15,11 @@ process (the tests do) never collides with them:
     message Example { Features features = 1; }
 
 On the wire an Example is field 1 (Features), whose map entries are field 1 each: key
-(field 1, string) and value (field 2, Feature); every length-delimited field is a tag
-byte, a varint length and its bytes. Map entries have no defined order: ExampleBuilder
-writes this wire format itself (no protobuf in the writers) in the order protobuf's
-deterministic serialization gives, so the same input always gives the same bytes,
-whatever protobuf is installed. Reading parses with protobuf (example_class).
-
-_FILE_DESCRIPTOR below is the serialized FileDescriptorProto of the text above; a test
-rebuilds it with descriptor_pb2 and checks the messages against tf.train's.
+(field 1) and value (field 2, Feature), each a tag byte, a varint length and its bytes.
+ExampleBuilder writes this itself (no protobuf in the writers) in the order of
+protobuf's deterministic serialization, so the bytes never depend on the protobuf
+installed. Reading parses with protobuf (example_class). _FILE_DESCRIPTOR is the
+serialized FileDescriptorProto of the text above (a test rebuilds it).
 """
 
 from dataclasses import dataclass
@@ -84,23 +79,19 @@ PRESETS = {
     "recipe": Schema("recipe", "image", "label", "jpeg", "onehot", "index"),
     # TensorFlow Datasets' mnist: PNG "image", scalar int64 "label".
     "tfds": Schema("tfds", "image", "label", "png", "index", "index"),
-    # TF-slim's dataset_utils.image_to_tfexample, as its download_and_convert_mnist.py
-    # writes MNIST: PNG, image/format b"png".
+    # TF-slim's dataset_utils.image_to_tfexample (download_and_convert_mnist.py).
     "slim": Schema("slim", "image/encoded", "image/class/label", "png", "index",
                    "image/index", "image/format", "image/height", "image/width"),
 }
 
 # Raw pixels carry no shape, so presets without height/width features get these.
 RAW_HEIGHT_KEY, RAW_WIDTH_KEY = "height", "width"
-# The class name of a record's label (bytes, UTF-8): written only when the input names
-# its classes, so records of unnamed classes keep their bytes.
+# The class name of a record's label: only when the input names its classes.
 LABEL_NAME_KEY = "label_name"
 
 
 def own_keys(*conventions):
-    """Feature names that are never extra fields, in order (messages list them): each
-    convention's own (a Schema's or a read file's Layout: image, label, index, format,
-    height, width), then the raw image size keys and label_name."""
+    """Feature names that are never extra fields: Schemas' or Layouts' own, and ours."""
     keys = [k for c in conventions for k in (c.image_key, c.label_key, c.index_key,
                                              c.format_key, c.height_key, c.width_key)]
     return tuple(dict.fromkeys(k for k in keys + [RAW_HEIGHT_KEY, RAW_WIDTH_KEY,
@@ -136,14 +127,12 @@ def _bytes_feature(values) -> bytes:
 
 
 def _int64_feature(packed: bytes) -> bytes:
-    """A serialized Feature holding an Int64List (Feature field 3) of varints already
-    packed; a packed field of no values is not written at all."""
+    """A serialized Feature holding an Int64List (field 3) of packed varints (none: no field)."""
     return b"\x1a" + _field(_field(packed) if packed else b"")[1:]
 
 
 def _order(key: bytes) -> bytes:
-    """Sorts map keys as upb's deterministic serialization emits them: by their bytes,
-    a key after the longer keys it prefixes (UTF-8 holds no 0xff byte)."""
+    """Sorts keys as upb does: by bytes, a key after the longer keys it prefixes."""
     return key + b"\xff"
 
 
@@ -154,24 +143,18 @@ def _entry(key: str, feature: bytes) -> bytes:
 
 
 class ExampleBuilder:
-    """Serializes Examples of one schema fast, as protobuf's deterministic serialization
-    (map entries sorted by key) writes them, without protobuf: the wire format of these
-    messages is a handful of tags and lengths (see the module docstring), written here
-    as the C reference (benchmarks/c_reference) writes them. Importing protobuf and
-    building its message classes cost every conversion's start (benchmarks/README.md);
-    tests compare every preset's records with protobuf's and TensorFlow's.
+    """Serializes Examples as protobuf's deterministic serialization does, without its
+    import (benchmarks/README.md). A class's own features are serialized when it is first
+    seen, in a bounded cache (one-hot labels of all up front: num_classes squared)."""
 
-    The features that depend only on the class (label, format, height, width, class
-    name) are serialized when a class is first seen and kept in a bounded cache: a
-    one-hot label holds num_classes values, so one per class up front would be
-    num_classes squared (4 GB at 65536 classes)."""
-
-    # int64 values the cached entries may hold in all (each costs ~8 bytes and more).
+    # int64 values the cached entries may hold in all.
     CACHE_VALUES = 1 << 21
 
+    # Per-record int64 features (QMNIST's extra columns): serialize() only; set by of().
+    extra_names: tuple = ()
+
     def __init__(self, schema: Schema, image_format: str, label_format: str,
-                 num_classes: int, shape, with_index: bool, class_names=(),
-                 extra_names=()):
+                 num_classes: int, shape, with_index: bool, class_names=()):
         self.height, self.width = shape
         self.height_key, self.width_key = schema.height_key, schema.width_key
         if image_format == "raw" and self.height_key is None:
@@ -181,8 +164,6 @@ class ExampleBuilder:
         self.num_classes = num_classes
         self.with_index = with_index
         self.class_names = tuple(class_names)
-        # Per-record int64 features (QMNIST's extra columns): serialize() only.
-        self.extra_names = tuple(extra_names)
         self.image_key = _field(schema.image_key.encode("utf-8"))
         width = num_classes if label_format == "onehot" else 1
         self.cache_size = max(16, self.CACHE_VALUES // (width + 8))
@@ -192,9 +173,17 @@ class ExampleBuilder:
         self.index_first = _order(schema.index_key.encode()) < \
             _order(schema.image_key.encode())
 
+    @classmethod
+    def of(cls, settings) -> "ExampleBuilder":
+        """The builder of a settings object holding these arguments and extra_names."""
+        builder = cls(settings.schema, settings.image_format, settings.label_format,
+                      settings.num_classes, settings.shape, settings.with_index,
+                      settings.class_names)
+        builder.extra_names = tuple(settings.extra_names)
+        return builder
+
     def _template(self, label):
-        """The serialized map entries of a class's Example other than the image (and
-        the index), split into those sorted before the image's key and after it."""
+        """A class's serialized map entries, cut where the per-record ones go (_cut)."""
         hit = self.cache.get(label)
         if hit is not None:
             return hit
@@ -222,10 +211,7 @@ class ExampleBuilder:
         return hit
 
     def _cut(self, entries):
-        """The entries' serializations in protobuf's deterministic order (upb's, in
-        protobuf 6 and 7: keys by their UTF-8 bytes, a key before its own prefixes,
-        "label_name" before "label"), cut where the image's entry goes and, with_index,
-        the index's: (before, after), or (before, between, after)."""
+        """The entries serialized in upb's order, cut where the per-record entries go."""
         slots = {self.schema.image_key.encode("utf-8")}
         if self.with_index:
             slots.add(self.schema.index_key.encode("utf-8"))
@@ -267,8 +253,9 @@ class ExampleBuilder:
             self.image_heads[length] = head
         return head
 
-    def _head_tail(self, label, index, length):
-        """(head, tail) of the Example whose image of `length` bytes lies between."""
+    def split_at_image(self, label: int, length: int, index: int = 0):
+        """(before, after) such that serialize(label, image, index) == before + image +
+        after for every image of `length` bytes."""
         parts = self._template(label)
         if self.with_index:
             entry = self._index_entry(index)
@@ -281,17 +268,10 @@ class ExampleBuilder:
         features = len(before) + len(head) + length + len(after)
         return b"\x0a" + _varint(features) + before + head, after
 
-    def split_at_image(self, label: int, length: int):
-        """(before, after) such that serialize(label, image, 0) == before + image + after
-        for every image of `length` bytes. Called once per (class, image length):
-        thousands of times."""
-        return self._head_tail(label, 0, length)
-
     def serialize(self, label: int, image: bytes, index: int, extras=()) -> bytes:
-        """The deterministic serialization of one Example; extras: its values of
-        extra_names (one int64 feature each)."""
+        """One Example's deterministic serialization; extras: values of extra_names."""
         if not self.extra_names:
-            head, tail = self._head_tail(label, index, len(image))
+            head, tail = self.split_at_image(label, len(image), index)
             return head + image + tail
         if self._slots is None:  # the per-record entries' keys, in the map's order
             keys = [self.schema.image_key] + ([self.schema.index_key] if self.with_index
@@ -312,20 +292,21 @@ class ExampleBuilder:
         return b"\x0a" + _varint(len(body)) + body
 
 
-# --- reading back ----------------------------------------------------------------
-
+@dataclass(frozen=True)
 class Layout:
-    """How to find image and label in an Example (from a preset or the first record).
-    A feature the first record has (height, width, format, index) every record must
-    have, with the same kind."""
+    """Where image, label and optional features are, which every record must have."""
+    image_key: str
+    label_key: str
+    label_width: int  # one value is a class index, several a one-hot row
+    index_key: Optional[str]
+    format_key: Optional[str]
+    height_key: Optional[str]
+    width_key: Optional[str]
 
-    def __init__(self, image_key, label_key, label_format, label_width, index_key,
-                 format_key, height_key, width_key):
-        self.image_key, self.label_key, self.label_format = image_key, label_key, \
-            label_format
-        self.label_width = label_width
-        self.index_key, self.format_key = index_key, format_key
-        self.height_key, self.width_key = height_key, width_key
+    @property
+    def label_format(self) -> str:
+        """onehot or index, by the label's width."""
+        return "onehot" if self.label_width > 1 else "index"
 
 
 def record_name(number):
@@ -341,9 +322,7 @@ def _feature_names(feature):
 
 
 def feature_values(path, number, feature, key, kind):
-    """The values of feature `key`, which must be there and hold `kind` (bytes_list or
-    int64_list). (feature[key] alone would add an empty feature, and a mistyped one
-    reads as no values.)"""
+    """The values of feature `key`, which must be there and hold `kind`, else CorruptData."""
     if key not in feature:
         raise CorruptData(path, f"{record_name(number)}: no {printable(key)} feature, "
                                 "which the first record has")
@@ -364,8 +343,7 @@ def one_value(path, number, feature, key, kind):
 
 
 def find_layout(example, schema, path, number) -> Layout:
-    """Where image, label and the optional features are in records like `example`
-    (the first record): from the schema named, or (schema "auto"/None) detected."""
+    """The Layout of records like `example`, from the schema named, or detected."""
     feature = example.features.feature
     if schema in (None, "auto"):
         preset = PRESETS["slim"] if "image/encoded" in feature else PRESETS["recipe"]
@@ -384,7 +362,6 @@ def find_layout(example, schema, path, number) -> Layout:
                                   cli_hint="name its convention with --schema (recipe, tfds or slim)")
     # One value is a class index, several a one-hot row, whatever the convention.
     width = len(feature_values(path, number, feature, preset.label_key, "int64_list"))
-    label_format = "onehot" if width > 1 else "index"
     if width > 1:
         check_num_classes(width, path, f"{record_name(number)}: one-hot labels")
     height_key, width_key = preset.height_key, preset.width_key
@@ -401,5 +378,5 @@ def find_layout(example, schema, path, number) -> Layout:
     index_key = preset.index_key if preset.index_key in feature else None
     format_key = preset.format_key if preset.format_key and preset.format_key in feature \
         else None
-    return Layout(preset.image_key, preset.label_key, label_format, width, index_key,
-                  format_key, height_key, width_key)
+    return Layout(preset.image_key, preset.label_key, width, index_key, format_key,
+                  height_key, width_key)

@@ -1,16 +1,10 @@
-"""TFRecord framing: records back to back, each checked by two masked CRC-32Cs, in a
-file that may be GZIP- or ZLIB-compressed as a whole.
+"""TFRecord framing: records back to back, in a file maybe gzip- or zlib-compressed whole:
 
-    uint64  length of the data, little-endian
-    uint32  masked CRC-32C of those 8 length bytes, little-endian
-    bytes   data (length bytes)
-    uint32  masked CRC-32C of the data, little-endian
+    uint64 data length, uint32 masked CRC-32C of those 8 bytes, data, uint32 masked
+    CRC-32C of the data (little-endian; mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8)
 
-where mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, modulo 2**32. Compression is
-detected from content on read (gzip's 1f 8b, a zlib header) when the first record's
-length CRC does not hold. What a file claims is checked before it is believed: a
-record's length against limits.MAX_RECORD_BYTES and against what the (possibly
-compressed) stream can still hold, so nothing is allocated for a length that lies.
+Compression is detected from content. A record's length is checked against
+MAX_RECORD_BYTES and what the stream can still hold before anything is allocated.
 """
 
 import os
@@ -27,7 +21,8 @@ _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 HEADER = struct.Struct("<QI")  # a record's length and the masked CRC of its 8 bytes
-_READ_AHEAD = 1 << 20
+# What readers read at a time (larger blocks raised tfrecord-to-npz's peak).
+_BLOCK = 1 << 20
 # What the framer's per-(class, image length) cache may hold.
 _SPLICED_BYTES = 64 << 20
 COMPRESSIONS = ("none", "gzip", "zlib")
@@ -43,18 +38,8 @@ def _crc32c():
     return google_crc32c.value
 
 
-def _crc32c_extend():
-    _crc32c()
-    import google_crc32c
-    return google_crc32c.extend
-
-
 def masked_crc(data, crc=None) -> int:
-    """The CRC-32C of data, masked as TFRecord stores it (crc: the CRC-32C function,
-    if the caller has it at hand).
-
-        masked_crc(b"123456789")  # 0xc78ab0e5
-    """
+    """The CRC-32C of data, masked as TFRecord stores it (crc: the CRC-32C function)."""
     return _mask((crc or _crc32c())(data))
 
 
@@ -63,8 +48,7 @@ def _mask(c):
 
 
 class Framer:
-    """Frames records; the 12-byte length header is cached per length (JPEGs of one
-    size class share a few hundred lengths)."""
+    """Frames records; the 12-byte length header is cached per length."""
 
     def __init__(self):
         self.crc = _crc32c()
@@ -83,18 +67,14 @@ class Framer:
         return h
 
     def frame_spliced(self, builder, labels, prefix, middles, suffix) -> bytes:
-        """Frame the Examples whose image i is prefix + middles[i] + suffix, without
-        serializing each: for every (class, image length) the library's serialization
-        is split around the image once (builder.split_at_image) and cached with its
-        record header and the CRC of everything before the image. The per-record work
-        runs in map() over C functions, not a Python loop."""
+        """Frame the Examples whose image i is prefix + middles[i] + suffix: per (class,
+        image length), split_at_image's parts are cached with the header and head CRC."""
         cache = self.spliced.setdefault((id(builder), prefix, suffix), {})
         keys = list(zip(labels, map(len, middles)))
         hits = list(map(cache.get, keys))
         if None in hits:
             extra = len(prefix) + len(suffix)
-            # Bounded for images of any size spread, and for one-hot labels of many
-            # classes (each entry holds the label's serialization).
+            # Bounded for any spread of image sizes and one-hot labels of many classes.
             if len(cache) > 100_000 or self.spliced_bytes > _SPLICED_BYTES:
                 cache.clear()
                 self.spliced_bytes = 0
@@ -126,11 +106,11 @@ class Framer:
         return _interleave(list(map(self.header, map(len, records))), records, crcs)
 
 
-def _masked_crcs(crcs, n):
-    """The 4 stored bytes of each CRC in an iterable of n raw CRC-32C values."""
+def _masked_crcs(crcs, n, pack=True):
+    """The stored bytes of n raw CRC-32Cs, masked (pack=False: a uint32 array)."""
     c = np.fromiter(crcs, np.uint32, n)
     c = ((c >> 15) | (c << 17)) + np.uint32(_MASK_DELTA)  # uint32 arithmetic wraps
-    return list(map(_U32.pack, c.tolist()))
+    return list(map(_U32.pack, c.tolist())) if pack else c
 
 
 def _interleave(*columns) -> bytes:
@@ -141,8 +121,7 @@ def _interleave(*columns) -> bytes:
     return b"".join(parts)
 
 def detect_compression(path, head: bytes) -> str:
-    """none if the first record's length CRC holds (or the file is empty), else gzip or
-    zlib by their headers, else raise: not TFRecord."""
+    """none, gzip or zlib, from a file's first 12 bytes; else FormatError."""
     if len(head) == 0:
         return "none"
     if len(head) >= 12 and _U32.unpack(head[8:12])[0] == masked_crc(head[:8]):
@@ -198,8 +177,7 @@ class _Stream:
         return data
 
     def _feed(self, block, wanted):
-        # At most what the reader asked for (and 1 MiB): 1 MiB of deflate can expand
-        # to 1 GiB, and a file's first record is only 12 bytes of header.
+        # At most what the reader asked for (and 1 MiB): deflate can expand 1000-fold.
         limit = max(wanted - len(self.buffer), 1 << 20)
         try:
             self.buffer += self.inflate.decompress(block, limit)
@@ -208,9 +186,7 @@ class _Stream:
                                          f"({e})") from None
 
     def remaining_at_most(self):
-        """At most how many bytes read() can still return: exact for a raw file; for a
-        compressed one, the compressed bytes left times deflate's largest expansion
-        (GZIP_MAX_RATIO), so a length is checked before anything is allocated for it."""
+        """At most how many bytes read() can still return (compressed: x GZIP_MAX_RATIO)."""
         left = self.size - self.raw.tell()
         if self.compression == "none":
             return max(left, 0)
@@ -218,11 +194,10 @@ class _Stream:
         return len(self.buffer) + (max(left, 0) + pending) * GZIP_MAX_RATIO
 
     def read_into(self, view):
-        """Fill a memoryview in pieces of at most _READ_AHEAD (a large record is then
-        held once, not once per copy); returns how many bytes it holds."""
+        """Fill a memoryview in pieces (a large record held once); returns the count."""
         filled = 0
         while filled < len(view):
-            piece = self.read(min(len(view) - filled, _READ_AHEAD))
+            piece = self.read(min(len(view) - filled, _BLOCK))
             if not piece:
                 break
             view[filled:filled + len(piece)] = piece
@@ -249,18 +224,11 @@ def _check_header(path, head, crc, where, first) -> int:
 
 
 def iter_records(path, compression="auto", start_number=0):
-    """Yield (record number, byte offset, data) of a TFRecord file, checking both CRCs.
-    Errors name the record (counting from 0 in this file, or from start_number).
-    The file is read in blocks of _READ_AHEAD bytes and the records cut from them:
-    two reads and a slice per record cost more than checking it."""
-    check_input_file(path)
-    if compression in (None, "auto"):
-        with open_input(path) as f:
-            compression = detect_compression(path, f.read(12))
+    """Yield (record number from start_number, byte offset, data), both CRCs checked."""
+    compression = resolve_compression(path, compression)
     crc = _crc32c()
     stream = _Stream(path, compression)
-    # Headers already checked (12 bytes -> length): records of one length share theirs,
-    # and a dictionary look-up costs less than unpacking and checksumming each.
+    # Headers already checked (12 bytes -> length): records of one length share theirs.
     checked = {}
     try:
         number, offset = start_number, 0
@@ -271,7 +239,7 @@ def iter_records(path, compression="auto", start_number=0):
             return f"record {number} (counting from 0, at byte {offset})"
         while True:
             if len(block) - pos < 12:
-                block, pos = block[pos:] + stream.read(_READ_AHEAD), 0
+                block, pos = block[pos:] + stream.read(_BLOCK), 0
                 if not block:
                     return
                 if len(block) < 12:
@@ -292,8 +260,7 @@ def iter_records(path, compression="auto", start_number=0):
                         f" (its {compression} stream holds at most {left:,} more bytes)"
                     raise Truncated(path, f"{where()}: length {length} runs past the end "
                                           f"of the file{have}")
-                # A record longer than what is buffered: read into one buffer of its
-                # own size (only as far as the stream really holds it).
+                # Longer than what is buffered: into a buffer of its own size.
                 record = bytearray(16 + length)
                 have = len(block) - pos
                 record[:have] = block[pos:]
@@ -303,12 +270,13 @@ def iter_records(path, compression="auto", start_number=0):
                     raise Truncated(path, f"{where()}: truncated: expected {length + 4} "
                                           f"bytes of data and CRC, found {got - 12}")
                 block, pos, end = record, 0, 16 + length
-            if isinstance(block, bytearray) and length > _READ_AHEAD:
+            if isinstance(block, bytearray) and length > _BLOCK:
                 # Yielded as a view: a copy would hold the record twice.
                 data = memoryview(block)[12:end - 4]
+                import google_crc32c
                 value = crc(b"")
-                for i in range(0, length, _READ_AHEAD):
-                    value = _crc32c_extend()(value, bytes(data[i:i + _READ_AHEAD]))
+                for i in range(0, length, _BLOCK):
+                    value = google_crc32c.extend(value, bytes(data[i:i + _BLOCK]))
             else:
                 data = bytes(block[pos + 12:end - 4])
                 value = crc(data)
@@ -326,26 +294,15 @@ def iter_records(path, compression="auto", start_number=0):
         stream.close()
 
 
-# What the block scanner reads at a time: about 1200 MNIST JPEG records (larger
-# blocks were no faster and raised tfrecord-to-npz's peak).
-_BLOCK = 1 << 20
-
 
 class _Unusual(Exception):
-    """Something the block scanner leaves to iter_records: a bad CRC, a truncated
-    file, a record longer than a block."""
+    """What the block scanner leaves to iter_records: a bad CRC, cut file, long record."""
 
 
 def iter_record_blocks(path, compression="auto", start_number=0):
-    """Yield the records of a TFRecord file a block at a time, as (buffer, starts,
-    lengths, first number, offset): record first + i is buffer[starts[i]:starts[i] +
-    lengths[i]] (lists of ints), and buffer[0] is byte `offset` of the (decompressed)
-    stream, as read_ranges() counts. Both CRCs of every record are checked, a block at a
-    time (iter_records' per-record loop was most of a 60000-record index pass). At the
-    first thing out of the ordinary (a CRC that does not hold, truncation, a record
-    longer than a block) iter_records takes over from the first record not yet
-    yielded, one record per block, so errors are exactly its and name the same record;
-    the buffer is then bytes, or a memoryview for a record larger than 1 MiB."""
+    """Yield (buffer, starts, lengths, first number, offset) a block at a time: record
+    first + i is at starts[i] in buffer, whose byte 0 is the stream's byte `offset`. At
+    anything unusual iter_records takes over, one record a block: its errors exactly."""
     compression = resolve_compression(path, compression)
     done = 0
     try:
@@ -361,8 +318,7 @@ def iter_record_blocks(path, compression="auto", start_number=0):
 
 
 def resolve_compression(path, compression="auto") -> str:
-    """The compression of an input file: as given, or detected from its content
-    (detect_compression) for "auto" or None."""
+    """The compression of an input file: as given, or detected for "auto" or None."""
     check_input_file(path)
     if compression in (None, "auto"):
         with open_input(path) as f:
@@ -371,11 +327,8 @@ def resolve_compression(path, compression="auto") -> str:
 
 
 def read_ranges(path, compression, begins, ends):
-    """Yield, a block at a time, lists of the bytes at [begins[i], ends[i]) of a file's
-    (decompressed) stream: ascending ranges that do not overlap (int64 arrays), such as
-    the images an earlier pass found (their records' CRCs checked then). Reading only
-    what lies between them again, with no framing walk or CRC, halves the second
-    pass of a TFRecord reader. FormatError if the stream ends before the last range."""
+    """Yield, a block at a time, lists of the bytes at ascending, disjoint [begins[i],
+    ends[i]) of a file's stream, found and checked by an earlier pass."""
     stream = _Stream(path, compression)
     try:
         base, block, i = 0, b"", 0
@@ -427,8 +380,7 @@ def _blocks(path, compression, number):
 
 
 def _walk(block):
-    """(data starts, lengths, end of the last whole record) of the records a block
-    holds whole, from its start."""
+    """(data starts, lengths, end) of the whole records at the start of a block."""
     starts, lengths = [], []
     unpack = _U64.unpack_from
     pos, size = 0, len(block)
@@ -449,8 +401,7 @@ def _u32_at(array, offsets):
 
 
 def _check_block(block, starts, lengths, crc, expected):
-    """Raise _Unusual unless both CRCs of every record in the block hold and no length
-    is over MAX_RECORD_BYTES."""
+    """_Unusual unless both CRCs of every record hold and no length is over the limit."""
     array = np.frombuffer(block, np.uint8)
     at = np.array(starts, np.int64)
     sizes = np.array(lengths, np.int64)
@@ -462,17 +413,13 @@ def _check_block(block, starts, lengths, crc, expected):
                        for n in unique.tolist()], np.uint32)
     if not np.array_equal(wanted[inverse.ravel()], _u32_at(array, at - 4)):
         raise _Unusual
-    ends = (at + sizes).tolist()
-    crcs = np.fromiter(map(crc, map(block.__getitem__, map(slice, starts, ends))),
-                       np.uint32, len(starts))
-    masked = ((crcs >> 15) | (crcs << 17)) + np.uint32(_MASK_DELTA)  # wraps in uint32
-    if not np.array_equal(masked, _u32_at(array, at + sizes)):
+    crcs = map(crc, map(block.__getitem__, map(slice, starts, (at + sizes).tolist())))
+    if not np.array_equal(_masked_crcs(crcs, len(starts), False), _u32_at(array, at + sizes)):
         raise _Unusual
 
 
 def sniff_file(path) -> bool:
-    """Content says TFRecord: the first record's length CRC holds (after gunzip or
-    zlib inflate when the file is compressed). Never opens a FIFO or a device."""
+    """The first record's length CRC holds, maybe inflated (never opens a FIFO)."""
     if not os.path.isfile(path):  # opening a FIFO would block until a writer comes
         return False
     try:
@@ -482,11 +429,9 @@ def sniff_file(path) -> bool:
         return False
     if len(head) < 12:
         return False
-    if _U32.unpack(head[8:12])[0] == masked_crc(head[:8]):
-        return True
-    for wbits in (31, 15):
+    for wbits in (0, 31, 15):  # as it is, gzip, zlib
         try:
-            inner = zlib.decompressobj(wbits).decompress(head, 12)
+            inner = zlib.decompressobj(wbits).decompress(head, 12) if wbits else head
         except zlib.error:
             continue
         if len(inner) >= 12 and _U32.unpack(inner[8:12])[0] == masked_crc(inner[:8]):

@@ -1,8 +1,5 @@
-"""The image checks several formats share: a split's size by its header, a record's size
-and encoded image (TFRecord, ArrayRecord), and for the formats that store one image
-file per sample (WebDataset's tar members, ImageFolder's files) a split's images and
-labels before anything is written, and each image as it is decoded on reading. Each format keeps its own words
-in the messages (its name, what a class is in its layout, which member is meant).
+"""The image checks several formats share: a split's header, a record's size and image,
+and for one-image-file-per-sample formats the split before writing and each image read.
 """
 
 import numpy as np
@@ -13,19 +10,13 @@ from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
 from .example import record_name
 from .png import decode_unfiltered
 
-# numpy 1.x arrays have at most 32 dimensions (2.x: 64); an image has 2 or 3, so
-# more is a corrupt header, refused before numpy is asked to describe it.
+# numpy 1.x's most dimensions: an image has 2 or 3, more is a corrupt header.
 MAX_DIMS = 32
 
 
 def grayscale_shape(split, where, format_name):
-    """The images' H x W (H x W x 1 counts as H x W), or a UsageError when a split's
-    images are not grayscale uint8, the only images the image-encoding writers write
-    (TFRecord, TFDS, ArrayRecord, WebDataset, ImageFolder). where: the input named in
-    the message (None: the split's source).
-
-        grayscale_shape(split, "in.npz", "WebDataset")   # (28, 28)
-    """
+    """The images' H x W (H x W x 1 counts as H x W), or a UsageError when they are not
+    grayscale uint8, all the image-encoding writers write. where: None for the source."""
     h = split.header
     where = where or h.source or split.name
     shape = tuple(h.shape)
@@ -42,12 +33,7 @@ def grayscale_shape(split, where, format_name):
 
 
 def class_labels(split, where, one_class):
-    """A split's labels, checked to be one non-negative integer class per sample;
-    `one_class` ends the message about other labels (what holds the class in the
-    format, e.g. "a .cls is one integer class per sample").
-
-        class_labels(split, "in.npz", "a class folder is one integer class per image")
-    """
+    """A split's labels, one non-negative integer class per sample (else one_class)."""
     labels = np.asarray(split.labels())
     if labels.ndim != 1 or (len(labels) and labels.dtype.kind not in "iub"):
         raise FormatError(where, f"labels of {labels.dtype.name} {labels.shape}",
@@ -58,12 +44,8 @@ def class_labels(split, where, one_class):
 
 
 def decode_image(data, shape, where, member=None):
-    """The pixels of one image file's bytes, which must be a `shape` (H, W) grayscale
-    image: mnistconv's own PNGs (unfiltered) in one zlib call, others through Pillow.
-    A FormatError names `where` and, inside an archive, the `member`.
-
-        decode_image(open("train/5/00000.png", "rb").read(), (28, 28), "00000.png")
-    """
+    """The pixels of an image file, a grayscale `shape` (H, W) image, else a FormatError
+    naming `where` and the `member` of an archive."""
     image = decode_unfiltered(data, shape)
     if image is not None:
         return image
@@ -79,8 +61,7 @@ def decode_image(data, shape, where, member=None):
 
 
 def check_split_header(count, shape, dtype, path, who="header"):
-    """Bound a split by its header, before anything is allocated or read: the example
-    count (all labels are held), one image's pixels and bytes."""
+    """Bound a split's example count and image size by its header, before any reading."""
     if count > MAX_EXAMPLES:
         raise OverLimit(path, f"{who} declares {count:,} examples, more than "
                                 f"mnistconv's limit of {MAX_EXAMPLES:,} per split")
@@ -94,9 +75,7 @@ def check_split_header(count, shape, dtype, path, who="header"):
 
 
 def check_record_size(path, number, size, image_shape):
-    """Once one image's size is known, a record far larger than such an image and a full
-    label can be is refused before it is parsed (protobuf holds many times a record's
-    size while parsing it). ArrayRecord's Examples are held to it too."""
+    """Refuse a record far larger than its image and label before protobuf parses it."""
     if size > 2 * int(np.prod(image_shape)) + (1 << 20):
         raise CorruptData(path, f"{record_name(number)}: {size:,} bytes, more than a "
                                 f"record of one {'x'.join(map(str, image_shape))} image "
@@ -104,14 +83,11 @@ def check_record_size(path, number, size, image_shape):
 
 
 def decode_record_image(path, number, data):
-    """The pixels of record `number`'s encoded image (JPEG or PNG), its size checked from
-    its header before anything is decoded; a FormatError naming the record otherwise.
-    ArrayRecord's Examples are decoded the same way."""
+    """The pixels of record `number`'s JPEG or PNG (size checked first), else BadImage."""
     size = codecs.image_size(data)
     if size is not None:
         check_image_size(size, path, f"{record_name(number)}: image")
     try:
         return codecs.decode_image(data)
     except ValueError as e:
-        raise BadImage(path, f"record {number} (counting from 0): image does not "
-                                f"decode ({e})") from None
+        raise BadImage(path, f"{record_name(number)}: image does not decode ({e})") from None

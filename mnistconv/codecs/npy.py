@@ -1,7 +1,6 @@
-"""numpy arrays read from .npy members of a zip archive (an .npz: numpy's format,
-https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html), shared by the
-npz and KMNIST readers: each member's sizes and .npy header are checked before its
-header sizes an allocation, and a corrupt archive is one FormatError naming the file.
+"""numpy arrays read from .npy members of a zip archive (an .npz), for the npz and
+KMNIST readers: each member's sizes and header are checked before they size an
+allocation, and a corrupt archive is one FormatError naming the file.
 """
 
 import contextlib
@@ -18,18 +17,14 @@ from ..records import Batch
 ZIP_MAGIC = b"PK\x03\x04"
 # Images and labels are numbers: bool, integers, floats (no strings, records, dates).
 NUMERIC_KINDS = "biuf"
-# What zipfile and zlib raise for a corrupt archive, some of it only when a member is
-# read to its end (a bad CRC): all of it is bad data in the file being read. zipfile
-# raises NotImplementedError for a compression method it does not support, and
-# RuntimeError for an encrypted member.
+# What zipfile and zlib raise for a corrupt archive (some only at a member's end).
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
                NotImplementedError, RuntimeError, UnicodeDecodeError)
 
 
 @contextlib.contextmanager
 def zip_errors(path):
-    """Within it, what zipfile and zlib raise for a corrupt archive is a FormatError
-    naming `path`."""
+    """Within it, a corrupt archive is a FormatError naming `path`."""
     try:
         yield
     except _ZIP_ERRORS as e:
@@ -40,9 +35,8 @@ def zip_errors(path):
 
 
 def check_sizes(archive, info, path):
-    """Bound what a member's sizes may claim before its .npy header sizes an allocation:
-    a stored member holds exactly its compressed bytes, deflate expands at most 1032:1,
-    and no member is larger than the archive itself."""
+    """Bound what a member's sizes may claim: a stored member holds exactly its
+    compressed bytes, deflate expands at most 1032:1, and none exceeds the archive."""
     if info.flag_bits & 0x1:
         raise FormatError(path, f"member {info.filename} is encrypted",
                           "save the arrays again with numpy.savez (numpy never encrypts)")
@@ -89,9 +83,8 @@ def open_member(archive: zipfile.ZipFile, name, path):
 
 
 def read_member(archive, name, path, check=None):
-    """A whole member in its own order, read 1 MiB at a time (zipfile copies what it
-    reads through a bytes object of the size asked for). Callers bound the size first.
-    check(part, first_item) is called on each part of a 1-D member as it is read."""
+    """A whole member in its own order, read 1 MiB at a time (zipfile copies through a
+    bytes object of the size asked for); check(part, first_item) sees each part."""
     f, shape, dtype, fortran = open_member(archive, name, path)
     with f:
         data = np.empty(shape, dtype, order="F" if fortran else "C")
@@ -113,8 +106,7 @@ def read_member(archive, name, path, check=None):
 
 
 def row_batches(f, header, labels, batch_size, path, what):
-    """Batches of at most batch_size images read in turn from `f`, an open C-order .npy
-    member just past its header; `what` names the member when it ends early."""
+    """Batches read from `f`, a C-order .npy member past its header (`what` names it)."""
     for start in range(0, header.count, batch_size):
         n = min(batch_size, header.count - start)
         data = np.empty((n,) + header.shape, header.dtype)

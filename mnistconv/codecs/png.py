@@ -1,18 +1,6 @@
-"""PNG encoding of a batch of 8-bit images, for the Parquet writer's `image.bytes`.
-
-A PNG (https://www.w3.org/TR/png/) is the 8-byte signature, an IHDR chunk (width,
-height, bit depth 8, colour type 0 grey or 2 RGB, no interlace), one IDAT chunk holding
-the zlib stream of the scan lines, each prefixed by its filter byte, and IEND; a chunk
-is length (4 bytes, big-endian), type, data, CRC-32 of type and data.
-
-Why not codecs.encode_png (Pillow) here: for the 28 x 28 MNIST images most of its
-cost is Pillow's set-up, and Pillow's adaptive filters give larger files than none at
-all on such images. The scan lines of a whole batch are laid out with numpy at once,
-and each image then costs one zlib.compress and one CRC (benchmarks/README.md). The
-standard library's zlib at level 6 (not zlib-ng's, whose bytes differ), so the bytes
-are the same on every run and for any number of workers. Every PNG reader
-(Pillow, as `datasets` decodes, libpng, browsers) reads these; tests check Pillow gives
-back the pixels.
+"""PNG of batches of 8-bit images (Parquet, WebDataset, ImageFolder): IHDR, one IDAT of
+unfiltered scan lines, IEND. Not Pillow: on small images its cost is set-up and its
+filters give larger files. The standard library's zlib (not zlib-ng: other bytes).
 """
 
 import struct
@@ -22,8 +10,7 @@ import numpy as np
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 6
-# The largest image (scan lines and filter bytes) decoded here: MNIST's are 812 bytes;
-# a 256 KB PNG can declare and hold 16384 x 16384 zeros, which Pillow refuses as a bomb.
+# The largest image decoded here; Pillow, which refuses bombs, decodes larger ones.
 FAST_BYTES = 16 << 20
 IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
 
@@ -35,8 +22,7 @@ def chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def colour_type(shape) -> int:
-    """PNG colour type for an image shape: 0 (grey) for H x W or H x W x 1, 2 (RGB) for
-    H x W x 3; ValueError otherwise."""
+    """PNG colour type: 0 (grey) for H x W (x 1), 2 for H x W x 3; else ValueError."""
     if len(shape) == 2 or (len(shape) == 3 and shape[2] == 1):
         return 0
     if len(shape) == 3 and shape[2] == 3:
@@ -46,12 +32,8 @@ def colour_type(shape) -> int:
 
 
 def encode_batch(images: np.ndarray):
-    """(data, offsets): the PNGs of n uint8 images (n x H x W, n x H x W x 1 or
-    n x H x W x 3) concatenated, and n + 1 int32 offsets, image i being
-    data[offsets[i]:offsets[i + 1]] (Arrow's layout for a binary column).
-
-        data, offsets = encode_batch(np.zeros((2, 28, 28), np.uint8))
-    """
+    """(data, offsets): the PNGs of n uint8 images (grey or RGB) concatenated, and n + 1
+    int32 offsets, as Arrow lays out a binary column."""
     n = len(images)
     h, w = images.shape[1:3]
     kind = colour_type(images.shape[1:])
@@ -78,10 +60,8 @@ def encode_batch(images: np.ndarray):
 
 
 def decode_unfiltered(data, shape):
-    """The pixels of a PNG as encode_batch writes it (8-bit grey or RGB of `shape`, no
-    interlace, every scan line with filter 0, no chunks but IHDR, IDAT and IEND), in
-    one inflate; None for any other PNG (Pillow decodes those). Checked as it
-    goes: sizes, CRCs are left to zlib's own Adler-32 of the pixel data."""
+    """The pixels of a PNG as encode_batch writes it, of `shape`, in one inflate (zlib's
+    Adler-32 checks them); None for any other PNG."""
     h, w = shape[:2]
     channels = shape[2] if len(shape) == 3 else 1
     if len(data) < 57 or data[:8] != SIGNATURE or data[12:16] != b"IHDR" or \
@@ -93,10 +73,9 @@ def decode_unfiltered(data, shape):
     if 41 + length + 4 != len(data) - 12:
         return None
     row = 1 + w * channels
-    if h * row > FAST_BYTES:  # Pillow decodes those, within its decompression-bomb limits
+    if h * row > FAST_BYTES:
         return None
-    # Inflated up to the image's size and no further: a 28 x 28 IHDR can front an IDAT
-    # of a few KB that inflates to 256 MiB (zlib.decompress would take it all).
+    # Inflated up to the image's size and no further: a small IDAT can inflate to GiBs.
     inflate = zlib.decompressobj()
     try:
         raw = inflate.decompress(data[41:41 + length], h * row)

@@ -1,19 +1,8 @@
 """Encoding samples for the WebDataset and ImageFolder writers on mnistconv.parallel's
-workers: a chunk of images becomes PNGs (or JPEGs) and, for WebDataset, whole tar
-members; the bytes depend only on the chunk's records, so the output is the same for
-any number of workers.
-
-A worker is handed pixels, labels and original indices only (ParallelEncoder's forked
-workers get them through shared memory), but a WebDataset key is the sample's position
-in its split, and a .json holds the record's extra fields (QMNIST's columns). So each
-record's slot carries its position in 8 bytes, then its k extra fields (int32,
-little-endian), before its pixels (pack()); fill() copies such packed rows and encode()
-unpacks them.
-
-encode() returns the chunk's bytes followed by one little-endian uint32 per record, the
-size of that record's bytes, and the counters (length of the bytes before the sizes,
-0, 0): the writer cuts shards by bytes between records, and ImageFolder splits the
-images apart.
+workers: a chunk becomes PNGs (or JPEGs) and, for WebDataset, whole tar members. A row
+carries the sample's position (its key) and extra fields (its .json) before its pixels
+(pack()). encode() returns the chunk's bytes, then each record's size (uint32), with
+counters (length of the bytes before the sizes, 0, 0).
 """
 
 import json
@@ -23,12 +12,11 @@ import numpy as np
 from .. import codecs
 from ..formats.common import DEFAULT_JPEG_QUALITY
 from .png import encode_batch as encode_png_batch
-from .tar import header, padding
+from .tar import member
 
 
 def pack(positions_start, images, slot_bytes, extras=None):
-    """A chunk's rows as a worker's slot holds them: position (int64, little-endian),
-    the extra fields (n x k, as int32 little-endian) if any, then the pixels."""
+    """A chunk's rows as a slot holds them: position (<i8), extra fields (<i4), pixels."""
     n = len(images)
     out = np.empty((n, slot_bytes), np.uint8)
     out[:, :8] = np.arange(positions_start, positions_start + n,
@@ -42,8 +30,7 @@ def pack(positions_start, images, slot_bytes, extras=None):
 
 
 class SampleTask:
-    """How one split's samples are encoded (plain attributes: inherited by forked
-    workers, usable from any thread). tar=False gives the images alone (ImageFolder)."""
+    """How one split's samples are encoded; tar=False: the images alone (ImageFolder)."""
 
     def __init__(self, shape, image_format="png", quality=DEFAULT_JPEG_QUALITY, key_width=6,
                  class_names=None, tar=True, extra_names=()):
@@ -69,30 +56,17 @@ class SampleTask:
             codecs.pil_image().preinit()
             codecs.simplejpeg_module()
 
-    def images(self, packed):
-        """Encoded images of a chunk's packed rows, as bytes-like objects."""
-        pixels = np.ascontiguousarray(packed[:, self.pixels_at:]).reshape(
-            (len(packed),) + self.shape)
-        if self.image_format == "jpeg":
-            return codecs.encode_jpeg_batch(pixels, self.quality)[0]
-        # PNGs of the whole chunk at once (filter none, the standard library's zlib at
-        # level 6: deterministic). codecs.encode_png (Pillow) is mostly set-up on a
-        # 28x28 image and missed the bench's target (benchmarks/README.md).
-        data, offsets = encode_png_batch(pixels)
-        view, offsets = memoryview(data), offsets.tolist()
-        return [view[a:b] for a, b in zip(offsets, offsets[1:])]
-
-    def class_name(self, label):
-        """The name written in a sample's .json: the class's name when known, else its
-        number (the name of its ImageFolder folder)."""
-        if self.class_names and label < len(self.class_names):
-            return self.class_names[label]
-        return str(label)
-
     def encode(self, packed, labels, indices):
         """(bytes, counters) of a chunk: see the module docstring."""
         packed = np.asarray(packed)
-        blobs = self.images(packed)
+        pixels = np.ascontiguousarray(packed[:, self.pixels_at:]).reshape(
+            (len(packed),) + self.shape)
+        if self.image_format == "jpeg":
+            blobs = codecs.encode_jpeg_batch(pixels, self.quality)[0]
+        else:  # PNGs of the whole chunk at once (see png.py)
+            data, offsets = encode_png_batch(pixels)
+            view, offsets = memoryview(data), offsets.tolist()
+            blobs = [view[a:b] for a, b in zip(offsets, offsets[1:])]
         if not self.tar:
             sizes = np.array([len(b) for b in blobs], "<u4")
             data = b"".join(blobs)
@@ -110,17 +84,16 @@ class SampleTask:
                 blobs, extras):
             key = b"%0*d" % (width, position)
             name = names.get(label)
-            if name is None:
-                name = names[label] = json.dumps(self.class_name(label)).encode()
-            # json.dumps({"index": index, "class": name, <extra fields>}), spelled out
-            # (a third of the time of calling it for each sample).
+            if name is None:  # the class's name when known, else its number
+                known = self.class_names and label < len(self.class_names)
+                name = json.dumps(self.class_names[label] if known else str(label))
+                name = names[label] = name.encode()
+            # json.dumps({"index": index, "class": name, <extra fields>}), spelled out.
             text = template % (index, name, *extra)
             cls = b"%d" % label
-            # Members in sorted order of their extensions, as webdataset.TarWriter
-            # writes them: cls, json, png (cls, jpg, json).
-            sample = [header(key + b".cls", len(cls)), cls, padding(len(cls))]
-            image = (header(key + ext, len(blob)), blob, padding(len(blob)))
-            meta = (header(key + b".json", len(text)), text, padding(len(text)))
+            # Members by extension, as webdataset.TarWriter: cls, json, png (or jpg, json).
+            sample = member(key + b".cls", cls)
+            image, meta = member(key + ext, blob), member(key + b".json", text)
             sample += image + meta if jpg else meta + image
             sizes.append(sum(map(len, sample)))
             parts += sample
@@ -134,16 +107,10 @@ def split_output(data, length, n):
     return view[:length], np.frombuffer(view[length:length + 4 * n], "<u4")
 
 
-# Without --shard-size, a split of at least this many samples is cut into two shards
-# or more, so DataLoader(num_workers=2) has a shard for each worker (webdataset refuses
-# fewer shards than workers).
+# From this size, two shards or more: one per DataLoader(num_workers=2) worker.
 TWO_SHARDS_FROM = 4096
 
 
 def default_samples(samples, count):
-    """Samples per shard of a split of `count` without --shard-size: `samples`, but at
-    most half the split from TWO_SHARDS_FROM samples on (two shards or more).
-
-        default_samples(100000, 10000)  # 5000
-    """
+    """Samples per shard without --shard-size: at most half from TWO_SHARDS_FROM on."""
     return min(samples, -(-count // 2)) if count >= TWO_SHARDS_FROM else samples

@@ -1,10 +1,6 @@
-"""A split's Examples encoded once into a spool, then cut into shards: TFRecord shards
-are byte ranges of the spool (the spool itself when there is one), ArrayRecord shards
-get the records through array_record's writer. The number of shards may depend on the
-encoded size (TFDS' rule), which is known only once everything is encoded.
-
-Everything happens inside the caller's StagedOutput: the shards are written at their
-staging paths and appear with the rest of the output, or not at all.
+"""A split's Examples encoded once into a spool, then cut into shards (TFRecord: byte
+ranges of it; ArrayRecord: through array_record's writer), since the number of shards
+may depend on the encoded size (TFDS' rule). All inside the caller's StagedOutput.
 """
 
 import contextlib
@@ -25,8 +21,7 @@ _BLOCK = 1 << 20
 
 @contextlib.contextmanager
 def naming_failures(target):
-    """A failed write to a spool (ENOSPC, EIO) names the output being written, not the
-    scratch file the user never asked for."""
+    """A failed write to a spool (ENOSPC, EIO) names the output, not the scratch file."""
     try:
         yield
     except OSError as e:
@@ -36,8 +31,7 @@ def naming_failures(target):
 
 
 def spool_split(split, task, encoder, spool_path, progress, description):
-    """Encode a split's records into spool_path (TFRecord framing); returns each
-    record's data length (int64 array)."""
+    """Encode a split's records into spool_path: their data lengths (int64 array)."""
     lengths = []
     chunk = encode.chunk_records(task.shape)
     progress.start(description, split.header.count)
@@ -63,8 +57,7 @@ def _hash_file(path, target):
 
 
 def tfrecord_shards(spool_path, lengths, bounds, targets, staged_paths) -> list:
-    """Cut the spool into TFRecord shards (records bounds[i-1]..bounds[i] each); the
-    spool is removed."""
+    """Cut the spool into TFRecord shards (records up to bounds[i] each); removes it."""
     if len(targets) == 1:
         os.replace(spool_path, staged_paths[0])
         return [_hash_file(staged_paths[0], targets[0])]
@@ -103,32 +96,22 @@ def array_record_module():
     except ImportError:
         raise MissingDependency("array-record", "arrayrecord", "ArrayRecord files") \
             from None
-    _start_pool(array_record_module)
+    if not _POOL_STARTED:
+        # Start array_record's thread pool now: under a later ulimit -v its threads
+        # fail to start and the reader's constructor waits on them forever.
+        try:
+            array_record_module.ArrayRecordReader(os.devnull)
+        except (RuntimeError, ValueError):
+            pass  # the pool is up either way; /dev/null is not a valid file
+        _POOL_STARTED.append(True)
     return array_record_module
 
 
 _POOL_STARTED = []
 
 
-def _start_pool(module):
-    """Start array_record's global thread pool now, once per process, by opening a
-    reader on /dev/null (an empty file: nothing to read). The pool starts on the first
-    ArrayRecordReader; when that happens under a tight address-space limit (ulimit -v,
-    or the fuzz harness's RLIMIT_AS around each case) its threads fail to start and the
-    constructor waits on them forever. Writing or resolving comes first, so a reader
-    opened later finds the pool running."""
-    if _POOL_STARTED:
-        return
-    try:
-        module.ArrayRecordReader(os.devnull)
-    except (RuntimeError, ValueError):
-        pass  # the pool is up either way; /dev/null is not a valid file
-    _POOL_STARTED.append(True)
-
-
 def check_writer_options(options):
-    """array_record's own parser judges the options string, before any output: an
-    unknown option or value is a usage error naming it."""
+    """The options string as array_record's parser judges it, before any output."""
     module = array_record_module()
     import tempfile
     with tempfile.TemporaryDirectory(prefix="mnistconv-ar-") as folder:

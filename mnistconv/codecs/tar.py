@@ -1,38 +1,11 @@
 """The tar archive WebDataset shards are: written by hand, read with checks.
 
-Writing. Every member is a regular file with one plain POSIX ustar header (no PAX or GNU
-extension headers, so every tar reader takes it: GNU tar, bsdtar, Python's tarfile,
-webdataset, Go's archive/tar):
-    offset   0  name       100 bytes, NUL-padded (our names are ASCII and short)
-    offset 100  mode       "0000644\\0"
-    offset 108  uid, gid   "0000000\\0" each
-    offset 124  size       11 octal digits + NUL
-    offset 136  mtime      "00000000000\\0" (0: the same bytes on every run)
-    offset 148  checksum   6 octal digits, NUL, space: the sum of the header's bytes
-                           counted with this field as 8 spaces
-    offset 156  type       "0" (regular file)
-    offset 157  linkname   100 NUL
-    offset 257  magic      "ustar\\0" and version "00"
-    offset 265  uname, gname  32 NUL each (empty: no user or group name)
-    offset 329  devmajor, devminor  8 NUL each (not a device)
-    offset 345  prefix     155 NUL, then 12 NUL to 512
-The data follows, padded with NUL to a multiple of 512 bytes. The archive ends with two
-zero blocks, padded with zeros to a multiple of 10240 bytes (tar's record size). These
-are the bytes Python's tarfile writes for the same members in USTAR_FORMAT with mtime 0
-and empty user and group names (tests compare them).
-
-Why by hand: tarfile.addfile() makes a TarInfo, its checks and a BytesIO per member;
-the header here is two slices of a template and a checksum over the name and size
-digits only, and a 28x28 sample has three members (benchmarks/README.md).
-
-Reading (members()): one 512-byte header at a time, its checksum checked (unsigned, and
-signed as some old writers computed it), sizes in octal or GNU base-256. Regular files are
-yielded; directories and PAX global headers are skipped; GNU long names ('L') and PAX
-'path'/'size' records ('x') apply to the next member; links, devices and anything else
-are refused (a WebDataset member is a file). Names are data: they are never used as
-paths. A cut archive is refused: a member whose data or padding the file does not hold
-(as tarfile and webdataset refuse it), and, stricter than they are, a file without the
-end-of-archive zero block or not a whole number of 512-byte blocks (see _end).
+Written: plain POSIX ustar headers (mode 0644, uid/gid 0, mtime 0, no names), data
+padded to 512 bytes, two zero blocks and padding to a 10240-byte record: the bytes of
+Python's tarfile in USTAR_FORMAT (tests compare), without its TarInfo per member.
+Read (members()): checksums checked (unsigned or signed), octal or base-256 sizes, GNU
+long names and PAX path/size applied; links, devices and the rest are refused. Names
+are data, never paths. A cut archive is refused.
 """
 
 import re
@@ -47,17 +20,12 @@ END = b"\0" * (2 * BLOCK)
 _MIDDLE = b"0000644\0" + b"0000000\0" * 2  # mode, uid, gid
 _AFTER_SIZE = b"00000000000\0"  # mtime
 _TAIL = b"0" + b"\0" * 100 + b"ustar\x0000" + b"\0" * (32 + 32 + 8 + 8 + 155 + 12)
-# The header's byte sum without its name and size: the fixed fields and the checksum
-# field counted as spaces.
+# The header's byte sum without name and size, the checksum field counted as spaces.
 _FIXED_SUM = sum(_MIDDLE) + sum(_AFTER_SIZE) + 8 * 32 + sum(_TAIL)
 
 
 def header(name: bytes, size: int) -> bytes:
-    """The 512-byte ustar header of a regular file `name` (ASCII, under 100 bytes) of
-    `size` bytes.
-
-        header(b"000000.cls", 1)[:10]  # b'000000.cls'
-    """
+    """The 512-byte ustar header of a regular file `name` (ASCII, under 100 bytes)."""
     digits = b"%011o\0" % size
     checksum = _FIXED_SUM + sum(name) + sum(digits)
     return b"".join((name, b"\0" * (100 - len(name)), _MIDDLE, digits, _AFTER_SIZE,
@@ -75,13 +43,10 @@ def member(name: bytes, data: bytes) -> list:
 
 
 def end_of_archive(offset: int) -> bytes:
-    """What closes an archive whose members take `offset` bytes: two zero blocks, then
-    zeros to a whole record (as GNU tar and Python's tarfile do)."""
+    """What closes an archive of `offset` bytes: two zero blocks, zeros to a record."""
     size = offset + len(END)
     return END + b"\0" * (-size % RECORD)
 
-
-# ---- reading ----
 
 def _number(field: bytes, what, where):
     """An octal header field, or GNU's base-256 (first byte 0x80)."""
@@ -134,26 +99,24 @@ _TYPES = {b"1": "a hard link", b"2": "a symbolic link", b"3": "a character devic
 _META_LIMIT = 1 << 20  # a long name or PAX header larger than this is not a name
 
 
-def _length(f):
-    at = f.tell()
-    end = f.seek(0, 2)
-    f.seek(at)
-    return end
-
-
 def members(f, where):
-    """(name, data offset, size) of every regular file in the tar stream f (at its
-    start), in order. `where` names the file in messages. The archive must be whole:
-    every member's data and padding present, the end-of-archive zero block after the
-    last, and the file a whole number of 512-byte blocks (see _end)."""
-    length = _length(f)
+    """(name, data offset, size) of each regular file in a whole tar stream f, in order."""
+    length = f.seek(0, 2)
+    f.seek(0)
     offset = 0
     long_name = None
     pax = {}
     while True:
         block = f.read(BLOCK)
         if not block or block == b"\0" * BLOCK:
-            _end(offset, length, where)
+            # Every tar writer ends with zero blocks (one is enough, as for GNU tar)
+            # and whole blocks: a file without them was cut short (unlike tarfile).
+            if offset == length:
+                raise Truncated(where, f"tar archive ends at byte {offset:,} without its "
+                                       "end-of-archive zero blocks (or its writer did not finish)")
+            if length % BLOCK:
+                raise Truncated(where, f"is {length:,} bytes, not a whole number of 512-byte "
+                                       "tar blocks")
             return
         if len(block) < BLOCK:
             raise Truncated(where, f"truncated tar header at byte {offset}")
@@ -163,8 +126,16 @@ def members(f, where):
         kind = block[156:157]
         size = _number(block[124:136], "size", where)
         if b"size" in pax:
-            size = _number_text(pax[b"size"], where)
-        name = long_name if long_name is not None else _header_name(block)
+            if not pax[b"size"].isdigit():
+                raise CorruptData(where, f"PAX size {printable(pax[b'size'])} is not a number")
+            size = int(pax[b"size"])
+        name = long_name
+        if name is None:
+            name = block[:100].split(b"\0", 1)[0]
+            prefix = block[345:500].split(b"\0", 1)[0]  # POSIX: the leading directories
+            if block[257:263] == b"ustar\0" and prefix:
+                name = prefix + b"/" + name
+            name = name.decode("utf-8", "replace")
         if b"path" in pax:
             name = pax[b"path"].decode("utf-8", "replace")
         data_at = offset + BLOCK
@@ -197,32 +168,3 @@ def members(f, where):
         yield name, data_at, size
         f.seek(offset)
 
-
-def _end(offset, length, where):
-    """The archive's end at `offset`. Python's tarfile and webdataset also accept a file
-    that stops after a member, or inside the zero blocks; mnistconv does not: every tar
-    writer (GNU and BSD tar, Python's tarfile, Go's archive/tar, this module) ends with
-    zero blocks and writes whole 512-byte blocks, so a file without them was cut short
-    or its writer never finished, and the samples after the cut are silently missing.
-    One zero block is enough (GNU tar reads "a lone zero block" too)."""
-    if offset == length:
-        raise Truncated(where, f"tar archive ends at byte {offset:,} without its "
-                               "end-of-archive zero blocks (or its writer did not finish)")
-    if length % BLOCK:
-        raise Truncated(where, f"is {length:,} bytes, not a whole number of 512-byte "
-                               "tar blocks")
-
-
-def _number_text(text: bytes, where):
-    if not text.isdigit():
-        raise CorruptData(where, f"PAX size {printable(text)} is not a number")
-    return int(text)
-
-
-def _header_name(block: bytes) -> str:
-    name = block[:100].split(b"\0", 1)[0]
-    if block[257:263] == b"ustar\0":  # POSIX: a prefix may hold the leading directories
-        prefix = block[345:500].split(b"\0", 1)[0]
-        if prefix:
-            name = prefix + b"/" + name
-    return name.decode("utf-8", "replace")

@@ -1,17 +1,6 @@
-"""Examples as TFDS serializes them for an image classification dataset, encoded in
-chunks on mnistconv.parallel's workers. Shared by the TFDS directory writer and the
-ArrayRecord writer.
-
-One record is a tf.train.Example with two features, in this order (TFDS builds the
-Features map from its FeaturesDict, image then label, and serializes it; the bytes are
-the same as protobuf's deterministic serialization, which sorts the keys):
-    "image": bytes_list [PNG bytes, as tf.image.encode_png writes them (png.py)]
-    "label": int64_list [the class index]
-tests/test_tfds.py checks records against TFDS' own example_serializer.
-
-A chunk is returned TFRecord-framed (length, masked CRC-32C, data, masked CRC-32C,
-mnistconv.codecs.framing): the writers spool it as is, then cut it into
-TFRecord shards by byte ranges or hand the records to ArrayRecord writers.
+"""Examples as TFDS serializes them for image classification (PNG "image", "label"),
+encoded in chunks on mnistconv.parallel's workers for the TFDS and ArrayRecord writers,
+returned TFRecord-framed (spool.py cuts them into shards).
 """
 
 import struct
@@ -31,8 +20,7 @@ _LENGTH = struct.Struct("<Q").unpack_from
 
 
 class ExampleTask:
-    """How one split's records are encoded (the task ParallelEncoder runs: plain
-    attributes, inherited by forked workers, usable from any thread)."""
+    """How one split's records are encoded (ParallelEncoder's task: plain attributes)."""
 
     def __init__(self, num_classes, shape):
         self.num_classes = int(num_classes)
@@ -51,8 +39,7 @@ class ExampleTask:
         head, middles, tail = png.png_parts(
             np.asarray(images).reshape((len(images),) + self.shape))
         builder, framer = _builder(self)
-        # Every PNG of a chunk starts and ends alike: the framer splices head and tail
-        # into its cached Example parts, so only the IDAT chunks are per record.
+        # Every PNG of a chunk starts and ends alike: only the IDATs are per record.
         data = framer.frame_spliced(builder, np.asarray(labels).tolist(), head, middles,
                                     tail)
         return data, (0, 0, 0)
@@ -80,15 +67,13 @@ def chunk_records(shape):
 
 
 def image_shape(split, what):
-    """(H, W) of a split's grayscale uint8 images, else a usage error: TFDS' Image
-    feature is written here as (H, W, 1) uint8 PNG."""
+    """(H, W) of a split's grayscale uint8 images (TFDS' Image (H, W, 1)), else UsageError."""
     from .images import grayscale_shape
     return grayscale_shape(split, None, what)
 
 
 def check_labels(split, what):
-    """The split's class count (max label + 1, 10 at least), its labels checked first:
-    one integer class per example, from 0."""
+    """The split's class count, its labels checked: one integer class per example."""
     labels = np.asarray(split.labels())
     where = split.header.source or split.name
     if labels.ndim != 1 or labels.dtype.kind not in "iu":
@@ -111,8 +96,7 @@ def chunks(split, chunk):
 
 
 def record_lengths(framed) -> list:
-    """The data length of each record in TFRecord-framed bytes (16 bytes of framing
-    each), walking the length fields (unpack_from reads in place)."""
+    """The data length of each record in TFRecord-framed bytes."""
     lengths, at, end = [], 0, len(framed)
     while at < end:
         n, = _LENGTH(framed, at)

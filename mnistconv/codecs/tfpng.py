@@ -1,20 +1,13 @@
-"""Grayscale PNGs with the bytes TensorFlow's tf.image.encode_png gives (TFDS encodes
-every image that way), from numpy and zlib alone.
-
-TensorFlow writes PNG with libpng: an 8-bit grayscale IHDR, then one IDAT of the rows,
-each row led by its filter byte, and IEND. What makes the bytes TensorFlow's:
-- the filter of each row is libpng's adaptive choice: of None, Sub, Up, Average and
-  Paeth (row 0 sees a row of zeros above it), the one whose bytes, read as signed, have
-  the smallest sum of absolute values; the first such in that order on a tie;
+"""Grayscale PNGs with the bytes of TensorFlow's tf.image.encode_png (TFDS encodes every
+image that way), from numpy and zlib alone. TensorFlow writes them with libpng:
+- each row's filter is libpng's adaptive choice: of None, Sub, Up, Average and Paeth
+  (row 0 sees zeros above it), the one whose bytes, read as signed, have the smallest
+  sum of absolute values; the first such in that order on a tie;
 - zlib level 6, memLevel 9, strategy Z_FILTERED, and a window of the smallest power of
   two (2**8 at least) holding the filtered rows when they are 16384 bytes or fewer,
-  else 2**15; a 2**8 window is announced as such in the zlib header (zlib itself
-  writes 2**9's: the deflate data is the same);
+  else 2**15; a 2**8 window is announced as such (zlib itself writes 2**9's);
 - the deflate stream is cut into IDAT chunks of 8192 bytes (libpng's buffer).
-tests/test_tfds.py checks the bytes against tf.image.encode_png for MNIST digits and
-images of other sizes and contents. Filtering is vectorized over a batch of images
-(filter_rows); each image is then one zlib stream, zlib's cost being what stays
-(where the time goes: benchmarks/README.md).
+tests/test_tfds.py compares the bytes with tf.image.encode_png's.
 """
 
 import struct
@@ -28,23 +21,12 @@ from .png import IEND, SIGNATURE, chunk
 _IDAT = 8192
 _IDAT_CRC = zlib.crc32(b"IDAT")
 _U32 = struct.Struct(">I")
-# Pixels filtered in one go: the dozen working arrays of a batch this size stay in the
-# core's cache (benchmarks/README.md).
+# Pixels filtered in one go: the working arrays stay in cache (benchmarks/README.md).
 _BATCH_PIXELS = 256 * 784
 
 
-def _window_bits(size):
-    if size > 16384:
-        return 15
-    bits = 8
-    while (1 << bits) < size:
-        bits += 1
-    return bits
-
-
 def _select(mask, yes, no):
-    """yes where mask (a uint8 array of 0 and 255, broadcast), else no: three bitwise
-    passes (np.where or np.copyto(where=) took 2-4 times as long here)."""
+    """yes where mask (uint8 0 or 255), else no: bitwise passes, quicker than np.where."""
     return no ^ ((yes ^ no) & mask)
 
 
@@ -54,15 +36,9 @@ def _all_bits(condition):
 
 
 def filter_rows(images):
-    """The filtered scanlines of a batch of uint8 images (n x H x W): n x H x (W + 1),
-    each row its filter type then its filtered bytes, as libpng chooses them.
-
-    The images are laid out column by column: t[c, i, r] is image i's pixel at row r,
-    column c, with a column and a row of zeros before the pixels (c = 0, r = 0). Then
-    every neighbour a filter looks at is the same flat array shifted (left: by one
-    column, N = n * (H + 1) bytes; up: by one byte; up-left: both), each filter is one
-    numpy pass over the whole batch, and a row's cost, a sum over its columns, adds
-    contiguous vectors."""
+    """The filtered scanlines of uint8 images (n x H x W) as libpng chooses them. Laid
+    out column by column (t[c, i, r], zeros first), every neighbour a filter reads is
+    the flat array shifted (left: N bytes, up: one), so each filter is one numpy pass."""
     x = np.asarray(images, dtype=np.uint8)
     n, h, w = x.shape
     cols, rows = w + 1, h + 1
@@ -87,8 +63,7 @@ def filter_rows(images):
     candidates[0, start:] = cur
     for kind, predictor in enumerate((left, up, average, paeth), 1):
         np.subtract(cur, predictor, out=candidates[kind, start:])
-    # libpng's cost of a filtered row: the sum of its bytes' |signed value| (np.abs of
-    # int8 -128 is -128, which read back as uint8 is 128: the right cost).
+    # libpng's cost of a row: the sum of |signed bytes| (abs(-128) read as uint8: 128).
     magnitude = np.abs(candidates.view(np.int8)).view(np.uint8).reshape(5, cols, N)
     costs = magnitude[:, 1:].sum(axis=1, dtype=np.uint16 if w * 128 <= 65535 else
                                  np.int32)
@@ -108,17 +83,15 @@ def filter_rows(images):
 
 
 def png_parts(images):
-    """(head, middles, tail): image i's PNG is head + middles[i] + tail, as
-    tf.image.encode_png writes it (n x H x W uint8; n x H x W x 1 is taken too). head
-    (signature and IHDR) and tail (IEND) are the same for every image of the batch;
-    a middle is its IDAT chunks."""
+    """(head, middles, tail): image i's PNG as tf.image.encode_png writes it is head +
+    middles[i] (its IDATs) + tail, for n x H x W (x 1) uint8 images."""
     images = np.asarray(images)
     if images.ndim == 4 and images.shape[-1] == 1:
         images = images[..., 0]
     n, h, w = images.shape
     head = SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
     size = h * (w + 1)
-    bits = _window_bits(size)
+    bits = 15 if size > 16384 else max(8, (size - 1).bit_length())
     # zlib announces a 2**8 window as 2**9; libpng's zlib says 2**8 (CMF 0x08).
     zlib_header = b"\x08\x99" if bits == 8 else None
     bits = max(bits, 9)
@@ -128,9 +101,7 @@ def png_parts(images):
     middles = []
 
     def streams():
-        """Each image's zlib stream. An image larger than _BATCH_PIXELS is filtered a
-        band of rows at a time (each band with the row above it, whose own output is
-        dropped): the working arrays are a dozen times the pixels filtered at once."""
+        """Each image's zlib stream; a large one filtered in bands (with the row above)."""
         if h * w > _BATCH_PIXELS:
             band = max(1, _BATCH_PIXELS // max(1, w))
             for image in images:
@@ -160,7 +131,6 @@ def png_parts(images):
 
 
 def encode_batch(images) -> list:
-    """PNG bytes of each image of a batch (n x H x W uint8; n x H x W x 1 is taken
-    too), as tf.image.encode_png writes them."""
+    """tf.image.encode_png's bytes of each image of a batch (n x H x W (x 1) uint8)."""
     head, middles, tail = png_parts(images)
     return [head + middle + tail for middle in middles]

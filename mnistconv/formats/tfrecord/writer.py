@@ -97,12 +97,7 @@ def _builder(settings):
     hit = _BUILDERS.get(key)
     if hit is None:
         from ...codecs.example import ExampleBuilder
-        hit = _BUILDERS[key] = (ExampleBuilder(settings.schema, settings.image_format,
-                                               settings.label_format, settings.num_classes,
-                                               settings.shape, settings.with_index,
-                                               settings.class_names,
-                                               settings.extra_names),
-                                Framer())
+        hit = _BUILDERS[key] = (ExampleBuilder.of(settings), Framer())
     return hit
 
 
