@@ -1,45 +1,30 @@
-"""HDF5 for Caffe's HDF5Data layer.
-
-The layer (caffe/src/caffe/layers/hdf5_data_layer.cpp) reads `hdf5_data_param.source`,
-a text file of HDF5 file names (whitespace-separated, opened relative to the directory
-Caffe runs in), and from each file one dataset per top blob, named after the top, N
-first; it reads every dataset as float (H5LTread_dataset_float converts any numeric
-type) and holds one whole file in memory at a time.
+"""HDF5 for Caffe's HDF5Data layer (caffe/src/caffe/layers/hdf5_data_layer.cpp): its
+`hdf5_data_param.source` is a text file of HDF5 file names; from each file it reads one
+dataset per top blob, named after the top, N first, as float, one whole file at a time.
 
 Layout written, per split:
   <split>.h5   dataset `data`  N x C x H x W (C = 1 for grayscale), row-major:
                  float32 in [0, 1] (pixel / 255) by default; float32 0..255 with
-                 no_scale; uint8 0..255 with pixel_type="uint8". A colour image's
-                 channels are in the order the dataset holds them.
+                 no_scale; uint8 0..255 with pixel_type="uint8".
                dataset `label` N float32 (the class number)
                both chunked (about CHUNK_BYTES of rows per chunk); with compress,
-               through HDF5's shuffle and deflate (level 4) filters, which every HDF5
-               library has built in.
+               through HDF5's shuffle and deflate (level 4) filters.
   <split>.txt  the list file for `source`: the absolute path of each .h5, one a line
-               (Caffe opens entries from the directory it runs in, so absolute
-               paths work wherever it runs; moved elsewhere, the list must be
-               rewritten: file names alone, as mnistconv reads them, or new paths).
-A file's `data` is kept under MAX_BLOB_BYTES (2 GiB: what one Caffe blob and its HDF5
-loader take); a split that needs more is cut into equal runs of rows,
-`<split>-00000-of-0000N.h5` ..., all listed in `<split>.txt` in order. Given a name
-ending in .h5 and one split, that file is written with its list `<stem>.txt` beside it.
-The same data and options give the same bytes (no timestamps are stored). Float
-pixels made from uint8 ones carry the attribute `mnistconv_uint8_scale` on `data` (255,
-or 1 with no_scale; Caffe ignores attributes): a stored value times it is the original
-pixel, which mnistconv's reader gives back as uint8, so round trips are exact.
+               (Caffe opens entries from the directory it runs in).
+A file's `data` is kept under MAX_BLOB_BYTES (what one Caffe blob takes); a split that
+needs more is cut into `<split>-00000-of-0000N.h5` ..., all listed in `<split>.txt`.
+Given a name ending in .h5 and one split, that file is written with `<stem>.txt` beside
+it. No timestamps are stored. Float pixels made from uint8 ones carry the attribute
+`mnistconv_uint8_scale` on `data` (255, or 1 with no_scale; Caffe ignores it), so the
+reader gives back the original uint8 pixels.
 
-Reading takes a list file, an .h5 file, or a directory of list files (one split each,
-named by the file; without list files, its .h5 files grouped by name). A list's entries
-must name files in the list's folder (or below it): relative ones are taken from that
-folder (else from the current directory, as Caffe does), absolute ones must point there;
-an entry elsewhere (../x.h5, /etc/x.h5, the originals of a copied folder) is refused,
-never read. Each file must
-hold `data` (N x H x W or N x C x H x W, numbers) and `label` (N or N x 1, whole
-numbers) of the same N, stored in the file itself: a link to another file, external
-storage or a virtual dataset is refused (a name inside a file is never a path to read),
-and a dataset must hold the bytes its shape claims (at most 1032:1 when deflated).
-Pixels come back in the stored type (float32 [0, 1] stays so); labels as uint8 when
-they fit, else int32.
+Reading takes a list file, an .h5 file, or a directory of list files (one split each;
+without list files, its .h5 files grouped by name). A list's entries must name files in
+the list's folder (or below it); others are refused, never read. Each file must hold
+`data` (N x H x W or N x C x H x W, numbers) and `label` (N or N x 1, whole numbers) of
+the same N, stored in the file itself (links, external storage and virtual datasets are
+refused), holding the bytes their shape claims. Labels come back as uint8 when they fit,
+else int32.
 """
 
 import contextlib
@@ -76,10 +61,6 @@ def _h5py():
 
 # --- reading ---
 
-def _is_hdf5(path) -> bool:
-    return has_magic(path, HDF5_MAGIC)
-
-
 def _list_entries(path):
     """The names in a list file, or None when it is not one (not small UTF-8 text whose
     every word names an .h5/.hdf5 file)."""
@@ -105,13 +86,9 @@ def _stem(path):
 
 
 def _resolve(entry, list_path):
-    """The file a list entry names, which must be in the list file's folder (or below
-    it): a name read from a file is never a path out of where the user pointed, so a
-    list naming /etc/x.h5 or ../x.h5 is refused rather than read. A relative entry is
-    taken from the list's folder (lists written by hand or moved with their files),
-    else as Caffe opens it, from the current directory (Caffe's own lists name
-    `examples/mnist/x.h5` from Caffe's root); an absolute entry (as mnistconv and
-    Caffe's scripts write) must point into the folder."""
+    """The file a list entry names, which must be in the list's folder (or below): a
+    relative entry from that folder, else from the current directory as Caffe opens it;
+    an absolute one must point there."""
     folder = os.path.dirname(list_path) or os.curdir
     candidates = [entry] if os.path.isabs(entry) else [os.path.join(folder, entry), entry]
     found = next((c for c in candidates if os.path.isfile(c)), None)
@@ -131,7 +108,7 @@ def _resolve(entry, list_path):
 def _sources(path):
     """[(split name, [h5 paths])] for a list file, an .h5 file or a directory."""
     if os.path.isfile(path):
-        if _is_hdf5(path):
+        if has_magic(path, HDF5_MAGIC):
             return [(_stem(path), [path])]
         entries = _list_entries(path)
         if entries is None:
@@ -146,13 +123,12 @@ def _sources(path):
         found[_stem(n)] = [_resolve(e, list_path) for e in _list_entries(list_path)]
     if not found:
         for n in names:
-            if n.lower().endswith(EXTENSIONS) and _is_hdf5(os.path.join(path, n)):
+            if n.lower().endswith(EXTENSIONS) and has_magic(os.path.join(path, n), HDF5_MAGIC):
                 found.setdefault(_stem(n), []).append(os.path.join(path, n))
     if not found:
         raise FormatError(path, "holds no HDF5 list file (<split>.txt) nor .h5 file",
                           "check the path, or name the .h5 file")
-    order = in_split_order(found)
-    return [(s, found[s]) for s in order]
+    return [(s, found[s]) for s in in_split_order(found)]
 
 
 def _dataset(f, name, path, h5py):
@@ -221,8 +197,8 @@ def _uint8_scale(data, path):
     try:
         scale = float(np.asarray(scale).reshape(-1)[0])
     except (TypeError, ValueError, IndexError):
-        scale = None
-    if scale is None or not 1 <= scale <= 255:
+        scale = 0
+    if not 1 <= scale <= 255:
         raise CorruptData(path, f"'data' has attribute {SCALE_ATTRIBUTE} "
                                 f"{printable(data.attrs.get(SCALE_ATTRIBUTE))}, not a "
                                 "number from 1 to 255")
@@ -298,14 +274,6 @@ class Hdf5Split(Split):
         """0 .. count-1: HDF5Data files store no original indices."""
         return np.arange(self.header.count, dtype=np.int64)
 
-    def _unscaled(self, rows, f, start):
-        """uint8 pixels back from floats the writer scaled (see SCALE_ATTRIBUTE)."""
-        pixels = np.rint(rows.astype(np.float64) * f.scale)
-        if len(pixels) and (pixels.min() < 0 or pixels.max() > 255):
-            raise CorruptData(f.path, f"'data' rows from {start}: values times "
-                                      f"{SCALE_ATTRIBUTE} {f.scale:g} leave 0..255")
-        return pixels.astype(np.uint8)
-
     def batches(self, batch_size=DEFAULT_BATCH):
         h5py = _h5py()
         batch_size = budget.rows(self.header, batch_size)
@@ -321,8 +289,13 @@ class Hdf5Split(Split):
                         raise CorruptData(f.path, f"'data' rows {start}..{end - 1} cannot "
                                                   f"be read ({e})") from None
                     rows = rows.reshape((end - start,) + f.chw)
-                    rows = self._unscaled(rows, f, start) if f.scale is not None else \
-                        rows.astype(f.dtype, copy=False)
+                    if f.scale is not None:  # uint8 back from floats the writer scaled
+                        rows = np.rint(rows.astype(np.float64) * f.scale)
+                        if len(rows) and (rows.min() < 0 or rows.max() > 255):
+                            raise CorruptData(f.path, f"'data' rows from {start}: values "
+                                                      f"times {SCALE_ATTRIBUTE} "
+                                                      f"{f.scale:g} leave 0..255")
+                    rows = rows.astype(f.dtype, copy=False)
                     images = rows[:, 0] if f.chw[0] == 1 else np.moveaxis(rows, 1, 3)
                     yield Batch(np.ascontiguousarray(images),
                                 self._labels[done + start:done + end],
@@ -353,12 +326,12 @@ def sniff(path) -> bool:
     """An HDF5 file, a list of .h5 files, or a directory holding either."""
     path = str(path)
     if os.path.isfile(path):
-        return _is_hdf5(path) or _list_entries(path) is not None
+        return has_magic(path, HDF5_MAGIC) or _list_entries(path) is not None
     if not os.path.isdir(path):
         return False
     names = [os.path.basename(e) for e in input_entries(path, path, is_data_name)]
     return any((n.lower().endswith(".txt") and _list_entries(os.path.join(path, n)))
-               or (n.lower().endswith(EXTENSIONS) and _is_hdf5(os.path.join(path, n)))
+               or (n.lower().endswith(EXTENSIONS) and has_magic(os.path.join(path, n), HDF5_MAGIC))
                for n in names)
 
 
@@ -401,15 +374,16 @@ def _check(split, pixel_type, path):
 
 
 class _Sink:
-    """A staged file as HDF5 writes it (h5py's fileobj driver), through Python's
-    open(). A write that fails (a full disk, a file size limit) is kept, the rest of
-    HDF5's writes are let go into nothing, and the writer raises the error once HDF5
-    has closed the file: an HDF5 file whose close failed part-way crashed the
-    interpreter at exit (h5py 3.14, HDF5 1.14)."""
+    """A staged file as HDF5 writes it (h5py's fileobj driver). A write that fails (a
+    full disk, a file size limit) is kept, HDF5's later writes go into nothing, and the
+    error is raised once HDF5 has closed the file: an HDF5 file whose close failed
+    part-way crashed the interpreter at exit (h5py 3.14, HDF5 1.14)."""
 
     def __init__(self, path):
         self.file = open_staged(path)
         self.error = None
+        # HDF5 reads back what it wrote (a chunk evicted from its cache).
+        self.read, self.seek, self.tell = self.file.read, self.file.seek, self.file.tell
 
     def _guarded(self, method, *args):
         if self.error is None:
@@ -420,32 +394,16 @@ class _Sink:
         return None
 
     def write(self, data):
-        """Write, or pretend to once a write has failed."""
         written = self._guarded(self.file.write, data)
         return memoryview(data).nbytes if written is None else written
 
-    def truncate(self, size=None):
-        """Truncate (HDF5 sets the file's length when it closes it)."""
+    def truncate(self, size=None):  # HDF5 sets the file's length when it closes it
         return self._guarded(self.file.truncate, size)
 
     def flush(self):
-        """Flush Python's buffer."""
         self._guarded(self.file.flush)
 
-    def read(self, size=-1):
-        """Read (HDF5 reads back what it wrote: a chunk evicted from its cache)."""
-        return self.file.read(size)
-
-    def seek(self, offset, whence=0):
-        """Seek."""
-        return self.file.seek(offset, whence)
-
-    def tell(self):
-        """Tell."""
-        return self.file.tell()
-
     def close(self):
-        """Close the file; raise the first failed write, if any."""
         self._guarded(self.file.close)
         if self.error is not None:
             raise self.error
@@ -454,16 +412,16 @@ class _Sink:
 class _Writer:
     """Fills the files of one split in turn as batches arrive."""
 
-    def __init__(self, h5py, out, split, targets, bounds, pixel_type, no_scale, compress):
+    def __init__(self, h5py, out, split, targets, bounds, options):
         self.h5py, self.out, self.targets, self.bounds = h5py, out, targets, bounds
         h = split.header
         self.chw = (1,) + tuple(h.shape) if len(h.shape) == 2 else \
             (h.shape[2], h.shape[0], h.shape[1])
-        self.dtype = np.dtype(np.uint8 if pixel_type == "uint8" else np.float32)
-        self.scale = (1.0 if no_scale else 255.0) \
-            if h.dtype == np.uint8 and pixel_type != "uint8" else None
+        self.dtype = np.dtype(np.uint8 if options.pixel_type == "uint8" else np.float32)
+        self.scale = (1.0 if options.no_scale else 255.0) \
+            if h.dtype == np.uint8 and options.pixel_type != "uint8" else None
         self.filters = {"compression": "gzip", "compression_opts": LEVEL,
-                        "shuffle": True} if compress else {}
+                        "shuffle": True} if options.compress else {}
         self.files, self.index, self.file, self.at, self.start = [], -1, None, 0, 0
 
     def _next(self):
@@ -471,10 +429,9 @@ class _Writer:
         self.index += 1
         self.start = self.bounds[self.index - 1] if self.index else 0
         rows = self.bounds[self.index] - self.start
-        staged = self.out.file(self.targets[self.index])
-        self.sink = _Sink(staged)
+        self.staged = self.out.file(self.targets[self.index])
+        self.sink = _Sink(self.staged)
         self.file = self.h5py.File(self.sink, "w", libver="earliest", track_order=False)
-        self.staged = staged
         per_chunk = max(1, min(max(rows, 1), CHUNK_BYTES // (self.dtype.itemsize *
                                                              int(np.prod(self.chw)))))
         self.data = self.file.create_dataset(
@@ -500,24 +457,19 @@ class _Writer:
             done += take
             self.at += take
 
-    def close(self):
+    def close(self, failed=False):
+        """Close the current file; after a failure HDF5 finishes into nothing."""
         if self.file is not None:
             self.file.close()
             self.file = None
+            if failed:
+                with contextlib.suppress(OSError):
+                    self.sink.close()
+                return
             self.sink.close()
-            target = self.targets[self.index]
-            self.files.append(OutputFile(target, os.path.getsize(self.staged),
+            self.files.append(OutputFile(self.targets[self.index],
+                                         os.path.getsize(self.staged),
                                          sha256_file(self.staged)))
-
-    def abandon(self):
-        """Close after a failure (HDF5 finishes into nothing; the staged file goes)."""
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-            try:
-                self.sink.close()
-            except OSError:
-                pass
 
     def finish(self):
         while self.index < len(self.targets) - 1:  # an empty split still gets its file
@@ -535,8 +487,7 @@ def _supersede(out, folder, stem, targets):
             out.supersede(old)
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale=False,
-          pixel_type="float32", compress=False):
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
     """Write each split as `<path>/<split>.h5` (data N x C x H x W, label N) and the
     list file `<path>/<split>.txt` HDF5Data's `source` names. Pixels are float32 scaled
     to [0, 1], or 0..255 with no_scale, or uint8 with pixel_type="uint8"; compress adds
@@ -544,6 +495,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
 
         write(mnistconv.read("data/mnist"), "caffe-h5/", compress=True)
     """
+    from . import SPEC
+    o = SPEC.options(options)
     h5py = _h5py()
     path = str(path)
     splits = list(dataset.splits.values())
@@ -555,30 +508,26 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
                          "with --split")
     for split in splits:
         safe_split_name(split.name, path)
-        _check(split, pixel_type, path)
+        _check(split, o.pixel_type, path)
+    one_stem = os.path.basename(path)[:-len(os.path.splitext(path)[1])]
     files, counts = [], {}
     with StagedOutput(force, root=path) as out:
         for split in splits:
             h = split.header
             # Files are reported as the caller named them; the list holds absolute
             # paths, which Caffe opens from whatever directory it runs in.
-            if one_file:
-                folder = os.path.dirname(path)
-                stem = os.path.basename(path)[:-len(os.path.splitext(path)[1])]
-            else:
-                folder, stem = path, split.name
-            chw = int(np.prod(h.shape))
-            itemsize = 1 if pixel_type == "uint8" else 4
-            targets, bounds = _file_names(folder, stem, h.count, chw * itemsize)
+            folder, stem = (os.path.dirname(path), one_stem) if one_file else \
+                (path, split.name)
+            row_bytes = int(np.prod(h.shape)) * (1 if o.pixel_type == "uint8" else 4)
+            targets, bounds = _file_names(folder, stem, h.count, row_bytes)
             if one_file and len(targets) == 1:
                 targets = [path]
             _supersede(out, folder, stem, targets)
-            writer = _Writer(h5py, out, split, targets, bounds, pixel_type, no_scale,
-                             compress)
+            writer = _Writer(h5py, out, split, targets, bounds, o)
             written = 0
             try:
                 for batch in iter_batches(split, progress, split.name):
-                    writer.write(_pixels(batch.images, pixel_type, not no_scale),
+                    writer.write(_pixels(batch.images, o.pixel_type, not o.no_scale),
                                  batch.labels.astype(np.float32))
                     written += len(batch)
                 if written != h.count:
@@ -586,7 +535,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, no_scale
                                                 f"says {h.count}")
                 files += writer.finish()
             except BaseException:
-                writer.abandon()
+                writer.close(failed=True)
                 raise
             list_target = os.path.join(folder, stem + ".txt")
             text = "".join(os.path.abspath(t) + "\n" for t in targets).encode("utf-8")
