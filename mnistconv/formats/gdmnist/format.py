@@ -12,39 +12,23 @@ Byte layout, all integers little-endian uint32:
                count uint8 labels
                0 to 3 zero bytes, so the indices start on a 4-byte boundary
                count uint32 original indices (zero-based, into the source collection)
-The file ends there. Every field is checked against the file's real size before
-anything is allocated: the offsets must be exactly the ones the count implies.
+The file ends there; the offsets must be exactly the ones the count implies, and the
+size is checked before anything is allocated.
 
-`.bin.gz` is the exact `.bin` in deterministic gzip (fileio.DeflateWriter): deflate
-level 9 and a fixed 10-byte header 1f 8b 08 00 00000000 02 ff (no name, mtime 0, XFL 2,
-OS 255 "unknown"). That is the header Python's gzip.GzipFile writes, the one the
-published browser-v1 .bin.gz files carry; the OS byte 03 of zlib's wrapper (and of
-mnistconv's other gzip outputs) would change every hash. Gzip is detected by content on
-read, whatever the name.
+`.bin.gz` is the exact `.bin` in deterministic gzip: level 9 and the fixed header
+1f 8b 08 00 00000000 02 ff (OS 255, as Python's gzip.GzipFile and the published
+browser-v1 files have it; zlib's OS byte 03 would change every hash). Gzip is detected
+by content on read, and never inflated beyond what the header declares.
 
-Paths this module reads:
-  - a file, `.bin` or `.bin.gz` (or any name with the magic inside): one split, named by
-    the file name without `.bin`/`.bin.gz` (`test-full.bin.gz` -> `test-full`);
-  - a directory with a browser-pack `manifest.json`: the splits it lists, in its order
-    (`splits` then `optional_splits`), each from its `file` or else its `gzip_file`;
-    an optional split whose files are absent is skipped. The manifest is read and
-    checked by packs/manifest.py (types, safe ids, paths inside the pack) before any
-    file it lists is opened; its `class_names` (names by label) go on every split;
-  - any other directory: every `*.bin` / `*.bin.gz` in it (the `.bin` when both exist),
-    in the order train, validation, test, then the rest by name; the class names of
-    its `classes.txt` (UTF-8, one name per line, label 0 first), when there.
-It writes one split to a `.bin`/`.bin.gz` file (or '-'), or each split to
-`<dir>/<split>.bin` (`<split>.bin.gz` with gzip=True) with `classes.txt` beside them
-when the dataset has class names, as IDX does. A single file has no room for names:
-they are dropped with a note.
-
-A file name is data from elsewhere, never a path to follow: a split name (a file name
-without its suffix) must be a safe name (limits.py). A .bin.gz is never inflated beyond
-what its header declares (which must fit the gzip file's 1032:1 deflate bound), images
-are read in batches of at most budget.BATCH_BYTES (one image when a single image is larger),
-and one image is capped by limits.MAX_IMAGE_PIXELS.
+Reads a file (one split, named by the file without `.bin`/`.bin.gz`), a browser pack
+directory (the splits its `manifest.json` lists, checked by packs/manifest.py, with its
+class names), or any other directory: every `*.bin` / `*.bin.gz` (the `.bin` when both
+exist) in split order, with `classes.txt`'s names. Writes one split to a file (or '-'),
+or each split to `<dir>/<split>.bin` (`.bin.gz` with gzip=True) and `classes.txt`.
 """
 
+import contextlib
+import io
 import os
 import struct
 import tempfile
@@ -55,8 +39,7 @@ from ...errors import CannotWrite, CorruptData, Truncated, UsageError, WrongForm
 from ... import budget
 from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
                       StagedOutput, check_input_file, create_staged, input_entries,
-                      is_stdio, open_input,
-                      output_file_info)
+                      is_stdio, open_input, output_file_info)
 from ...limits import check_image_size, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
@@ -136,10 +119,9 @@ def _size_check(h: GdmnistHeader, size, path):
 
 
 def _open_checked(path):
-    """(header, open binary file holding the whole .bin) for a GDMNIST1 file.
-    A gzip file is decompressed into an anonymous temporary file first, never into
-    memory, and never beyond the size its header declares (plus one byte to notice
-    trailing data)."""
+    """(header, open binary file holding the whole .bin) for a GDMNIST1 file. A gzip
+    file is decompressed into an anonymous temporary file, never beyond the size its
+    header declares (plus one byte to notice trailing data)."""
     size = check_input_file(path)
     f = InputFile(path)
     try:
@@ -177,15 +159,12 @@ def _open_checked(path):
 
 
 class GdmnistSplit(Split):
-    """One GDMNIST1 file. Labels and indices are read when first asked for, straight
-    into their arrays (no copy of the file's tail); images are streamed in batches of
-    at most budget.BATCH_BYTES or gathered through a memory map."""
+    """One GDMNIST1 file; labels and indices are read when first asked for."""
 
     def __init__(self, name, path):
         h, file = _open_checked(path)
         self.file = file  # the .bin itself, or the decompressed copy of a .bin.gz
-        self.gdmnist = h
-        self.path = str(path)
+        self.gdmnist, self.path = h, str(path)
         super().__init__(name, Header(h.count, (h.rows, h.columns), np.dtype(np.uint8),
                                       np.dtype(np.uint8), None, self.path))
         padding = self._read_at(h.label_offset + h.count,
@@ -239,8 +218,7 @@ class GdmnistSplit(Split):
         return self._indices
 
     def batches(self, batch_size=DEFAULT_BATCH):
-        """Images, labels and indices a batch at a time, read from the file: streaming
-        a split does not need its whole label and index arrays in memory."""
+        """Batches read from the file (not needing the whole label and index arrays)."""
         h = self.gdmnist
         size = h.rows * h.columns
         batch_size = budget.rows(self.header, batch_size)
@@ -258,16 +236,14 @@ class GdmnistSplit(Split):
         return gather_from_file(self.file, HEADER_BYTES, self.header, positions)
 
     def content_blocks(self, block=1 << 20):
-        """The whole .bin, header first, in blocks of at most `block` bytes: for a
-        .bin.gz, its decompressed content (hash it to compare with the .bin's SHA-256).
+        """The whole .bin, header first, in blocks of at most `block` bytes (a .bin.gz's
+        decompressed content).
 
-        Example:
             digest = hashlib.sha256()
             for data in GdmnistSplit("test", "test.bin.gz").content_blocks():
                 digest.update(data)
         """
         h = self.gdmnist
-        # The header was checked to be exactly the one these fields give.
         yield header_bytes(h.count, h.rows, h.columns)
         yield from self.blocks(HEADER_BYTES, h.total - HEADER_BYTES, block)
 
@@ -310,9 +286,8 @@ def _scan(path):
 
 def read(path) -> Dataset:
     """A GDMNIST1 file, a browser pack or a directory of .bin/.bin.gz files as a
-    dataset (see the module docstring for which files and in what order).
+    dataset (see the module docstring).
 
-    Example:
         ds = read("out/")            # a pack: train, validation, test (, test-full)
         ds.splits["test"].labels()[:10]
     """
@@ -370,10 +345,8 @@ def matches_name(path) -> bool:
 
 def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
     """Write the deterministic .bin.gz of the .bin file src to dst; returns dst's
-    HashingWriter (its size and SHA-256). zlib releases the GIL while compressing, so
-    several of these run in parallel threads (level 9 is the slow part of a pack).
+    HashingWriter (its size and SHA-256). zlib releases the GIL: run several on threads.
 
-    Example:
         gz = gzip_file("out/test.bin", "out/test.bin.gz")
         print(gz.bytes, gz.sha256())
     """
@@ -389,25 +362,13 @@ def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
 def gzip_bytes(data: bytes) -> bytes:
     """The deterministic .bin.gz of a .bin held in memory.
 
-    Example:
         gzip.decompress(gzip_bytes(data)) == data   # True, OS byte 255 in the header
     """
-    import io
     out = io.BytesIO()
     gz = DeflateWriter(out, os_byte=GZIP_OS_BYTE)
     gz.write(data)
     gz.close()
     return out.getvalue()
-
-
-class _Tee:
-    def __init__(self, outputs):
-        self.outputs = outputs
-
-    def write(self, data):
-        for out in self.outputs:
-            out.write(data)
-        return len(data)
 
 
 def check_writable(split: Split, where):
@@ -432,12 +393,10 @@ def check_writable(split: Split, where):
 
 def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PROGRESS,
                       where=None):
-    """Write one split as a .bin and/or .bin.gz in a single pass over its images: the
-    format's writer, used by write() and by packs.browser. The paths are where the
-    bytes go (staging is the caller's). Returns the HashingWriters of the .bin and .gz
-    (None for one not written): sizes and SHA-256.
+    """Write one split as a .bin and/or .bin.gz in a single pass over its images (the
+    paths are where the bytes go; staging is the caller's). Returns the HashingWriters
+    of the .bin and .gz (None for one not written): sizes and SHA-256.
 
-    Example:
         split = mnistconv.read("data/mnist").splits["test"]
         bin_hash, _ = write_split_files(split, "test.bin")
         print(bin_hash.bytes, bin_hash.sha256())
@@ -445,37 +404,31 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
     where = where or split.header.source
     rows, columns = check_writable(split, where)
     count = split.header.count
-    opened, bin_hash, gz_hash, gz = [], None, None, None
-    outputs: list = []  # HashingWriter or DeflateWriter
-    try:
-        if bin_path:
-            opened.append(create_staged(bin_path))
-            bin_hash = HashingWriter(opened[-1])
-            outputs.append(bin_hash)
-        if gz_path:
-            opened.append(create_staged(gz_path))
-            gz_hash = HashingWriter(opened[-1])
-            gz = DeflateWriter(gz_hash, os_byte=GZIP_OS_BYTE)
-            outputs.append(gz)
-        out = _Tee(outputs)
-        out.write(header_bytes(count, rows, columns))
+    with contextlib.ExitStack() as opened:
+        bin_hash, gz_hash = (HashingWriter(opened.enter_context(create_staged(p))) if p
+                             else None for p in (bin_path, gz_path))
+        gz = DeflateWriter(gz_hash, os_byte=GZIP_OS_BYTE) if gz_hash else None
+        outputs = [w for w in (bin_hash, gz) if w is not None]
+
+        def out(data):
+            for w in outputs:
+                w.write(data)
+
+        out(header_bytes(count, rows, columns))
         labels, indices, done = [], [], 0
         for batch in iter_batches(split, progress, split.name):
-            out.write(np.ascontiguousarray(batch.images, np.uint8).tobytes())
+            out(np.ascontiguousarray(batch.images, np.uint8).tobytes())
             labels.append(np.asarray(batch.labels).astype(np.uint8))
             indices.append(np.asarray(batch.indices).astype("<u4"))
             done += len(batch)
         if done != count:
             raise CorruptData(where, f"yielded {done} examples, its header says {count}")
         _, label_offset, index_offset, _ = layout(count, rows, columns)
-        out.write(b"".join(a.tobytes() for a in labels))
-        out.write(b"\0" * (index_offset - label_offset - count))
-        out.write(b"".join(a.tobytes() for a in indices))
+        out(b"".join(a.tobytes() for a in labels))
+        out(b"\0" * (index_offset - label_offset - count))
+        out(b"".join(a.tobytes() for a in indices))
         if gz:
             gz.close()
-    finally:
-        for f in opened:
-            f.close()
     return bin_hash, gz_hash
 
 

@@ -1,26 +1,20 @@
 """The MNIST family's IDX variants: EMNIST, QMNIST, .xz input, and class names.
 
-EMNIST (https://www.nist.gov/itl/products-and-services/emnist-dataset) publishes six
-splits (byclass, bymerge, balanced, letters, digits, mnist) as
+EMNIST (https://www.nist.gov/itl/products-and-services/emnist-dataset) publishes
 `emnist-<split>-{train,test}-{images-idx3,labels-idx1}-ubyte.gz` and a mapping
-`emnist-<split>-mapping.txt` ("label code" per line). Its images are stored transposed
-(column by column): read with transpose "auto" (the default) they come out upright and
-a note says so; --no-transpose keeps them as stored. `letters` is labelled 1..26 (label
-0 unused, named "N/A" as torchvision does); relabel=True (--relabel) makes it 0..25.
+`emnist-<split>-mapping.txt` ("label code" per line). Its images are stored transposed:
+they are read upright (a note says so; --no-transpose keeps them as stored). `letters`
+is labelled 1..26 (label 0 "N/A", as torchvision names it); --relabel makes it 0..25.
 
 QMNIST (https://github.com/facebookresearch/qmnist) publishes
 `qmnist-{train,test}-images-idx3-ubyte.gz`, `qmnist-{train,test}-labels-idx2-int.gz`
 and `xnist-{images-idx3-ubyte,labels-idx2-int}.xz` (split `nist`). Its labels are IDX
-int32 (magic 00 00 0C 02), N x 8: class, NIST HSF series, writer id, digit index for
-the writer, NIST class code, global NIST index, duplicate flag, unused. Column 0 is the
-label; the other seven are the split's extra fields (stream.extra_fields), which npz
-stores as extra_<split> (N x 7 int32) and extra_columns, Parquet as int32 columns,
-WebDataset as .json keys and TFRecord as int64 features, and other formats drop (a
-note says so). QMNIST's test split holds 60000 records; the first 10000 are MNIST's
-test set.
+int32 (magic 00 00 0C 02), N x 8: class, then seven columns (extras.QMNIST_COLUMNS) that
+are the split's extra fields (stream.extra_fields), kept by the formats extras.KEPT_BY
+names. QMNIST's test split holds 60000 records; the first 10000 are MNIST's test set.
 
-.xz files are read with the standard library's lzma, detected by their magic
-(fd 37 7a 58 5a 00), their expansion bounded as gzip's is (XZ_MAX_RATIO).
+.xz files (magic fd 37 7a 58 5a 00) are read with lzma, their expansion bounded as
+gzip's is.
 """
 
 import lzma
@@ -31,15 +25,11 @@ from ...errors import CorruptData, FormatError, UsageError
 from ... import budget
 from ...fileio import GZIP_MAX_RATIO, InputFile
 from ...stream import TRANSPOSED_NOTE
-# KEPT_BY: a writer keeping the extras drops the note; QMNIST_COLUMNS: extras.py orders
-# every format's extra fields by them.
 from ..extras import KEPT_BY, QMNIST_COLUMNS
 from ...codecs import classes
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
-# LZMA2 gains up to about 6,800:1 on zeros, but no MNIST-like file comes near that: xz
-# is held to the one expansion rule of every codec (budget.MAX_RATIO), so 81 KB of .xz
-# cannot claim a gigabyte of labels.
+# xz is held to every codec's one expansion rule: 81 KB of .xz cannot claim a GB of labels.
 XZ_MAX_RATIO = budget.MAX_RATIO
 EXTRA_COLUMNS = QMNIST_COLUMNS[1:]
 QMNIST_TEST_NOTE = "QMNIST's test split holds 60000 records"
@@ -92,8 +82,7 @@ def qmnist_class(table, path):
 
 def finish(dataset, folder, prefix, relabel=False):
     """The family's knowledge, applied to a dataset just read from IDX files in
-    `folder` with family `prefix` ("" for none): class names (classes.txt, EMNIST's
-    mapping, Fashion-MNIST's and KMNIST's published names), EMNIST's orientation and
+    `folder` with family `prefix` ("" for none): class names, EMNIST's orientation and
     --relabel, QMNIST's notes."""
     from ...stream import RelabeledSplit, TransposedSplit
     prefix = prefix or ""

@@ -28,8 +28,7 @@ import numpy as np
 from ...errors import CannotWrite, CorruptData, FormatError, OverLimit, Truncated, UsageError
 from ... import budget
 from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
-                      input_entries,
-                      input_root, open_input, output_file_info)
+                      input_entries, input_root, open_input, output_file_info)
 from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
@@ -49,12 +48,10 @@ ELEMENT_TYPES: dict[int, np.dtype] = {
     0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
 }
 TYPE_CODES = {dt.newbyteorder("="): code for code, dt in ELEMENT_TYPES.items()}
-# One item (image) larger than this is a corrupt header, not data; batches hold at least
-# one item, so this also bounds a batch's memory.
+# One item (image) larger than this is a corrupt header, not data; it also bounds a batch.
 MAX_ITEM_BYTES = 1 << 30
-# Labels are read this many at a time, each part checked as it arrives: a header that
-# claims more than the stream holds fails at the first short part, having held only
-# what the stream really had.
+# Labels are read and checked this many at a time: a header claiming more than the
+# stream holds fails at the first short part.
 LABEL_CHUNK = 1 << 22
 TYPE_NAMES = "0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64"
 
@@ -72,18 +69,16 @@ def _name_parts(m):
 
 class IdxHeader:
     """The checked header of one IDX file (made by read_header): its element type as
-    stored, its dimensions (the first is the number of items) and where the data starts.
+    stored (big-endian), its dimensions (the first is the number of items) and where the
+    data starts.
 
         h = read_header("data/mnist/train-labels-idx1-ubyte")
         h.count, h.dims, h.dtype       # 60000, (60000,), dtype('uint8')
     """
 
     def __init__(self, path, dtype, dims, compressed):
-        self.path = path
-        self.dtype = dtype  # big-endian, as stored
-        self.dims = dims
+        self.path, self.dtype, self.dims, self.compressed = path, dtype, dims, compressed
         self.offset = 4 + 4 * len(dims)
-        self.compressed = compressed
         self.data_bytes = int(np.prod(dims, dtype=object)) * dtype.itemsize
 
     @property
@@ -93,9 +88,13 @@ class IdxHeader:
 
     def truncated(self, have):
         """The FormatError for data shorter than the header declares (`have` bytes)."""
-        return Truncated(self.path, f"truncated data: header declares "
-                                      f"{' x '.join(map(str, self.dims))} {self.dtype.name} "
-                                      f"({self.data_bytes} bytes), the file holds {have}")
+        return Truncated(self.path, f"truncated data: header declares {_shown(self.dims)} "
+                                    f"{self.dtype.name} ({self.data_bytes} bytes), the "
+                                    f"file holds {have}")
+
+
+def _shown(dims):
+    return ' x '.join(map(str, dims))
 
 
 def read_header(path, f: Optional[InputFile] = None) -> IdxHeader:
@@ -125,22 +124,20 @@ def read_header(path, f: Optional[InputFile] = None) -> IdxHeader:
             int(np.prod(dims[1:], dtype=object)) * header.dtype.itemsize
         if item_bytes > MAX_ITEM_BYTES:
             # Checked even for 0 items: numpy cannot even describe (0, 4e9, 4e9, 4e9).
-            raise CorruptData(path, f"header declares {' x '.join(map(str, dims))}: items "
-                                    f"of {item_bytes} bytes each are not images")
+            raise CorruptData(path, f"header declares {_shown(dims)}: items of "
+                                    f"{item_bytes} bytes each are not images")
         if f.compressed and header.offset + header.data_bytes > f.max_ratio * f.size():
             # Before any allocation: the data cannot be there, however it decompresses.
-            raise Truncated(path, f"truncated data: header declares "
-                                  f"{' x '.join(map(str, dims))} {header.dtype.name} "
-                                    f"({header.data_bytes} bytes), more than a "
-                                    f"{f.kind} file of {f.size()} bytes can hold")
+            raise Truncated(path, f"truncated data: header declares {_shown(dims)} "
+                                  f"{header.dtype.name} ({header.data_bytes} bytes), more "
+                                  f"than a {f.kind} file of {f.size()} bytes can hold")
         if not f.compressed:
             have = f.size() - header.offset
             if have < header.data_bytes:
                 raise header.truncated(have)
             if have > header.data_bytes:
                 raise CorruptData(path, f"trailing bytes: {have - header.data_bytes} bytes "
-                                        f"after the {' x '.join(map(str, dims))} data the "
-                                        "header declares")
+                                        f"after the {_shown(dims)} data the header declares")
         return header
     finally:
         if own:
@@ -168,18 +165,20 @@ def write_array(path, array, gzip=False):
         out.write(np.ascontiguousarray(array, _big_endian(array.dtype, path)).tobytes())
 
 
-def _big_endian(dtype, where):
+def _code(dtype, where):
     native = np.dtype(dtype).newbyteorder("=")
     if native not in TYPE_CODES:
         raise UsageError(where, f"IDX has no element type for {np.dtype(dtype).name}",
                          f"IDX defines {TYPE_NAMES}")
-    return ELEMENT_TYPES[TYPE_CODES[native]]
+    return TYPE_CODES[native]
+
+
+def _big_endian(dtype, where):
+    return ELEMENT_TYPES[_code(dtype, where)]
 
 
 def _header_bytes(dtype, shape, where):
-    code = TYPE_CODES.get(np.dtype(dtype).newbyteorder("="))
-    if code is None:
-        _big_endian(dtype, where)  # raises the error naming the type
+    code = _code(dtype, where)
     if any(d >= 2 ** 32 for d in shape):
         raise CannotWrite(where, "a dimension is too large for IDX's uint32 sizes")
     return struct.pack(f">BBBB{len(shape)}I", 0, 0, code, len(shape), *shape)
@@ -215,10 +214,8 @@ def _labels_as(labels, dtype, where):
 
 
 def _read_labels(h: IdxHeader):
-    """A labels file's values, read and checked LABEL_CHUNK at a time. The array is
-    sized by the header (at most MAX_EXAMPLES, checked before) but its pages are only
-    touched as the stream fills them; big-endian values are swapped in place (no copy).
-    QMNIST's N x 8 labels are read whole, column 0 checked as the label."""
+    """A labels file's values, read and checked LABEL_CHUNK at a time (the array's pages
+    are touched only as the stream fills them); QMNIST's N x 8: column 0 is checked."""
     native = h.dtype.newbyteorder("=")
     labels = np.empty(h.dims, native)
     with InputFile(h.path) as f:
@@ -254,8 +251,7 @@ class IdxSplit(Split):
                                       images.dtype.newbyteorder("="), label_dtype, None,
                                       images_path))
         self.images, self.labels_header = images, labels
-        self._labels = None
-        self.extra = None  # QMNIST: the other label columns, N x 7 int32
+        self._labels = self.extra = None  # extra: QMNIST's other label columns, N x 7
 
     def labels(self):
         if self._labels is None:
@@ -299,9 +295,8 @@ class IdxSplit(Split):
             f.expect_end()
 
     def _mapped_batches(self, labels, per_item, batch_size):
-        """Uncompressed files: each batch is a read-only map of its own byte range, so
-        no copy is made and the pages leave this process with the batch. The file's size was checked
-        against the header when it was opened."""
+        """Uncompressed files: each batch is a read-only map of its own byte range (no
+        copy; the pages leave with the batch)."""
         import mmap
         h = self.images
         with open_input(h.path) as f:
@@ -327,8 +322,7 @@ class IdxSplit(Split):
         return images.astype(self.header.dtype, copy=False)
 
     def check(self):
-        """Read a gzip file once: its content can only be checked by decompressing it
-        (an uncompressed file's size was checked against its header already)."""
+        """Read a compressed file once: only decompressing it checks its content."""
         if self.images.compressed:
             for _ in self.batches():
                 pass
@@ -336,7 +330,7 @@ class IdxSplit(Split):
 
 def _scan_directory(path, prefix, root):
     """(prefix, {(split, kind): file name}) of the IDX family chosen in a directory."""
-    found = {}  # prefix -> {(split, kind): filename}
+    found = {}
     for name in map(os.path.basename, input_entries(path, root, NAME.match, "file")):
         m = NAME.match(name)
         if m:
@@ -442,8 +436,8 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
 
 
 def sniff(path) -> bool:
-    """True for a file (gzip or not) that starts with an IDX magic, or a directory
-    holding a file with an MNIST IDX name."""
+    """A file (gzip or not) starting with an IDX magic, or a directory holding a file
+    with an MNIST IDX name."""
     if os.path.isdir(path):
         return bool(input_entries(_torchvision_raw(path), path, NAME.match))
     try:
@@ -456,8 +450,8 @@ def sniff(path) -> bool:
 
 
 def matches_name(path) -> bool:
-    """True for an MNIST IDX name (train-images-idx3-ubyte, ...-labels-idx1-ubyte.gz,
-    with or without a family prefix): detection falls back on it."""
+    """An MNIST IDX name (train-images-idx3-ubyte, ...-labels-idx1-ubyte.gz, with or
+    without a family prefix): detection falls back on it."""
     return bool(NAME.match(os.path.basename(str(path).rstrip("/"))))
 
 
@@ -485,17 +479,16 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
     """
     from . import SPEC
     o = SPEC.options(options)
-    gzip, gzip_level, layout = bool(o.gzip), o.gzip_level, o.layout
-    torchvision_dataset = o.torchvision_dataset
-    check_level(gzip_level)
-    if gzip_level != DEFAULT_LEVEL and not gzip:
+    gzip = bool(o.gzip)
+    check_level(o.gzip_level)
+    if o.gzip_level != DEFAULT_LEVEL and not gzip:
         raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")
-    if layout == "torchvision":
+    if o.layout == "torchvision":
         if gzip:
             raise UsageError(None, "--layout torchvision writes uncompressed files (what "
                                    "torchvision reads with download=False)", "drop --gzip")
         from . import torchvision
-        return torchvision.write(dataset, path, torchvision_dataset, force=force,
+        return torchvision.write(dataset, path, o.torchvision_dataset, force=force,
                                  progress=progress)
     names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
     class_names = classes.names_of(dataset)
@@ -511,30 +504,23 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
             images_name, labels_name = names[name]
             written += _write_split(split, os.path.join(stage, images_name),
                                     os.path.join(stage, labels_name), gzip, progress,
-                                    gzip_level)
+                                    o.gzip_level)
         if class_names:
-            written.append(_Written(os.path.join(stage, classes.sidecar_name()), None))
-        return [output_file_info(os.path.join(path, os.path.basename(f.path)), f.writer,
-                                 f.path) for f in written]
+            written.append((os.path.join(stage, classes.sidecar_name()), None))
+        return [output_file_info(os.path.join(path, os.path.basename(staged)), writer,
+                                 staged) for staged, writer in written]
 
 
-class _Written:
-    def __init__(self, path, writer):
-        self.path, self.writer = path, writer
-
-
-def _write_split(split, images_path, labels_path, gzip, progress, level=DEFAULT_LEVEL):
+def _write_split(split, images_path, labels_path, gzip, progress, level):
     h = split.header
     image_type = _big_endian(h.dtype, h.source)
     with create_staged(images_path) as image_file, \
             create_staged(labels_path) as label_file, contextlib.ExitStack() as stack:
         image_hash, label_hash = HashingWriter(image_file), HashingWriter(label_file)
         # Deflated on every core, bytes set by the data and level alone (parallel_gzip);
-        # entered, so that an error or Ctrl-C drops their queued blocks at once.
-        images = stack.enter_context(ParallelGzipWriter(image_hash, level)) if gzip \
-            else image_hash
-        labels = stack.enter_context(ParallelGzipWriter(label_hash, level)) if gzip \
-            else label_hash
+        # entered: closed on success, and an error or Ctrl-C drops their queued blocks.
+        images, labels = (stack.enter_context(ParallelGzipWriter(w, level)) if gzip else w
+                          for w in (image_hash, label_hash))
         label_type = _label_dtype(split)
         images.write(_header_bytes(h.dtype, (h.count,) + tuple(h.shape), h.source))
         labels.write(_header_bytes(label_type, (h.count,), h.source))
@@ -545,7 +531,4 @@ def _write_split(split, images_path, labels_path, gzip, progress, level=DEFAULT_
             count += len(batch)
         if count != h.count:
             raise CorruptData(h.source, f"yielded {count} examples, its header says {h.count}")
-        if gzip:
-            images.close()
-            labels.close()
-    return [_Written(images_path, image_hash), _Written(labels_path, label_hash)]
+    return [(images_path, image_hash), (labels_path, label_hash)]

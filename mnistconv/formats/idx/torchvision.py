@@ -13,13 +13,10 @@ torchvision.datasets.MNIST(ROOT, download=False) and its siblings look for.
                                   and for a split named nist: xnist-images-idx3-ubyte,
                                   xnist-labels-idx2-int
 
-Images are uint8 N x H x W (IDX 0x08, 3 dimensions) and labels uint8 N (0x08, one
-dimension), as torchvision's read_image_file and read_label_file require. QMNIST's
-labels are int32 N x 8 (0x0C): the class in column 0 (what QMNIST(compat=True), the
-default, returns), the other seven columns (NIST writer, series and so on) are 0, as
-mnistconv's records do not carry them. MNIST, FashionMNIST and KMNIST check that all
-four files exist: write train and test (together, or one after the other into the same
-ROOT).
+Images are uint8 N x H x W (IDX 0x08) and labels uint8 N (0x08), as torchvision's
+read_image_file and read_label_file require; QMNIST's labels are int32 N x 8 (0x0C),
+the class in column 0, the other columns 0. MNIST, FashionMNIST and KMNIST check that
+all four files exist: write train and test (together, or one after the other).
 """
 
 import os
@@ -80,13 +77,12 @@ def _check(split, name):
 
 
 def _header(code, dims):
-    return bytes([0, 0, code, len(dims)]) + b"".join(int(d).to_bytes(4, "big")
-                                                     for d in dims)
+    return bytes([0, 0, code, len(dims)]) + b"".join(int(d).to_bytes(4, "big") for d in dims)
 
 
 def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
     """Write every split under ROOT/<Dataset>/raw with the names torchvision's `name`
-    reads (see the module docstring); returns the files written.
+    reads; returns the files written.
 
         write(mnistconv.read("data/mnist"), "torch-root", "MNIST")
         torchvision.datasets.MNIST("torch-root", train=True, download=False)

@@ -7,17 +7,14 @@ An .npz is a zip archive of .npy members. Each member is the NPY format
     padded to 64 bytes, then the raw array.
 Keras' mnist.npz holds x_train uint8 (60000, 28, 28), y_train uint8 (60000,),
 x_test uint8 (10000, 28, 28), y_test uint8 (10000,); other splits are x_<split>, y_<split>.
-Where the class names are known, `class_names` holds them, by label value, as fixed-width
-unicode (numpy '<U<n>', never objects: np.load reads it without allow_pickle). Per-record
-fields beyond the label (QMNIST's seven extra label columns) are `extra_<split>` (N x k,
-int32) with their names in `extra_columns` ('<U<n>', k).
+`class_names` holds the class names by label as fixed-width unicode ('<U<n>', never
+objects: np.load reads it without allow_pickle); QMNIST's extra label columns are
+`extra_<split>` (N x k, int32) with their names in `extra_columns` ('<U<n>', k).
 
-Both directions stream through the zip members batch by batch (np.savez would need the
-whole array in memory). Writing is deterministic: members carry a fixed 1980-01-01 date.
-The archive is written front to back without seeking, so each member's CRC-32 and sizes
-follow its data in a data descriptor (general purpose flag bit 3; zip64 sizes) and are in
-the central directory, as zipfile writes to any unseekable stream; numpy, zipfile and
-unzip read it as usual. Only plain arrays are read or written (no pickled object arrays).
+Both directions stream member by member, batch by batch. Members carry a fixed
+1980-01-01 date and are written without seeking, each CRC-32 and size in a data
+descriptor after its data (flag bit 3; zip64 sizes), as zipfile writes to any unseekable
+stream. Only plain arrays are read or written (no pickled object arrays).
 """
 
 import collections
@@ -47,12 +44,11 @@ from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
 
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 LAYOUTS = ("nhw", "nhwc", "nchw")
-# Extra per-record columns (QMNIST has 7) and the members that carry text.
-MAX_EXTRA_COLUMNS = 64
-TEXT_MEMBERS = ("class_names.npy", "extra_columns.npy")
-# Column-major (Fortran-order) images cannot be streamed by rows: they are read whole,
-# so only up to this size (a batch's bound; MNIST's training images are 47 MB).
+MAX_EXTRA_COLUMNS = 64  # QMNIST has 7
+# Column-major (Fortran-order) images cannot be streamed by rows: they are read whole.
 FORTRAN_MAX_BYTES = 64 << 20
+
+
 class NpzSplit(Split):
     def __init__(self, name, path, archive: zipfile.ZipFile):
         self.path = path
@@ -141,8 +137,7 @@ class NpzSplit(Split):
 
 
 def _read_text_member(archive, name, path, limit):
-    """A 1-D fixed-width unicode member ('<U<n>', the only text mnistconv reads), of at
-    most `limit` entries of at most MAX_CLASS_NAME_LENGTH characters each."""
+    """A 1-D '<U<n>' member of at most `limit` names of MAX_CLASS_NAME_LENGTH each."""
     info = archive.getinfo(name)
     check_sizes(archive, info, path)
     with archive.open(info) as f:
@@ -191,9 +186,8 @@ def _split_names(names, path):
     for s in xs:
         if s not in ys:
             raise FormatError(path, f"has x_{s} but no y_{s}", f"save y_{s} beside x_{s}")
-    for s in ys:
-        if s not in xs:
-            raise FormatError(path, f"has y_{s} but no x_{s}", f"save x_{s} beside y_{s}")
+    for s in sorted(ys - set(xs)):
+        raise FormatError(path, f"has y_{s} but no x_{s}", f"save x_{s} beside y_{s}")
     if not xs:
         raise FormatError(path, "holds no x_<split>/y_<split> arrays (Keras' layout)",
                           f"it has: {_listed(names) or 'nothing'}")
@@ -208,8 +202,7 @@ def _listed(names, limit=10):
 
 def read(path) -> Dataset:
     """An .npz of x_<split>/y_<split> arrays as a dataset: train, test, then the
-    other splits as stored. Only the members' headers are read here; labels and
-    images are read when a split's labels() or batches() ask for them.
+    other splits as stored. Only the members' headers are read here.
 
         ds = read("mnist.npz")
         ds.splits["train"].header.shape      # (28, 28)
@@ -234,7 +227,7 @@ def read(path) -> Dataset:
 
 
 def sniff(path) -> bool:
-    """True for a file that starts as a zip archive does (an npz is one)."""
+    """A file that starts as a zip archive does (an npz is one)."""
     return has_magic(path, ZIP_MAGIC)
 
 
@@ -309,18 +302,11 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
 
 
 class _HashedStream:
-    """The output file as zipfile sees it: tell() but no seek(). zipfile then never goes
-    back to patch a member's local header (it writes a data descriptor after the data),
-    so every byte is final when written and is hashed on the way, on a second thread
-    (SHA-256, the CRC and the write all release the GIL), instead of reading the file
-    back afterwards.
-
-    The hand-over is a deque, and the thread sleeps in os.read on a pipe the writer
-    writes a byte to per item: no lock anywhere, so a Ctrl-C landing inside a hand-over
-    cannot leave one held and hang the clean-up that follows (seen once with
-    queue.Queue). Not a polling loop either: a thread waking often takes the GIL
-    from a slow producer (the TFRecord reader, Python-bound) hundreds of times a
-    second, and tfrecord-to-npz ran at half speed."""
+    """The output file as zipfile sees it: tell() but no seek(), so every byte is final
+    when written and is hashed on the way, on a second thread (SHA-256, the CRC and the
+    write all release the GIL). The hand-over is a deque and a wake-up pipe: no lock a
+    Ctrl-C could leave held (queue.Queue hung once), and no polling thread taking the
+    GIL from a slow producer (see benchmarks/)."""
 
     MAX_PENDING = 2  # hashing outruns the CRC and write beside it; more only holds memory
     POLL = 0.0005  # the writer's wait when MAX_PENDING items are queued
@@ -363,8 +349,7 @@ class _HashedStream:
             pass
 
     def write(self, data):
-        # Queued by reference: what zipfile writes here is immutable bytes or a batch's
-        # own array, which nothing modifies afterwards.
+        # Queued by reference: zipfile writes bytes or a batch's array, never changed after.
         self.file.write(data)
         while len(self._pending) >= self.MAX_PENDING and self._error is None:
             time.sleep(self.POLL)
@@ -401,8 +386,7 @@ def _write_array(archive, name, array, compress):
 
 
 def _write_extras(archive, dataset, compress):
-    """class_names and the splits' extra fields, after the splits (only when there are
-    some: a dataset without them is written as before, byte for byte)."""
+    """class_names and the splits' extra fields, after the splits, when there are some."""
     names = next((s.header.class_names for s in dataset.splits.values()
                   if s.header.class_names), ())
     if names:
@@ -437,6 +421,4 @@ def _write_split(archive, split, compress, layout, to_float, progress):
     y = np.concatenate(labels) if labels else np.zeros(0, h.label_dtype)
     if len(y) != h.count:
         raise CorruptData(h.source, f"yielded {len(y)} examples, its header says {h.count}")
-    with _member(archive, f"y_{split.name}.npy", compress) as f:
-        _write_header(f, y.shape, y.dtype)
-        f.write(np.ascontiguousarray(y).tobytes())
+    _write_array(archive, f"y_{split.name}.npy", y, compress)
