@@ -1,4 +1,4 @@
-"""What the format declarations share (light: no numpy)."""
+"""What the format packages share (light: no numpy until used)."""
 
 import importlib
 import importlib.util
@@ -11,8 +11,7 @@ SPLIT_NAME = Option("split_name", "--split-name", "Name of the split of a single
                     "train/test/validation, t10k -> test; a note says it was assumed)",
                     "str")
 
-# The --class-names read option: mnistconv.read() applies it to whatever the format's
-# reader returns (codecs.classes).
+# mnistconv.read() applies it to whatever the format's reader returns (codecs.classes).
 CLASS_NAMES = Option("class_names", "--class-names", "a text file naming the classes, "
                      "one name per line, the name of label 0 first (default: the "
                      "names the input records, if any)", "path")
@@ -29,10 +28,18 @@ JPEG_QUALITY = Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95
                       low=1, high=100)
 
 
+class InOrder:
+    """Mixin of a Split whose files store no original indices: a file's order is its own."""
+
+    def indices(self):
+        """0 .. count-1."""
+        import numpy as np
+        return np.arange(self.header.count, dtype=np.int64)
+
+
 def lazy_attributes(module_name):
-    """A module __getattr__ that finds a format package's names (read, write, ...) in
-    its code module, imported on first use: `from mnistconv.formats import idx;
-    idx.read(...)` works without `--help` paying for numpy."""
+    """A module __getattr__ finding a format package's names (read, write, ...) in its
+    code module, imported on first use (`--help` does not pay for numpy)."""
     package = module_name.rpartition(".")[0]
 
     def __getattr__(name):

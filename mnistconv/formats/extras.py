@@ -1,8 +1,5 @@
 """Per-record fields beyond the label (stream.extra_fields: QMNIST's seven extra label
-columns) in the writers that keep them: npz (extra_<split>), Parquet (int32 columns
-after `label`), WebDataset (integer keys of each sample's .json) and TFRecord (an int64
-feature each). Each writes a table checked here, and takes away the reader's note that
-other formats drop them; the WebDataset and TFRecord readers check each record here.
+columns), checked here for the formats that keep them (KEPT_BY), on writing and reading.
 """
 
 import json
@@ -13,12 +10,10 @@ from ..errors import CorruptData, FormatError
 from ..limits import is_safe_name, printable
 from ..stream import extra_fields
 
-# The end of the note a reader adds when its splits carry extra fields (idx/family.py);
-# a writer that keeps them removes the note (kept()).
-# QMNIST's label columns (its idx2-int labels file): the first is the class, the rest
-# are the extra fields, and they keep this order in every format.
+# QMNIST's label columns: the class, then the extra fields, in this order in every format.
 QMNIST_COLUMNS = ("class", "hsf_series", "writer_id", "writer_digit_index",
                   "nist_class_code", "nist_digit_index", "duplicate", "unused")
+# The end of the reader's note on extra fields (idx/family.py); kept() removes it.
 KEPT_BY = ("npz (extra_<split>, extra_columns), Parquet (int32 columns), WebDataset "
            "(.json keys) and TFRecord (int64 features) keep them; other formats drop "
            "them")
@@ -68,8 +63,8 @@ def checked(split, reserved=()):
 
 
 def same_names(found, where):
-    """The one list of extra field names every split shares (a schema holds one), from
-    {split: checked() result}; () when none has any."""
+    """The one list of extra field names every split shares, from {split: checked()};
+    () when none has any."""
     lists = {name: (e[0] if e else ()) for name, e in found.items()}
     first = next(iter(lists.items()), (None, ()))
     for name, names in lists.items():
@@ -82,16 +77,14 @@ def same_names(found, where):
 
 
 def integer_keys(obj, skip, path, member):
-    """A WebDataset split's extra fields, from its first sample's .json object: the
-    keys beside `skip` whose values are integers, in their order."""
+    """A WebDataset split's extra fields: the first sample's integer .json keys."""
     names = [k for k, v in obj.items() if k not in skip and type(v) is int]
     return check_names(names, path, skip, f"member {member}: ")
 
 
 def json_values(obj, names, skip, path, member):
     """A sample's values of the split's extra fields, checked: every one there, an
-    integer that fits int32, and no other integer key beside `skip`. A third-party
-    .json's keys of other types (captions, floats) are not extra fields."""
+    integer that fits int32, and no other integer key beside `skip`."""
     same = "every sample's .json holds the same extra fields"
     values = []
     for name in names:
@@ -117,8 +110,7 @@ def json_values(obj, names, skip, path, member):
 
 
 def kept(dataset):
-    """The writer keeps the extra fields: the reader's note that they are dropped
-    goes."""
+    """The writer keeps the extra fields: the reader's note that they are dropped goes."""
     dataset.notes[:] = [n for n in dataset.notes if not n.endswith(KEPT_BY)]
 
 
@@ -130,9 +122,8 @@ def _single_int(feature):
 
 
 def example_names(feature, skip, path):
-    """A TFRecord split's extra fields, from its first record's features (a map): the
-    single int64 features beside `skip`. QMNIST's columns in QMNIST's order, any
-    others sorted after them (the map has no order of its own)."""
+    """A TFRecord split's extra fields: the first record's single int64 features beside
+    `skip`, QMNIST's in QMNIST's order, others sorted after them."""
     order = QMNIST_COLUMNS[1:]
     names = [k for k in feature if k not in skip and _single_int(feature[k]) is not None]
     names.sort(key=lambda k: (order.index(k) if k in order else len(order), k))
@@ -141,8 +132,7 @@ def example_names(feature, skip, path):
 
 def example_values(feature, names, skip, path, where):
     """A record's values of the split's extra fields, checked as json_values() checks
-    a .json's: every one there, one int64 that fits int32, and no other single int64
-    feature beside `skip`."""
+    a .json's."""
     same = "every record holds the same extra fields"
     values = []
     for name in names:

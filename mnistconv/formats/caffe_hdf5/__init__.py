@@ -1,7 +1,5 @@
-"""HDF5 for Caffe's HDF5Data layer: per split `<split>.h5` (datasets `data` N x C x H x
-W and `label` N) and the `<split>.txt` list file the layer's `source` names (layout in
-format.py). This file is the format's declaration, light enough for `--help`; the code
-is imported on first use (it needs `h5py`)."""
+"""HDF5 for Caffe's HDF5Data layer: the declaration (light, for `--help`); the code
+and layout are in format.py (imported on first use: it needs `h5py`)."""
 
 from ...spec import Format, Option
 from ..common import SPLIT_NAME, lazy_attributes

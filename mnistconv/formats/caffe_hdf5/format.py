@@ -44,12 +44,14 @@ from ...limits import MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
 from ...shards import in_split_order, is_data_name, shard_bounds
+from ..common import InOrder
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 MAX_BLOB_BYTES = (1 << 31) - 1
 CHUNK_BYTES = 1 << 20
 LEVEL = 4
 EXTENSIONS = (".h5", ".hdf5")
+_SUFFIX = re.compile(r"\.(h5|hdf5|txt)$", re.I)
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")
 MAX_LIST_BYTES = 1 << 20
 SCALE_ATTRIBUTE = "mnistconv_uint8_scale"
@@ -71,18 +73,11 @@ def _list_entries(path):
             words = f.read().decode("utf-8").split()
     except (OSError, UnicodeDecodeError):
         return None
-    if not words or not all(w.lower().endswith(EXTENSIONS) for w in words):
-        return None
-    return words
+    return words if words and all(w.lower().endswith(EXTENSIONS) for w in words) else None
 
 
 def _stem(path):
-    name = os.path.basename(str(path))
-    for ext in EXTENSIONS + (".txt",):
-        if name.lower().endswith(ext):
-            name = name[:-len(ext)]
-            break
-    return _SHARD.sub("", name)
+    return _SHARD.sub("", _SUFFIX.sub("", os.path.basename(str(path))))
 
 
 def _resolve(entry, list_path):
@@ -114,21 +109,23 @@ def _sources(path):
         if entries is None:
             raise WrongFormat(path, "is neither an HDF5 file nor a list of .h5 files")
         return [(_stem(path), [_resolve(e, path) for e in entries])]
-    names = [os.path.basename(e) for e in input_entries(path, path, is_data_name)]
     found = {}
-    lists = [n for n in names if n.lower().endswith(".txt")
-             and _list_entries(os.path.join(path, n))]
-    for n in lists:
-        list_path = os.path.join(path, n)
-        found[_stem(n)] = [_resolve(e, list_path) for e in _list_entries(list_path)]
+    for n in _names(path):
+        entries = _list_entries(os.path.join(path, n)) if n.lower().endswith(".txt") else None
+        if entries:
+            found[_stem(n)] = [_resolve(e, os.path.join(path, n)) for e in entries]
     if not found:
-        for n in names:
+        for n in _names(path):
             if n.lower().endswith(EXTENSIONS) and has_magic(os.path.join(path, n), HDF5_MAGIC):
                 found.setdefault(_stem(n), []).append(os.path.join(path, n))
     if not found:
         raise FormatError(path, "holds no HDF5 list file (<split>.txt) nor .h5 file",
                           "check the path, or name the .h5 file")
     return [(s, found[s]) for s in in_split_order(found)]
+
+
+def _names(folder):
+    return [os.path.basename(e) for e in input_entries(folder, folder, is_data_name)]
 
 
 def _dataset(f, name, path, h5py):
@@ -211,8 +208,7 @@ def _kind(f):
 
 @contextlib.contextmanager
 def _open(path, h5py):
-    """The file open for reading; what HDF5 raises from its damaged structures while
-    it is read (OSError, RuntimeError, ValueError, KeyError) is CorruptData naming it."""
+    """The file open for reading; what HDF5 raises from damaged structures is CorruptData."""
     check_input_file(path)  # confined by _sources; a FIFO swapped in is refused
     try:
         f = h5py.File(path, "r")
@@ -227,9 +223,8 @@ def _open(path, h5py):
         raise CorruptData(path, f"HDF5 cannot read it ({e})") from None
 
 
-class Hdf5Split(Split):
-    """The files of one list, in order: checked and labels read here, images in
-    batches()."""
+class Hdf5Split(InOrder, Split):
+    """The files of one list, in order: checked and labels read here."""
 
     def __init__(self, name, paths, source):
         h5py = _h5py()
@@ -270,10 +265,6 @@ class Hdf5Split(Split):
     def labels(self):
         return self._labels
 
-    def indices(self):
-        """0 .. count-1: HDF5Data files store no original indices."""
-        return np.arange(self.header.count, dtype=np.int64)
-
     def batches(self, batch_size=DEFAULT_BATCH):
         h5py = _h5py()
         batch_size = budget.rows(self.header, batch_size)
@@ -305,8 +296,7 @@ class Hdf5Split(Split):
 
 def read(path) -> Dataset:
     """HDF5Data inputs as a dataset: a list file (<split>.txt) or an .h5 file is one
-    split, named by the file; a directory holds one split per list file. Files are
-    checked and labels read here; images are read in batches().
+    split, named by the file; a directory holds one split per list file.
 
         ds = read("caffe-h5/")                 # caffe-h5/train.txt, caffe-h5/test.txt
         ds.splits["train"].header.shape        # (28, 28)
@@ -315,10 +305,8 @@ def read(path) -> Dataset:
     if not os.path.exists(path):
         raise NotFound(path, "no such file or directory")
     sources = _sources(path)
-    splits = {}
-    for name, paths in sources:
-        safe_split_name(name, path, "split name (from the file name)")
-        splits[name] = Hdf5Split(name, paths, path)
+    splits = {safe_split_name(name, path, "split name (from the file name)"):
+              Hdf5Split(name, paths, path) for name, paths in sources}
     return Dataset("caffe-hdf5", splits, [p for _, ps in sources for p in ps])
 
 
@@ -329,10 +317,9 @@ def sniff(path) -> bool:
         return has_magic(path, HDF5_MAGIC) or _list_entries(path) is not None
     if not os.path.isdir(path):
         return False
-    names = [os.path.basename(e) for e in input_entries(path, path, is_data_name)]
     return any((n.lower().endswith(".txt") and _list_entries(os.path.join(path, n)))
                or (n.lower().endswith(EXTENSIONS) and has_magic(os.path.join(path, n), HDF5_MAGIC))
-               for n in names)
+               for n in _names(path))
 
 
 # --- writing ---
@@ -488,10 +475,8 @@ def _supersede(out, folder, stem, targets):
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
-    """Write each split as `<path>/<split>.h5` (data N x C x H x W, label N) and the
-    list file `<path>/<split>.txt` HDF5Data's `source` names. Pixels are float32 scaled
-    to [0, 1], or 0..255 with no_scale, or uint8 with pixel_type="uint8"; compress adds
-    the shuffle and gzip filters. Returns the files written.
+    """Write each split as `<path>/<split>.h5` and the list file `<path>/<split>.txt`
+    HDF5Data's `source` names (options: see the module docstring). Returns the files.
 
         write(mnistconv.read("data/mnist"), "caffe-h5/", compress=True)
     """

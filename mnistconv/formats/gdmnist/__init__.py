@@ -1,7 +1,5 @@
-"""GDMNIST1, the compact binary a web page loads: one split per `.bin` / `.bin.gz`, a
-directory of them, or a browser pack (byte layout in format.py). This file is the
-format's declaration, light enough for `--help`; the code is in format.py, imported on
-first use."""
+"""GDMNIST1, the compact binary a web page loads: the declaration (light, for
+`--help`); the code and byte layout are in format.py."""
 
 from ...spec import Format, Option
 from ..common import SPLIT_NAME, lazy_attributes

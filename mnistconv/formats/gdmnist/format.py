@@ -175,16 +175,12 @@ class GdmnistSplit(Split):
         self._labels = self._indices = None
 
     def _read_array(self, offset, dtype, count):
-        """count items of dtype at offset, read in 1 MiB blocks into the array itself."""
+        """count items of dtype at offset, read into the array itself."""
         out = np.empty(count, dtype)
-        view = memoryview(out).cast("B") if count else memoryview(b"")
         self.file.seek(offset)
-        done = 0
-        while done < len(view):
-            got = self.file.readinto(view[done:done + (1 << 20)])
-            if not got:  # the size was checked; only a file changed under us gets here
-                raise Truncated(self.path, f"truncated at byte {offset + done}")
-            done += got
+        got = self.file.readinto(memoryview(out).cast("B")) if count else 0
+        if got != out.nbytes:  # the size was checked; only a file changed under us gets here
+            raise Truncated(self.path, f"truncated at byte {offset + got}")
         return out
 
     def _read_at(self, offset, n):
@@ -324,8 +320,7 @@ def read(path) -> Dataset:
 
 
 def sniff(path) -> bool:
-    """True when the file, or the first .bin/.bin.gz of a directory, starts with
-    GDMNIST1 (after gzip decompression)."""
+    """The file, or the first .bin/.bin.gz of a directory, starts with GDMNIST1."""
     path = str(path)
     if os.path.isdir(path):
         try:
@@ -337,7 +332,7 @@ def sniff(path) -> bool:
 
 
 def matches_name(path) -> bool:
-    """True for a .bin or .bin.gz name (detection falls back on it)."""
+    """A .bin or .bin.gz name (detection falls back on it)."""
     return str(path).lower().endswith((".bin", ".bin.gz"))
 
 
@@ -432,10 +427,6 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
     return bin_hash, gz_hash
 
 
-def _single_file(path):
-    return is_stdio(path) or str(path).lower().endswith((".bin", ".bin.gz", ".gz"))
-
-
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False):
     """Write one split to a .bin/.bin.gz file (or '-'), or every split to
     `<path>/<split>.bin` (`.bin.gz` with gzip=True), staged and renamed into place.
@@ -443,7 +434,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     path = str(path)
     for split in dataset.splits.values():
         check_writable(split, split.header.source or path)
-    if _single_file(path):
+    if is_stdio(path) or path.lower().endswith((".bin", ".bin.gz", ".gz")):
         if len(dataset.splits) != 1:
             names = ", ".join(dataset.splits) or "none"
             raise UsageError(path, f"a GDMNIST1 file holds one split; the input has "
@@ -456,11 +447,10 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
             bin_hash, gz_hash = write_split_files(
                 split, None if compress else staged, staged if compress else None,
                 progress)
-        if classes.names_of(dataset):
-            note = (f"{path} does not keep the class names (a GDMNIST1 file has no room "
-                    "for them); write a directory to keep them in its classes.txt")
-            if note not in dataset.notes:
-                dataset.notes.append(note)  # the CLI prints them under the summary
+        note = (f"{path} does not keep the class names (a GDMNIST1 file has no room "
+                "for them); write a directory to keep them in its classes.txt")
+        if classes.names_of(dataset) and note not in dataset.notes:
+            dataset.notes.append(note)  # the CLI prints them under the summary
         return [output_file_info(path, gz_hash or bin_hash)]
     suffix = ".bin.gz" if gzip else ".bin"
     names = {name: name + suffix for name in dataset.splits}

@@ -1,6 +1,5 @@
-"""IDX, the MNIST database's own format: a directory of images/labels files (byte
-layout in format.py). This file is the format's declaration, light enough for `--help`;
-the code is in format.py, imported on first use."""
+"""IDX, the MNIST database's own format: the declaration (light, for `--help`); the
+code and byte layout are in format.py."""
 
 from ...spec import Format, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes

@@ -32,7 +32,6 @@ XZ_MAGIC = b"\xfd7zXZ\x00"
 # xz is held to every codec's one expansion rule: 81 KB of .xz cannot claim a GB of labels.
 XZ_MAX_RATIO = budget.MAX_RATIO
 EXTRA_COLUMNS = QMNIST_COLUMNS[1:]
-QMNIST_TEST_NOTE = "QMNIST's test split holds 60000 records"
 
 
 class IdxInput(InputFile):
@@ -53,15 +52,13 @@ class IdxInput(InputFile):
 
 def check_label_dims(labels, path):
     """A labels file is N (one label each) or QMNIST's N x 8 int32."""
-    dims = labels.dims
-    if len(dims) == 1:
+    dims, int32 = labels.dims, labels.dtype.kind == "i" and labels.dtype.itemsize == 4
+    if len(dims) == 1 or (len(dims) == 2 and dims[1] == len(QMNIST_COLUMNS) and int32):
         return
     if len(dims) == 2 and dims[1] == len(QMNIST_COLUMNS):
-        if labels.dtype.kind != "i" or labels.dtype.itemsize != 4:
-            raise FormatError(path, f"N x 8 labels of type {labels.dtype.name}", "QMNIST's "
-                                    "idx2-int labels are int32 (magic 00 00 0C 02)")
-        return
-    if len(dims) == 2 and labels.dtype.kind == "i" and labels.dtype.itemsize == 4:
+        raise FormatError(path, f"N x 8 labels of type {labels.dtype.name}", "QMNIST's "
+                                "idx2-int labels are int32 (magic 00 00 0C 02)")
+    if len(dims) == 2 and int32:
         # int32 N x k: QMNIST's idx2-int layout with the wrong number of columns.
         raise FormatError(path, f"labels have {dims[1]} columns; QMNIST's idx2-int labels "
                                 f"have {len(QMNIST_COLUMNS)} ({', '.join(QMNIST_COLUMNS)})",
@@ -88,7 +85,7 @@ def finish(dataset, folder, prefix, relabel=False):
     prefix = prefix or ""
     emnist = prefix.startswith("emnist-")
     qmnist = prefix in ("qmnist", "xnist")
-    names, source, check = (), None, True
+    names, source = (), None
     sidecar = classes.side_file(folder, classes.sidecar_name(prefix))
     mapping = classes.side_file(folder, f"{prefix}-mapping.txt") if emnist else None
     if sidecar:
@@ -98,11 +95,10 @@ def finish(dataset, folder, prefix, relabel=False):
     elif not emnist and not qmnist and dataset.splits:
         first = next(iter(dataset.splits.values()))
         family, names = classes.published_names(first.labels_header.path)
-        check = False
         if family:
             dataset.notes.append(f"{folder or '.'}: class names of {family} (as published)")
     if names:
-        classes.attach(dataset, names, source, check=check and source is not None)
+        classes.attach(dataset, names, source, check=source is not None)
         if source:
             dataset.paths.append(source)
     if relabel:
@@ -125,8 +121,8 @@ def finish(dataset, folder, prefix, relabel=False):
                 f"({', '.join(EXTRA_COLUMNS)}): {KEPT_BY}")
         test = dataset.splits.get("test")
         if test is not None and test.header.count == 60000:
-            dataset.notes.append(f"{QMNIST_TEST_NOTE}; the first 10000 are MNIST's test "
-                                 "set (--limit 10000 keeps just those)")
+            dataset.notes.append("QMNIST's test split holds 60000 records; the first 10000 "
+                                 "are MNIST's test set (--limit 10000 keeps just those)")
     return dataset
 
 

@@ -33,6 +33,7 @@ from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
+from ..common import InOrder
 from ...codecs.classes import check_labels
 from ...codecs.images import MAX_DIMS, check_split_header
 from . import family
@@ -69,8 +70,7 @@ def _name_parts(m):
 
 class IdxHeader:
     """The checked header of one IDX file (made by read_header): its element type as
-    stored (big-endian), its dimensions (the first is the number of items) and where the
-    data starts.
+    stored (big-endian), its dimensions (the first is the number of items).
 
         h = read_header("data/mnist/train-labels-idx1-ubyte")
         h.count, h.dims, h.dtype       # 60000, (60000,), dtype('uint8')
@@ -98,8 +98,7 @@ def _shown(dims):
 
 
 def read_header(path, f: Optional[InputFile] = None) -> IdxHeader:
-    """Parse and check an IDX header; for an uncompressed file, check the declared data
-    size against the file's real size before anything is allocated."""
+    """Parse and check an IDX header, and the data's size before anything is allocated."""
     own = f is None
     f = f or InputFile(path)
     try:
@@ -185,8 +184,7 @@ def _header_bytes(dtype, shape, where):
 
 
 def _label_dtype(split):
-    """Labels keep their element type when IDX has it; others (int64 from TFRecord) take
-    the smallest IDX integer type that holds their values."""
+    """The labels' type if IDX has it, else the smallest IDX integer type holding them."""
     h = split.header
     dtype = np.dtype(h.label_dtype).newbyteorder("=")
     if dtype in TYPE_CODES:
@@ -232,7 +230,7 @@ def _read_labels(h: IdxHeader):
     return labels
 
 
-class IdxSplit(Split):
+class IdxSplit(InOrder, Split):
     def __init__(self, name, images_path, labels_path):
         images = read_header(images_path)
         labels = read_header(labels_path)
@@ -269,32 +267,30 @@ class IdxSplit(Split):
         self.labels()
         return family.EXTRA_COLUMNS, self.extra
 
-    def indices(self):
-        """0 .. count-1: IDX stores no original indices, so a file's order is its own."""
-        return np.arange(self.header.count, dtype=np.int64)
-
     def batches(self, batch_size=DEFAULT_BATCH):
-        labels = self.labels()
-        h = self.images
+        labels, h = self.labels(), self.images
         per_item = h.dtype.itemsize * int(np.prod(self.header.shape, dtype=np.int64))
         batch_size = budget.rows_for(self.header.shape, h.dtype, batch_size)
-        if not h.compressed and per_item:
-            yield from self._mapped_batches(labels, per_item, batch_size)
-            return
+        read = self._mapped if not h.compressed and per_item else self._streamed
+        for start, data in read(per_item, batch_size):
+            n = len(data)
+            yield Batch(data.astype(self.header.dtype, copy=False), labels[start:start + n],
+                        np.arange(start, start + n, dtype=np.int64))
+
+    def _streamed(self, per_item, batch_size):
+        h = self.images
         with InputFile(h.path) as f:
             f.read_exact(h.offset, "IDX header")
             for start in range(0, h.count, batch_size):
-                n = min(batch_size, h.count - start)
-                data = np.empty((n,) + self.header.shape, h.dtype)
+                data = np.empty((min(batch_size, h.count - start),) + self.header.shape,
+                                h.dtype)
                 got = f.readinto_full(data)
                 if got != data.nbytes:
                     raise h.truncated(start * per_item + got)
-                yield Batch(data.astype(self.header.dtype, copy=False),
-                            labels[start:start + n],
-                            np.arange(start, start + n, dtype=np.int64))
+                yield start, data
             f.expect_end()
 
-    def _mapped_batches(self, labels, per_item, batch_size):
+    def _mapped(self, per_item, batch_size):
         """Uncompressed files: each batch is a read-only map of its own byte range (no
         copy; the pages leave with the batch)."""
         import mmap
@@ -306,11 +302,8 @@ class IdxSplit(Split):
                 aligned = begin - begin % mmap.ALLOCATIONGRANULARITY
                 region = mmap.mmap(f.fileno(), begin - aligned + n * per_item,
                                    prot=mmap.PROT_READ, offset=aligned)
-                data = np.frombuffer(region, h.dtype, n * per_item // h.dtype.itemsize,
-                                     begin - aligned).reshape((n,) + self.header.shape)
-                yield Batch(data.astype(self.header.dtype, copy=False),
-                            labels[start:start + n],
-                            np.arange(start, start + n, dtype=np.int64))
+                yield start, np.frombuffer(region, h.dtype, n * per_item // h.dtype.itemsize,
+                                           begin - aligned).reshape((n,) + self.header.shape)
 
     def take(self, positions):
         if self.images.compressed:
@@ -333,13 +326,11 @@ def _scan_directory(path, prefix, root):
     found = {}
     for name in map(os.path.basename, input_entries(path, root, NAME.match, "file")):
         m = NAME.match(name)
-        if m:
-            stem, split = _name_parts(m)
-            files = found.setdefault(stem, {})
-            key = (split, m["kind"])
-            # Prefer the uncompressed file when both are present: it can be memory-mapped.
-            if key not in files or files[key].endswith((".gz", ".xz")):
-                files[key] = name
+        stem, split = _name_parts(m)
+        files, key = found.setdefault(stem, {}), (split, m["kind"])
+        # Prefer the uncompressed file when both are present: it can be memory-mapped.
+        if key not in files or files[key].endswith((".gz", ".xz")):
+            files[key] = name
     if not found:
         raise UsageError(path, "no IDX files with MNIST names in this directory "
                                "(train-images-idx3-ubyte, t10k-labels-idx1-ubyte, ...)",
@@ -375,14 +366,8 @@ def _labels_for(images_path):
                      "give one with --labels")
 
 
-def _split_name(filename):
-    m = NAME.match(os.path.basename(filename))
-    return _name_parts(m)[1] if m else "train"
-
-
 def _torchvision_raw(path):
-    """A torchvision root (ROOT/<Dataset>/raw/, as --layout torchvision writes it) holding
-    one dataset stands for its raw folder; any other directory for itself."""
+    """A torchvision root holding one dataset stands for its <Dataset>/raw/ folder."""
     entries = [os.path.basename(e) for e in
                input_entries(path, path, lambda e: not e.startswith("."))]
     if len(entries) == 1 and os.path.isdir(os.path.join(path, entries[0], "raw")) \
@@ -400,9 +385,8 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
         ds = read("emnist/", prefix="emnist-balanced")
         ds = read("conv-images-idx3-ubyte", labels="conv-labels-idx1-ubyte")
 
-    The family's knowledge is applied (family.finish): class names from classes.txt,
-    EMNIST's mapping or the published names; EMNIST read upright; `relabel` makes
-    EMNIST letters' 1..26 into 0..25; QMNIST's extra label columns kept.
+    The family's knowledge is applied (family.finish); `relabel` makes EMNIST letters'
+    1..26 into 0..25.
     """
     if os.path.isdir(path):
         if labels:
@@ -429,10 +413,10 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
         raise FormatError(path, "is a labels file (1 dimension), not images",
                           "give it with --labels")
     labels = labels or _labels_for(path)
-    split = IdxSplit(_split_name(path), path, labels)
     m = NAME.match(os.path.basename(path))
-    return family.finish(Dataset("idx", {split.name: split}, [path, labels]),
-                         os.path.dirname(path), _name_parts(m)[0] if m else "", relabel)
+    stem, name = _name_parts(m) if m else ("", "train")
+    return family.finish(Dataset("idx", {name: IdxSplit(name, path, labels)}, [path, labels]),
+                         os.path.dirname(path), stem, relabel)
 
 
 def sniff(path) -> bool:
@@ -468,11 +452,9 @@ def file_names(split, image_shape, gzip=False):
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
-    """Write every split into the directory `path` as an images and a labels file
-    with MNIST's names (file_names), staged and renamed into place; gzip=True writes
-    them .gz (deflated on threads, the same bytes for any number of them). Returns the
-    files written. layout="torchvision" writes `path`/<Dataset>/raw/ as torchvision's
-    `torchvision_dataset` class reads it (see torchvision.py).
+    """Write every split into the directory `path` as an images and a labels file with
+    MNIST's names (file_names), gzip=True as .gz; layout="torchvision" as torchvision's
+    `torchvision_dataset` class reads them (torchvision.py). Returns the files written.
 
         write(mnistconv.read("mnist.npz"), "out/mnist", gzip=True)
         write(mnistconv.read("mnist.npz"), "root", layout="torchvision")

@@ -27,9 +27,9 @@ from ...errors import BadOption, CorruptData, FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, create_staged, output_file_info
 from ...records import NO_PROGRESS, iter_batches
 
-EMNIST_SPLITS = ("balanced", "byclass", "bymerge", "digits", "letters", "mnist")
-DATASETS = ("MNIST", "FashionMNIST", "KMNIST", "QMNIST") + \
-    tuple(f"EMNIST-{s}" for s in EMNIST_SPLITS)
+from . import SPEC
+
+DATASETS = next(o for o in SPEC.write_options if o.name == "torchvision_dataset").choices
 
 
 def folder(root, name):

@@ -1,6 +1,5 @@
-"""KMNIST / Kuzushiji-49 as published in numpy form (byte layout in format.py). This
-file is the format's declaration, light enough for `--help`; the code is in format.py,
-imported on first use."""
+"""KMNIST / Kuzushiji-49 as published in numpy form: the declaration (light, for
+`--help`); the code and byte layout are in format.py."""
 
 from ...spec import Format, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes

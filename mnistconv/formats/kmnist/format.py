@@ -6,8 +6,7 @@ holding one member `arr_0.npy` (what np.savez_compressed names an unnamed array)
     <name>-<split>-labels.npz   arr_0 uint8 (N,)
 with <name> kmnist (10 classes) or k49 (49 classes) and <split> train or test, and beside
 them the class map `<name>_classmap.csv`: a header `index,codepoint,char`, then one row
-per class (0,U+304A,お). The char column becomes the class names. Reading only: write
-KMNIST's arrays as npz, IDX or any other format.
+per class (0,U+304A,お), whose chars are the class names. Reading only.
 """
 
 import os
@@ -21,6 +20,7 @@ from ...fileio import check_input_file, input_entries, input_root, open_input
 from ... import budget
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ...codecs import classes
+from ..common import InOrder
 from ...codecs.classes import check_labels
 from ...codecs.images import check_split_header
 from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, zip_errors
@@ -60,7 +60,7 @@ def _member(path, what):
     return shape, dtype
 
 
-class KmnistSplit(Split):
+class KmnistSplit(InOrder, Split):
     """One split: its images file and its labels file, arr_0 each."""
 
     def __init__(self, name, images_path, labels_path):
@@ -91,10 +91,6 @@ class KmnistSplit(Split):
                     lambda part, first: check_labels(part, self.labels_path, first))
         return self._labels
 
-    def indices(self):
-        """0 .. count-1: the files' own order."""
-        return np.arange(self.header.count, dtype=np.int64)
-
     def batches(self, batch_size=DEFAULT_BATCH):
         labels, h = self.labels(), self.header
         batch_size = budget.rows(h, batch_size)
@@ -102,14 +98,6 @@ class KmnistSplit(Split):
             f, *_ = open_member(archive, MEMBER, self.images_path)
             with f:
                 yield from row_batches(f, h, labels, batch_size, self.images_path, "arr_0")
-
-
-def _families(folder):
-    found = {}
-    for name in map(os.path.basename, input_entries(folder, folder, NAME.match, "file")):
-        m = NAME.match(name)
-        found.setdefault(m["prefix"], {})[(m["split"], m["kind"])] = name
-    return found
 
 
 def read(path, prefix=None) -> Dataset:
@@ -121,7 +109,10 @@ def read(path, prefix=None) -> Dataset:
         ds.splits["train"].header.class_names[0]     # 'お'
     """
     if os.path.isdir(path):
-        found = _families(path)
+        found: dict = {}
+        for name in map(os.path.basename, input_entries(path, path, NAME.match, "file")):
+            m = NAME.match(name)
+            found.setdefault(m["prefix"], {})[(m["split"], m["kind"])] = name
         if prefix is not None and prefix not in found:
             raise UsageError(path, f"no KMNIST files with prefix '{prefix}'",
                              f"prefixes here: {', '.join(found) or 'none'}")

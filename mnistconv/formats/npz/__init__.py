@@ -1,6 +1,5 @@
-"""numpy .npz in Keras' layout: x_<split> images and y_<split> labels, with the class
-names and QMNIST's extra columns where known (byte layout in format.py). Only this
-declaration is loaded for `--help`; format.py is imported on first use."""
+"""numpy .npz in Keras' layout: the declaration (light, for `--help`); the code and
+byte layout are in format.py."""
 
 from ...spec import Format, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes

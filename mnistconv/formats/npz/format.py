@@ -37,6 +37,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
 from ...shards import in_split_order
 from ...stream import extra_fields
 from ...codecs import classes
+from ..common import InOrder
 from ...codecs.classes import check_labels
 from ...codecs.images import MAX_DIMS, check_split_header
 from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
@@ -49,7 +50,7 @@ MAX_EXTRA_COLUMNS = 64  # QMNIST has 7
 FORTRAN_MAX_BYTES = 64 << 20
 
 
-class NpzSplit(Split):
+class NpzSplit(InOrder, Split):
     def __init__(self, name, path, archive: zipfile.ZipFile):
         self.path = path
         self.x_name, self.y_name = f"x_{name}.npy", f"y_{name}.npy"
@@ -113,10 +114,6 @@ class NpzSplit(Split):
                     lambda part, first: check_labels(part, self.path, first,
                                                      f"member {self.y_name}: "))
         return self._labels
-
-    def indices(self):
-        """0 .. count-1: Keras' layout stores no original indices."""
-        return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
         labels = self.labels()
@@ -232,14 +229,12 @@ def sniff(path) -> bool:
 
 
 def _layout_shape(shape, layout, where):
-    if layout == "nhw":
+    if layout == "nhw" or (len(shape) == 3 and layout == "nhwc"):
         return tuple(shape)
     if len(shape) == 2:
         return tuple(shape) + (1,) if layout == "nhwc" else (1,) + tuple(shape)
     if len(shape) == 3 and layout == "nchw":
         return (shape[2], shape[0], shape[1])  # channels-last images become channels-first
-    if len(shape) == 3 and layout == "nhwc":
-        return tuple(shape)
     raise UsageError(where, f"--layout {layout} needs images of 2 or 3 dimensions, "
                             f"these are {shape}", "choose another --layout", cli_hint="choose another layout")
 
@@ -276,10 +271,8 @@ def _write_header(f, shape, dtype):
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress=False,
           layout="nhw", to_float=False):
-    """Write every split into one .npz (or '-') as x_<split> and y_<split>, streamed
-    member by member and staged; compress deflates the members, layout chooses N,H,W
-    (Keras), N,H,W,1 or N,1,H,W, to_float stores float32 pixels in [0, 1]. Returns the
-    file written.
+    """Write every split into one .npz (or '-') as x_<split> and y_<split>; layout
+    chooses N,H,W (Keras), N,H,W,1 or N,1,H,W, to_float stores float32 pixels in [0, 1].
 
         write(mnistconv.read("data/mnist"), "mnist.npz", layout="nhwc")
     """

@@ -1,6 +1,5 @@
-"""Quick, Draw!'s numpy_bitmap files: one .npy of 28x28 drawings per class (byte
-layout in format.py). This file is the format's declaration, light enough for
-`--help`; the code is in format.py, imported on first use."""
+"""Quick, Draw!'s numpy_bitmap files: the declaration (light, for `--help`); the
+code and byte layout are in format.py."""
 
 from ...spec import Format
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes

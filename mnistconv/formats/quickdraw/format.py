@@ -3,11 +3,9 @@ one .npy file per class, `full_numpy_bitmap_<class>.npy` (the class may hold spa
 `full_numpy_bitmap_The Eiffel Tower.npy`), each a plain NPY array (see formats/npz)
 of uint8 N x 784: N drawings of 28 x 28, row-major, 0 background.
 
-A directory of them is one dataset with one split, `train`: the classes sorted by name,
-label i for the i-th, the class names in the header; examples class by class, in file
-order. A single file is that one class. Files are memory-mapped, so --limit reads only
-the first rows and --per-class only each class's first N: nothing else is touched.
-Reading only: write the drawings as IDX, npz or any other format.
+A directory of them is one split, `train`: the classes sorted by name, label i for the
+i-th, examples class by class in file order; a single file is that one class. Files are
+memory-mapped, so --limit and --per-class touch only the rows they take. Reading only.
 """
 
 import os
@@ -20,6 +18,7 @@ from ...limits import MAX_EXAMPLES
 from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...codecs import classes
+from ..common import InOrder
 
 NPY_MAGIC = b"\x93NUMPY"
 PREFIX = "full_numpy_bitmap_"
@@ -34,10 +33,6 @@ def class_of(filename):
 
 def _is_npy_name(name):
     return name.endswith(".npy")
-
-
-def _is_npy(path):
-    return has_magic(path, NPY_MAGIC)
 
 
 def _header(path):
@@ -64,7 +59,7 @@ def _header(path):
     return offset, shape[0]
 
 
-class QuickDrawSplit(Split):
+class QuickDrawSplit(InOrder, Split):
     """The drawings of several class files, class after class."""
 
     def __init__(self, name, files):
@@ -91,10 +86,6 @@ class QuickDrawSplit(Split):
     def labels(self):
         return np.repeat(np.arange(len(self.files), dtype=self.header.label_dtype),
                          np.diff(self.starts))
-
-    def indices(self):
-        """0 .. count-1 in class order."""
-        return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
         batch_size = budget.rows(self.header, batch_size)
@@ -134,22 +125,19 @@ def read(path) -> Dataset:
     else:
         paths = [path]
     paths.sort(key=class_of)
-    seen = {}
-    for p in paths:
-        if class_of(p) in seen:
+    for before, p in zip(paths, paths[1:]):
+        if class_of(p) == class_of(before):
             raise FormatError(path, f"two files name class {class_of(p)!r}: "
-                                    f"{os.path.basename(seen[class_of(p)])} and "
+                                    f"{os.path.basename(before)} and "
                                     f"{os.path.basename(p)}", "keep one file per class")
-        seen[class_of(p)] = p
     files = [(p, *_header(p)) for p in paths]
     classes.check_names([class_of(p) for p in paths], path, "class names from file names")
-    split = QuickDrawSplit("train", files)
-    return Dataset("quickdraw", {"train": split}, paths)
+    return Dataset("quickdraw", {"train": QuickDrawSplit("train", files)}, paths)
 
 
 def sniff(path) -> bool:
     """A .npy file, or a directory whose .npy files are all NPY arrays."""
     if os.path.isdir(path):
         paths = input_entries(path, path, _is_npy_name)
-        return bool(paths) and all(_is_npy(p) for p in paths[:8])
-    return os.path.isfile(path) and _is_npy(path)
+        return bool(paths) and all(has_magic(p, NPY_MAGIC) for p in paths[:8])
+    return os.path.isfile(path) and has_magic(path, NPY_MAGIC)
