@@ -20,8 +20,7 @@ CLASS_NAMES = Option("class_names", "--class-names", "a text file naming the cla
 WORKERS = Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
                  "core)", "int", low=1, high=64)
 
-# The formats that write JPEGs (TFRecord, WebDataset, ImageFolder) take it; every JPEG
-# encoder defaults to the same quality.
+# The formats that write JPEGs take it; every JPEG encoder defaults to the same quality.
 DEFAULT_JPEG_QUALITY = 95
 JPEG_QUALITY = Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is "
                       "OpenCV's default, the recipe's)", "int", (), DEFAULT_JPEG_QUALITY,
@@ -45,9 +44,8 @@ def lazy_attributes(module_name):
     def __getattr__(name):
         if name.startswith("__") or \
                 importlib.util.find_spec(f"{package}.{name}") is not None:
-            # A submodule (`from . import png` asks for it first): imported as itself,
-            # or a module that imports a sibling would import the format's code module
-            # half-way through its own import.
+            # A submodule is imported as itself, not looked up in the half-imported
+            # code module.
             raise AttributeError(name)
         return getattr(importlib.import_module(module_name), name)
     return __getattr__

@@ -11,20 +11,15 @@ Layout written, per split:
                through HDF5's shuffle and deflate (level 4) filters.
   <split>.txt  the list file for `source`: the absolute path of each .h5, one a line
                (Caffe opens entries from the directory it runs in).
-A file's `data` is kept under MAX_BLOB_BYTES (what one Caffe blob takes); a split that
-needs more is cut into `<split>-00000-of-0000N.h5` ..., all listed in `<split>.txt`.
-Given a name ending in .h5 and one split, that file is written with `<stem>.txt` beside
-it. No timestamps are stored. Float pixels made from uint8 ones carry the attribute
-`mnistconv_uint8_scale` on `data` (255, or 1 with no_scale; Caffe ignores it), so the
-reader gives back the original uint8 pixels.
+A split whose `data` exceeds MAX_BLOB_BYTES (one Caffe blob) is cut into
+`<split>-00000-of-0000N.h5` ..., all listed in `<split>.txt`. Float pixels made from
+uint8 ones carry the attribute `mnistconv_uint8_scale` on `data` (255, or 1 with
+no_scale; Caffe ignores it), so the reader gives back the original uint8 pixels.
 
-Reading takes a list file, an .h5 file, or a directory of list files (one split each;
-without list files, its .h5 files grouped by name). A list's entries must name files in
-the list's folder (or below it); others are refused, never read. Each file must hold
-`data` (N x H x W or N x C x H x W, numbers) and `label` (N or N x 1, whole numbers) of
-the same N, stored in the file itself (links, external storage and virtual datasets are
-refused), holding the bytes their shape claims. Labels come back as uint8 when they fit,
-else int32.
+Reads a list file, an .h5 file, or a directory of list files (else of .h5 files). A
+list's entries must name files in the list's folder (or below it). Each file must hold
+`data` (N x H x W or N x C x H x W) and `label` (N or N x 1, whole numbers) stored in
+the file itself (no links, external storage or virtual datasets).
 """
 
 import contextlib
@@ -60,8 +55,6 @@ SCALE_ATTRIBUTE = "mnistconv_uint8_scale"
 def _h5py():
     return optional_import("h5py", "caffe", "Caffe's HDF5 format")
 
-
-# --- reading ---
 
 def _list_entries(path):
     """The names in a list file, or None when it is not one (not small UTF-8 text whose
@@ -322,8 +315,6 @@ def sniff(path) -> bool:
                for n in _names(path))
 
 
-# --- writing ---
-
 def _file_names(folder, stem, count, row_bytes):
     """The .h5 files of a split and the rows each ends at: one file unless its data
     would exceed MAX_BLOB_BYTES."""
@@ -499,8 +490,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
     with StagedOutput(force, root=path) as out:
         for split in splits:
             h = split.header
-            # Files are reported as the caller named them; the list holds absolute
-            # paths, which Caffe opens from whatever directory it runs in.
+            # Files are reported as named; the list holds absolute paths (Caffe's cwd varies).
             folder, stem = (os.path.dirname(path), one_stem) if one_file else \
                 (path, split.name)
             row_bytes = int(np.prod(h.shape)) * (1 if o.pixel_type == "uint8" else 4)

@@ -16,15 +16,12 @@ The file ends there; the offsets must be exactly the ones the count implies, and
 size is checked before anything is allocated.
 
 `.bin.gz` is the exact `.bin` in deterministic gzip: level 9 and the fixed header
-1f 8b 08 00 00000000 02 ff (OS 255, as Python's gzip.GzipFile and the published
-browser-v1 files have it; zlib's OS byte 03 would change every hash). Gzip is detected
-by content on read, and never inflated beyond what the header declares.
+1f 8b 08 00 00000000 02 ff (OS 255, as the published browser-v1 files have it).
 
 Reads a file (one split, named by the file without `.bin`/`.bin.gz`), a browser pack
-directory (the splits its `manifest.json` lists, checked by packs/manifest.py, with its
-class names), or any other directory: every `*.bin` / `*.bin.gz` (the `.bin` when both
-exist) in split order, with `classes.txt`'s names. Writes one split to a file (or '-'),
-or each split to `<dir>/<split>.bin` (`.bin.gz` with gzip=True) and `classes.txt`.
+(the splits its `manifest.json` lists), or a directory of `*.bin` / `*.bin.gz` with
+`classes.txt`. Writes one split to a file (or '-'), or each split to `<dir>/<split>.bin`
+(`.bin.gz` with gzip=True) and `classes.txt`.
 """
 
 import contextlib
@@ -292,8 +289,7 @@ def read(path) -> Dataset:
     if os.path.isdir(path):
         manifest = os.path.join(path, "manifest.json")
         if os.path.lexists(manifest):
-            # Imported here: the pack layer sits above the formats (packs.browser
-            # imports this module), and a plain file never needs it.
+            # Imported here: the pack layer sits above the formats (packs.browser).
             from ...packs.manifest import open_manifest
             opened = open_manifest(manifest, split_name)
             files = opened.present_files()
@@ -311,8 +307,7 @@ def read(path) -> Dataset:
     splits = {name: GdmnistSplit(name, file) for name, file in files.items()}
     dataset = Dataset("gdmnist", splits, list(files.values()))
     if names:
-        # The manifest's class_counts were checked against the names; the files'
-        # labels are what is read, so they are checked too (one byte each).
+        # The files' labels are checked against the names too (one byte each).
         classes.attach(dataset, names, names_source)
     elif os.path.isdir(path) and names_source is None:
         classes.read_sidecar(dataset, path)
@@ -335,8 +330,6 @@ def matches_name(path) -> bool:
     """A .bin or .bin.gz name (detection falls back on it)."""
     return str(path).lower().endswith((".bin", ".bin.gz"))
 
-
-# --- writing ------------------------------------------------------------------------
 
 def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
     """Write the deterministic .bin.gz of the .bin file src to dst; returns dst's
@@ -457,8 +450,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=Fal
     class_names = classes.names_of(dataset)
     written = []
     with StagedOutput(force, root=path) as out:
-        # The reader prefers x.bin to x.bin.gz: the other-compression twins of these
-        # files would shadow (or sit beside) the new ones, so they are replaced too.
+        # Other-compression twins would shadow (or sit beside) these: replaced too.
         stage = classes.stage_directory(out, path, names.values(), class_names)
         for name, split in dataset.splits.items():
             target = os.path.join(stage, names[name])

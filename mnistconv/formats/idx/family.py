@@ -85,6 +85,7 @@ def finish(dataset, folder, prefix, relabel=False):
     prefix = prefix or ""
     emnist = prefix.startswith("emnist-")
     qmnist = prefix in ("qmnist", "xnist")
+    extra = any(len(s.labels_header.dims) == 2 for s in dataset.splits.values())
     names, source = (), None
     sidecar = classes.side_file(folder, classes.sidecar_name(prefix))
     mapping = classes.side_file(folder, f"{prefix}-mapping.txt") if emnist else None
@@ -115,7 +116,7 @@ def finish(dataset, folder, prefix, relabel=False):
         dataset.notes.append(f"{TRANSPOSED_NOTE}: read upright (--no-transpose keeps "
                              "them as stored)")
     if qmnist:
-        if any(len(_root(s).labels_header.dims) == 2 for s in dataset.splits.values()):
+        if extra:
             dataset.notes.append(
                 f"QMNIST labels carry {len(EXTRA_COLUMNS)} more columns "
                 f"({', '.join(EXTRA_COLUMNS)}): {KEPT_BY}")
@@ -126,19 +127,10 @@ def finish(dataset, folder, prefix, relabel=False):
     return dataset
 
 
-def _root(split):
-    while hasattr(split, "base"):
-        split = split.base
-    return split
-
-
 def _relabel_offset(names, source, prefix):
     """--relabel: the first named label becomes 0 (EMNIST letters: 1..26 -> 0..25)."""
     if not names:
         raise UsageError(None, "--relabel needs the class mapping (EMNIST's "
                                f"{prefix or 'emnist-<split>'}-mapping.txt beside the "
                                "files)", "drop --relabel, or add the mapping file")
-    offset = 0
-    while offset < len(names) and names[offset] == "N/A":
-        offset += 1
-    return offset
+    return next((i for i, name in enumerate(names) if name != "N/A"), len(names))

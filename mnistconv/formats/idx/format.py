@@ -51,8 +51,7 @@ ELEMENT_TYPES: dict[int, np.dtype] = {
 TYPE_CODES = {dt.newbyteorder("="): code for code, dt in ELEMENT_TYPES.items()}
 # One item (image) larger than this is a corrupt header, not data; it also bounds a batch.
 MAX_ITEM_BYTES = 1 << 30
-# Labels are read and checked this many at a time: a header claiming more than the
-# stream holds fails at the first short part.
+# Labels are read and checked this many at a time: an overclaiming header fails early.
 LABEL_CHUNK = 1 << 22
 TYPE_NAMES = "0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D float32, 0x0E float64"
 
@@ -78,13 +77,9 @@ class IdxHeader:
 
     def __init__(self, path, dtype, dims, compressed):
         self.path, self.dtype, self.dims, self.compressed = path, dtype, dims, compressed
+        self.count = dims[0]  # the number of items (images or labels)
         self.offset = 4 + 4 * len(dims)
         self.data_bytes = int(np.prod(dims, dtype=object)) * dtype.itemsize
-
-    @property
-    def count(self):
-        """The number of items (images or labels): the first dimension."""
-        return self.dims[0]
 
     def truncated(self, have):
         """The FormatError for data shorter than the header declares (`have` bytes)."""
@@ -99,9 +94,7 @@ def _shown(dims):
 
 def read_header(path, f: Optional[InputFile] = None) -> IdxHeader:
     """Parse and check an IDX header, and the data's size before anything is allocated."""
-    own = f is None
-    f = f or InputFile(path)
-    try:
+    with contextlib.nullcontext(f) if f else InputFile(path) as f:
         magic = f.read(4)
         if len(magic) < 4:
             raise FormatError(path, f"too short to be IDX ({len(magic)} bytes)", *_NOT_IDX)
@@ -138,9 +131,6 @@ def read_header(path, f: Optional[InputFile] = None) -> IdxHeader:
                 raise CorruptData(path, f"trailing bytes: {have - header.data_bytes} bytes "
                                         f"after the {_shown(dims)} data the header declares")
         return header
-    finally:
-        if own:
-            f.close()
 
 
 def read_array(path) -> np.ndarray:
@@ -407,8 +397,7 @@ def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
         paths = [p for s in splits.values() for p in (s.images.path, s.labels_header.path)]
         return family.finish(Dataset("idx", splits, paths), path, stem, relabel)
     check_input_file(path)
-    # The images file's own header first: a wrong file should be named as such, not
-    # reported as missing its labels.
+    # The images file's header first: a wrong file is named as such, not as unlabelled.
     if len(read_header(path).dims) < 2:
         raise FormatError(path, "is a labels file (1 dimension), not images",
                           "give it with --labels")
@@ -476,9 +465,8 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
     class_names = classes.names_of(dataset)
     written = []
     with StagedOutput(force, root=path) as out:
-        # The same files with the other compression would be read instead of (raw) or
-        # beside (gz) the new ones: they go when these replace them. So does a names
-        # file these do not have: it would name their classes on reading.
+        # Files of the other compression and a names file these lack would be read
+        # with (or instead of) the new ones: they go when these replace them.
         stage = classes.stage_directory(out, path,
                                         [n for pair in names.values() for n in pair],
                                         class_names)

@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError, WrongFormat
-from ...fileio import check_input_file, input_entries, input_root, open_input
+from ...fileio import check_input_file, has_magic, input_entries, input_root
 from ... import budget
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ...codecs import classes
@@ -32,12 +32,9 @@ MEMBER = "arr_0.npy"
 
 def _only_arr0(path):
     """True for a zip archive whose one member is arr_0.npy."""
-    if not os.path.isfile(path):
-        return False  # a FIFO would block the open
+    if not os.path.isfile(path) or not has_magic(path, ZIP_MAGIC):
+        return False  # (a FIFO would block the open)
     try:
-        with open_input(path) as f:
-            if f.read(4) != ZIP_MAGIC:
-                return False
         with zipfile.ZipFile(path) as archive:
             return archive.namelist() == [MEMBER]
     except (OSError, zipfile.BadZipFile):
@@ -102,8 +99,7 @@ class KmnistSplit(InOrder, Split):
 
 def read(path, prefix=None) -> Dataset:
     """A directory of <name>-<split>-imgs.npz / -labels.npz pairs (prefix= chooses
-    kmnist or k49 when both are there), or one -imgs.npz file with its -labels.npz
-    beside it; class names from <name>_classmap.csv when it is there.
+    kmnist or k49), or one -imgs.npz file with its -labels.npz beside it.
 
         ds = read("kmnist/")
         ds.splits["train"].header.class_names[0]     # 'お'

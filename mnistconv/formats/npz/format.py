@@ -134,7 +134,10 @@ class NpzSplit(InOrder, Split):
 
 
 def _read_text_member(archive, name, path, limit):
-    """A 1-D '<U<n>' member of at most `limit` names of MAX_CLASS_NAME_LENGTH each."""
+    """A 1-D '<U<n>' member of at most `limit` names of MAX_CLASS_NAME_LENGTH each; ()
+    when there is none."""
+    if name not in archive.namelist():
+        return ()
     info = archive.getinfo(name)
     check_sizes(archive, info, path)
     with archive.open(info) as f:
@@ -177,8 +180,7 @@ def _split_names(names, path):
     xs = [n[2:-4] for n in names if n.startswith("x_") and n.endswith(".npy")]
     ys = {n[2:-4] for n in names if n.startswith("y_") and n.endswith(".npy")}
     for s in xs + sorted(ys - set(xs)):
-        # Split names become output file names (x_<split>, <split>-images-...): a member
-        # x_../../evil.npy must not write outside the output.
+        # Split names become output file names: x_../../evil.npy must not escape.
         safe_split_name(s, path)
     for s in xs:
         if s not in ys:
@@ -208,12 +210,8 @@ def read(path) -> Dataset:
     with zip_errors(path), zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         splits = {s: NpzSplit(s, path, archive) for s in _split_names(names, path)}
-        class_names = _read_text_member(archive, "class_names.npy", path,
-                                        classes.MAX_CLASSES) \
-            if "class_names.npy" in names else ()
-        columns = _read_text_member(archive, "extra_columns.npy", path,
-                                    MAX_EXTRA_COLUMNS) \
-            if "extra_columns.npy" in names else ()
+        class_names = _read_text_member(archive, "class_names.npy", path, classes.MAX_CLASSES)
+        columns = _read_text_member(archive, "extra_columns.npy", path, MAX_EXTRA_COLUMNS)
     dataset = Dataset("npz", splits, [path])
     for s, split in splits.items():
         if f"extra_{s}.npy" in names:
@@ -406,8 +404,7 @@ def _write_split(archive, split, compress, layout, to_float, progress):
     with _member(archive, f"x_{split.name}.npy", compress) as f:
         _write_header(f, shape, dtype)
         for batch in iter_batches(split, progress, split.name):
-            # The array's own memory, not a .tobytes() copy: zipfile's CRC and the file
-            # write take any buffer; the copy cost time and a batch of memory.
+            # The array's own memory, not a .tobytes() copy: zipfile takes any buffer.
             f.write(_arrange(batch.images, layout, to_float, h.source).reshape(-1)
                     .view(np.uint8))
             labels.append(batch.labels)
