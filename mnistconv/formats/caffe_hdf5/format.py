@@ -57,8 +57,7 @@ def _h5py():
 
 
 def _list_entries(path):
-    """The names in a list file, or None when it is not one (not small UTF-8 text whose
-    every word names an .h5/.hdf5 file)."""
+    """The names in a list file (small UTF-8 text naming .h5 files), else None."""
     try:
         if not os.path.isfile(path) or os.path.getsize(path) > MAX_LIST_BYTES:
             return None
@@ -74,9 +73,8 @@ def _stem(path):
 
 
 def _resolve(entry, list_path):
-    """The file a list entry names, which must be in the list's folder (or below): a
-    relative entry from that folder, else from the current directory as Caffe opens it;
-    an absolute one must point there."""
+    """The file a list entry names (relative: from the list's folder, else the current
+    one, as Caffe opens it), which must be in the list's folder or below."""
     folder = os.path.dirname(list_path) or os.curdir
     candidates = [entry] if os.path.isabs(entry) else [os.path.join(folder, entry), entry]
     found = next((c for c in candidates if os.path.isfile(c)), None)
@@ -308,16 +306,14 @@ def sniff(path) -> bool:
     path = str(path)
     if os.path.isfile(path):
         return has_magic(path, HDF5_MAGIC) or _list_entries(path) is not None
-    if not os.path.isdir(path):
-        return False
-    return any((n.lower().endswith(".txt") and _list_entries(os.path.join(path, n)))
-               or (n.lower().endswith(EXTENSIONS) and has_magic(os.path.join(path, n), HDF5_MAGIC))
-               for n in _names(path))
+    return os.path.isdir(path) and any(
+        (n.lower().endswith(".txt") and _list_entries(os.path.join(path, n)))
+        or (n.lower().endswith(EXTENSIONS) and has_magic(os.path.join(path, n), HDF5_MAGIC))
+        for n in _names(path))
 
 
 def _file_names(folder, stem, count, row_bytes):
-    """The .h5 files of a split and the rows each ends at: one file unless its data
-    would exceed MAX_BLOB_BYTES."""
+    """The .h5 files of a split and the rows each ends at (several over MAX_BLOB_BYTES)."""
     rows = max(1, MAX_BLOB_BYTES // max(row_bytes, 1))
     n = max(1, -(-count // rows))
     if n == 1:
@@ -457,8 +453,7 @@ class _Writer:
 
 
 def _supersede(out, folder, stem, targets):
-    """Earlier files of the same split under other names (another number of parts)
-    would sit beside the new ones: removed on commit, refused without force."""
+    """Earlier files of the split under other names go on commit (refused without force)."""
     pattern = os.path.join(glob.escape(folder), glob.escape(stem))
     for old in glob.glob(pattern + ".h5") + glob.glob(pattern + "-?????-of-?????.h5"):
         if os.path.abspath(old) not in map(os.path.abspath, targets):

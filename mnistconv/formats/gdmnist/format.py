@@ -116,9 +116,8 @@ def _size_check(h: GdmnistHeader, size, path):
 
 
 def _open_checked(path):
-    """(header, open binary file holding the whole .bin) for a GDMNIST1 file. A gzip
-    file is decompressed into an anonymous temporary file, never beyond the size its
-    header declares (plus one byte to notice trailing data)."""
+    """(header, open file holding the whole .bin); a .bin.gz is decompressed into a
+    temporary file, never beyond the size its header declares (plus one byte)."""
     size = check_input_file(path)
     f = InputFile(path)
     try:

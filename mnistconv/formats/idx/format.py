@@ -202,8 +202,7 @@ def _labels_as(labels, dtype, where):
 
 
 def _read_labels(h: IdxHeader):
-    """A labels file's values, read and checked LABEL_CHUNK at a time (the array's pages
-    are touched only as the stream fills them); QMNIST's N x 8: column 0 is checked."""
+    """A labels file's values, read and checked LABEL_CHUNK at a time (QMNIST's column 0)."""
     native = h.dtype.newbyteorder("=")
     labels = np.empty(h.dims, native)
     with InputFile(h.path) as f:
@@ -281,8 +280,7 @@ class IdxSplit(InOrder, Split):
             f.expect_end()
 
     def _mapped(self, per_item, batch_size):
-        """Uncompressed files: each batch is a read-only map of its own byte range (no
-        copy; the pages leave with the batch)."""
+        """Uncompressed files: each batch is a read-only map of its own byte range."""
         import mmap
         h = self.images
         with open_input(h.path) as f:

@@ -134,8 +134,7 @@ class NpzSplit(InOrder, Split):
 
 
 def _read_text_member(archive, name, path, limit):
-    """A 1-D '<U<n>' member of at most `limit` names of MAX_CLASS_NAME_LENGTH each; ()
-    when there is none."""
+    """A 1-D '<U<n>' member of at most `limit` names (() when absent)."""
     if name not in archive.namelist():
         return ()
     info = archive.getinfo(name)
