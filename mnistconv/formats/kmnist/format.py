@@ -106,9 +106,9 @@ def read(path, prefix=None) -> Dataset:
     """
     if os.path.isdir(path):
         found: dict = {}
-        for name in map(os.path.basename, input_entries(path, path, NAME.match, "file")):
-            m = NAME.match(name)
-            found.setdefault(m["prefix"], {})[(m["split"], m["kind"])] = name
+        names = map(os.path.basename, input_entries(path, path, NAME.match, "file"))
+        for m in filter(None, map(NAME.match, names)):
+            found.setdefault(m["prefix"], {})[(m["split"], m["kind"])] = m.string
         if prefix is not None and prefix not in found:
             raise UsageError(path, f"no KMNIST files with prefix '{prefix}'",
                              f"prefixes here: {', '.join(found) or 'none'}")
