@@ -171,10 +171,8 @@ class _File:
             c, rest = (data.shape[1], data.shape[2:]) if data.ndim == 4 else (1, data.shape[1:])
             self.chw = (c,) + tuple(rest)
             self.shape = tuple(rest) if c == 1 else tuple(rest) + (c,)
-            self.dtype = data.dtype.newbyteorder("=")
             self.scale = _uint8_scale(data, path)
-            if self.scale is not None:
-                self.dtype = np.dtype(np.uint8)
+            self.dtype = data.dtype.newbyteorder("=") if self.scale is None else np.dtype(np.uint8)
 
 
 def _uint8_scale(data, path):

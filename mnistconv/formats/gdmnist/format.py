@@ -229,12 +229,7 @@ class GdmnistSplit(Split):
 
     def content_blocks(self, block=1 << 20):
         """The whole .bin, header first, in blocks of at most `block` bytes (a .bin.gz's
-        decompressed content).
-
-            digest = hashlib.sha256()
-            for data in GdmnistSplit("test", "test.bin.gz").content_blocks():
-                digest.update(data)
-        """
+        decompressed content, to hash and compare with the .bin's SHA-256)."""
         h = self.gdmnist
         yield header_bytes(h.count, h.rows, h.columns)
         yield from self.blocks(HEADER_BYTES, h.total - HEADER_BYTES, block)
@@ -332,11 +327,7 @@ def matches_name(path) -> bool:
 
 def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
     """Write the deterministic .bin.gz of the .bin file src to dst; returns dst's
-    HashingWriter (its size and SHA-256). zlib releases the GIL: run several on threads.
-
-        gz = gzip_file("out/test.bin", "out/test.bin.gz")
-        print(gz.bytes, gz.sha256())
-    """
+    HashingWriter (.bytes, .sha256()). zlib releases the GIL: run several on threads."""
     with open_input(src) as f, create_staged(dst) as out:
         hashed = HashingWriter(out)
         gz = DeflateWriter(hashed, os_byte=GZIP_OS_BYTE)
@@ -347,10 +338,7 @@ def gzip_file(src, dst, chunk=1 << 20) -> HashingWriter:
 
 
 def gzip_bytes(data: bytes) -> bytes:
-    """The deterministic .bin.gz of a .bin held in memory.
-
-        gzip.decompress(gzip_bytes(data)) == data   # True, OS byte 255 in the header
-    """
+    """The deterministic .bin.gz of a .bin held in memory (OS byte 255 in its header)."""
     out = io.BytesIO()
     gz = DeflateWriter(out, os_byte=GZIP_OS_BYTE)
     gz.write(data)
@@ -382,12 +370,7 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
                       where=None):
     """Write one split as a .bin and/or .bin.gz in a single pass over its images (the
     paths are where the bytes go; staging is the caller's). Returns the HashingWriters
-    of the .bin and .gz (None for one not written): sizes and SHA-256.
-
-        split = mnistconv.read("data/mnist").splits["test"]
-        bin_hash, _ = write_split_files(split, "test.bin")
-        print(bin_hash.bytes, bin_hash.sha256())
-    """
+    of the .bin and .gz (None for one not written): sizes and SHA-256."""
     where = where or split.header.source
     rows, columns = check_writable(split, where)
     count = split.header.count

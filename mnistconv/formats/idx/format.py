@@ -69,11 +69,7 @@ def _name_parts(m):
 
 class IdxHeader:
     """The checked header of one IDX file (made by read_header): its element type as
-    stored (big-endian), its dimensions (the first is the number of items).
-
-        h = read_header("data/mnist/train-labels-idx1-ubyte")
-        h.count, h.dims, h.dtype       # 60000, (60000,), dtype('uint8')
-    """
+    stored (big-endian), its dimensions and count (the first dimension)."""
 
     def __init__(self, path, dtype, dims, compressed):
         self.path, self.dtype, self.dims, self.compressed = path, dtype, dims, compressed
@@ -427,11 +423,8 @@ def matches_name(path) -> bool:
 
 
 def file_names(split, image_shape, gzip=False):
-    """The (images, labels) file names a split is written under, as MNIST names them.
-
-        file_names("test", (28, 28), gzip=True)
-        # ('t10k-images-idx3-ubyte.gz', 't10k-labels-idx1-ubyte.gz')
-    """
+    """The (images, labels) file names a split is written under, as MNIST names them:
+    file_names("test", (28, 28)) is ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte')."""
     stem = "t10k" if split == "test" else split
     gz = ".gz" if gzip else ""
     return (f"{stem}-images-idx{1 + len(image_shape)}-ubyte{gz}",

@@ -33,18 +33,14 @@ DATASETS = next(o for o in SPEC.write_options if o.name == "torchvision_dataset"
 
 
 def folder(root, name):
-    """ROOT/<Dataset>/raw, where torchvision's class of that name looks.
-
-        folder("data", "EMNIST-letters")  # 'data/EMNIST/raw'
-    """
+    """ROOT/<Dataset>/raw, where torchvision's class of that name looks:
+    folder("data", "EMNIST-letters") is 'data/EMNIST/raw'."""
     return os.path.join(root, name.split("-")[0], "raw")
 
 
 def file_names(name, split):
-    """The (images, labels) files torchvision's `name` reads for a split.
-
-        file_names("MNIST", "test")  # ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte')
-    """
+    """The (images, labels) files torchvision's `name` reads for a split:
+    file_names("MNIST", "test") is ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte')."""
     if name.startswith("EMNIST-") and split in ("train", "test"):
         stem = f"emnist-{name[7:]}-{split}"
         return f"{stem}-images-idx3-ubyte", f"{stem}-labels-idx1-ubyte"

@@ -28,8 +28,7 @@ from typing import Optional
 import numpy as np
 
 from ...errors import CorruptData, FormatError, OverLimit, UsageError
-from ...fileio import StagedOutput, check_input_file, has_magic, \
-    open_staged
+from ...fileio import StagedOutput, check_input_file, has_magic, open_staged
 from ... import budget
 from ...limits import printable, safe_split_name
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
@@ -186,16 +185,12 @@ def _split_names(names, path):
             raise FormatError(path, f"has x_{s} but no y_{s}", f"save y_{s} beside x_{s}")
     for s in sorted(ys - set(xs)):
         raise FormatError(path, f"has y_{s} but no x_{s}", f"save x_{s} beside y_{s}")
-    if not xs:
+    if not xs:  # the members' names, printable on one line
+        shown = [printable(n[:-4] if n.endswith(".npy") else n, 40) for n in names[:10]]
+        listed = ", ".join(shown + (["..."] if len(names) > 10 else []))
         raise FormatError(path, "holds no x_<split>/y_<split> arrays (Keras' layout)",
-                          f"it has: {_listed(names) or 'nothing'}")
+                          f"it has: {listed or 'nothing'}")
     return in_split_order(xs)
-
-
-def _listed(names, limit=10):
-    """Member names as they can appear in a one-line message (a name may hold a newline)."""
-    shown = [printable(n[:-4] if n.endswith(".npy") else n, 40) for n in names[:limit]]
-    return ", ".join(shown + (["..."] if len(names) > limit else []))
 
 
 def read(path) -> Dataset:
