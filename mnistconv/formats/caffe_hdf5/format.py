@@ -19,7 +19,8 @@ no_scale; Caffe ignores it), so the reader gives back the original uint8 pixels.
 Reads a list file, an .h5 file, or a directory of list files (else of .h5 files). A
 list's entries must name files in the list's folder (or below it). Each file must hold
 `data` (N x H x W or N x C x H x W) and `label` (N or N x 1, whole numbers) stored in
-the file itself (no links, external storage or virtual datasets).
+the file itself (no links, external storage or virtual datasets). Pixels come back in
+the stored type, labels as uint8 when they fit, else int32. No timestamps are stored.
 """
 
 import contextlib

@@ -16,12 +16,13 @@ The file ends there; the offsets must be exactly the ones the count implies, and
 size is checked before anything is allocated.
 
 `.bin.gz` is the exact `.bin` in deterministic gzip: level 9 and the fixed header
-1f 8b 08 00 00000000 02 ff (OS 255, as the published browser-v1 files have it).
+1f 8b 08 00 00000000 02 ff (OS 255, as the published browser-v1 files have it), never
+inflated beyond what its header declares.
 
 Reads a file (one split, named by the file without `.bin`/`.bin.gz`), a browser pack
 (the splits its `manifest.json` lists), or a directory of `*.bin` / `*.bin.gz` with
 `classes.txt`. Writes one split to a file (or '-'), or each split to `<dir>/<split>.bin`
-(`.bin.gz` with gzip=True) and `classes.txt`.
+(`.bin.gz` with gzip=True) and `classes.txt` (a single file drops the names, with a note).
 """
 
 import contextlib
