@@ -17,9 +17,8 @@ descriptor after its data (flag bit 3; zip64 sizes), as zipfile writes to any un
 stream. Only plain arrays are read or written (no pickled object arrays).
 """
 
-import collections
 import hashlib
-import os
+import queue
 import threading
 import time
 import zipfile
@@ -289,7 +288,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
 class _HashedStream:
     """The output file as zipfile sees it: tell() but no seek(), so every byte is final
     when written and is hashed on the way, on a second thread (SHA-256, the CRC and the
-    write all release the GIL). The hand-over is a deque and a wake-up pipe: no lock a
+    write all release the GIL). The hand-over is a SimpleQueue: no Python-level lock a
     Ctrl-C could leave held (queue.Queue hung once), and no polling thread taking the
     GIL from a slow producer (see benchmarks/)."""
 
@@ -297,48 +296,26 @@ class _HashedStream:
     POLL = 0.0005  # the writer's wait when MAX_PENDING items are queued
 
     def __init__(self, file):
-        self.file = file
-        self.size = 0
+        self.file, self.size, self._error = file, 0, None
         self._hash = hashlib.sha256()
-        self._error = None
-        self._pending = collections.deque()
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_write, False)
+        self._pending: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="npz-sha256", daemon=True)
         self._thread.start()
 
     def _run(self):
-        try:
-            while True:
-                try:
-                    data = self._pending.popleft()
-                except IndexError:
-                    if not os.read(self._wake_read, 4096):
-                        return  # the writer is gone
-                    continue
-                if data is None:
-                    return
-                try:
-                    self._hash.update(data)
-                except BaseException as e:
-                    self._error = e
-                    return
-        finally:
-            os.close(self._wake_read)
-
-    def _hand_over(self, item):
-        self._pending.append(item)
-        try:
-            os.write(self._wake_write, b"\0")
-        except BlockingIOError:  # the pipe is full of wake-ups: the thread is awake
-            pass
+        while (data := self._pending.get()) is not None:
+            try:
+                self._hash.update(data)
+            except BaseException as e:
+                self._error = e
+                return
 
     def write(self, data):
         # Queued by reference: zipfile writes bytes or a batch's array, never changed after.
         self.file.write(data)
-        while len(self._pending) >= self.MAX_PENDING and self._error is None:
+        while self._pending.qsize() >= self.MAX_PENDING and self._error is None:
             time.sleep(self.POLL)
-        self._hand_over(data)
+        self._pending.put(data)
         n = memoryview(data).nbytes
         self.size += n
         return n
@@ -351,17 +328,15 @@ class _HashedStream:
 
     def finish(self):
         """The SHA-256 of everything written (waits for the hashing thread)."""
-        self._hand_over(None)
+        self._pending.put(None)
         self._thread.join()
-        os.close(self._wake_write)
         if self._error is not None:
             raise self._error
         return self._hash.hexdigest()
 
     def abandon(self):
         """The write failed: let the thread end without waiting for it."""
-        self._hand_over(None)
-        os.close(self._wake_write)
+        self._pending.put(None)
 
 
 def _write_array(archive, name, array, compress):
