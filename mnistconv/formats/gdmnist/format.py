@@ -68,11 +68,10 @@ class GdmnistHeader:
     """The checked fields of a GDMNIST1 header (made by parse_header); as_dict() names
     them as a browser-pack manifest entry does."""
 
-    def __init__(self, count, rows, columns, label_offset, index_offset):
+    def __init__(self, count, rows, columns):
         self.count, self.rows, self.columns = count, rows, columns
-        self.pixel_offset = HEADER_BYTES
-        self.label_offset, self.index_offset = label_offset, index_offset
-        self.total = index_offset + 4 * count
+        self.pixel_offset, self.label_offset, self.index_offset, self.total = \
+            layout(count, rows, columns)
 
     def as_dict(self):
         """The fields under a manifest entry's names (pixel_offset, label_offset,
@@ -103,7 +102,7 @@ def parse_header(data: bytes, path) -> GdmnistHeader:
         if found != want:
             raise CorruptData(path, f"{field} {found} disagrees with count {count} of "
                                     f"{rows} x {columns} images (expected {want})")
-    return GdmnistHeader(count, rows, columns, lab, idx)
+    return GdmnistHeader(count, rows, columns)
 
 
 def _size_check(h: GdmnistHeader, size, path):

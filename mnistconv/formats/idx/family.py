@@ -45,8 +45,7 @@ class IdxInput(InputFile):
             self.raw.seek(0)
             if head == XZ_MAGIC:
                 self.file = lzma.LZMAFile(self.raw, "rb")
-                self.compressed, self.kind = True, "xz"
-                self.max_ratio = XZ_MAX_RATIO
+                self.compressed, self.kind, self.max_ratio = True, "xz", XZ_MAX_RATIO
                 self.errors = (lzma.LZMAError, EOFError)
 
 
