@@ -362,15 +362,13 @@ def _torchvision_raw(path):
 
 def read(path, labels=None, prefix=None, relabel=False) -> Dataset:
     """A directory of IDX files with MNIST names (train and/or t10k; `prefix` chooses a
-    family such as emnist-balanced when several are there), or one images file with its
-    labels file (found beside it by name, or given as `labels`), as a dataset.
+    family such as emnist-balanced), or one images file with its labels file (found
+    beside it, or `labels`), as a dataset with the family's knowledge (family.finish);
+    `relabel` makes EMNIST letters' 1..26 into 0..25.
 
         ds = read("data/mnist")                                  # train, test
         ds = read("emnist/", prefix="emnist-balanced")
         ds = read("conv-images-idx3-ubyte", labels="conv-labels-idx1-ubyte")
-
-    The family's knowledge is applied (family.finish); `relabel` makes EMNIST letters'
-    1..26 into 0..25.
     """
     if os.path.isdir(path):
         if labels:
