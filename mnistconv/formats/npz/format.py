@@ -298,7 +298,7 @@ class _HashedStream:
     def __init__(self, file):
         self.file, self.size, self._error = file, 0, None
         self._hash = hashlib.sha256()
-        self._pending: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="npz-sha256", daemon=True)
         self._thread.start()
 
