@@ -1,0 +1,87 @@
+"""A/B: two checkouts of mnistconv on the same commands, whole processes interleaved run
+by run, each output's bytes checked equal between the two. Issue 25 asks that a change of
+the code's shape leave every bench within 5%; this measures exactly the change, on the
+commands the benches time (the official MNIST files, decompressed).
+
+    git worktree add --detach /tmp/old <commit>
+    python benchmarks/ab_trees.py /tmp/old . [rounds]   # medians, new/old ratios
+"""
+
+import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import common
+
+# name: (arguments after `mnistconv`, with {src} the IDX folder and {out} the output)
+COMMANDS = {
+    "idx-to-tfrecord": ["idx-to-tfrecord", "{src}", "{out}/m.tfrecord"],
+    "idx-to-npz": ["convert", "{src}", "{out}/m.npz"],
+    "idx --gzip": ["convert", "{src}", "{out}/idx/", "--to", "idx", "--gzip"],
+    "gdmnist --gzip": ["convert", "{src}", "{out}/g/", "--to", "gdmnist", "--gzip"],
+    "tfds": ["convert", "{src}", "{out}/tfds/", "--to", "tfds"],
+    "parquet": ["convert", "{src}", "{out}/pq/", "--to", "parquet"],
+    "webdataset": ["convert", "{src}", "{out}/wds/", "--to", "webdataset"],
+    "arrayrecord": ["convert", "{src}", "{out}/m.array_record", "--to", "arrayrecord"],
+    "caffe-lmdb": ["convert", "{src}", "{out}/lmdb/", "--to", "caffe-lmdb"],
+    "caffe-hdf5": ["convert", "{src}", "{out}/h5/", "--to", "caffe-hdf5"],
+    "info": ["info", "{src}", "--json"],
+    "browser pack": ["pack", "browser", "{src}", "{out}/pack/"],
+}
+
+
+def tree_digest(root: Path) -> str:
+    """One SHA-256 over every file's relative path and bytes (none: the empty digest)."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")) if root.exists() else ():
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def timed(tree: Path, args, out: Path):
+    """(wall, cpu) of one whole command run with tree's code, out emptied first."""
+    common.remove(out)
+    out.mkdir(parents=True)
+    env = dict(common.env(), PYTHONPATH=str(tree))
+    quiet = [] if args[0] == "info" else ["-q"]  # info prints its summary, quiet or not
+    done = subprocess.run([common.GNU_TIME, "-f", "%e %U %S", common.PY, "-m", "mnistconv",
+                           *args, *quiet], capture_output=True, text=True, env=env, cwd=out)
+    if done.returncode:
+        sys.exit(f"{tree}: mnistconv {' '.join(args)}: {done.stderr[-800:]}")
+    wall, user, system = map(float, done.stderr.split()[-3:])
+    return wall, user + system
+
+
+def main():
+    old, new = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    common.require_gnu_time()
+    with tempfile.TemporaryDirectory(prefix="mnistconv-ab-") as tmp:
+        src = common.decompressed_copy(Path(tmp) / "mnist")
+        times: dict = {}
+        for name, template in COMMANDS.items():
+            digests = {}
+            for r in range(rounds + 1):  # the first round warms up, untimed
+                for label, tree in (("old", old), ("new", new)):
+                    out = Path(tmp) / "out"  # one path: some outputs name their folder
+                    args = [a.format(src=src, out=out) for a in template]
+                    wall_cpu = timed(tree, args, out)
+                    digests[label] = tree_digest(out)
+                    if r:
+                        times.setdefault((name, label), []).append(wall_cpu)
+            same = "same bytes" if digests["old"] == digests["new"] else "BYTES DIFFER"
+            o, n = times[(name, "old")], times[(name, "new")]
+            ow, nw = (statistics.median(w for w, _ in t) for t in (o, n))
+            oc, nc = (statistics.median(c for _, c in t) for t in (o, n))
+            print(f"{name:16} old {ow:6.3f} s  new {nw:6.3f} s  wall {nw / ow:5.3f}x  "
+                  f"cpu {oc:6.3f} -> {nc:6.3f} s {nc / oc:5.3f}x  {same}", flush=True)
+    print(f"(medians of {rounds} interleaved runs; load {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
