@@ -174,6 +174,9 @@ class _File:
             self.shape = tuple(rest) if c == 1 else tuple(rest) + (c,)
             self.scale = _uint8_scale(data, path)
             self.dtype = data.dtype.newbyteorder("=") if self.scale is None else np.dtype(np.uint8)
+            # Checked against the budget by _dataset(); batches() caches one chunk.
+            self.chunk_bytes = budget.image_bytes(data.chunks, data.dtype) if data.chunks \
+                else 0
 
 
 def _uint8_scale(data, path):
@@ -197,11 +200,13 @@ def _kind(f):
 
 
 @contextlib.contextmanager
-def _open(path, h5py):
-    """The file open for reading; what HDF5 raises from damaged structures is CorruptData."""
+def _open(path, h5py, chunk_cache=0):
+    """The file open for reading; what HDF5 raises from damaged structures is CorruptData.
+    chunk_cache: bytes of decoded chunks HDF5 keeps (its default of 1 MiB holds no large
+    chunk, so every batch in one would decode the whole chunk again)."""
     check_input_file(path)  # confined by _sources; a FIFO swapped in is refused
     try:
-        f = h5py.File(path, "r")
+        f = h5py.File(path, "r", **({"rdcc_nbytes": chunk_cache} if chunk_cache else {}))
     except OSError as e:
         raise WrongFormat(path, f"is not a readable HDF5 file ({e})") from None
     try:
@@ -260,7 +265,7 @@ class Hdf5Split(InOrder, Split):
         batch_size = budget.rows(self.header, batch_size)
         done = 0
         for f in self.files:
-            with _open(f.path, h5py) as h:
+            with _open(f.path, h5py, f.chunk_bytes + (1 << 20)) as h:
                 data = h["data"]
                 for start in range(0, f.count, batch_size):
                     end = min(start + batch_size, f.count)
