@@ -16,6 +16,7 @@ Reading parses every record once for its label; take() reads and decodes only th
 records asked for, so --per-class and --shuffle on a large file decode only what they keep.
 """
 
+import contextlib
 import os
 import tempfile
 
@@ -44,13 +45,10 @@ SIGNATURE = bytes.fromhex(
     "83af70d10d884a3f00000000000000004000000000000000"
     "91bac23c9287e1a90000000000000000e19f13c0e9b1c372"
     "73000000000000000000000000000000")
-# Records read from a file at once while indexing: at most _READ, and about _READ_BYTES
-# by the largest record seen so far (4096 huge records at a time held them all).
+# Records read at once while indexing: _READ, fewer when _READ_BYTES / largest record.
 _READ = 4096
 _READ_BYTES = 16 << 20
 
-
-# --- names -----------------------------------------------------------------------
 
 def matches_name(path) -> bool:
     """A .array_record name, or a shard of one (TFDS' <name>-<split>.array_record-N)."""
@@ -77,8 +75,6 @@ def resolve(path) -> dict:
     return resolve_inputs(path, (EXTENSION,), matches_name, EXTENSION)
 
 
-# --- reading ---------------------------------------------------------------------
-
 def _open(module, path):
     """An ArrayRecordReader whose footer read, else a FormatError naming the file."""
     try:
@@ -99,10 +95,8 @@ def _open(module, path):
             why = "its footer does not read"
         except RuntimeError as e:
             why = str(e)
-        try:
+        with contextlib.suppress(RuntimeError):  # closing says the failure again
             reader.close()
-        except RuntimeError:
-            pass  # closing a reader that failed reports the failure again
     why = why.split(";")[0]
     raise FormatError(path, f"not a readable ArrayRecord file ({printable(why, 120)[1:-1]})",
                       "was it cut short or overwritten? write it again")
@@ -165,8 +159,7 @@ class ArrayRecordSplit(Split):
                         image, label, index = self._fields(f, at, example)
                         if shape is None:
                             shape = _first_shape(f, at, image)
-                            # zstd and repeated records: examples x pixels must come
-                            # from the files' bytes (budget.py), before all are parsed.
+                            # zstd and repeated records: a bomb's work (budget.py).
                             budget.check_expansion(
                                 ", ".join(self.files), int(self.starts[-1]),
                                 budget.image_bytes(shape),
@@ -326,8 +319,6 @@ def sniff(path) -> bool:
     return sniff_files(path, matches_name, lambda p: has_magic(p, SIGNATURE))
 
 
-# --- writing ---------------------------------------------------------------------
-
 def writer_options(group_size=1, array_record_options=None) -> str:
     """The options string handed to ArrayRecordWriter, checked by array_record."""
     options = f"group_size:{int(group_size)}"
@@ -361,12 +352,11 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     several = len(dataset.splits) > 1
     plan, num_classes = [], 0
     for name, split in dataset.splits.items():
-        where = split.header.source or name
         shape = encode.image_shape(split, "ArrayRecord")
         num_classes = max(num_classes, encode.check_labels(split, "ArrayRecord"))
         if shards > max(1, split.header.count):
-            raise UsageError(where, f"--shards {shards} but split {name} has "
-                                    f"{split.header.count} examples", "pass fewer --shards")
+            raise UsageError(split.header.source or name, f"--shards {shards} but split "
+                             f"{name} has {split.header.count} examples", "pass fewer --shards")
         plan.append((name, split, shape, ShardSet(split_target(path, name, several),
                                                   split.header.count, shards)))
     tasks = {shape: encode.ExampleTask(num_classes, shape) for _, _, shape, _ in plan}

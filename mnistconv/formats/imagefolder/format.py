@@ -37,6 +37,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
 from ...shards import in_split_order, is_data_name
 from ...codecs.classes import check_names
 from ...codecs.images import class_labels, decode_image, grayscale_shape
+from ...codecs.png import IEND, SIGNATURE
 from ...codecs.samples import SampleTask, pack, split_output
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
@@ -60,21 +61,16 @@ def _folders(path, root):
     return [os.path.basename(p) for p in input_entries(path, root, is_data_name, "dir")]
 
 
-def _is_image_name(name):
-    return name.lower().endswith(IMAGE_EXTENSIONS) and is_data_name(name)
-
-
 def _images_in(path, root):
     """The image files in path (names), none of them leading out of root."""
-    return [os.path.basename(p) for p in input_entries(path, root, _is_image_name, "file")]
+    return [os.path.basename(p) for p in input_entries(
+        path, root, lambda n: n.lower().endswith(IMAGE_EXTENSIONS) and is_data_name(n), "file")]
 
 
 def _holds_class_folders(path, root):
     folders = _folders(path, root)
     return bool(folders) and any(_images_in(os.path.join(path, f), root) for f in folders[:4])
 
-
-# ---- writing ----
 
 def class_folders(num_classes, names=None):
     """The folder name of each class: string order is class order.
@@ -194,12 +190,6 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     return WriteResult(written, counts, {"images": len(written)})
 
 
-# ---- reading ----
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-IEND = b"\0\0\0\0IEND\xaeB`\x82"  # length 0, type, and the CRC of b"IEND"
-
-
 def png_is_whole(data) -> bool:
     """True when a PNG's chunks are all there up to its 12-byte IEND chunk: a PNG cut
     inside IEND or the last IDAT's CRC still decodes, but a cut file is a damaged one.
@@ -211,7 +201,7 @@ def png_is_whole(data) -> bool:
     """
     if data.endswith(IEND):
         return True
-    pos = len(PNG_SIGNATURE)
+    pos = len(SIGNATURE)
     while pos + 12 <= len(data):
         length = int.from_bytes(data[pos:pos + 4], "big")
         if data[pos + 4:pos + 8] == b"IEND":
@@ -281,7 +271,11 @@ class ImageFolderSplit(Split):
         labels = np.array([labels[i] for i in order], np.int64)
         self._labels = labels.astype(np.uint8) if labels.max() < 256 else labels
         shape = self._shape(self._paths[0])
-        self._check_sizes(shape)
+        for path in self._paths[1:]:  # every header now: a wrong size is named before any write
+            if (size := self._shape(path)) != shape:
+                raise FormatError(path, f"is a {size[0]}x{size[1]} image, the split's "
+                                        f"images are {shape[0]}x{shape[1]}",
+                                  "every image of a split has one size")
         super().__init__(name, Header(len(labels), shape, np.dtype(np.uint8),
                                       self._labels.dtype, None, folder,
                                       check_names(_names(classes, numbers), folder,
@@ -295,15 +289,6 @@ class ImageFolderSplit(Split):
             raise FormatError(path, "is not an image (PNG or JPEG)", "remove it from the class folder")
         check_image_size(size, path)
         return size
-
-    def _check_sizes(self, shape):
-        """Every image's header gives the split's size (checked before any write)."""
-        for path in self._paths[1:]:
-            size = self._shape(path)
-            if size != shape:
-                raise FormatError(path, f"is a {size[0]}x{size[1]} image, the split's "
-                                        f"images are {shape[0]}x{shape[1]}",
-                                  "every image of a split has one size")
 
     def labels(self):
         """Every sample's class, in order (read at read() time)."""
@@ -323,7 +308,7 @@ class ImageFolderSplit(Split):
     def _decode(self, path):
         with open_input(path, self.root) as f:
             data = f.read()
-        if data[:8] == PNG_SIGNATURE and not png_is_whole(data):
+        if data[:8] == SIGNATURE and not png_is_whole(data):
             raise Truncated(path, "the PNG ends before its IEND chunk")
         return decode_image(data, tuple(self.header.shape), path)
 

@@ -26,8 +26,7 @@ from ...codecs import classes
 from ...codecs import png
 
 MAGIC = b"PAR1"
-# <split>-00000-of-00004.parquet, as push_to_hub names shards (older versions added a
-# fingerprint: -00000-of-00004-5e5bd8ef82d7f4d5.parquet).
+# push_to_hub's shard names (older versions add a fingerprint: -00000-of-00004-5e5bd8ef).
 _SHARD = re.compile(r"(?P<split>.+?)-(?P<index>\d{5})-of-(?P<total>\d{5})(-[0-9a-f]+)?"
                     r"\.parquet")
 # The Hub's converted layout (refs/convert/parquet): <config>/<split>/0000.parquet.
@@ -117,8 +116,7 @@ class _Layout:
                                     f"are {shown[:300]}", _EXPECTED)
         self.image, self.label = image, label
         self.types = (str(schema.field(image).type), str(schema.field(label).type))
-        # Integer columns of 32 bits or fewer are the records' extra fields (QMNIST's);
-        # a Hub dataset's int64 column (an id, a timestamp) need not fit int32.
+        # Extra fields (QMNIST's): int64 columns (a Hub id, a timestamp) need not fit int32.
         self.extras = tuple(f.name for f in schema if f.name not in (image, label)
                             and pa.types.is_integer(f.type) and f.type.bit_width <= 32
                             and f.type != pa.uint32())
@@ -132,8 +130,7 @@ class _Layout:
             self.class_names = None
 
 
-# Pillow modes read as RGB; every other mode is grey (datasets stores an int64 numpy
-# image as a 32-bit TIFF, mode I: its values must still be 0..255).
+# Pillow modes read as RGB; others are grey (datasets' int64 image: a mode I TIFF).
 _COLOUR_MODES = ("RGB", "RGBA", "P", "PA", "CMYK", "YCbCr", "LAB", "HSV")
 
 
@@ -163,16 +160,14 @@ def _image_shape(data, where):
             raise BadImage(where, f"is not an image (starts {data[:8]!r})") from None
         return size + ((3,) if colour else ())
     check_image_size(size, where)
-    grey = data[25] in (0, 4) if kind == "png" and len(data) > 25 else \
-        _jpeg_components(data) == 1
+    if kind == "png" and len(data) > 25:
+        grey = data[25] in (0, 4)
+    else:
+        try:
+            grey = codecs.simplejpeg_module().decode_jpeg_header(data)[2] == "Gray"
+        except Exception:
+            grey = True
     return tuple(size) if grey else tuple(size) + (3,)
-
-
-def _jpeg_components(data):
-    try:
-        return 3 if codecs.simplejpeg_module().decode_jpeg_header(data)[2] != "Gray" else 1
-    except Exception:
-        return 1
 
 
 def _check_claimed_size(data, shape, where):
@@ -265,8 +260,7 @@ class ParquetSplit(Split):
         self.class_names = next((lay.class_names for lay in self.layouts
                                  if lay.class_names), None)
         shape = _image_shape(first, f"{self.files[0]}: row 0") if first else (0, 0)
-        # Rows sharing one dictionary value cost a few bytes each: examples x pixels must
-        # come from the files' bytes (budget.py), or the work is a bomb's, not the data's.
+        # Rows sharing a dictionary value cost a few bytes each: a bomb's work (budget.py).
         budget.check_expansion(", ".join(self.files), count, budget.image_bytes(shape),
                                sum(os.path.getsize(p) for p in self.files))
         header = Header(count, shape, np.dtype(np.uint8), np.dtype(np.int64),
@@ -304,8 +298,7 @@ class ParquetSplit(Split):
                 part = _integer_column(path, layout.label, "label", "give every row a label")
                 classes.check_labels(part, path)  # before int64: a uint64 2**64-1 is not -1
                 part = part.astype(np.int64, copy=False)
-                # A ClassLabel names the classes: a label past its names is no class
-                # (datasets' int2str refuses it; writers that carry names would fail).
+                # A label past its ClassLabel's names is no class (datasets' int2str).
                 classes.check_covers(self.class_names or (), part, path, self.name,
                                      hint="the file's ClassLabel feature does not name "
                                           "it")
@@ -357,8 +350,7 @@ class ParquetSplit(Split):
         labels = self.labels()
         shape = self.header.shape
         batch_size = budget.rows(self.header, batch_size)
-        # Rows are fetched _CHECK_ROWS at a time at least and every claimed size checked
-        # before any is decoded: a 6000 x 6000 row 0 before 28 x 28 rows is refused.
+        # Every claimed size of _CHECK_ROWS rows is checked before any row is decoded.
         fetch = max(batch_size, _CHECK_ROWS)
         at = 0
         for path, layout in zip(self.files, self.layouts):
@@ -426,8 +418,7 @@ def _config_splits(folder, root):
     for path in input_entries(folder, root):
         entry = os.path.basename(path)
         if os.path.isdir(path):
-            numbered = _numbered_in(path, root)
-            if numbered:
+            if numbered := _numbered_in(path, root):
                 groups.setdefault(entry, []).extend(numbered)
             continue
         if not entry.lower().endswith(".parquet"):
@@ -469,12 +460,9 @@ def _configs(path):
     """{config folder name: {split: files}} of the folders under a dataset directory."""
     found = {}
     for sub in input_entries(path, path, kind="dir"):
-        entry = os.path.basename(sub)
-        if _numbered_in(sub, path):
-            continue  # a split folder (<split>/0000.parquet), not a config
-        splits = _config_splits(sub, path)
-        if splits:
-            found[entry] = splits
+        # A split folder (<split>/0000.parquet) is not a config.
+        if not _numbered_in(sub, path) and (splits := _config_splits(sub, path)):
+            found[os.path.basename(sub)] = splits
     return found
 
 

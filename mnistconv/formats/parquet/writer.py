@@ -25,8 +25,7 @@ from ...codecs import png
 from . import card
 from .reader import ParquetSplit, matches_name, pyarrow, read, sniff  # noqa: F401
 
-# Rows per work piece (at most; a row group may hold several): a worker's shared slot
-# and the parent's pending pieces stay small.
+# Rows per work piece at most, so a worker's shared slot and pending pieces stay small.
 PIECE = 1024
 DEFAULT_ROW_GROUP = 1000
 
@@ -190,8 +189,7 @@ def _row_group(pa, group, schema):
         offsets.astype(np.int32)), pa.py_buffer(data)])
     paths = pa.nulls(n, pa.string())
     image = pa.StructArray.from_arrays([images, paths], fields=list(schema.field("image").type))
-    # from_buffers, not pa.array: pa.array imports pandas when it is installed (to check
-    # for its types): memory for nothing.
+    # from_buffers, not pa.array: pa.array imports pandas when it is installed.
     labels = np.ascontiguousarray(np.concatenate([g[2] for g in group]), np.int64)
     label = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(labels)])
     columns = [image, label]

@@ -60,7 +60,7 @@ def matches_name(path) -> bool:
 def sniff(path) -> bool:
     """A tar file, or a directory holding one."""
     if os.path.isdir(path):
-        return any(_is_tar(p) for p in _tars_in(path, _is_tar_name)[:3])
+        return any(_is_tar(os.path.join(path, n)) for n in _tars_in(path, _is_tar_name)[:3])
     return _is_tar(path)
 
 
@@ -70,7 +70,7 @@ def _is_tar_name(name):
 
 def _tars_in(directory, keep):
     """The names keep() accepts in a folder, each checked by the input walker."""
-    return input_entries(directory or ".", None, keep, "file")
+    return [os.path.basename(p) for p in input_entries(directory or ".", None, keep, "file")]
 
 
 def _is_tar(path):
@@ -128,9 +128,8 @@ class WebDatasetSplit(Split):
                         row = extras.json_values(obj, extra_names, JSON_KEYS, path,
                                                  member)
                     except FormatError as e:
-                        # Said only to a writer that keeps extra fields (extra_fields()):
-                        # another tool's .json (an id past int32, a key some samples
-                        # lack) must not stop a conversion that drops them anyway.
+                        # Said only to a writer keeping extra fields (extra_fields()): an
+                        # id past int32 must not stop a conversion that drops them.
                         extra_error, extra_rows = e, []
                     else:
                         if extra_names:
@@ -222,12 +221,10 @@ def _samples(path):
 
 
 def _sample(path, key, fields):
-    if "image" not in fields:
-        raise FormatError(path, f"sample {printable(key)} has no image (.png or .jpg)",
-                          "each sample needs an image (.png or .jpg) and a .cls")
-    if "cls" not in fields:
-        raise FormatError(path, f"sample {printable(key)} has no .cls (class index)",
-                          "each sample needs an image (.png or .jpg) and a .cls")
+    for field, what in (("image", "image (.png or .jpg)"), ("cls", ".cls (class index)")):
+        if field not in fields:
+            raise FormatError(path, f"sample {printable(key)} has no {what}",
+                              "each sample needs an image (.png or .jpg) and a .cls")
     member_name, text = fields["cls"]
     value = text.strip()
     if not re.fullmatch(rb"\d{1,18}", value):
@@ -262,16 +259,14 @@ def _shard_sets(path):
     """{split: [files in order]} for a directory or one tar file."""
     if os.path.isdir(path):
         directory = path
-        entries = [os.path.basename(e) for e in _tars_in(path, _is_tar_name)]
+        entries = _tars_in(path, _is_tar_name)
         if not entries:
             raise FormatError(path, "holds no .tar shards", "check the path: WebDataset shards end in .tar")
     elif not os.path.exists(path) and path.lower().endswith(".tar"):
-        # The name the shards were written under: out/mnist.tar is every split's set
-        # out/mnist-<split>-000000.tar, ...
+        # The name the shards were written under (out/mnist-<split>-000000.tar, ...)
         directory, own = os.path.split(path)
-        entries = [os.path.basename(e) for e in _tars_in(
-            directory, lambda e: is_data_name(e) and _split_of(e)[0] == own[:-4]
-            and _split_of(e)[2] is not None)]
+        entries = _tars_in(directory, lambda e: is_data_name(e) and _split_of(e)[0] ==
+                           own[:-4] and _split_of(e)[2] is not None)
         if not entries:
             raise NotFound(path, "no such file, nor shards named after it "
                                     f"({printable(own[:-4] + '-<split>-000000.tar')})")
@@ -280,8 +275,8 @@ def _shard_sets(path):
         prefix, split, number = _split_of(own)
         if number is None:
             return {safe_split_name(split, path): [path]}
-        entries = [os.path.basename(e) for e in _tars_in(
-            directory, lambda e: _is_tar_name(e) and _split_of(e)[:2] == (prefix, split))]
+        entries = _tars_in(directory, lambda e: _is_tar_name(e) and
+                           _split_of(e)[:2] == (prefix, split))
     groups = {}
     for entry in entries:
         prefix, split, number = _split_of(entry)
@@ -309,15 +304,6 @@ def _shard_sets(path):
     return {s: sets[s] for s in in_split_order(sets)}
 
 
-def _check_shard(path):
-    """A shard must be a regular, non-empty file (a tar holds at least its end blocks)."""
-    if not os.path.isfile(path):
-        raise FormatError(path, "is not a regular file (device, FIFO or socket)",
-                          "name a regular file or a directory")
-    if os.path.getsize(path) == 0:
-        raise Truncated(path, "is empty, not a tar file")
-
-
 def read(path) -> Dataset:
     """WebDataset shards as a dataset: a directory of `<name>-<split>-000000.tar`
     shards, one shard (its whole set), one tar file of samples, or the name the shards
@@ -327,8 +313,11 @@ def read(path) -> Dataset:
         ds.splits["train"].header.count   # 60000
     """
     sets = _shard_sets(str(path))
-    for files in sets.values():
-        for f in files:
-            _check_shard(f)
+    for f in (f for files in sets.values() for f in files):
+        if not os.path.isfile(f):
+            raise FormatError(f, "is not a regular file (device, FIFO or socket)",
+                              "name a regular file or a directory")
+        if os.path.getsize(f) == 0:  # a tar holds at least its end blocks
+            raise Truncated(f, "is empty, not a tar file")
     splits = {name: WebDatasetSplit(name, files) for name, files in sets.items()}
     return Dataset("webdataset", splits, [f for files in sets.values() for f in files])

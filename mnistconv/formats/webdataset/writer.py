@@ -66,18 +66,6 @@ def parse_shard_size(value):
     return None, int(m[1]) * _UNITS[m[2]]
 
 
-def _check_split(split, where):
-    shape = grayscale_shape(split, where, "WebDataset")
-    if "-" in split.name:
-        raise UsageError(where, f"split name {printable(split.name)} holds '-', which "
-                                "shard names <name>-<split>-000000.tar use to mark the split",
-                         "rename it with --split-name")
-    labels = class_labels(split, where, "a .cls is one integer class per sample")
-    if len(labels):
-        check_num_classes(int(labels.max()) + 1, where)
-    return shape
-
-
 def sample_pieces(split, chunk, samples_per_shard, slot_bytes, first=0, table=None):
     """(0, packed rows, labels, indices) of at most `chunk` records, never across a
     shard cut by samples; the first record's key is `first`. table: the split's extra
@@ -171,7 +159,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     """
     from . import SPEC
     job = WebDatasetWrite(dataset, path, SPEC.options(options))
-    files, counts = [], {}
+    files, counts = [], {s.name: s.header.count for s, _, _ in job.plan}
     if any(table is not None for _, _, table in job.plan):
         extras.kept(dataset)
     with StagedOutput(force, root=path) as staged:
@@ -182,7 +170,6 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         with job.encoder(sum(s.header.count for s, _, _ in job.plan)) as encoder:
             for split, _, _ in job.plan:
                 written = job.write_split(encoder, split.name, staged.file, progress)
-                counts[split.name] = split.header.count
                 targets = {os.path.abspath(f.path) for f in written}
                 for stale in old[split.name]:
                     if os.path.abspath(stale) not in targets:
@@ -221,7 +208,14 @@ class WebDatasetWrite(ShardedWrite):
         self.plan = []  # (split, SampleTask, extra fields table or None)
         for split in dataset.splits.values():
             where = split.header.source or split.name
-            shape = _check_split(split, where)
+            shape = grayscale_shape(split, where, "WebDataset")
+            if "-" in split.name:
+                raise UsageError(where, f"split name {printable(split.name)} holds '-', "
+                                        "which shard names <name>-<split>-000000.tar use "
+                                        "to mark the split", "rename it with --split-name")
+            labels = class_labels(split, where, "a .cls is one integer class per sample")
+            if len(labels):
+                check_num_classes(int(labels.max()) + 1, where)
             if samples and -(-split.header.count // samples) > MAX_SHARDS:
                 raise UsageError(None, f"--shard-size {samples} cuts split {split.name} "
                                        f"into more than {MAX_SHARDS} shards",
