@@ -103,8 +103,7 @@ def _open(module, path):
 
 
 def _first_shape(path, number, image):
-    """The split's image shape, from the first record's image header (checked: a few KB
-    of PNG can be a 6000 x 6000 image), else from decoding it."""
+    """The split's image shape, from the first record's header (checked), else decoded."""
     size = codecs.image_size(image)
     if size is None:
         return decode_record_image(path, number, image).shape

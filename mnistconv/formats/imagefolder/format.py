@@ -99,8 +99,7 @@ def _check_split(split, where):
 
 
 def _existing_files(folder, root):
-    """Files under folder/<class>/ (an earlier write's), by class folder (a symlink is
-    refused by staging.check_output_path, never listed or written through)."""
+    """Files an earlier write left under folder/<class>/, by class (a linked one is refused)."""
     found = {}
     if not os.path.isdir(folder):
         return found
@@ -210,8 +209,7 @@ def png_is_whole(data) -> bool:
     return False
 
 def _class_numbers(folders, where):
-    """Each class folder's class: its leading number when every folder has one, else
-    its position in sorted order (torchvision's)."""
+    """Each class folder's class: its leading number if all have one, else its sorted place."""
     numbers = [_NUMBERED.match(f) for f in folders]
     if all(numbers):
         values = [int(m[1]) for m in numbers]
@@ -225,8 +223,7 @@ def _class_numbers(folders, where):
 
 
 def _names(folders, numbers):
-    """Class names by label: a folder's name after its number (`3_cat`: cat), or its
-    whole name without one; () when folders are only numbers."""
+    """Class names by label from folder names (`3_cat`: cat); () when they are only numbers."""
     found = {}
     for folder, number in zip(folders, numbers):
         m = _NUMBERED.match(folder)

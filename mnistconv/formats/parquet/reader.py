@@ -171,8 +171,7 @@ def _image_shape(data, where):
 
 
 def _check_claimed_size(data, shape, where):
-    """The size an image's header claims is the split's (80 KB of PNG can be 9000 x
-    9000), else a FormatError naming the row."""
+    """The size an image's header claims is the split's, else a FormatError naming the row."""
     claimed = codecs.image_size(data)
     if claimed is not None and claimed != tuple(shape[:2]):
         raise FormatError(where, f"image is {claimed[0]}x{claimed[1]}, the split's images "
@@ -214,8 +213,7 @@ def _decode(data, shape, where):
 
 
 def _eight_bit(pixels, where):
-    """Pixels of a 16/32-bit or float image of whole numbers 0..255 (datasets' int64
-    numpy image), as uint8; else a FormatError."""
+    """A 16/32-bit or float image of whole numbers 0..255 (datasets' int64 image) as uint8."""
     if pixels.size and (pixels.min() < 0 or pixels.max() > 255 or
                         (pixels.dtype.kind == "f" and (pixels != np.floor(pixels)).any())):
         raise FormatError(where, f"image holds {pixels.dtype.name} values outside 0..255",
@@ -402,8 +400,7 @@ _CHECK_ROWS = 1024  # rows whose sizes are checked together (batches())
 
 
 def _integers(array):
-    """An integer Arrow array without nulls as numpy, from its buffer (to_numpy()
-    imports pandas when it is installed)."""
+    """An integer Arrow array without nulls as numpy, from its buffer (to_numpy() imports pandas)."""
     import pyarrow as pa
     kind = "i" if pa.types.is_signed_integer(array.type) else "u"
     dtype = np.dtype(f"<{kind}{array.type.bit_width // 8}")
@@ -412,8 +409,7 @@ def _integers(array):
 
 
 def _config_splits(folder, root):
-    """{split: [files]} of one config folder: <split>-NNNNN-of-NNNNN.parquet shard
-    sets, <split>.parquet, and <split>/NNNN.parquet folders."""
+    """{split: [files]} of one config folder: shard sets, <split>.parquet, <split>/NNNN.parquet."""
     groups = {}
     for path in input_entries(folder, root):
         entry = os.path.basename(path)

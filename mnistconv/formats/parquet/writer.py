@@ -31,8 +31,7 @@ DEFAULT_ROW_GROUP = 1000
 
 
 class _PngTask:
-    """Encodes pieces of one image shape for ParallelEncoder: a piece's bytes are its
-    n + 1 int32 offsets followed by the PNGs."""
+    """ParallelEncoder's task: a piece's bytes are its n + 1 int32 offsets, then the PNGs."""
 
     def __init__(self, shape):
         self.slot_shape = tuple(shape)
@@ -47,8 +46,7 @@ class _PngTask:
 
 
 def _class_names(dataset, labels):
-    """Names a reader provided (the first split that has them, if they cover every
-    label), else '0'..str(n - 1) for the splits' class count (10 at least)."""
+    """The reader's class names if they cover every label, else '0'..str(n - 1) (10 at least)."""
     needed = max((int(lab.max()) + 1 for lab in labels.values() if len(lab)), default=0)
     for split in dataset.splits.values():
         names = getattr(split.header, "class_names", None) or \
@@ -96,9 +94,7 @@ def _cuts(targets, row_group):
 
 
 def _pieces(split, labels, cuts, progress, table=None):
-    """(key, images, labels, indices) for each cut, re-cut from the split's batches
-    (a piece spanning two batches is copied; the others are views). The key is (shard,
-    ends a row group, labels, the extra fields' rows from `table` or None)."""
+    """Pieces (key, images, labels, indices) per cut; key: (shard, closes a group, labels, extras)."""
     from ...records import iter_batches
     where = split.header.source or split.name
     batches = iter_batches(split, progress, f"{split.name} -> parquet")
@@ -159,12 +155,10 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options):
 
 
 def _open(pq, file, schema):
-    """A ParquetWriter on file, its columns set as datasets writes an image dataset
-    (arrow_writer.get_parquet_column_options): PNG bytes neither compress nor repeat,
-    labels (and the int32 extra fields) do."""
+    """A ParquetWriter on file, its columns as datasets writes them (arrow_writer.py)."""
     extra = schema.names[2:]
     return pq.ParquetWriter(
-        file, schema,
+        file, schema,  # PNG bytes neither compress nor repeat; labels do
         compression={"image.bytes": "none", "image.path": "none", "label": "snappy",
                      **{name: "snappy" for name in extra}},
         use_dictionary=["label", *extra],

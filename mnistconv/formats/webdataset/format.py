@@ -192,9 +192,7 @@ class WebDatasetSplit(Split):
 
 
 def _samples(path):
-    """(key, image member name, image offset, image size, label, original index and
-    class name from its .json or None, image bytes, (.json member name, its object) or
-    None) of each sample of one tar file, in order."""
+    """(key, image name, offset, size, label, index, class name, image bytes, .json) per sample."""
     with open_input(path) as f:
         current, fields = None, {}
         for member_name, at, size in members(f, path):
