@@ -1,5 +1,5 @@
 """Shard plans for the TFDS directory (formats/tfds/format.py (TfdsWrite)) and WebDataset
-(formats/webdataset/plan.py): every task one by one, in reverse, as a job array,
+(formats/webdataset/writer.py): every task one by one, in reverse, as a job array,
 through Beam's DirectRunner and resumed after kill -9 gives the bytes of one local run;
 TFDS and the webdataset library read what a plan wrote."""
 

@@ -12,16 +12,11 @@ pass through --array-record-options and are checked by array_record itself.
 
 One split goes to the path itself, several beside it as <stem>-<split>.array_record (or
 <dir>/<split>.array_record), a shard set as DST-00000-of-0000N (mnistconv.shards).
-Reading opens every file's footer (a file cut short or with a broken footer is an
-error naming it), parses every record once for its label (no image is decoded then),
-and decodes images a batch at a time on threads; take() reads only the records asked
-for, so --per-class and --shuffle on a large file decode only what they keep.
-
-    ds = mnistconv.read("data/mnist")
-    mnistconv.write(ds, "mnist.array_record")   # mnist-train.array_record, -test
-    # grain.sources.ArrayRecordDataSource(["mnist-train.array_record"])[5]
+Reading parses every record once for its label; take() reads and decodes only the
+records asked for, so --per-class and --shuffle on a large file decode only what they keep.
 """
 
+import contextlib
 import os
 import tempfile
 
@@ -50,18 +45,10 @@ SIGNATURE = bytes.fromhex(
     "83af70d10d884a3f00000000000000004000000000000000"
     "91bac23c9287e1a90000000000000000e19f13c0e9b1c372"
     "73000000000000000000000000000000")
-# Records read from a file at once while indexing: at most _READ, and at most about
-# _READ_BYTES by the largest record seen so far (a file of huge records read 4096 at a
-# time held them all).
+# Records read at once while indexing: _READ, fewer when _READ_BYTES / largest record.
 _READ = 4096
 _READ_BYTES = 16 << 20
 
-
-def _module():
-    return shardwrite.array_record_module()
-
-
-# --- names -----------------------------------------------------------------------
 
 def matches_name(path) -> bool:
     """A .array_record name, or a shard of one (TFDS' <name>-<split>.array_record-N)."""
@@ -88,8 +75,6 @@ def resolve(path) -> dict:
     return resolve_inputs(path, (EXTENSION,), matches_name, EXTENSION)
 
 
-# --- reading ---------------------------------------------------------------------
-
 def _open(module, path):
     """An ArrayRecordReader whose footer read, else a FormatError naming the file."""
     try:
@@ -110,19 +95,15 @@ def _open(module, path):
             why = "its footer does not read"
         except RuntimeError as e:
             why = str(e)
-        try:
+        with contextlib.suppress(RuntimeError):  # closing says the failure again
             reader.close()
-        except RuntimeError:
-            pass  # closing a reader that failed reports the failure again
     why = why.split(";")[0]
     raise FormatError(path, f"not a readable ArrayRecord file ({printable(why, 120)[1:-1]})",
                       "was it cut short or overwritten? write it again")
 
 
 def _first_shape(path, number, image):
-    """The split's image shape, from the first record's image header when it has one
-    (the image is decoded with its batch, as every other; a few KB of PNG can be a
-    6000 x 6000 image), else from decoding it."""
+    """The split's image shape, from the first record's header (checked), else decoded."""
     size = codecs.image_size(image)
     if size is None:
         return decode_record_image(path, number, image).shape
@@ -131,8 +112,7 @@ def _first_shape(path, number, image):
 
 
 def _check_claimed_size(path, number, image, shape):
-    """The size an image's header claims is the first image's, else a FormatError: a
-    few KB of PNG can inflate to a 9000 x 9000 image."""
+    """The size an image's header claims is the first image's, else a FormatError."""
     claimed = codecs.image_size(image)
     if claimed is not None and len(shape) == 2 and claimed != tuple(shape):
         raise CorruptData(path, f"record {number} (counting from 0): image is "
@@ -147,7 +127,7 @@ class ArrayRecordSplit(Split):
     """
 
     def __init__(self, name, files, workers=None, expected=None, claimed_by=None):
-        module = _module()
+        module = shardwrite.array_record_module()
         self.files = list(files)
         self.workers = check_workers(workers)
         self.Example = example_class()
@@ -167,29 +147,24 @@ class ArrayRecordSplit(Split):
             at, block, largest, last = 0, 1, 1, None
             while at < count:
                 for data in self._read(f, reader, at, min(count, at + block)):
-                    if data == last:  # a repeated record reads as the one before it
-                        labels.append(label)
-                        indices.append(len(indices) if index is None else index)
-                        at += 1
-                        continue
-                    last = data
-                    largest = max(largest, len(data))
-                    if shape is not None:
-                        check_record_size(f, at, len(data), shape)
-                    example = self._parse(f, at, data)
-                    if self.layout is None:
-                        self.layout = find_layout(example, "auto", f, at)
-                    image, label, index = self._fields(f, at, example)
-                    if shape is None:
-                        shape = _first_shape(f, at, image)
-                        # zstd and repeated records: examples x pixels must come from
-                        # the files' bytes (budget.py), before every record is parsed.
-                        budget.check_expansion(
-                            ", ".join(self.files), int(self.starts[-1]),
-                            budget.image_bytes(shape),
-                            sum(os.path.getsize(p) for p in self.files))
-                    else:  # every size now, so none is decoded before a bad one is seen
-                        _check_claimed_size(f, at, image, shape)
+                    if data != last:  # a repeated record reads as the one before it
+                        last = data
+                        largest = max(largest, len(data))
+                        if shape is not None:
+                            check_record_size(f, at, len(data), shape)
+                        example = self._parse(f, at, data)
+                        if self.layout is None:
+                            self.layout = find_layout(example, "auto", f, at)
+                        image, label, index = self._fields(f, at, example)
+                        if shape is None:
+                            shape = _first_shape(f, at, image)
+                            # zstd and repeated records: a bomb's work (budget.py).
+                            budget.check_expansion(
+                                ", ".join(self.files), int(self.starts[-1]),
+                                budget.image_bytes(shape),
+                                sum(os.path.getsize(p) for p in self.files))
+                        else:  # every size now: none decoded before a bad one is seen
+                            _check_claimed_size(f, at, image, shape)
                     labels.append(label)
                     indices.append(len(indices) if index is None else index)
                     at += 1
@@ -249,10 +224,9 @@ class ArrayRecordSplit(Split):
             if layout.index_key else None
         return images[0], label, index
 
-    def _decode_records(self, job):
+    def _decode_records(self, pieces):
         """Images of (file number, [record numbers in that file]) pieces, in order."""
         shape = tuple(self.header.shape)
-        pieces = job
         total = sum(len(numbers) for _, numbers in pieces)
         out = np.empty((total,) + shape, np.uint8)
         place = 0
@@ -288,16 +262,9 @@ class ArrayRecordSplit(Split):
         """[(file number, record numbers in it)] for split positions, in order."""
         positions = np.asarray(positions, np.int64)
         files = np.searchsorted(self.starts, positions, side="right") - 1
-        pieces = []
-        start = 0
-        while start < len(positions):
-            k = files[start]
-            end = start
-            while end < len(positions) and files[end] == k:
-                end += 1
-            pieces.append((int(k), positions[start:end] - self.starts[k]))
-            start = end
-        return pieces
+        cuts = np.flatnonzero(np.diff(files)) + 1
+        return [(int(files[a]), positions[a:b] - self.starts[files[a]])
+                for a, b in zip([0, *cuts], [*cuts, len(positions)]) if a < b]
 
     def batches(self, batch_size=DEFAULT_BATCH):
         """The split's examples in order, decoded a batch at a time on threads."""
@@ -348,14 +315,8 @@ def read(path, split_name=None, workers=None) -> Dataset:
 def sniff(path) -> bool:
     """Content says ArrayRecord: Riegeli's file signature. A directory: it holds such
     .array_record files."""
-    return sniff_files(path, matches_name, _has_signature)
+    return sniff_files(path, matches_name, lambda p: has_magic(p, SIGNATURE))
 
-
-def _has_signature(path):
-    return has_magic(path, SIGNATURE)
-
-
-# --- writing ---------------------------------------------------------------------
 
 def writer_options(group_size=1, array_record_options=None) -> str:
     """The options string handed to ArrayRecordWriter, checked by array_record."""
@@ -372,16 +333,15 @@ def writer_options(group_size=1, array_record_options=None) -> str:
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write every split as ArrayRecord files of TFDS-style Examples: one split to
     `path`, several to <stem>-<split>.array_record; shards=N cuts each into N files.
-    workers/processes as mnistconv.parallel.
 
         write(ds, "mnist.array_record", shards=4)
     """
     from . import SPEC
     o = SPEC.options(options)
-    _module()
+    shardwrite.array_record_module()
     options = writer_options(o.group_size, o.array_record_options)
     shards = check_shard_count(1 if o.shards is None else o.shards)
-    workers, processes = check_workers(o.workers), o.processes
+    workers = check_workers(o.workers)
     path = str(path)
     if path == "-":
         raise UsageError("-", "ArrayRecord cannot be written to stdout (its index is at "
@@ -391,17 +351,14 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     several = len(dataset.splits) > 1
     plan, num_classes = [], 0
     for name, split in dataset.splits.items():
-        where = split.header.source or name
         shape = encode.image_shape(split, "ArrayRecord")
         num_classes = max(num_classes, encode.check_labels(split, "ArrayRecord"))
         if shards > max(1, split.header.count):
-            raise UsageError(where, f"--shards {shards} but split {name} has "
-                                    f"{split.header.count} examples", "pass fewer --shards")
+            raise UsageError(split.header.source or name, f"--shards {shards} but split "
+                             f"{name} has {split.header.count} examples", "pass fewer --shards")
         plan.append((name, split, shape, ShardSet(split_target(path, name, several),
                                                   split.header.count, shards)))
-    tasks = {}
-    for _, _, shape, _ in plan:
-        tasks.setdefault(shape, encode.ExampleTask(num_classes, shape))
+    tasks = {shape: encode.ExampleTask(num_classes, shape) for _, _, shape, _ in plan}
     files, counts = [], {}
     with StagedOutput(force, root=path) as staged:
         staged_paths = [s.stage_files(staged) for *_, s in plan]
@@ -416,7 +373,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
             for task in tasks.values():
                 task.warm()
             biggest = max(int(np.prod(shape)) for _, _, shape, _ in plan)
-            with ParallelEncoder(list(tasks.values()), workers, processes, biggest,
+            with ParallelEncoder(list(tasks.values()), workers, o.processes, biggest,
                                  min(encode.chunk_records(s) for *_, s, _ in plan),
                                  total=sum(s.header.count for _, s, _, _ in plan)) \
                     as encoder:

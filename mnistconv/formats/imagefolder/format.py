@@ -3,24 +3,20 @@ torchvision.datasets.ImageFolder and Keras' image_dataset_from_directory read it
 
     ROOT/<split>/<class>/<index>.png
 
-- <class> is the class number, so that string order is class order (both loaders number
-  classes by the sorted folder names): 0 .. 9 for up to 10 classes, zero-padded beyond
-  (00 .. 46 for EMNIST balanced); when the input records class names, the number then
-  `_` and the name with anything but letters, digits, '-' and '.' made '_'
-  (`0_T-shirt_top`).
+- <class> is the class number, zero-padded so that string order is class order (both
+  loaders number classes by sorted folder name): 0 .. 9, or 00 .. 46 for EMNIST
+  balanced; with class names, the number, `_` and the name with anything but letters,
+  digits, '-' and '.' made '_' (`0_T-shirt_top`).
 - <index> is the sample's original index, zero-padded to the width of the split's
   largest, so that a folder's string order is index order.
 - Each image is a grayscale PNG (`.jpg` with image_format="jpeg"). Nothing else is
-  written: no list files, no metadata. A class absent from a split gets no folder
-  (torchvision refuses empty class folders).
+  written. A class absent from a split gets no folder (torchvision refuses empty ones).
 
-Reading takes ROOT (every `<split>/` holding class folders) or one split's folder
-(its name is the split's). A class folder named with a number, or a number then `_`,
-`-` or a space, is that class; otherwise classes are numbered by sorted folder name, as
-torchvision does. Samples are ordered by the number in their file names (the original
-index, restored as such), else by name. Images must all have one size, and be whole: a
-PNG cut before the end of its IEND chunk is refused, though it may still decode (a cut
-JPEG does not decode).
+Reading takes ROOT or one split's folder. A class folder named with a number, or a
+number then `_`, `-` or a space, is that class; otherwise classes are numbered by sorted
+folder name, as torchvision does. Samples are ordered by the number in their file names
+(the original index), else by name. Images must all have one size, and be whole (a
+PNG cut inside its IEND chunk may still decode).
 """
 
 import os
@@ -41,6 +37,7 @@ from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Outpu
 from ...shards import in_split_order, is_data_name
 from ...codecs.classes import check_names
 from ...codecs.images import class_labels, decode_image, grayscale_shape
+from ...codecs.png import IEND, SIGNATURE
 from ...codecs.samples import SampleTask, pack, split_output
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
@@ -64,21 +61,16 @@ def _folders(path, root):
     return [os.path.basename(p) for p in input_entries(path, root, is_data_name, "dir")]
 
 
-def _is_image_name(name):
-    return name.lower().endswith(IMAGE_EXTENSIONS) and is_data_name(name)
-
-
 def _images_in(path, root):
     """The image files in path (names), none of them leading out of root."""
-    return [os.path.basename(p) for p in input_entries(path, root, _is_image_name, "file")]
+    return [os.path.basename(p) for p in input_entries(
+        path, root, lambda n: n.lower().endswith(IMAGE_EXTENSIONS) and is_data_name(n), "file")]
 
 
 def _holds_class_folders(path, root):
     folders = _folders(path, root)
     return bool(folders) and any(_images_in(os.path.join(path, f), root) for f in folders[:4])
 
-
-# ---- writing ----
 
 def class_folders(num_classes, names=None):
     """The folder name of each class: string order is class order.
@@ -88,13 +80,10 @@ def class_folders(num_classes, names=None):
         class_folders(2, ["cat", "T-shirt/top"])  # ['0_cat', '1_T-shirt_top']
     """
     width = len(str(max(num_classes - 1, 0)))
-    folders = [f"{i:0{width}d}" for i in range(num_classes)]
-    if names:
-        folders = [f"{f}_{_UNSAFE.sub('_', str(n)).strip('_.')[:48]}" if i < len(names)
-                   else f for i, (f, n) in enumerate(zip(folders, list(names) +
-                                                          [""] * num_classes))]
-        folders = [f.rstrip("_") for f in folders]
-    return folders
+    names = list(names or ())
+    return [(f"{i:0{width}d}" + (f"_{_UNSAFE.sub('_', str(names[i])).strip('_.')[:48]}"
+                                 if i < len(names) else "")).rstrip("_")
+            for i in range(num_classes)]
 
 
 def _check_split(split, where):
@@ -110,9 +99,7 @@ def _check_split(split, where):
 
 
 def _existing_files(folder, root):
-    """Files under folder/<class>/ (what an earlier write left), by class folder. A
-    class folder that is a symlink is refused (staging.check_output_path), never
-    listed, emptied or written through."""
+    """Files an earlier write left under folder/<class>/, by class (a linked one is refused)."""
     found = {}
     if not os.path.isdir(folder):
         return found
@@ -125,17 +112,15 @@ def _existing_files(folder, root):
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
     """Write every split as ROOT/<split>/<class>/<index>.png under the directory `path`
-    (see the module docstring). A split's folder is replaced as a whole with
-    force=True (files an earlier write left there go). workers: encoding threads
-    (processes=True: forked processes); the files are the same for any number.
+    (see the module docstring); force=True replaces each split's folder whole. workers:
+    encoding threads (processes=True: forked); the files are the same for any number.
 
         write(mnistconv.read("data/mnist"), "out/mnist-images")
         # out/mnist-images/train/5/00000.png, ..., out/mnist-images/test/9/9999.png
     """
     from . import SPEC
     o = SPEC.options(options)
-    path, image_format, jpeg_quality = str(path), o.image_format, o.jpeg_quality
-    workers, processes = check_workers(o.workers), o.processes
+    path, workers = str(path), check_workers(o.workers)
     if not dataset.splits:
         raise NoSplits(path, "nothing to write: the input has no splits")
     if os.path.exists(path) and not os.path.isdir(path):
@@ -148,7 +133,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     names = next((s.header.class_names for s in dataset.splits.values()
                   if s.header.class_names), None)
     folders = class_folders(max(highest + 1, len(names or ())), names)
-    suffix = ".jpg" if image_format == "jpeg" else ".png"
+    suffix = ".jpg" if o.image_format == "jpeg" else ".png"
     files, counts = [], {}
     with StagedOutput(force, root=path) as staged:
         stages = {}  # (split, class) -> staging directory
@@ -157,22 +142,21 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
             file_names = np.array([f"{i:0{width}d}{suffix}" for i in indices.tolist()])
             old = _existing_files(os.path.join(path, split_name), path)
             for label in np.unique(labels).tolist():
-                folder = folders[label]
-                target = os.path.join(path, split_name, folder)
                 mine = file_names[labels == label].tolist()
                 keep = set(mine)
-                stale = [os.path.basename(f) for f in old.pop(folder, [])
+                stale = [os.path.basename(f) for f in old.pop(folders[label], [])
                          if os.path.basename(f) not in keep]
-                stages[split_name, label] = staged.directory(target, mine, replaces=stale)
+                stages[split_name, label] = staged.directory(
+                    os.path.join(path, split_name, folders[label]), mine, replaces=stale)
             for gone in old.values():  # class folders the new output does not have
                 for f in gone:
                     staged.supersede(f)
             checked[split_name] = (shape, labels, file_names)
-        tasks = [SampleTask(shape, image_format, jpeg_quality, tar=False)
+        tasks = [SampleTask(shape, o.image_format, o.jpeg_quality, tar=False)
                  for shape, _, _ in checked.values()]
         slot = max(t.slot_shape[0] for t in tasks)
         tasks[0].warm()
-        with ParallelEncoder(tasks, workers, processes, slot, CHUNK,
+        with ParallelEncoder(tasks, workers, o.processes, slot, CHUNK,
                              total=sum(s.header.count for s in dataset.splits.values())) \
                 as encoder:
             for (split_name, split), task in zip(dataset.splits.items(), tasks):
@@ -186,16 +170,13 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
                         body, sizes = split_output(data, length, n)
                         at = 0
                         for size in sizes.tolist():
-                            label = int(labels[position])
-                            name = str(file_names[position])
-                            target = os.path.join(path, split_name, folders[label], name)
-                            with create_staged(os.path.join(stages[split_name, label],
-                                                            name)) as f:
+                            label, name = int(labels[position]), str(file_names[position])
+                            tmp = os.path.join(stages[split_name, label], name)
+                            with create_staged(tmp) as f:
                                 f.write(body[at:at + size])
-                            files.append((target, os.path.join(stages[split_name, label],
-                                                               name), size))
-                            at += size
-                            position += 1
+                            files.append((os.path.join(path, split_name, folders[label],
+                                                       name), tmp, size))
+                            at, position = at + size, position + 1
                         progress.advance(n)
                 finally:
                     progress.finish()
@@ -208,26 +189,18 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     return WriteResult(written, counts, {"images": len(written)})
 
 
-# ---- reading ----
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-IEND = b"\0\0\0\0IEND\xaeB`\x82"  # length 0, type, and the CRC of b"IEND"
-
-
 def png_is_whole(data) -> bool:
-    """True when a PNG's chunks are all there up to its 12-byte IEND chunk. A PNG cut
-    inside IEND or the last IDAT's CRC still decodes (zlib's stream is complete and
-    chunk CRCs are not checked on that path), but a cut file is a damaged one. The
-    usual file ends with IEND (one comparison); otherwise the chunks are walked, so
-    bytes after IEND are allowed, as libpng and Pillow ignore them. (A cut JPEG needs
-    no such check: simplejpeg refuses one without its EOI marker.)
+    """True when a PNG's chunks are all there up to its 12-byte IEND chunk: a PNG cut
+    inside IEND or the last IDAT's CRC still decodes, but a cut file is a damaged one.
+    Bytes after IEND are allowed, as libpng and Pillow ignore them. (simplejpeg refuses
+    a cut JPEG itself.)
 
         png_is_whole(codecs.encode_png(image))        # True
         png_is_whole(codecs.encode_png(image)[:-1])   # False
     """
     if data.endswith(IEND):
         return True
-    pos = len(PNG_SIGNATURE)
+    pos = len(SIGNATURE)
     while pos + 12 <= len(data):
         length = int.from_bytes(data[pos:pos + 4], "big")
         if data[pos + 4:pos + 8] == b"IEND":
@@ -236,8 +209,7 @@ def png_is_whole(data) -> bool:
     return False
 
 def _class_numbers(folders, where):
-    """Each class folder's class: its leading number when every folder has one, else
-    its position in sorted order (torchvision's rule)."""
+    """Each class folder's class: its leading number if all have one, else its sorted place."""
     numbers = [_NUMBERED.match(f) for f in folders]
     if all(numbers):
         values = [int(m[1]) for m in numbers]
@@ -251,9 +223,7 @@ def _class_numbers(folders, where):
 
 
 def _names(folders, numbers):
-    """Class names by label: a folder's name after its number (`3_cat` names class 3
-    cat), or the whole name of a folder without a number; () when folders are only
-    numbers."""
+    """Class names by label from folder names (`3_cat`: cat); () when they are only numbers."""
     found = {}
     for folder, number in zip(folders, numbers):
         m = _NUMBERED.match(folder)
@@ -266,8 +236,7 @@ def _names(folders, numbers):
 
 
 class ImageFolderSplit(Split):
-    """One split's image files: listed, labelled and sized at read() time; decoded by
-    batches()."""
+    """One split's image files: listed, labelled and sized at read() time."""
 
     def __init__(self, name, folder, root):
         self.root = root
@@ -299,33 +268,24 @@ class ImageFolderSplit(Split):
         labels = np.array([labels[i] for i in order], np.int64)
         self._labels = labels.astype(np.uint8) if labels.max() < 256 else labels
         shape = self._shape(self._paths[0])
-        self._check_sizes(shape)
+        for path in self._paths[1:]:  # every header now: a wrong size is named before any write
+            if (size := self._shape(path)) != shape:
+                raise FormatError(path, f"is a {size[0]}x{size[1]} image, the split's "
+                                        f"images are {shape[0]}x{shape[1]}",
+                                  "every image of a split has one size")
         super().__init__(name, Header(len(labels), shape, np.dtype(np.uint8),
                                       self._labels.dtype, None, folder,
                                       check_names(_names(classes, numbers), folder,
                                                   "class folder names")))
 
-    def _head(self, path):
-        with open_input(path, self.root) as f:
-            return f.read(1 << 16)
-
     def _shape(self, path):
-        head = self._head(path)
+        with open_input(path, self.root) as f:
+            head = f.read(1 << 16)
         size = codecs.image_size(head) if codecs.image_kind(head) != "raw" else None
         if size is None:
             raise FormatError(path, "is not an image (PNG or JPEG)", "remove it from the class folder")
         check_image_size(size, path)
         return size
-
-    def _check_sizes(self, shape):
-        """Every image's header says the split's size: a wrong one is named before
-        anything is written."""
-        for path in self._paths[1:]:
-            size = self._shape(path)
-            if size != shape:
-                raise FormatError(path, f"is a {size[0]}x{size[1]} image, the split's "
-                                        f"images are {shape[0]}x{shape[1]}",
-                                  "every image of a split has one size")
 
     def labels(self):
         """Every sample's class, in order (read at read() time)."""
@@ -345,7 +305,7 @@ class ImageFolderSplit(Split):
     def _decode(self, path):
         with open_input(path, self.root) as f:
             data = f.read()
-        if data[:8] == PNG_SIGNATURE and not png_is_whole(data):
+        if data[:8] == SIGNATURE and not png_is_whole(data):
             raise Truncated(path, "the PNG ends before its IEND chunk")
         return decode_image(data, tuple(self.header.shape), path)
 

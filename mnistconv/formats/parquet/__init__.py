@@ -1,13 +1,36 @@
-"""Hugging Face Parquet: an image classification dataset as the Hub keeps it (byte
-layout in format.py). This file is the format's declaration, light enough for `--help`;
-the code is in format.py, imported on first use (it needs pyarrow: the `parquet`
-extra)."""
+"""Hugging Face Parquet: an image classification dataset as the Hub keeps it
+(ylecun/mnist, zalando-datasets/fashion_mnist) and as `datasets` writes it.
+
+A dataset directory (what `push_to_hub` uploads):
+    README.md                               dataset card; its YAML header lists the
+                                            configs, data_files, features and splits
+    <folder>/<split>-00000-of-0000N.parquet one shard set per split; <folder> is the
+                                            config's name, or data/ for 'default'
+Each Parquet file (https://parquet.apache.org/docs/file-format/: "PAR1", column
+chunks in row groups, the Thrift footer, its length, "PAR1") holds the columns:
+    image  struct<bytes: binary, path: string>   the PNG (or JPEG) file's bytes; path null
+    label  int64                                 the class index
+    <name> int32 (0 or more)                     the record's extra fields, if any
+                                                 (QMNIST's hsf_series, writer_id, ...)
+and the Arrow schema's key-value metadata carries `huggingface`, the datasets features
+as JSON (card.py).
+
+mnistconv writes 8-bit grey (or RGB) PNGs without filters (codecs/png.py), image columns
+PLAIN and uncompressed and the label (and extra) columns snappy with a dictionary (as
+datasets does), row groups of 1000 rows by default. Reading takes a file, a shard set,
+`<config>/<split>-*.parquet` (`config` chooses among several), `<split>.parquet`, or the
+Hub's converted `<config>/<split>/0000.parquet`; the image and label columns are found
+by name, else by their Image and ClassLabel features; other integer columns of 32 bits
+or fewer are the records' extra fields, each value checked to fit int32.
+The code is in reader.py and writer.py (the format's module), imported on first use: it
+needs pyarrow (the `parquet` extra).
+"""
 
 from ...spec import Format, Option
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
-    "parquet", "mnistconv.formats.parquet.format",
+    "parquet", "mnistconv.formats.parquet.writer",
     "Hugging Face Parquet, as the Hub keeps it (<config>/<split>-00000-of-00001.parquet: "
     "image PNG + label, features in the schema, a README.md card; needs pyarrow)",
     extensions=(".parquet",),

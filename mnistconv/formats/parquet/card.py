@@ -1,40 +1,9 @@
-"""The Hugging Face metadata of a Parquet image classification dataset: the features
-JSON in each file's Arrow schema (key `huggingface`) and the README.md dataset card
-whose YAML header the Hub and `datasets.load_dataset(<directory>)` read.
-
-Both are written as `datasets` writes them (datasets/features/features.py
-Features.arrow_schema and _to_yaml_list; datasets/info.py DatasetInfosDict.to_dataset_card_data):
-
-    huggingface = {"info": {"features": {"image": {"_type": "Image"},
-                   "label": {"names": ["0", ..., "9"], "_type": "ClassLabel"}}}}
-                   (+ "hsf_series": {"dtype": "int32", "_type": "Value"}, ... for each
-                   extra field, QMNIST's columns, after label)
-
-    ---
-    dataset_info:
-      config_name: mnist          (absent for the config 'default')
-      features:
-      - name: image
-        dtype: image
-      - name: label
-        dtype:
-          class_label:
-            names:
-              '0': '0'
-      - name: hsf_series          (each extra field, if any)
-        dtype: int32
-      splits:
-      - name: train
-        num_bytes: 17470848       (the split's Arrow size, as datasets counts it)
-        num_examples: 60000
-      download_size: 15561616     (the Parquet files' bytes)
-      dataset_size: 20387232
-    configs:
-    - config_name: mnist
-      data_files:
-      - split: train
-        path: mnist/train-*
-    ---
+"""The Hugging Face metadata of a Parquet image classification dataset, as `datasets`
+writes it (features.py Features.arrow_schema and _to_yaml_list; info.py
+DatasetInfosDict.to_dataset_card_data): the features JSON in each file's Arrow schema
+(key `huggingface`), and README.md, whose YAML header (dataset_info: features, splits
+with num_bytes and num_examples, download_size, dataset_size; configs: data_files per
+split) the Hub and `datasets.load_dataset(<directory>)` read.
 
 The YAML is written by hand (no YAML library needed); every string is a JSON string,
 which YAML reads as a double-quoted scalar, so a class name holding quotes, colons or a

@@ -1,4 +1,4 @@
-"""Reading Hugging Face Parquet (layout in format.py): a file, a shard set, a config
+"""Reading Hugging Face Parquet (layout in __init__.py): a file, a shard set, a config
 folder, or a dataset directory with one or more config folders, as the Hub and
 `datasets` lay them out. Only the footers are read to build the splits; labels are read
 as one column, images a batch at a time and decoded (PNG or JPEG) on threads.
@@ -7,6 +7,7 @@ as one column, images a batch at a time and decoded (PNG or JPEG) on threads.
 import io
 import os
 import re
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -20,12 +21,12 @@ from ...parallel import check_workers, ordered_map
 from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...shards import in_split_order
+from ... import codecs
 from ...codecs import classes
 from ...codecs import png
 
 MAGIC = b"PAR1"
-# <split>-00000-of-00004.parquet, as push_to_hub names shards (older versions added a
-# fingerprint: -00000-of-00004-5e5bd8ef82d7f4d5.parquet).
+# push_to_hub's shard names (older versions add a fingerprint: -00000-of-00004-5e5bd8ef).
 _SHARD = re.compile(r"(?P<split>.+?)-(?P<index>\d{5})-of-(?P<total>\d{5})(-[0-9a-f]+)?"
                     r"\.parquet")
 # The Hub's converted layout (refs/convert/parquet): <config>/<split>/0000.parquet.
@@ -44,44 +45,39 @@ def pyarrow(feature="Parquet"):
     return pa, pq
 
 
+@contextmanager
+def _arrow_errors(path):
+    """pyarrow's errors on a damaged file said as one FormatError line."""
+    pa, _ = pyarrow("reading Parquet")
+    try:
+        yield
+    except (pa.ArrowException, OSError, ValueError) as e:
+        reason = " ".join(str(e).split())[:200]
+        raise WrongFormat(path, f"not a valid Parquet file ({reason})") from None
+
+
 def _open(path):
     """pq.ParquetFile, its errors said as one FormatError line."""
-    pa, pq = pyarrow("reading Parquet")
-    from ...fileio import check_input_file
     try:
         check_input_file(path)  # a FIFO or device: pyarrow's open would block on it
     except UsageError as e:
         raise FormatError(path, e.message, e.hint, e.cli_hint) from None
-    try:
-        return pq.ParquetFile(path)
-    except (pa.ArrowException, OSError, ValueError) as e:
-        reason = " ".join(str(e).split())[:200]
-        raise WrongFormat(path, f"not a valid Parquet file ({reason})") from None
+    with _arrow_errors(path):
+        return pyarrow("reading Parquet")[1].ParquetFile(path)
 
 
 def _iter_batches(pf, path, **options):
-    """pf.iter_batches, pyarrow's errors on a damaged file said as one FormatError."""
-    pa, _ = pyarrow("reading Parquet")
-    try:
+    with _arrow_errors(path):
         yield from pf.iter_batches(**options)
-    except (pa.ArrowException, OSError, ValueError) as e:
-        reason = " ".join(str(e).split())[:200]
-        raise WrongFormat(path, f"not a valid Parquet file ({reason})") from None
 
 
 def _read_column(path, name):
-    """One column of a file, its errors said as one FormatError."""
-    pa, _ = pyarrow("reading Parquet")
-    try:
+    with _arrow_errors(path):
         return _open(path).read(columns=[name]).column(0)
-    except (pa.ArrowException, OSError, ValueError) as e:
-        reason = " ".join(str(e).split())[:200]
-        raise WrongFormat(path, f"not a valid Parquet file ({reason})") from None
 
 
 def _features(schema, path):
-    """The datasets features in the schema's `huggingface` metadata, or {}; a
-    FormatError when it is not JSON (nested past the recursion limit, too)."""
+    """The datasets features in the schema's `huggingface` metadata (JSON), or {}."""
     raw = (schema.metadata or {}).get(b"huggingface")
     if not raw:
         return {}
@@ -120,10 +116,7 @@ class _Layout:
                                     f"are {shown[:300]}", _EXPECTED)
         self.image, self.label = image, label
         self.types = (str(schema.field(image).type), str(schema.field(label).type))
-        # Integer columns of 32 bits or fewer beside them are the records' extra fields
-        # (QMNIST's columns, written as int32): read when asked (extra_fields), in the
-        # schema's order. A Hub dataset's int64 column (an id, a timestamp) is not one:
-        # its values need not fit, and it must not stop a conversion.
+        # Extra fields (QMNIST's): int64 columns (a Hub id, a timestamp) need not fit int32.
         self.extras = tuple(f.name for f in schema if f.name not in (image, label)
                             and pa.types.is_integer(f.type) and f.type.bit_width <= 32
                             and f.type != pa.uint32())
@@ -137,8 +130,7 @@ class _Layout:
             self.class_names = None
 
 
-# Pillow modes read as RGB; every other mode is grey (datasets stores an int64 numpy
-# image as a 32-bit TIFF, mode I: its values must still be 0..255).
+# Pillow modes read as RGB; others are grey (datasets' int64 image: a mode I TIFF).
 _COLOUR_MODES = ("RGB", "RGBA", "P", "PA", "CMYK", "YCbCr", "LAB", "HSV")
 
 
@@ -156,7 +148,6 @@ def _pillow(data, where):
 
 def _image_shape(data, where):
     """(h, w) for a grey image, (h, w, 3) for colour, from its header."""
-    from ... import codecs
     size = codecs.image_size(data)
     kind = codecs.image_kind(data)
     if size is None:
@@ -169,23 +160,18 @@ def _image_shape(data, where):
             raise BadImage(where, f"is not an image (starts {data[:8]!r})") from None
         return size + ((3,) if colour else ())
     check_image_size(size, where)
-    grey = data[25] in (0, 4) if kind == "png" and len(data) > 25 else \
-        _jpeg_components(data) == 1
+    if kind == "png" and len(data) > 25:
+        grey = data[25] in (0, 4)
+    else:
+        try:
+            grey = codecs.simplejpeg_module().decode_jpeg_header(data)[2] == "Gray"
+        except Exception:
+            grey = True
     return tuple(size) if grey else tuple(size) + (3,)
 
 
-def _jpeg_components(data):
-    from ... import codecs
-    try:
-        return 3 if codecs.simplejpeg_module().decode_jpeg_header(data)[2] != "Gray" else 1
-    except Exception:
-        return 1
-
-
 def _check_claimed_size(data, shape, where):
-    """The size an image's header claims is the split's (checked before decoding: 80 KB
-    of PNG can be 9000 x 9000), else a FormatError naming the row."""
-    from ... import codecs
+    """The size an image's header claims is the split's, else a FormatError naming the row."""
     claimed = codecs.image_size(data)
     if claimed is not None and claimed != tuple(shape[:2]):
         raise FormatError(where, f"image is {claimed[0]}x{claimed[1]}, the split's images "
@@ -195,7 +181,6 @@ def _check_claimed_size(data, shape, where):
 
 def _decode(data, shape, where):
     """One image's pixels in `shape`, or a FormatError naming the row."""
-    from ... import codecs
     pixels = png.decode_unfiltered(data, shape) if len(shape) == 2 or shape[2] == 3 \
         else None
     if pixels is not None:
@@ -228,8 +213,7 @@ def _decode(data, shape, where):
 
 
 def _eight_bit(pixels, where):
-    """Pixels of a 16/32-bit or float image whose values are all 0..255 whole numbers
-    (what datasets stores for an int64 numpy image), as uint8; else a FormatError."""
+    """A 16/32-bit or float image of whole numbers 0..255 (datasets' int64 image) as uint8."""
     if pixels.size and (pixels.min() < 0 or pixels.max() > 255 or
                         (pixels.dtype.kind == "f" and (pixels != np.floor(pixels)).any())):
         raise FormatError(where, f"image holds {pixels.dtype.name} values outside 0..255",
@@ -238,17 +222,16 @@ def _eight_bit(pixels, where):
 
 
 class ParquetSplit(Split):
-    """One split: its Parquet files, read in order. `files` lists them and shards()
-    gives one split per file (loaders hand files to workers)."""
+    """One split: its Parquet `files`, read in order; shards() gives one split per file
+    (loaders hand files to workers)."""
 
     def __init__(self, name, files, workers=None, _known=None):
         self.files = list(files)
         self.workers = check_workers(workers)
-        self._extras = None
+        self._extras = self._labels = None
         if _known is not None:
             self.layouts, header, self.class_names = _known
             super().__init__(name, header)
-            self._labels = None
             return
         self.layouts = []
         count, first = 0, None
@@ -275,15 +258,13 @@ class ParquetSplit(Split):
         self.class_names = next((lay.class_names for lay in self.layouts
                                  if lay.class_names), None)
         shape = _image_shape(first, f"{self.files[0]}: row 0") if first else (0, 0)
-        # Rows sharing one dictionary value cost a few bytes each: examples x pixels must
-        # come from the files' bytes (budget.py), or the work is a bomb's, not the data's.
+        # Rows sharing a dictionary value cost a few bytes each: a bomb's work (budget.py).
         budget.check_expansion(", ".join(self.files), count, budget.image_bytes(shape),
                                sum(os.path.getsize(p) for p in self.files))
         header = Header(count, shape, np.dtype(np.uint8), np.dtype(np.int64),
                         len(self.class_names) if self.class_names else None,
                         ", ".join(self.files), tuple(self.class_names or ()))
         super().__init__(name, header)
-        self._labels = None
 
     @staticmethod
     def _first_image(pf, layout, path):
@@ -310,19 +291,12 @@ class ParquetSplit(Split):
 
     def labels(self):
         if self._labels is None:
-            from ...codecs.classes import check_labels
             parts = []
             for path, layout in zip(self.files, self.layouts):
-                column = _read_column(path, layout.label)
-                if column.null_count:
-                    raise FormatError(path, f"{column.null_count} rows have no label",
-                                      "give every row a label")
-                part = np.concatenate([_integers(c) for c in column.chunks] or
-                                      [np.zeros(0, np.int64)])
-                check_labels(part, path)  # before int64: a uint64 2**64-1 would be -1
+                part = _integer_column(path, layout.label, "label", "give every row a label")
+                classes.check_labels(part, path)  # before int64: a uint64 2**64-1 is not -1
                 part = part.astype(np.int64, copy=False)
-                # A ClassLabel names the classes: a label past its names is no class
-                # (datasets' int2str refuses it; writers that carry names would fail).
+                # A label past its ClassLabel's names is no class (datasets' int2str).
                 classes.check_covers(self.class_names or (), part, path, self.name,
                                      hint="the file's ClassLabel feature does not name "
                                           "it")
@@ -374,15 +348,12 @@ class ParquetSplit(Split):
         labels = self.labels()
         shape = self.header.shape
         batch_size = budget.rows(self.header, batch_size)
-        # With images so large that a batch holds few, the rows are still fetched
-        # _CHECK_ROWS at a time and every one's claimed size checked before any is
-        # decoded: a 6000 x 6000 row 0 followed by 28 x 28 rows is refused before 400 MB
-        # go into decoding row 0.
+        # Every claimed size of _CHECK_ROWS rows is checked before any row is decoded.
         fetch = max(batch_size, _CHECK_ROWS)
         at = 0
         for path, layout in zip(self.files, self.layouts):
-            pf = _open(path)
-            for batch in _iter_batches(pf, path, batch_size=fetch, columns=[layout.image]):
+            for batch in _iter_batches(_open(path), path, batch_size=fetch,
+                                       columns=[layout.image]):
                 column = batch.column(0).field("bytes")
                 if column.null_count:
                     row = at + next(i for i in range(len(column))
@@ -405,30 +376,31 @@ class ParquetSplit(Split):
                                                   f"{self.header.count}")
 
 
-def _int32_column(path, name):
-    """An integer column of a file as int32, or a FormatError for a null or a value
-    that does not fit."""
-    from ..extras import INT32
+def _integer_column(path, name, what, hint):
+    """An integer column of a file as numpy; a FormatError naming `what` for a null."""
     column = _read_column(path, name)
     if column.null_count:
-        raise FormatError(path, f"{column.null_count} rows have no {printable(name)}",
-                          "give every row a value, or drop the column")
-    values = [_integers(c) for c in column.chunks]
-    for part in values:
-        if len(part) and (int(part.min()) < INT32[0] or int(part.max()) > INT32[1]):
-            bad = int(part.min()) if int(part.min()) < INT32[0] else int(part.max())
-            raise FormatError(path, f"column {printable(name)} holds {bad}, which does "
-                                    "not fit int32", "extra fields are int32")
-    return np.concatenate([v.astype(np.int32) for v in values] or
-                          [np.zeros(0, np.int32)])
+        raise FormatError(path, f"{column.null_count} rows have no {what}", hint)
+    return np.concatenate([_integers(c) for c in column.chunks] or [np.zeros(0, np.int64)])
+
+
+def _int32_column(path, name):
+    """An integer column of a file as int32; a FormatError for a null or a misfit."""
+    from ..extras import INT32
+    values = _integer_column(path, name, printable(name),
+                             "give every row a value, or drop the column")
+    if len(values) and (int(values.min()) < INT32[0] or int(values.max()) > INT32[1]):
+        bad = int(values.min()) if int(values.min()) < INT32[0] else int(values.max())
+        raise FormatError(path, f"column {printable(name)} holds {bad}, which does "
+                                "not fit int32", "extra fields are int32")
+    return values.astype(np.int32)
 
 
 _CHECK_ROWS = 1024  # rows whose sizes are checked together (batches())
 
 
 def _integers(array):
-    """An integer Arrow array without nulls as numpy, from its buffer: pyarrow's
-    to_numpy() imports pandas when it is installed (memory for nothing)."""
+    """An integer Arrow array without nulls as numpy, from its buffer (to_numpy() imports pandas)."""
     import pyarrow as pa
     kind = "i" if pa.types.is_signed_integer(array.type) else "u"
     dtype = np.dtype(f"<{kind}{array.type.bit_width // 8}")
@@ -437,14 +409,12 @@ def _integers(array):
 
 
 def _config_splits(folder, root):
-    """{split: [files]} of one config folder: <split>-NNNNN-of-NNNNN.parquet shard
-    sets, <split>.parquet, and <split>/NNNN.parquet folders; nothing out of root."""
+    """{split: [files]} of one config folder: shard sets, <split>.parquet, <split>/NNNN.parquet."""
     groups = {}
     for path in input_entries(folder, root):
         entry = os.path.basename(path)
         if os.path.isdir(path):
-            numbered = _numbered_in(path, root)
-            if numbered:
+            if numbered := _numbered_in(path, root):
                 groups.setdefault(entry, []).extend(numbered)
             continue
         if not entry.lower().endswith(".parquet"):
@@ -486,12 +456,9 @@ def _configs(path):
     """{config folder name: {split: files}} of the folders under a dataset directory."""
     found = {}
     for sub in input_entries(path, path, kind="dir"):
-        entry = os.path.basename(sub)
-        if _numbered_in(sub, path):
-            continue  # a split folder (<split>/0000.parquet), not a config
-        splits = _config_splits(sub, path)
-        if splits:
-            found[entry] = splits
+        # A split folder (<split>/0000.parquet) is not a config.
+        if not _numbered_in(sub, path) and (splits := _config_splits(sub, path)):
+            found[os.path.basename(sub)] = splits
     return found
 
 
@@ -519,8 +486,8 @@ def _directory_splits(path, config):
 
 def read(path, config=None, workers=None) -> Dataset:
     """A Parquet file, shard set or dataset directory in the Hub's layout as a
-    dataset. A directory with several config folders needs `config`. Only footers and
-    first images are read here. workers: threads decoding images (default: every core).
+    dataset. A directory with several config folders needs `config`. workers: threads
+    decoding images (default: every core).
 
         ds = read("mnist-hf/")                       # data/ or the one <config>/
         ds = read("fashion_mnist/", config="fashion_mnist")
@@ -547,8 +514,8 @@ def read(path, config=None, workers=None) -> Dataset:
 
 
 def sniff(path) -> bool:
-    """A file that starts with Parquet's magic PAR1, or a directory holding .parquet
-    files in the Hub's layouts (at most two folders down)."""
+    """A file starting with Parquet's magic PAR1, or a directory holding .parquet files
+    at most two folders down."""
     if os.path.isfile(path):
         return has_magic(path, MAGIC)
     if not os.path.isdir(path):

@@ -18,7 +18,7 @@ SPEC = Format(
         JPEG_QUALITY,
         WORKERS,
     ),
-    sharded="mnistconv.formats.webdataset.plan",
+    sharded="mnistconv.formats.webdataset.writer",
 )
 
 __getattr__ = lazy_attributes(SPEC.module)
