@@ -4,16 +4,16 @@ plan.Tasks, cli.convert.Conversion), not as long keyword lists. Walked in the sy
 tree of every module of mnistconv/; self and cls are not counted, *args and **kwargs
 count one each.
 
-The issue asks for at most TARGET (the click commands, whose parameters are their
-command line's options); CEILING is what the package holds today: it may only go down,
-to TARGET."""
+The issue asks for at most TARGET; CEILING is what the package holds today and may only
+go down: mnistconv.convert and mnistconv.torch.dataset, public signatures users call
+(the click commands take their shared flags as one Run or Source, cli/common.py)."""
 
 import ast
 
 from helpers import REPO
 
 TARGET = 5
-CEILING = 15
+CEILING = 2
 
 
 def _counts(source):
