@@ -22,27 +22,35 @@ TARGET_RATIO = 5
 TARGET_MB = 200
 
 
-def same_samples(baseline, ours):
-    """The two tars hold the same member names and bytes, PNGs the same pixels."""
-    import io
+def members(tars):
+    """(tar, member) of every member of the tars, in order."""
     import tarfile
+    for path in tars:
+        with tarfile.open(path, "r|") as tar:
+            for member in tar:
+                yield tar, member
+
+
+def same_samples(baseline, ours):
+    """The baseline tar and our shards, in order, hold the same member names and bytes,
+    PNGs the same pixels."""
+    import io
 
     import numpy as np
     from PIL import Image
-    with tarfile.open(baseline, "r|") as a, tarfile.open(ours, "r|") as b:
-        count = 0
-        for x, y in zip(a, b):
-            if x.name != y.name:
-                raise SystemExit(f"error: member {count}: {x.name} against {y.name}")
-            dx, dy = a.extractfile(x).read(), b.extractfile(y).read()
-            if x.name.endswith(".png"):
-                same = np.array_equal(np.asarray(Image.open(io.BytesIO(dx))),
-                                      np.asarray(Image.open(io.BytesIO(dy))))
-            else:
-                same = dx == dy
-            if not same:
-                raise SystemExit(f"error: member {x.name} differs")
-            count += 1
+    count = 0
+    for (a, x), (b, y) in zip(members([baseline]), members(ours)):
+        if x.name != y.name:
+            raise SystemExit(f"error: member {count}: {x.name} against {y.name}")
+        dx, dy = a.extractfile(x).read(), b.extractfile(y).read()
+        if x.name.endswith(".png"):
+            same = np.array_equal(np.asarray(Image.open(io.BytesIO(dx))),
+                                  np.asarray(Image.open(io.BytesIO(dy))))
+        else:
+            same = dx == dy
+        if not same:
+            raise SystemExit(f"error: member {x.name} differs")
+        count += 1
     if count != 3 * 60000:
         raise SystemExit(f"error: {count} members, expected {3 * 60000}")
 
@@ -53,7 +61,6 @@ def main():
     with common.workdir() as tmp:
         base_out = tmp / "baseline.tar"
         ours_dir = tmp / "ours"
-        ours_out = ours_dir / "mnist-train-000000.tar"
         base_name = "webdataset.TarWriter, one sample at a time"
         ours_name = "mnistconv idx-to-webdataset"
         commands = {
@@ -68,8 +75,8 @@ def main():
         results = common.measure(commands, before=lambda n: common.remove(outputs[n]),
                                  fewer={base_name: min(3, common.REPEAT)})
         common.print_table("idx-to-webdataset, official training set (60000 images, "
-                           ".gz input, one shard)", results, ours_name)
-        same_samples(base_out, ours_out)
+                           ".gz input, default shard size)", results, ours_name)
+        same_samples(base_out, sorted(ours_dir.glob("mnist-train-*.tar")))
         common.remove(ours_dir)
         tree_mb = tree_peak_mb(commands[ours_name])
         ours, base = results[ours_name], results[base_name]
