@@ -231,9 +231,9 @@ def names_caffe_lmdb(rng, work, top):
     target = os.path.join(root, name)
     if not os.path.exists(target):
         os.rename(victim, target)
-    if rng.random() < 0.2:  # and an environment that is a link out of the tree
-        os.symlink(rng.choice(["/", top, "/proc/self", target]),
-                   os.path.join(root, "x_lmdb"))
+    link = os.path.join(root, "x_lmdb")
+    if rng.random() < 0.2 and not os.path.lexists(link):  # and one that is a link out
+        os.symlink(rng.choice(["/", top, "/proc/self", target]), link)
     return Case(rng.choice([root, target, os.path.join(target, "data.mdb")]),
                 f"Caffe LMDB environment {name!r}")
 
