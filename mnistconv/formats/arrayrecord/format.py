@@ -45,7 +45,9 @@ SIGNATURE = bytes.fromhex(
     "83af70d10d884a3f00000000000000004000000000000000"
     "91bac23c9287e1a90000000000000000e19f13c0e9b1c372"
     "73000000000000000000000000000000")
-# Records read at once while indexing: _READ, fewer when _READ_BYTES / largest record.
+# Records read at once while indexing: _READ, fewer when _READ_BYTES / largest record;
+# one at a time where each record is its own chunk (nothing shared to decode twice), so
+# a few records of millions of labels never sit in memory together.
 _READ = 4096
 _READ_BYTES = 16 << 20
 
@@ -145,6 +147,7 @@ class ArrayRecordSplit(Split):
         shape = label = index = None
         for f, reader, count in zip(self.files, self.readers, self.counts):
             at, block, largest, last = 0, 1, 1, None
+            alone = "group_size:1," in reader.writer_options_string() + ","
             while at < count:
                 for data in self._read(f, reader, at, min(count, at + block)):
                     if data != last:  # a repeated record reads as the one before it
@@ -168,7 +171,7 @@ class ArrayRecordSplit(Split):
                     labels.append(label)
                     indices.append(len(indices) if index is None else index)
                     at += 1
-                block = max(1, min(_READ, _READ_BYTES // largest))
+                block = 1 if alone else max(1, min(_READ, _READ_BYTES // largest))
         if shape is None:
             raise FormatError(self.files[0], "contains no records",
                               "give an ArrayRecord file that holds at least one record")
