@@ -5,6 +5,7 @@ commands the benches time (the official MNIST files, decompressed).
 
     git worktree add --detach /tmp/old <commit>
     python benchmarks/ab_trees.py /tmp/old . [rounds]   # medians, new/old ratios
+    python benchmarks/ab_trees.py /tmp/old . 9 webdataset idx-to-npz   # some commands
 """
 
 import hashlib
@@ -64,7 +65,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="mnistconv-ab-") as tmp:
         src = common.decompressed_copy(Path(tmp) / "mnist")
         times: dict = {}
-        for name, template in COMMANDS.items():
+        wanted = sys.argv[4:] or list(COMMANDS)
+        for name, template in ((n, t) for n, t in COMMANDS.items() if n in wanted):
             digests = {}
             for r in range(rounds + 1):  # the first round warms up, untimed
                 for label, tree in (("old", old), ("new", new)):
