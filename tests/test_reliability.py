@@ -585,3 +585,17 @@ def test_directory_rewritten_with_other_compression(fmt_name, first, second, tmp
     dataset = mnistconv.read(str(target), fmt_name)
     assert {n: s.header.count for n, s in dataset.splits.items()} == \
         {"train": 1000, "test": 200}
+
+
+def test_an_abandoned_npz_stream_takes_no_more_writes(tmp_path):
+    """A signal landing inside ZipFile.close() leaves the archive half-closed; Python
+    closes it again when it is collected, after the output file is gone: that write
+    must go nowhere, not print 'write to closed file' with a traceback (seen once in
+    the SIGTERM test below)."""
+    from mnistconv.formats.npz.format import _HashedStream
+    with open(tmp_path / "x", "wb") as raw:
+        stream = _HashedStream(raw)
+        stream.write(b"abc")
+        stream.abandon()
+    assert stream.write(b"end record") == 10
+    assert (tmp_path / "x").read_bytes() == b"abc"

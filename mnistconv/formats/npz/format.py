@@ -296,7 +296,7 @@ class _HashedStream:
     POLL = 0.0005  # the writer's wait when MAX_PENDING items are queued
 
     def __init__(self, file):
-        self.file, self.size, self._error = file, 0, None
+        self.file, self.size, self._error, self._abandoned = file, 0, None, False
         self._hash = hashlib.sha256()
         self._pending = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="npz-sha256", daemon=True)
@@ -311,6 +311,8 @@ class _HashedStream:
                 return
 
     def write(self, data):
+        if self._abandoned:  # a ZipFile left half-closed by a signal retries at exit
+            return memoryview(data).nbytes
         # Queued by reference: zipfile writes bytes or a batch's array, never changed after.
         self.file.write(data)
         while self._pending.qsize() >= self.MAX_PENDING and self._error is None:
@@ -335,7 +337,9 @@ class _HashedStream:
         return self._hash.hexdigest()
 
     def abandon(self):
-        """The write failed: let the thread end without waiting for it."""
+        """The write failed: let the thread end without waiting for it; later writes
+        (zipfile closing the archive when it is collected) go nowhere."""
+        self._abandoned = True
         self._pending.put(None)
 
 
