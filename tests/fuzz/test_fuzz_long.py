@@ -11,7 +11,9 @@ that is not safe reached the reader.
 per reader with a new random run id, printed with any failure: replay one case with
 `python tests/fuzz/worker.py replay READER FAMILY INDEX RUN`. MNISTCONV_FUZZ_CASES sets
 the count, MNISTCONV_FUZZ_JOBS the number of workers (default: one per core, at most 4),
-MNISTCONV_FUZZ_RUN the run id.
+MNISTCONV_FUZZ_RUN the run id. Each failure is also appended, as it happens, to
+MNISTCONV_FUZZ_LOG (default: mnistconv-fuzz-RUN.jsonl in the temporary directory), so a
+long run that is stopped early still says what failed.
 """
 
 import collections
@@ -22,6 +24,7 @@ import selectors
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -85,6 +88,20 @@ class Worker:
         self.log.close()
 
 
+class _Logged(list):
+    """A list of results that appends each failure to a JSON-lines file as it comes."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+
+    def append(self, result):
+        super().append(result)
+        if self.path and result["problems"]:
+            with open(self.path, "a") as out:
+                out.write(json.dumps(result) + "\n")
+
+
 class Pool:
     """Workers fed one case at a time; a dead or silent worker is replaced."""
 
@@ -105,9 +122,9 @@ class Pool:
         return dict(spec, what="(the worker's own record was lost with it)", args=[],
                     code=None, stderr=tail, problems=[why], peak_mb=None, seconds=None)
 
-    def run(self, specs):
+    def run(self, specs, log=None):
         pending = collections.deque(specs)
-        results = []
+        results = _Logged(log)
         selector = selectors.DefaultSelector()
         for w in self.workers:
             selector.register(w.proc.stdout, selectors.EVENT_READ, w)
@@ -214,7 +231,9 @@ def test_hostile_inputs(fmt, fuzz_cases, pool, run_id):
     families = HOSTILE_FAMILIES[fmt]
     specs = [{"reader": fmt, "family": families[i % len(families)], "index": i,
               "run": run_id} for i in range(n)]
-    results = pool.run(specs)
+    log = os.environ.get("MNISTCONV_FUZZ_LOG") or os.path.join(
+        tempfile.gettempdir(), f"mnistconv-fuzz-{run_id}.jsonl")
+    results = pool.run(specs, None if derandomize else log)
     assert len(results) == n
     failures = [r for r in results if r["problems"]]
     kinds = collections.Counter((r["family"], r["problems"][0].split(":")[0])
@@ -225,5 +244,5 @@ def test_hostile_inputs(fmt, fuzz_cases, pool, run_id):
     assert not failures, (
         f"{len(failures)} of {n} hostile {fmt} inputs misbehaved "
         f"({', '.join(f'{f}/{k}: {c}' for (f, k), c in kinds.items())}); "
-        f"peak {peak} MB, slowest {slowest} s. First ones:\n"
+        f"peak {peak} MB, slowest {slowest} s (all failures in {log}). First ones:\n"
         + "\n".join(describe(r) for r in failures[:12]))
