@@ -198,3 +198,30 @@ def test_rewriting_without_indexes_removes_the_stale_ones(tmp_path):
     mnistconv.write(ds, data[0], "tfrecord", force=True)
     assert not (tmp_path / "m.tfrecord.idx").exists()
     assert mnistconv.read(data[0]).splits["train"].header.count == 30
+
+
+def _fifo(path):
+    import os
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("replace, message", [
+    (lambda idx: idx.symlink_to("/dev/zero"), "leads outside"),
+    (lambda idx: idx.symlink_to("/etc/passwd"), "leads outside"),
+    (_fifo, "is not a regular file (device, FIFO or socket)"),
+    (lambda idx: idx.mkdir(), "is a directory"),
+])
+def test_an_index_that_is_no_regular_file_in_the_folder_is_refused_on_any_read(
+        tmp_path, replace, message):
+    """Whatever stands under an index's name is judged like any input, also by a full
+    read that does not need the index (the fuzz pass found /dev/zero, FIFO and folder
+    ones passed over, where a linked /etc/passwd was refused)."""
+    _, _, data, _ = write_indexed(tmp_path, shards=1)
+    idx = tmp_path / "m.tfrecord.idx"
+    idx.unlink()
+    replace(idx)
+    r = run("convert", data[0], tmp_path / "o.npz", "-q")
+    lines = stderr_of(r).strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"Error: {idx}: ") and message in lines[0], lines
+    assert not (tmp_path / "o.npz").exists()

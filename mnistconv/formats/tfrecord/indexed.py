@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import budget
 from ...errors import CorruptData, FormatError, UsageError
-from ...fileio import open_input
+from ...fileio import check_input, open_input
 from ...limits import MAX_CLASSES
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...stream import balanced_positions
@@ -225,9 +225,21 @@ def read(path, schema="auto", input_compression="auto", split_name=None,
     splits: dict = {}
     for name, files in groups.items():
         # Every file uncompressed with its index beside it: a selection reads only those.
-        if files and all(os.path.isfile(index_path(f)) for f in files) and \
+        if files and all(_has_index(f) for f in files) and \
                 all(resolve_compression(f, input_compression) == "none" for f in files):
             splits[name] = IndexedSplit(name, files, schema, workers)
         else:
             splits[name] = TFRecordSplit(name, files, schema, input_compression, workers)
     return Dataset("tfrecord", splits, [f for files in groups.values() for f in files])
+
+
+def _has_index(path):
+    """Whether a TFRecord file has an index beside it. Whatever is there under the index's
+    name is judged like any input (a link out of the folder, a FIFO, a device or a folder
+    is refused, naming it), never passed over: the same input reads the same way whatever
+    the selection."""
+    index = index_path(path)
+    if not os.path.lexists(index):
+        return False
+    check_input(index, os.path.dirname(index) or os.curdir)
+    return True
