@@ -5,6 +5,7 @@ allocation, and a corrupt archive is one FormatError naming the file.
 
 import contextlib
 import os
+import warnings
 import zipfile
 import zlib
 
@@ -50,16 +51,29 @@ def check_sizes(archive, info, path):
                                 f"in {info.compress_size} compressed, which cannot be")
 
 
+def read_npy_header(f):
+    """(shape, fortran_order, dtype) of the .npy header at f's position, as numpy reads it.
+    numpy warns (a UserWarning, and Python a DeprecationWarning for odd escapes) when a
+    header needs Python 2 era repairs, which it makes: the header is read all the same,
+    and a command line that promised one line per problem prints nothing extra.
+    ValueError, SyntaxError etc. for a header numpy cannot read."""
+    version = np.lib.format.read_magic(f)
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return read_header(f)
+
+
 def open_member(archive: zipfile.ZipFile, name, path):
     """Open a member and parse its .npy header: (file, shape, dtype, fortran_order)."""
     info = archive.getinfo(name)
     check_sizes(archive, info, path)
     f = archive.open(info)
     try:
-        version = np.lib.format.read_magic(f)
-        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                       else np.lib.format.read_array_header_2_0)
-        shape, fortran, dtype = read_header(f)
+        shape, fortran, dtype = read_npy_header(f)
     except Exception as e:  # numpy raises ValueError/OSError/SyntaxError for bad headers
         f.close()
         reason = " ".join(str(e).split())  # numpy's messages span several lines

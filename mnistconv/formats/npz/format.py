@@ -39,7 +39,7 @@ from ..common import InOrder
 from ...codecs.classes import check_labels
 from ...codecs.images import MAX_DIMS, check_split_header
 from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
-    row_batches, zip_errors
+    read_npy_header, row_batches, zip_errors
 
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 LAYOUTS = ("nhw", "nhwc", "nchw")
@@ -139,10 +139,7 @@ def _read_text_member(archive, name, path, limit):
     check_sizes(archive, info, path)
     with archive.open(info) as f:
         try:
-            version = np.lib.format.read_magic(f)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, fortran, dtype = read_header(f)
+            shape, fortran, dtype = read_npy_header(f)
         except Exception as e:
             raise CorruptData(path, f"member {name} is not a valid .npy array "
                                     f"({' '.join(str(e).split())})") from None

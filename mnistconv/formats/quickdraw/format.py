@@ -18,6 +18,7 @@ from ...limits import MAX_EXAMPLES
 from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...codecs import classes
+from ...codecs.npy import read_npy_header
 from ..common import InOrder
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -40,10 +41,7 @@ def _header(path):
     size = check_input_file(path)
     with open_input(path) as f:
         try:
-            version = np.lib.format.read_magic(f)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, fortran, dtype = read_header(f)
+            shape, fortran, dtype = read_npy_header(f)
         except Exception as e:  # numpy: ValueError/SyntaxError for a bad header
             raise WrongFormat(path, f"not a valid .npy array "
                                     f"({' '.join(str(e).split())})") from None
