@@ -25,6 +25,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -137,15 +138,22 @@ def outcome(path, fmt):
             from e
 
 
+# Warnings a Python process does not print by default (outside __main__).
+QUIET_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                  ResourceWarning)
+
+
 def cli_outcome(path, fmt):
     """`mnistconv info PATH --from FMT` in-process, as a user would run it: exit 0, or
-    exit 1/2 with one 'Error: ' line on stderr; never a traceback, a hang or a
-    MemoryError. Returns the exit code."""
+    exit 1/2 with one 'Error: ' line on stderr; never a traceback, a hang, a MemoryError
+    or a warning Python would print (a line in a CI log). Returns the exit code."""
     from mnistconv.cli import main
     args = ["info", str(path), "--json"] + (["--from", fmt] if fmt else [])
     err, out = io.StringIO(), io.StringIO()
     try:
-        with Bounded(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        with Bounded(), contextlib.redirect_stderr(err), contextlib.redirect_stdout(out), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             main(args)
         code = 0
     except SystemExit as e:
@@ -158,6 +166,8 @@ def cli_outcome(path, fmt):
     except BaseException as e:
         raise AssertionError(f"mnistconv {' '.join(args)} raised {type(e).__name__}: {e}") \
             from e
+    shown = [w for w in caught if not issubclass(w.category, QUIET_WARNINGS)]
+    assert not shown, f"mnistconv {' '.join(args)} printed a warning: {shown[0].message}"
     message = err.getvalue()
     if code == 0:
         return code
