@@ -364,3 +364,30 @@ def test_records_that_are_their_own_chunk_are_indexed_one_at_a_time(tmp_path, mo
         .writer_options_string()
     split = next(iter(mnistconv.read(path).splits.values()))
     assert split.header.count == len(spans) > 1 and set(spans) == {1}
+
+
+def test_grouped_records_are_indexed_one_chunk_at_a_time(tmp_path, monkeypatch):
+    """Found by the 10,000-case hostile run (s9m): an uncompressed file of 4-record
+    groups, some records of millions of labels, took 413 MB to refuse at record 5: the
+    index pass read records 1..20 at once, so array_record decoded five groups and
+    returned their records together. A read now stays inside one group (41 MB)."""
+    from mnistconv.formats.arrayrecord import format as arrayrecord
+    out = tmp_path / "m.array_record"
+    full = mnistconv.read(SAMPLE)
+    mnistconv.write(mnistconv.Dataset(full.format, {"test": full.splits["test"]}), out,
+                    "arrayrecord", group_size=4)
+    spans = []
+    real = arrayrecord.ArrayRecordSplit._read
+
+    def recording(self, path, reader, start, end):
+        spans.append((start, end))
+        return real(self, path, reader, start, end)
+
+    monkeypatch.setattr(arrayrecord.ArrayRecordSplit, "_read", recording)
+    [path] = [str(p) for p in tmp_path.glob("*.array_record")]
+    split = next(iter(mnistconv.read(path).splits.values()))
+    assert split.header.count == full.splits["test"].header.count > 8
+    assert [s for s in spans if s[0] // 4 != (s[1] - 1) // 4] == []
+    assert sum(e - s for s, e in spans) == split.header.count and max(
+        e - s for s, e in spans) == 4
+    assert np.array_equal(split.labels(), full.splits["test"].labels())

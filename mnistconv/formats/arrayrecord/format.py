@@ -45,11 +45,14 @@ SIGNATURE = bytes.fromhex(
     "83af70d10d884a3f00000000000000004000000000000000"
     "91bac23c9287e1a90000000000000000e19f13c0e9b1c372"
     "73000000000000000000000000000000")
-# Records read at once while indexing: _READ, fewer when _READ_BYTES / largest record;
-# one at a time where each record is its own chunk (nothing shared to decode twice), so
-# a few records of millions of labels never sit in memory together.
+# Records read at once while indexing: _READ, fewer when _READ_BYTES / largest record,
+# and never from two chunks (groups) at once: array_record decodes a whole chunk for any
+# record of it, so a read that spans chunks holds them all, and a few records of
+# millions of labels must not sit in memory together. Where each record is its own
+# chunk (group_size:1, what mnistconv and TFDS write) that is one record at a time.
 _READ = 4096
 _READ_BYTES = 16 << 20
+_DEFAULT_GROUP = 65536  # array_record's group_size when the options do not name one
 
 
 def matches_name(path) -> bool:
@@ -121,6 +124,15 @@ def _check_claimed_size(path, number, image, shape):
                                 f"{claimed}, the first was {tuple(shape)}")
 
 
+def _group_size(options):
+    """Records per chunk, from the writer's options string ('group_size:4,zstd:3')."""
+    for part in options.split(","):
+        key, _, value = part.partition(":")
+        if key.strip() == "group_size" and value.strip().isdigit():
+            return max(1, int(value))
+    return _DEFAULT_GROUP
+
+
 class ArrayRecordSplit(Split):
     """One split: ArrayRecord files of Examples, read by record number.
 
@@ -147,9 +159,10 @@ class ArrayRecordSplit(Split):
         shape = label = index = None
         for f, reader, count in zip(self.files, self.readers, self.counts):
             at, block, largest, last = 0, 1, 1, None
-            alone = "group_size:1," in reader.writer_options_string() + ","
+            group = _group_size(reader.writer_options_string())
             while at < count:
-                for data in self._read(f, reader, at, min(count, at + block)):
+                end = min(count, at + block, (at // group + 1) * group)
+                for data in self._read(f, reader, at, end):
                     if data != last:  # a repeated record reads as the one before it
                         last = data
                         largest = max(largest, len(data))
@@ -171,7 +184,7 @@ class ArrayRecordSplit(Split):
                     labels.append(label)
                     indices.append(len(indices) if index is None else index)
                     at += 1
-                block = 1 if alone else max(1, min(_READ, _READ_BYTES // largest))
+                block = max(1, min(_READ, _READ_BYTES // largest))
         if shape is None:
             raise FormatError(self.files[0], "contains no records",
                               "give an ArrayRecord file that holds at least one record")
@@ -207,12 +220,12 @@ class ArrayRecordSplit(Split):
                                     f"{len(images)}")
         values = feature_values(path, number, feature, layout.label_key, "int64_list")
         if layout.label_format == "onehot":
-            values = list(values)
-            if len(values) != layout.label_width or values.count(1) != 1 or \
-                    values.count(0) != len(values) - 1:
+            # The count before the values: a record may hold millions of them.
+            hot = list(values) if len(values) == layout.label_width else None
+            if hot is None or hot.count(1) != 1 or hot.count(0) != len(hot) - 1:
                 raise CorruptData(path, f"{record_name(number)}: label is not one-hot "
                                         f"over {layout.label_width} classes")
-            label = values.index(1)
+            label = hot.index(1)
         elif len(values) != 1:
             raise CorruptData(path, f"{record_name(number)}: expected one label value, "
                                     f"found {len(values)}")
