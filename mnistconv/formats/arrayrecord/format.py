@@ -124,13 +124,16 @@ def _check_claimed_size(path, number, image, shape):
                                 f"{claimed}, the first was {tuple(shape)}")
 
 
+def _named_options(options):
+    """{name: value} of an ArrayRecord options string ('group_size:4,zstd:3')."""
+    pairs = (part.partition(":") for part in options.split(","))
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
 def _group_size(options):
-    """Records per chunk, from the writer's options string ('group_size:4,zstd:3')."""
-    for part in options.split(","):
-        key, _, value = part.partition(":")
-        if key.strip() == "group_size" and value.strip().isdigit():
-            return max(1, int(value))
-    return _DEFAULT_GROUP
+    """Records per chunk, from the writer's options string."""
+    value = _named_options(options).get("group_size", "")
+    return max(1, int(value)) if value.isdigit() else _DEFAULT_GROUP
 
 
 class ArrayRecordSplit(Split):
@@ -339,7 +342,7 @@ def writer_options(group_size=1, array_record_options=None) -> str:
     options = f"group_size:{int(group_size)}"
     if array_record_options:
         extra = str(array_record_options).strip().strip(",")
-        if any(part.split(":")[0].strip() == "group_size" for part in extra.split(",")):
+        if "group_size" in _named_options(extra):
             raise UsageError(None, "--array-record-options names group_size",
                              "use --group-size")
         options += "," + extra
