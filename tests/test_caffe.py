@@ -535,7 +535,7 @@ def test_hdf5_a_large_chunk_is_decoded_once_not_once_per_batch(tmp_path, monkeyp
     real_file = h5py.File
 
     def recording(name, mode="r", **kwargs):
-        caches.append(kwargs.get("rdcc_nbytes", 1 << 20))
+        caches.append(kwargs.get("rdcc_nbytes") or 1 << 20)  # None: HDF5's default
         return real_file(name, mode, **kwargs)
 
     monkeypatch.setattr(h5py, "File", recording)

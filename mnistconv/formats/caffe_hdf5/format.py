@@ -200,13 +200,13 @@ def _kind(f):
 
 
 @contextlib.contextmanager
-def _open(path, h5py, chunk_cache=0):
+def _open(path, h5py, chunk_cache=None):
     """The file open for reading; what HDF5 raises from damaged structures is CorruptData.
-    chunk_cache: bytes of decoded chunks HDF5 keeps (its default of 1 MiB holds no large
-    chunk, so every batch in one would decode the whole chunk again)."""
+    chunk_cache: bytes of decoded chunks HDF5 keeps (None: its default of 1 MiB, which
+    holds no large chunk, so every batch in one would decode the whole chunk again)."""
     check_input_file(path)  # confined by _sources; a FIFO swapped in is refused
     try:
-        f = h5py.File(path, "r", **({"rdcc_nbytes": chunk_cache} if chunk_cache else {}))
+        f = h5py.File(path, "r", rdcc_nbytes=chunk_cache)
     except OSError as e:
         raise WrongFormat(path, f"is not a readable HDF5 file ({e})") from None
     try:
