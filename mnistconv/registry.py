@@ -16,6 +16,8 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.idx",
     "mnistconv.formats.kmnist",  # before npz: its files are zip archives too
     "mnistconv.formats.npz",
+    # before gdmnist: both read .bin files; a damaged CIFAR file is CIFAR's by name
+    "mnistconv.formats.cifar",
     "mnistconv.formats.gdmnist",
     "mnistconv.formats.tfds",
     "mnistconv.formats.arrayrecord",

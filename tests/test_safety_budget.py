@@ -39,7 +39,7 @@ def _written(tmp_path, writer, images, labels):
 
 
 def _family_inputs(tmp_path):
-    """The two readers no writer makes: KMNIST (npz pairs) and Quick, Draw! (.npy)."""
+    """The readers no writer makes: KMNIST (npz pairs), Quick, Draw! (.npy), CIFAR."""
     rng = np.random.default_rng(5)
     k = tmp_path / "kmnist"
     k.mkdir()
@@ -51,7 +51,12 @@ def _family_inputs(tmp_path):
     for name in ("cat", "dog"):
         np.save(q / f"full_numpy_bitmap_{name}.npy",
                 rng.integers(0, 256, (11, 784), dtype=np.uint8))
-    return [("kmnist", k), ("quickdraw", q)]
+    c = tmp_path / "cifar"
+    c.mkdir()
+    pixels = rng.integers(0, 256, (11, 3072), dtype=np.uint8)
+    c.joinpath("test_batch.bin").write_bytes(
+        np.hstack([np.arange(11, dtype=np.uint8)[:, None] % 10, pixels]).tobytes())
+    return [("kmnist", k), ("quickdraw", q), ("cifar", c)]
 
 
 def _batches_within(split, limit):

@@ -101,6 +101,12 @@ def _read_text(path, what):
                           "save it as UTF-8 text") from None
 
 
+def read_text(path, what):
+    """A small UTF-8 side file's text, its size bounded first (`what` names it in
+    messages): for names files of other shapes (CIFAR's end in blank lines)."""
+    return _read_text(path, what)
+
+
 def read_names_file(path):
     """The names of a names file: one per line (\\n or \\r\\n), label 0 first."""
     text = _read_text(path, "a class names file (one name per line)")
