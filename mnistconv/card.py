@@ -191,37 +191,42 @@ def collect(dataset) -> dict:
 
 
 def input_files(dataset):
-    """file_rows of the files a dataset was read from (all under a directory it names)."""
-    from .fileio import sha256_file
+    """file_rows of the files a dataset was read from (all under a directory it names),
+    listed and read through the guard as the readers list and read them: hidden names
+    left out, a link leaving the tree, a FIFO or a device refused."""
+    from .fileio import input_files_under, input_root
     paths = []
     for path in dataset.paths:
+        root = input_root(path)
         if os.path.isdir(path):
-            for folder, dirs, names in os.walk(path):
-                dirs.sort()
-                paths += [os.path.join(folder, n) for n in sorted(names)]
-        elif os.path.isfile(path):
-            paths.append(path)
-    return file_rows(paths, sha256_file)
+            paths += [(p, root) for p in input_files_under(path, root)]
+        elif os.path.lexists(path):
+            paths.append((path, None))  # named by the user: read as named
+    return file_rows(paths)
 
 
-def file_rows(paths, hash_file, known=None):
+def file_rows(paths, known=None):
     """Rows (path, bytes, sha256) of at most MAX_FILES_LISTED files, then the number and
-    bytes of the rest; known: {path: (bytes, sha256)} a write recorded."""
+    bytes of the rest; paths: (path, root) pairs, read through the guard; known:
+    {path: (bytes, sha256)} a write recorded."""
+    from .fileio import file_digest, input_size
     rows, more, more_bytes = [], 0, 0
-    for path in paths:
-        size, digest = (known or {}).get(path) or (os.path.getsize(path), None)
+    for path, root in paths:
+        size, digest = (known or {}).get(path) or (None, None)
         if len(rows) < MAX_FILES_LISTED:
-            rows.append((path, size, digest or hash_file(path)))
+            if size is None or digest is None:
+                size, digest = file_digest(path, root)
+            rows.append((path, size, digest))
         else:
+            size = input_size(path, root) if size is None else size
             more, more_bytes = more + 1, more_bytes + size
     return rows, more, more_bytes
 
 
 def output_files(result):
     """The rows of a WriteResult's files (hashing those written unhashed)."""
-    from .fileio import sha256_file
     known = {f.path: (f.bytes, f.sha256) for f in result.files}
-    return file_rows([f.path for f in result.files], sha256_file, known)
+    return file_rows([(f.path, None) for f in result.files], known)
 
 
 def card_path(dst) -> str:

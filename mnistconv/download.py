@@ -8,7 +8,6 @@ gzip.zip is kept, each member extracted beside it checked against the archive's 
 import hashlib
 import http.client
 import os
-import shutil
 import socket
 import ssl
 import time
@@ -21,7 +20,8 @@ from typing import Optional, Sequence
 
 from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
 from .limits import is_number
-from .fileio import STAGING_MARK, StagedOutput, staging_prefix
+from .fileio import (STAGING_MARK, StagedOutput, create_staged, move_own, open_input,
+                     own_entries, own_files_under, remove_scratch, staging_prefix)
 from .records import NO_PROGRESS, Progress
 from .sources import FAMILIES, Family, RemoteFile, Source, get_family
 
@@ -136,7 +136,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
                            f"{spec.size}", False, "checksum")
         progress.start(spec.name, length or spec.size or 0)
         try:
-            with open(staged, "wb") as out:
+            with create_staged(staged) as out:
                 while True:
                     try:
                         chunk = response.read(CHUNK)
@@ -217,16 +217,16 @@ def _fetch(spec, target, mirrors, network, progress):
 
 def _file_digests(path, progress=NO_PROGRESS, description=None):
     hashers = _hashers()
-    size = os.path.getsize(path)
-    progress.start(description or os.path.basename(path), size)
-    try:
-        with open(path, "rb") as f:
+    with open_input(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        progress.start(description or os.path.basename(path), size)
+        try:
             while block := f.read(1 << 20):
                 for h in hashers.values():
                     h.update(block)
                 progress.advance(len(block))
-    finally:
-        progress.finish()
+        finally:
+            progress.finish()
     return size, {alg: h.hexdigest() for alg, h in hashers.items()}
 
 
@@ -242,7 +242,7 @@ def check_file(spec, path, progress=NO_PROGRESS) -> Result:
         return Result(path, "verified", size, hexes["sha256"], digests=hexes,
                       check=f"archive {spec.digests()[0][0]} matches")
     if spec.content_sha256:
-        with open(path, "rb") as f:
+        with open_input(path) as f:
             compressed = f.read(2) == b"\x1f\x8b"
         if not compressed:
             # Gunzipped but kept its .gz name: the file is the content itself.
@@ -269,7 +269,7 @@ def _content_sha256(spec, path, progress):
     limit = spec.content_size
     progress.start(f"check {spec.name} content", limit or 0)
     try:
-        with gzip.open(path, "rb") as f:
+        with open_input(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
             while block := f.read(1 << 20 if limit is None else min(1 << 20, limit + 1 - got)):
                 h.update(block)
                 got += len(block)
@@ -328,12 +328,12 @@ def _check_member(info, path) -> Result:
         return Result(path, "missing", problem="missing")
     if not os.path.isfile(path):
         return Result(path, "invalid", problem="is not a regular file")
-    size = os.path.getsize(path)
-    if size != info.file_size:
-        return Result(path, "invalid", size,
-                      problem=f"size {size} differs from the archive's {info.file_size}")
     crc = 0
-    with open(path, "rb") as f:
+    with open_input(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size != info.file_size:
+            return Result(path, "invalid", size,
+                          problem=f"size {size} differs from the archive's {info.file_size}")
         while block := f.read(1 << 20):
             crc = zlib.crc32(block, crc)
     if crc != info.CRC:
@@ -361,7 +361,7 @@ def _extract(family, archive_path, directory, *, force, progress):
                 progress.start(f"extract {rel}", info.file_size)
                 try:
                     # zipfile checks each member's CRC-32 as it reaches the end.
-                    with archive.open(info) as src, open(staged, "wb") as out:
+                    with archive.open(info) as src, create_staged(staged) as out:
                         while block := src.read(1 << 20):
                             out.write(block)
                             progress.advance(len(block))
@@ -435,9 +435,9 @@ def download(family: Family, directory, *, force=False, progress: Progress = NO_
                                         progress=progress))
     except BaseException:
         # A directory we made and left empty is not an output.
-        if created and not any(STAGING_MARK not in f for _, _, files in os.walk(directory)
-                               for f in files):
-            shutil.rmtree(directory, ignore_errors=True)
+        if created and not any(STAGING_MARK not in os.path.basename(f)
+                               for f in own_files_under(directory)):
+            remove_scratch(directory)
         raise
     return results
 
@@ -473,7 +473,7 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
             splits.update(ds.splits)
         converted = os.path.join(work, "idx")
         mnistconv.write(mnistconv.Dataset("idx", splits), converted + os.sep, "idx")
-        made = sorted(os.listdir(converted))
+        made = own_entries(converted)
         checks = {}
         for spec, target, _ in plan:
             raw = spec.name[:-3] if spec.name.endswith(".gz") else spec.name
@@ -486,9 +486,9 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
             gz = [n + ".gz" for n in checks] if force else []
             stage = out.directory(directory, made, replaces=gz)
             for name in made:
-                os.replace(os.path.join(converted, name), os.path.join(stage, name))
+                move_own(os.path.join(converted, name), os.path.join(stage, name))
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work)
     return [Result(os.path.join(directory, name), "converted",
                    os.path.getsize(os.path.join(directory, name)),
                    checks.get(name, ("", ""))[0], ", ".join(urls),

@@ -5,6 +5,7 @@ deterministic gzip writer. Staged outputs are in staging.py, re-exported here.
 import gzip
 import hashlib
 import os
+import re
 import stat
 import struct
 import zlib
@@ -55,10 +56,44 @@ def _real(path):
     return os.path.realpath(path)
 
 
+def _within(real, folder) -> bool:
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+# Trees whose links the user said to follow (--follow-links, read(follow_links=True)),
+# resolved: kept for the process, as a dataset's batches are read after read() returns.
+_FOLLOWED: set = set()
+
+
+def follow_links_under(path: str) -> None:
+    """Let reads under the input `path` (see input_root) follow links that leave it: the
+    user trusts this tree. A FIFO, device or socket is still refused, link or not."""
+    _FOLLOWED.add(_real(input_root(path)))
+
+
+# huggingface_hub's cache: <cache>/<kind>--<owner>--<name>/snapshots/<revision>/... are
+# links into ../../blobs; the repository's folder is the tree they belong to.
+_HF_SNAPSHOT = re.compile(r"(.*%s(?:models|datasets|spaces)--[^%s]+)%ssnapshots%s[^%s]+(?:%s|\Z)"
+                          % ((re.escape(os.sep),) * 6))
+
+
+def _hf_repository(real_root):
+    """The cache folder of the Hugging Face repository whose snapshot holds real_root."""
+    m = _HF_SNAPSHOT.match(real_root)
+    return m.group(1) if m and os.path.isdir(os.path.join(m.group(1), "blobs")) else None
+
+
 def _outside(path, root) -> bool:
-    """Whether path, its links and '..' resolved, lies outside the directory root."""
+    """Whether path, its links and '..' resolved, lies outside the directory root (a
+    tree the user trusts with --follow-links, or a Hugging Face cache snapshot's
+    repository, counts as inside)."""
     real, root = _real(path), _real(root)
-    return real != root and not real.startswith(root.rstrip(os.sep) + os.sep)
+    if _within(real, root):
+        return False
+    if any(_within(root, tree) for tree in _FOLLOWED):
+        return False
+    repository = _hf_repository(root)
+    return repository is None or not _within(real, repository)
 
 
 def _refuse_outside(path, root):
@@ -152,10 +187,12 @@ def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
 
 
 def input_entries(directory: str, root: Optional[str] = None,
-                  keep: Optional[Callable[[str], Any]] = None, kind: str = "any") -> list:
+                  keep: Optional[Callable[[str], Any]] = None, kind: str = "any",
+                  leave_out_refused: bool = False) -> list:
     """The entries of an input directory that keep(name) accepts (default: not hidden or
     staging), sorted, each checked like check_input; kind "file" or "dir" leaves out
-    the other kind. The walker every tree reader uses; root defaults to directory."""
+    the other kind. The walker every tree reader uses; root defaults to directory.
+    leave_out_refused: an entry check_input refuses is left out, not an error."""
     directory = os.fspath(directory)
     root = directory if root is None else root
     check_input(directory, root, "dir")
@@ -167,18 +204,74 @@ def input_entries(directory: str, root: Optional[str] = None,
         raise NoAccess(directory, e.strerror or str(e)) from None
     found = []
     for e in entries:
-        # The listing's own types (no system call) for plain entries; links resolved.
-        if e.is_symlink():
-            is_dir = stat.S_ISDIR(check_input(e.path, root, "any").st_mode)
-        elif e.is_dir(follow_symlinks=False):
-            is_dir = True
-        elif e.is_file(follow_symlinks=False):
-            is_dir = False
-        else:
-            _refuse_special(e.path, os.lstat(e.path))
+        try:
+            is_dir = _entry_is_dir(e, root)
+        except (UsageError, NotFound, NoAccess):
+            if leave_out_refused:
+                continue
+            raise
         if kind == "any" or (kind == "dir") == is_dir:
             found.append(e.path)
     return found
+
+
+def _entry_is_dir(e, root) -> bool:
+    """Whether a listed entry is a folder; refused as check_input refuses it."""
+    # The listing's own types (no system call) for plain entries; links resolved.
+    if e.is_symlink():
+        return stat.S_ISDIR(check_input(e.path, root, "any").st_mode)
+    if e.is_dir(follow_symlinks=False):
+        return True
+    if e.is_file(follow_symlinks=False):
+        return False
+    try:
+        _refuse_special(e.path, os.lstat(e.path))
+    except FileNotFoundError:
+        raise NotFound(e.path, "no such file or directory") from None
+    return False
+
+
+def input_files_under(directory: str, root: Optional[str] = None) -> list:
+    """Every file under an input directory, depth first in name order, each checked as
+    input_entries checks it (hidden and staging names left out, as readers leave them;
+    a link leaving root, a FIFO, device or socket refused). A folder reached twice (a
+    link back up the tree) is walked once."""
+    directory = os.fspath(directory)
+    root = directory if root is None else root
+    files: list = []
+    seen = set()
+    stack = [directory]
+    while stack:
+        folder = stack.pop()
+        st = check_input(folder, root, "dir")
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        folders = []
+        for path in input_entries(folder, root):
+            if stat.S_ISDIR(check_input(path, root, "any").st_mode):
+                folders.append(path)
+            else:
+                files.append(path)
+        stack.extend(reversed(folders))
+    return files
+
+
+def input_size(path: str, root: Optional[str] = None) -> int:
+    """The size of an input file, checked as open_input checks it (no read)."""
+    return check_input_file(path, root)
+
+
+def file_digest(path: str, root: Optional[str] = None, chunk: int = 1 << 20) -> tuple:
+    """(bytes, SHA-256 in hex) of a file, read through open_input (confined to root, a
+    regular file: a FIFO or device is refused, never read), size and hash from the
+    same descriptor."""
+    h = hashlib.sha256()
+    with open_input(path, root) as f:
+        size = os.fstat(f.fileno()).st_size
+        while block := f.read(chunk):
+            h.update(block)
+    return size, h.hexdigest()
 
 
 def has_magic(path: str, magic: bytes, offset: int = 0, root: Optional[str] = None) -> bool:
@@ -360,13 +453,10 @@ class DeflateWriter:
         self.file.write(self.pending + self.zlib.flush() + trailer)
 
 
-def sha256_file(path: str, chunk: int = 1 << 20) -> str:
-    """SHA-256 of a file in hex, read a chunk at a time (memory stays small)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+def sha256_file(path: str, chunk: int = 1 << 20, root: Optional[str] = None) -> str:
+    """SHA-256 of a file in hex, read a chunk at a time (memory stays small) through
+    open_input (a FIFO or device is refused, never read)."""
+    return file_digest(path, root, chunk)[1]
 
 
 def output_file_info(path: str, writer: Optional[HashingWriter] = None,
@@ -388,3 +478,33 @@ def write_text_output(path: str, text: str, force: bool = False) -> "OutputFile"
         with open(staged, "w", encoding="utf-8") as f:
             f.write(text)
         return output_file_info(path, staged=staged)
+
+
+# This run's own scratch (a spool, a work folder, a --list-outputs mirror): made here,
+# so listed, moved and hashed without an input's confinement, but never through a link.
+
+def own_files_under(folder: str) -> list:
+    """Every regular file under a folder this run made, sorted, links not followed."""
+    found = []
+    for parent, dirs, names in os.walk(folder):
+        dirs.sort()
+        found += [os.path.join(parent, n) for n in sorted(names)
+                  if stat.S_ISREG(os.lstat(os.path.join(parent, n)).st_mode)]
+    return found
+
+
+def own_entries(folder: str) -> list:
+    """The names in a folder this run made, sorted."""
+    return sorted(os.listdir(folder))
+
+
+def move_own(src: str, dst: str) -> None:
+    """Move a file this run made to another name in its own staging (one rename)."""
+    os.replace(src, dst)
+
+
+def create_new(path: str) -> IO[bytes]:
+    """Create a file in this run's own scratch for writing; one already there (or a
+    link) is an error (FileExistsError), never overwritten or followed."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o666), "wb")

@@ -29,6 +29,7 @@ from urllib.parse import unquote
 from .errors import FormatError, MissingDependency, MnistconvError, NotFound, UsageError, redact
 from .limits import (MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
                      is_safe_file_name, printable)
+from .fileio import create_new, own_entries, remove_scratch
 from .staging import (exists_error, is_staging_name, remove_dead_leftovers, signals_deferred,
                       staging_prefix)
 
@@ -173,7 +174,7 @@ _folders = set()  # this process's live spool folders, for remove_spools()
 
 def _remove(folder, pid):
     if os.getpid() == pid:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_scratch(folder)
         _folders.discard(folder)
 
 
@@ -307,7 +308,7 @@ def _copy_in(url) -> Spool:
         for remote, relative, size in sources:
             local = os.path.join(spool.folder, *relative.split("/"))
             os.makedirs(os.path.dirname(local), exist_ok=True)
-            with open(local, "xb") as dst:  # two entries of one name: refused
+            with create_new(local) as dst:  # two entries of one name: refused
                 for chunk in _chunks(fs, remote, size):
                     copied += len(chunk)
                     if copied > free:  # a server sending more than it said
@@ -406,7 +407,7 @@ def _detect(spool, from_flag="--from"):
     from . import registry
     path = spool.local
     if not os.path.lexists(path):
-        path = os.path.join(spool.folder, sorted(os.listdir(spool.folder))[0])
+        path = os.path.join(spool.folder, own_entries(spool.folder)[0])
     try:
         return registry.detect_input(path, from_flag)
     except MnistconvError as e:
@@ -483,7 +484,7 @@ def write(dataset, url, write_local, format=None, *, force=False, progress=None,
         except Exception as e:
             raise _failed(url, "uploading", e) from None
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        remove_scratch(stage)
     files = [OutputFile(f"{base}/{relative}", f.bytes, f.sha256) for f, relative in uploads]
     return WriteResult(files, getattr(result, "counts", {}), getattr(result, "stats", {}))
 

@@ -3,7 +3,9 @@ It serves the folder and nothing else: regular files and folders under it (a lin
 point only inside it; a FIFO, device or socket is neither listed nor opened), only to
 requests addressed to localhost, 127.0.0.1 or [::1] with its port (a page that rebinds
 its own name to 127.0.0.1 is refused), at most MAX_CONNECTIONS at once, each dropped
-after CONNECTION_TIMEOUT seconds of silence.
+after CONNECTION_TIMEOUT seconds of silence or REQUEST_DEADLINE seconds in all (a client
+sending or reading a byte at a time holds its slot no longer). Its log escapes control
+characters (a request line cannot write escape sequences to the terminal).
 """
 
 import errno
@@ -12,11 +14,17 @@ import io
 import os
 
 from .errors import MnistconvError, UsageError
-from .fileio import check_input, open_input
+from .fileio import input_entries, open_input
 
 _FIX_PORT = "choose another with --port (--port 0 picks a free one)"
 MAX_CONNECTIONS = 32
 CONNECTION_TIMEOUT = 30
+# A connection's whole time, request and answer: a drip of one byte within each
+# CONNECTION_TIMEOUT would otherwise hold a slot for ever. Far above what a browser on
+# this machine needs for the largest pack.
+REQUEST_DEADLINE = 120
+# C0 and C1 control characters and DEL, as \xNN in the log.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7f, 0xa0)]}
 _LOCAL_NAMES = ("localhost", "127.0.0.1", "[::1]")
 
 
@@ -42,6 +50,20 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
                           ".gz": "application/gzip", ".html": "text/html"}
         timeout = CONNECTION_TIMEOUT
 
+        def setup(self):
+            import threading
+            # Cut the connection at its deadline: the handler's read or write fails.
+            self.deadline = threading.Timer(REQUEST_DEADLINE, _cut, (self.request,))
+            self.deadline.daemon = True
+            self.deadline.start()
+            super().setup()
+
+        def finish(self):
+            try:
+                super().finish()
+            finally:
+                self.deadline.cancel()
+
         def parse_request(self):
             if not super().parse_request():
                 return False
@@ -54,6 +76,15 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
                                      f"with port {port}")
                 return False
             return True
+
+        def translate_path(self, path):
+            from urllib.parse import quote, unquote
+            # A name that is not UTF-8 (its listing links to its bytes): those bytes, as
+            # os.listdir gives them (surrogates), which the stdlib's unquote would lose.
+            path = path.split("?", 1)[0].split("#", 1)[0]
+            text = unquote(path, errors="surrogateescape")
+            return super().translate_path(quote(text.encode("utf-8", "surrogatepass"),
+                                                safe="/"))
 
         def send_head(self):
             path = _inside(root, self.translate_path(self.path))
@@ -80,13 +111,14 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
         def list_directory(self, path):
             # Only what would be served (the stdlib's lists every name, links out too).
             try:
-                names = sorted((n for n in os.listdir(path)
-                                if _servable(root, os.path.join(path, n))), key=str.lower)
-            except OSError:
+                entries = input_entries(path, root, lambda name: True,
+                                        leave_out_refused=True)
+            except (MnistconvError, OSError):
                 self.send_error(404, "No permission to list directory")
                 return None
-            body = _listing(self.path, [n + "/" if os.path.isdir(os.path.join(path, n))
-                                        else n for n in names])
+            names = sorted((os.path.basename(p) + ("/" if os.path.isdir(p) else "")
+                            for p in entries), key=str.lower)
+            body = _listing(self.path, names)
             self.send_response(200)
             self.send_header("Content-type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
@@ -99,7 +131,7 @@ def make_server(directory, host="127.0.0.1", port=8000, log=None):
 
         def log_message(self, fmt, *args):
             if log:
-                log(f"{self.address_string()} {fmt % args}")
+                log(f"{self.address_string()} {fmt % args}".translate(_CONTROL))
 
     handler = functools.partial(Handler, directory=root)
     try:
@@ -161,12 +193,25 @@ def _bounded_server(base):
     return Bounded
 
 
+def _cut(connection):
+    """End a connection past its deadline (both ways: its handler's next read or write
+    fails, and the server frees its slot)."""
+    import socket
+    try:
+        connection.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
 def _listing(url_path, names):
     """A folder's listing page (as http.server writes it) for the given names."""
     import html
     from urllib.parse import quote, unquote
     shown = html.escape(unquote(url_path.split("?", 1)[0].split("#", 1)[0]))
-    items = "".join(f'<li><a href="{quote(n)}">{html.escape(n)}</a></li>\n'
+    # A name that is not UTF-8 (bytes kept as surrogates): its bytes in the link, shown
+    # with U+FFFD for what cannot be read.
+    items = "".join(f'<li><a href="{quote(os.fsencode(n))}">'
+                    f'{html.escape(os.fsencode(n).decode("utf-8", "replace"))}</a></li>\n'
                     for n in names)
     page = (f'<!DOCTYPE HTML>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f"<title>Directory listing for {shown}</title>\n</head>\n<body>\n"
@@ -183,10 +228,3 @@ def _inside(root, path):
         return None
     return real if real == root or real.startswith(root.rstrip(os.sep) + os.sep) else None
 
-
-def _servable(root, path):
-    """Whether path is a regular file or a folder under root (after its links)."""
-    try:
-        return check_input(path, root, "any") is not None
-    except MnistconvError:
-        return False

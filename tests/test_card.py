@@ -123,3 +123,59 @@ def test_card_help_loads_no_image_codec(tmp_path):
     names, result = modules_at_exit(tmp_path, "-m", "card", "--help")
     assert b"Write a dataset card for PATH" in result.stdout
     assert heavy_in(names) == []
+
+
+def _card_in_a_process(*args, timeout=60):
+    """`mnistconv card ARGS` in its own process, killed if it hangs (a FIFO read)."""
+    import sys
+
+    from helpers import REPO
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "mnistconv", "card", *map(str, args)],
+                          capture_output=True, env=env, timeout=timeout)
+
+
+def _imagefolder(tmp_path):
+    named_idx(tmp_path / "data")
+    tree = tmp_path / "folder"
+    r = run("convert", tmp_path / "data", tree, "--to", "imagefolder")
+    assert r.returncode == 0, stderr_of(r)
+    return tree
+
+
+def test_card_lists_no_hidden_link_out_and_never_opens_a_fifo(tmp_path):
+    """Issue 35: the card walked the tree with its own os.walk, publishing the size and
+    SHA-256 of a hidden link to /etc/passwd, and hung on a hidden FIFO. It now lists
+    what the reader reads, through the guard."""
+    tree = _imagefolder(tmp_path)
+    some_class = sorted(p for p in (tree / "train").iterdir() if p.is_dir())[0]
+    os.symlink("/etc/passwd", some_class / ".secret.png")
+    os.symlink("/etc/passwd", tree / ".passwd")
+    os.mkfifo(tree / "train" / ".pipe")
+    out = tmp_path / "card.html"
+    r = _card_in_a_process(tree, "-o", out)
+    assert r.returncode == 0, r.stderr.decode()
+    html = out.read_text()
+    secret = hashlib.sha256(open("/etc/passwd", "rb").read()).hexdigest()
+    assert secret not in html and ".secret.png" not in html and ".pipe" not in html
+    listed = sorted(p for p in tree.rglob("*") if p.is_file() and not p.is_symlink()
+                    and not any(part.startswith(".") for part in p.relative_to(tree).parts))
+    shown = [p for p in listed if hashlib.sha256(p.read_bytes()).hexdigest() in html]
+    assert shown and len(shown) == min(len(listed), 100)
+
+
+def test_card_refuses_a_visible_link_out_and_a_visible_fifo_in_one_line(tmp_path):
+    tree = _imagefolder(tmp_path)
+    os.symlink("/etc/passwd", tree / "notes.txt")
+    r = _card_in_a_process(tree, "-o", tmp_path / "card.html")
+    assert r.returncode == 2, r.stderr.decode()
+    assert r.stderr.decode().startswith(f"Error: {tree / 'notes.txt'}: leads outside ")
+    assert len(r.stderr.decode().strip().splitlines()) == 1
+    assert not (tmp_path / "card.html").exists()
+    os.unlink(tree / "notes.txt")
+    os.mkfifo(tree / "notes.txt")
+    r = _card_in_a_process(tree, "-o", tmp_path / "card.html")
+    assert r.returncode == 2, r.stderr.decode()
+    assert r.stderr.decode().strip() == (
+        f"Error: {tree / 'notes.txt'}: is not a regular file (device, FIFO or socket); "
+        "name a regular file or a directory")

@@ -1,5 +1,5 @@
 """The guarded functions are the only way the package opens input files and places
-outputs (issue 24): a walk over mnistconv/'s syntax trees finds every bare `open(`,
+outputs (issues 24, 35): a walk over mnistconv/'s syntax trees finds every bare `open(`,
 os.listdir/scandir/walk, Path.iterdir, shutil.rmtree and os.replace/rename outside
 fileio.py (fileio.open_input, input_entries) and staging.py (StagedOutput,
 check_output_path, create_staged, output_entries, remove_scratch). What remains is
@@ -12,26 +12,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mnistconv"
 GUARDS = {"fileio.py", "staging.py"}
 FLAGGED = {("os", "listdir"), ("os", "scandir"), ("os", "walk"), ("shutil", "rmtree"),
-           ("os", "replace"), ("os", "rename")}
+           ("os", "replace"), ("os", "rename"), ("io", "open"), ("gzip", "open"),
+           ("bz2", "open"), ("lzma", "open"), ("hashlib", "file_digest")}
+# Path methods that open a file by name.
+PATH_READS = {"iterdir", "read_bytes", "read_text", "write_bytes", "write_text"}
 
 ALLOWED = {
-    ("card.py", "os.walk"): "hashes for the card the input paths its reader has "
-                            "already walked and confined",
-    ("cli/__init__.py", "open"): "wraps the stderr descriptor as text; no path",
-    ("cli/convert.py", "os.walk"): "lists what --list-outputs wrote in its own scratch",
-    ("download.py", "open"): "download's own staged files, written then verified",
-    ("download.py", "os.listdir"): "the folder download itself converted into",
-    ("download.py", "os.replace"): "moves its own converted files into its stage",
-    ("download.py", "os.walk"): "lists the directory download just wrote, for --json",
-    ("download.py", "shutil.rmtree"): "removes download's own work folders",
-    ("codecs/spool.py", "os.replace"): "one-shard set: its spool becomes "
-                                                  "the staged shard, both this run's",
     ("plan.py", "open"): "a plan's own progress records, under a lock in its folder",
     ("plan.py", "os.replace"): "replaces a plan's progress record whole",
-    ("remote.py", "open"): "the local spool a remote file is copied into",
-    ("remote.py", "os.listdir"): "the spool folder remote.py made itself",
-    ("remote.py", "shutil.rmtree"): "removes remote.py's own spool folders",
-    ("serve.py", "os.listdir"): "serve's listing, filtered by its own _servable check",
 }
 
 
@@ -43,8 +31,8 @@ def _calls(path):
         f = node.func
         if isinstance(f, ast.Name) and f.id == "open":
             yield "open", node.lineno
-        elif isinstance(f, ast.Attribute) and f.attr == "iterdir":
-            yield "iterdir", node.lineno
+        elif isinstance(f, ast.Attribute) and f.attr in PATH_READS:
+            yield f.attr, node.lineno
         elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
                 (f.value.id, f.attr) in FLAGGED:
             yield f"{f.value.id}.{f.attr}", node.lineno
@@ -75,7 +63,8 @@ def test_the_scan_sees_each_kind_of_call(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text("import os, shutil\nopen('x')\nos.listdir('.')\nos.scandir('.')\n"
                       "os.walk('.')\nshutil.rmtree('d')\nos.replace('a', 'b')\n"
-                      "p.iterdir()\nos.rename('a', 'b')\nos.path.join('a')\n")
+                      "p.iterdir()\nos.rename('a', 'b')\nos.path.join('a')\ngzip.open('x')\n"
+                      "io.open('x')\nhashlib.file_digest(f, 'sha256')\np.read_bytes()\n")
     assert [c for c, _ in _calls(sample)] == [
         "open", "os.listdir", "os.scandir", "os.walk", "shutil.rmtree", "os.replace",
-        "iterdir", "os.rename"]
+        "iterdir", "os.rename", "gzip.open", "io.open", "hashlib.file_digest", "read_bytes"]

@@ -228,3 +228,102 @@ def test_a_ctrl_c_while_a_request_thread_starts_gives_its_slot_back_once(monkeyp
         assert taken == [True] * serve.MAX_CONNECTIONS + [False]
     finally:
         server.server_close()
+
+
+def _in_thread(root, log=None):
+    from mnistconv import serve
+    server = serve.make_server(root, "127.0.0.1", 0, log=log)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, server.server_address[1]
+
+
+def test_slow_clients_are_cut_at_the_request_deadline(tree, monkeypatch):
+    """Issue 35: MAX_CONNECTIONS clients each sending a byte of their request every
+    half second (never silent for CONNECTION_TIMEOUT) held every slot for ever. The
+    whole request has REQUEST_DEADLINE (made short here): then they are cut and the
+    server answers again, while they are still dripping."""
+    from mnistconv import serve
+    monkeypatch.setattr(serve, "REQUEST_DEADLINE", 2, raising=False)
+    server, port = _in_thread(tree)
+    drips = [socket.create_connection(("127.0.0.1", port))
+             for _ in range(serve.MAX_CONNECTIONS)]
+    stop = threading.Event()
+
+    def drip():
+        while not stop.wait(0.5):
+            for s in drips:
+                try:
+                    s.send(b"X")
+                except OSError:
+                    pass
+
+    dripping = threading.Thread(target=drip, daemon=True)
+    try:
+        for s in drips:
+            s.send(b"GET /a.bin HTTP/1.1\r\nX-Slow: ")
+        dripping.start()
+        threading.Event().wait(0.5)
+        answers = []
+        for _ in range(40):  # up to 8 s of dripping
+            c = socket.create_connection(("127.0.0.1", port))
+            c.settimeout(5)
+            c.sendall(f"GET /sub/b.txt HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            try:
+                answers.append(c.recv(15))
+            except (ConnectionResetError, socket.timeout):
+                answers.append(b"")
+            c.close()
+            if answers[-1]:
+                break
+            threading.Event().wait(0.2)
+        assert answers[0] == b""  # every slot was taken by a dripping client
+        assert answers[-1] == b"HTTP/1.0 200 OK"
+        assert dripping.is_alive()
+    finally:
+        stop.set()
+        for s in drips:
+            s.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_log_escapes_control_characters(tree):
+    """Issue 35: a request line with an escape sequence was logged raw (to the terminal)."""
+    logged = []
+    server, port = _in_thread(tree, logged.append)
+    try:
+        c = socket.create_connection(("127.0.0.1", port))
+        c.settimeout(10)
+        c.sendall(f"GET /\x1b[2J\x07\x9b HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+                  .encode("latin-1"))
+        assert c.recv(12) == b"HTTP/1.0 404"
+        c.close()
+        for _ in range(50):
+            if len(logged) == 2:
+                break
+            threading.Event().wait(0.1)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert '"GET /\\x1b[2J\\x07\\x9b HTTP/1.1" 404' in logged[1]
+    assert not any(ch < " " or "\x7f" <= ch < "\xa0" for ch in "".join(logged))
+
+
+def test_a_name_that_is_not_utf8_is_listed_and_served(tree):
+    """Issue 35: listing a folder holding a name that is not UTF-8 raised in the handler
+    (a traceback on serve's stderr, no page)."""
+    os.close(os.open(os.fsencode(tree / "sub") + b"/caf\xe9.txt", os.O_CREAT | os.O_WRONLY))
+    with open(os.fsencode(tree / "sub") + b"/caf\xe9.txt", "wb") as f:
+        f.write(b"latin-1 name\n")
+    s = Serving(tree)
+    try:
+        status, page = s.get("/sub/")
+        assert status == 200
+        assert b'href="caf%E9.txt"' in page and "caf\ufffd.txt".encode() in page
+        assert s.get("/sub/caf%E9.txt") == (200, b"latin-1 name\n")
+        code, err = s.stop()
+        assert "Traceback" not in err, err
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()

@@ -205,7 +205,7 @@ def _guard_standard_streams():
             if name == "stdout":
                 sys.stdout = _ClosedStdout()
             else:
-                sys.stderr = open(fd, "w", closefd=False)
+                sys.stderr = os.fdopen(fd, "w", closefd=False)
 
 
 class _ClosedStdout:

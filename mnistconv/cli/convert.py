@@ -302,7 +302,7 @@ def _written_outputs(dataset, dst, writer, options):
     """The files a write gives, written under a scratch copy of dst's absolute path."""
     import tempfile
     import mnistconv
-    from ..fileio import remove_scratch, unhashed_outputs
+    from ..fileio import own_files_under, remove_scratch, unhashed_outputs
     scratch = tempfile.mkdtemp(prefix="mnistconv-list-outputs-")
     try:
         root = os.path.join(scratch, "root")
@@ -311,8 +311,7 @@ def _written_outputs(dataset, dst, writer, options):
             options["workers"] = None
         with unhashed_outputs():
             mnistconv.write(dataset, mirrored, writer.name, **options)
-        return sorted(os.path.join(folder, name)[len(root):]
-                      for folder, _, files in os.walk(root) for name in files)
+        return sorted(path[len(root):] for path in own_files_under(root))
     finally:
         remove_scratch(scratch)
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from ..errors import MissingDependency, UsageError
-from ..fileio import open_input, open_staged, remove_scratch
+from ..fileio import move_own, open_input, open_staged, remove_scratch
 from ..staging import STAGING_MARK
 from ..records import OutputFile
 from . import tfds_encode as encode
@@ -59,7 +59,7 @@ def _hash_file(path, target):
 def tfrecord_shards(spool_path, lengths, bounds, targets, staged_paths) -> list:
     """Cut the spool into TFRecord shards (records up to bounds[i] each); removes it."""
     if len(targets) == 1:
-        os.replace(spool_path, staged_paths[0])
+        move_own(spool_path, staged_paths[0])
         return [_hash_file(staged_paths[0], targets[0])]
     ends = np.cumsum(lengths + 16)
     offsets = np.concatenate([[0], ends])
