@@ -80,13 +80,15 @@ def detect(path: PathArg, from_flag: str = "--from") -> "Format":
 
 
 def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[str] = None,
-         **options: Any) -> "Dataset":
+         grayscale: bool = False, **options: Any) -> "Dataset":
     """Read a dataset: a directory, a file or a shard set, its format detected by
     content (then by name) unless `format` names it. `split_name` names the split of a
     single-split input whose file does not record it (IDX, GDMNIST1, TFRecord; else it
     comes from the file name, and a note says so). `options` are the format's read
     options (see formats()); class_names="classes.txt" names the classes, one per line,
     for any format. Images are read a batch at a time as a split's batches() iterate.
+    Colour is kept as stored (H x W x 3 for RGB) unless grayscale=True, which makes it
+    grey (ITU-R 601-2 luma, as Pillow's convert("L")) and adds a note saying so.
 
         ds = mnistconv.read("data/mnist")
         ds = mnistconv.read("conv3.bin", split_name="test")
@@ -97,7 +99,8 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
     if "://" in str(path):  # s3://, https://, memory://...: read from a local copy
         from . import remote
         if remote.is_remote(path):
-            return remote.read(path, read, format, split_name=split_name, **options)
+            return remote.read(path, read, format, split_name=split_name,
+                               grayscale=grayscale, **options)
     if os.path.lexists(path) and not os.path.isdir(path) and not os.path.isfile(path):
         # A FIFO or device: a reader opening it would block, or read what it is not.
         raise UsageError(path, "is not a regular file (device, FIFO or socket)",
@@ -133,6 +136,9 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
                                     "safe name", "name it with --split-name")
         dataset.notes.append(f"{path}: split name '{name}' assumed (the file does not "
                              "record it); choose another with --split-name")
+    if grayscale:
+        from .stream import reduce_to_grayscale
+        dataset = reduce_to_grayscale(dataset)
     return dataset
 
 
@@ -188,18 +194,19 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
 
 def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optional[str] = None,
             *, read_options: Optional[dict] = None, select: Optional[dict] = None,
-            force: bool = False, progress: "Optional[Progress]" = None,
-            **write_options: Any) -> "WriteResult":
-    """read(src, from_, **read_options), then stream.select(dataset, **select) if
-    `select` is given, then write(dataset, dst, to, force=force, progress=progress,
-    **write_options), and what it returns.
+            grayscale: bool = False, force: bool = False,
+            progress: "Optional[Progress]" = None, **write_options: Any) -> "WriteResult":
+    """read(src, from_, grayscale=grayscale, **read_options), then
+    stream.select(dataset, **select) if `select` is given, then write(dataset, dst, to,
+    force=force, progress=progress, **write_options), and what it returns.
 
         mnistconv.convert("data/mnist", "mnist.npz")
+        mnistconv.convert("cifar-images/", "grey.tfrecord", grayscale=True)
         mnistconv.convert("data/mnist", "small/", to="idx", gzip=True,
                           select={"splits": ["test"], "per_class": 10})
     """
     from . import stream
-    dataset = read(src, from_, **(read_options or {}))
+    dataset = read(src, from_, grayscale=grayscale, **(read_options or {}))
     if select:
         dataset = stream.select(dataset, **select)
     return write(dataset, dst, to, force=force, progress=progress, **write_options)

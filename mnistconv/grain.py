@@ -1,6 +1,7 @@
 """Grain data sources for the ArrayRecord files mnistconv writes (the `arrayrecord`
 extra plus grain; this module imports them, nothing else in mnistconv does): random
-access to (image, label), image a uint8 H x W x 1 array, label an int.
+access to (image, label), image a uint8 H x W x C array (C as stored: 1 for grey),
+label an int.
 
     import grain, mnistconv.grain
     data = mnistconv.grain.source("mnist.array_record", "train")
@@ -35,7 +36,8 @@ class ExampleSource:
         image = codecs.decode_image(feature["image"].bytes_list.value[0])
         labels = feature["label"].int64_list.value
         label = int(labels[0]) if len(labels) == 1 else int(np.argmax(labels))
-        return image[:, :, None], label
+        # H x W x C: grey gets its one channel, colour keeps its own.
+        return (image if image.ndim == 3 else image[:, :, None]), label
 
     def __repr__(self):
         return f"ExampleSource({self.files!r})"

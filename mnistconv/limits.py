@@ -98,8 +98,10 @@ def set_max_image_pixels(pixels) -> int:
 
 
 def check_image_size(shape, path, what="image"):
-    """Refuse one image larger than MAX_IMAGE_PIXELS (before anything is allocated)."""
-    if math.prod(int(d) for d in shape) > MAX_IMAGE_PIXELS:
+    """Refuse one image larger than MAX_IMAGE_PIXELS (before anything is allocated):
+    height x width, the first two of (H, W) or (H, W, C), pixels whatever the channels
+    (--max-image-size counts them so; memory counts channels in budget.image_bytes)."""
+    if math.prod(int(d) for d in tuple(shape)[:2]) > MAX_IMAGE_PIXELS:
         raise FormatError(path, f"{what} of {'x'.join(str(int(d)) for d in shape)} "
                                 f"exceeds mnistconv's limit of {MAX_IMAGE_PIXELS:,} pixels "
                                 "per image", "raise it with --max-image-size WxH if the "

@@ -74,7 +74,8 @@ class SelectionSplit(Split):
 
 
 class TransposedSplit(Split):
-    """Images with their last two axes swapped; `automatic` when a reader did it."""
+    """Images with their rows and columns swapped (H x W [x C] becomes W x H [x C]: the
+    channels stay last); `automatic` when a reader did it."""
 
     automatic = False
 
@@ -83,12 +84,13 @@ class TransposedSplit(Split):
         if len(shape) < 2:
             raise UsageError(base.header.source, "--transpose needs images of 2 or more "
                                                  "dimensions", "drop --transpose")
-        super().__init__(base.name, base.header.with_(shape=shape[:-2] + shape[:-3:-1]))
+        super().__init__(base.name, base.header.with_(shape=(shape[1], shape[0])
+                                                      + shape[2:]))
         self.base = base
 
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         for b in self.base.batches(batch_size):
-            yield Batch(np.ascontiguousarray(np.swapaxes(b.images, -1, -2)), b.labels,
+            yield Batch(np.ascontiguousarray(np.swapaxes(b.images, 1, 2)), b.labels,
                         b.indices)
 
     def labels(self) -> np.ndarray:
@@ -99,11 +101,80 @@ class TransposedSplit(Split):
         return self.base.indices()
 
     def take(self, positions: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(np.swapaxes(self.base.take(positions), -1, -2))
+        return np.ascontiguousarray(np.swapaxes(self.base.take(positions), 1, 2))
 
     def extra_fields(self) -> Optional[tuple]:
         """The base's: transposing moves no example."""
         return extra_fields(self.base)
+
+
+# What --grayscale does, as the summary, --json's notes and the card say it.
+GRAYSCALE_RULE = ("ITU-R 601-2 luma, L = (19595 R + 38470 G + 7471 B + 32768) >> 16, as "
+                  "Pillow's convert('L'); alpha dropped")
+
+
+class GrayscaleSplit(Split):
+    """Colour images (H x W x C, C of 2, 3 or 4) made grey (H x W) by codecs.to_grayscale:
+    the reduction --grayscale (grayscale=True) asks for, and only then."""
+
+    def __init__(self, base: Split):
+        shape = tuple(base.header.shape)
+        super().__init__(base.name, base.header.with_(shape=shape[:2]))
+        self.base = base
+
+    def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
+        from .codecs import to_grayscale
+        # The base's batches hold C channels: sized by its header, not this one's.
+        for b in self.base.batches(budget.rows(self.base.header, batch_size)):
+            yield Batch(to_grayscale(b.images), b.labels, b.indices)
+
+    def labels(self) -> np.ndarray:
+        return self.base.labels()
+
+    def indices(self) -> np.ndarray:
+        """The base's: making grey moves no example."""
+        return self.base.indices()
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        from .codecs import to_grayscale
+        return to_grayscale(self.base.take(positions))
+
+    def extra_fields(self) -> Optional[tuple]:
+        """The base's: making grey moves no example."""
+        return extra_fields(self.base)
+
+
+def is_colour(split: Split) -> bool:
+    """Whether a split's images have channels that --grayscale would reduce (H x W x C,
+    C of 2, 3 or 4 and uint8)."""
+    shape = tuple(split.header.shape)
+    return len(shape) == 3 and shape[2] in (2, 3, 4) and \
+        np.dtype(split.header.dtype) == np.uint8
+
+
+def reduce_to_grayscale(dataset: Dataset) -> Dataset:
+    """The dataset with every colour split made grey (GrayscaleSplit) and a note saying
+    which and how; grey splits as they are, and no note when none was colour.
+
+        grey = reduce_to_grayscale(mnistconv.read("cifar-images/"))
+    """
+    result, made = {}, []
+    for name, split in dataset.splits.items():
+        if is_colour(split):
+            made.append(f"{name} ({'x'.join(map(str, split.header.shape))})")
+            split = GrayscaleSplit(split)
+        elif len(split.header.shape) == 3 and split.header.shape[2] != 1:
+            raise UsageError(split.header.source or name,
+                             f"--grayscale makes grey uint8 images of 2, 3 or 4 channels; "
+                             f"split {name} has {np.dtype(split.header.dtype).name} "
+                             f"images of shape {tuple(split.header.shape)}",
+                             "drop --grayscale")
+        result[name] = split
+    notes = list(dataset.notes)
+    if made:
+        notes.append(f"colour made grayscale (--grayscale) in split{'s' * (len(made) > 1)} "
+                     f"{', '.join(made)}: {GRAYSCALE_RULE}")
+    return Dataset(dataset.format, result, dataset.paths, notes)
 
 
 class RelabeledSplit(Split):
@@ -185,10 +256,11 @@ def select_split(split: Split, limit: Optional[int] = None, per_class: Optional[
 
 def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int] = None,
            per_class: Optional[int] = None, shuffle: bool = False, seed: Optional[int] = None,
-           transpose: Optional[bool] = None) -> Dataset:
+           transpose: Optional[bool] = None, grayscale: bool = False) -> Dataset:
     """The dataset with the chosen splits, each shuffled (with `seed`, 0 by default),
     balanced to `per_class` examples of each class, cut to `limit`. `transpose`: None
     takes images as the reader gives them, True swaps what is stored, False keeps it.
+    grayscale=True makes colour images grey (reduce_to_grayscale), with a note.
 
         subset = select(mnistconv.read("data/mnist"), ["train"], per_class=100)
     """
@@ -224,4 +296,5 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
         if transpose and not automatic:
             split = TransposedSplit(split)
         result[name] = split
-    return Dataset(dataset.format, result, dataset.paths, notes)
+    chosen = Dataset(dataset.format, result, dataset.paths, notes)
+    return reduce_to_grayscale(chosen) if grayscale else chosen

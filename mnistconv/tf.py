@@ -2,8 +2,9 @@
 module imports TensorFlow, nothing else in mnistconv does).
 
 dataset(path) reads a TFRecord file, shard set or glob of any preset mnistconv writes,
-or a TFDS directory, and yields (image, label): image uint8 H x W x 1 (float32 in [0, 1]
-with normalize=True), label int64. The feature spec and the decoder are found from the
+or a TFDS directory, and yields (image, label): image uint8 H x W x C with the channels
+the images store (1 for grey, 3 for RGB: never reduced; float32 in [0, 1] with
+normalize=True), label int64. The feature spec and the decoder are found from the
 first record, read without TensorFlow.
 
     import mnistconv.tf, tensorflow as tf
@@ -57,7 +58,7 @@ def split_files(path, split="train", file_format="tfrecord") -> list:
 
 
 def _first_record(files):
-    """(compression, Layout, image kind, (H, W)) from the first record."""
+    """(compression, Layout, image kind, (H, W, C)) from the first record."""
     from . import codecs
     from .codecs.example import example_class, find_layout
     from .fileio import open_input
@@ -71,15 +72,20 @@ def _first_record(files):
         feature = example.features.feature
         image = feature[layout.image_key].bytes_list.value[0]
         kind = codecs.image_kind(image)
+        stored = codecs.image_shape(image) if kind != "raw" else None
+        if kind != "raw" and stored is None:
+            stored = codecs.decode_image(image).shape  # a header too odd to read alone
+        # The channels the image stores (1 for raw pixels): decoded as they are.
+        channels = stored[2] if stored is not None and len(stored) == 3 else 1
         if layout.height_key:
             shape = (feature[layout.height_key].int64_list.value[0],
                      feature[layout.width_key].int64_list.value[0])
-        elif kind != "raw":
-            shape = codecs.decode_image(image).shape
+        elif stored is not None:
+            shape = stored[:2]
         else:
             side = int(round(len(image) ** 0.5))
             shape = (side, side)
-        return compression, layout, kind, tuple(int(d) for d in shape)
+        return compression, layout, kind, tuple(int(d) for d in shape) + (channels,)
     raise FormatError(files[0], "contains no records",
                       "give a TFRecord file that holds at least one record")
 
@@ -92,6 +98,7 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
 
         ds = dataset("out/mnist", "test", batch_size=256)     # a TFDS directory
         images, labels = next(iter(ds))                        # (256, 28, 28, 1) uint8
+        # RGB images: (256, H, W, 3); they are never made grey here.
     """
     tf = optional_import("tensorflow", "tensorflow", "mnistconv.tf.dataset")
     if shuffle is not None and (isinstance(shuffle, bool) or int(shuffle) < 1):
@@ -103,7 +110,7 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
     spec = {layout.image_key: tf.io.FixedLenFeature([], tf.string),
             layout.label_key: tf.io.FixedLenFeature(
                 [layout.label_width] if layout.label_format == "onehot" else [], tf.int64)}
-    height, width = shape
+    height, width, channels = shape
 
     def decode(record):
         parsed = tf.io.parse_single_example(record, spec)
@@ -111,10 +118,11 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
         if kind == "raw":
             image = tf.reshape(tf.io.decode_raw(data, tf.uint8), [height, width, 1])
         elif kind == "jpeg":
-            image = tf.io.decode_jpeg(data, channels=1)
+            image = tf.io.decode_jpeg(data, channels=channels)
         else:
-            image = tf.io.decode_png(data, channels=1)
-        image = tf.ensure_shape(image, [height, width, 1])
+            # decode_png takes 1, 3 or 4; 0 ("as stored") gives grey + alpha its 2.
+            image = tf.io.decode_png(data, channels=channels if channels != 2 else 0)
+        image = tf.ensure_shape(image, [height, width, channels])
         if normalize:
             image = tf.cast(image, tf.float32) / 255.0
         label = parsed[layout.label_key]

@@ -212,7 +212,11 @@ def run_conversion(c: Conversion, values: dict) -> int:
                    **({"card": card_file.path} if card_target else {})})
         return 0
     counts = ", ".join(f"{n} {s['count']}" for n, s in splits.items())
-    note(f"{reader.name} -> {writer.name}: {counts} in "
+    # A reduction the user asked for is said in the summary itself, not only its note.
+    from ..stream import GrayscaleSplit
+    made_grey = ", colour made grayscale" if any(
+        isinstance(s, GrayscaleSplit) for s in dataset.splits.values()) else ""
+    note(f"{reader.name} -> {writer.name}: {counts}{made_grey} in "
          f"{time.perf_counter() - started:.2f} s", quiet)
     for f in files.files[:SHOWN_FILES]:
         note(f"  {f.path}  {f.bytes:,} bytes  sha256 {f.sha256}", quiet)

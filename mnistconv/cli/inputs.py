@@ -37,6 +37,10 @@ selection_options = stacked(
     click.option("--seed", type=click.IntRange(min=0), default=None,
                  help="Seed for --shuffle (default 0); same seed, same order."),
     transpose_option,
+    click.option("--grayscale", is_flag=True,
+                 help="Make colour images grey (ITU-R 601-2 luma, as Pillow's "
+                      "convert('L'); alpha dropped), and say so in the summary, --json's "
+                      "notes and the card. Without it colour is kept as stored."),
     max_image_size_option,
 )
 
@@ -44,7 +48,7 @@ selection_options = stacked(
 def selection(values) -> dict:
     """The keyword arguments of mnistconv.stream.select from selection_options' values."""
     chosen = {name: values[name] for name in
-              ("splits", "limit", "per_class", "shuffle", "seed", "transpose")}
+              ("splits", "limit", "per_class", "shuffle", "seed", "transpose", "grayscale")}
     chosen["splits"] = list(chosen["splits"])
     return chosen
 

@@ -1,8 +1,10 @@
 """What several formats share, so that no format package imports another: class names,
 image checks, PNG, tf.train.Example and TFRecord framing, the TFDS spool, samples, tar
-and .npy members. This module: JPEG and PNG of grayscale uint8 images. Pillow (imported
-on first use) encodes, giving cv2.imencode's bytes; simplejpeg decodes with the fast
+and .npy members. This module: JPEG and PNG of uint8 images. Pillow (imported on first
+use) encodes grayscale, giving cv2.imencode's bytes; simplejpeg decodes with the fast
 IDCT, as tf.io.decode_jpeg does, so pixels and errors are those TensorFlow sees.
+Decoding keeps the channels an image stores (image_shape: H x W for grey, H x W x C
+otherwise); making colour grey is to_grayscale(), asked for, never done here unasked.
 
 jpeg_segments pays libjpeg's set-up once a tile, not once an image: the images, padded
 to whole 8x8 blocks as libjpeg pads them, lie side by side one block row high with a
@@ -34,16 +36,38 @@ def simplejpeg_module():
     return simplejpeg
 
 
-def decode_jpeg(data: bytes, out=None) -> np.ndarray:
-    """tf.io.decode_jpeg(data, channels=1)'s pixels (2-D uint8), into `out` if given."""
+def decode_jpeg(data: bytes, out=None, channels=1) -> np.ndarray:
+    """tf.io.decode_jpeg(data, channels=channels)'s pixels, into `out` if given: 2-D
+    uint8 for 1 channel, H x W x 3 (RGB) or H x W x 4 (CMYK, as stored) otherwise."""
+    colorspace = {1: "GRAY", 3: "RGB", 4: "CMYK"}[channels]
     try:
-        pixels = simplejpeg_module().decode_jpeg(data, colorspace="GRAY", fastdct=True,
-                                           buffer=out)
+        # fastupsample=False: libjpeg's fancy upsampling of chroma, as TensorFlow does.
+        pixels = simplejpeg_module().decode_jpeg(data, colorspace=colorspace, fastdct=True,
+                                           fastupsample=False, buffer=out)
     except ValueError as e:
         raise ValueError(str(e) or "not a JPEG") from None
     except (TypeError, OverflowError, MemoryError, RuntimeError) as e:
         raise ValueError(str(e) or type(e).__name__) from None
-    return pixels[:, :, 0]
+    return pixels[:, :, 0] if channels == 1 else pixels
+
+
+def to_grayscale(images: np.ndarray) -> np.ndarray:
+    """uint8 images (... x H x W x C, C of 2, 3 or 4; or grey ... x H x W, returned as
+    they are) made grey as Pillow's convert("L") makes them, to the same bytes: ITU-R
+    601-2 luma L = (19595 R + 38470 G + 7471 B + 32768) >> 16 for RGB and RGBA (alpha
+    dropped), the grey channel of grey + alpha. The reduction --grayscale asks for."""
+    images = np.asarray(images)
+    if images.ndim < 3 or images.shape[-1] not in (2, 3, 4):
+        return images
+    if images.shape[-1] == 2:
+        return np.ascontiguousarray(images[..., 0])
+    # uint32: the weighted sum of three 8-bit values reaches 2**24, past uint16.
+    total = images[..., 0].astype(np.uint32) * 19595
+    total += images[..., 1].astype(np.uint32) * 38470
+    total += images[..., 2].astype(np.uint32) * 7471
+    total += 0x8000
+    total >>= 16
+    return total.astype(np.uint8)
 
 
 # Images larger than this are copied out of Pillow a strip of this many pixels at a time.
@@ -304,6 +328,53 @@ def decode_jpeg_tiles(jpegs, h, w):
     return out[:, :h, :]
 
 
+# PNG colour type -> channels decoded: grey, RGB, palette (RGB; RGBA with tRNS),
+# grey + alpha, RGBA.
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
+# simplejpeg's colour space of a JPEG -> channels decoded (CMYK kept as stored).
+_JPEG_CHANNELS = {"Gray": 1, "YCbCr": 3, "RGB": 3, "CMYK": 4, "YCCK": 4}
+
+
+def image_shape(data: bytes):
+    """The shape an image decodes to as stored, from its header: (height, width) for
+    grey, (height, width, channels) for colour (3: RGB, 4: RGBA or CMYK, 2: grey and
+    alpha); None if unreadable. data may be only the file's first bytes (64 KiB)."""
+    size = image_size(data)
+    if size is None:
+        return None
+    if data[:3] == b"\xff\xd8\xff":
+        try:
+            space = simplejpeg_module().decode_jpeg_header(data)[2]
+        except Exception:  # read as image_size read it: a header that decodes
+            return None
+        channels = _JPEG_CHANNELS.get(space)
+    else:
+        channels = _PNG_CHANNELS.get(data[25]) if len(data) > 25 else None
+        if data[25:26] == b"\x03" and _png_has_chunk(data, b"tRNS"):
+            channels = 4  # a palette with transparency: Pillow and libpng give RGBA
+    if channels is None:
+        return None
+    return size if channels == 1 else size + (channels,)
+
+
+def _png_has_chunk(data, kind):
+    """Whether a PNG has a chunk of `kind` before its image data (in these bytes)."""
+    pos = 8
+    while pos + 8 <= len(data):
+        found = data[pos + 4:pos + 8]
+        if found == kind:
+            return True
+        if found == b"IDAT":
+            return False
+        pos += 12 + int.from_bytes(data[pos:pos + 4], "big")
+    return False
+
+
+def shape_text(shape) -> str:
+    """An image shape as messages write it: 28x28, 32x32x3."""
+    return "x".join(str(int(d)) for d in shape)
+
+
 def image_size(data: bytes):
     """(height, width) an image's header claims, before decoding; None if unreadable."""
     if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
@@ -318,15 +389,17 @@ def image_size(data: bytes):
 
 
 def decode_image(data: bytes) -> np.ndarray:
-    """A JPEG (see decode_jpeg) or PNG as a 2-D uint8 array, colour made grayscale;
-    ValueError if it does not decode, is over MAX_IMAGE_PIXELS or is 16-bit (would clip)."""
+    """A JPEG (see decode_jpeg) or PNG as uint8 pixels with the channels it stores (the
+    shape image_shape() gives: H x W for grey); ValueError if it does not decode, is
+    over MAX_IMAGE_PIXELS or is 16-bit (would clip)."""
     from ..limits import MAX_IMAGE_PIXELS
     size = image_size(data)
     if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
         raise ValueError(f"image of {size[0]}x{size[1]} exceeds mnistconv's limit of "
                          f"{MAX_IMAGE_PIXELS:,} pixels per image")
     if data[:3] == b"\xff\xd8\xff":
-        return decode_jpeg(data)
+        shape = image_shape(data)
+        return decode_jpeg(data, channels=shape[2] if shape and len(shape) == 3 else 1)
     if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 24 and data[24] == 16:
         raise ValueError("16-bit PNG; mnistconv keeps 8-bit pixels and will not clip "
                          "values above 255")
@@ -342,18 +415,38 @@ def decode_image(data: bytes) -> np.ndarray:
         raise ValueError(str(e) or type(e).__name__) from None
 
 
+# Pillow modes kept as they are (grey, grey + alpha, RGB, RGBA), and those made one of
+# them without changing what is stored: 1-bit grey as 0/255, a palette looked up.
+_KEPT_MODES = ("L", "LA", "RGB", "RGBA")
+
+
+def _stored_mode(image) -> str:
+    """The Pillow mode holding an image's pixels as stored (see _KEPT_MODES)."""
+    if image.mode in _KEPT_MODES:
+        return image.mode
+    if image.mode == "1":
+        return "L"
+    if image.mode in ("P", "PA"):
+        return "RGBA" if image.mode == "PA" or "transparency" in image.info else "RGB"
+    raise ValueError(f"Pillow reads it in mode {image.mode}, which mnistconv does not "
+                     "read as 8-bit grey or colour")
+
+
 def _pixels(Image, image) -> np.ndarray:
-    """A Pillow image as a 2-D uint8 array; a large one decoded in one block (freed
-    blocks stay in Pillow's heap) and copied out in strips (np.asarray() copies twice)."""
+    """A Pillow image as uint8 pixels (H x W, or H x W x C for colour); a large one
+    decoded in one block (freed blocks stay in Pillow's heap) and copied out in strips
+    (np.asarray() copies twice)."""
     width, height = image.size
+    mode = _stored_mode(image)
     if width * height <= _STRIP_PIXELS:
-        return np.asarray(image if image.mode == "L" else image.convert("L"))
+        return np.asarray(image if image.mode == mode else image.convert(mode))
     before = Image.core.get_block_size()
     Image.core.set_block_size(max(before, -(-width * height * 4 // 4096) * 4096))
     try:
-        if image.mode != "L":
-            image = image.convert("L")
-        out = np.empty((height, width), np.uint8)
+        if image.mode != mode:
+            image = image.convert(mode)
+        channels = len(mode)
+        out = np.empty((height, width) + ((channels,) if channels > 1 else ()), np.uint8)
         rows = max(1, _STRIP_PIXELS // width)
         for top in range(0, height, rows):
             bottom = min(height, top + rows)

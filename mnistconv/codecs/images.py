@@ -24,12 +24,19 @@ def grayscale_shape(split, where, format_name):
         shape = shape[:2]
     if len(shape) != 2 or 0 in shape:
         raise CannotWrite(where, f"split {split.name} has images of shape {h.shape}, "
-                                 f"{format_name} holds grayscale H x W (or H x W x 1)")
+                                 f"{format_name} holds grayscale H x W (or H x W x 1)",
+                          GRAYSCALE_ADVICE if len(shape) == 3 and 0 not in shape
+                          else None)
     if np.dtype(h.dtype) != np.uint8:
         raise UsageError(where, f"{format_name} images must be uint8, split {split.name} "
                                 f"has {np.dtype(h.dtype).name}",
                          "convert without --float, or from a uint8 source")
     return shape
+
+
+# What a colour split given to a grey-only writer is told.
+GRAYSCALE_ADVICE = ("make it grey with --grayscale (ITU-R 601-2 luma, as Pillow's "
+                    "convert('L')), or write a format that holds colour (npz, Parquet)")
 
 
 def class_labels(split, where, one_class):
@@ -44,8 +51,8 @@ def class_labels(split, where, one_class):
 
 
 def decode_image(data, shape, where, member=None):
-    """The pixels of an image file, a grayscale `shape` (H, W) image, else a FormatError
-    naming `where` and the `member` of an archive."""
+    """The pixels of an image file, of `shape` ((H, W) grey, (H, W, C) colour), else a
+    FormatError naming `where` and the `member` of an archive."""
     image = decode_unfiltered(data, shape)
     if image is not None:
         return image
@@ -55,8 +62,8 @@ def decode_image(data, shape, where, member=None):
     except ValueError as e:
         raise BadImage(where, f"{named}does not decode as an image ({e})") from None
     if image.shape != shape:
-        raise CorruptData(where, f"{named}decodes to {image.shape[0]}x{image.shape[1]}, "
-                                 f"the split's images are {'x'.join(map(str, shape))}")
+        raise CorruptData(where, f"{named}decodes to {codecs.shape_text(image.shape)}, "
+                                 f"the split's images are {codecs.shape_text(shape)}")
     return image
 
 

@@ -59,13 +59,19 @@ def encode_batch(images: np.ndarray):
     return b"".join(parts), offsets.astype(np.int32)
 
 
+# Channels -> PNG colour type: grey, grey + alpha, RGB, RGBA.
+_COLOUR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}
+
+
 def decode_unfiltered(data, shape):
     """The pixels of a PNG as encode_batch writes it, of `shape`, in one inflate (zlib's
     Adler-32 checks them); None for any other PNG."""
     h, w = shape[:2]
     channels = shape[2] if len(shape) == 3 else 1
+    if channels not in _COLOUR_TYPES:
+        return None
     if len(data) < 57 or data[:8] != SIGNATURE or data[12:16] != b"IHDR" or \
-            data[16:29] != struct.pack(">IIBBBBB", w, h, 8, 2 if channels == 3 else 0,
+            data[16:29] != struct.pack(">IIBBBBB", w, h, 8, _COLOUR_TYPES[channels],
                                        0, 0, 0) or data[37:41] != b"IDAT" or \
             data[-12:] != IEND:
         return None

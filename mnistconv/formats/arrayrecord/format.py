@@ -108,18 +108,19 @@ def _open(module, path):
 
 
 def _first_shape(path, number, image):
-    """The split's image shape, from the first record's header (checked), else decoded."""
-    size = codecs.image_size(image)
-    if size is None:
+    """The split's image shape, from the first record's header (checked), else decoded:
+    (H, W) grey, (H, W, C) colour, the channels as stored."""
+    shape = codecs.image_shape(image)
+    if shape is None:
         return decode_record_image(path, number, image).shape
-    check_image_size(size, path, f"record {number} (counting from 0): image")
-    return size
+    check_image_size(shape, path, f"record {number} (counting from 0): image")
+    return shape
 
 
 def _check_claimed_size(path, number, image, shape):
     """The size an image's header claims is the first image's, else a FormatError."""
     claimed = codecs.image_size(image)
-    if claimed is not None and len(shape) == 2 and claimed != tuple(shape):
+    if claimed is not None and claimed != tuple(shape[:2]):
         raise CorruptData(path, f"record {number} (counting from 0): image is "
                                 f"{claimed}, the first was {tuple(shape)}")
 

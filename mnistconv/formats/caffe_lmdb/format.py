@@ -11,8 +11,9 @@ Records go through liblmdb with MDB_APPEND; the bytes are the same on every run.
 
 Reading takes a `<x>_lmdb` directory (or its data.mdb), or a directory of them. Every
 value must be a Datum of one kind and size with uint8 data (encoded: PNG or JPEG, read
-as grayscale). liblmdb trusts the pages it maps, so each environment is first walked in
-a forked child: a damaged page that crashes liblmdb is an error naming the file.
+with the channels it stores: RGB as H x W x 3). liblmdb trusts the pages it maps, so
+each environment is first walked in a forked child: a damaged page that crashes liblmdb
+is an error naming the file.
 """
 
 import errno
@@ -147,11 +148,11 @@ class _Layout:
         c, h, w = first["channels"], first["height"], first["width"]
         self.chw = (c, h, w)
         if self.encoded:
-            from ...codecs import image_size
-            size = image_size(bytes(value[slice(*first["data"])]))
-            if size is None:
+            from ...codecs import image_shape
+            shape = image_shape(bytes(value[slice(*first["data"])]))
+            if shape is None:
                 raise self.error(key, "is encoded, but its data is not a PNG or JPEG")
-            self.image_shape = size  # decoded to grayscale
+            self.image_shape = shape  # the channels the image stores (H x W x 3: RGB)
             self.pixels = 0
         else:
             if min(c, h, w) < 1:
@@ -241,14 +242,15 @@ class LmdbSplit(Split):
                                       self._labels.dtype, None, path))
 
     def _check_image(self, data, key):
-        from ...codecs import image_size
-        size = image_size(bytes(data))
-        if size != self.layout.image_shape:
-            what = "not a PNG or JPEG" if size is None else \
-                f"a {size[0]}x{size[1]} image (height x width)"
+        from ...codecs import image_shape, shape_text
+        shape = image_shape(bytes(data))
+        if shape != self.layout.image_shape:
+            axes = "height x width" + " x channels" * (len(shape or ()) == 3)
+            what = "not a PNG or JPEG" if shape is None else \
+                f"a {shape_text(shape)} image ({axes})"
             first = self.layout.image_shape
             raise self.layout.error(key, f"holds {what}; the first (key {_shown(self.layout.key)}) "
-                                         f"holds {first[0]}x{first[1]}",
+                                         f"holds {shape_text(first)}",
                                     "mnistconv reads Datums of one size")
 
     def labels(self):

@@ -15,8 +15,9 @@ torchvision.datasets.ImageFolder and Keras' image_dataset_from_directory read it
 Reading takes ROOT or one split's folder. A class folder named with a number, or a
 number then `_`, `-` or a space, is that class; otherwise classes are numbered by sorted
 folder name, as torchvision does. Samples are ordered by the number in their file names
-(the original index), else by name. Images must all have one size, and be whole (a
-PNG cut inside its IEND chunk may still decode).
+(the original index), else by name. Images must all have one size and channel count,
+kept as stored (RGB PNGs read as n x H x W x 3), and be whole (a PNG cut inside its
+IEND chunk may still decode).
 """
 
 import os
@@ -270,8 +271,8 @@ class ImageFolderSplit(Split):
         shape = self._shape(self._paths[0])
         for path in self._paths[1:]:  # every header now: a wrong size is named before any write
             if (size := self._shape(path)) != shape:
-                raise FormatError(path, f"is a {size[0]}x{size[1]} image, the split's "
-                                        f"images are {shape[0]}x{shape[1]}",
+                raise FormatError(path, f"is a {codecs.shape_text(size)} image, the "
+                                        f"split's images are {codecs.shape_text(shape)}",
                                   "every image of a split has one size")
         super().__init__(name, Header(len(labels), shape, np.dtype(np.uint8),
                                       self._labels.dtype, None, folder,
@@ -281,11 +282,12 @@ class ImageFolderSplit(Split):
     def _shape(self, path):
         with open_input(path, self.root) as f:
             head = f.read(1 << 16)
-        size = codecs.image_size(head) if codecs.image_kind(head) != "raw" else None
-        if size is None:
+        # The channels as stored (H x W x 3 for RGB): nothing is made grey unasked.
+        shape = codecs.image_shape(head) if codecs.image_kind(head) != "raw" else None
+        if shape is None:
             raise FormatError(path, "is not an image (PNG or JPEG)", "remove it from the class folder")
-        check_image_size(size, path)
-        return size
+        check_image_size(shape, path)
+        return shape
 
     def labels(self):
         """Every sample's class, in order (read at read() time)."""

@@ -281,8 +281,8 @@ class TFRecordSplit(Split):
     def _decode_batch(self, job):
         shape, start, items = job
         n = len(items)
-        # The usual batch: JPEGs of one header, decoded together in one call.
-        together = None if self._raw[start:start + n].any() else \
+        # The usual batch: grey JPEGs of one header, decoded together in one call.
+        together = None if self._raw[start:start + n].any() or len(shape) != 2 else \
             codecs.decode_jpeg_tiles([data for _, _, data in items], *shape)
         images = decode_images(items, shape) if together is None else \
             np.ascontiguousarray(together)
@@ -360,8 +360,8 @@ def _check_shape(path, number, shape, first):
 
 def decode_images(items, shape):
     """The images of [(path, record number, image bytes or Raw)], each checked to be
-    shape: JPEGs sharing a header decoded together, the rest (or to name the record
-    that fails) one by one."""
+    shape ((H, W), or (H, W, C) for colour, kept as stored): grey JPEGs sharing a header
+    decoded together, the rest (or to name the record that fails) one by one."""
     images = np.empty((len(items),) + shape, np.uint8)
     encoded = []
     for place, (path, number, data) in enumerate(items):
@@ -370,7 +370,8 @@ def decode_images(items, shape):
             images[place] = data.pixels()
         else:
             encoded.append((place, path, number, data))
-    jpegs = [item for item in encoded if item[3][:3] == JPEG]
+    # Tiles are of grey JPEGs (colour ones are decoded one by one, channels kept).
+    jpegs = [item for item in encoded if item[3][:3] == JPEG] if len(shape) == 2 else []
     together = codecs.decode_jpeg_tiles([item[3] for item in jpegs], *shape) if jpegs else None
     if together is not None:
         images[[item[0] for item in jpegs]] = together

@@ -101,7 +101,8 @@ class WebDatasetSplit(Split):
                 if len(rows) >= MAX_EXAMPLES:
                     raise OverLimit(where, f"holds more than {MAX_EXAMPLES:,} samples, "
                                              "mnistconv's limit for one split")
-                found = codecs.image_size(head) if codecs.image_kind(head) != "raw" \
+                # The channels as stored (H x W x 3 for RGB): nothing made grey unasked.
+                found = codecs.image_shape(head) if codecs.image_kind(head) != "raw" \
                     else None
                 if found is None:
                     raise BadImage(path, f"member {printable(member_name)} is not an "
@@ -111,8 +112,8 @@ class WebDatasetSplit(Split):
                     shape = found
                 elif found != shape:
                     raise FormatError(path, f"member {printable(member_name)} is a "
-                                            f"{found[0]}x{found[1]} image, the split's "
-                                            f"images are {shape[0]}x{shape[1]}",
+                                            f"{codecs.shape_text(found)} image, the "
+                                            f"split's images are {codecs.shape_text(shape)}",
                                       "every image of a split has one size")
                 rows.append((member_name, number, at, size, label,
                              len(rows) if index is None else index))
