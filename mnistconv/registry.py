@@ -18,6 +18,7 @@ FORMAT_PACKAGES = (
     "mnistconv.formats.npz",
     # before gdmnist: both read .bin files; a damaged CIFAR file is CIFAR's by name
     "mnistconv.formats.cifar",
+    "mnistconv.formats.cifar_python",
     "mnistconv.formats.gdmnist",
     "mnistconv.formats.tfds",
     "mnistconv.formats.arrayrecord",

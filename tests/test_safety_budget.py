@@ -56,7 +56,12 @@ def _family_inputs(tmp_path):
     pixels = rng.integers(0, 256, (11, 3072), dtype=np.uint8)
     c.joinpath("test_batch.bin").write_bytes(
         np.hstack([np.arange(11, dtype=np.uint8)[:, None] % 10, pixels]).tobytes())
-    return [("kmnist", k), ("quickdraw", q), ("cifar", c)]
+    p = tmp_path / "cifar-python"
+    p.mkdir()
+    import pickle
+    p.joinpath("test_batch").write_bytes(pickle.dumps(
+        {b"labels": [i % 10 for i in range(11)], b"data": pixels}, protocol=2))
+    return [("kmnist", k), ("quickdraw", q), ("cifar", c), ("cifar-python", p)]
 
 
 def _batches_within(split, limit):
