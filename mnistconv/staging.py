@@ -150,8 +150,10 @@ def remove_scratch(path: str) -> None:
 
 def open_staged(path: str) -> IO[bytes]:
     """Open a file StagedOutput.file() made, to write it. Not "wb": truncating it makes
-    ext4 allocate every block on close (auto_da_alloc)."""
-    return open(path, "r+b")
+    ext4 allocate every block on close (auto_da_alloc). Never through a link: a link put
+    at the staged name between its making and this open would be written through."""
+    return open(path, "r+b",
+                opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC))
 
 
 def staging_prefix(name: str = "") -> str:
