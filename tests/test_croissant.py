@@ -11,7 +11,14 @@ import mnistconv
 from mnistconv import ArraySplit, Dataset
 from helpers import run, small_digits, stderr_of
 
-mlc = pytest.importorskip("mlcroissant")
+
+
+@pytest.fixture
+def mlc():
+    """mlcroissant, for the tests that validate or load with it (only they skip)."""
+    return pytest.importorskip("mlcroissant")
+
+
 NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
@@ -41,7 +48,7 @@ def validate(path):
 
 
 @pytest.mark.parametrize("shards", [1, 2])
-def test_parquet_croissant_validates_and_loads_every_record(tmp_path, shards):
+def test_parquet_croissant_validates_and_loads_every_record(tmp_path, shards, mlc):
     ds = named_dataset()
     out = tmp_path / "hf"
     files = mnistconv.write(ds, str(out), "parquet", shards=shards)
@@ -66,7 +73,7 @@ def test_parquet_croissant_validates_and_loads_every_record(tmp_path, shards):
         list(enumerate(NAMES))
 
 
-def test_imagefolder_croissant_loads_every_record(tmp_path):
+def test_imagefolder_croissant_loads_every_record(tmp_path, mlc):
     ds = named_dataset()
     out = tmp_path / "tree"
     mnistconv.write(ds, str(out), "imagefolder")
