@@ -5,6 +5,7 @@ transfer cannot splice two copies); permanent ones move on to the next mirror. E
 gzip.zip is kept, each member extracted beside it checked against the archive's CRC-32.
 """
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -303,12 +304,16 @@ def check_present(spec, directory, progress=NO_PROGRESS) -> Result:
 
 
 def _members(family, archive_path):
-    """(ZipInfo, relative target) for the archive members the family extracts."""
-    try:
-        with zipfile.ZipFile(archive_path) as archive:
-            infos = archive.infolist()
-    except zipfile.BadZipFile as e:
-        raise CorruptData(archive_path, f"not a readable zip archive ({e})") from None
+    """(member, relative target) for the archive members the family extracts: a
+    ZipInfo, or for a .tar.gz (CIFAR's) a TarMember with the CRC-32 of its bytes."""
+    if archive_path.endswith((".tar.gz", ".tgz")):
+        infos = _tar_members(archive_path)
+    else:
+        try:
+            with zipfile.ZipFile(archive_path) as archive:
+                infos = archive.infolist()
+        except zipfile.BadZipFile as e:
+            raise CorruptData(archive_path, f"not a readable zip archive ({e})") from None
     out = []
     for info in infos:
         rel = None if info.is_dir() else family.extract(info.filename)
@@ -321,6 +326,56 @@ def _members(family, archive_path):
         raise MnistconvError(archive_path, "the archive holds none of the expected files",
                              "check the archive, or download it again with --force")
     return out
+
+
+@dataclass(frozen=True)
+class TarMember:
+    """A regular file of a tar archive, described as zipfile describes a member."""
+    filename: str
+    file_size: int
+    CRC: int
+
+    def is_dir(self) -> bool:
+        """Never: only regular files are listed (links and devices are not extracted)."""
+        return False
+
+
+def _tar_members(archive_path):
+    """The regular files of a .tar.gz, each CRC-32 computed from the archive (tar keeps
+    none), so an extracted file is checked as a zip member's is."""
+    import tarfile
+    out = []
+    try:
+        with open_input(archive_path) as raw, \
+                tarfile.open(fileobj=raw, mode="r:gz") as archive:
+            for info in archive:
+                if not info.isreg():
+                    continue  # links, devices, folders: never extracted
+                crc, f = 0, archive.extractfile(info)
+                assert f is not None  # a regular file's
+                with f:
+                    while block := f.read(1 << 20):
+                        crc = zlib.crc32(block, crc)
+                out.append(TarMember(info.name, info.size, crc))
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        raise CorruptData(archive_path, f"not a readable tar.gz archive ({e})") from None
+    return out
+
+
+@contextlib.contextmanager
+def _open_member(archive_path, info):
+    """A reader of one member's bytes, zip or tar."""
+    if isinstance(info, TarMember):
+        import tarfile
+        with open_input(archive_path) as raw, \
+                tarfile.open(fileobj=raw, mode="r:gz") as archive:
+            f = archive.extractfile(info.filename)
+            assert f is not None
+            with f:
+                yield f
+        return
+    with zipfile.ZipFile(archive_path) as archive, archive.open(info) as f:
+        yield f
 
 
 def _check_member(info, path) -> Result:
@@ -345,32 +400,38 @@ def _check_member(info, path) -> Result:
 def _extract(family, archive_path, directory, *, force, progress):
     results = []
     members = _members(family, archive_path)
-    with zipfile.ZipFile(archive_path) as archive:
-        for info, rel in members:
-            target = os.path.join(directory, *rel.split("/"))
-            state = _check_member(info, target)
-            if state.action == "verified" and not force:
-                state.action = "present"
-                results.append(state)
-                continue
-            if state.action == "invalid" and not force:
-                raise UsageError(target, f"exists and does not match the archive "
-                                         f"({state.problem})", "use --force to replace it")
-            with StagedOutput(force=True) as staged_output:
-                staged = staged_output.file(target)
-                progress.start(f"extract {rel}", info.file_size)
-                try:
-                    # zipfile checks each member's CRC-32 as it reaches the end.
-                    with archive.open(info) as src, create_staged(staged) as out:
-                        while block := src.read(1 << 20):
-                            out.write(block)
-                            progress.advance(len(block))
-                except (zipfile.BadZipFile, zlib.error, EOFError) as e:
-                    raise CorruptData(archive_path, f"member {info.filename} is "
-                                                       f"corrupt ({e})") from None
-                finally:
-                    progress.finish()
-            results.append(Result(target, "extracted", info.file_size))
+    for info, rel in members:
+        target = os.path.join(directory, *rel.split("/"))
+        state = _check_member(info, target)
+        if state.action == "verified" and not force:
+            state.action = "present"
+            results.append(state)
+            continue
+        if state.action == "invalid" and not force:
+            raise UsageError(target, f"exists and does not match the archive "
+                                     f"({state.problem})", "use --force to replace it")
+        with StagedOutput(force=True) as staged_output:
+            staged = staged_output.file(target)
+            progress.start(f"extract {rel}", info.file_size)
+            try:
+                # zipfile checks each member's CRC-32 as it reaches the end; a
+                # tar member's is checked against the one listed from the archive.
+                crc = 0
+                with _open_member(archive_path, info) as src, \
+                        create_staged(staged) as out:
+                    while block := src.read(1 << 20):
+                        out.write(block)
+                        crc = zlib.crc32(block, crc)
+                        progress.advance(len(block))
+                if crc != info.CRC:
+                    raise CorruptData(archive_path, f"member {info.filename} changed "
+                                                    "while it was extracted")
+            except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
+                raise CorruptData(archive_path, f"member {info.filename} is "
+                                                   f"corrupt ({e})") from None
+            finally:
+                progress.finish()
+        results.append(Result(target, "extracted", info.file_size))
     return results
 
 
@@ -407,7 +468,9 @@ def download(family: Family, directory, *, force=False, progress: Progress = NO_
     # Look at everything already there before touching the network, so a file that
     # would be refused stops the run before anything is downloaded.
     plan = []
-    for spec in family.files:
+    # A source of the family's own kind may hold other files (MedMNIST's sizes, CIFAR's
+    # python version); the others are converted to the family's files.
+    for spec in (chosen.files if chosen.kind == "files" else family.files):
         target = os.path.join(directory, spec.name)
         state = check_present(spec, directory, progress)
         if state.path != target and (state.action != "verified" or force):

@@ -238,10 +238,214 @@ FAMILIES = {
 }
 
 
+# --- colour and multi-label MNIST-likes (issue 37) -----------------------------------
+
+@dataclass(frozen=True)
+class MedMnist:
+    """One 2-D MedMNIST dataset as medmnist's info.py (v3.0.2) publishes it: its flag
+    (the file name's stem), channels, task, official split sizes (train, val, test), the
+    MD5 of its file at each size (MEDMNIST_SIZES order) and its class names by label."""
+
+    flag: str
+    title: str
+    channels: int
+    task: str  # multi-class | binary-class | ordinal-regression | multi-label, binary-class
+    counts: tuple
+    license: str
+    md5: tuple
+    labels: tuple
+
+    def file_name(self, size: int = 28) -> str:
+        """pathmnist.npz at 28 pixels, pathmnist_<size>.npz at the others."""
+        return f"{self.flag}.npz" if size == 28 else f"{self.flag}_{size}.npz"
+
+    @property
+    def multi_label(self) -> bool:
+        """ChestMNIST: 14 labels per image, each 0 or 1."""
+        return self.task.startswith("multi-label")
+
+
+MEDMNIST_SIZES = (28, 64, 128, 224)
+_CC_BY = "https://creativecommons.org/licenses/by/4.0/"
+_CC_BY_NC = "https://creativecommons.org/licenses/by-nc/4.0/"
+# medmnist/info.py (MedMNIST/MedMNIST, v3.0.2): url, MD5, MD5_64, MD5_128, MD5_224,
+# n_channels, task, n_samples, label and license of each 2-D dataset.
+MEDMNIST = {m.flag: m for m in (
+    MedMnist("pathmnist", "PathMNIST", 3, "multi-class",
+             (89996, 10004, 7180), _CC_BY,
+             ("a8b06965200029087d5bd730944a56c1", "55aa9c1e0525abe5a6b9d8343a507616",
+              "ac42d08fb904d92c244187169d1fd1d9", "2c51a510bcdc9cf8ddb2af93af1eadec"),
+             ("adipose", "background", "debris", "lymphocytes", "mucus", "smooth muscle",
+              "normal colon mucosa", "cancer-associated stroma", "colorectal adenocarcinoma epithelium")),
+    MedMnist("chestmnist", "ChestMNIST", 1, "multi-label, binary-class",
+             (78468, 11219, 22433), _CC_BY,
+             ("02c8a6516a18b556561a56cbdd36c4a8", "9de6cd0b934ebb5b7426cfba5efbae16",
+              "db107e5590b27930b62dbaf558aebee3", "45bd33e6f06c3e8cdb481c74a89152aa"),
+             ("atelectasis", "cardiomegaly", "effusion", "infiltration", "mass", "nodule", "pneumonia",
+              "pneumothorax", "consolidation", "edema", "emphysema", "fibrosis", "pleural", "hernia")),
+    MedMnist("dermamnist", "DermaMNIST", 3, "multi-class",
+             (7007, 1003, 2005), _CC_BY_NC,
+             ("0744692d530f8e62ec473284d019b0c7", "b70a2f5635c6199aeaa28c31d7202e1f",
+              "2defd784463fa5243564e855ed717de1", "8974907d8e169bef5f5b96bc506ae45d"),
+             ("actinic keratoses and intraepithelial carcinoma", "basal cell carcinoma",
+              "benign keratosis-like lesions", "dermatofibroma", "melanoma", "melanocytic nevi",
+              "vascular lesions")),
+    MedMnist("octmnist", "OCTMNIST", 1, "multi-class",
+             (97477, 10832, 1000), _CC_BY,
+             ("c68d92d5b585d8d81f7112f81e2d0842", "e229e9440236b774d9f0dfef9d07bdaf",
+              "0a97e76651ace45c5d943ee3f65b63ae", "abc493b6d529d5de7569faaef2773ba3"),
+             ("choroidal neovascularization", "diabetic macular edema", "drusen", "normal")),
+    MedMnist("pneumoniamnist", "PneumoniaMNIST", 1, "binary-class",
+             (4708, 524, 624), _CC_BY,
+             ("28209eda62fecd6e6a2d98b1501bb15f", "8f4eceb4ccffa70c672198ea285246c6",
+              "05b46931834c231683c68f40c47b2971", "d6a3c71de1b945ea11211b03746c1fe1"),
+             ("normal", "pneumonia")),
+    MedMnist("retinamnist", "RetinaMNIST", 3, "ordinal-regression",
+             (1080, 120, 400), _CC_BY,
+             ("bd4c0672f1bba3e3a89f0e4e876791e4", "afda852cc34dcda56f86ad2b2457dbcc",
+              "e48e916a24454daf90583d4e6efb1a18", "eae7e3b6f3fcbda4ae613ebdcbe35348"),
+             ("0", "1", "2", "3", "4")),
+    MedMnist("breastmnist", "BreastMNIST", 1, "binary-class",
+             (546, 78, 156), _CC_BY,
+             ("750601b1f35ba3300ea97c75c52ff8f6", "742edef2a1fd1524b2efff4bd7ba9364",
+              "363e4b3f8d712e9b5de15470a2aaadf1", "b56378a6eefa9fed602bb16d192d4c8b"),
+             ("malignant", "normal, benign")),
+    MedMnist("bloodmnist", "BloodMNIST", 3, "multi-class",
+             (11959, 1712, 3421), _CC_BY,
+             ("7053d0359d879ad8a5505303e11de1dc", "2b94928a2ae4916078ca51e05b6b800b",
+              "adace1e0ed228fccda1f39692059dd4c", "b718ff6835fcbdb22ba9eacccd7b2601"),
+             ("basophil", "eosinophil", "erythroblast",
+              "immature granulocytes(myelocytes, metamyelocytes and promyelocytes)", "lymphocyte",
+              "monocyte", "neutrophil", "platelet")),
+    MedMnist("tissuemnist", "TissueMNIST", 1, "multi-class",
+             (165466, 23640, 47280), _CC_BY,
+             ("ebe78ee8b05294063de985d821c1c34b", "123ece2eba09d0aa5d698fda57103344",
+              "61b955355d7425a89687b06cca3ce0c2", "b077128c4a949f0a4eb01517f9037b9c"),
+             ("Collecting Duct, Connecting Tubule", "Distal Convoluted Tubule",
+              "Glomerular endothelial cells", "Interstitial endothelial cells", "Leukocytes",
+              "Podocytes", "Proximal Tubule Segments", "Thick Ascending Limb")),
+    MedMnist("organamnist", "OrganAMNIST", 1, "multi-class",
+             (34561, 6491, 17778), _CC_BY,
+             ("68e3f8846a6bd62f0c9bf841c0d9eacc", "2dcccc29b88e6da5a01161ef20cda288",
+              "eeae80d0a227a8d099027e1b3cfd3b60", "50747347e05c87dd3aaf92c49f9f3170"),
+             ("bladder", "femur-left", "femur-right", "heart", "kidney-left", "kidney-right", "liver",
+              "lung-left", "lung-right", "pancreas", "spleen")),
+    MedMnist("organcmnist", "OrganCMNIST", 1, "multi-class",
+             (12975, 2392, 8216), _CC_BY,
+             ("b9ceb9546e10131b32923c5bbeaea2b1", "3ce34a8724ea6f548e6db4744d03b6a9",
+              "773c1f009daa3fe5d9a2a201b2a7ed94", "050f5e875dc056f6768abf94ec9995d1"),
+             ("bladder", "femur-left", "femur-right", "heart", "kidney-left", "kidney-right", "liver",
+              "lung-left", "lung-right", "pancreas", "spleen")),
+    MedMnist("organsmnist", "OrganSMNIST", 1, "multi-class",
+             (13932, 2452, 8827), _CC_BY,
+             ("9ab87b696fb54e2a387ebe992d6ed5f1", "53a6d115339d874c25e309a994ff46d3",
+              "ded0c5fa01a95dc4978b956f613e9b8e", "b354719e553fbbb2513d5533f52a4cb1"),
+             ("bladder", "femur-left", "femur-right", "heart", "kidney-left", "kidney-right", "liver",
+              "lung-left", "lung-right", "pancreas", "spleen")),
+)}
+_MEDMNIST_MIRROR = "https://zenodo.org/records/10519652/files"
+_MEDMNIST_CITATION = _bibtex(
+    "yang2023medmnist", "article",
+    "MedMNIST v2 - A large-scale lightweight benchmark for 2D and 3D biomedical image "
+    "classification", "Yang, Jiancheng and Shi, Rui and Wei, Donglai and Liu, Zequan and "
+    "Zhao, Lin and Ke, Bilian and Pfister, Hanspeter and Ni, Bingbing", 2023,
+    journal="Scientific Data", volume="10", number="1", pages="41")
+
+
+def _medmnist_family(m: MedMnist) -> Family:
+    """A MedMNIST dataset: its 28-pixel file, the other sizes as sources 64, 128, 224."""
+    files = [RemoteFile(m.file_name(size), md5) for size, md5 in zip(MEDMNIST_SIZES, m.md5)]
+    return Family(
+        m.flag, f"{m.title} (MedMNIST v2/MedMNIST+, {m.task}, {m.channels} channel"
+                f"{'s' if m.channels > 1 else ''})",
+        "https://medmnist.com/", (_MEDMNIST_MIRROR,), (files[0],),
+        checksums_from="medmnist/info.py (MD5, MD5_64, MD5_128, MD5_224)",
+        note="28 x 28 pixels; --source 64, 128 or 224 fetches that size (MedMNIST+)",
+        sources=tuple(Source(str(size), f"{m.title} at {size} x {size} pixels",
+                             (_MEDMNIST_MIRROR,), (f,), "files",
+                             "medmnist/info.py (MD5_%d)" % size)
+                      for size, f in zip(MEDMNIST_SIZES[1:], files[1:])),
+        license=m.license, citation=_MEDMNIST_CITATION, class_names=m.labels)
+
+
+_CIFAR_MIRRORS = ("https://www.cs.toronto.edu/~kriz",)
+_CIFAR_CITATION = _bibtex("krizhevsky2009learning", "techreport",
+                          "Learning Multiple Layers of Features from Tiny Images",
+                          "Krizhevsky, Alex", 2009, institution="University of Toronto")
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                   "ship", "truck")
+
+
+def _tar_member(*folders):
+    """The extract rule of a CIFAR archive: the files right under one of `folders`
+    (the binary or the python version's) keep their path."""
+    def member(name):
+        top, _, rest = name.partition("/")
+        return name if top in folders and rest and "/" not in rest else None
+    return member
+
+
+COLOUR_FAMILIES = (
+    Family(
+        "cifar10", "CIFAR-10: 60,000 32 x 32 colour images in 10 classes (Krizhevsky)",
+        "https://www.cs.toronto.edu/~kriz/cifar.html", _CIFAR_MIRRORS,
+        (RemoteFile("cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530",
+                    size=170052171),),
+        checksums_from="the CIFAR page (MD5 of each version); torchvision/datasets/"
+                       "cifar.py (tgz_md5 of the python version)",
+        extract=_tar_member("cifar-10-batches-bin", "cifar-10-batches-py"),
+        note="the binary version, extracted to DIR/cifar-10-batches-bin/; --source "
+             "python fetches cifar-10-python.tar.gz (DIR/cifar-10-batches-py/)",
+        sources=(Source("python", "the python version (pickled batches)", _CIFAR_MIRRORS,
+                        (RemoteFile("cifar-10-python.tar.gz",
+                                    "c58f30108f718f92721af3b95e74349a"),),
+                        "files", "torchvision/datasets/cifar.py (tgz_md5)"),),
+        citation=_CIFAR_CITATION, class_names=CIFAR10_CLASSES),
+    Family(
+        "cifar100", "CIFAR-100: 60,000 32 x 32 colour images, 100 classes in 20 superclasses",
+        "https://www.cs.toronto.edu/~kriz/cifar.html", _CIFAR_MIRRORS,
+        (RemoteFile("cifar-100-binary.tar.gz", "03b5dce01913d631647c71ecec9e9cb8",
+                    size=168513733),),
+        checksums_from="the CIFAR page (MD5 of each version); torchvision/datasets/"
+                       "cifar.py (CIFAR100.tgz_md5 of the python version)",
+        extract=_tar_member("cifar-100-binary", "cifar-100-python"),
+        note="the binary version, extracted to DIR/cifar-100-binary/; --source python "
+             "fetches cifar-100-python.tar.gz (DIR/cifar-100-python/)",
+        sources=(Source("python", "the python version (pickled batches)", _CIFAR_MIRRORS,
+                        (RemoteFile("cifar-100-python.tar.gz",
+                                    "eb9058c3a382ffc7106e4002c42a8d85"),),
+                        "files", "torchvision/datasets/cifar.py (CIFAR100.tgz_md5)"),),
+        citation=_CIFAR_CITATION),
+    Family(
+        "svhn", "SVHN cropped digits: 32 x 32 colour house numbers (format 2)",
+        "http://ufldl.stanford.edu/housenumbers/", ("http://ufldl.stanford.edu/housenumbers",),
+        (RemoteFile("train_32x32.mat", "e26dedcc434d2e4c54c9b2d4a06d8373"),
+         RemoteFile("test_32x32.mat", "eb5a983be6a315427106f1b164d9cef3")),
+        checksums_from="torchvision/datasets/svhn.py (split_list MD5s)",
+        note="MATLAB .mat files; label 10 is the digit 0 (read as 0); --source extra adds "
+             "extra_32x32.mat (531,131 more images, about 1.3 GB)",
+        sources=(Source("extra", "train, test and the extra split",
+                        ("http://ufldl.stanford.edu/housenumbers",),
+                        (RemoteFile("train_32x32.mat", "e26dedcc434d2e4c54c9b2d4a06d8373"),
+                         RemoteFile("test_32x32.mat", "eb5a983be6a315427106f1b164d9cef3"),
+                         RemoteFile("extra_32x32.mat", "a93ce644f1a588dc4d68dda5feec44a7")),
+                        "files", "torchvision/datasets/svhn.py"),),
+        class_names=tuple(str(d) for d in range(10)),
+        citation=_bibtex("netzer2011reading", "inproceedings",
+                         "Reading Digits in Natural Images with Unsupervised Feature "
+                         "Learning", "Netzer, Yuval and Wang, Tao and Coates, Adam and "
+                         "Bissacco, Alessandro and Wu, Bo and Ng, Andrew Y.", 2011,
+                         booktitle="NIPS Workshop on Deep Learning and Unsupervised "
+                                   "Feature Learning")),
+) + tuple(_medmnist_family(m) for m in MEDMNIST.values())
+FAMILIES.update((f.name, f) for f in COLOUR_FAMILIES)
+
+
 def get_family(name) -> Family:
     """The family of that name (case, '_' for '-' and `fashion` forgiven), or a UsageError."""
     key = str(name).lower().replace("_", "-")
-    key = {"fashion": "fashion-mnist", "fashionmnist": "fashion-mnist"}.get(key, key)
+    key = {"fashion": "fashion-mnist", "fashionmnist": "fashion-mnist",
+           "cifar-10": "cifar10", "cifar-100": "cifar100"}.get(key, key)
     if key not in FAMILIES:
         raise UsageError(None, f"unknown dataset '{name}'",
                          f"choose one of: {', '.join(FAMILIES)}")

@@ -403,8 +403,9 @@ def test_verify_reports_each_file(tmp_path):
 def test_get_family_names():
     assert dl.get_family("MNIST").name == "mnist"
     assert dl.get_family("fashion_mnist").name == "fashion-mnist"
+    assert dl.get_family("CIFAR-10").name == "cifar10"
     with pytest.raises(UsageError, match="unknown dataset 'cifar'; choose one of: mnist, "
-                                         "fashion-mnist, kmnist, emnist"):
+                                         "fashion-mnist, kmnist, emnist, cifar10, "):
         dl.get_family("cifar")
 
 
@@ -625,8 +626,7 @@ def test_cli_existing_invalid_file_needs_force(serve, tmp_path, capsys, test_mni
 def test_cli_usage_errors(capsys, tmp_path):
     code, _, err = run_cli(capsys, "download", "cifar", tmp_path)
     assert code == 2
-    assert err == ("Error: unknown dataset 'cifar'; choose one of: mnist, fashion-mnist, "
-                   "kmnist, emnist\n")
+    assert err == ("Error: unknown dataset 'cifar'; choose one of: mnist, fashion-mnist, kmnist, emnist, cifar10, cifar100, svhn, pathmnist, chestmnist, dermamnist, octmnist, pneumoniamnist, retinamnist, breastmnist, bloodmnist, tissuemnist, organamnist, organcmnist, organsmnist\n")
     code, _, err = run_cli(capsys, "download", "mnist")
     assert code == 2
     assert err == ("Error: expected NAME and DIRECTORY; for example: mnistconv download "
@@ -639,7 +639,7 @@ def test_cli_list(capsys):
     code, out, _ = run_cli(capsys, "download", "--list")
     assert code == 0
     names = [line.split()[0] for line in out.splitlines() if not line.startswith(" ")]
-    assert names == ["mnist", "fashion-mnist", "kmnist", "emnist"]
+    assert names == "mnist, fashion-mnist, kmnist, emnist, cifar10, cifar100, svhn, pathmnist, chestmnist, dermamnist, octmnist, pneumoniamnist, retinamnist, breastmnist, bloodmnist, tissuemnist, organamnist, organcmnist, organsmnist".split(", ")
     assert "4 file(s), 11.6 MB" in out
     code, out, _ = run_cli(capsys, "download", "--list", "--json")
     import json
@@ -1244,3 +1244,86 @@ def test_catalogue_sources_and_their_checksums():
         "https://storage.googleapis.com/tensorflow/tf-keras-datasets",)
     assert [f.sha256[:8] for f in fashion.files] == ["3aede38d", "a04f1713", "346e55b9",
                                                      "67da17c7"]
+
+
+# --- colour datasets (issue 37): CIFAR's tar.gz, MedMNIST's sizes, SVHN ----------------------
+
+def test_colour_catalogue_holds_the_published_md5s():
+    fams = REAL_FAMILIES
+    assert [(f.name, f.md5) for f in fams["cifar10"].files] == [
+        ("cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530")]
+    assert fams["cifar10"].source("python").files[0].md5 == "c58f30108f718f92721af3b95e74349a"
+    assert fams["cifar100"].files[0].md5 == "03b5dce01913d631647c71ecec9e9cb8"
+    assert fams["cifar100"].source("python").files[0].md5 == "eb9058c3a382ffc7106e4002c42a8d85"
+    assert [(f.name, f.md5) for f in fams["svhn"].source("extra").files] == [
+        ("train_32x32.mat", "e26dedcc434d2e4c54c9b2d4a06d8373"),
+        ("test_32x32.mat", "eb5a983be6a315427106f1b164d9cef3"),
+        ("extra_32x32.mat", "a93ce644f1a588dc4d68dda5feec44a7")]
+    chest = fams["chestmnist"]
+    assert chest.files[0].name == "chestmnist.npz"
+    assert [(s.name, s.files[0].name, s.files[0].md5) for s in chest.sources] == [
+        ("64", "chestmnist_64.npz", "9de6cd0b934ebb5b7426cfba5efbae16"),
+        ("128", "chestmnist_128.npz", "db107e5590b27930b62dbaf558aebee3"),
+        ("224", "chestmnist_224.npz", "45bd33e6f06c3e8cdb481c74a89152aa")]
+    assert len(chest.class_names) == 14 and chest.class_names[13] == "hernia"
+    assert sum(1 for f in fams.values() if "MedMNIST" in f.title) == 12
+
+
+def _tar_gz(members):
+    import tarfile
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("cifar-10-batches-bin/evil")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    return buffer.getvalue()
+
+
+def test_cifar_archive_is_verified_extracted_and_reads_as_cifar(serve, tmp_path):
+    rng = np.random.default_rng(0)
+    members = {f"cifar-10-batches-bin/{n}": bytes([3]) + rng.bytes(3072)
+               for n in ("data_batch_1.bin", "test_batch.bin")}
+    members["cifar-10-batches-bin/batches.meta.txt"] = b"".join(
+        n.encode() + b"\n" for n in dl.FAMILIES["cifar10"].class_names) + b"\n"
+    members["cifar-10-batches-bin/readme.html"] = b"<html>"
+    archive = _tar_gz(members)
+    server = serve({"cifar-10-binary.tar.gz": archive})
+    fam = dataclasses.replace(REAL_FAMILIES["cifar10"], mirrors=(server.url,),
+                              files=(spec_for("cifar-10-binary.tar.gz", archive, True),))
+    results = dl.download(fam, tmp_path, retry_delay=0)
+    assert [r.action for r in results] == ["downloaded"] + ["extracted"] * 4
+    folder = tmp_path / "cifar-10-batches-bin"
+    assert sorted(os.listdir(folder)) == ["batches.meta.txt", "data_batch_1.bin",
+                                          "readme.html", "test_batch.bin"]  # no link
+    for name, data in members.items():
+        assert (tmp_path / name).read_bytes() == data
+    import mnistconv
+    ds = mnistconv.read(folder)
+    assert ds.format == "cifar" and ds.splits["test"].labels().tolist() == [3]
+    # Again: everything present and checked against the archive's CRC-32s.
+    again = dl.download(fam, tmp_path, retry_delay=0)
+    assert [r.action for r in again] == ["present"] * 5
+    (folder / "test_batch.bin").write_bytes(b"x" * 3073)
+    with pytest.raises(UsageError, match="exists and does not match the archive"):
+        dl.download(fam, tmp_path, retry_delay=0)
+
+
+def test_medmnist_size_is_a_source_with_its_own_file(serve, tmp_path):
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, train_images=np.zeros((2, 64, 64, 3), np.uint8),
+                        train_labels=np.zeros((2, 1), np.uint8))
+    data = buffer.getvalue()
+    server = serve({"pathmnist_64.npz": data})
+    real = REAL_FAMILIES["pathmnist"]
+    sources = tuple(dataclasses.replace(s, files=(spec_for(s.files[0].name, data, True),))
+                    if s.name == "64" else s for s in real.sources)
+    fam = dataclasses.replace(real, sources=sources)
+    results = dl.download(fam, tmp_path, source="64", base_urls=[server.url], retry_delay=0)
+    assert [(os.path.basename(r.path), r.action) for r in results] == [
+        ("pathmnist_64.npz", "downloaded")]
+    assert (tmp_path / "pathmnist_64.npz").read_bytes() == data
+    assert server.requests[0][0] == "pathmnist_64.npz"
