@@ -40,7 +40,15 @@ def _img(uri, css, alt) -> str:
 
 def render(stats, title, files=None, conversion=None, family=None, notes=()) -> str:
     """The page: stats {split: card.SplitStats}; files (rows, more, more_bytes); conversion
-    {input, input_format, output, output_format, options, stats}; a sources.Family."""
+    {input, input_format, output, output_format, options, stats}; a sources.Family.
+    A URL's password is shown as *** wherever the page names the URL."""
+    from .errors import redact
+    title, notes = redact(title), [redact(n) for n in notes]
+    if conversion:
+        conversion = {**conversion, "input": redact(conversion["input"]),
+                      "output": redact(conversion["output"]),
+                      "options": {k: redact(v) if isinstance(v, str) else v
+                                  for k, v in (conversion.get("options") or {}).items()}}
     out = ['<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
            'img-src data:; style-src \'unsafe-inline\'">',

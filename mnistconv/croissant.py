@@ -158,10 +158,12 @@ def _split_records(split_name, source, named):
 
 def write(dataset, root, result, writer_name, force=False):
     """Write croissant.json for an output just written (result: its WriteResult)."""
+    from .errors import redact
     from .fileio import write_text_output
     from .provenance import family_of
     doc = document(dataset, root, result.files, writer_name, family_of(dataset))
-    return write_text_output(target(root), json.dumps(doc, indent=2, ensure_ascii=False)
+    # No URL's password in a published file (a file name may quote it).
+    return write_text_output(target(root), redact(json.dumps(doc, indent=2, ensure_ascii=False))
                              + "\n", force=True)
 
 

@@ -11,12 +11,25 @@ import re
 from typing import Optional
 
 # user:password@ in a URL (s3://key:secret@bucket, https://user:pw@host/...).
-_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):[^\s/]*@")
+_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*):([^\s/]*)@")
+# Shorter passwords are replaced only where they stand as ':<password>@' (a bare 'a' or
+# '12' would be replaced all through the message).
+_BARE_SECRET = 4
 
 
 def redact(text) -> str:
-    """text with the password of every URL in it replaced by *** (`https://ann:***@host`)."""
-    return _PASSWORD.sub(r"\1:***@", str(text))
+    """text with the password of every URL in it replaced by *** (`https://ann:***@host`),
+    and wherever else it appears in text: a store's own message quotes it from the
+    bucket name it was given (`Invalid bucket name "key:secret@bucket"`), decoded or not."""
+    from urllib.parse import unquote
+    text = str(text)
+    secrets = {m.group(2) for m in _PASSWORD.finditer(text)} - {"", "***"}
+    text = _PASSWORD.sub(r"\1:***@", text)
+    for secret in sorted(secrets | {unquote(s) for s in secrets}, key=len, reverse=True):
+        text = text.replace(f":{secret}@", ":***@")
+        if len(secret) >= _BARE_SECRET:
+            text = text.replace(secret, "***")
+    return text
 
 
 class MnistconvError(Exception):
