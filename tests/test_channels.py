@@ -131,12 +131,26 @@ def make_caffe_lmdb(root, encoded, labels):
     return path
 
 
+def make_parquet(root, encoded, labels):
+    import datasets
+    features = datasets.Features({"image": datasets.Image(),
+                                  "label": datasets.ClassLabel(num_classes=3)})
+    ds = datasets.Dataset.from_dict(
+        {"image": [{"bytes": data, "path": None} for data in encoded],
+         "label": [int(label) for label in labels]}, features=features)
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    path = root / "data" / "train-00000-of-00001.parquet"
+    ds.to_parquet(str(path))
+    return path
+
+
 READERS = {
     "imagefolder": (make_imagefolder, "imagefolder"),
     "tfrecord": (make_tfrecord, "tfrecord"),
     "arrayrecord": (make_arrayrecord, "arrayrecord"),
     "webdataset": (make_webdataset, "webdataset"),
     "caffe-lmdb": (make_caffe_lmdb, "caffe-lmdb"),
+    "parquet": (make_parquet, "parquet"),
 }
 
 
@@ -151,6 +165,8 @@ def written(tmp_path, reader, kind, images=None):
         pytest.importorskip("webdataset", reason="webdataset: the webdataset package")
     if fmt == "caffe-lmdb":
         pytest.importorskip("lmdb", reason="caffe-lmdb: the caffe extra")
+    if fmt == "parquet":
+        pytest.importorskip("datasets", reason="parquet: Hugging Face datasets writes it")
     images = rgb_images() if images is None else images
     labels = labels_of(len(images))
     encoded = [encode(im, kind) for im in images]
@@ -315,3 +331,24 @@ def test_tf_dataset_of_rgb_tfrecord_yields_three_channels(tmp_path):
                 mnistconv.read(path, "tfrecord").splits["train"]))
             assert np.array_equal(decoded[0], tf.io.decode_jpeg(encoded[0], channels=3))
     assert os.path.exists(path)
+
+
+def test_parquet_keeps_alpha_and_grey_joins_a_colour_split_unreduced(tmp_path):
+    pytest.importorskip("datasets", reason="parquet: Hugging Face datasets writes it")
+    rgba = np.random.default_rng(9).integers(0, 256, (3, H, W, 4), dtype=np.uint8)
+    path = make_parquet(tmp_path / "a", [encode(im, "png") for im in rgba], labels_of(3))
+    split = mnistconv.read(path, "parquet", split_name="train").splits["train"]
+    assert np.array_equal(all_images(split), rgba)  # alpha kept, not dropped
+    # An RGB split with a grey image among them: the grey one is R = G = B (lossless),
+    # and an RGB one in a grey split is refused rather than made grey.
+    rgb = rgb_images(2)
+    mixed = [encode(rgb[0], "png"), encode(rgb[1, :, :, 0], "png")]
+    path = make_parquet(tmp_path / "b", mixed, labels_of(2))
+    got = all_images(mnistconv.read(path, "parquet").splits["train"])
+    assert np.array_equal(got[0], rgb[0])
+    assert np.array_equal(got[1], np.repeat(rgb[1, :, :, :1], 3, axis=2))
+    path = make_parquet(tmp_path / "c", mixed[::-1], labels_of(2))
+    with pytest.raises(mnistconv.FormatError, match=r"row 1: image is 12x10x3, the split's "
+                       r"images are 12x10; mnistconv keeps one image size and channel "
+                       r"count per split \(it makes no colour grey unasked\)"):
+        all_images(mnistconv.read(path, "parquet").splits["train"])

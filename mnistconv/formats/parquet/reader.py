@@ -130,8 +130,17 @@ class _Layout:
             self.class_names = None
 
 
-# Pillow modes read as RGB; others are grey (datasets' int64 image: a mode I TIFF).
-_COLOUR_MODES = ("RGB", "RGBA", "P", "PA", "CMYK", "YCbCr", "LAB", "HSV")
+# Channels of Pillow modes read as stored (a palette looked up: RGB, RGBA with
+# transparency; YCbCr, LAB and HSV as RGB); the rest are grey (1, L, datasets' int64
+# image: a mode I TIFF).
+_MODE_CHANNELS = {"LA": 2, "RGB": 3, "YCbCr": 3, "LAB": 3, "HSV": 3, "RGBA": 4,
+                  "PA": 4, "CMYK": 4}
+
+
+def _mode_channels(image) -> int:
+    if image.mode == "P":
+        return 4 if "transparency" in image.info else 3
+    return _MODE_CHANNELS.get(image.mode, 1)
 
 
 def _pillow(data, where):
@@ -147,27 +156,23 @@ def _pillow(data, where):
 
 
 def _image_shape(data, where):
-    """(h, w) for a grey image, (h, w, 3) for colour, from its header."""
+    """(h, w) for a grey image, (h, w, c) for colour with the channels it stores
+    (nothing is made grey or dropped unasked), from its header."""
     size = codecs.image_size(data)
-    kind = codecs.image_kind(data)
     if size is None:
         try:
             with _pillow(data, where) as image:
-                size, colour = (image.height, image.width), image.mode in _COLOUR_MODES
+                size, channels = (image.height, image.width), _mode_channels(image)
         except FormatError:
             raise
         except Exception:
             raise BadImage(where, f"is not an image (starts {data[:8]!r})") from None
-        return size + ((3,) if colour else ())
+        return size + ((channels,) if channels > 1 else ())
     check_image_size(size, where)
-    if kind == "png" and len(data) > 25:
-        grey = data[25] in (0, 4)
-    else:
-        try:
-            grey = codecs.simplejpeg_module().decode_jpeg_header(data)[2] == "Gray"
-        except Exception:
-            grey = True
-    return tuple(size) if grey else tuple(size) + (3,)
+    shape = codecs.image_shape(data)
+    if shape is None:
+        raise BadImage(where, f"is not an image (starts {data[:8]!r})")
+    return shape
 
 
 def _check_claimed_size(data, shape, where):
@@ -181,22 +186,28 @@ def _check_claimed_size(data, shape, where):
 
 def _decode(data, shape, where):
     """One image's pixels in `shape`, or a FormatError naming the row."""
-    pixels = png.decode_unfiltered(data, shape) if len(shape) == 2 or shape[2] == 3 \
-        else None
+    pixels = png.decode_unfiltered(data, shape)
     if pixels is not None:
         return pixels
     _check_claimed_size(data, shape, where)
     try:
-        if len(shape) == 2 and codecs.image_kind(data) != "raw":
-            pixels = codecs.decode_image(data)  # JPEG as TensorFlow decodes it
+        kind = codecs.image_kind(data)
+        if kind == "png" or (kind == "jpeg" and len(shape) == 2):
+            # As stored (grey JPEG as TensorFlow decodes it): channels are kept.
+            pixels = codecs.decode_image(data)
         else:
             with _pillow(data, where) as image:
-                if len(shape) == 3:
-                    pixels = np.asarray(image.convert("RGB"))
-                elif image.mode in ("1", "L", "LA") + _COLOUR_MODES:
-                    pixels = np.asarray(image.convert("L"))
+                channels = _mode_channels(image)
+                if channels == 1:
+                    pixels = np.asarray(image.convert("L")) if image.mode in ("1", "L") \
+                        else _eight_bit(np.asarray(image), where)
                 else:
-                    pixels = _eight_bit(np.asarray(image), where)
+                    pixels = np.asarray(image.convert({2: "LA", 3: "RGB", 4: (
+                        "CMYK" if image.mode == "CMYK" else "RGBA")}[channels]))
+        if pixels.ndim == 2 and len(shape) == 3 and shape[2] == 3:
+            # A grey image in a colour split (datasets mixes them): R = G = B, as
+            # Pillow's convert("RGB") gives; nothing is lost. Never the other way.
+            pixels = np.repeat(pixels[:, :, None], 3, axis=2)
     except FormatError:
         raise
     except ValueError as e:
@@ -208,7 +219,8 @@ def _decode(data, shape, where):
         got = "x".join(map(str, pixels.shape))
         raise FormatError(where, f"image is {got}, the split's images are "
                                  f"{'x'.join(map(str, shape))}",
-                          "mnistconv keeps one image size per split")
+                          "mnistconv keeps one image size and channel count per "
+                          "split (it makes no colour grey unasked)")
     return pixels
 
 
