@@ -135,7 +135,7 @@ def test_force_replaces_whole_and_a_failed_write_leaves_nothing(tmp_path, name):
 
 
 # Writers that write an empty split they cannot read back (found by this suite).
-EMPTY_UNREADABLE = {"arrayrecord", "imagefolder", "caffe-lmdb", "caffe-hdf5", "tfrecord"}
+EMPTY_UNREADABLE = {"arrayrecord", "imagefolder", "caffe-lmdb", "tfrecord"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(

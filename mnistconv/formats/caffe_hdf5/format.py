@@ -412,14 +412,17 @@ class _Writer:
         self.file = self.h5py.File(self.sink, "w", libver="earliest", track_order=False)
         per_chunk = max(1, min(max(rows, 1), CHUNK_BYTES // (self.dtype.itemsize *
                                                              int(np.prod(self.chw)))))
+        # An empty split: HDF5 takes a chunk larger than the data only if it may grow.
+        grows = {"maxshape": (None,) + self.chw} if rows == 0 else {}
         self.data = self.file.create_dataset(
             "data", (rows,) + self.chw, self.dtype, chunks=(per_chunk,) + self.chw,
-            track_times=False, **self.filters)
+            track_times=False, **grows, **self.filters)
         if self.scale is not None:
             self.data.attrs[SCALE_ATTRIBUTE] = np.float32(self.scale)
         self.label = self.file.create_dataset(
             "label", (rows,), np.float32, chunks=(max(1, min(rows, 1 << 16)),),
-            track_times=False, **self.filters)
+            track_times=False, **({"maxshape": (None,)} if rows == 0 else {}),
+            **self.filters)
 
     def write(self, pixels, labels):
         done = 0
