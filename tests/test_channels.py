@@ -352,3 +352,36 @@ def test_parquet_keeps_alpha_and_grey_joins_a_colour_split_unreduced(tmp_path):
                        r"images are 12x10; mnistconv keeps one image size and channel "
                        r"count per split \(it makes no colour grey unasked\)"):
         all_images(mnistconv.read(path, "parquet").splits["train"])
+
+
+def test_header_shape_is_the_decoded_shape_for_every_kind_of_png_and_jpeg():
+    """What a reader sizes a split by (codecs.image_shape, from the header) is what it
+    decodes (codecs.decode_image), for each colour type, including one large enough to
+    be copied out of Pillow in strips."""
+    from PIL import Image
+    from mnistconv import codecs
+    rng = np.random.default_rng(4)
+    rgb = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+    quantized = Image.fromarray(rgb).quantize(8)
+    with_alpha = quantized.copy()
+    with_alpha.info["transparency"] = 0
+    cases = [(Image.fromarray(rgb[..., 0] > 127), (H, W)),  # 1-bit grey: 0 and 255
+             (Image.fromarray(rgb[..., 0]), (H, W)),
+             (Image.fromarray(rgb[..., :2].copy(), "LA"), (H, W, 2)),
+             (Image.fromarray(rgb), (H, W, 3)),
+             (quantized, (H, W, 3)), (with_alpha, (H, W, 4)),
+             (Image.fromarray(rng.integers(0, 256, (2100, 2050, 4), dtype=np.uint8)),
+              (2100, 2050, 4))]
+    for image, shape in cases:
+        out = io.BytesIO()
+        image.save(out, "PNG", compress_level=1)
+        data = out.getvalue()
+        assert codecs.image_shape(data) == shape, image.mode
+        decoded = codecs.decode_image(data)
+        assert decoded.shape == shape, image.mode
+        expected = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[1 if len(shape) == 2 else shape[2]]
+        assert np.array_equal(decoded, np.asarray(image.convert(expected))), image.mode
+    for image, shape in ((Image.fromarray(rgb[..., 0]), (H, W)),
+                         (Image.fromarray(rgb), (H, W, 3))):
+        data = encode(np.asarray(image), "jpeg")
+        assert codecs.image_shape(data) == codecs.decode_image(data).shape == shape
