@@ -385,3 +385,16 @@ def test_header_shape_is_the_decoded_shape_for_every_kind_of_png_and_jpeg():
                          (Image.fromarray(rgb), (H, W, 3))):
         data = encode(np.asarray(image), "jpeg")
         assert codecs.image_shape(data) == codecs.decode_image(data).shape == shape
+
+
+def test_a_planned_run_makes_grey_as_a_local_run_does(tmp_path):
+    from helpers import tree_hashes
+    path, _, images, _, _ = written(tmp_path, "imagefolder", "png")
+    r = run("convert", path, tmp_path / "local" / "m.tar", "--grayscale", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    r = run("convert", path, tmp_path / "task" / "m.tar", "--grayscale", "-q",
+            "--num-tasks", "1", "--task-index", "0")
+    assert r.returncode == 0, stderr_of(r)
+    assert tree_hashes(tmp_path / "local") == tree_hashes(tmp_path / "task")
+    back = mnistconv.read(tmp_path / "task" / "m.tar").splits["train"]
+    assert np.array_equal(all_images(back), pil_luma(images)[np.asarray(back.indices())])
