@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
-from .limits import is_number
+from .limits import TransferWindow, is_number
 from .fileio import (STAGING_MARK, StagedOutput, create_staged, move_own, open_input,
                      own_entries, own_files_under, remove_scratch, staging_prefix)
 from .records import NO_PROGRESS, Progress
@@ -136,15 +136,20 @@ def _fetch_once(url, staged, spec, timeout, progress):
             raise _Attempt(f"the mirror offers {length} bytes, the published file has "
                            f"{spec.size}", False, "checksum")
         progress.start(spec.name, length or spec.size or 0)
+        window = TransferWindow(timeout)
         try:
             with create_staged(staged) as out:
                 while True:
                     try:
-                        chunk = response.read(CHUNK)
+                        # What one receive brings: read() would wait for CHUNK bytes,
+                        # each receive within the timeout, for ever at a byte a second.
+                        chunk = response.read1(CHUNK)
                     except _NET_ERRORS as e:
                         raise _failed(e, timeout) from None
                     if not chunk:
                         break
+                    if not window.add(len(chunk)):
+                        raise _Attempt(f"timed out: {window.stalled()}", True)
                     out.write(chunk)
                     for h in hashers.values():
                         h.update(chunk)

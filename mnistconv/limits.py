@@ -6,6 +6,7 @@ data, never a path, and work is bounded by what the input holds, not what it cla
 import math
 import os
 import re
+import time
 
 from .errors import BadOption, CorruptData, FormatError, UsageError
 
@@ -31,6 +32,39 @@ MAX_REMOTE_FOLDERS = 10_000
 MAX_REMOTE_DEPTH = 16
 # One Parquet row group, uncompressed, as its footer declares it (decoded one at a time).
 MAX_ROW_GROUP_BYTES = 1 << 30
+# A transfer makes progress while it brings MIN_TRANSFER_RATE bytes a second, counted
+# over each window as long as its timeout: a byte a second (or 64 KiB a window) would
+# otherwise keep a read alive past any timeout.
+MIN_TRANSFER_RATE = 1 << 10
+
+
+class TransferWindow:
+    """Whether a transfer keeps up: at least MIN_TRANSFER_RATE x seconds bytes (and at
+    least one) in every window of `seconds`."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.need = max(1, int(MIN_TRANSFER_RATE * seconds))
+        self.mark, self.got = time.monotonic(), 0
+
+    def left(self) -> float:
+        """Seconds left in the window."""
+        return self.seconds - (time.monotonic() - self.mark)
+
+    def add(self, n: int) -> bool:
+        """Count n bytes arrived; False once the window has closed short of its need."""
+        self.got += n
+        if self.got >= self.need:
+            self.mark, self.got = time.monotonic(), 0
+            return True
+        return self.left() > 0
+
+    def stalled(self) -> str:
+        """What a stalled transfer did, for its message."""
+        return (f"under {MIN_TRANSFER_RATE:,} bytes/s: {self.got:,} bytes in "
+                f"{self.seconds:g} s")
+
+
 # A split name read from a file becomes part of file names: letters, digits, '_', '-',
 # '.', not leading '.' or '-', never a separator, '..', NUL or a drive letter.
 MAX_NAME_LENGTH = 64

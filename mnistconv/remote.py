@@ -22,12 +22,11 @@ import os
 import re
 import shutil
 import tempfile
-import time
 import weakref
 from urllib.parse import unquote
 
 from .errors import FormatError, MissingDependency, MnistconvError, NotFound, UsageError, redact
-from .limits import (MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
+from .limits import (TransferWindow, MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
                      is_safe_file_name, printable)
 from .fileio import create_new, own_entries, remove_scratch
 from .staging import (exists_error, is_staging_name, remove_dead_leftovers, signals_deferred,
@@ -46,8 +45,6 @@ _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"}
 _GLOB = re.compile(r"[*?\[]")
 _SHARD = re.compile(r"-\d{5}-of-(\d{5})$")  # TensorFlow's shard suffix
 DEFAULT_TIMEOUT = 60.0
-# A remote read makes progress when PROGRESS bytes (or the end of the file) arrive.
-PROGRESS = 64 << 10
 _timeout = contextvars.ContextVar("mnistconv_remote_timeout", default=DEFAULT_TIMEOUT)
 
 
@@ -332,12 +329,11 @@ def _no_room(url, size, free):
 
 def _chunks(fs, remote, size):
     """remote's bytes in one pass: HTTP as a stream (many servers lack ranges), elsewhere
-    ranged reads without a cache; TimeoutError when PROGRESS bytes take too long."""
+    ranged reads without a cache; TimeoutError when the transfer falls under
+    MIN_TRANSFER_RATE over a window of the timeout (limits.TransferWindow)."""
     seconds = _timeout.get()
-    mark, since = time.monotonic(), 0
-
-    def left():
-        return seconds - (time.monotonic() - mark)
+    window = TransferWindow(seconds)
+    left = window.left
 
     if not getattr(fs, "async_impl", False):
         source = fs.open(remote, "rb", cache_type="none")
@@ -362,10 +358,7 @@ def _chunks(fs, remote, size):
             return data
     try:
         while chunk := read():
-            since += len(chunk)
-            if since >= PROGRESS:
-                mark, since = time.monotonic(), 0
-            elif left() <= 0:
+            if not window.add(len(chunk)):
                 raise TimeoutError(remote)
             yield chunk
     finally:

@@ -85,6 +85,7 @@ class Server:
       ("cut", n)       cut the first n requests, serve the rest whole
       "wrong"          serve other bytes of the same length
       "stall"          send half the body, then wait until the server stops
+      "drip"           send the body a byte every 50 ms (for at most 8 s, then close)
     Missing paths get 404. Every request is recorded as (path, headers)."""
 
     def __init__(self, files=None, behaviour=None):
@@ -119,6 +120,13 @@ class Server:
                     self.wfile.write(data[: len(data) // 2])
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)
+                    self.close_connection = True
+                elif how == "drip":
+                    for i in range(min(len(data), 160)):
+                        self.wfile.write(data[i:i + 1])
+                        self.wfile.flush()
+                        if server.stop.wait(0.05):
+                            break
                     self.close_connection = True
                 elif how == "stall":
                     self.wfile.write(data[: len(data) // 2])
@@ -353,6 +361,27 @@ def test_stalled_server_times_out(serve, tmp_path):
         f"{server.url}/{name}: timed out: nothing received for 0.3 s (2 attempts); "
         f"nothing was saved; check the network connection, or point --base-url (or "
         f"MNISTCONV_BASE_URL) at a reachable mirror")
+    assert server.count(name) == 2
+    assert staging_leftovers(tmp_path) == []
+
+
+def test_a_dripping_server_times_out(serve, tmp_path):
+    """Issue 35: a byte at a time within each timeout kept a download alive for ever
+    (each receive reset the socket's timeout). Progress is bytes a second over a window
+    of the timeout: 20 bytes/s is under it, so each attempt ends after about 0.5 s."""
+    import re
+    import time
+    files = generated_files()
+    name = "train-images-idx3-ubyte.gz"
+    server = serve(files, {name: "drip"})
+    start = time.monotonic()
+    message = download_error(family_for(files, server.url), tmp_path, timeout=0.5,
+                             retries=1, retry_delay=0)
+    took = time.monotonic() - start
+    assert re.fullmatch(
+        rf"{re.escape(server.url)}/{name}: timed out: under 1,024 bytes/s: \d+ bytes in "
+        r"0\.5 s \(2 attempts\); nothing was saved; .*", message), message
+    assert took < 4, took
     assert server.count(name) == 2
     assert staging_leftovers(tmp_path) == []
 
