@@ -396,5 +396,5 @@ def test_a_planned_run_makes_grey_as_a_local_run_does(tmp_path):
             "--num-tasks", "1", "--task-index", "0")
     assert r.returncode == 0, stderr_of(r)
     assert tree_hashes(tmp_path / "local") == tree_hashes(tmp_path / "task")
-    back = mnistconv.read(tmp_path / "task" / "m.tar").splits["train"]
+    back = mnistconv.read(tmp_path / "task" / "m-train-000000.tar").splits["train"]
     assert np.array_equal(all_images(back), pil_luma(images)[np.asarray(back.indices())])
