@@ -15,6 +15,7 @@ from .spec import Format, Option  # noqa: F401  (re-exported: registry.Option, .
 FORMAT_PACKAGES = (
     "mnistconv.formats.idx",
     "mnistconv.formats.kmnist",  # before npz: its files are zip archives too
+    "mnistconv.formats.medmnist",  # (and MedMNIST's)
     "mnistconv.formats.npz",
     # before gdmnist: both read .bin files; a damaged CIFAR file is CIFAR's by name
     "mnistconv.formats.cifar",

@@ -20,7 +20,8 @@ TESTS = Path(__file__).resolve().parent
 
 # Importing any of these takes seconds (TensorFlow tens of seconds on a busy machine).
 HEAVY = frozenset({"tensorflow", "tensorflow_datasets", "torch", "torchvision", "datasets",
-                   "apache_beam", "grain", "webdataset", "moto", "s3fs"})
+                   "apache_beam", "grain", "webdataset", "moto", "s3fs",
+                   "medmnist"})
 # mnistconv's own modules that import one of them when first used.
 HEAVY_OWN = frozenset({"mnistconv.tf", "mnistconv.torch", "mnistconv.grain",
                        "mnistconv.beam"})

@@ -61,7 +61,11 @@ def _family_inputs(tmp_path):
     import pickle
     p.joinpath("test_batch").write_bytes(pickle.dumps(
         {b"labels": [i % 10 for i in range(11)], b"data": pixels}, protocol=2))
-    return [("kmnist", k), ("quickdraw", q), ("cifar", c), ("cifar-python", p)]
+    m = tmp_path / "bloodmnist.npz"
+    np.savez(m, train_images=rng.integers(0, 256, (11, 40, 40, 3), dtype=np.uint8),
+             train_labels=(np.arange(11, dtype=np.uint8) % 8)[:, None])
+    return [("kmnist", k), ("quickdraw", q), ("cifar", c), ("cifar-python", p),
+            ("medmnist", m)]
 
 
 def _batches_within(split, limit):

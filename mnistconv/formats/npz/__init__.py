@@ -16,6 +16,11 @@ SPEC = Format(
                "(TensorFlow) or N,1,H,W (PyTorch, Caffe)", "choice",
                ("nhw", "nhwc", "nchw"), "nhw"),
         Option("to_float", "--float", "float32 pixels scaled to [0, 1] instead of uint8"),
+        Option("label_column", "--label-column", "labels as an (N, 1) column, as Keras' "
+               "cifar10/cifar100.load_data give them (default: (N,))"),
+        Option("keys", "--keys", "member names: keras (x_<split>, y_<split>) or medmnist "
+               "(<split>_images, <split>_labels (N, 1) or (N, k), validation as val: what "
+               "the medmnist package loads)", "choice", ("keras", "medmnist"), "keras"),
     ),
     stdio=True,
 )

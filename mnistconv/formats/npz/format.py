@@ -7,6 +7,10 @@ An .npz is a zip archive of .npy members. Each member is the NPY format
     padded to 64 bytes, then the raw array.
 Keras' mnist.npz holds x_train uint8 (60000, 28, 28), y_train uint8 (60000,),
 x_test uint8 (10000, 28, 28), y_test uint8 (10000,); other splits are x_<split>, y_<split>.
+Colour images are (N, H, W, 3). Keras' cifar10.npz layout (cifar10.load_data) has labels
+as a column, y_train (N, 1): read as (N,), written with label_column=True. With
+keys="medmnist" the writer uses MedMNIST's names instead (formats/medmnist): train_images,
+train_labels (N, 1), or (N, k) for multi-label targets, and val_* for validation.
 `class_names` holds the class names by label as fixed-width unicode ('<U<n>', never
 objects: np.load reads it without allow_pickle); QMNIST's extra label columns are
 `extra_<split>` (N x k, int32) with their names in `extra_columns` ('<U<n>', k).
@@ -22,6 +26,7 @@ import queue
 import threading
 import time
 import zipfile
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -42,8 +47,11 @@ from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
     read_npy_header, row_batches, zip_errors
 
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
+# MedMNIST's split names (keys="medmnist"), by mnistconv's.
+MEDMNIST_SPLITS = {"train": "train", "validation": "val", "test": "test"}
 LAYOUTS = ("nhw", "nhwc", "nchw")
 MAX_EXTRA_COLUMNS = 64  # QMNIST has 7
+MAX_LABEL_WIDTH = 1024  # of a multi-label target (ChestMNIST has 14)
 # Column-major (Fortran-order) images cannot be streamed by rows: they are read whole.
 FORTRAN_MAX_BYTES = 64 << 20
 
@@ -64,9 +72,15 @@ class NpzSplit(InOrder, Split):
         self.fortran = fortran and len(shape) > 1
         f, y_shape, y_dtype, _ = open_member(archive, self.y_name, path)
         f.close()
-        if len(y_shape) != 1:
+        # (N, 1) is Keras' CIFAR layout (cifar10.load_data): one label per example too;
+        # (N, k) a multi-label target (ChestMNIST's 14), k values of 0 or 1 per example.
+        self.column = len(y_shape) == 2 and y_shape[1] == 1
+        self.width = y_shape[1] if len(y_shape) == 2 and y_shape[1] > 1 else 0
+        if len(y_shape) not in (1, 2) or (self.width and y_dtype.kind not in "iub") or \
+                self.width > MAX_LABEL_WIDTH:
             raise FormatError(path, f"y_{name} has shape {y_shape}, expected one label per "
-                                    "example (N,)", f"save y_{name} with one label per image")
+                                    "example (N,) or (N, 1), or a multi-label (N, k)",
+                              f"save y_{name} with one label per image")
         if y_shape[0] != shape[0]:
             raise FormatError(path, f"image/label count mismatch: x_{name} has {shape[0]}, "
                                     f"y_{name} has {y_shape[0]}",
@@ -78,7 +92,8 @@ class NpzSplit(InOrder, Split):
                                     f"is read whole: {size:,} bytes, more than mnistconv's "
                                     f"limit of {FORTRAN_MAX_BYTES:,}",
                               "save it in C order (np.ascontiguousarray) first")
-        super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype, None, path))
+        super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype,
+                                      self.width or None, path))
         self._labels = None
 
     extra_columns: Optional[tuple] = None  # set by read() when extra_<split> is there
@@ -107,10 +122,19 @@ class NpzSplit(InOrder, Split):
     def labels(self):
         if self._labels is None:
             with zip_errors(self.path), self._archive() as archive:
-                self._labels = read_member(
+                labels = read_member(
                     archive, self.y_name, self.path,
+                    None if self.width else
                     lambda part, first: check_labels(part, self.path, first,
                                                      f"member {self.y_name}: "))
+            if self.width and labels.size and labels.max() > 1 or \
+                    (labels.dtype.kind == "i" and labels.size and labels.min() < 0
+                     and self.width):
+                at = np.argwhere((labels > 1) | (labels < 0))[0]
+                raise CorruptData(self.path, f"member {self.y_name}[{at[0]}, {at[1]}] is "
+                                             f"{labels[tuple(at)].item()}, a multi-label "
+                                             "target holds 0 or 1")
+            self._labels = labels.reshape(-1) if self.column else labels
         return self._labels
 
     def batches(self, batch_size=DEFAULT_BATCH):
@@ -257,15 +281,28 @@ def _write_header(f, shape, dtype):
     np.lib.format.write_array_header_1_0(f, header)
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress=False,
-          layout="nhw", to_float=False):
+def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
     """Write every split into one .npz (or '-') as x_<split> and y_<split>; layout
-    chooses N,H,W (Keras), N,H,W,1 or N,1,H,W, to_float stores float32 pixels in [0, 1].
+    chooses N,H,W (Keras), N,H,W,1 or N,1,H,W, to_float stores float32 pixels in [0, 1],
+    label_column stores y as (N, 1) (Keras' cifar10.load_data). keys="medmnist" writes
+    MedMNIST's layout instead: <split>_images, <split>_labels (N, 1) or (N, k), with
+    validation as `val`, so the medmnist package loads the file (name it <flag>.npz or
+    <flag>_<size>.npz).
 
         write(mnistconv.read("data/mnist"), "mnist.npz", layout="nhwc")
+        write(mnistconv.read("cifar-10-batches-bin"), "cifar10.npz", label_column=True)
     """
-    if layout not in LAYOUTS:
-        raise UsageError(path, f"unknown layout '{layout}'", f"choose {', '.join(LAYOUTS)}")
+    from . import SPEC
+    o = SPEC.options(options)  # the declared options, checked, with their defaults
+    if o.layout not in LAYOUTS:
+        raise UsageError(path, f"unknown layout '{o.layout}'", f"choose {', '.join(LAYOUTS)}")
+    medmnist = o.keys == "medmnist"
+    if medmnist:
+        for name in dataset.splits:
+            if name not in MEDMNIST_SPLITS:
+                raise UsageError(path, f"MedMNIST's layout holds train, validation (val) "
+                                       f"and test, not a split named {name}",
+                                 "choose those splits with --split")
     with StagedOutput(force, root=path) as out:
         with open_staged(out.file(path)) as raw:
             stream = _HashedStream(raw)
@@ -273,8 +310,14 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, compress
                 # (zipfile takes any object with write and tell; its stubs want a file)
                 with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:  # type: ignore[call-overload]
                     for split in dataset.splits.values():
-                        _write_split(archive, split, compress, layout, to_float, progress)
-                    _write_extras(archive, dataset, compress)
+                        names = (f"{MEDMNIST_SPLITS[split.name]}_images.npy",
+                                 f"{MEDMNIST_SPLITS[split.name]}_labels.npy") \
+                            if medmnist else (f"x_{split.name}.npy", f"y_{split.name}.npy")
+                        _write_split(archive, split, _SplitOptions(
+                            o.compress, o.layout, o.to_float, o.label_column or medmnist,
+                            names), progress)
+                    if not medmnist:  # MedMNIST's files hold nothing else
+                        _write_extras(archive, dataset, o.compress)
             except BaseException:
                 stream.abandon()
                 raise
@@ -366,12 +409,22 @@ def _write_extras(archive, dataset, compress):
         _write_array(archive, "extra_columns.npy", _text_array(columns), compress)
 
 
-def _write_split(archive, split, compress, layout, to_float, progress):
+@dataclass(frozen=True)
+class _SplitOptions:
+    compress: bool
+    layout: str
+    to_float: bool
+    label_column: bool  # class labels as (N, 1)
+    names: tuple  # the members: images, labels
+
+
+def _write_split(archive, split, options, progress):
+    compress, layout, to_float = options.compress, options.layout, options.to_float
     h = split.header
     dtype = np.dtype(np.float32) if to_float else h.dtype
     shape = (h.count,) + _layout_shape(h.shape, layout, h.source)
     labels = []
-    with _member(archive, f"x_{split.name}.npy", compress) as f:
+    with _member(archive, options.names[0], compress) as f:
         _write_header(f, shape, dtype)
         for batch in iter_batches(split, progress, split.name):
             # The array's own memory, not a .tobytes() copy: zipfile takes any buffer.
@@ -381,4 +434,6 @@ def _write_split(archive, split, compress, layout, to_float, progress):
     y = np.concatenate(labels) if labels else np.zeros(0, h.label_dtype)
     if len(y) != h.count:
         raise CorruptData(h.source, f"yielded {len(y)} examples, its header says {h.count}")
-    _write_array(archive, f"y_{split.name}.npy", y, compress)
+    if options.label_column and y.ndim == 1:
+        y = y.reshape(-1, 1)
+    _write_array(archive, options.names[1], y, compress)
