@@ -20,6 +20,7 @@ FORMAT_PACKAGES = (
     # before gdmnist: both read .bin files; a damaged CIFAR file is CIFAR's by name
     "mnistconv.formats.cifar",
     "mnistconv.formats.cifar_python",
+    "mnistconv.formats.svhn",
     "mnistconv.formats.gdmnist",
     "mnistconv.formats.tfds",
     "mnistconv.formats.arrayrecord",

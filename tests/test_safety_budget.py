@@ -64,8 +64,12 @@ def _family_inputs(tmp_path):
     m = tmp_path / "bloodmnist.npz"
     np.savez(m, train_images=rng.integers(0, 256, (11, 40, 40, 3), dtype=np.uint8),
              train_labels=(np.arange(11, dtype=np.uint8) % 8)[:, None])
+    s = tmp_path / "train_32x32.mat"
+    import scipy.io
+    scipy.io.savemat(s, {"X": rng.integers(0, 256, (40, 40, 3, 11), dtype=np.uint8),
+                         "y": (np.arange(11) % 10 + 1.0)[:, None]}, do_compression=True)
     return [("kmnist", k), ("quickdraw", q), ("cifar", c), ("cifar-python", p),
-            ("medmnist", m)]
+            ("medmnist", m), ("svhn", s)]
 
 
 def _batches_within(split, limit):
