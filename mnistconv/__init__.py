@@ -80,7 +80,7 @@ def detect(path: PathArg, from_flag: str = "--from") -> "Format":
 
 
 def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[str] = None,
-         grayscale: bool = False, **options: Any) -> "Dataset":
+         grayscale: bool = False, follow_links: bool = False, **options: Any) -> "Dataset":
     """Read a dataset: a directory, a file or a shard set, its format detected by
     content (then by name) unless `format` names it. `split_name` names the split of a
     single-split input whose file does not record it (IDX, GDMNIST1, TFRecord; else it
@@ -89,9 +89,14 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
     for any format. Images are read a batch at a time as a split's batches() iterate.
     Colour is kept as stored (H x W x 3 for RGB) unless grayscale=True, which makes it
     grey (ITU-R 601-2 luma, as Pillow's convert("L")) and adds a note saying so.
+    A symlink in the input's tree may point only inside it (a Hugging Face cache
+    snapshot's links into its blobs count as inside); follow_links=True reads through
+    links that leave it, for this tree and the rest of the process (FIFOs, devices
+    and sockets are still refused).
 
         ds = mnistconv.read("data/mnist")
         ds = mnistconv.read("conv3.bin", split_name="test")
+        ds = mnistconv.read("annexed/mnist", follow_links=True)  # a git-annex tree
         ds.splits["test"].header.count
     """
     from .limits import check_option_name, is_safe_name, safe_split_name
@@ -105,6 +110,9 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
         # A FIFO or device: a reader opening it would block, or read what it is not.
         raise UsageError(path, "is not a regular file (device, FIFO or socket)",
                          "name a regular file or a directory")
+    if follow_links:
+        from .fileio import follow_links_under
+        follow_links_under(str(path))
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
         check_option_name(split_name, "--split-name")

@@ -66,9 +66,23 @@ _FOLLOWED: set = set()
 
 
 def follow_links_under(path: str) -> None:
-    """Let reads under the input `path` (see input_root) follow links that leave it: the
-    user trusts this tree. A FIFO, device or socket is still refused, link or not."""
+    """Let reads under the input `path` (see input_root) follow links that leave it, for
+    the rest of the process: the user trusts this tree. A FIFO, device or socket is
+    still refused, link or not."""
     _FOLLOWED.add(_real(input_root(path)))
+
+
+@contextmanager
+def following_links() -> Iterator[None]:
+    """Within this block, reads under any input follow links that leave it (the command
+    line's --follow-links); FIFOs, devices and sockets are still refused."""
+    added = os.sep not in _FOLLOWED
+    _FOLLOWED.add(os.sep)
+    try:
+        yield
+    finally:
+        if added:
+            _FOLLOWED.discard(os.sep)
 
 
 # huggingface_hub's cache: <cache>/<kind>--<owner>--<name>/snapshots/<revision>/... are

@@ -4,7 +4,7 @@
 import click
 
 from ..errors import UsageError
-from .common import note, run_options, timeout_option
+from .common import note, run_options, follow_links_option, timeout_option
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -15,6 +15,7 @@ from .inputs import Input, all_options, format_options, from_option
 @from_option()
 @format_options(all_options("read"))
 @timeout_option
+@follow_links_option
 @run_options("force", "quiet")
 def card(path, output, from_name, run, **values):
     """Write a dataset card for PATH: one HTML file, images inline, no network

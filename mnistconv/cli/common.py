@@ -75,8 +75,21 @@ timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="S",
     callback=_timeout, expose_value=False,
     help="Give up on a remote input or output (https://, s3://, ...) after S seconds "
-         "without progress (a listing not answered, less than 64 KB of a file "
-         "arriving).  [default: 60]")
+         "without progress (a listing not answered, a file arriving at less than "
+         "1 KB/s over S seconds).  [default: 60]")
+
+
+def _follow_links(ctx, param, value):
+    if value:
+        from ..fileio import following_links
+        ctx.with_resource(following_links())  # for the rest of the command
+
+
+follow_links_option = click.option(
+    "--follow-links", is_flag=True, callback=_follow_links, expose_value=False,
+    help="Read through symlinks that lead outside the input's tree (you trust its "
+         "links: a DVC or git-annex cache); FIFOs, devices and sockets are still "
+         "refused. A Hugging Face cache snapshot is read without it.")
 
 
 def say(message, err=False):

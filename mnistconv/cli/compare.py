@@ -6,7 +6,7 @@ import click
 
 from ..errors import UsageError
 from .common import bundle, emit_json, make_progress, max_image_size_option, run_options, \
-    say, timeout_option
+    say, follow_links_option, timeout_option
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -92,6 +92,7 @@ def _sides(a, b, from_a, from_b):
               metavar="N", help="List the N examples that differ most.")
 @format_options(all_options("read"))
 @timeout_option
+@follow_links_option
 @max_image_size_option
 @run_options("quiet", "json")
 def compare(sides, splits, tolerance, worst, run, **values):

@@ -11,7 +11,7 @@ import click
 from .. import registry
 from ..errors import UsageError
 from .common import (Run, emit_json, files_json, make_progress, note, run_options, stacked,
-                     timeout_option)
+                     follow_links_option, timeout_option)
 from .inputs import (Input, StdinSpool, all_options, format_options, from_option,
                      options_for, selection, selection_options)
 
@@ -369,6 +369,7 @@ _OUTPUT_OPTIONS = stacked(
     click.option("--beam-option", "beam_options", multiple=True, metavar="K=V",
                  help="A Beam pipeline option, e.g. runner=DirectRunner."),
     timeout_option,
+    follow_links_option,
     run_options("force", "quiet", "json"),
 )
 

@@ -4,7 +4,7 @@ import os
 
 import click
 
-from .common import emit_json, note, run_options, say, timeout_option
+from .common import emit_json, note, run_options, say, follow_links_option, timeout_option
 from .inputs import Input, all_options, format_options, from_option, selection, \
     selection_options
 
@@ -50,6 +50,7 @@ def describe(dataset):
 @format_options(all_options("read"))
 @selection_options
 @timeout_option
+@follow_links_option
 @run_options("json")
 def info(path, from_name, run, **values):
     """Show a dataset's format, splits, counts, element type, shape, labels and

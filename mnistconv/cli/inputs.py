@@ -12,7 +12,7 @@ import click
 
 from .. import detect, registry
 from ..errors import UsageError
-from .common import bundle, max_image_size_option, note, stacked, timeout_option
+from .common import bundle, max_image_size_option, note, stacked, follow_links_option, timeout_option
 
 def from_option(flag="--from", dest="from_name", help="Input format (default: detected)."):
     """--from FORMAT (or --from-a/--from-b): the input's format, not detected."""
@@ -159,6 +159,7 @@ one_split_options = bundle(
                  help="The split to draw (default: the first, e.g. train)."),
     transpose_option,
     timeout_option,
+    follow_links_option,
     max_image_size_option,
 )
 

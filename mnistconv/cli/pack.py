@@ -5,7 +5,7 @@ import click
 
 from ..packs import browser as packlib
 from ..serve import make_server
-from .common import emit_json, files_json, make_progress, note, run_options
+from .common import emit_json, files_json, follow_links_option, make_progress, note, run_options
 
 
 def _split_list(ctx, param, value):
@@ -46,6 +46,7 @@ def pack():
               help="Split whose first examples preview.json shows [default: test].")
 @click.option("--asset-version", default=packlib.ASSET_VERSION, show_default=True,
               help="asset_version written in the manifest.")
+@follow_links_option
 @run_options("force", "quiet", "json")
 def browser(src, out, run, **options):
     """Build a browser pack in OUT from SRC (the official MNIST IDX directory): a .bin
