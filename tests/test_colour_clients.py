@@ -1,0 +1,81 @@
+"""Colour read back by the real clients (issue 37): CIFAR-10 built in the publishers'
+binary layout, converted by mnistconv, and read by the library each ecosystem uses:
+Hugging Face `datasets` (RGB PIL images, ClassLabel names), Caffe's Datum as
+convert_cifar_data writes it (3 x 32 x 32, the R, G, B planes: the CIFAR record's own
+bytes), h5py (N x 3 x H x W for Caffe's HDF5Data), and a 4-D IDX parsed by offsets."""
+
+import glob
+
+import numpy as np
+import pytest
+
+from helpers import run_main
+from test_cifar import CIFAR10_NAMES, cifar10_dir
+
+
+@pytest.fixture
+def cifar(tmp_path):
+    truth = cifar10_dir(tmp_path / "cifar-10-batches-bin", per_batch=4, batches=2)
+    return tmp_path / "cifar-10-batches-bin", truth
+
+
+def convert(capsys, src, dst, *args):
+    code, _, err = run_main(capsys, "convert", src, dst, *args)
+    assert code == 0, err
+
+
+def test_datasets_reads_mnistconvs_parquet_as_rgb_images(tmp_path, capsys, cifar):
+    import datasets
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "pq", "--to", "parquet")
+    files = {s: sorted(glob.glob(str(tmp_path / "pq" / "**" / f"{s}-*.parquet"),
+                            recursive=True)) for s in ("train", "test")}
+    ds = datasets.load_dataset("parquet", data_files=files)
+    assert ds["train"].features["label"].names == CIFAR10_NAMES
+    for split, (x, y) in truth.items():
+        rows = ds[split]
+        assert len(rows) == len(y)
+        for i, row in enumerate(rows):
+            assert row["image"].mode == "RGB"
+            assert np.array_equal(np.asarray(row["image"]), x[i])
+            assert row["label"] == y[i]
+
+
+def test_caffe_datum_holds_what_convert_cifar_data_writes(tmp_path, capsys, cifar):
+    """convert_cifar_data copies each record's 3072 bytes into Datum.data, channels 3:
+    mnistconv's Datums hold the same bytes (R, G, B planes), read with lmdb."""
+    from test_caffe import decode_datum, lmdb_records
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "caffe", "--to", "caffe-lmdb")
+    records = lmdb_records(tmp_path / "caffe" / "test_lmdb")
+    raw = (src / "test_batch.bin").read_bytes()
+    assert len(records) == 4
+    for i, (_, value) in enumerate(records):
+        d = decode_datum(value)
+        assert (d["channels"], d["height"], d["width"]) == (3, 32, 32)
+        assert d["data"] == raw[i * 3073 + 1:(i + 1) * 3073]
+        assert d["label"] == raw[i * 3073]
+
+
+def test_h5py_reads_caffe_hdf5_as_n_by_3_by_h_by_w(tmp_path, capsys, cifar):
+    import h5py
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "h5", "--to", "caffe-hdf5")
+    with h5py.File(tmp_path / "h5" / "train.h5", "r") as f:
+        data, label = f["data"][()], f["label"][()]
+    x, y = truth["train"]
+    assert data.shape == (8, 3, 32, 32) and data.dtype == np.float32
+    # Caffe's HDF5Data takes floats: the pixels scaled to [0, 1], channels first.
+    assert np.array_equal(np.rint(data * 255).astype(np.uint8), x.transpose(0, 3, 1, 2))
+    assert label.tolist() == y.tolist()
+
+
+def test_idx_holds_colour_as_four_dimensions(tmp_path, capsys, cifar):
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "idx", "--to", "idx")
+    data = (tmp_path / "idx" / "train-images-idx4-ubyte").read_bytes()
+    assert data[:4] == bytes([0, 0, 8, 4])
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(4)]
+    assert dims == [8, 32, 32, 3]
+    assert np.array_equal(np.frombuffer(data, np.uint8, offset=20).reshape(dims),
+                          truth["train"][0])
