@@ -181,6 +181,39 @@ def parse_json(text, path, what=""):
     raise CorruptData(path, f"{what}not valid JSON ({reason[:100]})")
 
 
+# Every size option means the same by a unit, as SI and IEC define them (and webdataset,
+# pip and TFDS' own docs use them): kB, MB, GB, TB count powers of 1000; KiB, MiB, GiB,
+# TiB powers of 1024. A bare K, M or G says neither, so it is refused, not guessed.
+BYTE_UNITS = {"b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
+              "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+_SIZE = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,6}))?([kmgt]i?b|b)")
+SIZE_UNITS_HELP = "MB = 1,000,000 bytes, MiB = 1,048,576"
+
+
+def parse_bytes(value, option, low=1, high=1 << 40) -> int:
+    """Bytes from a size with a unit ("256MB", "1.5GiB", "512kB"; see BYTE_UNITS), in
+    low..high, else a BadOption naming the option, the two meanings and the range."""
+    text = str(value).strip().lower().replace(" ", "")
+    m = _SIZE.fullmatch(text)
+    size = None
+    if m is not None:
+        unit = BYTE_UNITS[m[3]]
+        fraction = m[2] or ""
+        size = int(m[1]) * unit + int(fraction or 0) * unit // 10 ** len(fraction)
+    if size is None or not low <= size <= high:
+        raise BadOption(None, f"{option} must be bytes with a unit, e.g. 256MB or 1GiB "
+                              f"({SIZE_UNITS_HELP}; {_bytes_text(low)} to "
+                              f"{_bytes_text(high)}), not {printable(value)}")
+    return size
+
+
+def _bytes_text(n) -> str:
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        if n >= BYTE_UNITS[unit.lower()] and n % BYTE_UNITS[unit.lower()] == 0:
+            return f"{n // BYTE_UNITS[unit.lower()]:,} {unit}"
+    return f"{n:,} B"
+
+
 def count_in_range(value, option, limit) -> int:
     """An integer option in 1..limit (--shards, --workers), else a BadOption."""
     try:

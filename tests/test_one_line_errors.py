@@ -110,9 +110,10 @@ def test_tfds_metadata_nested_past_the_recursion_limit(tmp_path, capsys):
 
 HUGE = "1" + "0" * 400
 SIZES = ["1e400MB", HUGE + "MB", HUGE + ".5MB", "1" + "0" * 5000 + "MB", "\u00b2MB", "\u0663MB"]
-SAID = {"tfds": "--shard-size must be bytes with a unit, e.g. 256MB or 1GiB (1KB to 1TB)",
+SAID = {"tfds": "--shard-size must be bytes with a unit, e.g. 256MB or 1GiB (MB = "
+                "1,000,000 bytes, MiB = 1,048,576; 1 KiB to 1 TiB)",
         "webdataset": "--shard-size must be a number of samples (10000) or of bytes with "
-                      "a unit (100MB, 1GiB)"}
+                      "a unit (100MB, 1GiB; MB = 1,000,000 bytes, MiB = 1,048,576)"}
 
 
 @pytest.mark.parametrize("to", list(SAID))

@@ -149,10 +149,10 @@ def test_tfds_default_shard_count_and_array_record_plan(tmp_path, args):
 
 
 def test_tfds_shard_count_that_follows_the_encoding_is_refused(src, tmp_path):
-    r = _cli("convert", src, tmp_path / "tf", "--to", "tfds", "--shard-size", "64KB",
+    r = _cli("convert", src, tmp_path / "tf", "--to", "tfds", "--shard-size", "64KiB",
              "--plan", check=2)
     assert _last_error(r) == (
-        f"Error: {tmp_path / 'tf'}/: split train: --shard-size 64KB gives 3 to 40 shards "
+        f"Error: {tmp_path / 'tf'}/: split train: --shard-size 64KiB gives 3 to 40 shards "
         "for 2,300 images, depending on how well they compress, so a plan cannot be cut "
         "from the header; give --shards N to plan it")
     assert os.listdir(tmp_path) == []

@@ -226,7 +226,11 @@ def test_reads_a_directory_tfds_wrote(tmp_path, shuffled):
                               "MAJOR.MINOR.PATCH without leading zeros, e.g. 1.0.0"),
     (["--shards", "0"], "Error: --shards must be between 1 and 10000, not 0; " + ACCEPTED),
     (["--shard-size", "100"], "Error: --shard-size must be bytes with a unit, e.g. 256MB "
-                              "or 1GiB (1KB to 1TB), not '100'; " + ACCEPTED),
+                              "or 1GiB (MB = 1,000,000 bytes, MiB = 1,048,576; 1 KiB to "
+                              "1 TiB), not '100'; " + ACCEPTED),
+    (["--shard-size", "100M"], "Error: --shard-size must be bytes with a unit, e.g. 256MB "
+                               "or 1GiB (MB = 1,000,000 bytes, MiB = 1,048,576; 1 KiB to "
+                               "1 TiB), not '100M'; " + ACCEPTED),
     (["--shards", "2", "--shard-size", "1MB"], "Error: --shards and --shard-size both say "
                                                 "how to cut shards; give one of them"),
     (["--shards", "201"], None),

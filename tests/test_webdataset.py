@@ -321,7 +321,8 @@ def test_bad_shard_size_is_a_usage_error(tmp_path):
             "lots")
     assert r.returncode == 2
     assert stderr_of(r).strip() == ("Error: --shard-size must be a number of samples "
-                                    "(10000) or of bytes with a unit (100MB, 1GiB), not "
+                                    "(10000) or of bytes with a unit (100MB, 1GiB; MB = "
+                                    "1,000,000 bytes, MiB = 1,048,576), not "
                                     f"'lots'; {ACCEPTED}")
     assert not list(tmp_path.iterdir())
 

@@ -3,6 +3,7 @@
 import importlib
 import importlib.util
 
+from ..limits import MAX_SHARDS
 from ..spec import Option
 
 # Every reader takes it; mnistconv.read() applies it (see there).
@@ -34,6 +35,13 @@ class InOrder:
         """0 .. count-1."""
         import numpy as np
         return np.arange(self.header.count, dtype=np.int64)
+
+
+def shards_option(naming: str, default: str = "one file per split") -> Option:
+    """--shards, declared once for every format that cuts a split into files: the
+    range is the same everywhere; only how the files are named and the default differ."""
+    return Option("shards", "--shards", f"Cut each split into N files (1..{MAX_SHARDS}), "
+                  f"named {naming} (default: {default})", "int", low=1, high=MAX_SHARDS)
 
 
 def lazy_attributes(module_name):

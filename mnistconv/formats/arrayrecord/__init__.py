@@ -4,7 +4,7 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, WORKERS, lazy_attributes
+from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(
     "arrayrecord", "mnistconv.formats.arrayrecord.format",
@@ -14,9 +14,7 @@ SPEC = Format(
     split_names_from_file_names=True,
     read_options=(SPLIT_NAME,),
     write_options=(
-        Option("shards", "--shards", "Cut each split into N files (1..10000), named "
-               "DST-00000-of-0000N (default: one file per split)", "int", low=1,
-               high=10000),
+        shards_option("DST-00000-of-0000N"),
         Option("group_size", "--group-size", "Records per ArrayRecord chunk, 1..65536: 1 "
                "(the default, TFDS' and Grain's) reads any record alone; larger packs "
                "tighter and reads sequentially faster", "int", (), 1, low=1, high=65536),

@@ -27,7 +27,7 @@ needs pyarrow (the `parquet` extra).
 """
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, WORKERS, lazy_attributes
+from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(
     "parquet", "mnistconv.formats.parquet.writer",
@@ -47,8 +47,7 @@ SPEC = Format(
         Option("config", "--config", "Configuration to write: files go in <config>/ "
                "and the card names it (default: data/ and 'default', as push_to_hub "
                "does)", "str"),
-        Option("shards", "--shards", "Cut each split into N files (1..10000), numbered "
-               "-00000-of-0000N (default: one file per split)", "int", low=1, high=10000),
+        shards_option("-00000-of-0000N"),
         Option("row_group_size", "--row-group-size", "Parquet rows per row group, the "
                "unit a streaming reader fetches (default 1000: about 250 KB of MNIST "
                "PNGs)", "int", (), 1000, low=1, high=1 << 20),

@@ -3,11 +3,10 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...spec import Format, Option
-from ..common import SPLIT_NAME, WORKERS, lazy_attributes
+from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
-SHARDS = Option("shards", "--shards", "Files per split, 1..10000, named "
-                "<name>-<split>.<format>-00000-of-0000N (default: TFDS' rule, 64 MiB to "
-                "1 GiB a shard, or --shard-size)", "int", low=1, high=10000)
+SHARDS = shards_option("<name>-<split>.<format>-00000-of-0000N",
+                       "TFDS' rule, 64 MiB to 1 GiB a shard, or --shard-size")
 
 SPEC = Format(
     "tfds", "mnistconv.formats.tfds.format",
@@ -22,8 +21,9 @@ SPEC = Format(
         Option("version", "--version", "TFDS dataset version MAJOR.MINOR.PATCH", "str",
                (), "1.0.0"),
         SHARDS,
-        Option("shard_size", "--shard-size", "Target bytes per shard, with a unit: 256MB, "
-               "1GiB (default: TFDS' rule, 64 MiB to 1 GiB a shard)", "str"),
+        Option("shard_size", "--shard-size", "Target bytes per shard, with a unit: 256MB or "
+               "1GiB (MB = 1,000,000 bytes, MiB = 1,048,576) (default: TFDS' rule, 64 "
+               "MiB to 1 GiB a shard)", "str"),
         Option("file_format", "--file-format", "Shard file format", "choice",
                ("tfrecord", "array_record"), "tfrecord"),
         WORKERS,

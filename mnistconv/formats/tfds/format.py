@@ -33,7 +33,7 @@ import numpy as np
 
 from ... import registry
 from ...contract import Counters, ShardTarget, ShardedWrite
-from ...errors import BadOption, CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
+from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
 from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
     open_input, open_staged, output_entries, remove_scratch
 from ...parallel import ParallelEncoder, check_workers
@@ -41,7 +41,7 @@ from ...records import NO_PROGRESS, Dataset, Split, WriteResult, OutputFile
 from ...shards import check_shard_count, SHARD_RE
 from ...staging import check_output_path, exists_error, is_staging_name, \
     signals_deferred, staging_prefix
-from ...limits import MAX_SHARDS, is_number, printable
+from ...limits import MAX_SHARDS, parse_bytes
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from . import info as tfds_info
 
@@ -53,23 +53,9 @@ _EXAMPLE_MOST = 96
 
 
 def parse_size(value, option="--shard-size"):
-    """Bytes with a unit: 64MB, 256MiB, 1G (K, M, G count 1024s), 1 KB to 1 TB, else
-    exit 2 (a bare number too: webdataset's --shard-size counts samples)."""
-    text = str(value).strip().upper()
-    for suffix in ("IB", "B"):
-        if text.endswith(suffix):
-            text = text[:-len(suffix)]
-            break
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:])
-    number = text[:-1]
-    size = None
-    # ASCII digits, few enough that float() stays finite (1e400 would be infinity).
-    if scale and is_number(number.replace(".", "", 1)) and len(number) <= 20:
-        size = int(float(number) * scale)
-    if size is None or not 1 << 10 <= size <= 1 << 40:
-        raise BadOption(None, f"{option} must be bytes with a unit, e.g. 256MB or 1GiB "
-                               f"(1KB to 1TB), not {printable(value)}")
-    return size
+    """Bytes per shard with a unit (limits.parse_bytes: 256MB, 1GiB), 1 KiB to 1 TiB; a
+    bare number is refused (webdataset's --shard-size counts samples)."""
+    return parse_bytes(value, option, 1 << 10, 1 << 40)
 
 
 def shard_count(shards, shard_size, total_bytes, count, split, where):

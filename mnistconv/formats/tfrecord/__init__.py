@@ -42,7 +42,7 @@ This file imports no other module until a name is used, so `--help` pays for not
 import importlib
 
 from ...spec import Format, Option
-from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS
+from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, shards_option
 
 SPEC = Format(
     "tfrecord", "mnistconv.formats.tfrecord",
@@ -74,11 +74,10 @@ SPEC = Format(
                "class index (default: the preset's)", "choice", ("onehot", "index")),
         Option("with_index", "--with-index", "Add each example's original index as an "
                "int64 feature 'index'"),
-        Option("shards", "--shards", "Cut each split into N files (1..10000), named as "
-               "TensorFlow does: DST-00000-of-0000N for one split, "
-               "<stem>-<split>.tfrecord-00000-of-0000N for several; with --preset tfds even "
-               "--shards 1 gets the -00000-of-00001 suffix TFDS expects (default: one file "
-               "per split, no suffix)", "int", low=1, high=10000),
+        shards_option("as TensorFlow does: DST-00000-of-0000N for one split, "
+                      "<stem>-<split>.tfrecord-00000-of-0000N for several; with --preset "
+                      "tfds even --shards 1 gets the -00000-of-00001 suffix TFDS expects",
+                      "one file per split, no suffix"),
         Option("compression", "--compression", "Compress whole files as TensorFlow's "
                "compression_type GZIP or ZLIB", "choice", ("none", "gzip", "zlib"), "none"),
         Option("exact_jpeg_error", "--exact-jpeg-error", "Measure the JPEG pixel error on "

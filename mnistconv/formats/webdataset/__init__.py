@@ -11,7 +11,8 @@ SPEC = Format(
     read_options=(SPLIT_NAME,),
     write_options=(
         Option("shard_size", "--shard-size", "Samples per shard (10000), or bytes per "
-               "shard with a unit (100MB, 1GiB: no shard larger unless one sample is) "
+               "shard with a unit (100MB, 1GiB; MB = 1,000,000 bytes, MiB = 1,048,576: "
+               "no shard larger unless one sample is) "
                "(default: 100000 samples, as webdataset.ShardWriter)", "str"),
         Option("image_format", "--image-format", "Image members: <key>.png (exact) or "
                "<key>.jpg (lossy)", "choice", ("png", "jpeg"), "png"),

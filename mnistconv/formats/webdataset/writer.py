@@ -17,7 +17,8 @@ from ...contract import Counters, ShardTarget, ShardedWrite
 from ...errors import BadOption, CorruptData, FormatError, NoSplits, UsageError
 from ...fileio import HashingWriter, StagedOutput, is_stream_path, open_staged, output_entries
 from ... import budget
-from ...limits import MAX_SHARDS, check_num_classes, printable
+from ...limits import (MAX_SHARDS, SIZE_UNITS_HELP, check_num_classes, is_number, parse_bytes,
+                       printable)
 from ...parallel import ParallelEncoder, check_workers
 from ...records import NO_PROGRESS, OutputFile, WriteResult
 from ...codecs.tar import END, RECORD, end_of_archive
@@ -27,8 +28,6 @@ from ...codecs.samples import SampleTask, default_samples, pack, split_output
 
 CHUNK = 1000  # records per work unit (as TFRecord's writer: see there)
 DEFAULT_SHARD_SIZE = "100000"  # webdataset.ShardWriter's default maxcount
-_UNITS = {"b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 JSON_KEYS = ("index", "class")  # a .json's own keys; the others are extra fields
 
 
@@ -54,16 +53,18 @@ def shard_name(name, split, number):
 
 def parse_shard_size(value):
     """(samples, bytes) from --shard-size: a number of samples ("10000"), or bytes with
-    a unit ("100MB", "1GiB", "512kB"); the other is None."""
-    text = str(value).strip().lower().replace(" ", "")
+    a unit (limits.parse_bytes: "100MB", "1GiB"); the other is None."""
+    text = str(value).strip()
     # ASCII digits, at most 18 (int() refuses over 4300; no shard needs 10**18)
-    m = re.fullmatch(r"([0-9]{1,18})([kmgt]i?b|b)?", text)
-    if m is None or int(m[1]) < 1:
-        raise BadOption(None, f"--shard-size must be a number of samples (10000) or of "
-                               f"bytes with a unit (100MB, 1GiB), not {printable(value)}")
-    if m[2] is None:
-        return int(m[1]), None
-    return None, int(m[1]) * _UNITS[m[2]]
+    if is_number(text) and len(text) <= 18 and int(text) >= 1:
+        return int(text), None
+    try:
+        return None, parse_bytes(value, "--shard-size")
+    except BadOption:
+        pass
+    raise BadOption(None, f"--shard-size must be a number of samples (10000) or of "
+                           f"bytes with a unit (100MB, 1GiB; {SIZE_UNITS_HELP}), not "
+                           f"{printable(value)}")
 
 
 def sample_pieces(split, chunk, samples_per_shard, slot_bytes, first=0, table=None):
