@@ -134,14 +134,7 @@ def test_force_replaces_whole_and_a_failed_write_leaves_nothing(tmp_path, name):
     assert not (tmp_path / "fresh").exists() or files_under(tmp_path / "fresh") == []
 
 
-# Writers that write an empty split they cannot read back (found by this suite).
-EMPTY_UNREADABLE = {"arrayrecord", "imagefolder", "caffe-lmdb", "tfrecord"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(
-    n, marks=pytest.mark.xfail(strict=True, reason=f"{n} writes an empty split it "
-                                                    "cannot read back"))
-    if n in EMPTY_UNREADABLE else n for n in WRITERS])
+@pytest.mark.parametrize("name", WRITERS)
 def test_an_empty_split_reads_back_empty_or_is_refused_with_nothing_written(tmp_path,
                                                                            name):
     fmt = registry.get(name)

@@ -189,14 +189,14 @@ class ArrayRecordSplit(Split):
                     indices.append(len(indices) if index is None else index)
                     at += 1
                 block = max(1, min(_READ, _READ_BYTES // largest))
-        if shape is None:
-            raise FormatError(self.files[0], "contains no records",
-                              "give an ArrayRecord file that holds at least one record")
+        # No records: an empty split, as array_record reads it (no image tells the size).
+        shape = shape or (0, 0)
         labels = np.array(labels, np.int64)
-        self._labels = labels.astype(np.uint8) if labels.min() >= 0 and \
-            labels.max() < 256 else labels
+        self._labels = labels.astype(np.uint8) if not len(labels) or (
+            labels.min() >= 0 and labels.max() < 256) else labels
         self._indices = np.array(indices, np.int64)
-        width = self.layout.label_width if self.layout.label_format == "onehot" else None
+        width = self.layout.label_width if self.layout is not None and \
+            self.layout.label_format == "onehot" else None
         super().__init__(name, Header(len(labels), shape, np.dtype(np.uint8),
                                       self._labels.dtype, width, ", ".join(self.files)))
 

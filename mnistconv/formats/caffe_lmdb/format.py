@@ -232,8 +232,11 @@ class LmdbSplit(Split):
             raise CorruptData(path, f"cannot be read as LMDB ({e})") from None
         finally:
             env.close()
-        if count == 0:
-            raise FormatError(path, "holds no records", "name an LMDB that holds records")
+        if count == 0:  # an empty split, as Caffe reads it (no image tells the size)
+            self._labels = labels.astype(np.uint8)
+            super().__init__(name, Header(0, (0, 0), np.dtype(np.uint8),
+                                          self._labels.dtype, None, path))
+            return
         from ...codecs.classes import check_labels
         check_labels(labels, path)
         small = labels.min() >= 0 and labels.max() <= 255
@@ -260,6 +263,8 @@ class LmdbSplit(Split):
         return np.arange(self.header.count, dtype=np.int64)
 
     def batches(self, batch_size=DEFAULT_BATCH):
+        if self.header.count == 0:
+            return
         lmdb = _lmdb()
         layout, h = self.layout, self.header
         batch_size = budget.rows(h, batch_size)

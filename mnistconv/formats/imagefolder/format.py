@@ -26,7 +26,8 @@ import re
 import numpy as np
 
 from ... import codecs
-from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
+from ...errors import CannotWrite, CorruptData, FormatError, InTheWay, NoSplits, Truncated, \
+    UsageError
 from ... import budget
 from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
     output_entries, sha256_file
@@ -88,6 +89,11 @@ def class_folders(num_classes, names=None):
 
 
 def _check_split(split, where):
+    if split.header.count == 0:  # no image, no folder: it would read back as no split
+        raise CannotWrite(where, f"split {split.name} has no examples, and an ImageFolder "
+                                 "split is the folders of its images",
+                          "leave it out (--split), or write a format that holds empty "
+                          "splits (npz, Parquet)")
     shape = grayscale_shape(split, where, "ImageFolder")
     labels = class_labels(split, where, "a class folder is one integer class per image")
     indices = np.asarray(split.indices(), np.int64)

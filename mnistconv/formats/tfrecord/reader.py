@@ -87,10 +87,8 @@ class TFRecordSplit(Split):
                 if isinstance(data, bytes) and not self._extra_names:
                     templates.learn(self.layout, example, data, row)
             templates.index(block, at, sizes, rows, parse)
-        shape = self._first_shape
-        if shape is None:
-            raise FormatError(self.files[0], "contains no records",
-                              "give a TFRecord file that holds at least one record")
+        # No records: an empty split, as tf.data reads it (no image tells the size).
+        shape = self._first_shape or (0, 0)
         table = np.array(rows, np.int64).reshape(-1, 5)
         labels = table[:, 0]
         if len(labels) and labels.max() >= MAX_CLASSES:  # checked where they are read
@@ -102,11 +100,12 @@ class TFRecordSplit(Split):
         # No index feature: the position is the index.
         self._indices = np.where(table[:, 1] < 0, np.arange(len(table)), table[:, 1])
         # Where each image lies in its file's stream: the second pass reads them alone.
-        self._begins = np.concatenate(record_offsets) + table[:, 2]
+        self._begins = np.concatenate(record_offsets or [np.zeros(0, np.int64)]) + \
+            table[:, 2]
         self._lengths = table[:, 3].copy()
         self._raw = table[:, 4].astype(bool)
-        num_classes = self.layout.label_width if self.layout.label_format == "onehot" \
-            else None
+        num_classes = self.layout.label_width if self.layout is not None and \
+            self.layout.label_format == "onehot" else None
         names = names_by_label(self._label_names,
                                max(num_classes or 0, int(labels.max()) + 1 if len(labels)
                                    else 0))
