@@ -169,12 +169,99 @@ def _relative_lists(place):
         listed.write_text("".join(n + "\n" for n in names), encoding="utf-8")
 
 
+def _colour_images(n, seed):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, size=(n, 32, 32, 3), dtype=np.uint8)
+
+
+def _planes(images):
+    """CIFAR's rows: the R, G and B planes of each image."""
+    return np.ascontiguousarray(images.transpose(0, 3, 1, 2).reshape(len(images), -1))
+
+
+def _cifar_seeds(out):
+    """CIFAR-10's binary batches (label byte + planes) with batches.meta.txt, CIFAR-100's
+    train.bin (coarse, fine, planes) with both name files, and one batch file alone."""
+    ten = out / "cifar-10-batches-bin"
+    ten.mkdir()
+    for name, seed in (("data_batch_1.bin", 1), ("data_batch_2.bin", 2), ("test_batch.bin", 3)):
+        rows = _planes(_colour_images(3, seed))
+        labels = (np.arange(3, dtype=np.uint8) * (seed + 2)) % 10
+        (ten / name).write_bytes(np.hstack([labels[:, None], rows]).tobytes())
+    (ten / "batches.meta.txt").write_text("".join(f"c{i}\n" for i in range(10)) + "\n")
+    hundred = out / "cifar-100-binary"
+    hundred.mkdir()
+    fine = np.array([5, 99, 42], np.uint8)
+    (hundred / "train.bin").write_bytes(
+        np.hstack([(fine // 5)[:, None], fine[:, None], _planes(_colour_images(3, 4))]).tobytes())
+    (hundred / "fine_label_names.txt").write_text("".join(f"f{i}\n" for i in range(100)))
+    (hundred / "coarse_label_names.txt").write_text("".join(f"k{i}\n" for i in range(20)))
+    alone = out / "alone"
+    alone.mkdir()
+    shutil.copyfile(ten / "test_batch.bin", alone / "test_batch.bin")
+    return [ten, hundred, alone / "test_batch.bin"]
+
+
+def _cifar_python_seeds(out):
+    """CIFAR's python batches as Python 3 pickles them (protocol 2, bytes keys), with
+    batches.meta; and a CIFAR-100 train with meta."""
+    import pickle
+    ten = out / "cifar-10-batches-py"
+    ten.mkdir()
+    for name, seed in (("data_batch_1", 1), ("test_batch", 2)):
+        (ten / name).write_bytes(pickle.dumps(
+            {b"batch_label": b"b", b"labels": [seed, 3, 9], b"data": _planes(_colour_images(3, seed)),
+             b"filenames": [b"a.png", b"b.png", b"c.png"]}, protocol=2))
+    (ten / "batches.meta").write_bytes(pickle.dumps(
+        {b"label_names": [b"c%d" % i for i in range(10)], b"num_vis": 3072}, protocol=2))
+    hundred = out / "cifar-100-python"
+    hundred.mkdir()
+    (hundred / "train").write_bytes(pickle.dumps(
+        {b"fine_labels": [5, 99], b"coarse_labels": [1, 19],
+         b"data": _planes(_colour_images(2, 5))}, protocol=2))
+    (hundred / "meta").write_bytes(pickle.dumps(
+        {b"fine_label_names": [b"f%d" % i for i in range(100)],
+         b"coarse_label_names": [b"k%d" % i for i in range(20)]}, protocol=2))
+    return [ten, hundred]
+
+
+def _svhn_seeds(out):
+    """SVHN's .mat files (scipy.io.savemat, plain and zlib-compressed), 10 for the 0."""
+    import scipy.io
+    paths = []
+    for k, compress in enumerate((False, True)):
+        folder = out / f"svhn-{k}"
+        folder.mkdir()
+        images = _colour_images(3, 6 + k)
+        scipy.io.savemat(folder / "train_32x32.mat",
+                         {"X": np.ascontiguousarray(images.transpose(1, 2, 3, 0)),
+                          "y": np.array([[10.], [1.], [9.]])}, do_compression=compress)
+        paths.append(folder / "train_32x32.mat")
+    return paths
+
+
+def _medmnist_seeds(out):
+    """MedMNIST .npz files: BloodMNIST-like colour (N, 1) labels, compressed, and a
+    ChestMNIST-like grey file with 14 labels per image, stored."""
+    rng = np.random.default_rng(8)
+    blood, chest = out / "bloodmnist.npz", out / "chestmnist.npz"
+    np.savez_compressed(blood, **{f"{s}_images": rng.integers(0, 256, (3, 28, 28, 3), dtype=np.uint8)
+                                  for s in ("train", "val", "test")},
+                        **{f"{s}_labels": rng.integers(0, 8, (3, 1), dtype=np.uint8)
+                           for s in ("train", "val", "test")})
+    np.savez(chest, train_images=rng.integers(0, 256, (3, 28, 28), dtype=np.uint8),
+             train_labels=rng.integers(0, 2, (3, 14), dtype=np.uint8))
+    return [blood, chest]
+
+
 # What a written seed needs before it is copied and mutated.
 SEED_FIXUPS = {"caffe-hdf5": _relative_lists}
 
 
 # Formats mnistconv only reads: their seeds are built from the published layouts.
-READ_ONLY_SEEDS = {"kmnist": _kmnist_seeds, "quickdraw": _quickdraw_seeds}
+READ_ONLY_SEEDS = {"kmnist": _kmnist_seeds, "quickdraw": _quickdraw_seeds,
+                   "cifar": _cifar_seeds, "cifar-python": _cifar_python_seeds,
+                   "svhn": _svhn_seeds, "medmnist": _medmnist_seeds}
 
 
 def files_of(path):

@@ -80,6 +80,9 @@ class CifarSplit(InOrder, Split):
         self.counts = []
         for path in self.paths:
             size = check_input_file(path)
+            if size == 0:
+                raise Truncated(path, f"is empty, not CIFAR-{kind} records",
+                                "the file is truncated or damaged: download it again")
             if size % self.record:
                 whole, left = divmod(size, self.record)
                 raise Truncated(path, f"{size:,} bytes is not a whole number of "
