@@ -145,3 +145,13 @@ def test_medmnist_keys_refuse_other_split_names(tmp_path, capsys):
     assert code == 2
     assert err.startswith(f"Error: {tmp_path / 'x.npz'}: MedMNIST's layout holds train, "
                           "validation (val) and test, not a split named extra")
+
+
+def test_info_counts_the_images_carrying_each_of_chestmnists_labels(tmp_path, capsys):
+    arrays = medmnist_file(tmp_path / "chestmnist.npz", channels=1, width=14)
+    code, out, err = run_main(capsys, "info", tmp_path / "chestmnist.npz", "--json")
+    assert code == 0, err
+    import json
+    counts = json.loads(out)["splits"]["train"]["class_counts"]
+    expected = arrays["train_labels"].sum(axis=0)
+    assert counts == {str(i): int(n) for i, n in enumerate(expected) if n}

@@ -21,7 +21,9 @@ def describe(dataset):
             split.check()
         labels = split.labels()
         h = split.header
-        classes = np.bincount(labels.astype(np.int64, copy=False)) if len(labels) and \
+        # A multi-label target (N x k of 0/1) counts the images carrying each label.
+        classes = labels.sum(axis=0, dtype=np.int64) if labels.ndim == 2 else \
+            np.bincount(labels.astype(np.int64, copy=False)) if len(labels) and \
             labels.dtype.kind in "iu" and labels.min() >= 0 else np.zeros(0, np.int64)
         splits[name] = {
             "count": h.count, "shape": list(h.shape), "dtype": h.dtype.name,

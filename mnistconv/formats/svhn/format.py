@@ -134,6 +134,9 @@ class _Variable:
             tag = r.read(8, what)
             t, n, k = _tag(tag, endian)
             if k == 4:
+                if n > 4:
+                    raise CorruptData(self.path, f"a small data element declares {n} bytes "
+                                                 "(at most 4)")
                 data, used = tag[4:4 + n], used + 8
             else:
                 padded = (n + 7) // 8 * 8
@@ -143,6 +146,8 @@ class _Variable:
                 data, used = r.read(padded, what)[:n], used + 8 + padded
             subs.append((t, data))
         flags, dims, name = subs
+        if flags[0] != 6 or len(flags[1]) != 8 or name[0] != 1:
+            raise CorruptData(self.path, "a variable's array flags or name are damaged")
         self.mx_class = flags[1][0] if endian == "<" else flags[1][3]
         if dims[0] != 5 or len(dims[1]) % 4 or not 2 <= len(dims[1]) // 4 <= MAX_DIMS:
             raise CorruptData(self.path, "a variable's dimensions are damaged")
