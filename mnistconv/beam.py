@@ -13,6 +13,7 @@ import re
 
 from . import errors
 from .errors import MissingDependency, MnistconvError, UsageError
+from .location import Location
 from . import plan as plans
 
 _OPTION = re.compile(r"[A-Za-z][A-Za-z0-9_]*=.*", re.S)
@@ -28,13 +29,6 @@ def pipeline_flags(beam_options) -> list:
                              "e.g. --beam-option runner=DirectRunner")
         flags.append("--" + option)
     return flags
-
-
-def _absolute(path) -> str:
-    """A local path made absolute, its trailing '/' kept; a URL as it is."""
-    path = str(path)
-    return path if "://" in path else os.path.join(os.path.abspath(path), "") \
-        if path.endswith(os.sep) else os.path.abspath(path)
 
 
 _OPENED: dict = {}
@@ -84,7 +78,7 @@ def _raised_again(failure, named):
     path = fields[0]
     if isinstance(path, str) and os.path.isabs(path) and any(
             os.path.commonpath([path, os.path.abspath(p)]) == os.path.abspath(p)
-            for p in named if not os.path.isabs(p) and "://" not in p):
+            for p in named if not os.path.isabs(p) and not Location(p).remote):
         fields[0] = os.path.relpath(path)
     error = cls.__new__(cls)
     MnistconvError.__init__(error, *fields)
@@ -94,15 +88,20 @@ def _raised_again(failure, named):
 def _write_task(number, source, path, plan, resume):
     """One element: run task `number` (keep or write its shard, record it)."""
     with _reported():
-        status, _ = plans.run_task(_opened(source), path, plan, number, resume=resume)
-    return number, status
+        status, written = plans.run_task(_opened(source), path, plan, number, resume=resume)
+    entry = {k: written[k] for k in ("bytes", "sha256", "counters")}
+    return number, status, plan["tasks"][number]["shard"], entry
 
 
 def _finish(results, source, path, plan):
-    """After every task: check each shard on disk and finish the set."""
+    """After every task: check each shard and finish the set, the tasks' entries taken
+    where the record lacks them (a store has no lock: two tasks recording at once may
+    lose one's entry)."""
+    entries = {shard: entry for _, _, shard, entry in results}
     with _reported():
-        finished, missing = plans.finish(_opened(source), path, plan)
-    return {"finished": finished, "missing": missing, "tasks": sorted(results)}
+        finished, missing = plans.finish(_opened(source), path, plan, entries)
+    return {"finished": finished, "missing": missing,
+            "tasks": sorted(number for number, *_ in results)}
 
 
 def run(source, path, format_name, options, beam_options=(), *, resume=False,
@@ -116,10 +115,10 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
         raise MissingDependency("apache-beam", "beam", "--runner beam") from None
     dataset = source.open()  # as named: its errors name the input as a local run's do
     named = (source.path, str(path))
-    source = plans.InputSpec(_absolute(source.path), source.format, source.read_options,
-                             source.select, source.limits)
+    source = plans.InputSpec(Location(source.path).absolute(), source.format,
+                             source.read_options, source.select, source.limits)
     plan = plans.make_plan(dataset, path, format_name, options)
-    path = _absolute(plan["output"])
+    path = Location(plan["output"]).absolute()
     plans.prepare(dataset, path, plan, force=force, resume=resume)
     def quiet(record):
         return _FAILED not in record.getMessage()
@@ -143,8 +142,7 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
         for name in _FAILURE_LOGGERS:
             logging.getLogger(name).removeFilter(quiet)
     # Where the launcher sees the output too, say how it ended (finishing is idempotent).
-    finished, missing = plans.finish(dataset, path, plan)
+    rewritten: list = []
+    finished, missing = plans.finish(dataset, path, plan, rewritten=rewritten)
     done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]
-    return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
-            "missing": missing, "stats": plans.totals(dataset, path, plan) if finished else {},
-            "metadata": plans.metadata_files(dataset, path, plan) if finished else []}
+    return plans.result(dataset, path, plan, done, finished, missing, rewritten)

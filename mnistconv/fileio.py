@@ -200,6 +200,62 @@ def open_input(path: str, root: Optional[str] = None, mode: str = "rb",
     return os.fdopen(fd, mode, **text_options)
 
 
+def open_output_file(path: str, root: str) -> Optional[IO[bytes]]:
+    """Open a file of an output to read it back (a progress record, a finished shard),
+    None when there is none: a regular file below root, itself not a link (nothing in
+    an output tree is followed, house rule 12), checked on the open descriptor and never
+    blocking (a FIFO or a device in its place is refused, one line)."""
+    path = os.fspath(path)
+    check_output_path(path, root)  # no folder on the way is a link
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+                     | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if os.path.islink(path):
+            raise UsageError(path, "is a symlink inside the output; mnistconv never reads "
+                                   "an output back through a link",
+                             "remove the link, or use --force to start over") from None
+        raise NoAccess(path, e.strerror or str(e)) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise UsageError(path, "is a directory, where the output has a file",
+                             "move it away, or use --force to start over")
+        raise UsageError(path, "is not a regular file (device, FIFO or socket), where "
+                               "the output has a file", "remove it, or write to "
+                               "another output")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def output_digest(path: str, root: str, chunk: int = 1 << 20) -> Optional[tuple]:
+    """(bytes, SHA-256) of a file of an output read back (open_output_file), a chunk at a
+    time; None when there is none."""
+    f = open_output_file(path, root)
+    if f is None:
+        return None
+    h, n = hashlib.sha256(), 0
+    with f:
+        while block := f.read(chunk):
+            h.update(block)
+            n += len(block)
+    return n, h.hexdigest()
+
+
+def read_output_file(path: str, root: str, limit: int) -> Optional[bytes]:
+    """The first limit + 1 bytes of a small file of an output (open_output_file), None
+    when there is none: more than limit bytes says it is too large, and nothing larger
+    is read into memory."""
+    f = open_output_file(path, root)
+    if f is None:
+        return None
+    with f:
+        return f.read(limit + 1)
+
+
 def input_entries(directory: str, root: Optional[str] = None,
                   keep: Optional[Callable[[str], Any]] = None, kind: str = "any",
                   leave_out_refused: bool = False) -> list:

@@ -1,14 +1,24 @@
 """Shard plans: a sharded conversion as independent tasks, run in any order, on any
 machines, resumed after a crash, with the same bytes as one local run.
 
-A plan, decided from the headers alone, has one task per shard of the format's
-ShardedWrite (mnistconv.contract); its hash covers the format, the options that change
-bytes, each split's header, labels and indices (not the pixels), and the tasks. A task
+A plan has one task per shard of the format's ShardedWrite (mnistconv.contract); its
+hash covers the format, the options that change bytes, each split's header and a digest
+of everything read (images, labels, indices, extra fields), and the tasks. A task
 writes its shard staged, then notes its bytes, SHA-256 and counters in the progress
 record `.<output>.mnistconv-plan.json` beside the output, under a flock on its folder.
 A record of another plan is refused unless force; resume keeps a shard whose file,
-hashed again, matches. The task that completes the set checks every shard and finishes
-it once; a later --resume changes nothing. This module names no format.
+hashed again, matches. The task that completes the set checks every shard, finishes it
+once and records the metadata files it wrote; a later --resume checks those too and
+writes again any that are missing or changed. Everything read back (the record, the
+shards, the metadata) goes through fileio.open_output_file: a link, a FIFO or a device
+there is refused in one line, and the record is read up to a size its plan allows.
+
+An output URL (mnistconv.location) is a folder of a store (remote.Store): the format
+writes each shard into a private local folder, from which it is uploaded; the record
+is an object beside the output; nothing is written in the working folder. A store has
+no lock: two slices that record at once may lose one's entry, which the finishing step
+then finds missing (a --resume writes that shard again). Beam's finishing step takes
+the entries from the tasks themselves. This module names no format.
 """
 
 import contextlib
@@ -16,16 +26,18 @@ import hashlib
 from dataclasses import dataclass
 import json
 import os
+import tempfile
 
 import numpy as np
 
 from .contract import ShardedWrite, checked_options, prepare_write
 from .errors import BadOption, FormatError, UsageError
-from .fileio import StagedOutput, sha256_file
+from .fileio import StagedOutput, create_staged, output_digest, read_output_file
 from .limits import parse_json
+from .location import Location
 from . import budget
 from .records import DEFAULT_BATCH, Batch, Split
-from .staging import exists_error, staging_prefix
+from .staging import exists_error, remove_dead_leftovers, remove_scratch, staging_prefix
 
 PLAN_VERSION = 1
 RECORD_SUFFIX = ".mnistconv-plan.json"
@@ -115,35 +127,55 @@ def _digest(array):
     return digest.hexdigest()
 
 
+def _content_digest(split) -> str:
+    """SHA-256 of everything a split yields (each batch's images, then its extra fields),
+    a batch at a time: a changed pixel is a changed plan, so --resume never keeps shards
+    of another input beside shards of this one."""
+    from .stream import extra_fields
+    digest = hashlib.sha256()
+    for batch in split.batches():
+        images = np.ascontiguousarray(batch.images)
+        digest.update(f"{images.dtype.str}{images.shape[1:]}".encode())
+        digest.update(images.reshape(-1).view(np.uint8).data)
+    extra = extra_fields(split)
+    if extra is not None:
+        names, table = extra
+        digest.update(json.dumps([str(n) for n in names]).encode())
+        digest.update(_digest(np.asarray(table)).encode())
+    return digest.hexdigest()
+
+
 def make_plan(dataset, path, format_name, options) -> dict:
     """The plan of writing dataset to path as format_name with options; nothing is
     written. plan["output"] is path as write() names it: what prepare, run_task and
     finish take."""
     from . import registry
-    # write()'s rule for output names, so every runner writes the local run's tree.
-    path, resolved = checked_options(registry.get(format_name), path, options)
-    job = prepare_write(format_name, dataset, path, resolved)
+    with _Place(path) as place:
+        # write()'s rule for output names, so every runner writes the local run's tree.
+        local, resolved = checked_options(registry.get(format_name), place.path, options)
+        job = prepare_write(format_name, dataset, local, resolved)
+        targets = [(t.split, t.index, t.start, t.stop, place.name_of(t.path))
+                   for t in job.targets]
     defaults = {o.name: o.default for o in registry.get(format_name).write_options}
     # Only what differs from the defaults: the library's call and the command line's
     # (every default passed) get the same hash.
     options = {k: v for k, v in sorted(vars(job.options).items()) if k not in _NOT_PLANNED
                and v is not None and v is not False and v != defaults.get(k)}
     splits, tasks = {}, []
-    folder = os.path.dirname(record_path(path))
-    for target in job.targets:
-        h = dataset.splits[target.split].header
-        if target.split not in splits:
-            split = dataset.splits[target.split]
+    for split_name, index, start, stop, shard in targets:
+        h = dataset.splits[split_name].header
+        if split_name not in splits:
+            split = dataset.splits[split_name]
             splits[split.name] = {"count": h.count, "shape": list(h.shape),
                                   "dtype": str(h.dtype),
                                   "labels_sha256": _digest(split.labels()),
-                                  "indices_sha256": _digest(split.indices())}
+                                  "indices_sha256": _digest(split.indices()),
+                                  "content_sha256": _content_digest(split)}
             if h.class_names:  # in WebDataset's and Parquet's bytes (each sample's .json)
                 splits[split.name]["class_names"] = list(h.class_names)
         # The shard's path from the record's folder (its name for TFRecord).
-        tasks.append({"task": len(tasks), "split": target.split, "index": target.index,
-                      "start": target.start, "stop": target.stop,
-                      "shard": os.path.relpath(os.path.abspath(target.path), folder)})
+        tasks.append({"task": len(tasks), "split": split_name, "index": index,
+                      "start": start, "stop": stop, "shard": shard})
     plan = {"mnistconv_plan": PLAN_VERSION, "format": format_name, "options": options,
             "splits": splits, "tasks": tasks}
     canonical = json.dumps(plan, sort_keys=True, separators=(",", ":")).encode()
@@ -153,7 +185,7 @@ def make_plan(dataset, path, format_name, options) -> dict:
 
 
 def record_path(path) -> str:
-    """The progress record of an output: `.<name>.mnistconv-plan.json` beside it."""
+    """The progress record of a local output: `.<name>.mnistconv-plan.json` beside it."""
     folder, name = os.path.split(os.path.abspath(str(path)))
     return os.path.join(folder, f".{name}{RECORD_SUFFIX}")
 
@@ -171,15 +203,166 @@ def _locked(folder):
         os.close(fd)
 
 
-def _read_record(path, size):
-    """The progress record, None when there is none; of a damaged one, {} when its plan
-    cannot be told, else the record without its broken entries (size: counters each)."""
+class _Place:
+    """Where a plan's progress record, shards and metadata are: a local folder, or the
+    folder of a store an output URL names (mnistconv.location), for which `folder` is a
+    private local one the format writes into, each file then uploaded and removed. Files
+    are named by their path from `folder` ('/'-separated), as the plan's tasks name them.
+    """
+
+    def __init__(self, path):
+        location = Location(path)
+        self.store, self.stage = None, None
+        if location.remote:
+            from .limits import is_safe_file_name
+            inside = location.text.split("://", 1)[1].rstrip("/")
+            if "/" not in inside or not is_safe_file_name(location.name):
+                raise UsageError(location.text, "names no file or folder inside a bucket "
+                                                "or folder", "name the output, e.g. "
+                                                "s3://bucket/sets/mnist.tfrecord")
+            self.store = location.store_folder()
+            remove_dead_leftovers(tempfile.gettempdir())
+            self.stage = tempfile.mkdtemp(prefix=staging_prefix("plan-out")[1:])
+            self.path = os.path.join(self.stage, location.name) + (
+                os.sep if location.is_folder_name else "")
+        else:
+            self.path = location.text
+        self.record = record_path(self.path)
+        self.folder = os.path.dirname(self.record)
+        self.record_name = os.path.basename(self.record)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.stage is not None:
+            remove_scratch(self.stage)
+
+    def local(self, name) -> str:
+        """The local path of a file of the set (for a store: in the private folder)."""
+        return os.path.join(self.folder, *name.split("/"))
+
+    def name_of(self, local_path) -> str:
+        """A local path's name from the folder."""
+        return os.path.relpath(os.path.abspath(local_path), self.folder).replace(os.sep, "/")
+
+    def shown(self, name, path) -> str:
+        """A file of the set as the user named the output (relative when it was)."""
+        if self.store is not None:
+            return self.store.url_of(name)
+        return self.local(name) if os.path.isabs(str(path)) else \
+            os.path.relpath(self.local(name))
+
+    def shown_record(self) -> str:
+        return self.store.url_of(self.record_name) if self.store else self.record
+
+    def lock(self):
+        """An exclusive lock on the set's folder (a store has none)."""
+        return contextlib.nullcontext() if self.store else _locked(self.folder)
+
+    def read_record(self, limit):
+        """The record's first limit + 1 bytes, None when there is none (a link, FIFO or
+        device in its place is refused)."""
+        if self.store is not None:
+            return self.store.read(self.record_name, limit)
+        return read_output_file(self.record, self.folder, limit)
+
+    def write_record(self, record):
+        """Replace the record whole (a temporary beside it renamed, or one put)."""
+        if self.store is None:
+            from .staging import refuse_replacing_special
+            refuse_replacing_special(self.record)
+        folder = self.stage if self.store else self.folder
+        tmp = os.path.join(folder, staging_prefix(self.record_name) + "record")
+        with create_staged(tmp, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+            f.write("\n")
+        if self.store is not None:
+            try:
+                self.store.put(tmp, self.record_name)
+            finally:
+                remove_scratch(tmp)
+        else:
+            os.replace(tmp, self.record)
+
+    def digest(self, name):
+        """(bytes, SHA-256) of a file of the set, None when there is none (a link, FIFO or
+        device in its place is refused)."""
+        if self.store is not None:
+            return self.store.digest(name)
+        return output_digest(self.local(name), self.folder)
+
+    def exists(self, local_path) -> bool:
+        """Whether anything is at a file's place."""
+        if self.store is not None:
+            return self.store.exists(self.name_of(local_path))
+        return os.path.lexists(local_path)
+
+    def where(self, name) -> str:
+        """A file of the set in a message: its URL, or its absolute local path."""
+        return self.store.url_of(name) if self.store else self.local(name)
+
+    @contextlib.contextmanager
+    def writing(self, name, keep=True):
+        """A path to write the file `name` at, placed when the block ends well (renamed,
+        or uploaded), or with keep=False always dropped."""
+        if self.store is not None:
+            local = self.local(name)
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            try:
+                create_staged(local).close()  # made, as StagedOutput.file makes it
+                yield local
+                if keep:
+                    self.store.put(local, name)
+            finally:
+                remove_scratch(local)
+        elif keep:
+            with StagedOutput(force=True) as staged:
+                yield staged.file(self.local(name))
+        else:
+            staged = StagedOutput(force=True)
+            try:
+                yield staged.file(self.local(name))
+            finally:
+                staged.abort()
+
+    def finish(self, job, recorded):
+        """job.finish(recorded), its metadata placed; {name: [bytes, SHA-256]} of it."""
+        job.finish(recorded)
+        names = [self.name_of(t) for t in job.metadata_targets()]
+        if self.store is not None:
+            for name in names:
+                if os.path.isfile(self.local(name)):
+                    self.store.put(self.local(name), name)
+        found = {name: self.digest(name) for name in names}
+        return {name: list(f) for name, f in found.items() if f is not None}
+
+
+def _record_limit(plan, counters) -> int:
+    """The most bytes a record of this plan can hold: the plan, and per task a shard
+    entry (its name, 20-digit numbers, a hash) and its metadata, with room to spare.
+    A larger file is not read (a record linked to /dev/zero took gigabytes)."""
+    per_task = 1024 + 32 * counters
+    return 2 * len(json.dumps(plan, indent=1)) + per_task * len(plan["tasks"]) + (64 << 10)
+
+
+def _read_record(place, plan, size):
+    """The progress record, None when there is none; of a damaged one (larger than any
+    record of this plan, which is not read further), {} when its plan cannot be told,
+    else the record without its broken entries (size: counters each). A link, FIFO or
+    device in its place is refused in one line."""
+    limit = _record_limit(plan, size)
     try:
-        with open(path, "rb") as f:
-            record = parse_json(f.read(), path)
-    except FileNotFoundError:
+        data = place.read_record(limit)
+    except OSError:
+        return {}
+    if data is None:
         return None
-    except (OSError, FormatError):
+    if len(data) > limit:
+        return {}
+    try:
+        record = parse_json(data, place.shown_record())
+    except FormatError:
         return {}
     if not isinstance(record, dict) or not isinstance(record.get("plan_hash"), str):
         return {}
@@ -198,52 +381,37 @@ def _whole(entry, counters) -> bool:
         and len(entry["counters"]) == counters and all(map(number, entry["counters"]))
 
 
-def _write_record(path, record):
-    """Replace the record whole (a temporary beside it, renamed)."""
-    folder = os.path.dirname(path)
-    tmp = os.path.join(folder, staging_prefix(os.path.basename(path)) + "record")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1, sort_keys=True)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def file_sha256(path):
-    """(bytes, SHA-256) of a file on disk, or None when it cannot be read."""
-    try:
-        return os.path.getsize(path), sha256_file(path)
-    except OSError:
-        return None
-
-
-def _intact(folder, name, entry) -> bool:
-    """A recorded shard whose file, hashed again from disk, is what was recorded."""
-    return isinstance(entry, dict) and file_sha256(os.path.join(folder, name)) == (
+def _intact(place, name, entry) -> bool:
+    """A recorded shard whose file, hashed again, is what was recorded."""
+    return isinstance(entry, dict) and place.digest(name) == (
         entry.get("bytes"), entry.get("sha256"))
 
 
-def _recognised(dataset, path, plan, folder):
-    """{shard name: record entry} when, with no record, every shard of the plan is on disk
+def _metadata_intact(place, recorded) -> bool:
+    """Every metadata file the finishing step recorded is there, unchanged."""
+    return isinstance(recorded, dict) and all(
+        isinstance(f, list) and place.digest(name) == tuple(f)
+        for name, f in recorded.items())
+
+
+def _recognised(dataset, place, plan):
+    """{shard name: record entry} when, with no record, every shard of the plan is there
     and is what its task writes (written again to a temporary and compared): a plain
     run's output, which --resume keeps. None when a shard is missing; one that differs
     is refused."""
-    names = [t["shard"] for t in plan["tasks"]]
-    if not all(os.path.isfile(os.path.join(folder, n)) for n in names):
+    found = [place.digest(t["shard"]) for t in plan["tasks"]]
+    if any(f is None for f in found):
         return None
     entries = {}
-    job = sharded(dataset, path, plan)
-    for number, task in enumerate(plan["tasks"]):
-        target = os.path.join(folder, task["shard"])
-        staged = StagedOutput(force=True)
-        try:
-            written, counters = job.write_shard(number, staged.file(target))
-        finally:
-            staged.abort()
-        if file_sha256(target) != (written.bytes, written.sha256):
-            raise UsageError(target, "exists and is not what this conversion writes (an "
-                                     "earlier run with another input or other options "
-                                     "wrote it)", "run that conversion again, or use "
-                                     "--force to replace it")
+    job = sharded(dataset, place.path, plan)
+    for number, (task, on_disk) in enumerate(zip(plan["tasks"], found)):
+        with place.writing(task["shard"], keep=False) as scratch:
+            written, counters = job.write_shard(number, scratch)
+        if on_disk != (written.bytes, written.sha256):
+            raise UsageError(place.where(task["shard"]),
+                             "exists and is not what this conversion writes (an earlier "
+                             "run with another input or other options wrote it)",
+                             "run that conversion again, or use --force to replace it")
         entries[task["shard"]] = _entry(written, counters)
     return entries
 
@@ -251,107 +419,134 @@ def _recognised(dataset, path, plan, folder):
 def prepare(dataset, path, plan, *, force=False, resume=False):
     """Before any task writes: refuse a record of another plan and files no record of
     this plan owns (unless force, or resume recognises them), and create the record.
-    Returns the record's path."""
-    rpath = record_path(path)
-    folder = os.path.dirname(rpath)
-    job = sharded(dataset, path, plan)
-    with _locked(folder):
-        record = _read_record(rpath, job.counters.size())
-        found = _recognised(dataset, path, plan, folder) \
-            if record is None and resume and not force else None
-        if record is not None and record.get("plan_hash") != plan["hash"] and not force:
-            if not record:
-                raise UsageError(rpath, "is damaged: it names no plan whose progress it "
-                                        "holds", "use --force to start over")
-            raise UsageError(rpath, f"holds the progress of another plan "
-                                    f"({str(record.get('plan_hash'))[:12]}; this one is "
-                                    f"{plan['hash'][:12]}): a different input, options "
-                                    "or shard count", "run the same conversion, or use "
-                                    "--force to start over")
-        if record is None or record.get("plan_hash") != plan["hash"]:
-            if not force and found is None:
-                for target in [os.path.join(folder, t["shard"]) for t in plan["tasks"]] \
-                        + job.metadata_targets():
-                    if os.path.lexists(target):
-                        raise exists_error(target)
-                if job.stale:
-                    raise exists_error(job.stale[0])
-            _write_record(rpath, {"plan_hash": plan["hash"], "plan": plan,
-                                  "shards": found or {}, "finished": False, "force": bool(force)})
+    Returns the record's path (a URL for a store)."""
+    with _Place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        with place.lock():
+            try:
+                record = _read_record(place, plan, job.counters.size())
+            except UsageError:
+                if not force:
+                    raise
+                record = {}  # started over: the record is replaced (a link, not followed)
+            found = _recognised(dataset, place, plan) \
+                if record is None and resume and not force else None
+            rpath = place.shown_record()
+            if record is not None and record.get("plan_hash") != plan["hash"] and not force:
+                if not record:
+                    raise UsageError(rpath, "is damaged: it names no plan whose progress "
+                                            "it holds", "use --force to start over")
+                raise UsageError(rpath, f"holds the progress of another plan "
+                                        f"({str(record.get('plan_hash'))[:12]}; this one is "
+                                        f"{plan['hash'][:12]}): a different input, options "
+                                        "or shard count", "run the same conversion, or "
+                                        "use --force to start over")
+            if record is None or record.get("plan_hash") != plan["hash"]:
+                if not force and found is None:
+                    for target in [place.local(t["shard"]) for t in plan["tasks"]] \
+                            + job.metadata_targets():
+                        if place.exists(target):
+                            raise exists_error(place.where(place.name_of(target)))
+                    if job.stale:
+                        raise exists_error(job.stale[0])
+                place.write_record({"plan_hash": plan["hash"], "plan": plan,
+                                    "shards": found or {}, "finished": False,
+                                    "force": bool(force)})
     return rpath
 
 
 def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=False):
     """Run task `number`: keep its shard when resuming and it is recorded and intact, else
     write and record it. Returns ("kept" or "written", OutputFile-like dict)."""
-    rpath = record_path(path)
-    folder = os.path.dirname(rpath)
     name = plan["tasks"][number]["shard"]
-    job = sharded(dataset, path, plan, workers, processes)
-    # As the user named the output (a TFRecord shard beside it, Parquet's inside it).
-    shown = os.path.relpath(os.path.join(folder, name)) \
-        if not os.path.isabs(str(path)) else os.path.join(folder, name)
-    with _locked(folder):
-        record = _read_record(rpath, job.counters.size()) or {}
-        if record.get("plan_hash") != plan["hash"]:
-            raise UsageError(rpath, "holds no progress of this plan (another run "
-                                    "started over)", "run the tasks again")
-        entry = record.get("shards", {}).get(name)
-    if resume and _intact(folder, name, entry):
-        return "kept", {"path": shown, **entry}
-    # The record says this set is ours: a shard of it on disk is replaced.
-    with StagedOutput(force=True) as staged:
-        written, counters = job.write_shard(number, staged.file(os.path.join(folder, name)))
-    entry = _entry(written, counters)
-    with _locked(folder):
-        record = _read_record(rpath, job.counters.size()) or {}
-        if record.get("plan_hash") == plan["hash"]:
-            record["shards"][name] = entry
-            record["finished"] = False
-            _write_record(rpath, record)
+    with _Place(path) as place:
+        job = sharded(dataset, place.path, plan, workers, processes)
+        # As the user named the output (a TFRecord shard beside it, Parquet's inside it).
+        shown = place.shown(name, path)
+        with place.lock():
+            record = _read_record(place, plan, job.counters.size()) or {}
+            if record.get("plan_hash") != plan["hash"]:
+                raise UsageError(place.shown_record(), "holds no progress of this plan "
+                                                       "(another run started over)",
+                                 "run the tasks again")
+            entry = record.get("shards", {}).get(name)
+        if resume and _intact(place, name, entry):
+            return "kept", {"path": shown, **entry}
+        # The record says this set is ours: a shard of it on disk is replaced.
+        with place.writing(name) as staged:
+            written, counters = job.write_shard(number, staged)
+        entry = _entry(written, counters)
+        with place.lock():
+            record = _read_record(place, plan, job.counters.size()) or {}
+            if record.get("plan_hash") == plan["hash"]:
+                record["shards"][name] = entry
+                record["finished"] = False
+                place.write_record(record)
     return "written", {"path": shown, **entry}
 
 
-def finish(dataset, path, plan):
+def finish(dataset, path, plan, entries=None, rewritten=None):
     """If every shard is recorded and its file matches (else it is dropped from the
-    record), finish the set once. Returns (finished, names of shards missing or bad)."""
-    rpath = record_path(path)
-    folder = os.path.dirname(rpath)
-    job = sharded(dataset, path, plan)
-    with _locked(folder):
-        record = _read_record(rpath, job.counters.size()) or {}
-        if record.get("plan_hash") != plan["hash"]:
-            return False, [t["shard"] for t in plan["tasks"]]
-        shards = record.setdefault("shards", {})
-        bad = [t["shard"] for t in plan["tasks"]
-               if not _intact(folder, t["shard"], shards.get(t["shard"]))]
-        if bad:
-            for name in bad:
-                shards.pop(name, None)
-            record["finished"] = False
-            _write_record(rpath, record)
-            return False, bad
-        if not record.get("finished"):
-            if record.get("force"):  # an earlier output's other shards: replaced, as locally
+    record), finish the set once; a finished set's metadata files missing or changed
+    since are written again (their names appended to `rewritten`). entries: {shard
+    name: entry} the caller's tasks wrote (Beam's), taken where the record lacks them.
+    Returns (finished, names of shards missing or bad)."""
+    with _Place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        size = job.counters.size()
+        with place.lock():
+            record = _read_record(place, plan, size) or {}
+            if record.get("plan_hash") != plan["hash"]:
+                return False, [t["shard"] for t in plan["tasks"]]
+            shards = record.setdefault("shards", {})
+            for name, entry in (entries or {}).items():
+                if name not in shards and _whole(entry, size):
+                    shards[name] = entry
+            bad = [t["shard"] for t in plan["tasks"]
+                   if not _intact(place, t["shard"], shards.get(t["shard"]))]
+            if bad:
+                for name in bad:
+                    shards.pop(name, None)
+                record["finished"] = False
+                place.write_record(record)
+                return False, bad
+            was = record.get("finished") is True
+            if was:  # every file of the set is checked, not only the shards
+                before = record.get("metadata")
+                changed = [n for n, f in before.items() if not isinstance(f, list)
+                           or place.digest(n) != tuple(f)] \
+                    if isinstance(before, dict) else None
+                if changed == []:
+                    return True, []
+            elif record.get("force"):  # an earlier output's other shards: replaced
                 for old in job.stale:
                     os.unlink(old)
-            job.finish({target.path: _recorded(target.path, shards[task["shard"]], job)
-                        for target, task in zip(job.targets, plan["tasks"])})
+            record["metadata"] = place.finish(job, {
+                target.path: _recorded(target.path, shards[task["shard"]], job)
+                for target, task in zip(job.targets, plan["tasks"])})
+            if was and rewritten is not None:
+                rewritten += [place.shown(n, path) for n in changed or record["metadata"]]
             record["finished"] = True
-            _write_record(rpath, record)
+            place.write_record(record)
     return True, []
 
 
 def metadata_files(dataset, path, plan) -> list:
     """[{"path", "bytes", "sha256"}] of the files finishing wrote beside the shards."""
-    found = [(str(t), file_sha256(t)) for t in sharded(dataset, path, plan).metadata_targets()]
-    return [{"path": p, "bytes": f[0], "sha256": f[1]} for p, f in found if f is not None]
+    with _Place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        found = [(place.name_of(t), place.digest(place.name_of(t)))
+                 for t in job.metadata_targets()]
+        return [{"path": place.shown(n, path) if place.store else str(t),
+                 "bytes": f[0], "sha256": f[1]}
+                for (n, f), t in zip(found, job.metadata_targets()) if f is not None]
 
 
 def totals(dataset, path, plan) -> dict:
     """The write stats of a finished set, from the recorded shards' counters."""
-    job = sharded(dataset, path, plan)
-    record = _read_record(record_path(path), job.counters.size()) or {}
+    with _Place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        record = _read_record(place, plan, job.counters.size()) or {}
     shards = record.get("shards", {})
     merged = job.counters()
     for task in plan["tasks"]:
@@ -409,7 +604,17 @@ def run(source, path, format_name, options, tasks=Tasks(), on_task=None) -> dict
         done.append({"task": number, "status": status, **written})
         if on_task is not None:
             on_task(status, plan["tasks"][number], written)
-    finished, missing = finish(dataset, path, plan)
-    return {"plan_hash": plan["hash"], "tasks": done, "finished": finished,
+    rewritten: list = []
+    finished, missing = finish(dataset, path, plan, rewritten=rewritten)
+    return result(dataset, path, plan, done, finished, missing, rewritten)
+
+
+def result(dataset, path, plan, tasks, finished, missing, rewritten=()) -> dict:
+    """What run() and beam.run() return: the plan's hash, the tasks run, whether the set
+    is finished (its stats and metadata files then), the shards missing, and the
+    metadata files of an already finished set written again (found missing or changed).
+    """
+    return {"plan_hash": plan["hash"], "tasks": tasks, "finished": finished,
             "missing": missing, "stats": totals(dataset, path, plan) if finished else {},
-            "metadata": metadata_files(dataset, path, plan) if finished else []}
+            "metadata": metadata_files(dataset, path, plan) if finished else [],
+            "rewritten": list(rewritten)}

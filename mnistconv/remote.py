@@ -501,3 +501,84 @@ def _upload(fs, local, target):
             if fs.exists(temporary):
                 fs.rm(temporary)
         raise
+
+
+# --- a store's folder, for a planned run -------------------------------------------------
+
+_READ_ONLY = {"http", "https"}
+
+
+class Store:
+    """A folder of a store (`s3://bucket/sets`) that a planned run writes its shards, its
+    metadata and its progress record into: each file put whole (_upload), each read and
+    check bounded by the timeout, each failure one line naming the URL. A store that
+    takes no writes (http, https) is refused before anything is read or written."""
+
+    def __init__(self, url, named=None):
+        scheme = url.split("://", 1)[0].lower()
+        if scheme in _READ_ONLY:  # named: the output in the message (url: its folder)
+            raise UsageError(named or url, f"{scheme}:// takes no writes: a planned, sliced or "
+                                  "Beam run writes its shards into a store",
+                             "write to s3://, gs:// or a local path")
+        self.url = url.rstrip("/")
+        self.fs, self.path = _filesystem(self.url)
+        self.path = self.path.rstrip("/")
+
+    def url_of(self, relative) -> str:
+        """The URL of a file of this folder (relative: '/'-separated names)."""
+        return f"{self.url}/{relative}"
+
+    def _key(self, relative):
+        return f"{self.path}/{relative}"
+
+    def _guarded(self, relative, what, call):
+        try:
+            return call()
+        except FileNotFoundError:
+            return None
+        except Exception as e:
+            raise _failed(self.url_of(relative), what, e) from None
+
+    def size(self, relative):
+        """The file's size in bytes, None when there is none."""
+        def info():
+            self.fs.invalidate_cache(_parent(self._key(relative)))
+            found = _call(self.fs, "info", self._key(relative))
+            if found.get("type") != "file":
+                raise UsageError(self.url_of(relative), "is not a file in the store",
+                                 "remove it, or write to another output")
+            return int(found.get("size") or 0)
+        return self._guarded(relative, "checking", info)
+
+    def exists(self, relative) -> bool:
+        """Whether anything is stored under that name."""
+        return bool(self._guarded(relative, "checking", lambda: _call(
+            self.fs, "exists", self._key(relative))))
+
+    def read(self, relative, limit):
+        """The file's first limit + 1 bytes (None when there is none), in one ranged
+        read, so a file replaced meanwhile is read whole, old or new."""
+        return self._guarded(relative, "reading", lambda: _call(
+            self.fs, "cat_file", self._key(relative), start=0, end=limit + 1))
+
+    def digest(self, relative):
+        """(bytes, SHA-256) of the file, read a chunk at a time; None when there is none."""
+        import hashlib
+        size = self.size(relative)
+        if size is None:
+            return None
+
+        def hashed():
+            h, n = hashlib.sha256(), 0
+            for chunk in _chunks(self.fs, self._key(relative), size):
+                h.update(chunk)
+                n += len(chunk)
+            return n, h.hexdigest()
+        return self._guarded(relative, "reading", hashed)
+
+    def put(self, local, relative):
+        """Upload a local file under that name, never leaving part of it there."""
+        try:
+            _upload(self.fs, local, self._key(relative))
+        except Exception as e:
+            raise _failed(self.url_of(relative), "uploading", e) from None

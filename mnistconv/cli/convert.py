@@ -418,8 +418,12 @@ def _run_planned(c, values, planned, sums):
     elif result["finished"]:
         for f in result["metadata"]:
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}", quiet)
+        for path in result["rewritten"]:
+            note(f"  {path}: missing or changed since the set was finished; written "
+                 "again", quiet)
         # All kept: a CI retry or a job-array rerun of a finished task had nothing to do.
-        kept = result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"])
+        kept = result["tasks"] and all(t.get("status") == "kept" for t in result["tasks"]) \
+            and not result["rewritten"]
         note(f"  {'complete' if kept else 'finished'}: every shard of plan "
              f"{result['plan_hash'][:12]} {'was already' if kept else 'is'} there "
              "(hashes checked)", quiet)
