@@ -62,6 +62,22 @@ def to_gray_uint8(images) -> np.ndarray:
     return np.clip(np.nan_to_num(values), 0, 255).round().astype(np.uint8)
 
 
+def to_display_uint8(images, colour=False) -> np.ndarray:
+    """to_gray_uint8's images, or with colour=True RGB images as n x H x W x 3 uint8 (an
+    alpha channel dropped, floats in [0, 1] scaled as there); grey ones stay n x H x W."""
+    images = np.asarray(images)
+    if colour and images.ndim == 4:
+        axis = _channel_axis(images.shape[1:])
+        channels_last = images if axis == -1 else np.moveaxis(images, 1, -1)
+        if axis is not None and channels_last.shape[-1] in (3, 4):
+            rgb = np.ascontiguousarray(channels_last[..., :3])
+            n, h, w, _ = rgb.shape
+            # Each channel as a grey image: the same scaling and clipping.
+            planes = to_gray_uint8(rgb.transpose(0, 3, 1, 2).reshape(n * 3, h, w))
+            return np.ascontiguousarray(planes.reshape(n, 3, h, w).transpose(0, 2, 3, 1))
+    return to_gray_uint8(images)
+
+
 def _channel_axis(shape):
     """-1 for H x W x C, 0 for C x H x W, else None; 1 x 3 x 4 is a 3x4 image, not RGBA."""
     if shape[-1] == 1 or (shape[0] != 1 and shape[-1] in (3, 4)):
@@ -77,9 +93,10 @@ def _spatial(shape):
     return None if axis is None else ((0, 1) if axis == -1 else (1, 2))
 
 
-def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
-    """The images at `positions` as n x H x W uint8 for display, read a budget at a time,
-    each piece cut to at most `max_side` pixels a side (of width with width_only)."""
+def gather(split, positions, max_side=None, width_only=False, colour=False) -> np.ndarray:
+    """The images at `positions` as n x H x W uint8 for display (n x H x W x 3 for RGB
+    with colour=True), read a budget at a time, each piece cut to at most `max_side`
+    pixels a side (of width with width_only)."""
     positions = np.asarray(positions, dtype=np.int64)
     shape = tuple(split.header.shape)
     axes = _spatial(shape)
@@ -95,10 +112,10 @@ def gather(split, positions, max_side=None, width_only=False) -> np.ndarray:
             cut[1 + axes[0]] = cut[1 + axes[1]] = slice(None, None, step)
             images = images[tuple(cut)]
         # A copy of the cut, so no part keeps a whole batch alive.
-        parts.append(np.array(to_gray_uint8(np.ascontiguousarray(images))))
+        parts.append(np.array(to_display_uint8(np.ascontiguousarray(images), colour)))
         del images  # the piece goes before the next is read
     if not parts:
-        return to_gray_uint8(np.zeros((0,) + shape, split.header.dtype))
+        return to_display_uint8(np.zeros((0,) + shape, split.header.dtype), colour)
     return np.concatenate(parts)[np.searchsorted(wanted, positions)]
 
 
@@ -268,17 +285,18 @@ def draw_text(canvas, text, y, x, scale=1, value=INK):
 
 
 def contact_sheet(rows, scale=1):
-    """(sheet, cells) from rows of (row label, images n x H x W, captions): a 2-D uint8
-    array with labels on the left and captions under the images, and for each image the
-    (row, column, y, x, height, width) of its pixels (each repeated scale x scale)."""
+    """(sheet, cells) from rows of (row label, images n x H x W or n x H x W x 3,
+    captions): a uint8 array (H x W, or H x W x 3 when the images are RGB) with labels on
+    the left and captions under the images, and for each image the (row, column, y, x,
+    height, width) of its pixels (each repeated scale x scale)."""
     pad = 2 * scale
     label_scale, caption_scale = 2 * scale, max(1, scale // 2)
-    prepared = [(str(label), to_gray_uint8(images), list(captions))
+    prepared = [(str(label), to_display_uint8(images, True), list(captions))
                 for label, images, captions in rows]
     shapes = {im.shape[1:] for _, im, _ in prepared if len(im)}
     if len(shapes) > 1:
         raise ValueError(f"images of different shapes: {sorted(shapes)}")
-    h, w = shapes.pop() if shapes else (0, 0)
+    h, w, *rgb = shapes.pop() if shapes else (0, 0)
     img_h, img_w = h * scale, w * scale
     all_captions = [c for _, _, caps in prepared for c in caps]
     cell_w = max([img_w] + [text_size(c, caption_scale)[1] for c in all_captions])
@@ -288,7 +306,8 @@ def contact_sheet(rows, scale=1):
     per_row = max([len(im) for _, im, _ in prepared] + [0])
     left = pad + label_w + pad
     sheet = np.full((max(pad + len(prepared) * (row_h + pad), 1),
-                     max(left + per_row * (cell_w + pad), 1)), BACKGROUND, np.uint8)
+                     max(left + per_row * (cell_w + pad), 1)) + tuple(rgb), BACKGROUND,
+                    np.uint8)
     cells = []
     for r, (label, images, captions) in enumerate(prepared):
         top = pad + r * (row_h + pad)
@@ -297,8 +316,7 @@ def contact_sheet(rows, scale=1):
         for c, image in enumerate(images):
             x0 = left + c * (cell_w + pad)
             x = x0 + (cell_w - img_w) // 2
-            sheet[top:top + img_h, x:x + img_w] = np.kron(
-                image, np.ones((scale, scale), np.uint8))
+            sheet[top:top + img_h, x:x + img_w] = image.repeat(scale, 0).repeat(scale, 1)
             cells.append((r, c, top, x, img_h, img_w))
             if c < len(captions):
                 tw = text_size(captions[c], caption_scale)[1]
@@ -323,12 +341,17 @@ def sheet_format(path):
 
 
 def encode_sheet(sheet, ext) -> bytes:
-    """A sheet (2-D uint8) as bytes of a SHEET_FORMATS format, with no metadata."""
+    """A sheet (2-D uint8, or H x W x 3 RGB) as bytes of a SHEET_FORMATS format, with
+    no metadata."""
     import io
     from .codecs import check_2d_uint8, pil_image
     _, kind, options = SHEET_FORMATS[ext]
     out = io.BytesIO()
-    pil_image().fromarray(check_2d_uint8(sheet), "L").save(out, kind, **options)
+    if sheet.ndim == 3 and sheet.shape[2] == 3 and sheet.dtype == np.uint8:
+        image = pil_image().fromarray(np.ascontiguousarray(sheet), "RGB")
+    else:
+        image = pil_image().fromarray(check_2d_uint8(sheet), "L")
+    image.save(out, kind, **options)
     return out.getvalue()
 
 

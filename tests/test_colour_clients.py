@@ -79,3 +79,24 @@ def test_idx_holds_colour_as_four_dimensions(tmp_path, capsys, cifar):
     assert dims == [8, 32, 32, 3]
     assert np.array_equal(np.frombuffer(data, np.uint8, offset=20).reshape(dims),
                           truth["train"][0])
+
+
+def test_preview_draws_rgb_images_in_colour(tmp_path, capsys, cifar):
+    """The contact sheet of a colour split is an RGB PNG whose cells hold the images'
+    own pixels (grey images keep a grey sheet)."""
+    from PIL import Image
+    from mnistconv import view
+    src, truth = cifar
+    code, _, err = run_main(capsys, "preview", src, "-o", tmp_path / "p.png", "--scale", "1")
+    assert code == 0, err
+    sheet = Image.open(tmp_path / "p.png")
+    assert sheet.mode == "RGB"
+    x, y = truth["train"]
+    pixels = np.asarray(sheet)
+    for image in x:  # each image appears whole, in its colours, somewhere on the sheet
+        found = [(r, c) for r in range(pixels.shape[0] - 31)
+                 for c in range(pixels.shape[1] - 31)
+                 if np.array_equal(pixels[r:r + 32, c:c + 32], image)]
+        assert len(found) == 1
+    grey, _ = view.contact_sheet([("0", x[:2, :, :, 0], ["a", "b"])], 1)
+    assert grey.ndim == 2

@@ -49,7 +49,7 @@ def preview(source, output, per_class, scale, run):
     # in pieces of the memory budget, large images cut to a cell of the sheet.
     wanted = np.unique(np.concatenate(list(groups.values())))
     try:
-        images = view.gather(split, wanted, view.SHEET_CELL // scale)
+        images = view.gather(split, wanted, view.SHEET_CELL // scale, colour=True)
     except ValueError as e:
         raise UsageError(path, str(e), "preview draws gray or RGB(A) images of two "
                                        "dimensions") from None
