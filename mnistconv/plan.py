@@ -21,23 +21,20 @@ then finds missing (a --resume writes that shard again). Beam's finishing step t
 the entries from the tasks themselves. This module names no format.
 """
 
-import contextlib
 import hashlib
 from dataclasses import dataclass
 import json
 import os
-import tempfile
 
 import numpy as np
 
 from .contract import ShardedWrite, checked_options, prepare_write
 from .errors import BadOption, FormatError, UsageError
-from .fileio import StagedOutput, create_staged, output_digest, read_output_file
 from .limits import parse_json
-from .location import Location
+from .location import SetFolder
 from . import budget
 from .records import DEFAULT_BATCH, Batch, Split
-from .staging import exists_error, remove_dead_leftovers, remove_scratch, staging_prefix
+from .staging import exists_error
 
 PLAN_VERSION = 1
 RECORD_SUFFIX = ".mnistconv-plan.json"
@@ -150,7 +147,7 @@ def make_plan(dataset, path, format_name, options) -> dict:
     written. plan["output"] is path as write() names it: what prepare, run_task and
     finish take."""
     from . import registry
-    with _Place(path) as place:
+    with _place(path) as place:
         # write()'s rule for output names, so every runner writes the local run's tree.
         local, resolved = checked_options(registry.get(format_name), place.path, options)
         job = prepare_write(format_name, dataset, local, resolved)
@@ -190,152 +187,9 @@ def record_path(path) -> str:
     return os.path.join(folder, f".{name}{RECORD_SUFFIX}")
 
 
-@contextlib.contextmanager
-def _locked(folder):
-    """An exclusive flock on folder (never held while StagedOutput commits: it locks it too)."""
-    import fcntl
-    os.makedirs(folder, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-class _Place:
-    """Where a plan's progress record, shards and metadata are: a local folder, or the
-    folder of a store an output URL names (mnistconv.location), for which `folder` is a
-    private local one the format writes into, each file then uploaded and removed. Files
-    are named by their path from `folder` ('/'-separated), as the plan's tasks name them.
-    """
-
-    def __init__(self, path):
-        location = Location(path)
-        self.store, self.stage = None, None
-        if location.remote:
-            from .limits import is_safe_file_name
-            inside = location.text.split("://", 1)[1].rstrip("/")
-            if "/" not in inside or not is_safe_file_name(location.name):
-                raise UsageError(location.text, "names no file or folder inside a bucket "
-                                                "or folder", "name the output, e.g. "
-                                                "s3://bucket/sets/mnist.tfrecord")
-            self.store = location.store_folder()
-            remove_dead_leftovers(tempfile.gettempdir())
-            self.stage = tempfile.mkdtemp(prefix=staging_prefix("plan-out")[1:])
-            self.path = os.path.join(self.stage, location.name) + (
-                os.sep if location.is_folder_name else "")
-        else:
-            self.path = location.text
-        self.record = record_path(self.path)
-        self.folder = os.path.dirname(self.record)
-        self.record_name = os.path.basename(self.record)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.stage is not None:
-            remove_scratch(self.stage)
-
-    def local(self, name) -> str:
-        """The local path of a file of the set (for a store: in the private folder)."""
-        return os.path.join(self.folder, *name.split("/"))
-
-    def name_of(self, local_path) -> str:
-        """A local path's name from the folder."""
-        return os.path.relpath(os.path.abspath(local_path), self.folder).replace(os.sep, "/")
-
-    def shown(self, name, path) -> str:
-        """A file of the set as the user named the output (relative when it was)."""
-        if self.store is not None:
-            return self.store.url_of(name)
-        return self.local(name) if os.path.isabs(str(path)) else \
-            os.path.relpath(self.local(name))
-
-    def shown_record(self) -> str:
-        return self.store.url_of(self.record_name) if self.store else self.record
-
-    def lock(self):
-        """An exclusive lock on the set's folder (a store has none)."""
-        return contextlib.nullcontext() if self.store else _locked(self.folder)
-
-    def read_record(self, limit):
-        """The record's first limit + 1 bytes, None when there is none (a link, FIFO or
-        device in its place is refused)."""
-        if self.store is not None:
-            return self.store.read(self.record_name, limit)
-        return read_output_file(self.record, self.folder, limit)
-
-    def write_record(self, record):
-        """Replace the record whole (a temporary beside it renamed, or one put)."""
-        if self.store is None:
-            from .staging import refuse_replacing_special
-            refuse_replacing_special(self.record)
-        folder = self.stage if self.store else self.folder
-        tmp = os.path.join(folder, staging_prefix(self.record_name) + "record")
-        with create_staged(tmp, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.write("\n")
-        if self.store is not None:
-            try:
-                self.store.put(tmp, self.record_name)
-            finally:
-                remove_scratch(tmp)
-        else:
-            os.replace(tmp, self.record)
-
-    def digest(self, name):
-        """(bytes, SHA-256) of a file of the set, None when there is none (a link, FIFO or
-        device in its place is refused)."""
-        if self.store is not None:
-            return self.store.digest(name)
-        return output_digest(self.local(name), self.folder)
-
-    def exists(self, local_path) -> bool:
-        """Whether anything is at a file's place."""
-        if self.store is not None:
-            return self.store.exists(self.name_of(local_path))
-        return os.path.lexists(local_path)
-
-    def where(self, name) -> str:
-        """A file of the set in a message: its URL, or its absolute local path."""
-        return self.store.url_of(name) if self.store else self.local(name)
-
-    @contextlib.contextmanager
-    def writing(self, name, keep=True):
-        """A path to write the file `name` at, placed when the block ends well (renamed,
-        or uploaded), or with keep=False always dropped."""
-        if self.store is not None:
-            local = self.local(name)
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            try:
-                create_staged(local).close()  # made, as StagedOutput.file makes it
-                yield local
-                if keep:
-                    self.store.put(local, name)
-            finally:
-                remove_scratch(local)
-        elif keep:
-            with StagedOutput(force=True) as staged:
-                yield staged.file(self.local(name))
-        else:
-            staged = StagedOutput(force=True)
-            try:
-                yield staged.file(self.local(name))
-            finally:
-                staged.abort()
-
-    def finish(self, job, recorded):
-        """job.finish(recorded), its metadata placed; {name: [bytes, SHA-256]} of it."""
-        job.finish(recorded)
-        names = [self.name_of(t) for t in job.metadata_targets()]
-        if self.store is not None:
-            for name in names:
-                if os.path.isfile(self.local(name)):
-                    self.store.put(self.local(name), name)
-        found = {name: self.digest(name) for name in names}
-        return {name: list(f) for name, f in found.items() if f is not None}
+def _place(path):
+    """The folder of the output's set and its progress record (location.SetFolder)."""
+    return SetFolder(path, record_path)
 
 
 def _record_limit(plan, counters) -> int:
@@ -420,7 +274,7 @@ def prepare(dataset, path, plan, *, force=False, resume=False):
     """Before any task writes: refuse a record of another plan and files no record of
     this plan owns (unless force, or resume recognises them), and create the record.
     Returns the record's path (a URL for a store)."""
-    with _Place(path) as place:
+    with _place(path) as place:
         job = sharded(dataset, place.path, plan)
         with place.lock():
             try:
@@ -459,7 +313,7 @@ def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=
     """Run task `number`: keep its shard when resuming and it is recorded and intact, else
     write and record it. Returns ("kept" or "written", OutputFile-like dict)."""
     name = plan["tasks"][number]["shard"]
-    with _Place(path) as place:
+    with _place(path) as place:
         job = sharded(dataset, place.path, plan, workers, processes)
         # As the user named the output (a TFRecord shard beside it, Parquet's inside it).
         shown = place.shown(name, path)
@@ -491,7 +345,7 @@ def finish(dataset, path, plan, entries=None, rewritten=None):
     since are written again (their names appended to `rewritten`). entries: {shard
     name: entry} the caller's tasks wrote (Beam's), taken where the record lacks them.
     Returns (finished, names of shards missing or bad)."""
-    with _Place(path) as place:
+    with _place(path) as place:
         job = sharded(dataset, place.path, plan)
         size = job.counters.size()
         with place.lock():
@@ -533,7 +387,7 @@ def finish(dataset, path, plan, entries=None, rewritten=None):
 
 def metadata_files(dataset, path, plan) -> list:
     """[{"path", "bytes", "sha256"}] of the files finishing wrote beside the shards."""
-    with _Place(path) as place:
+    with _place(path) as place:
         job = sharded(dataset, place.path, plan)
         found = [(place.name_of(t), place.digest(place.name_of(t)))
                  for t in job.metadata_targets()]
@@ -544,7 +398,7 @@ def metadata_files(dataset, path, plan) -> list:
 
 def totals(dataset, path, plan) -> dict:
     """The write stats of a finished set, from the recorded shards' counters."""
-    with _Place(path) as place:
+    with _place(path) as place:
         job = sharded(dataset, place.path, plan)
         record = _read_record(place, plan, job.counters.size()) or {}
     shards = record.get("shards", {})
