@@ -79,6 +79,19 @@ def detect(path: PathArg, from_flag: str = "--from") -> "Format":
     return registry.detect_input(path, from_flag)
 
 
+def _complete_commits(path) -> None:
+    """A commit a killed run left half done where path is, finished before it is read:
+    the output is then the earlier set or the new one, never a mix (journal.py)."""
+    from . import journal
+    try:
+        journal.complete_around(path)
+    except OSError as e:
+        from .errors import NoAccess
+        raise NoAccess(e.filename or path, "a killed run's commit there could not be "
+                                           f"finished ({e.strerror})",
+                       "run mnistconv again with write access to that folder") from None
+
+
 def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[str] = None,
          grayscale: bool = False, follow_links: bool = False, **options: Any) -> "Dataset":
     """Read a dataset: a directory, a file or a shard set, its format detected by
@@ -106,6 +119,8 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
         if remote.is_remote(path):
             return remote.read(path, read, format, split_name=split_name,
                                grayscale=grayscale, **options)
+    if str(path) != "-":
+        _complete_commits(path)
     if os.path.lexists(path) and not os.path.isdir(path) and not os.path.isfile(path):
         # A FIFO or device: a reader opening it would block, or read what it is not.
         raise UsageError(path, "is not a regular file (device, FIFO or socket)",

@@ -4,6 +4,13 @@ directory in one rename); nothing is replaced without force, nor a device, FIFO 
 socket even with it, nor written through a link. Staging names carry the pid, so a later
 run removes a killed run's leftovers and never a live run's; commits lock the folders
 they change and hold back SIGINT and SIGTERM while renaming.
+
+A commit of more than one step survives SIGKILL: before its first change it writes a
+journal (`.mnistconv-journal-<pid>` in the folder all its paths share) naming every
+removal and rename with the inode it expects; a later run, and any read of the output,
+completes a dead run's journal before it touches or reads anything there, so the
+output is the earlier set whole or the new set whole. A folder output replaced whole
+is swapped in one step (renameat2 RENAME_EXCHANGE where the filesystem has it).
 """
 
 import contextlib
@@ -177,9 +184,26 @@ def _pid_alive(pid) -> bool:
     return True
 
 
+def _journals_done(folder: str) -> bool:
+    """A dead run's commit journal in folder or above, carried out first: its staged
+    files are the new set, not leftovers (False: a live run holds one of them)."""
+    from . import journal
+    folder = os.path.abspath(folder or os.curdir)
+    for _ in range(journal.SEARCH_UP + 1):
+        if not journal.complete(folder):
+            return False
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return True
+
+
 def remove_dead_leftovers(folder: str) -> None:
     """Remove the staging names in folder whose run is gone (SIGKILL, a crash); a live
-    run's are never touched."""
+    run's are never touched, nor any while a dead run's commit journal is unfinished."""
+    if not _journals_done(folder):
+        return
     pattern = re.compile(re.escape(STAGING_MARK) + r"(\d+)-")
     for entry in output_entries(folder):
         m = pattern.search(entry)
@@ -212,9 +236,10 @@ class StagedOutput:
     """Collects staged files and directories; commit() moves them into place, abort()
     removes every temporary and every directory made for the output. As a context
     manager: commit on success, abort on any exception (KeyboardInterrupt included).
-    Interrupted or failed, every output file is whole, old or new. Several files are
-    renamed one by one under the commit lock with signals held back. With root (the
-    output the user named), no link inside it is followed (check_output_path)."""
+    Interrupted or failed, every output file is whole, old or new; killed, the commit
+    journal (journal.py) makes the whole set old or new. Several files are renamed one by
+    one under the commit lock with signals held back. With root (the output the user
+    named), no link inside it is followed (check_output_path)."""
 
     def __init__(self, force: bool = False, root: Optional[str] = None):
         self.force = force
@@ -223,6 +248,7 @@ class StagedOutput:
         self._removals = []  # superseded files removed on commit (see directory())
         self._temps = []  # staged paths to remove on abort
         self._made_dirs = []  # directories made for the output, removed on abort
+        self._swaps = {}  # folder replaced whole (tree()) -> what of the earlier one is ours
 
     def _refuse_existing(self, target):
         check_output_path(target, self.root)
@@ -296,6 +322,29 @@ class StagedOutput:
             stage = self._beside(target, tempfile.mkdtemp, True)
         return stage
 
+    def tree(self, target: str, ours: Any) -> str:
+        """A staging folder that replaces the folder target whole, in one step, on commit.
+        ours(parts) says whether a file of the earlier folder (its path below target, as
+        a tuple of names) is one this kind of output writes: those go with the earlier
+        set; any other file (a user's) is carried into the new folder. Without force,
+        refused when the earlier folder holds one of ours."""
+        target = os.path.abspath(target)
+        check_output_path(target, self.root)
+        if os.path.lexists(target) and not _is_tree(target):
+            raise InTheWay(target, "exists and is not a directory")
+        if _is_tree(target):
+            if not self.force:
+                first = next(_claimed(target, ours), None)
+                if first is not None:
+                    raise exists_error(first)
+            remove_dead_leftovers(target)
+        stage = self._beside(target, tempfile.mkdtemp, True)
+        self._swaps[target] = ours
+        return stage
+
+    def _staged_tree(self, target):
+        return next(staged for staged, t, whole in self._moves if whole and t == target)
+
     def _beside(self, target, make, is_directory):
         """A temporary (`make`: mkstemp or mkdtemp) in target's folder, made if missing."""
         parent = os.path.dirname(target)
@@ -305,23 +354,41 @@ class StagedOutput:
         self._moves.append((staged, target, is_directory))
         return staged
 
-    def _place_directory(self, staged, target):
-        """Rename a staged directory into place; if another run made the target since,
-        'already exists' without force, else its files of the same names are replaced."""
-        try:
-            os.rename(staged, target)
-            return
-        except OSError:
-            if not os.path.isdir(target) or os.path.islink(target):
-                raise
-            # (a folder another output of this one_commit() made for its metadata)
-            made_here = {d for out in _PENDING.get() or () for d in out._made_dirs}
-            if not self.force and target not in made_here:
-                raise exists_error(target) from None
-        for name in os.listdir(staged):
+    def _directory_steps(self, staged, target, made_here):
+        """The steps that put a staged folder in place: one rename or swap; a folder made
+        since by another run, replaced file by file (refused without force)."""
+        from .journal import entry_id
+        ident = entry_id(staged)
+        if target in self._swaps or (_is_tree(target) and target in made_here):
+            return [["swap", staged, target, ident]]
+        if not _is_tree(target):
+            return [["move", staged, target, ident]]
+        if not self.force:
+            raise exists_error(target)
+        steps = []
+        for name in sorted(os.listdir(staged)):
             self._refuse_existing(os.path.join(target, name))
-            os.replace(os.path.join(staged, name), os.path.join(target, name))
-        shutil.rmtree(staged, ignore_errors=True)
+            steps.append(["move", os.path.join(staged, name), os.path.join(target, name),
+                          entry_id(os.path.join(staged, name))])
+        return steps
+
+    def _steps(self, made_here):
+        """This output's commit steps (journal.py): removals, then renames."""
+        from .journal import entry_id
+        steps = [["remove", path, entry_id(path)] for path in self._removals
+                 if os.path.lexists(path) and not os.path.isdir(path)]
+        for staged, target, whole_dir in self._moves:
+            if whole_dir:
+                steps += self._directory_steps(staged, target, made_here)
+            elif not is_stream_path(target):
+                steps.append(["move", staged, target, entry_id(staged)])
+        return steps
+
+    def _placed(self):
+        for tmp in self._temps:  # emptied staging directories inside existing targets
+            if os.path.isdir(tmp):
+                shutil.rmtree(tmp, ignore_errors=True)
+        self._made_dirs = []  # they hold the output now
 
     def commit(self) -> None:
         """Move every staged output into place, remove what they supersede, copy a spooled
@@ -349,22 +416,6 @@ class StagedOutput:
                 if not whole_dir and not is_stream_path(target) \
                         and os.path.lexists(target):
                     raise exists_error(target)
-
-    def _place(self):
-        # Superseded files go first: killed in between, a file is missing (an error on
-        # read) rather than an old one read in place of the new.
-        for path in self._removals:
-            if os.path.lexists(path) and not os.path.isdir(path):
-                os.unlink(path)
-        for staged, target, whole_dir in self._moves:
-            if whole_dir:
-                self._place_directory(staged, target)
-            elif not is_stream_path(target):
-                os.replace(staged, target)
-        for tmp in self._temps:  # emptied staging directories inside existing targets
-            if os.path.isdir(tmp):
-                shutil.rmtree(tmp, ignore_errors=True)
-        self._made_dirs = []  # they hold the output now
 
     def _copy_streams(self):
         for staged, target, whole_dir in self._moves:
@@ -455,18 +506,121 @@ def pending_removals() -> set:
     return {path for out in _PENDING.get() or () for path in out._removals}
 
 
+def will_be_removed(path: str) -> bool:
+    """Whether the enclosing one_commit() removes the file at path: superseded, or one
+    of ours in a folder replaced whole that the new folder does not have."""
+    path = os.path.abspath(path)
+    for out in _PENDING.get() or ():
+        if path in out._removals:
+            return True
+        for target, ours in out._swaps.items():
+            if path.startswith(target + os.sep):
+                parts = tuple(path[len(target) + 1:].split(os.sep))
+                if os.path.lexists(os.path.join(out._staged_tree(target), *parts)):
+                    return False  # replaced by the new file of that name
+                return bool(ours(parts))
+    return False
+
+
+def _is_tree(path) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def _skipped(name) -> bool:
+    """Never carried from an earlier folder: staging leftovers and commit journals."""
+    from .journal import JOURNAL_MARK
+    return STAGING_MARK in name or name.startswith(JOURNAL_MARK)
+
+
+def _claimed(folder, ours, parts=()):
+    """The files below folder that ours() claims, never through a link."""
+    for name in output_entries(folder):
+        path = os.path.join(folder, name)
+        if _skipped(name):
+            continue
+        if _is_tree(path):
+            yield from _claimed(path, ours, parts + (name,))
+        elif ours(parts + (name,)):
+            yield path
+
+
+def _carried(old, new, ours, skip, parts=()):
+    """(old, new) renames that carry the earlier folder's files that are not ours (nor
+    in skip, nor replaced by the new folder) into the new one; a folder holding none of
+    ours goes in one rename."""
+    moves = []
+    for name in output_entries(old):
+        o, n, p = os.path.join(old, name), os.path.join(new, name), parts + (name,)
+        if _skipped(name) or o in skip:
+            continue
+        if _is_tree(o):
+            if _is_tree(n):
+                moves += _carried(o, n, ours, skip, p)
+            elif not os.path.lexists(n):
+                if next(_claimed(o, ours, p), None) is None and \
+                        not any(s.startswith(o + os.sep) for s in skip):
+                    moves.append((o, n))
+                else:
+                    moves += _carried(o, n, ours, skip, p)
+        elif not os.path.lexists(n) and not ours(p):
+            moves.append((o, n))
+    return moves
+
+
+def _commit_steps(outputs) -> list:
+    """Every output's steps, a folder replaced whole last: files bound for it are put
+    in its staged folder, its superseded files go with the earlier folder, and its
+    user files are carried over, so it changes in one step."""
+    from .journal import entry_id
+    made_here = {d for out in outputs for d in out._made_dirs}
+    steps = [op for out in outputs for op in out._steps(made_here)]
+    swaps = {op[2]: op[1] for op in steps if op[0] == "swap"}
+    if not swaps:
+        return steps
+
+    def inside(path):
+        return next((t for t in swaps if path.startswith(t + os.sep)), None)
+    ordered, skip = [], set()
+    for op in steps:
+        target = inside(op[-2])
+        if target is None:
+            ordered.append(op)
+        elif op[0] == "remove":
+            skip.add(op[1])  # gone with the earlier folder, never carried
+        else:
+            moved = swaps[target] + op[-2][len(target):]
+            os.makedirs(os.path.dirname(moved), exist_ok=True)
+            ordered.append([*op[:-2], moved, op[-1]])
+    ours_of = {t: ours for out in outputs for t, ours in out._swaps.items()}
+    for target, staged in swaps.items():
+        if _is_tree(target):
+            for old, new in _carried(target, staged, ours_of.get(target, lambda p: False),
+                                     skip):
+                os.makedirs(os.path.dirname(new), exist_ok=True)
+                ordered.append(["move", old, new, entry_id(old)])
+    last = [op for op in ordered if op[0] == "swap"]
+    return [op for op in ordered if op[0] != "swap"] + last
+
+
 def _commit_all(outputs: list) -> None:
+    from . import journal
     for out in outputs:
         out._check_moves()
     folders = [os.path.dirname(t) for out in outputs for _, t, _ in out._moves
-               if not is_stream_path(t)]
+               if not is_stream_path(t)] + \
+        [os.path.dirname(p) for out in outputs for p in out._removals]
+    if folders:  # where the journal goes (every step's paths lie below it)
+        folders.append(os.path.commonpath(folders))
     # An interrupt now would leave a mix of old and new; another run committing the
     # same files now would mix its files with ours.
     with signals_deferred(), _commit_lock(folders):
         for out in outputs:
             out._refuse_raced()
+        for folder in sorted(set(folders)):  # a dead run's commit here goes first
+            journal.complete(folder, locked=True)
+        journal.run(_commit_steps(outputs))
         for out in outputs:
-            out._place()
+            out._placed()
     for out in outputs:
         out._copy_streams()
 

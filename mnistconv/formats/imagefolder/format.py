@@ -29,8 +29,8 @@ from ... import codecs
 from ...errors import CannotWrite, CorruptData, FormatError, InTheWay, NoSplits, Truncated, \
     UsageError
 from ... import budget
-from ...fileio import StagedOutput, create_staged, input_entries, open_input, \
-    output_entries, sha256_file
+from ...fileio import StagedOutput, check_output_path, create_staged, input_entries, open_input, \
+    sha256_file
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
     safe_split_name
 from ...parallel import ParallelEncoder, check_workers, ordered_map
@@ -105,16 +105,17 @@ def _check_split(split, where):
     return shape, labels.astype(np.int64), indices
 
 
-def _existing_files(folder, root):
-    """Files an earlier write left under folder/<class>/, by class (a linked one is refused)."""
-    found = {}
-    if not os.path.isdir(folder):
-        return found
-    for cls in output_entries(folder, root):
-        path = os.path.join(folder, cls)
-        if is_data_name(cls) and (os.path.isdir(path) or os.path.islink(path)):
-            found[cls] = [os.path.join(path, n) for n in output_entries(path, root)]
-    return found
+# What an earlier write left: <split>/<class>/<index>.png|.jpg, and the side files
+# beside the splits that mnistconv writes (mnistconv.write's croissant.json, the
+# command line's SHA256SUMS). Anything else under ROOT is a user's, and stays.
+_IMAGE_NAME = re.compile(r"\d+\.(png|jpg)")
+_SIDE_FILES = ("croissant.json", "SHA256SUMS")
+
+
+def written_here(parts) -> bool:
+    """Whether a file at ROOT/<parts...> is one an ImageFolder write makes."""
+    return (len(parts) == 3 and _IMAGE_NAME.fullmatch(parts[2]) is not None) or \
+        (len(parts) == 1 and parts[0] in _SIDE_FILES)
 
 
 def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
@@ -143,21 +144,19 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     suffix = ".jpg" if o.image_format == "jpeg" else ".png"
     files, counts = [], {}
     with StagedOutput(force, root=path) as staged:
+        # The tree is staged whole beside ROOT and swapped in in one step: the earlier
+        # tree (splits and classes this one does not have included) goes, a user's files
+        # in it stay (written_here).
+        tree = staged.tree(path, written_here)
         stages = {}  # (split, class) -> staging directory
         for split_name, (shape, labels, indices) in checked.items():
             width = len(str(int(indices.max()))) if len(indices) else 1
             file_names = np.array([f"{i:0{width}d}{suffix}" for i in indices.tolist()])
-            old = _existing_files(os.path.join(path, split_name), path)
             for label in np.unique(labels).tolist():
-                mine = file_names[labels == label].tolist()
-                keep = set(mine)
-                stale = [os.path.basename(f) for f in old.pop(folders[label], [])
-                         if os.path.basename(f) not in keep]
-                stages[split_name, label] = staged.directory(
-                    os.path.join(path, split_name, folders[label]), mine, replaces=stale)
-            for gone in old.values():  # class folders the new output does not have
-                for f in gone:
-                    staged.supersede(f)
+                # (a linked split or class folder is refused, though only the link would go)
+                check_output_path(os.path.join(path, split_name, folders[label]), path)
+                stages[split_name, label] = os.path.join(tree, split_name, folders[label])
+                os.makedirs(stages[split_name, label])
             checked[split_name] = (shape, labels, file_names)
         tasks = [SampleTask(shape, o.image_format, o.jpeg_quality, tar=False)
                  for shape, _, _ in checked.values()]
