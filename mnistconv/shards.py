@@ -102,14 +102,18 @@ def group_shards(files) -> dict:
     return groups
 
 
-def other_shard_sets(base, targets) -> list:
-    """Files an earlier write of `base` left under other names than `targets`."""
+def other_shard_sets(base, targets, side_suffixes=()) -> list:
+    """Files an earlier write of `base` left under other names than `targets`, and
+    the side files (`<file><suffix>`, such as TFRecord's .idx) of any file of base's
+    family but the targets (those the caller decides on)."""
     folder, name = os.path.split(os.path.abspath(str(base)))
     keep = {os.path.basename(t) for t in targets}
     found = []
     for entry in output_entries(folder):  # sorted
-        m = SHARD_RE.match(entry)
-        if entry not in keep and (entry == name or (m and m["base"] == name)):
+        core = next((entry[:-len(s)] for s in side_suffixes
+                     if entry.endswith(s) and len(entry) > len(s)), entry)
+        m = SHARD_RE.match(core)
+        if core not in keep and (core == name or (m and m["base"] == name)):
             found.append(os.path.join(folder, entry))
     return found
 
@@ -129,12 +133,12 @@ class ShardSet:
         """The temporary paths to write the shards at (existing targets refused without force)."""
         return [staged.file(t) for t in self.targets]
 
-    def supersede_others(self, staged):
-        """Mark the base's other shard sets and unsharded file for removal on commit
-        (refused without force); called after staging, so a target's own name is the
-        first conflict reported."""
+    def supersede_others(self, staged, side_suffixes=()):
+        """Mark the base's other shard sets and unsharded file, with their side files,
+        for removal on commit (refused without force); called after staging, so a
+        target's own name is the first conflict reported."""
         if not self.stream:
-            for stale in other_shard_sets(self.base, self.targets):
+            for stale in other_shard_sets(self.base, self.targets, side_suffixes):
                 staged.supersede(stale)
 
 

@@ -293,6 +293,10 @@ class StagedOutput:
         self._refuse_existing(path)
         self._removals.append(path)
 
+    def superseded(self) -> set:
+        """The paths supersede() has marked for removal so far."""
+        return set(self._removals)
+
     def _temporary(self, make, **where):
         """Create a temporary and register it for abort(), with no interrupt in between."""
         with signals_deferred():
@@ -504,6 +508,19 @@ def one_commit() -> Iterator[None]:
 def pending_removals() -> set:
     """The files the enclosing one_commit() will remove (gone, for metadata listing them)."""
     return {path for out in _PENDING.get() or () for path in out._removals}
+
+
+def staged_path(path: str) -> str:
+    """Where the enclosing one_commit() holds the file it will put at path (path
+    itself when none)."""
+    path = os.path.abspath(path)
+    for out in _PENDING.get() or ():
+        for staged, target, whole_dir in out._moves:
+            if target == path:
+                return staged
+            if whole_dir and path.startswith(target + os.sep):
+                return staged + path[len(target):]
+    return path
 
 
 def will_be_removed(path: str) -> bool:

@@ -18,8 +18,9 @@ import pytest
 
 import mnistconv
 from helpers import REPO, make_idx_dir, small_digits
-from mnistconv.journal import JOURNAL_MARK
 from mnistconv.staging import STAGING_MARK
+
+JOURNAL_MARK = ".mnistconv-journal-"
 
 
 def _input(folder, seed, train, test):
@@ -106,7 +107,7 @@ def test_sigkill_at_every_commit_step_leaves_one_whole_set(tmp_path, case):
         pytest.fail("the commit never finished")
     assert _set(work) == new
     # Killed before its journal: the earlier set; after: the new one, completed.
-    assert seen[0] == "old" and seen[-1] == "new", seen
+    assert seen and seen[0] == "old" and seen[-1] == "new", seen
     if case == "imagefolder":
         assert (work / "out" / "notes.txt").read_text() == "mine\n"
 
@@ -130,3 +131,55 @@ def test_the_next_run_finishes_a_dead_commit_before_it_stages(tmp_path):
     assert names == sorted(
         [f"m-{s}.tfrecord-{i:05d}-of-00003{x}" for s in ("test", "train") for i in range(3)
          for x in ("", ".idx")] + ["other-test.tfrecord", "other-train.tfrecord"])
+
+
+# Kills the run at its Nth rename or removal, wherever it is (no hook in the code).
+_KILL_AT_NTH_CHANGE = """
+import os, shutil, signal, sys
+n, count = int(sys.argv[1]), [0]
+def cut(call):
+    def counted(*args, **kwargs):
+        count[0] += 1
+        if count[0] == n:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return call(*args, **kwargs)
+    return counted
+os.replace, os.rename, os.unlink = cut(os.replace), cut(os.rename), cut(os.unlink)
+shutil.rmtree = cut(shutil.rmtree)
+from mnistconv.cli import main
+main(sys.argv[2:])
+"""
+
+
+def test_killed_at_any_rename_or_removal_parquet_with_its_card(tmp_path):
+    """The same, cut at each filesystem change of the whole run (the issue's case:
+    Parquet with README.md and a card, another input and shard count)."""
+    options, dst, other = CASES["parquet"]
+    pristine = tmp_path / "pristine"
+    pristine.mkdir()
+    assert _convert([_input(tmp_path / "a", 1, 40, 20), dst, *options],
+                    pristine).returncode == 0
+    work = tmp_path / "work"
+    args = ["convert", _input(tmp_path / "b", 5, 30, 24), dst, *options, *other,
+            "--force", "-q"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("MNISTCONV_TEST_KILL_AT", None)
+    shutil.copytree(pristine, work)
+    old = _set(work)
+    assert _convert(args[1:-1], work).returncode == 0
+    new = _set(work)
+    kills = 0
+    for n in range(1, 300):
+        shutil.rmtree(work)
+        shutil.copytree(pristine, work)
+        result = subprocess.run([sys.executable, "-c", _KILL_AT_NTH_CHANGE, str(n),
+                                 *map(str, args)], cwd=work, env=env, capture_output=True)
+        if result.returncode == 0:
+            break
+        assert result.returncode == -signal.SIGKILL, result.stderr
+        kills += 1
+        mnistconv.read(work / dst)
+        after = _set(work)
+        assert after in (old, new), (n, sorted(set(after) ^ set(old)),
+                                     sorted(set(after) ^ set(new)))
+    assert kills > 3 and _set(work) == new

@@ -35,23 +35,15 @@ def _sums_line(digest, name):
 
 def _gone(folder, name) -> bool:
     """A listed file that is not there, or that the commit under way removes."""
-    from ..staging import pending_removals
+    from ..staging import will_be_removed
     path = os.path.join(folder, name)
-    return not os.path.lexists(path) or os.path.abspath(path) in pending_removals()
+    return not os.path.lexists(path) or will_be_removed(path)
 
 
-def _write_sha256sums(files, always):
-    """SHA256SUMS in the directory holding all the written files, names relative to it,
-    staged like every output. Lines of other files that still exist are kept (outputs
-    in one directory share it); ours replace theirs; lines of files gone (an earlier
-    shard set --force replaced) are dropped. Unless `always`, it is written only when
-    it held such lines, which would fail `sha256sum -c`. Returns its path or None."""
-    from ..fileio import StagedOutput, create_staged, open_input
-    paths = [os.path.abspath(f.path) for f in files]
-    # (the set first: an ImageFolder tree has a file per image but a folder per class)
-    folder = os.path.commonpath({os.path.dirname(p) for p in paths})
-    target = os.path.join(folder, "SHA256SUMS")
-    ours = {os.path.relpath(p, folder): f.sha256 for p, f in zip(paths, files)}
+def _kept_sums_lines(target, ours, folder):
+    """(lines kept, whether any went) of the SHA256SUMS at target: lines of files that
+    still exist and are not in ours (names relative to folder) are kept."""
+    from ..fileio import open_input
     lines, stale = [], False
     if os.path.isfile(target):
         with open_input(target, None, "r", encoding="utf-8", errors="surrogateescape") as old:
@@ -61,13 +53,47 @@ def _write_sha256sums(files, always):
                     lines.append(line if line.endswith("\n") else line + "\n")
                 else:
                     stale = True
-    if not (always or stale):
-        return None
-    lines += [_sums_line(digest, name) for name, digest in ours.items()]
+    return lines, stale
+
+
+def _stage_sums(target, lines):
+    from ..fileio import StagedOutput, create_staged
     with StagedOutput(force=True) as out:
+        if not lines:  # every file it listed is gone: it goes with them
+            out.supersede(target)
+            return
         with create_staged(out.file(target), "w", encoding="utf-8",
                            errors="surrogateescape") as f:
             f.writelines(lines)
+
+
+def _write_sha256sums(files, always):
+    """SHA256SUMS in the directory holding all the written files, names relative to it,
+    staged like every output. Lines of other files that still exist are kept (outputs
+    in one directory share it); ours replace theirs; lines of files gone (an earlier
+    shard set --force replaced) are dropped. Unless `always`, it is written only when
+    it held such lines, which would fail `sha256sum -c`. Returns its path or None.
+    A SHA256SUMS beside files the commit removes elsewhere (an earlier set of another
+    layout) loses their lines too, and goes when it lists nothing else."""
+    from ..staging import pending_removals, staged_path
+    from ..fileio import sha256_file
+    paths = [os.path.abspath(f.path) for f in files]
+    # (the set first: an ImageFolder tree has a file per image but a folder per class)
+    folder = os.path.commonpath({os.path.dirname(p) for p in paths})
+    target = os.path.join(folder, "SHA256SUMS")
+    for other in sorted({os.path.join(os.path.dirname(p), "SHA256SUMS")
+                         for p in pending_removals()} - {target}):
+        kept, went = _kept_sums_lines(other, {}, os.path.dirname(other))
+        if went:
+            _stage_sums(other, kept)
+    lines, stale = _kept_sums_lines(
+        target, {os.path.relpath(p, folder) for p in paths}, folder)
+    if not (always or stale):
+        return None
+    # (-q hashes nothing as it writes: a SHA256SUMS there must still be kept true)
+    lines += [_sums_line(f.sha256 or sha256_file(staged_path(p)), os.path.relpath(p, folder))
+              for p, f in zip(paths, files)]
+    _stage_sums(target, lines)
     return target
 
 
@@ -187,8 +213,8 @@ def run_conversion(c: Conversion, values: dict) -> int:
             files = mnistconv.write(observed, dst, writer.name, force=force,
                                     progress=make_progress(quiet), **write_options)
             stats = files.stats
-            sums_path = _write_sha256sums(files, sums) if files and (
-                sums or _sums_beside(dst, writer)) else None
+            sums_path = _write_sha256sums(files, sums) if files and dst != "-" and \
+                "://" not in dst else None
             if card_target:  # beside the output, in the same commit
                 from ..fileio import write_text_output
                 card.complete(card_stats, dataset)
@@ -199,8 +225,8 @@ def run_conversion(c: Conversion, values: dict) -> int:
                 card_file = write_text_output(card_target, html, force)
             elif force and dst != "-" and "://" not in dst:
                 _drop_earlier_card(dst)
-        if force and dst != "-" and "://" not in dst:
-            _drop_plan_record(dst)
+            if force and dst != "-" and "://" not in dst:
+                _drop_plan_record(dst)
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
     if as_json:
@@ -321,11 +347,14 @@ def _written_outputs(dataset, dst, writer, options):
 
 
 def _drop_plan_record(dst):
-    """The progress record of the earlier planned run --force replaced (shards gone)."""
+    """The progress record of the earlier planned run --force replaced (shards gone),
+    in the same commit."""
     from ..plan import record_path
+    from ..staging import StagedOutput
     record = record_path(dst)
     if os.path.lexists(record) and not os.path.isdir(record):
-        os.unlink(record)
+        with StagedOutput(force=True) as out:
+            out.supersede(record)
 
 
 def _unrecorded_split_name(dataset, dst, writer):

@@ -19,12 +19,14 @@ the class in column 0, the other columns 0. MNIST, FashionMNIST and KMNIST check
 all four files exist: write train and test (together, or one after the other).
 """
 
+import contextlib
 import os
 
 import numpy as np
 
 from ...errors import BadOption, CorruptData, FormatError, UsageError
-from ...fileio import HashingWriter, StagedOutput, create_staged, output_file_info
+from ...fileio import HashingWriter, StagedOutput, create_staged, output_entries, \
+    output_file_info
 from ...records import NO_PROGRESS, iter_batches
 
 from . import SPEC
@@ -36,6 +38,21 @@ def folder(root, name):
     """ROOT/<Dataset>/raw, where torchvision's class of that name looks:
     folder("data", "EMNIST-letters") is 'data/EMNIST/raw'."""
     return os.path.join(root, name.split("-")[0], "raw")
+
+
+def layout_files(root) -> list:
+    """The files a torchvision-layout write left under root (each class's names in its
+    folder): an earlier set that --force replaces with the flat layout."""
+    found = set()
+    for name in DATASETS:
+        names = set()
+        for split in ("train", "test", "nist"):
+            with contextlib.suppress(UsageError):
+                names.update(file_names(name, split))
+        where = folder(root, name)
+        found.update(os.path.join(where, n) for n in output_entries(where, root)
+                     if n in names)
+    return sorted(found)
 
 
 def file_names(name, split):
@@ -93,6 +110,13 @@ def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
     written = []
     with StagedOutput(force, root=root) as out:
         stage = out.directory(target, [n for pair in names.values() for n in pair])
+        if force:  # an earlier set in the flat layout, or for another of torchvision's classes
+            from .format import flat_files
+            mine = {os.path.abspath(os.path.join(target, n)) for pair in names.values()
+                    for n in pair}
+            for earlier in flat_files(os.path.abspath(root)) + layout_files(root):
+                if os.path.abspath(earlier) not in mine:
+                    out.supersede(earlier)
         for split_name, split in dataset.splits.items():
             images_name, labels_name = names[split_name]
             count = split.header.count

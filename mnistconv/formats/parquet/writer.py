@@ -262,12 +262,27 @@ class ParquetWrite(ShardedWrite):
                     name, index, path if self.one_file else os.path.join(
                         path, self.folder, f"{name}-{index:05d}-of-{shards:05d}.parquet"),
                     bounds[index - 1] if index else 0, stop))
-            if not self.one_file:  # an earlier write of this split (other shard counts)
-                folder = os.path.join(path, self.folder)
-                keep = {os.path.basename(t.path) for t in self.targets if t.split == name}
-                pattern = re.compile(re.escape(name) + r"(-\d{5}-of-\d{5})?\.parquet")
-                self.stale += [os.path.join(folder, n) for n in output_entries(folder)
-                               if pattern.fullmatch(n) and n not in keep]
+        if not self.one_file:
+            self.stale = self._earlier_files(path)
+
+    def _earlier_files(self, path):
+        """The data files an earlier write left: `<config>/<split>[-shard].parquet` in
+        any config folder (other shard counts, splits or config), but ours."""
+        keep = {os.path.abspath(t.path) for t in self.targets}
+        # (in another folder, only the names this writer gives a folder output: sharded)
+        ours = re.compile(r"[A-Za-z0-9_.-]+?(-\d{5}-of-\d{5})?\.parquet")
+        other = re.compile(r"[A-Za-z0-9_.-]+-\d{5}-of-\d{5}\.parquet")
+        found = []
+        for config in output_entries(path, path):
+            folder = os.path.join(path, config)
+            if config.startswith(".") or not os.path.isdir(folder) \
+                    or os.path.islink(folder):
+                continue
+            pattern = ours if config == self.folder else other
+            found += [os.path.join(folder, n) for n in output_entries(folder, path)
+                      if pattern.fullmatch(n)
+                      and os.path.abspath(os.path.join(folder, n)) not in keep]
+        return found
 
     def encoder(self, total=None):
         """The PNG encoders of every split's image shape."""

@@ -26,7 +26,7 @@ from ...contract import Counters, ShardTarget, ShardedWrite
 from . import SPEC
 from ...codecs.framing import Framer
 from .index_files import IndexWriter, index_path
-from .names import split_target
+from .names import INDEX_SUFFIX, split_target
 
 CHUNK = 1000  # records per work unit: small per-chunk costs, flat memory
 # The JPEG error is measured on the first 1/ERROR_SAMPLE of each chunk: decoding all
@@ -251,7 +251,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     with StagedOutput(force, root=path) as staged:
         staged_paths = [shard_set.stage_files(staged) for _, _, shard_set in job.plan]
         for _, _, shard_set in job.plan:
-            shard_set.supersede_others(staged)
+            shard_set.supersede_others(staged, (INDEX_SUFFIX,))
             for target in shard_set.targets:  # an index of other records is refused
                 if not o.index_files and os.path.lexists(index_path(target)):
                     staged.supersede(index_path(target))
@@ -346,7 +346,8 @@ class TFRecordWrite(ShardedWrite):
             self.targets += [ShardTarget(name, i, str(t), a, b) for i, (t, a, b) in
                              enumerate(zip(shard_set.targets, starts, shard_set.bounds))]
             if planned:
-                self.stale += other_shard_sets(shard_set.base, shard_set.targets)
+                self.stale += other_shard_sets(shard_set.base, shard_set.targets,
+                                               (INDEX_SUFFIX,))
         if any(settings.extras is not None for _, settings, _ in self.plan):
             extras.kept(dataset)  # every record holds them as int64 features
         self.record_bytes = max(int(np.prod(s.slot_shape)) for _, s, _ in self.plan)
