@@ -32,6 +32,7 @@ import signal
 import sys
 from typing import Iterator, Optional
 
+STAGING_MARK = ".mnistconv-tmp-"  # staging names (staging.py); never data, never carried
 JOURNAL_MARK = ".mnistconv-journal-"
 _JOURNAL_RE = re.compile(re.escape(JOURNAL_MARK) + r"(\d+)(\.tmp)?$")
 # Folders above a read's path searched for a dead run's journal (a card beside the
@@ -291,3 +292,98 @@ def complete_around(path: str) -> None:
         if parent == folder:
             break
         folder = parent
+
+
+def complete_up(folder: str) -> bool:
+    """complete() in folder and the folders above it (a journal there names staged files
+    here: they are the new set, not leftovers). False: a live run holds one."""
+    folder = os.path.abspath(folder or os.curdir)
+    for _ in range(SEARCH_UP + 1):
+        if not complete(folder):
+            return False
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return True
+
+
+# --- a folder replaced whole ---------------------------------------------------------
+
+def _entries(folder) -> list:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
+
+
+def _skipped(name) -> bool:
+    """Never carried from an earlier folder: staging leftovers and commit journals."""
+    return STAGING_MARK in name or name.startswith(JOURNAL_MARK)
+
+
+def claimed(folder, ours, parts=()):
+    """The files below folder that ours(parts) claims, never through a link."""
+    for name in _entries(folder):
+        path = os.path.join(folder, name)
+        if _skipped(name):
+            continue
+        if _is_tree(path):
+            yield from claimed(path, ours, parts + (name,))
+        elif ours(parts + (name,)):
+            yield path
+
+
+def _carried(old, new, ours, skip, parts=()):
+    """(old, new) renames that carry the earlier folder's files that are not ours (nor
+    in skip, nor replaced by the new folder) into the new one; a folder holding none of
+    ours goes in one rename."""
+    moves = []
+    for name in _entries(old):
+        o, n, p = os.path.join(old, name), os.path.join(new, name), parts + (name,)
+        if _skipped(name) or o in skip:
+            continue
+        if _is_tree(o):
+            if _is_tree(n):
+                moves += _carried(o, n, ours, skip, p)
+            elif not os.path.lexists(n):
+                if next(claimed(o, ours, p), None) is None and \
+                        not any(s.startswith(o + os.sep) for s in skip):
+                    moves.append((o, n))
+                else:
+                    moves += _carried(o, n, ours, skip, p)
+        elif not os.path.lexists(n) and not ours(p):
+            moves.append((o, n))
+    return moves
+
+
+def with_swaps_last(steps: list, ours_of: dict) -> list:
+    """A commit's steps with each folder replaced whole ("swap") last, so it changes in
+    one step: files bound for it are put in its staged folder first, its superseded
+    files go with the earlier folder, and the earlier folder's files that ours_of[folder]
+    does not claim (a user's) are carried into the staged one."""
+    swaps = {op[2]: op[1] for op in steps if op[0] == "swap"}
+    if not swaps:
+        return steps
+
+    def inside(path):
+        return next((t for t in swaps if path.startswith(t + os.sep)), None)
+    ordered, skip = [], set()
+    for op in steps:
+        target = inside(op[-2])
+        if target is None:
+            ordered.append(op)
+        elif op[0] == "remove":
+            skip.add(op[1])  # gone with the earlier folder, never carried
+        else:
+            moved = swaps[target] + op[-2][len(target):]
+            os.makedirs(os.path.dirname(moved), exist_ok=True)
+            ordered.append([*op[:-2], moved, op[-1]])
+    for target, staged in swaps.items():
+        if _is_tree(target):
+            for old, new in _carried(target, staged, ours_of.get(target, lambda p: False),
+                                     skip):
+                os.makedirs(os.path.dirname(new), exist_ok=True)
+                ordered.append(["move", old, new, entry_id(old)])
+    return [op for op in ordered if op[0] != "swap"] + \
+        [op for op in ordered if op[0] == "swap"]

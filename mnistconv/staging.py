@@ -27,7 +27,7 @@ from typing import IO, Any, Iterator, Optional
 
 from .errors import InTheWay, UsageError
 
-STAGING_MARK = ".mnistconv-tmp-"
+from .journal import STAGING_MARK  # noqa: F401  (defined beside the journal's mark)
 # Paths naming a stream of this process, written like '-' (a rename would replace the node).
 _STREAM_PATH = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/self/fd/\d+")
 
@@ -184,25 +184,11 @@ def _pid_alive(pid) -> bool:
     return True
 
 
-def _journals_done(folder: str) -> bool:
-    """A dead run's commit journal in folder or above, carried out first: its staged
-    files are the new set, not leftovers (False: a live run holds one of them)."""
-    from . import journal
-    folder = os.path.abspath(folder or os.curdir)
-    for _ in range(journal.SEARCH_UP + 1):
-        if not journal.complete(folder):
-            return False
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return True
-
-
 def remove_dead_leftovers(folder: str) -> None:
     """Remove the staging names in folder whose run is gone (SIGKILL, a crash); a live
     run's are never touched, nor any while a dead run's commit journal is unfinished."""
-    if not _journals_done(folder):
+    from .journal import complete_up
+    if not complete_up(folder):
         return
     pattern = re.compile(re.escape(STAGING_MARK) + r"(\d+)-")
     for entry in output_entries(folder):
@@ -338,7 +324,8 @@ class StagedOutput:
             raise InTheWay(target, "exists and is not a directory")
         if _is_tree(target):
             if not self.force:
-                first = next(_claimed(target, ours), None)
+                from .journal import claimed
+                first = next(claimed(target, ours), None)
                 if first is not None:
                     raise exists_error(first)
             remove_dead_leftovers(target)
@@ -543,80 +530,13 @@ def _is_tree(path) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
 
-def _skipped(name) -> bool:
-    """Never carried from an earlier folder: staging leftovers and commit journals."""
-    from .journal import JOURNAL_MARK
-    return STAGING_MARK in name or name.startswith(JOURNAL_MARK)
-
-
-def _claimed(folder, ours, parts=()):
-    """The files below folder that ours() claims, never through a link."""
-    for name in output_entries(folder):
-        path = os.path.join(folder, name)
-        if _skipped(name):
-            continue
-        if _is_tree(path):
-            yield from _claimed(path, ours, parts + (name,))
-        elif ours(parts + (name,)):
-            yield path
-
-
-def _carried(old, new, ours, skip, parts=()):
-    """(old, new) renames that carry the earlier folder's files that are not ours (nor
-    in skip, nor replaced by the new folder) into the new one; a folder holding none of
-    ours goes in one rename."""
-    moves = []
-    for name in output_entries(old):
-        o, n, p = os.path.join(old, name), os.path.join(new, name), parts + (name,)
-        if _skipped(name) or o in skip:
-            continue
-        if _is_tree(o):
-            if _is_tree(n):
-                moves += _carried(o, n, ours, skip, p)
-            elif not os.path.lexists(n):
-                if next(_claimed(o, ours, p), None) is None and \
-                        not any(s.startswith(o + os.sep) for s in skip):
-                    moves.append((o, n))
-                else:
-                    moves += _carried(o, n, ours, skip, p)
-        elif not os.path.lexists(n) and not ours(p):
-            moves.append((o, n))
-    return moves
-
-
 def _commit_steps(outputs) -> list:
-    """Every output's steps, a folder replaced whole last: files bound for it are put
-    in its staged folder, its superseded files go with the earlier folder, and its
-    user files are carried over, so it changes in one step."""
-    from .journal import entry_id
+    """Every output's steps, a folder replaced whole last (journal.with_swaps_last)."""
+    from .journal import with_swaps_last
     made_here = {d for out in outputs for d in out._made_dirs}
     steps = [op for out in outputs for op in out._steps(made_here)]
-    swaps = {op[2]: op[1] for op in steps if op[0] == "swap"}
-    if not swaps:
-        return steps
-
-    def inside(path):
-        return next((t for t in swaps if path.startswith(t + os.sep)), None)
-    ordered, skip = [], set()
-    for op in steps:
-        target = inside(op[-2])
-        if target is None:
-            ordered.append(op)
-        elif op[0] == "remove":
-            skip.add(op[1])  # gone with the earlier folder, never carried
-        else:
-            moved = swaps[target] + op[-2][len(target):]
-            os.makedirs(os.path.dirname(moved), exist_ok=True)
-            ordered.append([*op[:-2], moved, op[-1]])
-    ours_of = {t: ours for out in outputs for t, ours in out._swaps.items()}
-    for target, staged in swaps.items():
-        if _is_tree(target):
-            for old, new in _carried(target, staged, ours_of.get(target, lambda p: False),
-                                     skip):
-                os.makedirs(os.path.dirname(new), exist_ok=True)
-                ordered.append(["move", old, new, entry_id(old)])
-    last = [op for op in ordered if op[0] == "swap"]
-    return [op for op in ordered if op[0] != "swap"] + last
+    return with_swaps_last(steps, {t: ours for out in outputs
+                                   for t, ours in out._swaps.items()})
 
 
 def _commit_all(outputs: list) -> None:

@@ -28,8 +28,7 @@ import numpy as np
 from ...errors import CannotWrite, CorruptData, FormatError, OverLimit, Truncated, UsageError
 from ... import budget
 from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
-                       input_entries, input_root, open_input, output_entries,
-                       output_file_info)
+                       input_entries, input_root, open_input, output_file_info)
 from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
@@ -421,16 +420,6 @@ def matches_name(path) -> bool:
     return bool(NAME.match(os.path.basename(str(path).rstrip("/"))))
 
 
-# What a flat write names its files (any split), and its class names file.
-_FLAT_NAME = re.compile(r"[^/]+-(images-idx\d+|labels-idx1)-ubyte(\.gz)?")
-
-
-def flat_files(root) -> list:
-    """The files a flat write left in root: an earlier set --force replaces whole."""
-    return [os.path.join(root, n) for n in output_entries(root, root)
-            if _FLAT_NAME.fullmatch(n) or n == classes.sidecar_name()]
-
-
 def file_names(split, image_shape, gzip=False):
     """The (images, labels) file names a split is written under, as MNIST names them:
     file_names("test", (28, 28)) is ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte')."""
@@ -471,7 +460,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
                                         [n for pair in names.values() for n in pair],
                                         class_names)
         if force:  # an earlier set's other splits, or one in torchvision's layout
-            from .torchvision import layout_files
+            from .torchvision import flat_files, layout_files
             mine = {os.path.join(os.path.abspath(path), n) for pair in names.values()
                     for n in pair} | {os.path.join(os.path.abspath(path),
                                                    classes.sidecar_name())}

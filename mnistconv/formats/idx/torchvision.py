@@ -21,12 +21,14 @@ all four files exist: write train and test (together, or one after the other).
 
 import contextlib
 import os
+import re
 
 import numpy as np
 
 from ...errors import BadOption, CorruptData, FormatError, UsageError
 from ...fileio import HashingWriter, StagedOutput, create_staged, output_entries, \
     output_file_info
+from ...codecs import classes
 from ...records import NO_PROGRESS, iter_batches
 
 from . import SPEC
@@ -38,6 +40,16 @@ def folder(root, name):
     """ROOT/<Dataset>/raw, where torchvision's class of that name looks:
     folder("data", "EMNIST-letters") is 'data/EMNIST/raw'."""
     return os.path.join(root, name.split("-")[0], "raw")
+
+
+# What a flat write names its files (any split), and its class names file.
+_FLAT_NAME = re.compile(r"[^/]+-(images-idx\d+|labels-idx1)-ubyte(\.gz)?")
+
+
+def flat_files(root) -> list:
+    """The files a flat write left in root: an earlier set --force replaces whole."""
+    return [os.path.join(root, n) for n in output_entries(root, root)
+            if _FLAT_NAME.fullmatch(n) or n == classes.sidecar_name()]
 
 
 def layout_files(root) -> list:
@@ -111,7 +123,6 @@ def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
     with StagedOutput(force, root=root) as out:
         stage = out.directory(target, [n for pair in names.values() for n in pair])
         if force:  # an earlier set in the flat layout, or for another of torchvision's classes
-            from .format import flat_files
             mine = {os.path.abspath(os.path.join(target, n)) for pair in names.values()
                     for n in pair}
             for earlier in flat_files(os.path.abspath(root)) + layout_files(root):
