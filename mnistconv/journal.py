@@ -165,7 +165,7 @@ def _write(folder, ops) -> str:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+    os.rename(tmp, path)  # (a fresh name: nothing there to replace)
     return path
 
 
