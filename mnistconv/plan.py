@@ -449,9 +449,6 @@ def run(source, path, format_name, options, tasks=Tasks(), on_task=None) -> dict
     dataset = source.open() if isinstance(source, InputSpec) else source
     plan = make_plan(dataset, path, format_name, options)
     path = plan["output"]
-    if "://" not in str(path):  # a killed run's commit there, finished before it is read
-        from .journal import complete_around
-        complete_around(path)
     prepare(dataset, path, plan, force=tasks.force, resume=resume)
     done = []
     for number in range(int(task_index), len(plan["tasks"]), num_tasks):
