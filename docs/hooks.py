@@ -140,7 +140,22 @@ def format_page(name):
     ]
     out = [f"# {f.name}", "", _escape(f.description) + ".", ""]
     out += [f"- **{k}**: {v}" for k, v in facts]
+    out += ["", "## What it holds", "", holds_table(f)]
     return "\n".join(out) + "\n"
+
+
+def holds_table(f):
+    """The format's declaration (its SPEC's Holds), a row per option that changes it;
+    a write of anything else is refused before any output exists."""
+    rows = ["| | images | pixel types | targets | extras | image size |",
+            "|---|---|---|---|---|---|"]
+    for label, holds in [("default", f.holds)] + [
+            (f"`{next((o.flag for o in f.write_options if o.name == n), n)}`"
+             + ("" if v is True else f" `{v}`"), h) for n, v, h in f.holds_when]:
+        t = holds.table()
+        rows.append(f"| {label} | {t['images']} | {t['dtypes']} | {t['targets']} | "
+                    f"{t['extras']} | {t['image size']} |")
+    return "\n".join(rows)
 
 
 def format_reference(name):

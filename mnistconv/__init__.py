@@ -191,10 +191,9 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise CannotWrite(path, f"mnistconv cannot write {fmt.name}")
-    from .contract import checked_options
+    from .contract import admit, checked_options
     path, options = checked_options(fmt, path, options)
-    from .codecs.classes import check_dataset
-    check_dataset(dataset)
+    admit(fmt, dataset, options)
     from . import croissant
     described = croissant.applies(fmt.name, path)
     if described:  # refused now, not after the data is written

@@ -131,11 +131,34 @@ def set_max_image_pixels(pixels) -> int:
     return before
 
 
+# The most channels an H x W x C image has (RGBA): a longer last axis, or another rank,
+# makes an array, not an image (schema.Image.channels).
+MAX_CHANNELS = 4
+
+
+def channels_of(shape) -> "int | None":
+    """Channels of an image of this shape: 1 for H x W, C for H x W x C (C at most
+    MAX_CHANNELS); None for an array of another shape."""
+    shape = tuple(shape)
+    if len(shape) == 2:
+        return 1
+    if len(shape) == 3 and 1 <= int(shape[2]) <= MAX_CHANNELS:
+        return int(shape[2])
+    return None
+
+
+def pixels_per_channel(shape) -> int:
+    """H x W of an image, its channels not counted; every element of another array."""
+    if channels_of(shape) is not None:
+        return int(shape[0]) * int(shape[1])
+    return math.prod(int(d) for d in shape)
+
+
 def check_image_size(shape, path, what="image"):
-    """Refuse one image larger than MAX_IMAGE_PIXELS (before anything is allocated):
-    height x width, the first two of (H, W) or (H, W, C), pixels whatever the channels
-    (--max-image-size counts them so; memory counts channels in budget.image_bytes)."""
-    if math.prod(int(d) for d in tuple(shape)[:2]) > MAX_IMAGE_PIXELS:
+    """Refuse one image of more than MAX_IMAGE_PIXELS pixels per channel (before
+    anything is allocated): --max-image-size 64x64 takes a 64 x 64 RGB image (memory
+    counts channels in budget.image_bytes)."""
+    if pixels_per_channel(shape) > MAX_IMAGE_PIXELS:
         raise FormatError(path, f"{what} of {'x'.join(str(int(d)) for d in shape)} "
                                 f"exceeds mnistconv's limit of {MAX_IMAGE_PIXELS:,} pixels "
                                 "per image", "raise it with --max-image-size WxH if the "

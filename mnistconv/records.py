@@ -11,30 +11,83 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from . import budget
+from .schema import Schema, schema_of
 
 # What a caller asks for when it has no preference; readers cut it to budget.rows().
 DEFAULT_BATCH = budget.MAX_ROWS
 
 
-@dataclass(frozen=True)
+# Header.with_'s names of the target's fields.
+_TARGET_FIELDS = {"label_dtype": "dtype", "num_classes": "width", "class_names": "names"}
+
+
+@dataclass(frozen=True, init=False)
 class Header:
-    """What a split holds, known before any image is read.
+    """What a split holds, known before any image is read: its count, its schema
+    (schema.Schema: image, target, extra columns) and the file(s) it was read from.
 
         h = mnistconv.read("data/mnist").splits["train"].header
         h.count, h.shape, h.dtype  # 60000 (28, 28) uint8
+        h.schema.image.channels     # 1
+
+    shape, dtype, label_dtype, num_classes and class_names are the schema's, read
+    through properties; Header(count, shape, dtype, ...) builds the schema from them.
     """
 
     count: int
-    shape: tuple  # of one image, e.g. (28, 28)
-    dtype: np.dtype  # pixel element type
-    label_dtype: np.dtype = np.dtype(np.uint8)
-    num_classes: Optional[int] = None  # known from the format (one-hot width), else None
-    source: str = ""  # the file(s) this split was read from, for messages
-    class_names: tuple = ()  # by label value, where the source records them
+    schema: Schema
+    source: str  # the file(s) this split was read from, for messages
+
+    def __init__(self, count: int, shape: Any = None, dtype: Any = None,
+                 label_dtype: Any = np.uint8, num_classes: Optional[int] = None,
+                 source: str = "", class_names: tuple = (), *,
+                 schema: Optional[Schema] = None):
+        if schema is None:
+            schema = schema_of(tuple(shape), np.dtype(dtype), label_dtype, num_classes,
+                               class_names)
+        object.__setattr__(self, "count", count)
+        object.__setattr__(self, "schema", schema)
+        object.__setattr__(self, "source", source)
+
+    @property
+    def shape(self) -> tuple:
+        """One image's shape, e.g. (28, 28) or (32, 32, 3)."""
+        return self.schema.image.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The pixel element type."""
+        return self.schema.image.dtype
+
+    @property
+    def label_dtype(self) -> np.dtype:
+        return self.schema.target.dtype
+
+    @property
+    def num_classes(self) -> Optional[int]:
+        """The target's declared width (a one-hot width, TFDS' num_classes), else None."""
+        return self.schema.target.width
+
+    @property
+    def class_names(self) -> tuple:
+        """Names by label value, where the source records them; () otherwise."""
+        return self.schema.target.names
 
     def with_(self, **changes: Any) -> "Header":
-        """A copy with some fields changed: `h.with_(count=100)`."""
-        return replace(self, **changes)
+        """A copy with some fields changed: `h.with_(count=100)`, `h.with_(shape=...)`."""
+        schema = changes.pop("schema", self.schema)
+        image = {k: changes.pop(k) for k in ("shape", "dtype") if k in changes}
+        target = {_TARGET_FIELDS[k]: changes.pop(k)
+                  for k in ("label_dtype", "num_classes", "class_names") if k in changes}
+        if image:
+            schema = schema.with_(image=replace(schema.image, **image))
+        if target:
+            schema = schema.with_(target=replace(schema.target, **target))
+        unknown = set(changes) - {"count", "source"}
+        if unknown:
+            raise TypeError(f"Header has no field {', '.join(sorted(unknown))}")
+        return Header(changes.get("count", self.count),
+                      source=changes.get("source", self.source), schema=schema)
 
 
 @dataclass
@@ -87,12 +140,14 @@ class Split(ABC):
         return gather_from_file(self._spool, 0, self.header, positions)
 
     def num_classes(self) -> int:
-        """Width of a one-hot label: the header's if known, else max label + 1 (10 at least
-        for the MNIST family, so a subset missing the digit 9 still gets 10 columns)."""
-        if self.header.num_classes:
-            return self.header.num_classes
+        """Width of a one-hot label: the number of classes the schema declares (its
+        names, else its width), else the labels' max + 1 (0 for no labels). No floor:
+        a two-class dataset gets two columns."""
+        declared = self.header.schema.target.classes
+        if declared:
+            return declared
         labels = self.labels()
-        return max(10, int(labels.max()) + 1) if len(labels) else 10
+        return int(labels.max()) + 1 if len(labels) else 0
 
 
 class ArraySplit(Split):
@@ -102,8 +157,9 @@ class ArraySplit(Split):
                  indices: Optional[np.ndarray] = None, source: str = "",
                  num_classes: Optional[int] = None):
         images, labels = np.asarray(images), np.asarray(labels)
-        super().__init__(name, Header(len(labels), images.shape[1:], images.dtype,
-                                      labels.dtype, num_classes, source))
+        super().__init__(name, Header(len(labels), source=source, schema=schema_of(
+            images.shape[1:], images.dtype, labels.dtype, num_classes,
+            label_shape=labels.shape[1:])))
         self._images, self._labels = images, labels
         self._indices = np.arange(len(labels), dtype=np.int64) if indices is None \
             else np.asarray(indices, dtype=np.int64)

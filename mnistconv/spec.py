@@ -50,6 +50,49 @@ class Option:
         return f"{self.low} or more" if self.low is not None else f"{self.high} or less"
 
 
+# Target kinds a format may hold (schema.CLASS, MULTILABEL, NO_TARGET; spelled here so
+# a SPEC imports no numpy).
+CLASS, MULTILABEL, NO_TARGET = "class", "multilabel", "none"
+GREY, RGB, RGBA = (1,), (3,), (4,)
+
+
+@dataclass(frozen=True)
+class Holds:
+    """What a format can hold, declared in its SPEC; contract.admit compares every
+    split's schema with it before anything is written, and `mnistconv formats` shows it.
+
+        Holds(channels=(1, 3), dtypes=("uint8",), extras=True)
+    """
+
+    # Channel counts of H x W (x C) images: 1 grey, 3 RGB, 4 RGBA. None: arrays of any
+    # shape (IDX, npz).
+    channels: Optional[tuple] = GREY
+    # Pixel types by numpy name. None: any numpy type.
+    dtypes: Optional[tuple] = ("uint8",)
+    targets: tuple = (CLASS,)
+    # Keeps named per-example extra columns (QMNIST's); else they are dropped, noted.
+    extras: bool = False
+    # Every split the same image size (one features.json); else each split its own.
+    one_image_size: bool = False
+    # The most classes a label can name (GDMNIST1's uint8 labels: 256). None: no limit
+    # beyond mnistconv's own (limits.MAX_CLASSES).
+    max_classes: Optional[int] = None
+
+    def table(self) -> dict:
+        """The declaration as `mnistconv formats` and the format pages show it."""
+        names = {1: "grey", 2: "grey+alpha", 3: "RGB", 4: "RGBA"}
+        return {
+            "images": "any array" if self.channels is None else
+            ", ".join(names.get(c, f"{c} channels") for c in self.channels),
+            "dtypes": "any" if self.dtypes is None else ", ".join(self.dtypes),
+            "targets": ", ".join("multi-label" if t == MULTILABEL else t
+                                 for t in self.targets)
+            + (f" (at most {self.max_classes} classes)" if self.max_classes else ""),
+            "extras": "kept" if self.extras else "dropped",
+            "image size": "one for all splits" if self.one_image_size else "per split",
+        }
+
+
 @dataclass(frozen=True)
 class Format:
     """A format's declaration; `module`, imported on first use, provides sniff(path),
@@ -74,6 +117,20 @@ class Format:
     compression_suffixes: tuple = ()
     # The module whose prepare_write() writes one shard alone (mnistconv.contract).
     sharded: Optional[str] = None
+    # What the output can hold (contract.admit checks it) with the default options, and
+    # what it holds instead when an option says otherwise: ((option, value, Holds), ...).
+    holds: Holds = Holds()
+    holds_when: tuple = ()
+
+    def holding(self, options: Any = None) -> Holds:
+        """What the output holds with these write options (a dict or the options
+        dataclass; None: the defaults)."""
+        for name, value, holds in self.holds_when:
+            given = options.get(name) if isinstance(options, dict) else \
+                getattr(options, name, None)
+            if given == value:
+                return holds
+        return self.holds
 
     def options(self, values: dict):
         """The write options as a frozen dataclass, checked once (None: the default)."""

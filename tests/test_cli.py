@@ -143,7 +143,13 @@ def test_info_text_and_json(src):
     assert files[path] == hashlib.sha256(open(path, "rb").read()).hexdigest()
     text = run("info", folder).stdout.decode()
     assert f"{folder}: idx, 2 split(s)" in text
-    assert "train: 100 images 28x28 uint8, labels uint8 0..9" in text
+    assert "train: 100 images 28x28 uint8, labels uint8 0..9\n    schema: 28x28 grey " \
+           "uint8, class\n" in text
+    assert train["schema"] == {
+        "image": {"shape": [28, 28], "height": 28, "width": 28, "channels": 1,
+                  "dtype": "uint8"},
+        "target": {"kind": "class", "classes": None, "names": [], "dtype": "uint8"},
+        "extras": []}
 
 
 def test_info_reads_gzip_through(tmp_path):
@@ -187,7 +193,8 @@ def test_formats_lines_up_its_columns():
         assert row[:width + 2] == f"{name:<{width}}  " and row[width + 2:width + 6] \
             == f"{modes:<2}  " and row[width + 6] != " ", row
     assert {len(line) - len(line.lstrip(" ")) for line in options} == {width + 6}
-    assert all(line.lstrip(" ").startswith("options: ") for line in options)
+    assert all(line.lstrip(" ").startswith(("options: ", "holds: ")) for line in options)
+    assert sum(line.lstrip(" ").startswith("holds: ") for line in options) == len(rows)
 
 
 def test_every_pair_command_exists_and_helps():

@@ -73,9 +73,11 @@ TEST_BARS = [
 
 def test_info_on_the_sample_is_exact():
     want = [f"{SAMPLE}: idx, 2 split(s)",
-            "  train: 1000 images 28x28 uint8, labels uint8 0..9", "    per class:",
+            "  train: 1000 images 28x28 uint8, labels uint8 0..9",
+            "    schema: 28x28 grey uint8, class", "    per class:",
             *TRAIN_BARS,
-            "  test: 200 images 28x28 uint8, labels uint8 0..9", "    per class:",
+            "  test: 200 images 28x28 uint8, labels uint8 0..9",
+            "    schema: 28x28 grey uint8, class", "    per class:",
             *TEST_BARS]
     want += [f"  {digest}  {size:>10}  {SAMPLE / name}" for digest, size, name in SAMPLE_FILES]
     assert outcome(invoke("info", SAMPLE)) == (0, "\n".join(want) + "\n", "")
@@ -151,7 +153,10 @@ def test_formats_json_is_the_registry():
                        "stdio": fmt.stdio, "description": fmt.description,
                        "extensions": list(fmt.extensions),
                        "read_options": [o.flag for o in fmt.read_options],
-                       "write_options": [o.flag for o in fmt.write_options]}
+                       "write_options": [o.flag for o in fmt.write_options],
+                       "holds": fmt.holds.table(),
+                       "holds_when": [{"option": o, "value": v, "holds": h.table()}
+                                      for o, v, h in fmt.holds_when]}
     idx = rows[0]
     assert (idx["name"], idx["read"], idx["write"], idx["stdio"]) == ("idx", True, True,
                                                                       False)
@@ -266,5 +271,7 @@ def test_formats_markdown_table_lists_every_registered_format():
     result = CliRunner().invoke(cli, ["formats", "--markdown"])
     assert result.exit_code == 0
     from mnistconv import registry
-    rows = result.output.splitlines()[2:]
-    assert [row.split("**")[1] for row in rows] == list(registry.FORMATS)
+    overview, holds = result.output.split("\n\n")
+    for table in (overview, holds):  # then what each holds (contract.admit's table)
+        rows = table.splitlines()[2:]
+        assert [row.split("**")[1] for row in rows] == list(registry.FORMATS)

@@ -142,9 +142,10 @@ def test_manifest_listing_a_missing_required_file(tmp_path):
 def test_writer_refuses_what_it_cannot_hold_before_any_output(tmp_path):
     floats = mnistconv.Dataset("t", {"train": mnistconv.ArraySplit(
         "train", np.zeros((2, 28, 28), np.float32), np.zeros(2, np.uint8), source="x.npz")})
-    with pytest.raises(mnistconv.UsageError, match="GDMNIST1 images must be uint8, split "
-                                                   "train has float32"):
+    with pytest.raises(mnistconv.CannotWrite) as e:
         mnistconv.write(floats, tmp_path / "out.bin")
+    assert str(e.value) == ("x.npz: gdmnist cannot hold split train's float32 pixels (it "
+                            "holds uint8); write it as idx, npz or caffe-hdf5, which can")
     big_labels = mnistconv.Dataset("t", {"train": mnistconv.ArraySplit(
         "train", np.zeros((2, 4, 4), np.uint8), np.array([3, 300]))})
     with pytest.raises(mnistconv.UsageError, match=r"split 'train' has labels 3\.\.300 "

@@ -307,12 +307,16 @@ def test_label_formats_and_index_feature(tmp_path):
     _, labels, indices = read_all(tmp_path / "a.tfrecord")["train"]
     np.testing.assert_array_equal(labels, ds.splits["train"].labels())
     np.testing.assert_array_equal(indices, np.arange(30) * 3 + 1000)
-    # One-hot width: 10 at least for the MNIST family, even with 7 classes present.
+    # One-hot width: the classes present (7) when nothing declares more; no floor of 10.
     write(ds, tmp_path / "b.tfrecord", image_format="png")
     ex = example_class().FromString(
         records_of(tmp_path / "b.tfrecord")[0])
-    assert len(ex.features.feature["label"].int64_list.value) == 10
-    assert mnistconv.read(tmp_path / "b.tfrecord").splits["train"].header.num_classes == 10
+    assert len(ex.features.feature["label"].int64_list.value) == 7
+    assert mnistconv.read(tmp_path / "b.tfrecord").splits["train"].header.num_classes == 7
+    # Declared (a one-hot width read back, names) it stays, whatever labels a subset has.
+    ds.splits["train"].header = ds.splits["train"].header.with_(num_classes=12)
+    write(ds, tmp_path / "c.tfrecord", image_format="png")
+    assert mnistconv.read(tmp_path / "c.tfrecord").splits["train"].header.num_classes == 12
 
 
 def test_several_splits_become_named_files_and_read_back(tmp_path):
@@ -551,8 +555,10 @@ def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path):
 def test_non_uint8_images_are_refused(tmp_path):
     ds = mnistconv.Dataset("x", {"train": mnistconv.ArraySplit(
         "train", np.zeros((3, 28, 28), np.float32), np.zeros(3, np.uint8))})
-    with pytest.raises(mnistconv.UsageError, match="TFRecord images must be uint8"):
-        write(ds, tmp_path / "a.tfrecord")
+    with pytest.raises(mnistconv.CannotWrite) as e:
+        mnistconv.write(ds, tmp_path / "a.tfrecord")
+    assert str(e.value) == ("train: tfrecord cannot hold split train's float32 pixels (it "
+                            "holds uint8); write it as idx, npz or caffe-hdf5, which can")
     assert not os.listdir(tmp_path)
 
 

@@ -34,12 +34,39 @@ def markdown_table():
     return "\n".join(rows)
 
 
+def holds_line(f):
+    """What the format holds, in one line (from its SPEC's Holds)."""
+    t = f.holds.table()
+    line = f"images {t['images']}; pixels {t['dtypes']}; targets {t['targets']}; " \
+           f"extras {t['extras']}; image size {t['image size']}"
+    for option, value, holds in f.holds_when:
+        flag = next((o.flag for o in f.write_options if o.name == option), option)
+        given = flag if value is True else f"{flag} {value}"
+        w = holds.table()
+        line += f" (with {given}: {w['images']}, {w['dtypes']})"
+    return line
+
+
+def capability_table():
+    """What each format holds, from the declarations (spec.Holds): the table `mnistconv
+    formats --markdown` ends with, and each format page shows its row of."""
+    rows = ["| format | images | pixel types | targets | extras | image size |",
+            "|---|---|---|---|---|---|"]
+    for f in registry.FORMATS.values():
+        t = f.holds.table()
+        rows.append(f"| **{f.name}** | {t['images']} | {t['dtypes']} | {t['targets']} | "
+                    f"{t['extras']} | {t['image size']} |")
+    return "\n".join(rows)
+
+
 @click.command("formats")
 @run_options("json")
 @click.option("--markdown", is_flag=True, help="Print the formats as a Markdown table "
                                                 "(the documentation site's overview).")
 def formats_command(run, markdown):
-    """List the formats mnistconv reads and writes, with their options.
+    """List the formats mnistconv reads and writes, with their options and what each
+    holds (channels, pixel types, targets, extra columns, image size): a write of
+    anything else is refused before any output exists.
 
     \b
     Examples:
@@ -50,13 +77,18 @@ def formats_command(run, markdown):
     rows = [{"name": f.name, "read": f.can_read, "write": f.can_write, "stdio": f.stdio,
              "description": f.description, "extensions": list(f.extensions),
              "read_options": [o.flag for o in f.read_options],
-             "write_options": [o.flag for o in f.write_options]}
+             "write_options": [o.flag for o in f.write_options],
+             "holds": f.holds.table(),
+             "holds_when": [{"option": o, "value": v, "holds": h.table()}
+                            for o, v, h in f.holds_when]}
             for f in registry.FORMATS.values()]
     if run.as_json:
         emit_json(rows)
         return 0
     if markdown:
         click.echo(markdown_table())
+        click.echo("")
+        click.echo(capability_table())
         return 0
     # The name column is as wide as the longest name, so every description starts in
     # one column however long a format's name is.
@@ -68,4 +100,5 @@ def formats_command(run, markdown):
         opts = list(dict.fromkeys(r["read_options"] + r["write_options"]))
         if opts:
             click.echo(f"{'':<{width + 6}}options: {' '.join(opts)}")
+        click.echo(f"{'':<{width + 6}}holds: {holds_line(registry.get(r['name']))}")
     return 0

@@ -31,6 +31,7 @@ def describe(dataset):
             "label_range": [labels.min().item(), labels.max().item()] if len(labels) else None,
             "class_counts": {str(c): int(n) for c, n in enumerate(classes) if n},
             "source": h.source,
+            "schema": h.schema.as_json(),
         }
         if h.class_names:  # only where known: other datasets' output stays as it was
             splits[name]["class_names"] = list(h.class_names)
@@ -77,6 +78,7 @@ def info(path, from_name, run, **values):
         low, high = s["label_range"] or ("-", "-")
         say(f"  {name}: {s['count']} images {shape} {s['dtype']}, labels "
                    f"{s['label_dtype']} {low}..{high}")
+        say(f"    schema: {dataset.splits[name].header.schema}")
         names = s.get("class_names", ())
         if names:
             say(f"    class names: {_names_line(names)}")

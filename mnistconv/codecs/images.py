@@ -5,7 +5,7 @@ and for one-image-file-per-sample formats the split before writing and each imag
 import numpy as np
 
 from .. import codecs
-from ..errors import BadImage, CannotWrite, CorruptData, FormatError, OverLimit, UsageError
+from ..errors import BadImage, CannotWrite, CorruptData, FormatError, OverLimit
 from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
 from .example import record_name
 from .png import decode_unfiltered
@@ -15,28 +15,18 @@ MAX_DIMS = 32
 
 
 def grayscale_shape(split, where, format_name):
-    """The images' H x W (H x W x 1 counts as H x W), or a UsageError when they are not
-    grayscale uint8, all the image-encoding writers write. where: None for the source."""
+    """The images' H x W (H x W x 1 counts as H x W) for a writer of grey images, which
+    contract.admit lets through only (the door refuses colour and other pixel types);
+    a CannotWrite for images with no pixels. where: None for the source."""
     h = split.header
-    where = where or h.source or split.name
     shape = tuple(h.shape)
     if len(shape) == 3 and shape[-1] == 1:
         shape = shape[:2]
     if len(shape) != 2 or 0 in shape:
-        raise CannotWrite(where, f"split {split.name} has images of shape {h.shape}, "
-                                 f"{format_name} holds grayscale H x W (or H x W x 1)",
-                          GRAYSCALE_ADVICE if len(shape) == 3 and 0 not in shape
-                          else None)
-    if np.dtype(h.dtype) != np.uint8:
-        raise UsageError(where, f"{format_name} images must be uint8, split {split.name} "
-                                f"has {np.dtype(h.dtype).name}",
-                         "convert without --float, or from a uint8 source")
+        raise CannotWrite(where or h.source or split.name,
+                          f"split {split.name} has images of shape {h.shape}, "
+                          f"{format_name} holds images of at least 1 x 1 pixel")
     return shape
-
-
-# What a colour split given to a grey-only writer is told.
-GRAYSCALE_ADVICE = ("make it grey with --grayscale (ITU-R 601-2 luma, as Pillow's "
-                    "convert('L')), or write a format that holds colour (npz, Parquet)")
 
 
 def class_labels(split, where, one_class):

@@ -1,7 +1,7 @@
 """HDF5 for Caffe's HDF5Data layer: the declaration (light, for `--help`); the code
 and layout are in format.py (imported on first use: it needs `h5py`)."""
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -20,6 +20,9 @@ SPEC = Format(
         Option("compress", "--compress", "gzip-compress the datasets (HDF5's shuffle and "
                "deflate filters, level 4; Caffe's HDF5 library reads them)"),
     ),
+    holds=Holds(channels=(1, 2, 3, 4), dtypes=(
+        "bool", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64")),
+    holds_when=(("pixel_type", "uint8", Holds(channels=(1, 2, 3, 4))),),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -338,19 +338,6 @@ def _pixels(images, pixel_type, scale):
     return images.astype(np.float32)
 
 
-def _check(split, pixel_type, path):
-    h = split.header
-    if len(h.shape) not in (2, 3):
-        raise UsageError(path, f"images of shape {h.shape} cannot be HDF5Data blobs",
-                         "they are H x W or H x W x C")
-    if pixel_type == "uint8" and h.dtype != np.uint8:
-        raise UsageError(path, f"split {split.name} has {h.dtype.name} pixels, --pixel-type "
-                               "uint8 keeps uint8 ones", "drop --pixel-type uint8")
-    if h.dtype.kind not in "buf":
-        raise UsageError(path, f"split {split.name} has {h.dtype.name} pixels",
-                         "HDF5Data takes uint8 or float pixels")
-
-
 class _Sink:
     """A staged file as HDF5 writes it (h5py's fileobj driver). A write that fails (a
     full disk, a file size limit) is kept, HDF5's later writes go into nothing, and the
@@ -486,7 +473,6 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
                          "with --split")
     for split in splits:
         safe_split_name(split.name, path)
-        _check(split, o.pixel_type, path)
     one_stem = os.path.basename(path)[:-len(os.path.splitext(path)[1])]
     files, counts = [], {}
     with StagedOutput(force, root=path) as out:

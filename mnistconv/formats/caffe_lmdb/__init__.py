@@ -1,7 +1,7 @@
 """Caffe's LMDB of caffe.Datum (layout in format.py, the Datum in datum.py): the format's
 declaration, light enough for `--help`; the code (it needs `lmdb`) loads on first use."""
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -13,6 +13,9 @@ SPEC = Format(
         Option("encoded", "--encoded", "PNG-encoded Datums (encoded = true, as "
                "convert_imageset --encoded writes) instead of raw pixels"),
     ),
+    # Raw Datums hold C x H x W uint8; PNG-encoded ones are grey here.
+    holds=Holds(channels=(1, 2, 3, 4)),
+    holds_when=(("encoded", True, Holds()),),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -24,7 +24,7 @@ import resource
 import numpy as np
 
 from ...errors import (CannotWrite, CorruptData, FormatError, NotFound,
-    OverLimit, Truncated, UsageError, WrongFormat, optional_import)
+    OverLimit, Truncated, WrongFormat, optional_import)
 from ...fileio import StagedOutput, check_input_file, has_magic, input_entries, \
     output_file_info
 from ... import budget
@@ -355,15 +355,9 @@ def _png_bound(height, width):
     return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + 12 * (n // 8192 + 2) + 64
 
 
-def _check_writable(split, encoded, path):
+def _check_writable(split, path):
+    # Its images (uint8; grey when encoded): the door (contract.admit, SPEC.holds).
     h = split.header
-    if h.dtype != np.uint8:
-        raise UsageError(path, f"Datum.data holds uint8 pixels; split {split.name} has "
-                               f"{h.dtype.name}", "convert the pixels to uint8 first")
-    if len(h.shape) not in (2, 3) or (encoded and len(h.shape) != 2):
-        raise UsageError(path, f"images of shape {h.shape} cannot be Datums"
-                               + (" PNG-encoded here (grayscale only)" if encoded else ""),
-                         "Datums hold H x W (grayscale) or H x W x C images")
     labels = split.labels()
     if len(labels) and labels.dtype.kind not in "biu":
         if not np.array_equal(labels, np.floor(labels)):
@@ -429,14 +423,14 @@ def _write_split(lmdb, split, staged, encoded, progress):
     channels = 1 if len(h.shape) == 2 else h.shape[2]
     prefix = datum.raw_prefix(channels, h.shape[0], h.shape[1])
     size = len(prefix) + channels * h.shape[0] * h.shape[1] + 2
-    bound = (_png_bound(*h.shape) + 24) if encoded else size + 9
+    bound = (_png_bound(*h.shape[:2]) + 24) if encoded else size + 9
     env = lmdb.open(staged, subdir=False, lock=False, map_size=_map_size(h.count, bound),
                     sync=False, metasync=False, max_dbs=0)
     written = 0
     try:
         pending, pending_bytes = [], 0
         for batch in iter_batches(split, progress, split.name):
-            values = [datum.encoded_datum(encode_png(image), int(label))
+            values = [datum.encoded_datum(encode_png(image.reshape(image.shape[:2])), int(label))
                       for image, label in zip(batch.images, batch.labels)] if encoded \
                 else _raw_values(batch.images, batch.labels, prefix)
             pending += zip([b"%08d" % i for i in range(written, written + len(values))],
@@ -466,7 +460,7 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=
     splits = list(dataset.splits.values())
     for split in splits:
         safe_split_name(split.name, path)
-        _check_writable(split, encoded, path)
+        _check_writable(split, path)
     one = len(splits) == 1 and os.path.basename(base).endswith("_lmdb")
     files, counts = [], {}
     with StagedOutput(force, root=path) as out:

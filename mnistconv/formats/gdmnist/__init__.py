@@ -1,7 +1,7 @@
 """GDMNIST1, the compact binary a web page loads: the declaration (light, for
 `--help`); the code and byte layout are in format.py."""
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -15,6 +15,7 @@ SPEC = Format(
         Option("gzip", "--gzip", "write .gz files (deterministic: level 9, mtime 0)"),
     ),
     stdio=True,
+    holds=Holds(max_classes=256),  # grey uint8 images, uint8 labels
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

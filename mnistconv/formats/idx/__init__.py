@@ -1,7 +1,7 @@
 """IDX, the MNIST database's own format: the declaration (light, for `--help`); the
 code and byte layout are in format.py."""
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -35,6 +35,10 @@ SPEC = Format(
                 "EMNIST-mnist"), "MNIST"),
     ),
     output_is_directory=True,
+    # Any array IDX has an element type for; torchvision's layout: what its readers take.
+    holds=Holds(channels=None, dtypes=("uint8", "int8", "int16", "int32", "float32",
+                                       "float64")),
+    holds_when=(("layout", "torchvision", Holds()),),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

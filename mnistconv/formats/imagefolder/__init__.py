@@ -3,7 +3,7 @@ image_dataset_from_directory read it (layout in format.py). This file is the for
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
@@ -17,6 +17,7 @@ SPEC = Format(
         WORKERS,
     ),
     output_is_directory=True,
+    holds=Holds(),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

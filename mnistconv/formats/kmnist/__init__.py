@@ -1,7 +1,7 @@
 """KMNIST / Kuzushiji-49 as published in numpy form: the declaration (light, for
 `--help`); the code and byte layout are in format.py."""
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -16,6 +16,7 @@ SPEC = Format(
     ),
     can_write=False,
     split_names_from_file_names=True,
+    holds=Holds(),  # what its files hold (it is not written)
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

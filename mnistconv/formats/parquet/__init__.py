@@ -26,7 +26,7 @@ The code is in reader.py and writer.py (the format's module), imported on first 
 needs pyarrow (the `parquet` extra).
 """
 
-from ...spec import Format, Option
+from ...spec import Format, GREY, Holds, Option, RGB
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(
@@ -54,6 +54,7 @@ SPEC = Format(
         WORKERS,
     ),
     sharded="mnistconv.formats.parquet.writer",
+    holds=Holds(channels=GREY + RGB, extras=True),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -1,7 +1,7 @@
 """Quick, Draw!'s numpy_bitmap files: the declaration (light, for `--help`); the
 code and byte layout are in format.py."""
 
-from ...spec import Format
+from ...spec import Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -12,6 +12,7 @@ SPEC = Format(
     read_options=(SPLIT_NAME, CLASS_NAMES),
     can_write=False,
     split_names_from_file_names=True,
+    holds=Holds(),  # what its files hold (it is not written)
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -2,7 +2,7 @@
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SHARDS = shards_option("<name>-<split>.<format>-00000-of-0000N",
@@ -29,6 +29,7 @@ SPEC = Format(
         WORKERS,
     ),
     sharded="mnistconv.formats.tfds.format",
+    holds=Holds(one_image_size=True),  # one features.json Image for every split
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

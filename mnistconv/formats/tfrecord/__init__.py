@@ -41,7 +41,7 @@ This file imports no other module until a name is used, so `--help` pays for not
 
 import importlib
 
-from ...spec import Format, Option
+from ...spec import Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, shards_option
 
 SPEC = Format(
@@ -90,6 +90,7 @@ SPEC = Format(
     ),
     stdio=True,
     sharded="mnistconv.formats.tfrecord.writer",
+    holds=Holds(extras=True),  # extras as int64 features
 )
 
 
