@@ -10,8 +10,7 @@ import os
 
 import numpy as np
 
-from .records import DEFAULT_BATCH, Dataset, Split
-from .stream import extra_fields
+from .records import DEFAULT_BATCH, Dataset, WrappedSplit
 
 SAMPLES = 8  # images shown per class
 MAX_MEAN_PIXELS = 1 << 23  # classes x pixels of float64 sums kept for mean images
@@ -128,12 +127,12 @@ def _number(value):
     return round(value, 4) if isinstance(value, float) else value
 
 
-class _Observed(Split):
+class _Observed(WrappedSplit):
     """The base split, its batches counted into a SplitStats on their way to the writer."""
 
     def __init__(self, base, stats):
-        super().__init__(base.name, base.header)
-        self.base, self.stats = base, stats
+        super().__init__(base)
+        self.stats = stats
 
     def batches(self, batch_size=DEFAULT_BATCH):
         from concurrent.futures import ThreadPoolExecutor
@@ -144,21 +143,6 @@ class _Observed(Split):
                 counted = counting.submit(self.stats.add, batch.images, batch.labels)
                 yield batch
                 counted.result()
-
-    def labels(self):
-        return self.base.labels()
-
-    def indices(self):
-        return self.base.indices()
-
-    def take(self, positions):
-        return self.base.take(positions)
-
-    def num_classes(self):
-        return self.base.num_classes()
-
-    def extra_fields(self):
-        return extra_fields(self.base)
 
 
 def observe(dataset):

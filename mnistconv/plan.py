@@ -33,7 +33,7 @@ from .errors import BadOption, FormatError, UsageError
 from .limits import parse_json
 from .location import SetFolder
 from . import budget
-from .records import DEFAULT_BATCH, Batch, Split
+from .records import DEFAULT_BATCH, Batch, WrappedSplit
 from .staging import exists_error
 
 PLAN_VERSION = 1
@@ -48,19 +48,19 @@ def sharded(dataset, path, plan, workers=1, processes=False) -> ShardedWrite:
                          dict(plan["options"], workers=workers, processes=processes))
 
 
-class RangeSplit(Split):
+class RangeSplit(WrappedSplit):
     """Records start..stop of a split as a split of their own (a shard's records), read
-    with take() when the split can seek, else read up to stop."""
+    with take() when the split can seek, else read up to stop. Its class count is the
+    whole split's (a shard may miss a class)."""
 
     def __init__(self, split, start, stop):
-        super().__init__(split.name, split.header.with_(count=stop - start))
+        super().__init__(split, split.header.with_(count=stop - start))
         self.split, self.start, self.stop = split, int(start), int(stop)
-        self.seekable = type(split).take is not Split.take
 
     def batches(self, batch_size=DEFAULT_BATCH):
         start, stop = self.start, self.stop
         batch_size = budget.rows(self.header, batch_size)
-        if self.seekable:
+        if self.can_seek:
             labels, indices = self.labels(), self.indices()
             for at in range(0, stop - start, batch_size):
                 end = min(stop - start, at + batch_size)
@@ -83,9 +83,13 @@ class RangeSplit(Split):
     def indices(self):
         return np.asarray(self.split.indices(), np.int64)[self.start:self.stop]
 
-    def num_classes(self):
-        """The whole split's class count (a shard may miss a class)."""
-        return self.split.num_classes()
+    def take(self, positions):
+        return self.split.take(np.asarray(positions, np.int64) + self.start)
+
+    def extra_fields(self):
+        """The split's extra fields of these records."""
+        extra = self.split.extra_fields()
+        return None if extra is None else (extra[0], extra[1][self.start:self.stop])
 
 
 class InputSpec:

@@ -107,7 +107,18 @@ class Batch:
 
 
 class Split(ABC):
-    """A named split. Subclasses implement batches(); the rest has defaults."""
+    """A named split. Subclasses implement batches(); the rest has defaults.
+
+    What a split can do beyond batches() it declares, so callers ask instead of probing
+    for methods: can_seek (take() reads only the records asked for; else it spools the
+    split once), can_select (select() reads only the chosen records: a TFRecord with
+    record indexes), carries_extras (extra_fields() may give columns beside the label).
+    """
+
+    can_seek: bool = False
+    can_select: bool = False
+    carries_extras: bool = False
+    _spool: Any = None  # take()'s copy of the images, made on first use
 
     def __init__(self, name: str, header: Header):
         self.name = name
@@ -131,7 +142,7 @@ class Split(ABC):
         """Images at the given positions (any order). Sources that can seek override
         this; the default spools the images once to a temporary file and gathers from it
         (gather_from_file), so memory stays bounded."""
-        if getattr(self, "_spool", None) is None:
+        if self._spool is None:
             spool = tempfile.TemporaryFile()
             for batch in self.batches():
                 spool.write(np.ascontiguousarray(batch.images).tobytes())
@@ -149,9 +160,62 @@ class Split(ABC):
         labels = self.labels()
         return int(labels.max()) + 1 if len(labels) else 0
 
+    def select(self, limit: Optional[int], per_class: Optional[int], shuffle: bool,
+               seed: int) -> "Optional[Split]":
+        """Where can_select: the chosen records (stream.select_split's choice), read
+        alone; None to let select_split choose from the labels."""
+        return None
+
+    def extra_fields(self) -> Optional[tuple]:
+        """Where carries_extras: (names, N x k int32 table) of the columns beside the
+        label (QMNIST's), or None when this split has none."""
+        return None
+
+    def check(self) -> None:  # noqa: B027 (most splits defer nothing)
+        """Read what a lazy reader leaves unread, so `info` finds damage (default:
+        nothing is deferred)."""
+
+
+class WrappedSplit(Split):
+    """A split over another, `base`: whatever it does not change is the base's (its
+    batches, labels, indices, take, class count, extra fields, what it can do). The
+    transforms (selection, transpose, grey, relabel, a shard's range), TFDS' split and
+    the card's observer are wrapped splits."""
+
+    def __init__(self, base: Split, header: Optional[Header] = None):
+        super().__init__(base.name, base.header if header is None else header)
+        self.base = base
+        self.can_seek = base.can_seek
+        self.carries_extras = base.carries_extras
+
+    def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
+        return self.base.batches(batch_size)
+
+    def labels(self) -> np.ndarray:
+        return self.base.labels()
+
+    def indices(self) -> np.ndarray:
+        return self.base.indices()
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        return self.base.take(positions)
+
+    def num_classes(self) -> int:
+        """The base's (a subset missing a class keeps the whole split's count)."""
+        declared = self.header.schema.target.classes
+        return declared if declared else self.base.num_classes()
+
+    def extra_fields(self) -> Optional[tuple]:
+        return self.base.extra_fields()
+
+    def check(self) -> None:
+        self.base.check()
+
 
 class ArraySplit(Split):
     """A split held in memory (tests, small npz files, transforms' results)."""
+
+    can_seek = True
 
     def __init__(self, name: str, images: np.ndarray, labels: np.ndarray,
                  indices: Optional[np.ndarray] = None, source: str = "",

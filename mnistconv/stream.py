@@ -8,7 +8,7 @@ import numpy as np
 
 from . import budget
 from .errors import BadOption, FormatError, UsageError
-from .records import DEFAULT_BATCH, Batch, Dataset, Split
+from .records import DEFAULT_BATCH, Batch, Dataset, Split, WrappedSplit
 
 # The note a reader adds when it turned stored-transposed images upright (EMNIST).
 TRANSPOSED_NOTE = "EMNIST stores its images transposed"
@@ -16,16 +16,14 @@ TRANSPOSED_NOTE = "EMNIST stores its images transposed"
 
 def extra_fields(split: Split) -> Optional[tuple]:
     """A split's fields beyond the label (QMNIST's): (names, N x k array), or None."""
-    get = getattr(split, "extra_fields", None)
-    return get() if get is not None else None
+    return split.extra_fields() if split.carries_extras else None
 
 
-class SelectionSplit(Split):
+class SelectionSplit(WrappedSplit):
     """The examples of `base` at `positions`, in that order."""
 
     def __init__(self, base: Split, positions: np.ndarray):
-        super().__init__(base.name, base.header.with_(count=len(positions)))
-        self.base = base
+        super().__init__(base, base.header.with_(count=len(positions)))
         self.positions = np.asarray(positions, dtype=np.int64)
         self._labels: Optional[np.ndarray] = None
 
@@ -43,7 +41,7 @@ class SelectionSplit(Split):
 
     def extra_fields(self) -> Optional[tuple]:
         """The base's extra fields at the chosen positions."""
-        extra = extra_fields(self.base)
+        extra = self.base.extra_fields()
         return None if extra is None else (extra[0], extra[1][self.positions])
 
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
@@ -73,39 +71,26 @@ class SelectionSplit(Split):
                 break
 
 
-class TransposedSplit(Split):
+class TransposedSplit(WrappedSplit):
     """Images with their rows and columns swapped (H x W [x C] becomes W x H [x C]: the
     channels stay last); `automatic` when a reader did it."""
 
-    automatic = False
+    automatic: bool = False
 
     def __init__(self, base: Split):
         shape = tuple(base.header.shape)
         if len(shape) < 2:
             raise UsageError(base.header.source, "--transpose needs images of 2 or more "
                                                  "dimensions", "drop --transpose")
-        super().__init__(base.name, base.header.with_(shape=(shape[1], shape[0])
-                                                      + shape[2:]))
-        self.base = base
+        super().__init__(base, base.header.with_(shape=(shape[1], shape[0]) + shape[2:]))
 
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         for b in self.base.batches(batch_size):
             yield Batch(np.ascontiguousarray(np.swapaxes(b.images, 1, 2)), b.labels,
                         b.indices)
 
-    def labels(self) -> np.ndarray:
-        return self.base.labels()
-
-    def indices(self) -> np.ndarray:
-        """The base's: transposing moves no example."""
-        return self.base.indices()
-
     def take(self, positions: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.swapaxes(self.base.take(positions), 1, 2))
-
-    def extra_fields(self) -> Optional[tuple]:
-        """The base's: transposing moves no example."""
-        return extra_fields(self.base)
 
 
 # What --grayscale does, as the summary, --json's notes and the card say it.
@@ -113,14 +98,13 @@ GRAYSCALE_RULE = ("ITU-R 601-2 luma, L = (19595 R + 38470 G + 7471 B + 32768) >>
                   "Pillow's convert('L'); alpha dropped")
 
 
-class GrayscaleSplit(Split):
+class GrayscaleSplit(WrappedSplit):
     """Colour images (H x W x C, C of 2, 3 or 4) made grey (H x W) by codecs.to_grayscale:
     the reduction --grayscale (grayscale=True) asks for, and only then."""
 
     def __init__(self, base: Split):
         shape = tuple(base.header.shape)
-        super().__init__(base.name, base.header.with_(shape=shape[:2]))
-        self.base = base
+        super().__init__(base, base.header.with_(shape=shape[:2]))
 
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         from .codecs import to_grayscale
@@ -128,20 +112,9 @@ class GrayscaleSplit(Split):
         for b in self.base.batches(budget.rows(self.base.header, batch_size)):
             yield Batch(to_grayscale(b.images), b.labels, b.indices)
 
-    def labels(self) -> np.ndarray:
-        return self.base.labels()
-
-    def indices(self) -> np.ndarray:
-        """The base's: making grey moves no example."""
-        return self.base.indices()
-
     def take(self, positions: np.ndarray) -> np.ndarray:
         from .codecs import to_grayscale
         return to_grayscale(self.base.take(positions))
-
-    def extra_fields(self) -> Optional[tuple]:
-        """The base's: making grey moves no example."""
-        return extra_fields(self.base)
 
 
 def is_colour(split: Split) -> bool:
@@ -177,13 +150,13 @@ def reduce_to_grayscale(dataset: Dataset) -> Dataset:
     return Dataset(dataset.format, result, dataset.paths, notes)
 
 
-class RelabeledSplit(Split):
+class RelabeledSplit(WrappedSplit):
     """Labels moved down by `offset` (EMNIST letters' 1..26 become 0..25), names too."""
 
     def __init__(self, base: Split, offset: int):
         names = tuple(base.header.class_names)[offset:]
-        super().__init__(base.name, base.header.with_(class_names=names))
-        self.base, self.offset = base, offset
+        super().__init__(base, base.header.with_(class_names=names))
+        self.offset = offset
         self._labels: Optional[np.ndarray] = None
 
     def _shift(self, labels):
@@ -198,20 +171,14 @@ class RelabeledSplit(Split):
             self._labels = self._shift(self.base.labels())
         return self._labels
 
-    def indices(self) -> np.ndarray:
-        """The base's: relabelling moves no example."""
-        return self.base.indices()
-
     def batches(self, batch_size: int = DEFAULT_BATCH) -> Iterator[Batch]:
         for b in self.base.batches(batch_size):
             yield Batch(b.images, self._shift(b.labels), b.indices)
 
-    def take(self, positions: np.ndarray) -> np.ndarray:
-        return self.base.take(positions)
-
-    def extra_fields(self) -> Optional[tuple]:
-        """The base's."""
-        return extra_fields(self.base)
+    def num_classes(self) -> int:
+        """The names' count, else the base's less the offset."""
+        names = self.header.class_names
+        return len(names) if names else max(self.base.num_classes() - self.offset, 0)
 
 
 def balanced_positions(labels: np.ndarray, order: np.ndarray, per_class: int,
@@ -238,8 +205,7 @@ def select_split(split: Split, limit: Optional[int] = None, per_class: Optional[
     if not shuffle and per_class is None and limit is None:
         return split
     # A reader that can read only the chosen records (a TFRecord with record indexes).
-    chosen = split.select(limit, per_class, shuffle, seed) if hasattr(split, "select") \
-        else None
+    chosen = split.select(limit, per_class, shuffle, seed) if split.can_select else None
     if chosen is not None:
         return chosen
     count = split.header.count
@@ -288,8 +254,8 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
     result = {}
     notes = list(dataset.notes)
     for name, split in chosen.items():
-        automatic = getattr(split, "automatic", False)
-        if automatic and transpose is False:
+        automatic = isinstance(split, TransposedSplit) and split.automatic
+        if isinstance(split, TransposedSplit) and automatic and transpose is False:
             split = split.base  # as stored
             notes = [n for n in notes if TRANSPOSED_NOTE not in n]
         split = select_split(split, limit, per_class, shuffle, seed)

@@ -124,7 +124,7 @@ def _pieces(split, wanted):
     rows = budget.rows(split.header)
     if not len(wanted):
         return
-    if _seeks(split):
+    if split.can_seek:  # a reader's own take(), through the wrappers
         for start, stop in budget.spans(len(wanted), rows):
             yield np.asarray(split.take(wanted[start:stop]))
         return
@@ -138,16 +138,6 @@ def _pieces(split, wanted):
             yield images[k:k + 1]
         at, images = at + n, None
     batches.close()
-
-
-def _seeks(split) -> bool:
-    """Whether take() reaches a reader's own (not Split's) through the wrappers."""
-    from .records import Split
-    while type(split).take is not Split.take:
-        if getattr(split, "base", None) is None:
-            return True
-        split = split.base
-    return False
 
 
 def _pair_rows(image):

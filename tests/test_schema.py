@@ -227,3 +227,68 @@ def test_each_format_page_shows_its_declaration():
         "|---|---|---|---|---|---|\n"
         "| default | grey, grey+alpha, RGB, RGBA | uint8 | class | dropped | per split |\n"
         "| `--encoded` | grey | uint8 | class | dropped | per split |\n")
+
+
+class _Stream(mnistconv.records.Split):
+    """A reader that cannot seek: batches only."""
+
+    def __init__(self, images, labels):
+        super().__init__("train", ArraySplit("train", images, labels).header)
+        self.images, self.labels_ = images, labels
+
+    def batches(self, batch_size=1024):
+        yield mnistconv.records.Batch(self.images, self.labels_,
+                                      np.arange(len(self.labels_), dtype=np.int64))
+
+
+def test_splits_declare_what_they_can_do_and_wrappers_pass_it_on():
+    from mnistconv import stream
+    from mnistconv.plan import RangeSplit
+    images = np.arange(5 * 4, dtype=np.uint8).reshape(5, 2, 2)
+    labels = np.array([0, 1, 2, 1, 0], np.uint8)
+    seeking, streaming = ArraySplit("train", images, labels), _Stream(images, labels)
+    assert (seeking.can_seek, streaming.can_seek) == (True, False)
+    assert not (seeking.can_select or seeking.carries_extras)
+    for base in (seeking, streaming):
+        for wrapped in (stream.SelectionSplit(base, np.array([4, 0])),
+                        stream.TransposedSplit(base), stream.RelabeledSplit(base, 0),
+                        RangeSplit(base, 1, 3)):
+            assert isinstance(wrapped, mnistconv.records.WrappedSplit)
+            assert (wrapped.can_seek, wrapped.can_select, wrapped.carries_extras) == \
+                (base.can_seek, False, False), type(wrapped)
+    # A range's take() is its own positions, its batches the base's records 1..2.
+    part = RangeSplit(seeking, 1, 3)
+    np.testing.assert_array_equal(part.take(np.array([1, 0])), images[[2, 1]])
+    got = np.concatenate([b.images for b in RangeSplit(streaming, 1, 3).batches()])
+    np.testing.assert_array_equal(got, images[1:3])
+
+
+def test_a_subset_keeps_the_whole_splits_classes():
+    from mnistconv import stream
+    base = ArraySplit("train", np.zeros((10, 2, 2), np.uint8), np.arange(10) % 10)
+    assert stream.SelectionSplit(base, np.arange(5)).num_classes() == 10  # labels 0..4
+    assert stream.RelabeledSplit(base, 1).num_classes() == 9
+
+
+def test_extras_travel_only_where_declared():
+    """A split class whose extra_fields() can give columns says so (carries_extras)."""
+    import importlib
+    import pkgutil
+    from mnistconv.records import Split
+    package = importlib.import_module("mnistconv.formats")  # mnistconv.formats: a function
+    for info in pkgutil.walk_packages(package.__path__, "mnistconv.formats."):
+        try:
+            importlib.import_module(info.name)
+        except ImportError:  # an optional dependency (array_record, h5py, ...)
+            continue
+    found, todo = [], list(Split.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo += cls.__subclasses__()
+    # Wrapped splits (TFDS') say what their base says.
+    readers = [c for c in found if c.__module__.startswith("mnistconv.formats.")
+               and not issubclass(c, mnistconv.records.WrappedSplit)]
+    assert len(readers) >= 10
+    for cls in readers:
+        assert cls.carries_extras == (cls.extra_fields is not Split.extra_fields), cls

@@ -17,8 +17,7 @@ def describe(dataset):
     from ..stream import extra_fields
     splits = {}
     for name, split in dataset.splits.items():
-        if hasattr(split, "check"):
-            split.check()
+        split.check()
         labels = split.labels()
         h = split.header
         # A multi-label target (N x k of 0/1) counts the images carrying each label.

@@ -144,6 +144,8 @@ class ArrayRecordSplit(Split):
         split.take([5, 59999])        # reads and decodes those two records only
     """
 
+    can_seek = True
+
     def __init__(self, name, files, workers=None, expected=None, claimed_by=None):
         module = shardwrite.array_record_module()
         self.files = list(files)

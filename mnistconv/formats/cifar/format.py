@@ -74,6 +74,7 @@ class CifarSplit(InOrder, Split):
     """One split: one or more record files read in order (CIFAR-10's training batches)."""
 
     coarse_names: tuple = ()  # CIFAR-100's 20 superclasses, when coarse_label_names.txt is there
+    carries_extras = True  # CIFAR-100's coarse label
 
     def __init__(self, name, paths, kind):
         self.paths, self.kind, self.record = list(paths), kind, RECORD[kind]

@@ -1,7 +1,7 @@
 """CIFAR-10 and CIFAR-100, python version: the declaration (light, for `--help`); the
 code, the byte layout and the restricted unpickler are in format.py and unpickle.py."""
 
-from ...spec import Format
+from ...spec import RGB, Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -12,6 +12,7 @@ SPEC = Format(
     read_options=(SPLIT_NAME, CLASS_NAMES),
     can_write=False,
     split_names_from_file_names=True,
+    holds=Holds(channels=RGB, extras=True),  # what its files hold (CIFAR-100's coarse label)
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

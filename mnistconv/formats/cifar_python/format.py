@@ -119,6 +119,7 @@ class CifarPythonSplit(InOrder, Split):
     """One split: one or more batch files (CIFAR-10's training set is five)."""
 
     coarse_names: tuple = ()
+    carries_extras = True  # CIFAR-100's coarse label
 
     def __init__(self, name, parts, kind):
         self.parts, self.kind = parts, kind

@@ -157,6 +157,8 @@ def _open_checked(path):
 class GdmnistSplit(Split):
     """One GDMNIST1 file; labels and indices are read when first asked for."""
 
+    can_seek = True
+
     def __init__(self, name, path):
         h, file = _open_checked(path)
         self.file = file  # the .bin itself, or the decompressed copy of a .bin.gz

@@ -216,6 +216,9 @@ def _read_labels(h: IdxHeader):
 
 
 class IdxSplit(InOrder, Split):
+    can_seek = True
+    carries_extras = True  # QMNIST's extended labels
+
     def __init__(self, name, images_path, labels_path):
         images = read_header(images_path)
         labels = read_header(labels_path)

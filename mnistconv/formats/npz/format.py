@@ -57,6 +57,8 @@ FORTRAN_MAX_BYTES = 64 << 20
 
 
 class NpzSplit(InOrder, Split):
+
+    carries_extras = True
     def __init__(self, name, path, archive: zipfile.ZipFile):
         self.path = path
         self.x_name, self.y_name = f"x_{name}.npy", f"y_{name}.npy"

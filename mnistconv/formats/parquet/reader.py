@@ -237,6 +237,8 @@ class ParquetSplit(Split):
     """One split: its Parquet `files`, read in order; shards() gives one split per file
     (loaders hand files to workers)."""
 
+    carries_extras = True
+
     def __init__(self, name, files, workers=None, _known=None):
         self.files = list(files)
         self.workers = check_workers(workers)

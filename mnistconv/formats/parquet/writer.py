@@ -17,7 +17,7 @@ from ...fileio import StagedOutput, open_staged, output_entries, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...parallel import COUNTERS, ParallelEncoder, check_workers
 from ...contract import Counters, ShardTarget, ShardedWrite
-from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
+from ...records import NO_PROGRESS, OutputFile, WriteResult
 from ...shards import check_shard_count, shard_bounds
 from ...codecs.classes import check_labels
 from .. import extras
@@ -290,7 +290,7 @@ class ParquetWrite(ShardedWrite):
         split = self.dataset.splits[name]
         labels, extra = self.labels[name], self.tables[name]
         cuts = _cuts([t for t in self.targets if t.split == name], self.row_group)
-        if len(paths) < self.shards and type(split).take is not Split.take:
+        if len(paths) < self.shards and split.can_seek:
             starts = [0] + [end for _, end, _ in cuts[:-1]]
             pieces = (((shard, closes, labels[at:end], None if extra is None else extra[at:end]),
                        split.take(np.arange(at, end, dtype=np.int64)), labels[at:end],

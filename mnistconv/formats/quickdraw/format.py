@@ -60,6 +60,8 @@ def _header(path):
 class QuickDrawSplit(InOrder, Split):
     """The drawings of several class files, class after class."""
 
+    can_seek = True
+
     def __init__(self, name, files):
         self.files = files  # [(path, offset, rows)] in class order
         self.starts = np.cumsum([0] + [rows for _, _, rows in files])

@@ -37,7 +37,7 @@ from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, U
 from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
     open_input, open_staged, output_entries, remove_scratch
 from ...parallel import ParallelEncoder, check_workers
-from ...records import NO_PROGRESS, Dataset, Split, WriteResult, OutputFile
+from ...records import NO_PROGRESS, Dataset, WriteResult, OutputFile, WrappedSplit
 from ...shards import check_shard_count, SHARD_RE
 from ...staging import check_output_path, exists_error, is_staging_name, \
     signals_deferred, staging_prefix
@@ -333,29 +333,17 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
                                        "shards": len(job.targets)})
 
 
-class TfdsSplit(Split):
-    """A split of a TFDS directory: its shards read as TFRecord or ArrayRecord, the
-    header carrying features.json's class count and label.labels.txt's names."""
+class TfdsSplit(WrappedSplit):
+    """A split of a TFDS directory: its shards read as TFRecord or ArrayRecord (`inner`),
+    the header carrying features.json's class count and label.labels.txt's names."""
 
     def __init__(self, name, inner, meta):
         names = tuple(meta.class_names or ())
         header = inner.header.with_(num_classes=meta.num_classes, class_names=names,
                                     source=meta.directory)
-        super().__init__(name, header)
-        self.inner = inner
-        self.tfds_name = meta.name
-
-    def batches(self, batch_size=None):
-        return self.inner.batches(batch_size) if batch_size else self.inner.batches()
-
-    def labels(self):
-        return self.inner.labels()
-
-    def indices(self):
-        return self.inner.indices()
-
-    def take(self, positions):
-        return self.inner.take(positions)
+        super().__init__(inner, header)
+        self.name, self.inner = name, inner
+        self.tfds_name: str = meta.name
 
 
 def _info_dirs(path):

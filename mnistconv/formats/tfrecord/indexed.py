@@ -27,6 +27,9 @@ from .reader import (PRESETS, TFRecordSplit, cast_labels, decode_images, layout_
 class IndexedSplit(Split):
     """A split of uncompressed TFRecord files that each have an index (see above)."""
 
+    can_select = True
+    carries_extras = True
+
     def __init__(self, name, files, schema="auto", workers=None):
         self.name = name
         self.files, self.schema, self.workers = list(files), schema, workers
@@ -168,6 +171,8 @@ class _Parser(TFRecordSplit):
 class RecordsSplit(Split):
     """Some records of an IndexedSplit, in a given order: labels and indices known,
     images read through the index a batch at a time."""
+
+    can_seek = True
 
     def __init__(self, base, positions, labels, indices):
         full = base._full

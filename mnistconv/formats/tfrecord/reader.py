@@ -34,6 +34,8 @@ IMAGE_KINDS = ("jpeg", "png", "raw")
 class TFRecordSplit(Split):
     """One split: a file or a shard set, read in order (see the module docstring)."""
 
+    carries_extras = True
+
     def __init__(self, name, files, schema="auto", compression="auto", workers=None):
         self.files = list(files)
         self.compression = compression

@@ -20,7 +20,7 @@ from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, ope
 from ...limits import check_num_classes
 from ...parallel import ParallelEncoder, check_workers
 from ... import budget
-from ...records import NO_PROGRESS, OutputFile, Split, WriteResult
+from ...records import NO_PROGRESS, OutputFile, WriteResult
 from ...shards import ShardSet, check_shard_count, other_shard_sets
 from ...contract import Counters, ShardTarget, ShardedWrite
 from . import SPEC
@@ -379,7 +379,7 @@ class TFRecordWrite(ShardedWrite):
         entry = next(e for e in self.plan if e[0].name == target.split)
         split, settings, _ = entry
         positions = settings.extras is not None
-        if type(split).take is not Split.take:  # seekable: read the shard's range only
+        if split.can_seek:  # read the shard's range only
             pieces = _range_pieces(split, target.start, target.stop, self.chunk, positions)
         else:  # a stream: read up to the shard, cut exactly as write() does
             bounds = [t.stop for t in self.targets if t.split == target.split]

@@ -87,6 +87,8 @@ class WebDatasetSplit(Split):
     """A split's samples in its shards: labels, indices and where each image lies are
     read at read() time; images are read and decoded by batches()."""
 
+    carries_extras = True
+
     def __init__(self, name, files):
         self.files = files
         where = files[0]
