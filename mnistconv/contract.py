@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from .errors import CannotWrite, UsageError
+from .spec import CLASS, NO_TARGET
 from .records import OutputFile
 
 
@@ -150,7 +151,9 @@ def cannot_hold(holds, schema) -> "tuple[str, str, str] | None":
     if holds.dtypes is not None and image.dtype.name not in holds.dtypes:
         return f"{image.dtype.name} pixels", table["dtypes"], "dtypes"
     if target.kind not in holds.targets:
-        return f"{target} target", table["targets"], "targets"
+        what = {CLASS: "class target", NO_TARGET: "examples without a target"}.get(
+            target.kind, f"multi-label target ({target.width} labels)")
+        return what, table["targets"], "targets"
     if holds.max_classes and (target.classes or 0) > holds.max_classes:
         return (f"{target.classes} classes", f"at most {holds.max_classes}",
                 "max_classes")

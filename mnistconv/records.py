@@ -41,10 +41,10 @@ class Header:
     def __init__(self, count: int, shape: Any = None, dtype: Any = None,
                  label_dtype: Any = np.uint8, num_classes: Optional[int] = None,
                  source: str = "", class_names: tuple = (), *,
-                 schema: Optional[Schema] = None):
-        if schema is None:
+                 schema: Optional[Schema] = None, label_shape: tuple = ()):
+        if schema is None:  # label_shape (k,): a multi-label target of width k
             schema = schema_of(tuple(shape), np.dtype(dtype), label_dtype, num_classes,
-                               class_names)
+                               class_names, label_shape)
         object.__setattr__(self, "count", count)
         object.__setattr__(self, "schema", schema)
         object.__setattr__(self, "source", source)

@@ -292,3 +292,17 @@ def test_extras_travel_only_where_declared():
     assert len(readers) >= 10
     for cls in readers:
         assert cls.carries_extras == (cls.extra_fields is not Split.extra_fields), cls
+
+
+def test_a_multilabel_target_goes_only_where_it_is_held(tmp_path):
+    labels = np.array([[0, 1, 1], [1, 0, 0]], np.uint8)
+    ds = _dataset(np.zeros((2, 4, 4), np.uint8), labels)
+    assert str(ds.splits["train"].header.schema) == "4x4 grey uint8, multi-label of 3"
+    with pytest.raises(mnistconv.CannotWrite) as e:
+        mnistconv.write(ds, tmp_path / "m.tfrecord")
+    assert str(e.value) == ("train: tfrecord cannot hold split train's multi-label target "
+                            "(3 labels) (it holds class); write it as npz, which can")
+    mnistconv.write(ds, tmp_path / "m.npz")
+    back = mnistconv.read(tmp_path / "m.npz").splits["train"]
+    assert back.header.schema.target == Target(MULTILABEL, 3, (), np.uint8)
+    np.testing.assert_array_equal(back.labels(), labels)

@@ -1,7 +1,7 @@
 """MedMNIST's .npz files (MedMNIST v2 and MedMNIST+, every size): the declaration (light,
 for `--help`); the code and byte layout are in format.py."""
 
-from ...spec import Format
+from ...spec import CLASS, GREY, MULTILABEL, RGB, Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -10,6 +10,8 @@ SPEC = Format(
     "_labels; ChestMNIST's 14 labels per image)",
     read_options=(SPLIT_NAME, CLASS_NAMES),
     can_write=False,
+    # What its files hold: grey or RGB, one class or ChestMNIST's multi-label target.
+    holds=Holds(channels=GREY + RGB, targets=(CLASS, MULTILABEL)),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

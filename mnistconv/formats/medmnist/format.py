@@ -63,7 +63,8 @@ class MedMnistSplit(InOrder, Split):
         check_split_header(shape[0], shape[1:], dtype, path, f"{stored}_images")
         self.width = y_shape[1]
         super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype,
-                                      self.width if self.width > 1 else None, path))
+                                      self.width if self.width > 1 else None, path,
+                                      label_shape=(self.width,) if self.width > 1 else ()))
         self._labels = None
 
     @property

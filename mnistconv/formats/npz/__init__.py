@@ -1,7 +1,7 @@
 """numpy .npz in Keras' layout: the declaration (light, for `--help`); the code and
 byte layout are in format.py."""
 
-from ...spec import Format, Holds, Option
+from ...spec import CLASS, MULTILABEL, Format, Holds, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -23,9 +23,10 @@ SPEC = Format(
                "the medmnist package loads)", "choice", ("keras", "medmnist"), "keras"),
     ),
     stdio=True,
-    holds=Holds(channels=None, dtypes=None, extras=True),
+    holds=Holds(channels=None, dtypes=None, targets=(CLASS, MULTILABEL), extras=True),
     holds_when=(("to_float", True, Holds(channels=None, dtypes=(
-        "uint8", "float16", "float32", "float64"), extras=True)),),
+        "uint8", "float16", "float32", "float64"), targets=(CLASS, MULTILABEL),
+        extras=True)),),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -95,7 +95,8 @@ class NpzSplit(InOrder, Split):
                                     f"limit of {FORTRAN_MAX_BYTES:,}",
                               "save it in C order (np.ascontiguousarray) first")
         super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype,
-                                      self.width or None, path))
+                                      self.width or None, path,
+                                      label_shape=(self.width,) if self.width else ()))
         self._labels = None
 
     extra_columns: Optional[tuple] = None  # set by read() when extra_<split> is there

@@ -1,7 +1,7 @@
 """SVHN's cropped digits (format 2) as MATLAB .mat files: the declaration (light, for
 `--help`); the code and byte layout are in format.py."""
 
-from ...spec import Format
+from ...spec import RGB, Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(
@@ -12,6 +12,7 @@ SPEC = Format(
     read_options=(SPLIT_NAME, CLASS_NAMES),
     can_write=False,
     split_names_from_file_names=True,
+    holds=Holds(channels=RGB),  # what its files hold
 )
 
 __getattr__ = lazy_attributes(SPEC.module)
