@@ -183,6 +183,8 @@ def test_third_party_integer_features_are_extra_fields(tmp_path):
 
 def test_an_extra_field_named_as_a_feature_of_the_format_is_one_line(tmp_path, capsys):
     class Split(ArraySplit):
+        carries_extras = True  # declared: extra_fields() is asked only then
+
         def extra_fields(self):
             return ("index",), np.zeros((3, 1), np.int32)
 
