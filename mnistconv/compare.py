@@ -68,6 +68,16 @@ class SplitComparison:
     worst: list = field(default_factory=list)  # Examples, worst first
     tolerance: float = 0.0
     non_finite: int = 0  # pixel pairs where one side is NaN or infinite and the other not
+    # Colour images (H x W x C, C > 1): per channel, the sum and largest of the
+    # absolute differences (R, G, B(, A) in stored order); empty for grey.
+    channel_sum_abs: list = field(default_factory=list)
+    channel_max: list = field(default_factory=list)
+
+    @property
+    def channel_mean_error(self) -> list:
+        """Mean absolute difference of each channel (empty for grey images)."""
+        per = self.pixels / len(self.channel_sum_abs) if self.channel_sum_abs else 0
+        return [total / per if per else 0.0 for total in self.channel_sum_abs]
 
     @property
     def shapes_match(self):
@@ -140,6 +150,10 @@ class SplitComparison:
                 "psnr_db": _finite(self.psnr),
                 "identical": self.pixels > 0 and self.pixels_differing == 0,
                 "non_finite": self.non_finite,
+                # Colour only: grey comparisons' JSON stays as it was.
+                **({"channels": [{"mean": _finite(m), "max": _finite(x)} for m, x in
+                                 zip(self.channel_mean_error, self.channel_max)]}
+                   if self.channel_max else {}),
             },
             "worst": [_example_json(e) for e in self.worst],
             "equal": self.equal, "problems": self.problems(),
@@ -302,6 +316,12 @@ class _Tally:
     def __init__(self, result, worst):
         self.result, self.worst = result, worst
         self.size = int(np.prod(_squeeze(result.shape_a)))
+        shape = _squeeze(result.shape_a)
+        # Channels last, more than one: each pixel's values are C apart in a row.
+        self.channels = shape[-1] if len(shape) == 3 and shape[-1] in (2, 3, 4) else 0
+        if self.channels:
+            result.channel_sum_abs = result.channel_sum_abs or [0.0] * self.channels
+            result.channel_max = result.channel_max or [0.0] * self.channels
         self.scale_a, self.scale_b = _Scale(), _Scale()
         self.heap = []  # (max, mean, -position, Example)
         self.position = 0
@@ -316,12 +336,15 @@ class _Tally:
         # Rows of whole images while they fit _WORK_PIXELS, else column pieces of one row.
         step_rows = max(1, _WORK_PIXELS // max(size, 1))
         step_cols = max(1, size if step_rows > 1 else _WORK_PIXELS)
+        if self.channels:  # pieces start and end on whole pixels
+            step_cols = max(self.channels, step_cols // self.channels * self.channels)
         for r0 in range(0, n, step_rows):
             rows = slice(r0, min(n, r0 + step_rows))
             for c0 in range(0, size, step_cols):
                 cols = slice(c0, min(size, c0 + step_cols))
                 piece_max, piece_sum = _difference(result, self.scale_a(xa[rows, cols]),
-                                                   self.scale_b(xb[rows, cols]))
+                                                   self.scale_b(xb[rows, cols]),
+                                                   self.channels)
                 np.maximum(per_max[rows], piece_max, out=per_max[rows])
                 per_sum[rows] += piece_sum
         with np.errstate(all="ignore"):
@@ -353,8 +376,9 @@ class _Tally:
         return n
 
 
-def _difference(result, a, b):
-    """Add a piece of scaled pixels to result's totals; each row's max and sum of it."""
+def _difference(result, a, b, channels=0):
+    """Add a piece of scaled pixels to result's totals (and each channel's, when the
+    piece is whole pixels of `channels`); each row's max and sum of it."""
     with np.errstate(all="ignore"):
         diff = np.abs(a - b)
         odd = ~np.isfinite(diff)
@@ -369,6 +393,14 @@ def _difference(result, a, b):
         piece_sum = diff.sum(axis=1, dtype=np.float64)
     result.pixels += diff.size
     result.pixels_differing += int(np.count_nonzero(diff))
+    if channels and diff.size:
+        by_channel = diff.reshape(-1, channels)
+        with np.errstate(over="ignore"):
+            sums = by_channel.sum(axis=0, dtype=np.float64)
+        highs = by_channel.max(axis=0)
+        for c in range(channels):
+            result.channel_sum_abs[c] += float(sums[c])
+            result.channel_max[c] = max(result.channel_max[c], float(highs[c]))
     with np.errstate(over="ignore"):  # differences near float64's limit sum to inf
         result.sum_abs += float(diff.sum(dtype=np.float64))
         result.sum_sq += float(np.square(diff, dtype=np.float64).sum())

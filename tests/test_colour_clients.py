@@ -100,3 +100,30 @@ def test_preview_draws_rgb_images_in_colour(tmp_path, capsys, cifar):
         assert len(found) == 1
     grey, _ = view.contact_sheet([("0", x[:2, :, :, 0], ["a", "b"])], 1)
     assert grey.ndim == 2
+
+
+def test_compare_reports_each_channels_difference(tmp_path, capsys, cifar):
+    import mnistconv
+    from mnistconv.records import ArraySplit, Dataset
+    src, truth = cifar
+    x, y = truth["test"]
+    changed = x.copy()
+
+    def shift(v, d):
+        return v + d if v + d <= 255 else v - d
+
+    changed[0, 0, 0, 2] = shift(int(x[0, 0, 0, 2]), 7)   # blue: 7 at one pixel
+    green = 40
+    changed[1, 3, 3, 1] = shift(int(x[1, 3, 3, 1]), green)
+    mnistconv.write(Dataset("g", {"test": ArraySplit("test", changed, y)}), tmp_path / "m.npz")
+    from mnistconv.compare import compare
+    result = compare(mnistconv.read(src), mnistconv.read(tmp_path / "m.npz"))
+    pair = result.splits[0]
+    assert pair.channel_max == [0.0, float(green), 7.0]
+    per_channel = 4 * 32 * 32
+    assert pair.channel_mean_error == [0.0, green / per_channel, 7 / per_channel]
+    assert pair.to_json()["pixel_error"]["channels"][2] == {"mean": 7 / per_channel, "max": 7.0}
+    code, out, _ = run_main(capsys, "compare", src, tmp_path / "m.npz", "--split", "test")
+    assert code == 1
+    # (means to 3 decimals: 40 / 4096 and 7 / 4096)
+    assert "  channels: R mean 0 max 0, G mean 0.01 max 40, B mean 0.002 max 7\n" in out

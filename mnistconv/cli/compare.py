@@ -52,6 +52,11 @@ def _report(result, path_a, path_b, fmt_a, fmt_b):
                 lines.append(f"  pixels: mean error {_fmt(s.mean_error)}, max "
                              f"{_fmt(s.max_error)}, {100 * s.share_differing:.2f}% differ, "
                              f"PSNR {psnr}")
+                if s.channel_max:  # colour: where the difference is
+                    names = "RGBA" if len(s.channel_max) in (3, 4) else "01"
+                    lines.append("  channels: " + ", ".join(
+                        f"{names[c]} mean {_fmt(m)} max {_fmt(x)}" for c, (m, x) in
+                        enumerate(zip(s.channel_mean_error, s.channel_max))))
             else:
                 lines.append("  pixels: none (the images have no pixels)")
             if s.worst:
