@@ -11,13 +11,15 @@ Errors are raised as mnistconv.MnistconvError with the file and what is wrong; t
 library never prints, never exits and leaves signal handling to its host.
 """
 
-import os
-from typing import TYPE_CHECKING, Any, Optional, Union
-
+# First, before any import that start-up has not already made (typing, re...): a Ctrl-C
+# in those would be a traceback. process.py imports only os, signal and sys.
 from .process import guard_start_up
 
 guard_start_up()  # the `mnistconv` program only: see process.py; nothing in a library host
-from . import registry  # noqa: E402 (after the guard)
+import os  # noqa: E402 (after the guard)
+from typing import TYPE_CHECKING, Any, Optional, Union  # noqa: E402
+
+from . import registry  # noqa: E402
 from .errors import CannotWrite, FormatError, MnistconvError, UsageError  # noqa: E402
 
 if TYPE_CHECKING:

@@ -31,6 +31,31 @@ def pipeline_flags(beam_options) -> list:
     return flags
 
 
+def _check_runner(options) -> None:
+    """Refuse a runner Beam does not know before anything is planned (Beam's own
+    ValueError would come out of the pipeline as a traceback)."""
+    from apache_beam.options.pipeline_options import StandardOptions
+    from apache_beam.runners.runner import create_runner
+    runner = options.view_as(StandardOptions).runner
+    if runner is None or not isinstance(runner, str):
+        return
+    # Looking the name up imports every runner Beam has; their import-time warnings
+    # (no Dataflow client) are not this check's to print.
+    root, quiet = logging.getLogger(), logging.Filter("not the root logger")
+    root.addFilter(quiet)
+    try:
+        create_runner(runner)
+    except (ValueError, ImportError) as e:
+        known = str(e).split("Valid values are ", 1)[-1].split(" or the", 1)[0] \
+            if "Valid values are " in str(e) else None
+        raise UsageError(None, f"--beam-option runner={runner}: Beam has no such runner",
+                         f"name one of {known}, or the full name of a PipelineRunner "
+                         "subclass" if known else "name a runner Beam knows, e.g. "
+                                                  "runner=DirectRunner") from None
+    finally:
+        root.removeFilter(quiet)
+
+
 _OPENED: dict = {}
 
 
@@ -113,6 +138,7 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
         from apache_beam.options.pipeline_options import PipelineOptions
     except ImportError:
         raise MissingDependency("apache-beam", "beam", "--runner beam") from None
+    _check_runner(PipelineOptions(flags))
     dataset = source.open()  # as named: its errors name the input as a local run's do
     named = (source.path, str(path))
     source = plans.InputSpec(Location(source.path).absolute(), source.format,

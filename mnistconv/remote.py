@@ -400,7 +400,11 @@ def _detect(spool, from_flag="--from"):
     from . import registry
     path = spool.local
     if not os.path.lexists(path):
-        path = os.path.join(spool.folder, own_entries(spool.folder)[0])
+        entries = own_entries(spool.folder)
+        if not entries:  # every key had an empty part ('a//b') or a staging name
+            raise NotFound(spool.url, "holds no file mnistconv can copy (a key with an "
+                                      "empty part, as 'a//b', is not read)")
+        path = os.path.join(spool.folder, entries[0])
     try:
         return registry.detect_input(path, from_flag)
     except MnistconvError as e:

@@ -41,7 +41,7 @@ def _default_sigint():
 
 
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
-@pytest.mark.parametrize("module", ["mnistconv.registry", "click", "numpy"])
+@pytest.mark.parametrize("module", ["typing", "mnistconv.registry", "click", "numpy"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_during_start_up(tmp_path, launcher, module, signum):
     if launcher == "script" and not Path(LAUNCHERS["script"][0]).exists():

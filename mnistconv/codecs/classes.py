@@ -175,9 +175,12 @@ def read_classmap_csv(path):
             raise FormatError(path, f"line {n} is not 'index,codepoint,char': "
                                     f"{printable(','.join(row))}",
                               "fix that line, or download the class map again")
-        index = int(row[0])
+        digits = row[0].strip()
+        # Compared as text first: int() refuses a number of over 4,300 digits.
+        index = int(digits) if len(digits) <= len(str(MAX_CLASSES)) else MAX_CLASSES
         if index >= MAX_CLASSES or index in names:
-            raise FormatError(path, f"line {n}: index {index} is out of range or repeated",
+            raise FormatError(path, f"line {n}: index {printable(digits)} is out of range "
+                                    "or repeated",
                               "fix that line, or download the class map again")
         names[index] = check_name(row[2], path, f"line {n}")
     if sorted(names) != list(range(len(names))):

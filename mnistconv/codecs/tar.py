@@ -128,6 +128,9 @@ def members(f, where):
         if b"size" in pax:
             if not pax[b"size"].isdigit():
                 raise CorruptData(where, f"PAX size {printable(pax[b'size'])} is not a number")
+            if len(pax[b"size"]) > 20:  # past any file (and int()'s 4,300-digit limit)
+                raise CorruptData(where, f"PAX size of {len(pax[b'size']):,} digits is "
+                                         "larger than any file")
             size = int(pax[b"size"])
         name = long_name
         if name is None:

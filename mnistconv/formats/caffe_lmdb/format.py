@@ -221,13 +221,20 @@ class LmdbSplit(Split):
                                         f"limit of {MAX_EXAMPLES:,} per split")
             labels = np.zeros(count, np.int64)
             self.layout = None
+            found = 0
             with env.begin(buffers=True) as txn:
-                for i, (key, value) in enumerate(txn.cursor()):
+                for found, (key, value) in enumerate(txn.cursor(), 1):
+                    if found > count:  # the meta page's count is what labels are sized by
+                        raise CorruptData(path, f"holds more records than the {count:,} "
+                                                "its meta page counts")
                     if self.layout is None:
                         self.layout = _Layout(value, key, path)
-                    labels[i], data = self.layout.record(value, key)
+                    labels[found - 1], data = self.layout.record(value, key)
                     if self.layout.encoded:
                         self._check_image(data, key)
+            if found < count:
+                raise CorruptData(path, f"holds {found:,} records, its meta page counts "
+                                        f"{count:,}")
         except lmdb.Error as e:
             raise CorruptData(path, f"cannot be read as LMDB ({e})") from None
         finally:

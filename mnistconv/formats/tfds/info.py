@@ -312,6 +312,16 @@ class Info:
                 for i in range(len(lengths))]
 
 
+def _object(value, path, what) -> dict:
+    """A JSON object of the file (missing: empty), else CorruptData naming `what`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+        raise CorruptData(path, f"{what} is {kind}, not a JSON object")
+    return value
+
+
 def _features(features, path):
     """(image key, label key, (H, W), classes) of a FeaturesDict's Image and ClassLabel."""
     try:
@@ -331,8 +341,8 @@ def _features(features, path):
         if not is_safe_name(key):
             raise FormatError(path, f"feature name {printable(key)} is not a safe name",
                               "feature names are letters, digits, '_', '-' and '.'")
-    image = entries[images[0]].get("image") or {}
-    dims = (image.get("shape") or {}).get("dimensions")
+    image = _object(entries[images[0]].get("image"), path, f"feature {images[0]}'s image")
+    dims = _object(image.get("shape"), path, f"feature {images[0]}'s shape").get("dimensions")
     if image.get("dtype", "uint8") != "uint8" or not isinstance(dims, list) or \
             len(dims) != 3:
         raise FormatError(path, f"image feature {printable(images[0])} is "
@@ -343,6 +353,7 @@ def _features(features, path):
         raise FormatError(path, f"images have {shape[2]} channels", "mnistconv reads "
                                 "grayscale (1 channel)")
     check_image_size(shape[:2], path)
-    label = entries[labels[0]].get("classLabel") or {}
+    label = _object(entries[labels[0]].get("classLabel"), path,
+                    f"feature {labels[0]}'s classLabel")
     num_classes = _count(label.get("numClasses"), path, "numClasses", 1, MAX_CLASSES)
     return images[0], labels[0], shape[:2], num_classes
