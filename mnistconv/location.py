@@ -16,7 +16,7 @@ import tempfile
 
 from . import remote
 from .errors import UsageError
-from .fileio import StagedOutput, create_staged, output_digest, read_output_file
+from .fileio import StagedOutput, create_staged, move_own, output_digest, read_output_file
 from .staging import remove_dead_leftovers, remove_scratch, staging_prefix
 
 
@@ -174,7 +174,7 @@ class SetFolder:
             finally:
                 remove_scratch(tmp)
         else:
-            os.replace(tmp, self.record)
+            move_own(tmp, self.record)  # the record replaced whole
 
     def digest(self, name):
         """(bytes, SHA-256) of a file of the set, None when there is none (a link, FIFO or
