@@ -200,6 +200,8 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     described = croissant.applies(fmt.name, path)
     if described:  # refused now, not after the data is written
         croissant.check_target(path, force)
+        from .identity import given
+        given(options)
     from contextlib import nullcontext
     from .fileio import hashed_outputs
     from .staging import one_commit
@@ -212,7 +214,8 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
             written = WriteResult(list(written), {name: split.header.count
                                                   for name, split in dataset.splits.items()})
         if described:  # Parquet and ImageFolder directories: croissant.json beside the data
-            written.files.append(croissant.write(dataset, path, written, fmt.name, force))
+            written.files.append(croissant.write(dataset, path, written, fmt.name, force,
+                                                 options))
     return written
 
 

@@ -218,11 +218,15 @@ def card_path(dst) -> str:
     return str(dst).rstrip("/" + os.sep) + ".card.html"
 
 
-def render_card(stats, title, files, dataset, conversion=None) -> str:
-    """The page for stats of `dataset`, with its family where known and its notes."""
+def render_card(stats, where, files, dataset, conversion=None, options=None) -> str:
+    """The page for stats of `dataset` (at `where`, the path its neutral name comes
+    from), described as identity.resolve says (options: the identity keywords given),
+    with its notes."""
     from . import card_html
-    from .provenance import family_of
-    return card_html.render(stats, title, files, conversion, family_of(dataset),
+    from .identity import add_note, resolve
+    identity = resolve(dataset, where, options)
+    add_note(dataset, identity)
+    return card_html.render(stats, identity.title, files, conversion, identity,
                             dataset.notes)
 
 

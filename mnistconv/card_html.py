@@ -38,9 +38,9 @@ def _img(uri, css, alt) -> str:
     return f'<img class="{css}" src="{uri}" alt="{_e(alt)}">'
 
 
-def render(stats, title, files=None, conversion=None, family=None, notes=()) -> str:
+def render(stats, title, files=None, conversion=None, identity=None, notes=()) -> str:
     """The page: stats {split: card.SplitStats}; files (rows, more, more_bytes); conversion
-    {input, input_format, output, output_format, options, stats}; a sources.Family.
+    {input, input_format, output, output_format, options, stats}; an identity.Identity.
     A URL's password is shown as *** wherever the page names the URL."""
     from .errors import redact
     title, notes = redact(title), [redact(n) for n in notes]
@@ -57,8 +57,8 @@ def render(stats, title, files=None, conversion=None, family=None, notes=()) -> 
     total = sum(s.count for s in stats.values())
     out.append(f'<p id="summary">{len(stats)} split(s), {total:,} examples: ' +
                ", ".join(f"{_e(n)} {s.count:,}" for n, s in stats.items()) + "</p>")
-    if family is not None:
-        out.append(_family(family))
+    if identity is not None:
+        out.append(_identity(identity))
     if conversion:
         out.append(_conversion(conversion))
     out += [f'<p class="note">Note: {_e(note)}</p>' for note in notes]
@@ -69,13 +69,21 @@ def render(stats, title, files=None, conversion=None, family=None, notes=()) -> 
     return "\n".join(out)
 
 
-def _family(family):
-    parts = [f'<section id="family"><h2>Dataset</h2><p>{_e(family.title)} '
-             f'(<code>{_e(family.homepage)}</code>)</p>']
-    if family.license:
-        parts.append(f'<p>License: <code id="license">{_e(family.license)}</code></p>')
-    if family.citation:
-        parts.append(f'<p>Cite as:</p><pre id="citation">{_e(family.citation)}</pre>')
+def _identity(i):
+    """What the dataset is, as identity.py resolved it (given, or proved by checksum)."""
+    parts = ['<section id="identity"><h2>Dataset</h2>',
+             f'<p><span id="name">{_e(i.name)}</span>'
+             + (f' (<code id="homepage">{_e(i.homepage)}</code>)' if i.homepage else "")
+             + "</p>", f'<p id="description">{_e(i.description)}</p>']
+    if i.version:
+        parts.append(f'<p>Version: <code id="version">{_e(i.version)}</code></p>')
+    if i.date_published:
+        parts.append(f'<p>Published: <code id="date-published">{_e(i.date_published)}'
+                     "</code></p>")
+    if i.license:
+        parts.append(f'<p>License: <code id="license">{_e(i.license)}</code></p>')
+    if i.citation:
+        parts.append(f'<p>Cite as:</p><pre id="citation">{_e(i.citation)}</pre>')
     return "".join(parts) + "</section>"
 
 

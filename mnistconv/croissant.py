@@ -1,7 +1,9 @@
 """Croissant 1.0 metadata (MLCommons' JSON-LD dataset description), written as
 `croissant.json` at the root of a Parquet directory or an ImageFolder tree, so
 `mlcroissant` and TFDS' CroissantBuilder load the output and dataset sites index it.
-It holds the family's name, url, license and citeAs where known; the files (a
+It holds what identity.py resolves: name, description, and url, license, citeAs, version
+and datePublished only where the user gave them or the input's bytes proved a published
+dataset's (house rule 15); the files (a
 cr:FileObject per Parquet file, a cr:FileSet per split of shards or of images); the
 "classes" record set when names are known; and a record set per split (image, label,
 and ImageFolder's index). Every name in it is one mnistconv wrote, never a path read.
@@ -46,36 +48,29 @@ def target(root) -> str:
     return os.path.join(str(root), NAME)
 
 
-def document(dataset, root, files, writer_name, family=None) -> dict:
-    """The Croissant document of an output: `files` its OutputFiles, `family` or None."""
+def document(dataset, root, files, writer_name, identity) -> dict:
+    """The Croissant document of an output: `files` its OutputFiles, `identity` what it
+    states of the dataset (identity.Identity)."""
     root = os.path.abspath(str(root))
     names = next((tuple(s.header.class_names) for s in dataset.splits.values()
                   if s.header.class_names), ())
-    counts = ", ".join(f"{s.header.count} {n}" for n, s in dataset.splits.items())
-    shape = "x".join(map(str, next(iter(dataset.splits.values())).header.shape)) \
-        if dataset.splits else ""
+    kind = 'Hugging Face Parquet' if writer_name == 'parquet' else 'an ImageFolder tree'
+    description = identity.description if "description" in identity.given else \
+        f"{identity.description.rstrip('.')}, as {kind}."
     doc = {"@context": CONTEXT, "@type": "sc:Dataset", "conformsTo": CONFORMS_TO,
-           "name": family.name if family else _input_name(dataset),
-           "description": (f"{family.title}. " if family else "") +
-           f"{shape} images with class labels ({counts}), written by mnistconv as "
-           f"{'Hugging Face Parquet' if writer_name == 'parquet' else 'an ImageFolder tree'}.",
-           "url": family.homepage if family else "https://pypi.org/project/mnistconv/"}
-    if family and family.license:
-        doc["license"] = family.license
-    if family and family.citation:
-        doc["citeAs"] = family.citation
+           "name": identity.name, "description": description}
+    # Only what the user said or the bytes proved: no url, license or citeAs otherwise.
+    for key, value in (("url", identity.homepage), ("license", identity.license),
+                       ("citeAs", identity.citation), ("version", identity.version),
+                       ("datePublished", identity.date_published)):
+        if value:
+            doc[key] = value
     relative = [(os.path.relpath(os.path.abspath(f.path), root), f) for f in files]
     doc["distribution"], sources = \
         (_parquet if writer_name == "parquet" else _imagefolder)(dataset, relative)
     doc["recordSet"] = ([_classes(names)] if names else []) + [
         _split_records(name, sources[name], bool(names)) for name in dataset.splits]
     return doc
-
-
-def _input_name(dataset):
-    """The name of what was read (not of the output: one input, the same bytes)."""
-    first = os.path.basename(str(dataset.paths[0]).rstrip("/" + os.sep)) if dataset.paths else ""
-    return first.split(".")[0] or "dataset"
 
 
 def _parquet(dataset, relative):
@@ -156,12 +151,15 @@ def _split_records(split_name, source, named):
             "description": f"The {split_name} split.", "field": fields}
 
 
-def write(dataset, root, result, writer_name, force=False):
-    """Write croissant.json for an output just written (result: its WriteResult)."""
+def write(dataset, root, result, writer_name, force=False, options=None):
+    """Write croissant.json for an output just written (result: its WriteResult;
+    options: the write's, the identity keywords among them)."""
     from .errors import redact
     from .fileio import write_text_output
-    from .provenance import family_of
-    doc = document(dataset, root, result.files, writer_name, family_of(dataset))
+    from .identity import add_note, resolve
+    identity = resolve(dataset, root, options)
+    add_note(dataset, identity)
+    doc = document(dataset, root, result.files, writer_name, identity)
     # No URL's password in a published file (a file name may quote it).
     return write_text_output(target(root), redact(json.dumps(doc, indent=2, ensure_ascii=False))
                              + "\n", force=True)

@@ -58,7 +58,11 @@ class Family:
     # As the publishers state them (for Croissant metadata and cards); "" if unstated.
     license: str = ""
     citation: str = ""
+    published: str = ""  # the year of the publication the citation names
     class_names: tuple = ()  # by label, where the publishers name the classes
+    # Known slices of the published files (RemoteFiles: the bundled sample's), which
+    # prove the family as the published files do (provenance.py).
+    samples: tuple = ()
 
     def source(self, name="original") -> Source:
         """The source of that name: "original" is the publishers' files on `mirrors`."""
@@ -117,6 +121,23 @@ _MNIST_CONTENT = (
     ("ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", 10008))
 
 
+# The bundled sample's files: (name, SHA-256, bytes, content SHA-256, content bytes).
+_MNIST_SAMPLE = (
+    ("train-images-idx3-ubyte.gz",
+     "0a725c351dacd1932a68938c0366707d4a6069c4a542eeb44ba6f7b8126ee1b5", 161728,
+     "386bb018796babeaca208787b77c1b9db39532c4098951ea35f4694e744eb4b7", 784016),
+    ("train-labels-idx1-ubyte.gz",
+     "699722d875ade1a0fab522aef419b4506c45b83e05c71f6b7a13b57b2aba9212", 517,
+     "895f65588e45d05babf0b5fa7aee2a0d782d8143b40b5764e596df91bc9dddeb", 1008),
+    ("t10k-images-idx3-ubyte.gz",
+     "420b2e16ea0de6226cb272b43c337a943de254713959643ede826b4b6f9e7f70", 31045,
+     "cefe86a05637f831a20aef251bd9db19004a2c986ec848d345c40ffd09264afc", 156816),
+    ("t10k-labels-idx1-ubyte.gz",
+     "35e471546a21d6ea8a8f2157a0cbcc16c25dcba8115fe3e71d1379e1b393f1e3", 129,
+     "181dda88fbf8032cf747bf0766ad9d035b6bb747997214d834eb8d2f33a72210", 208),
+)
+
+
 FAMILIES = {
     f.name: f for f in (
         Family(
@@ -149,7 +170,14 @@ FAMILIES = {
                        "to IDX", (f"{_HUB}/ylecun/mnist/resolve/main",), _hub_files("mnist"),
                        "parquet", "the official files' content SHA-256"),
             ),
-            # The publishers' page states no license.
+            # LeCun's page: "made available under the terms of the Creative Commons
+            # Attribution-Share Alike 3.0 license" (so says the official files' README).
+            license="https://creativecommons.org/licenses/by-sa/3.0/", published="1998",
+            # examples/data/mnist-sample: the first 1000 training and 200 test examples
+            # of the official files (headers counting them), checked against them.
+            samples=tuple(RemoteFile(name, sha256=sha, size=size, content_sha256=content,
+                                     content_size=content_size)
+                          for name, sha, size, content, content_size in _MNIST_SAMPLE),
             citation=_bibtex("lecun1998gradient", "article",
                              "Gradient-based learning applied to document recognition",
                              "LeCun, Yann and Bottou, L{\\'e}on and Bengio, Yoshua and "
@@ -183,6 +211,7 @@ FAMILIES = {
                        "the converted files' content, where its SHA-256 is known"),
             ),
             license="https://opensource.org/licenses/MIT",  # the repository's LICENSE
+            published="2017",
             # As published: Fashion-MNIST's README and torchvision's FashionMNIST.classes.
             class_names=("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal",
                          "Shirt", "Sneaker", "Bag", "Ankle boot"),
@@ -206,7 +235,7 @@ FAMILIES = {
             checksums_from="torchvision/datasets/mnist.py (KMNIST.resources); TensorFlow "
                            "Datasets' url_checksums/kmnist.txt (SHA-256, sizes)",
             # The repository's README: CC BY-SA 4.0.
-            license="https://creativecommons.org/licenses/by-sa/4.0/",
+            license="https://creativecommons.org/licenses/by-sa/4.0/", published="2018",
             # KMNIST's kmnist_classmap.csv (char column); torchvision spells them in
             # romaji (o, ki, su, tsu, na, ha, ma, ya, re, wo).
             class_names=("\u304a", "\u304d", "\u3059", "\u3064", "\u306a", "\u306f",
@@ -229,6 +258,8 @@ FAMILIES = {
             note="about 560 MB; the splits are extracted to DIR/<split>/ "
                  "(byclass, bymerge, balanced, letters, digits, mnist); EMNIST images "
                  "are stored transposed",
+            # NIST's EMNIST page states no license: none is claimed.
+            published="2017",
             citation=_bibtex("cohen2017emnist", "article",
                              "EMNIST: an extension of MNIST to handwritten letters",
                              "Cohen, Gregory and Afshar, Saeed and Tapson, Jonathan and "

@@ -91,29 +91,79 @@ def test_imagefolder_croissant_loads_every_record(tmp_path, mlc):
                               split._images)
 
 
+def validate_log(path):
+    """`mlcroissant validate`'s exit code and log (its console script)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    r = subprocess.run([str(Path(sys.executable).parent / "mlcroissant"), "validate",
+                        "--jsonld", str(path)], capture_output=True)
+    return r.returncode, r.stderr.decode()
+
+
 def test_the_family_metadata_of_a_published_dataset(tmp_path, official_dir):
+    # The official files' content matches the published SHA-256: MNIST's facts, its
+    # license as LeCun's page states it; given a version, mlcroissant warns of nothing.
     out = tmp_path / "hf"
-    r = run("convert", official_dir, out, "--to", "parquet", "--limit", "20", "-q")
+    r = run("convert", official_dir, out, "--to", "parquet", "--limit", "20", "-q",
+            "--version", "1.0.0")
     assert r.returncode == 0, stderr_of(r)
     doc = json.loads((out / "croissant.json").read_text())
     assert doc["name"] == "mnist" and doc["url"] == "http://yann.lecun.com/exdb/mnist/"
     assert doc["citeAs"].startswith("@article{lecun1998gradient,")
-    assert "license" not in doc  # the publishers state none
+    assert doc["license"] == "https://creativecommons.org/licenses/by-sa/3.0/"
+    assert (doc["version"], doc["datePublished"]) == ("1.0.0", "1998")
     assert doc["conformsTo"] == "http://mlcommons.org/croissant/1.0"
     assert [rs["@id"] for rs in doc["recordSet"]] == ["train", "test"]
+    code, log = validate_log(out / "croissant.json")
+    assert code == 0 and log.strip().endswith("Done."), log
+    assert "warning" not in log.lower() and "error" not in log.lower(), log
 
 
-def test_fashion_names_give_its_license_and_citation(tmp_path):
+def test_given_license_and_version_validate_without_warnings(tmp_path):
+    # Anything else: what the user says is what croissant.json states.
+    images, labels = small_digits(20)
+    np.savez(tmp_path / "s.npz", x_train=images, y_train=labels)
+    out = tmp_path / "hf"
+    r = run("convert", tmp_path / "s.npz", out, "--to", "parquet", "-q",
+            "--name", "my-digits", "--license", "CC-BY-4.0", "--version", "2.1.0",
+            "--citation", "@misc{digits, title={My digits}, year={2024}}",
+            "--date-published", "2024-05-01", "--homepage", "https://example.org/digits",
+            "--description", "Digits I drew.")
+    assert r.returncode == 0, stderr_of(r)
+    doc = json.loads((out / "croissant.json").read_text())
+    assert {k: doc[k] for k in ("name", "description", "license", "version", "citeAs",
+                                "datePublished", "url")} == {
+        "name": "my-digits", "description": "Digits I drew.", "license": "CC-BY-4.0",
+        "version": "2.1.0", "citeAs": "@misc{digits, title={My digits}, year={2024}}",
+        "datePublished": "2024-05-01", "url": "https://example.org/digits"}
+    code, log = validate_log(out / "croissant.json")
+    assert code == 0 and log.strip().endswith("Done."), log
+    assert "warning" not in log.lower(), log
+    # Nothing given: a neutral name, nothing borrowed, and mlcroissant says what is missing.
+    r = run("convert", tmp_path / "s.npz", tmp_path / "plain", "--to", "parquet")
+    assert r.returncode == 0, stderr_of(r)
+    doc = json.loads((tmp_path / "plain" / "croissant.json").read_text())
+    assert doc["name"] == "plain"
+    assert not {"license", "citeAs", "url", "version", "datePublished"} & set(doc)
+    assert "no published checksum matches" in stderr_of(r)
+    assert "--license" in stderr_of(r)
+
+
+def test_class_names_prove_no_family(tmp_path):
+    # Ten Fashion-MNIST names label anything: no name, license or citation from them.
     from mnistconv.codecs.classes import FASHION_MNIST
     split = ArraySplit("train", *small_digits(12))
     split.header = split.header.with_(class_names=FASHION_MNIST)
-    mnistconv.write(Dataset("t", {"train": split}), str(tmp_path / "f"), "imagefolder")
+    ds = Dataset("t", {"train": split})
+    mnistconv.write(ds, str(tmp_path / "f"), "imagefolder")
     doc = json.loads((tmp_path / "f" / "croissant.json").read_text())
-    assert doc["name"] == "fashion-mnist"
-    assert doc["license"] == "https://opensource.org/licenses/MIT"
-    assert "Xiao, Han" in doc["citeAs"]
+    assert doc["name"] == "f"
+    assert not {"license", "citeAs", "url"} & set(doc)
+    assert "Fashion" not in json.dumps(doc) and "Xiao" not in json.dumps(doc)
     assert doc["recordSet"][0]["data"][0] == {"classes/label": 0,
                                               "classes/name": "T-shirt/top"}
+    assert any("no published checksum matches" in n for n in ds.notes)
 
 
 def test_an_existing_croissant_json_is_refused_before_anything_is_written(tmp_path):
@@ -160,10 +210,11 @@ def test_a_planned_run_writes_the_same_croissant_json_as_a_local_one(tmp_path):
     images, labels = small_digits(40)
     np.savez(tmp_path / "s.npz", x_train=images, y_train=labels)
     ds = mnistconv.read(str(tmp_path / "s.npz"))
-    mnistconv.write(ds, str(tmp_path / "local"), "parquet", shards=2)
+    # (one output name in two folders: the neutral name comes from the output's name)
+    mnistconv.write(ds, str(tmp_path / "local" / "hf"), "parquet", shards=2)
     spec = plan.InputSpec(str(tmp_path / "s.npz"), "npz", {}, {})
-    plan.run(spec, str(tmp_path / "planned"), "parquet", {"shards": 2})
-    local, planned = tmp_path / "local", tmp_path / "planned"
+    plan.run(spec, str(tmp_path / "planned" / "hf"), "parquet", {"shards": 2})
+    local, planned = tmp_path / "local" / "hf", tmp_path / "planned" / "hf"
     assert sorted(p.name for p in planned.iterdir()) == \
         sorted(p.name for p in local.iterdir())
     assert (planned / "croissant.json").read_bytes() == \

@@ -220,9 +220,9 @@ def test_reads_a_directory_tfds_wrote(tmp_path, shuffled):
     (["--name", "../x"], "Error: --name '../x' is not a TFDS dataset name; use a letter, "
                          "then letters, digits and '_' (at most 64), e.g. mnist or "
                          "my_digits"),
-    (["--version", "1.0"], "Error: --version '1.0' is not a TFDS version; use "
+    (["--version", "1.0"], "Error: --version '1.0' is not a version; use "
                            "MAJOR.MINOR.PATCH without leading zeros, e.g. 1.0.0"),
-    (["--version", "01.0.0"], "Error: --version '01.0.0' is not a TFDS version; use "
+    (["--version", "01.0.0"], "Error: --version '01.0.0' is not a version; use "
                               "MAJOR.MINOR.PATCH without leading zeros, e.g. 1.0.0"),
     (["--shards", "0"], "Error: --shards must be between 1 and 10000, not 0; " + ACCEPTED),
     (["--shard-size", "100"], "Error: --shard-size must be bytes with a unit, e.g. 256MB "

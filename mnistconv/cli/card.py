@@ -5,6 +5,7 @@ import click
 
 from ..errors import UsageError
 from .common import note, run_options, follow_links_option, timeout_option
+from ..identity import KEYS, OPTIONS as IDENTITY
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -13,7 +14,7 @@ from .inputs import Input, all_options, format_options, from_option
 @click.option("-o", "--output", "output", required=True, metavar="FILE",
               help="The HTML file to write.")
 @from_option()
-@format_options(all_options("read"))
+@format_options(all_options("read") + list(IDENTITY))
 @timeout_option
 @follow_links_option
 @run_options("force", "quiet")
@@ -24,17 +25,26 @@ def card(path, output, from_name, run, **values):
     with sizes and SHA-256.
 
     \b
+    It names the dataset and states its license and citation as --name, --license,
+    --citation, ... say, else only when PATH's files are a published dataset's (their
+    checksums match).
+
+    \b
     Examples:
       mnistconv card data/mnist -o mnist-card.html
+      mnistconv card digits/ -o card.html --name my-digits --license CC-BY-4.0
       mnistconv card mnist.tfrecord -o card.html --force
     """
     from .. import card as cards
     from ..fileio import write_text_output
     if output == "-" or output.endswith(("/", "\\")):
         raise UsageError(output, "is not a file name", "name an HTML file to write")
+    from ..identity import given
+    described = given({k: values.pop(k, None) for k in KEYS})
     dataset = Input(path, from_name).read(values)
     stats = cards.collect(dataset)
-    html = cards.render_card(stats, path, cards.input_files(dataset), dataset)
+    html = cards.render_card(stats, path, cards.input_files(dataset), dataset,
+                             options=described)
     written = write_text_output(output, html, run.force)
     note(f"card: {written.path}  {written.bytes:,} bytes", run.quiet)
     return 0

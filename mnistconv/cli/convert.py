@@ -10,20 +10,26 @@ import click
 
 from .. import registry
 from ..errors import UsageError
+from ..identity import OPTIONS as IDENTITY
 from .common import (Run, emit_json, files_json, make_progress, note, run_options, stacked,
                      follow_links_option, timeout_option)
 from .inputs import (Input, StdinSpool, all_options, format_options, from_option,
                      options_for, selection, selection_options)
 
 
-def _refuse_foreign(values, reader, writer):
-    """An option set on the command line that neither chosen format takes is a mistake."""
-    mine = {o.name for o in reader.read_options} | {o.name for o in writer.write_options}
+def _refuse_foreign(values, reader, writer, also=()):
+    """An option set on the command line that neither chosen format takes (nor `also`
+    names: the identity keywords a --card takes) is a mistake."""
+    mine = {o.name for o in reader.read_options} | {o.name for o in writer.write_options} \
+        | set(also)
     for fmt in registry.FORMATS.values():
         for o in fmt.read_options + fmt.write_options:
             if o.name not in mine and values.get(o.name) not in (None, False, o.default):
+                from ..identity import KEYS
                 raise UsageError(None, f"{o.flag} does not apply to reading {reader.name} "
-                                       f"or writing {writer.name}", "drop it")
+                                       f"or writing {writer.name}",
+                                 "drop it, or add --card (whose page states it)"
+                                 if o.name in KEYS else "drop it")
 
 
 def _sums_line(digest, name):
@@ -124,7 +130,7 @@ class Conversion:
     to_name: Optional[str] = None
     run: Run = Run()
 
-    def formats(self, values, path=None):
+    def formats(self, values, path=None, card=False):
         """The input (at `path`, where stdin was spooled, or SRC) and the writer's
         format; refuses stdio they cannot take and options neither takes."""
         src, dst = self.src, self.dst
@@ -135,7 +141,8 @@ class Conversion:
             raise UsageError("-", f"{reader.name} cannot be read from stdin", "name the input file instead")
         if dst == "-" and not writer.stdio:
             raise UsageError("-", f"{writer.name} cannot be written to stdout", "name an output file instead")
-        _refuse_foreign(values, reader, writer)
+        from ..identity import KEYS
+        _refuse_foreign(values, reader, writer, KEYS if card else ())
         return source, writer
 
 
@@ -184,8 +191,11 @@ def run_conversion(c: Conversion, values: dict) -> int:
         return _run_planned(c, values, planned, sums)
     started = time.perf_counter()
     with StdinSpool(src) as src_path:
-        source, writer = c.formats(values, src_path)
+        source, writer = c.formats(values, src_path, card=bool(card_target))
         reader = source.format
+        from ..identity import KEYS, given
+        # The card describes the dataset as the metadata does; checked before writing.
+        identity_options = given({k: values.get(k) for k in KEYS})
         if sums:  # committed with the data: what would make it fail there is refused now
             from ..fileio import refuse_replacing_special
             target = _sums_target(dst, writer)
@@ -221,7 +231,8 @@ def run_conversion(c: Conversion, values: dict) -> int:
                 html = card.render_card(card_stats, dst, card.output_files(files), dataset,
                                         {"input": src, "input_format": reader.name,
                                          "output": dst, "output_format": writer.name,
-                                         "options": chosen, "stats": stats})
+                                         "options": chosen, "stats": stats},
+                                        identity_options)
                 card_file = write_text_output(card_target, html, force)
             elif force and dst != "-" and "://" not in dst:
                 _drop_earlier_card(dst)
@@ -504,5 +515,6 @@ def pair_command(reader_name, writer_name):
     return stacked(
         click.command(f"{reader.name}-to-{writer.name}"),
         click.argument("src"), click.argument("dst"), selection_options,
-        format_options(list(reader.read_options) + list(writer.write_options)),
+        format_options(list(reader.read_options) + list(writer.write_options)
+                       + list(IDENTITY)),  # (for --card, where the writer has none)
         _OUTPUT_OPTIONS)(command)

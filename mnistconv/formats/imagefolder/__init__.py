@@ -3,6 +3,7 @@ image_dataset_from_directory read it (layout in format.py). This file is the for
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
+from ...identity import OPTIONS as IDENTITY
 from ...spec import Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
@@ -15,7 +16,7 @@ SPEC = Format(
                "<index>.jpg (lossy)", "choice", ("png", "jpeg"), "png"),
         JPEG_QUALITY,
         WORKERS,
-    ),
+    ) + IDENTITY,
     output_is_directory=True,
     holds=Holds(),
 )

@@ -26,6 +26,7 @@ The code is in reader.py and writer.py (the format's module), imported on first 
 needs pyarrow (the `parquet` extra).
 """
 
+from ...identity import OPTIONS as IDENTITY
 from ...spec import Format, GREY, Holds, Option, RGB
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
@@ -52,7 +53,7 @@ SPEC = Format(
                "unit a streaming reader fetches (default 1000: about 250 KB of MNIST "
                "PNGs)", "int", (), 1000, low=1, high=1 << 20),
         WORKERS,
-    ),
+    ) + IDENTITY,
     sharded="mnistconv.formats.parquet.writer",
     holds=Holds(channels=GREY + RGB, extras=True),
 )

@@ -216,6 +216,11 @@ class ParquetWrite(ShardedWrite):
         if not dataset.splits:
             raise NoSplits(path, "nothing to write: the input has no splits")
         self.one_file = path.lower().endswith(".parquet")
+        from ...identity import given
+        if given(options) and self.one_file:
+            raise UsageError(path, "one .parquet file holds no README.md or croissant.json "
+                                   "to state --name, --license, ... in",
+                             "name a directory for the Hub's layout")
         if config is not None:
             check_option_name(config, "--config")
             if self.one_file:
@@ -350,8 +355,11 @@ class ParquetWrite(ShardedWrite):
             mine = [recorded[t.path] for t in self.targets if t.split == name]
             splits.append((name, split.header.count, sum(c.arrow_bytes for _, c in mine),
                            sum(f.bytes for f, _ in mine)))
+        from ...identity import add_note, resolve
+        identity = resolve(self.dataset, self.path, self.options)
+        add_note(self.dataset, identity)
         return card.dataset_card(self.options.config or "default", self.folder, self.names,
-                                 splits, self.schema.names[2:]).encode("utf-8")
+                                 splits, self.schema.names[2:], identity).encode("utf-8")
 
     def finish(self, recorded):
         """Write README.md and croissant.json from the recorded shards, as write() does."""
@@ -363,7 +371,7 @@ class ParquetWrite(ShardedWrite):
                 f.write(self.card(recorded))
         croissant.write(self.dataset, self.path,
                         WriteResult([f for f, _ in recorded.values()], {}), "parquet",
-                        force=True)
+                        force=True, options=self.options)
 
 
 def prepare_write(dataset, path, options) -> ParquetWrite:

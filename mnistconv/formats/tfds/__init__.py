@@ -2,6 +2,7 @@
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
+from ...identity import CITATION, DESCRIPTION, HOMEPAGE, LICENSE
 from ...spec import Format, Holds, Option
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
@@ -16,10 +17,12 @@ SPEC = Format(
     output_is_directory=True,
     read_options=(SPLIT_NAME,),
     write_options=(
-        Option("name", "--name", "TFDS dataset name (default: the input's family: mnist, "
-               "fashion_mnist, kmnist, emnist)", "str"),
-        Option("version", "--version", "TFDS dataset version MAJOR.MINOR.PATCH", "str",
-               (), "1.0.0"),
+        Option("name", "--name", "The dataset's name (TFDS: letters, digits, '_'; default: "
+               "a published dataset's when the input's files match its checksums: mnist, "
+               "fashion_mnist, ...; else the output's name)", "str"),
+        Option("version", "--version", "The dataset's version MAJOR.MINOR.PATCH (TFDS "
+               "default: 1.0.0)", "str"),
+        DESCRIPTION, LICENSE, CITATION, HOMEPAGE,
         SHARDS,
         Option("shard_size", "--shard-size", "Target bytes per shard, with a unit: 256MB or "
                "1GiB (MB = 1,000,000 bytes, MiB = 1,048,576) (default: TFDS' rule, 64 "

@@ -101,9 +101,18 @@ class TfdsWrite(ShardedWrite):
     def __init__(self, dataset, path, options, force=True, planned=True):
         o = self.options = options
         self.path = path
+        from ...identity import resolve
+        self.identity = resolve(dataset, path, o)
+        # The family's TFDS name only when the bytes proved it (house rule 15).
+        self.known = tfds_info.FAMILY_NAMES.get(getattr(self.identity.family, "name", None))
         self.name = tfds_info.check_name(o.name if o.name is not None else
-                                         tfds_info.family_name(dataset))
-        self.version = tfds_info.check_version(o.version)
+                                         tfds_info.default_name(dataset, self.known, path))
+        # (1.0.0 when not given: TFDS needs one; the other formats state none)
+        self.version = tfds_info.check_version("1.0.0" if o.version is None else o.version)
+        if self.name != self.identity.name:  # TFDS' own name for it
+            self.identity = resolve(dataset, path, o, self.identity.family, self.name)
+        from ...identity import add_note
+        add_note(dataset, self.identity)
         if o.shards is not None and o.shard_size is not None:
             raise UsageError(None, "--shards and --shard-size both say how to cut shards",
                              "give one of them")
@@ -138,7 +147,7 @@ class TfdsWrite(ShardedWrite):
             self.splits.append((split_name, split))
         # One features.json describes every split: contract.admit saw one image size.
         self.shape = shapes.pop()
-        self.names = tfds_info.class_names(self.name, [s for _, s in self.splits],
+        self.names = tfds_info.class_names(self.known, [s for _, s in self.splits],
                                            self.num_classes)
         self.targets = []
         if planned:
@@ -207,7 +216,8 @@ class TfdsWrite(ShardedWrite):
     def metadata(self, described) -> list:
         """(file name, bytes) of METADATA; described: [(split, numBytes, shard lengths)]."""
         texts = (tfds_info.dataset_info_json(self.name, self.version,
-                                             self.options.file_format, described),
+                                             self.options.file_format, described,
+                                             self.identity, self.known),
                  tfds_info.features_json(self.shape, self.num_classes),
                  "\n".join(self.names) + "\n")
         return [(name, text.encode("utf-8")) for name, text in zip(METADATA, texts)]

@@ -123,39 +123,57 @@ def check_split_name(name, where):
     return name
 
 
-def family_name(dataset) -> str:
-    """The TFDS name of the dataset's family: a TFDS directory's own, else the one the
-    input's file names say (fashion_mnist, kmnist, emnist), else mnist."""
+# The TFDS name of each sources.py family.
+FAMILY_NAMES = {"mnist": "mnist", "fashion-mnist": "fashion_mnist", "kmnist": "kmnist",
+                "emnist": "emnist"}
+
+
+def default_name(dataset, known, dst) -> str:
+    """The TFDS name when --name is not given: the family's when the input's bytes
+    proved it (`known`), else a TFDS directory's own, else one made of the output's
+    name (house rule 15: never the family's from class names or file names)."""
+    if known:
+        return known
     for split in dataset.splits.values():
         name = getattr(split, "tfds_name", None)
         if name:
             return name
-    text = " ".join(os.path.basename(str(p)).lower() for p in dataset.paths)
-    for word, name in (("fashion", "fashion_mnist"), ("kmnist", "kmnist"),
-                       ("emnist", "emnist")):
-        if word in text:
-            return name
-    return "mnist"
+    from ...identity import neutral_name
+    name = re.sub(r"[^A-Za-z0-9_]", "_", neutral_name(dst))[:64]
+    return name if _NAME.match(name) else f"d_{name}"[:64]
 
 
 def class_names(name, splits, num_classes) -> list:
-    """Class names: the reader's, else the family's when it has that many classes,
-    else '0', '1', ..."""
+    """Class names: the reader's, else those of the family `name` (the TFDS name of a
+    family the bytes proved, or None) when it has that many classes, else '0', '1', ..."""
     for split in splits:
         names = getattr(split.header, "class_names", None) or \
             getattr(split, "class_names", None)
         if names and len(names) == num_classes:
             return [str(n) for n in names]
-    known = KNOWN.get(name, (None, None, None, None))[3]
+    known = KNOWN.get(name, (None, None, None, None))[3] if name else None
     if known and len(known) == num_classes:
         return list(known)
     return [str(i) for i in range(num_classes)]
 
 
-def dataset_info_json(name, version, file_format, splits) -> str:
-    """dataset_info.json's text. splits: [(split name, numBytes, [shard lengths])]."""
-    description, homepage, citation, _ = KNOWN.get(
-        name, (f"{name}, converted by mnistconv.", None, None, None))
+def dataset_info_json(name, version, file_format, splits, identity=None,
+                      known=None) -> str:
+    """dataset_info.json's text. splits: [(split name, numBytes, [shard lengths])];
+    identity: what the metadata states (identity.Identity); known: the TFDS name of the
+    family the bytes proved, whose TFDS texts stand where nothing was given."""
+    description, homepage, citation, _ = KNOWN.get(known, (None, None, None, None)) \
+        if known else (None, None, None, None)
+    license_ = ""
+    if identity is not None:
+        def stated(key, tfds_text):
+            value = getattr(identity, key)
+            return value if key in identity.given or not tfds_text else tfds_text
+        description, homepage, citation = (stated("description", description),
+                                           stated("homepage", homepage),
+                                           stated("citation", citation))
+        license_ = identity.license
+    description = description or f"{name}, converted by mnistconv."
     info = {
         "description": description,
         "fileFormat": file_format,
@@ -173,6 +191,8 @@ def dataset_info_json(name, version, file_format, splits) -> str:
         info["citation"] = citation
     if homepage:
         info["location"] = {"urls": [homepage]}
+    if license_:  # DatasetInfo's RedistributionInfo.license
+        info["redistributionInfo"] = {"license": license_}
     return json.dumps(info, indent=2, sort_keys=True)
 
 
