@@ -131,7 +131,10 @@ def _fetch_once(url, staged, spec, timeout, progress):
     with response:
         length = response.headers.get("Content-Length")
         length = int(length) if is_number(length) and len(length) < 19 else None
-        if length is not None and spec.size is not None and length != spec.size:
+        most = _most_bytes(spec)
+        if length is not None and most is not None and length > most or \
+                length is not None and spec.size is not None and length != spec.size \
+                and not spec.content_sha256:
             # Not the published file (an error page): said before the transfer.
             raise _Attempt(f"the mirror offers {length} bytes, the published file has "
                            f"{spec.size}", False, "checksum")
@@ -155,7 +158,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
                         h.update(chunk)
                     got += len(chunk)
                     progress.advance(len(chunk))
-                    if spec.size is not None and got > spec.size:
+                    if most is not None and got > most:
                         raise _Attempt(f"the mirror sent more than the published "
                                        f"{spec.size} bytes", False, "checksum")
         finally:
@@ -165,16 +168,96 @@ def _fetch_once(url, staged, spec, timeout, progress):
         raise _Attempt(f"truncated transfer: the connection closed after {got} of "
                        f"{length} bytes", True, "truncated")
     hexes = {alg: h.hexdigest() for alg, h in hashers.items()}
+    return got, hexes, _equal_content(spec, staged, hexes, progress)
+
+
+def _most_bytes(spec):
+    """The most bytes a copy of spec may have: the published size, or for a file whose
+    content SHA-256 is known, its content stored (gunzipped) or recompressed (gzip's
+    worst case: 5 bytes a 16 KiB block, plus header and trailer)."""
+    if spec.content_sha256 and spec.content_size is not None:
+        return max(spec.size or 0, spec.content_size + spec.content_size // 3000 + 1024)
+    return spec.size
+
+
+def _equal_content(spec, staged, hexes, progress):
+    """How a fetched copy matches (the published digest, or the content of a copy
+    recompressed or gunzipped, as --verify-only checks), else an _Attempt."""
     mismatch = _check_digests(spec, hexes)
-    if mismatch:
-        raise _Attempt(mismatch, False, "checksum")
-    return got, hexes
+    if not mismatch:
+        return ""
+    if spec.content_sha256:
+        state = check_file(spec, staged, progress)
+        if state.action == "verified":
+            return state.check
+        mismatch = state.problem
+    raise _Attempt(mismatch, False, "checksum")
+
+
+def _copy_once(path, staged, spec, progress):
+    """Copy a local mirror's file to staged, hashing it: (bytes, {alg: hex}, check)."""
+    if not os.path.lexists(path):
+        raise _Attempt("no such file in the folder", False, "local")
+    if not os.path.isfile(path):
+        raise _Attempt("is not a regular file", False, "local")
+    size, most = os.path.getsize(path), _most_bytes(spec)
+    if most is not None and size > most:
+        raise _Attempt(f"it has {size} bytes, the published file {spec.size}", False,
+                       "checksum")
+    hashers = _hashers()
+    progress.start(spec.name, size)
+    try:
+        with open(path, "rb") as src, open(staged, "wb") as out:
+            while block := src.read(CHUNK * 16):
+                out.write(block)
+                for h in hashers.values():
+                    h.update(block)
+                progress.advance(len(block))
+    except OSError as e:
+        raise _Attempt(f"cannot be read ({e.strerror or e})", False, "local") from None
+    finally:
+        progress.finish()
+    hexes = {alg: h.hexdigest() for alg, h in hashers.items()}
+    return size, hexes, _equal_content(spec, staged, hexes, progress)
+
+
+def local_mirror(base):
+    """A mirror as download() uses it: an http(s) URL as given, a file:// URL or a bare
+    path as the absolute folder it names (which must exist), anything else a UsageError."""
+    from urllib.parse import unquote, urlsplit
+    text = str(base)
+    if "://" not in text:
+        folder = os.path.abspath(text)
+    elif text[:7].lower() == "file://":
+        parts = urlsplit(text)
+        if parts.netloc not in ("", "localhost"):
+            raise UsageError(text, f"a file:// URL of another host ({parts.netloc})",
+                             "mount it and give the folder, or use file:///path")
+        folder = unquote(parts.path) or "/"
+    elif text.split("://", 1)[0].lower() in ("http", "https"):
+        return text
+    else:
+        raise UsageError(text, "--base-url must be an http(s) URL, a file:// URL or a "
+                               "folder", "give the mirror's http(s) address, or the folder "
+                               "holding a copy of the files")
+    if not os.path.isdir(folder):
+        raise UsageError(text, "--base-url names no folder here",
+                         "give the folder holding a copy of the files (or an http(s) URL)")
+    return folder
+
+
+def _is_local(base) -> bool:
+    return "://" not in str(base)
 
 
 def _hint(kinds):
     if kinds == {"checksum"}:
         return ("nothing was saved: the mirror serves different bytes from the ones "
-                "published")
+                "published; point --base-url at a copy of the published files (or of "
+                "their data recompressed), or leave it out to fetch from the publishers")
+    if kinds == {"local"}:
+        return ("nothing was saved; check that --base-url names the folder holding the "
+                "published files, under their published names")
     if "checksum" in kinds or "truncated" in kinds:
         return "nothing was saved; try again, or raise --retries"
     if kinds <= {"network"}:
@@ -187,19 +270,22 @@ def _fetch(spec, target, mirrors, network, progress):
     """Download one file through the mirrors into target, verified. Returns Result."""
     failures = []  # (url, _Attempt)
     for base in mirrors:
-        url = base.rstrip("/") + "/" + spec.name
-        retries = network.retries
+        local = _is_local(base)
+        url = os.path.join(base, *spec.name.split("/")) if local else \
+            base.rstrip("/") + "/" + spec.name
+        retries = 0 if local else network.retries
         for attempt in range(retries + 1):
             with StagedOutput(force=True) as staged_output:
                 staged = staged_output.file(target)
                 try:
-                    size, hexes = _fetch_once(url, staged, spec, network.timeout, progress)
+                    size, hexes, check = _copy_once(url, staged, spec, progress) if local \
+                        else _fetch_once(url, staged, spec, network.timeout, progress)
                 except _Attempt as failure:
                     staged_output.abort()
                     last = failure
                 else:
-                    return Result(target, "downloaded", size, hexes["sha256"], url,
-                                  digests=hexes)
+                    return Result(target, "copied" if local else "downloaded", size,
+                                  hexes["sha256"], url, digests=hexes, check=check)
             if not last.transient:
                 break
             if attempt < retries and network.retry_delay:
@@ -465,7 +551,9 @@ def download(family: Family, directory, *, force=False, progress: Progress = NO_
     """
     net = Network(**network)
     chosen = family.source(source)
-    mirrors = tuple(net.base_urls) if net.base_urls else chosen.mirrors
+    # A folder or file:// mirror (air-gapped CI, a shared cache) is copied from.
+    mirrors = tuple(local_mirror(u) for u in net.base_urls) if net.base_urls \
+        else chosen.mirrors
     directory = os.path.abspath(str(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise InTheWay(directory, "exists and is not a directory")

@@ -34,6 +34,9 @@ from mnistconv.records import Progress
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"
+# What a refused copy's message advises (download.py's hint for wrong bytes).
+ADVICE = ("; point --base-url at a copy of the published files (or of their data "
+          "recompressed), or leave it out to fetch from the publishers")
 IDX_NAMES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
              "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 # SHA-256 of the decompressed official files (the MNIST database as published).
@@ -298,7 +301,8 @@ def test_checksum_mismatch_names_file_and_digests(serve, tmp_path):
     assert download_error(fam, tmp_path, retry_delay=0) == (
         f"{server.url}/{name}: checksum mismatch: expected sha256 "
         f"{hashlib.sha256(files[name]).hexdigest()}, got {hashlib.sha256(wrong).hexdigest()}"
-        f"; nothing was saved: the mirror serves different bytes from the ones published")
+        f"; nothing was saved: the mirror serves different bytes from the ones published"
+        f"{ADVICE}")
     assert server.count(name) == 1  # wrong bytes are not retried on the same mirror
     # The file before it was complete and verified, so it stays; the bad one does not.
     assert os.listdir(tmp_path) == ["train-images-idx3-ubyte.gz"]
@@ -396,7 +400,7 @@ def test_size_differing_from_the_published_one_is_refused_before_the_body(serve,
     assert download_error(fam, tmp_path, retry_delay=0) == (
         f"{server.url}/{name}: the mirror offers {len(files[name])} bytes, the published "
         f"file has {len(files[name]) + 1}; nothing was saved: the mirror serves different "
-        f"bytes from the ones published")
+        f"bytes from the ones published{ADVICE}")
     assert os.listdir(tmp_path) == []
 
 
@@ -623,7 +627,7 @@ def test_cli_wrong_bytes(serve, tmp_path, capsys, test_mnist):
     assert err == (f"Error: {server.url}/{name}: checksum mismatch: expected sha256 "
                    f"{hashlib.sha256(test_mnist[name]).hexdigest()}, got "
                    f"{hashlib.sha256(wrong).hexdigest()}; nothing was saved: the mirror "
-                   f"serves different bytes from the ones published\n")
+                   f"serves different bytes from the ones published{ADVICE}\n")
     assert os.listdir(tmp_path) == ["train-images-idx3-ubyte.gz"]  # verified before it
 
 
@@ -731,20 +735,34 @@ def test_process_terminated_mid_transfer_leaves_nothing(serve, tmp_path):
 
 
 @pytest.mark.skipif(not SHARED_MNIST.is_dir(), reason="../shared/data/mnist is not present")
-def test_process_real_catalogue_rejects_recompressed_copies(serve, tmp_path):
-    """The shared copies hold the official IDX bytes in other gzip wrappers, so the
-    published checksums must refuse them: the check is of the bytes, not the name."""
-    name = "train-images-idx3-ubyte.gz"
-    server = serve({name: (SHARED_MNIST / name).read_bytes()})
+def test_process_real_catalogue_accepts_recompressed_copies(serve, tmp_path):
+    """The shared copies hold the official IDX bytes in other gzip wrappers: a mirror
+    serving them serves MNIST (its content SHA-256 is the published one), as
+    --verify-only says; one changed byte is refused with advice."""
+    files = {n: (SHARED_MNIST / n).read_bytes() for n in IDX_NAMES}
+    server = serve(files)
     done = cli_process("download", "mnist", tmp_path / "data",
                        env={"MNISTCONV_BASE_URL": server.url})
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    for name in IDX_NAMES:
+        assert (tmp_path / "data" / name).read_bytes() == files[name]
+    name = "t10k-labels-idx1-ubyte.gz"
+    content = bytearray(gzip.decompress(files[name]))
+    content[100] ^= 1
+    damaged = gzip.compress(bytes(content), mtime=0)
+    server = serve({**files, name: damaged})
+    done = cli_process("download", "mnist", tmp_path / "other", "-q",
+                       env={"MNISTCONV_BASE_URL": server.url})
     assert done.returncode == 1
-    # Their size already differs from the published one, so no byte of the body is kept.
     assert done.stderr == (
-        f"Error: {server.url}/{name}: the mirror offers {(SHARED_MNIST / name).stat().st_size}"
-        f" bytes, the published file has 9912422; nothing was saved: the mirror serves "
-        f"different bytes from the ones published\n")
-    assert not (tmp_path / "data").exists()
+        f"Error: {server.url}/{name}: checksum mismatch: expected sha256 "
+        f"{REAL_FAMILIES['mnist'].files[3].sha256}, got "
+        f"{hashlib.sha256(damaged).hexdigest()} (decompressed content: sha256 "
+        f"{hashlib.sha256(content).hexdigest()}, expected "
+        f"{OFFICIAL_IDX_SHA256['t10k-labels-idx1-ubyte']}); nothing was saved: the mirror "
+        f"serves different bytes from the ones published{ADVICE}\n")
+    assert not (tmp_path / "other" / name).exists()
 
 
 @pytest.mark.skipif(not SHARED_MNIST.is_dir(), reason="../shared/data/mnist is not present")
@@ -1356,3 +1374,85 @@ def test_medmnist_size_is_a_source_with_its_own_file(serve, tmp_path):
         ("pathmnist_64.npz", "downloaded")]
     assert (tmp_path / "pathmnist_64.npz").read_bytes() == data
     assert server.requests[0][0] == "pathmnist_64.npz"
+
+
+# --- local copies: a folder or file:// mirror (issue 38) ------------------------------------
+
+@pytest.fixture(scope="module")
+def recompressed_copy(tmp_path_factory):
+    """A folder of the official files' data recompressed (gzip level 1, a name, an
+    mtime): other bytes than the published archives, the same content."""
+    if not SHARED_MNIST.is_dir():
+        pytest.skip("../shared/data/mnist is not present")
+    folder = tmp_path_factory.mktemp("copy") / "mnist copy"
+    folder.mkdir()
+    for name in IDX_NAMES:
+        (folder / name).write_bytes(recompressed((SHARED_MNIST / name).read_bytes()))
+    return folder
+
+
+@pytest.mark.parametrize("how", ["folder", "file-url"])
+def test_download_from_a_folder_of_the_official_files_recompressed(
+        tmp_path, capsys, recompressed_copy, how):
+    base = recompressed_copy.as_uri() if how == "file-url" else str(recompressed_copy)
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path / "data", "--base-url",
+                             base)
+    assert (code, out) == (0, ""), err
+    lines = err.splitlines()
+    for line, name in zip(lines, IDX_NAMES):
+        assert line.startswith(f"copied     {name} (")
+        assert line.endswith(f" from {recompressed_copy / name}: content sha256 matches "
+                             "(recompressed)")
+    assert lines[4] == f"Next: mnistconv idx-to-npz {tmp_path / 'data'} mnist.npz"
+    for name in IDX_NAMES:
+        assert (tmp_path / "data" / name).read_bytes() == (recompressed_copy / name).read_bytes()
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path / "data", "--verify-only")
+    assert code == 0 and err.endswith("are valid.\n")
+
+
+def test_a_damaged_local_copy_is_refused_with_advice(tmp_path, capsys, recompressed_copy):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name in IDX_NAMES:
+        os.symlink(recompressed_copy / name, mirror / name)
+    name = "t10k-labels-idx1-ubyte.gz"
+    content = bytearray(gzip.decompress((SHARED_MNIST / name).read_bytes()))
+    content[500] ^= 1
+    damaged = gzip.compress(bytes(content), mtime=0)
+    (mirror / name).unlink()
+    (mirror / name).write_bytes(damaged)
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path / "data", "--base-url",
+                             mirror, "-q")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: {mirror / name}: checksum mismatch: expected sha256 "
+        f"{REAL_FAMILIES['mnist'].files[3].sha256}, got "
+        f"{hashlib.sha256(damaged).hexdigest()} (decompressed content: sha256 "
+        f"{hashlib.sha256(content).hexdigest()}, expected "
+        f"{OFFICIAL_IDX_SHA256['t10k-labels-idx1-ubyte']}); nothing was saved: the mirror "
+        f"serves different bytes from the ones published{ADVICE}\n")
+    assert not (tmp_path / "data" / name).exists()
+    # A file missing from the folder: where to look, said.
+    (mirror / name).unlink()
+    code, _, err = run_cli(capsys, "download", "mnist", tmp_path / "data", "--base-url",
+                           mirror, "-q")
+    assert code == 1
+    assert err == (f"Error: {mirror / name}: no such file in the folder; nothing was "
+                   "saved; check that --base-url names the folder holding the published "
+                   "files, under their published names\n")
+
+
+@pytest.mark.parametrize("base, message", [
+    ("ftp://example.org/mnist", "Error: ftp://example.org/mnist: --base-url must be an "
+     "http(s) URL, a file:// URL or a folder; give the mirror's http(s) address, or the "
+     "folder holding a copy of the files\n"),
+    ("no/such/folder", "Error: no/such/folder: --base-url names no folder here; give the "
+     "folder holding a copy of the files (or an http(s) URL)\n"),
+    ("file://server/share", "Error: file://server/share: a file:// URL of another host "
+     "(server); mount it and give the folder, or use file:///path\n"),
+])
+def test_a_base_url_that_is_no_mirror_is_a_usage_error(tmp_path, capsys, base, message):
+    code, out, err = run_cli(capsys, "download", "mnist", tmp_path / "data", "--base-url",
+                             base)
+    assert (code, out, err) == (2, "", message)
+    assert not (tmp_path / "data").exists()

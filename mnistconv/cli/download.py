@@ -100,8 +100,11 @@ class Fetch:
 @bundle(
     "fetch", Fetch,
     click.option("--base-url", multiple=True, envvar="MNISTCONV_BASE_URL", metavar="URL",
-                 help="Fetch from this mirror instead of the publishers' (repeat to try "
-                      "several in order; env MNISTCONV_BASE_URL, space-separated)."),
+                 help="Fetch from this mirror instead of the publishers': an http(s) "
+                      "URL, a file:// URL or a folder holding a copy (repeat to try "
+                      "several in order; env MNISTCONV_BASE_URL, space-separated). A copy "
+                      "of the same data recompressed is accepted, as --verify-only "
+                      "accepts it."),
     click.option("--source", default="original", show_default=True, metavar="NAME",
                  help="Where from: original (the publishers' files), keras (Keras' mirror; "
                       "MNIST's mnist.npz converted to IDX), hf (the Hugging Face Hub's "
@@ -127,6 +130,7 @@ def download(name, directory, list_, verify_only, fetch, run):
       mnistconv idx-to-npz data/ mnist.npz
       mnistconv download fashion-mnist fashion/ --verify-only
       mnistconv download mnist data/ --base-url https://mirror.example.org/mnist/
+      mnistconv download mnist data/ --base-url /mnt/cache/mnist
       mnistconv download fashion-mnist fashion/ --source hf
       mnistconv download --list
     """
@@ -181,7 +185,7 @@ def download(name, directory, list_, verify_only, fetch, run):
         emit_json({"dataset": family.name, "directory": directory,
                    "files": [_result_json(r, os.path.abspath(directory)) for r in results]})
     for r in results:
-        where = f" from {r.url}" if r.url else ""
+        where = (f" from {r.url}" if r.url else "") + (f": {r.check}" if r.check else "")
         note(f"{r.action:<10} {os.path.relpath(r.path, os.path.abspath(directory))} "
              f"({_human(r.bytes)}){where}", quiet)
     if family.extract is None:
