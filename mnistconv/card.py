@@ -23,8 +23,10 @@ class SplitStats:
 
     shown = SAMPLES  # images kept per class
 
-    def __init__(self, name, header):
+    def __init__(self, name, header, jpeg_quality=None):
         self.name, self.header = name, header
+        # A JPEG write: counted as the output holds them, encoded and decoded back.
+        self.jpeg_quality = jpeg_quality
         self.reset()
 
     def reset(self):
@@ -48,6 +50,9 @@ class SplitStats:
         if not n:
             return
         images = np.asarray(images)
+        if self.jpeg_quality is not None and images.ndim == 3 and images.dtype == np.uint8:
+            from .codecs import encode_jpeg_batch
+            images = encode_jpeg_batch(images, self.jpeg_quality, decoded=True)[1]
         self.count += n
         classes = max(int(labels.max()) + 1, len(self.class_counts))
         counts = np.bincount(labels, minlength=classes)
@@ -145,10 +150,25 @@ class _Observed(WrappedSplit):
                 counted.result()
 
 
-def observe(dataset):
+def jpeg_quality(writer_name, options):
+    """The JPEG quality a write encodes its images at, or None for an exact write: the
+    card beside it counts the pixels the output holds, not the input's."""
+    from .formats.common import DEFAULT_JPEG_QUALITY
+    image_format = options.get("image_format")
+    if image_format is None and writer_name == "tfrecord":
+        from .codecs.example import PRESETS
+        image_format = PRESETS[options.get("preset") or "recipe"].image_format
+    if image_format != "jpeg":
+        return None
+    quality = options.get("jpeg_quality")
+    return DEFAULT_JPEG_QUALITY if quality is None else quality
+
+
+def observe(dataset, jpeg_quality=None):
     """(a dataset whose splits fill SplitStats as a writer reads them, {name: stats});
-    complete() them after the write."""
-    stats = {name: SplitStats(name, split.header) for name, split in dataset.splits.items()}
+    complete() them after the write. jpeg_quality: the write's, if it writes JPEGs."""
+    stats = {name: SplitStats(name, split.header, jpeg_quality)
+             for name, split in dataset.splits.items()}
     splits = {name: _Observed(split, stats[name]) for name, split in dataset.splits.items()}
     return Dataset(dataset.format, splits, dataset.paths, dataset.notes), stats
 
@@ -157,13 +177,13 @@ def complete(stats, dataset):
     """A pass of its own for any split the writer did not read whole (take(), an early stop)."""
     for name, split in dataset.splits.items():
         if stats[name].count != split.header.count:
-            stats[name] = collect_split(split)
+            stats[name] = collect_split(split, stats[name].jpeg_quality)
     return stats
 
 
-def collect_split(split) -> SplitStats:
+def collect_split(split, jpeg_quality=None) -> SplitStats:
     """One pass over a split."""
-    stats = SplitStats(split.name, split.header)
+    stats = SplitStats(split.name, split.header, jpeg_quality)
     for batch in split.batches():
         stats.add(batch.images, batch.labels)
     return stats

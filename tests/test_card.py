@@ -179,3 +179,56 @@ def test_card_refuses_a_visible_link_out_and_a_visible_fifo_in_one_line(tmp_path
     assert r.stderr.decode().strip() == (
         f"Error: {tree / 'notes.txt'}: is not a regular file (device, FIFO or socket); "
         "name a regular file or a directory")
+
+
+def _pixels(page, split):
+    """{stat: value} of a split's pixel-value row in the card's text."""
+    section = split_section(page, split)
+    return {k: float(v) for k, v in
+            re.findall(r'data-pixel="(\w+)">([-\d.]+)<', section)}
+
+
+@pytest.mark.parametrize("to, args", [
+    ("imagefolder", ["--image-format", "jpeg", "--jpeg-quality", "50"]),
+    ("tfrecord", []),  # the recipe preset: JPEG at quality 95
+])
+def test_card_of_a_jpeg_conversion_counts_the_outputs_pixels(tmp_path, to, args):
+    import mnistconv
+    from mnistconv import card
+    named_idx(tmp_path / "data")
+    dst = tmp_path / ("out" if to == "imagefolder" else "out.tfrecord")
+    r = run("convert", tmp_path / "data", dst, "--to", to, "--card", "--split", "train",
+            "-q", *args)
+    assert r.returncode == 0, stderr_of(r)
+    page = (tmp_path / (dst.name + ".card.html")).read_text()
+    written = mnistconv.read(dst, to, split_name="train")
+    output = card.collect(written)["train"].pixel_stats()
+    given = card.collect(mnistconv.read(tmp_path / "data"))["train"].pixel_stats()
+    assert _pixels(page, "train") == pytest.approx(output, abs=1e-4)
+    assert output["mean"] != given["mean"]  # JPEG changed them: the card says so
+    means = card.collect(written)["train"].means()
+    ours = {int(k): v for k, v in re.findall(
+        r'data-label="(\d+)".*?<img class="mean" src="(data:[^"]+)"',
+        split_section(page, "train"))}
+    from mnistconv import card_html
+    assert [ours[k] for k in sorted(means)] == card_html._png_uris(
+        [means[k] for k in sorted(means)])
+
+
+def test_card_options_row_shows_no_empty_choice(tmp_path):
+    named_idx(tmp_path / "data")
+    r = run("convert", tmp_path / "data", tmp_path / "m.npz", "--card", "-q")
+    assert r.returncode == 0, stderr_of(r)
+    page = (tmp_path / "m.npz.card.html").read_text()
+    conversion = re.search(r'<section id="conversion">.*?</section>', page, re.S).group(0)
+    assert "splits=" not in conversion
+    assert "<tr><th>Options</th><td>defaults</td></tr>" in conversion
+
+
+def test_jpeg_quality_of_each_lossy_write():
+    from mnistconv.card import jpeg_quality
+    assert jpeg_quality("tfrecord", {}) == 95
+    assert jpeg_quality("tfrecord", {"preset": "tfds"}) is None
+    assert jpeg_quality("tfrecord", {"image_format": "png"}) is None
+    assert jpeg_quality("webdataset", {"image_format": "jpeg", "jpeg_quality": 70}) == 70
+    assert jpeg_quality("imagefolder", {}) is None and jpeg_quality("npz", {}) is None

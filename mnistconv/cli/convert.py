@@ -215,7 +215,8 @@ def run_conversion(c: Conversion, values: dict) -> int:
         observed, card_stats = dataset, None
         if card_target:  # the card's figures are gathered as the writer reads
             from .. import card
-            observed, card_stats = card.observe(dataset)
+            observed, card_stats = card.observe(
+                dataset, card.jpeg_quality(writer.name, write_options))
         from ..staging import one_commit
         # The data, its SHA256SUMS and its card appear together or not at all.
         with nullcontext() if shown else unhashed_outputs(), \
@@ -277,8 +278,9 @@ def _chosen_options(values, reader, writer):
     declared = {o.name: o for o in list(reader.read_options) + list(writer.write_options)}
     chosen = {k: v for k, v in values.items() if k in declared and k != "workers"
               and v not in (None, False, (), declared[k].default)}
+    # (an empty list is no choice: `splits=` with nothing after it said nothing)
     chosen.update((k, v) for k, v in selection(values).items()
-                  if v not in (None, False, (), "auto"))
+                  if v not in (None, False, (), [], "auto"))
     return chosen
 
 
