@@ -177,7 +177,9 @@ def test_formats_lists_an_option_both_sides_take_once():
     lines = run("formats").stdout.decode().splitlines()
     parquet = lines[[line.split(" ")[0] for line in lines].index("parquet") + 1]
     assert parquet.split() == ["options:", "--split-name", "--config", "--shards",
-                               "--row-group-size", "--workers"]
+                               "--row-group-size", "--workers", "--name", "--description",
+                               "--license", "--citation", "--homepage", "--version",
+                               "--date-published"]
 
 
 def test_formats_lines_up_its_columns():
