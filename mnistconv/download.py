@@ -6,7 +6,6 @@ gzip.zip is kept, each member extracted beside it checked against the archive's 
 """
 
 import contextlib
-import hashlib
 import http.client
 import os
 import socket
@@ -16,7 +15,7 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
@@ -24,6 +23,7 @@ from .limits import TransferWindow, is_number
 from .fileio import (STAGING_MARK, StagedOutput, create_staged, move_own, open_input,
                      own_entries, own_files_under, remove_scratch, staging_prefix)
 from .records import NO_PROGRESS, Progress
+from .checks import Result, check_digests, check_file, check_present, file_digests, hashers
 from .sources import FAMILIES, Family, RemoteFile, Source, get_family
 
 __all__ = ["FAMILIES", "Family", "RemoteFile", "Source", "get_family", "Result", "Network",
@@ -32,19 +32,6 @@ __all__ = ["FAMILIES", "Family", "RemoteFile", "Source", "get_family", "Result",
 CHUNK = 1 << 16
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 3
-
-
-@dataclass
-class Result:
-    """One file of a family after download or verification."""
-    path: str
-    action: str  # downloaded | present | extracted | verified | missing | invalid
-    bytes: int = 0
-    sha256: str = ""
-    url: str = ""
-    problem: str = ""  # for missing/invalid (verify only)
-    digests: dict = field(default_factory=dict)
-    check: str = ""  # for verified/present: which digest matched, e.g. "archive sha256 matches"
 
 
 @dataclass(frozen=True)
@@ -102,18 +89,6 @@ def _failed(exc, timeout):
     return _Attempt(str(reason), True)
 
 
-def _hashers():
-    return {"md5": hashlib.md5(), "sha256": hashlib.sha256()}
-
-
-def _check_digests(spec, hexes):
-    """The first published digest that does not match, as a message, else None."""
-    for alg, expected in spec.digests():
-        if hexes[alg] != expected.lower():
-            return f"checksum mismatch: expected {alg} {expected}, got {hexes[alg]}"
-    return None
-
-
 _NET_ERRORS = (OSError, http.client.HTTPException)
 
 
@@ -126,7 +101,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
         response = urllib.request.urlopen(request, timeout=timeout)
     except _NET_ERRORS as e:
         raise _failed(e, timeout) from None
-    hashers = _hashers()
+    running = hashers()
     got = 0
     with response:
         length = response.headers.get("Content-Length")
@@ -154,7 +129,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
                     if not window.add(len(chunk)):
                         raise _Attempt(f"timed out: {window.stalled()}", True)
                     out.write(chunk)
-                    for h in hashers.values():
+                    for h in running.values():
                         h.update(chunk)
                     got += len(chunk)
                     progress.advance(len(chunk))
@@ -167,7 +142,7 @@ def _fetch_once(url, staged, spec, timeout, progress):
     if length is not None and got != length:
         raise _Attempt(f"truncated transfer: the connection closed after {got} of "
                        f"{length} bytes", True, "truncated")
-    hexes = {alg: h.hexdigest() for alg, h in hashers.items()}
+    hexes = {alg: h.hexdigest() for alg, h in running.items()}
     return got, hexes, _equal_content(spec, staged, hexes, progress)
 
 
@@ -183,7 +158,7 @@ def _most_bytes(spec):
 def _equal_content(spec, staged, hexes, progress):
     """How a fetched copy matches (the published digest, or the content of a copy
     recompressed or gunzipped, as --verify-only checks), else an _Attempt."""
-    mismatch = _check_digests(spec, hexes)
+    mismatch = check_digests(spec, hexes)
     if not mismatch:
         return ""
     if spec.content_sha256:
@@ -204,20 +179,20 @@ def _copy_once(path, staged, spec, progress):
     if most is not None and size > most:
         raise _Attempt(f"it has {size} bytes, the published file {spec.size}", False,
                        "checksum")
-    hashers = _hashers()
+    running = hashers()
     progress.start(spec.name, size)
     try:
         with open(path, "rb") as src, open(staged, "wb") as out:
             while block := src.read(CHUNK * 16):
                 out.write(block)
-                for h in hashers.values():
+                for h in running.values():
                     h.update(block)
                 progress.advance(len(block))
     except OSError as e:
         raise _Attempt(f"cannot be read ({e.strerror or e})", False, "local") from None
     finally:
         progress.finish()
-    hexes = {alg: h.hexdigest() for alg, h in hashers.items()}
+    hexes = {alg: h.hexdigest() for alg, h in running.items()}
     return size, hexes, _equal_content(spec, staged, hexes, progress)
 
 
@@ -305,93 +280,6 @@ def _fetch(spec, target, mirrors, network, progress):
         message = ("no mirror could provide it ("
                    + ", ".join(f"{url}: {f.reason}" for url, f in failures) + ")")
     raise MnistconvError(spec.name, message, _hint(kinds))
-
-
-def _file_digests(path, progress=NO_PROGRESS, description=None):
-    hashers = _hashers()
-    with open_input(path) as f:
-        size = os.fstat(f.fileno()).st_size
-        progress.start(description or os.path.basename(path), size)
-        try:
-            while block := f.read(1 << 20):
-                for h in hashers.values():
-                    h.update(block)
-                progress.advance(len(block))
-        finally:
-            progress.finish()
-    return size, {alg: h.hexdigest() for alg, h in hashers.items()}
-
-
-def check_file(spec, path, progress=NO_PROGRESS) -> Result:
-    """Is path the published file, or its content regzipped or gunzipped? A Result."""
-    if not os.path.lexists(path):
-        return Result(path, "missing", problem="missing")
-    if not os.path.isfile(path):
-        return Result(path, "invalid", problem="is not a regular file")
-    size, hexes = _file_digests(path, progress, f"check {spec.name}")
-    problem = _check_digests(spec, hexes)
-    if not problem:
-        return Result(path, "verified", size, hexes["sha256"], digests=hexes,
-                      check=f"archive {spec.digests()[0][0]} matches")
-    if spec.content_sha256:
-        with open_input(path) as f:
-            compressed = f.read(2) == b"\x1f\x8b"
-        if not compressed:
-            # Gunzipped but kept its .gz name: the file is the content itself.
-            if hexes["sha256"] == spec.content_sha256:
-                return Result(path, "verified", size, hexes["sha256"], digests=hexes,
-                              check="uncompressed file, content sha256 matches")
-            problem += (f" (nor is it the uncompressed file: expected content sha256 "
-                        f"{spec.content_sha256})")
-        else:
-            content, failure = _content_sha256(spec, path, progress)
-            if content == spec.content_sha256:
-                return Result(path, "verified", size, hexes["sha256"], digests=hexes,
-                              check="content sha256 matches (recompressed)")
-            problem += f" ({failure})" if failure else (
-                f" (decompressed content: sha256 {content}, expected {spec.content_sha256})")
-    return Result(path, "invalid", size, hexes["sha256"], problem=problem, digests=hexes)
-
-
-def _content_sha256(spec, path, progress):
-    """(sha256 of the decompressed file, None) or (None, why it cannot be the content)."""
-    import gzip
-    h = hashlib.sha256()
-    got = 0
-    limit = spec.content_size
-    progress.start(f"check {spec.name} content", limit or 0)
-    try:
-        with open_input(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
-            while block := f.read(1 << 20 if limit is None else min(1 << 20, limit + 1 - got)):
-                h.update(block)
-                got += len(block)
-                progress.advance(len(block))
-                if limit is not None and got > limit:
-                    return None, (f"its decompressed content is longer than the official "
-                                  f"{limit} bytes")
-    except (OSError, EOFError, zlib.error) as e:
-        return None, f"and it does not decompress: {e}"
-    finally:
-        progress.finish()
-    return h.hexdigest(), None
-
-
-def check_present(spec, directory, progress=NO_PROGRESS) -> Result:
-    """check_file of spec in directory, or of its uncompressed copy when it is absent."""
-    path = os.path.join(directory, spec.name)
-    raw = path[:-3] if spec.name.endswith(".gz") else None
-    if os.path.lexists(path) or not spec.content_sha256 or not raw \
-            or not os.path.lexists(raw):
-        return check_file(spec, path, progress)
-    if not os.path.isfile(raw):
-        return Result(raw, "invalid", problem="is not a regular file")
-    size, hexes = _file_digests(raw, progress, f"check {os.path.basename(raw)}")
-    if hexes["sha256"] == spec.content_sha256:
-        return Result(raw, "verified", size, hexes["sha256"], digests=hexes,
-                      check="uncompressed file, content sha256 matches")
-    return Result(raw, "invalid", size, hexes["sha256"], digests=hexes,
-                  problem=f"checksum mismatch: expected content sha256 "
-                          f"{spec.content_sha256}, got {hexes['sha256']}")
 
 
 def _members(family, archive_path):
@@ -653,7 +541,7 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
 
 def _check_content(spec, path, urls):
     """(sha256, check) of a converted file, which must be the official content."""
-    size, hexes = _file_digests(path)
+    size, hexes = file_digests(path)
     if spec.content_sha256 is None:
         return hexes["sha256"], "no official content sha256 to check against"
     if hexes["sha256"] != spec.content_sha256:
