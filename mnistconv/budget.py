@@ -70,3 +70,63 @@ def check_expansion(path: Optional[str], examples: int, per_example: int, stored
                                 f"bytes ({claimed:,} bytes) in {int(stored_bytes):,} bytes "
                                 f"of file, more than {MAX_RATIO}:1 expansion",
                           "such a ratio is a decompression bomb, not a dataset")
+
+
+# --- what is made, drawn from the budget before it is made ---------------------------------
+
+# What one split keeps in memory besides its batches: its labels and extra label columns
+# (a split's labels are held whole); a label table larger than this is refused.
+HELD_BYTES = 128 << 20
+# What the pieces in flight of every encoding worker may hold together (shared slots,
+# the pieces being encoded and their output): the process tree's share, split among
+# workers, so --workers N never multiplies the budget.
+WORKERS_BYTES = 4 * BATCH_BYTES
+# Room beside an image in one stored record (label, extras, a container's framing).
+RECORD_SLACK = 1 << 20
+
+
+def record_bytes() -> int:
+    """The most bytes one stored record or value (a TFRecord record, a Parquet value or
+    page, a tar member) may hold: the largest image mnistconv takes (--max-image-size)
+    at 4 bytes a pixel, plus RECORD_SLACK, at most limits.MAX_RECORD_BYTES. A record
+    holds one image; checked against its stored length before it is decompressed."""
+    from . import limits
+    return min(limits.MAX_RECORD_BYTES, limits.MAX_IMAGE_PIXELS * 4 + RECORD_SLACK)
+
+
+def check_record(path: Optional[str], where: str, length: int, what: str = "record") -> None:
+    """OverLimit for a record, value or page of `length` bytes over record_bytes()."""
+    cap = record_bytes()
+    if int(length) > cap:
+        from .errors import OverLimit
+        raise OverLimit(path, f"{where}: {what} of {int(length):,} bytes, more than "
+                              f"mnistconv's limit of {cap:,} bytes per {what}",
+                        "one holds one image: raise --max-image-size if the images are "
+                        "really that large")
+
+
+def check_made(path: Optional[str], where: str, made: int, stored_bytes: int) -> None:
+    """FormatError unless `made` bytes (values, a dictionary expanded, records) could come
+    from stored_bytes of file under the expansion rule (MAX_RATIO)."""
+    if int(made) > allowed_bytes(stored_bytes):
+        from .errors import FormatError
+        raise FormatError(path, f"{where} make {int(made):,} bytes from {int(stored_bytes):,} "
+                                f"bytes of file, more than {MAX_RATIO}:1 expansion",
+                          "such a ratio is a decompression bomb, not a dataset")
+
+
+def check_held(path: Optional[str], what: str, nbytes: int) -> None:
+    """OverLimit for a column a split holds whole (labels, extra label columns) of
+    `nbytes` over HELD_BYTES; checked before it is allocated."""
+    if int(nbytes) > HELD_BYTES:
+        from .errors import OverLimit
+        raise OverLimit(path, f"{what} take {int(nbytes):,} bytes in memory, more than "
+                              f"mnistconv's limit of {HELD_BYTES:,} for one split's labels",
+                        "split the dataset into smaller splits")
+
+
+def workers_for(workers: int, piece_bytes: int) -> int:
+    """How many of `workers` encoders fit WORKERS_BYTES when each holds two pieces of
+    piece_bytes in flight (at least 1: one worker encodes in the calling process)."""
+    fit = WORKERS_BYTES // max(1, 2 * int(piece_bytes))
+    return max(1, min(int(workers), fit))
