@@ -243,6 +243,8 @@ class ParquetSplit(Split):
         self.files = list(files)
         self.workers = check_workers(workers)
         self._extras = self._labels = None
+        # The most one image value may make (its page or dictionary): sizes the reads.
+        self.row_bytes = 1
         if _known is not None:
             self.layouts, header, self.class_names = _known
             super().__init__(name, header)
@@ -263,6 +265,7 @@ class ParquetSplit(Split):
                                             f"{meta.row_group(i).total_byte_size:,} bytes, "
                                             f"more than mnistconv's limit of "
                                             f"{MAX_ROW_GROUP_BYTES:,}")
+            self.row_bytes = max(self.row_bytes, _check_made(path, meta, layout))
             count += meta.num_rows
             if count > MAX_EXAMPLES:
                 raise OverLimit(path, f"the split holds {count:,} rows, more than "
@@ -297,10 +300,11 @@ class ParquetSplit(Split):
         splits = []
         for path, layout in zip(self.files, self.layouts):
             count = _open(path).metadata.num_rows
-            splits.append(ParquetSplit(self.name, [path], self.workers,
-                                       ([layout], self.header.with_(count=count,
-                                                                    source=path),
-                                        self.class_names)))
+            split = ParquetSplit(self.name, [path], self.workers,
+                                 ([layout], self.header.with_(count=count, source=path),
+                                  self.class_names))
+            split.row_bytes = self.row_bytes
+            splits.append(split)
         return splits
 
     def labels(self):
@@ -362,32 +366,86 @@ class ParquetSplit(Split):
         labels = self.labels()
         shape = self.header.shape
         batch_size = budget.rows(self.header, batch_size)
-        # Every claimed size of _CHECK_ROWS rows is checked before any row is decoded.
-        fetch = max(batch_size, _CHECK_ROWS)
+        # Every claimed size of _CHECK_ROWS rows is checked before any row is decoded;
+        # pyarrow makes a fetch's values at once, so a fetch is as many rows as fit the
+        # budget at the most one row can make (its page or its dictionary, _check_made).
+        fetch = max(1, min(max(batch_size, _CHECK_ROWS),
+                           budget.BATCH_BYTES // max(1, self.row_bytes)))
         at = 0
+        pending, held = [], 0  # values read and not yet decoded, and their bytes
+
+        def decoded(path):
+            nonlocal at, pending, held
+            part, pending, held = pending, [], 0
+            batch = Batch(self._decode_rows(part, shape, path, at),
+                          labels[at:at + len(part)],
+                          np.arange(at, at + len(part), dtype=np.int64))
+            at += len(part)
+            return batch
         for path, layout in zip(self.files, self.layouts):
             for batch in _iter_batches(_open(path), path, batch_size=fetch,
                                        columns=[layout.image]):
                 column = batch.column(0).field("bytes")
                 if column.null_count:
-                    row = at + next(i for i in range(len(column))
-                                    if not column[i].is_valid)
+                    row = at + len(pending) + next(i for i in range(len(column))
+                                                   if not column[i].is_valid)
                     raise FormatError(path, f"row {row} has no image bytes",
                                       "mnistconv reads images stored in the file, "
                                       "not paths")
                 values = column.to_pylist()
+                del batch, column
                 if batch_size < len(values):
                     for i, data in enumerate(values):
-                        _check_claimed_size(data, shape, f"{path}: row {at + i}")
-                for start in range(0, len(values), batch_size):
-                    part = values[start:start + batch_size]
-                    yield Batch(self._decode_rows(part, shape, path, at),
-                                labels[at:at + len(part)],
-                                np.arange(at, at + len(part), dtype=np.int64))
-                    at += len(part)
+                        _check_claimed_size(data, shape,
+                                            f"{path}: row {at + len(pending) + i}")
+                for data in values:
+                    pending.append(data)
+                    held += len(data)
+                    if len(pending) >= batch_size or held >= budget.BATCH_BYTES:
+                        yield decoded(path)
+                del values
+            if pending:
+                yield decoded(path)
         if at != self.header.count:
             raise CorruptData(self.header.source, f"holds {at} rows, its footers say "
                                                   f"{self.header.count}")
+
+
+def _check_made(path, meta, layout):
+    """What reading the file will make, from its footer and page headers, checked
+    before pyarrow makes any of it: every column chunk's pages, and the image values a
+    dictionary expands to, within the expansion rule for the file's size, and no page
+    (no value) over budget.record_bytes(). Returns the most bytes one image value may
+    make (the largest page or dictionary holding one)."""
+    from ...fileio import open_input
+    from .pages import chunk_pages
+    stored = os.path.getsize(path)
+    image = f"{layout.image}.bytes"
+    pages_made = images_made = largest = 0
+    with open_input(path) as f:
+        for i in range(meta.num_row_groups):
+            group = meta.row_group(i)
+            for c in range(group.num_columns):
+                column = group.column(c)
+                pages_made += max(0, column.total_uncompressed_size)
+                if column.path_in_schema != image:
+                    continue
+                start = column.dictionary_page_offset if column.has_dictionary_page \
+                    and column.dictionary_page_offset else column.data_page_offset
+                where = f"row group {i}, column {image}"
+                if start is None or start < 0 or \
+                        start + column.total_compressed_size > stored:
+                    raise CorruptData(path, f"{where}: its pages lie past the end of "
+                                            "the file")
+                pages = chunk_pages(f, path, start, column.total_compressed_size, where,
+                                    column.compression)
+                budget.check_record(path, where, pages.largest, "page")
+                images_made += pages.made
+                largest = max(largest, pages.largest)
+    budget.check_made(path, "its pages", pages_made, stored)
+    # Rows sharing one dictionary value cost a few bits each: the values they make.
+    budget.check_made(path, "its image values", images_made, stored)
+    return largest
 
 
 def _integer_column(path, name, what, hint):
