@@ -151,7 +151,8 @@ def test_a_100000_wide_one_hot_label_is_refused_on_read(tmp_path):
 
 def test_a_gzip_record_of_1_gib_is_refused_before_it_is_read(tmp_path):
     """The header claims a 1 GiB record and the stream really holds it (zeros): the
-    length is over MAX_RECORD_BYTES, refused before anything is allocated."""
+    length is over what one record may hold (budget.record_bytes(): one image of the
+    size limit), refused before anything is allocated."""
     length = struct.pack("<Q", 1 << 30)
     deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
     bomb = tmp_path / "bomb.tfrecord.gz"
@@ -163,7 +164,8 @@ def test_a_gzip_record_of_1_gib_is_refused_before_it_is_read(tmp_path):
     assert bomb.stat().st_size < 2 * MB
     refused_small(tmp_path, f"Error: {bomb}: record 0 (counting from 0, at byte 0): "
                             "length 1,073,741,824 is more than mnistconv's limit of "
-                            f"268,435,456 bytes per record; {OVER_LIMIT}\n", "tfrecord-to-npz", bomb,
+                            "68,157,440 bytes per record; raise --max-image-size if its "
+                            "images are really that large\n", "tfrecord-to-npz", bomb,
                   tmp_path / "out.npz", seconds=10)
     only(tmp_path, "bomb.tfrecord.gz")
 

@@ -4,7 +4,7 @@
     CRC-32C of the data (little-endian; mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8)
 
 Compression is detected from content. A record's length is checked against
-MAX_RECORD_BYTES and what the stream can still hold before anything is allocated.
+budget.record_bytes() and what the stream can still hold before anything is allocated.
 """
 
 import os
@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import CorruptData, FormatError, MissingDependency, OverLimit, Truncated
 from ..fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
-from ..limits import MAX_RECORD_BYTES
+from ..budget import record_bytes
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")
@@ -217,9 +217,13 @@ def _check_header(path, head, crc, where, first) -> int:
             raise FormatError(path, NOT_TFRECORD, NOT_TFRECORD_HINT)
         raise CorruptData(path, f"{where}: length CRC mismatch, the record header is "
                                 "corrupt")
-    if length > MAX_RECORD_BYTES:
+    # One record holds one image (budget.record_bytes): refused on its length, before
+    # a byte of it is decompressed or allocated.
+    limit = record_bytes()
+    if length > limit:
         raise OverLimit(path, f"{where}: length {length:,} is more than mnistconv's "
-                                f"limit of {MAX_RECORD_BYTES:,} bytes per record")
+                                f"limit of {limit:,} bytes per record",
+                        "raise --max-image-size if its images are really that large")
     return length
 
 
@@ -405,7 +409,7 @@ def _check_block(block, starts, lengths, crc, expected):
     array = np.frombuffer(block, np.uint8)
     at = np.array(starts, np.int64)
     sizes = np.array(lengths, np.int64)
-    if sizes.max() > MAX_RECORD_BYTES:
+    if sizes.max() > record_bytes():
         raise _Unusual
     # Records of one length share their header: its CRC is computed once per length.
     unique, inverse = np.unique(sizes, return_inverse=True)
