@@ -66,13 +66,14 @@ def check_label_dims(labels, path):
                       "give the labels file (*-labels-idx1-ubyte) as the labels")
 
 
-def qmnist_class(table, path):
-    """Column 0 of QMNIST's N x 8 labels as uint8 classes (QMNIST's are 0..9)."""
+def qmnist_class(table, path, start=0):
+    """Column 0 of QMNIST's N x 8 labels (rows from example `start`) as uint8 classes
+    (QMNIST's are 0..9)."""
     column = table[:, 0]
     if len(column) and (column.min() < 0 or column.max() > 255):
         i = int(np.argmax((column < 0) | (column > 255)))
-        raise CorruptData(path, f"class {column[i]} of example {i} (column 0) is not a "
-                                "QMNIST digit class")
+        raise CorruptData(path, f"class {column[i]} of example {start + i} (column 0) is "
+                                "not a QMNIST digit class")
     return column.astype(np.uint8)
 
 

@@ -198,21 +198,44 @@ def _labels_as(labels, dtype, where):
 
 
 def _read_labels(h: IdxHeader):
-    """A labels file's values, read and checked LABEL_CHUNK at a time (QMNIST's column 0)."""
+    """(labels, None) of a labels file, or for QMNIST's N x 8 table (its classes as
+    uint8, its other 7 columns as N x 7 int32): read and checked LABEL_CHUNK values at a
+    time, the table streamed into what is kept (never held whole), and what is kept
+    drawn from the budget (budget.check_held) before it is allocated."""
     native = h.dtype.newbyteorder("=")
-    labels = np.empty(h.dims, native)
+    if len(h.dims) == 1:
+        budget.check_held(h.path, f"labels of {h.count:,} examples",
+                          h.count * native.itemsize)
+        labels = np.empty(h.dims, native)
+        step, part_of = LABEL_CHUNK, labels.__getitem__
+        extra = None
+    else:
+        columns = h.dims[1]
+        budget.check_held(h.path, f"labels of {h.count:,} examples ({columns} columns)",
+                          h.count * (1 + (columns - 1) * np.dtype(np.int32).itemsize))
+        labels = np.empty(h.count, np.uint8)
+        extra = np.empty((h.count, columns - 1), np.int32)
+        step = max(1, LABEL_CHUNK // columns)
+        buffer = np.empty((min(step, h.count), columns), native)
+
+        def part_of(span):
+            return buffer[:span.stop - span.start]
     with InputFile(h.path) as f:
         f.read_exact(h.offset, "IDX header")
-        for start in range(0, h.count, LABEL_CHUNK):
-            part = labels[start:start + LABEL_CHUNK]
+        for start in range(0, h.count, step):
+            span = slice(start, min(start + step, h.count))
+            part = part_of(span)
             got = f.readinto_full(part)
             if got != part.nbytes:
                 raise h.truncated(start * h.dtype.itemsize + got)
             if native != h.dtype:
                 part.byteswap(inplace=True)
             check_labels(part if part.ndim == 1 else part[:, 0], h.path, start)
+            if extra is not None:
+                labels[span] = family.qmnist_class(part, h.path, start)
+                extra[span] = part[:, 1:]
         f.expect_end()
-    return labels
+    return labels, extra
 
 
 class IdxSplit(InOrder, Split):
@@ -241,11 +264,7 @@ class IdxSplit(InOrder, Split):
 
     def labels(self):
         if self._labels is None:
-            labels = _read_labels(self.labels_header)
-            if labels.ndim == 2:
-                self.extra = np.ascontiguousarray(labels[:, 1:])
-                labels = family.qmnist_class(labels, self.labels_header.path)
-            self._labels = labels
+            self._labels, self.extra = _read_labels(self.labels_header)
         return self._labels
 
     def extra_fields(self):
