@@ -13,6 +13,12 @@ import numpy as np
 from .records import DEFAULT_BATCH, Dataset, WrappedSplit
 
 SAMPLES = 8  # images shown per class
+# A kept sample is at most this many pixels (a larger image is kept every k-th row and
+# column), and all samples of a split at most SAMPLE_BYTES: the card keeps thumbnails,
+# drawn from the memory budget, not full-size images (8 of 4096 x 4096 per class were
+# gigabytes).
+SAMPLE_PIXELS = 256 * 256
+SAMPLE_BYTES = 8 << 20
 MAX_MEAN_PIXELS = 1 << 23  # classes x pixels of float64 sums kept for mean images
 MAX_FILES_LISTED = 100
 _BLOCK = 512  # rows squared at a time
@@ -35,6 +41,7 @@ class SplitStats:
         self.class_counts = np.zeros(0, np.int64)
         self.sums = None  # classes x pixels, float64
         self.samples = {}  # label -> list of images (display uint8)
+        self.sample_bytes = 0  # what the samples hold (SAMPLE_BYTES at most)
         self.pixel_sum = self.pixel_sq = 0.0
         self.pixel_min, self.pixel_max = None, None
         self.means_dropped = False
@@ -68,15 +75,23 @@ class SplitStats:
             self.pixel_sq += _squares(rows[start:start + _BLOCK])
         for label in present:
             have = self.samples.setdefault(label, [])
-            if len(have) < SAMPLES:
-                picks = np.flatnonzero(labels == label)[:SAMPLES - len(have)]
-                have.extend(to_gray_uint8(images[picks]))
+            if len(have) < SAMPLES and self.sample_bytes < SAMPLE_BYTES:
+                for i in np.flatnonzero(labels == label)[:SAMPLES - len(have)].tolist():
+                    # Shrunk before it is converted: no full-size copy of the image.
+                    # A copy: a view would keep the whole batch alive.
+                    small = to_gray_uint8(_thumbnail(images[i])[None])[0].copy()
+                    if self.sample_bytes + small.nbytes > SAMPLE_BYTES:
+                        break
+                    have.append(small)
+                    self.sample_bytes += small.nbytes
 
     def _add_means(self, rows, labels, present, classes):
         """Add a batch's rows to the sums of their classes (and the pixel sum)."""
         if self.means_dropped or classes * rows.shape[1] > MAX_MEAN_PIXELS:
             self.means_dropped, self.sums = True, None
-            self.pixel_sum += float(_column_sums(rows).sum())
+            # One total, no per-pixel sums of a batch (a row of 16 M float64 each).
+            wide = np.uint64 if rows.dtype == np.uint8 else np.float64
+            self.pixel_sum += float(rows.sum(dtype=wide))
             return
         if self.sums is None or len(self.sums) < classes:
             old = self.sums if self.sums is not None else np.zeros((0, rows.shape[1]))
@@ -105,6 +120,18 @@ class SplitStats:
         std = max(0.0, self.pixel_sq / values - mean * mean) ** 0.5
         return {"min": _number(self.pixel_min), "max": _number(self.pixel_max),
                 "mean": round(mean, 4), "std": round(std, 4)}
+
+
+def _thumbnail(image):
+    """An image (H x W or H x W x C) as every k-th row and column, k the least that
+    brings it to SAMPLE_PIXELS (a view, nothing copied); flat vectors as they are."""
+    if image.ndim < 2:
+        return image
+    pixels = int(image.shape[0]) * int(image.shape[1])
+    k = 1
+    while pixels > SAMPLE_PIXELS * k * k:
+        k += 1
+    return image[::k, ::k] if k > 1 else image
 
 
 def _column_sums(rows):
