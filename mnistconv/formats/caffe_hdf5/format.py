@@ -173,6 +173,7 @@ class _File:
             self.chw = (c,) + tuple(rest)
             self.shape = tuple(rest) if c == 1 else tuple(rest) + (c,)
             self.scale = _uint8_scale(data, path)
+            self.source_dtype = data.dtype.newbyteorder("=")
             self.dtype = data.dtype.newbyteorder("=") if self.scale is None else np.dtype(np.uint8)
             # Checked against the budget by _dataset(); batches() caches one chunk.
             self.chunk_bytes = budget.image_bytes(data.chunks, data.dtype) if data.chunks \
@@ -262,7 +263,12 @@ class Hdf5Split(InOrder, Split):
 
     def batches(self, batch_size=DEFAULT_BATCH):
         h5py = _h5py()
-        batch_size = budget.rows(self.header, batch_size)
+        # Counted by what a batch makes on its way, not by its output: the stored
+        # dtype (float32 read for uint8 out), and float64 while a scale is undone.
+        made = max(np.dtype(f.source_dtype).itemsize + (0 if f.scale is None else 8)
+                   for f in self.files)
+        made = max(made, np.dtype(self.header.dtype).itemsize)
+        batch_size = budget.rows_for(self.header.shape, np.dtype(f"V{made}"), batch_size)
         done = 0
         for f in self.files:
             with _open(f.path, h5py, f.chunk_bytes + (1 << 20)) as h:
@@ -276,7 +282,9 @@ class Hdf5Split(InOrder, Split):
                                                   f"be read ({e})") from None
                     rows = rows.reshape((end - start,) + f.chw)
                     if f.scale is not None:  # uint8 back from floats the writer scaled
-                        rows = np.rint(rows.astype(np.float64) * f.scale)
+                        wide = rows.astype(np.float64)
+                        wide *= f.scale
+                        rows = np.rint(wide, out=wide)
                         if len(rows) and (rows.min() < 0 or rows.max() > 255):
                             raise CorruptData(f.path, f"'data' rows from {start}: values "
                                                       f"times {SCALE_ATTRIBUTE} "
