@@ -70,11 +70,15 @@ class ParallelEncoder:
 
     def __init__(self, tasks, workers=1, processes=False, record_bytes=0, chunk=1000,
                  total=None):
+        from . import budget
         self.tasks = list(tasks)
         self.chunk = chunk
-        self.workers = workers
+        # Each worker holds two pieces in flight (pixels in, encoded bytes out, up to
+        # twice the pixels): the tree's budget shared among them, so --workers N never
+        # multiplies it; a piece too large for a share is encoded by fewer workers.
+        self.workers = budget.workers_for(workers, chunk * (3 * record_bytes + 2048))
         self.pool = None
-        if workers > 1 and total is not None and total <= chunk:
+        if self.workers > 1 and total is not None and total <= chunk:
             self.workers = 1  # one piece: nothing to share
         if self.workers > 1 and processes and hasattr(os, "fork"):
             self.pool = _ForkPool(self.workers, self.tasks, record_bytes, chunk, total)
