@@ -171,9 +171,10 @@ def test_a_gzip_record_of_1_gib_is_refused_before_it_is_read(tmp_path):
 
 
 def test_a_length_the_compressed_stream_cannot_hold_is_refused(tmp_path):
-    """200 MB claimed in a gzip stream of a few hundred bytes: deflate expands at most
-    1032:1, so the claim is refused without inflating or allocating."""
-    length = struct.pack("<Q", 200 * MB)
+    """50 MB claimed (under what one record may hold) in a gzip stream of a few hundred
+    bytes: deflate expands at most 1032:1, so the claim is refused without inflating or
+    allocating."""
+    length = struct.pack("<Q", 50 * MB)
     data = length + struct.pack("<I", tfrecord.masked_crc(length)) + bytes(1000)
     bomb = tmp_path / "short.tfrecord.gz"
     bomb.write_bytes(zlib.compress(data, 9))  # zlib, not gzip: both are detected
@@ -181,16 +182,17 @@ def test_a_length_the_compressed_stream_cannot_hold_is_refused(tmp_path):
     assert r.returncode == 1
     err = stderr_of(r)
     assert err.startswith(f"Error: {bomb}: record 0 (counting from 0, at byte 0): length "
-                          "209715200 runs past the end of the file (its zlib stream holds "
+                          "52428800 runs past the end of the file (its zlib stream holds "
                           "at most ")
     assert err.endswith(" more bytes); the file is cut short: download or copy it again\n") and err.count("\n") == 1
     only(tmp_path, "short.tfrecord.gz")
 
 
 def test_a_large_real_record_is_held_once(tmp_path):
-    """A 160 MB record that the gzip stream really holds (160 KB of file): read into one
-    buffer of its size, not copied block by block (that was 3x its size)."""
-    payload = bytes(160 * MB)
+    """A 60 MB record (under what one record may hold) that the gzip stream really holds
+    (60 KB of file): read into one buffer of its size, not copied block by block (that
+    was 3x its size)."""
+    payload = bytes(60 * MB)
     length = struct.pack("<Q", len(payload))
     bomb = tmp_path / "big.tfrecord.gz"
     deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
