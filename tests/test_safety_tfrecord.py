@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import limits
 from mnistconv.fileio import STAGING_MARK
 from mnistconv.formats import tfrecord
-from helpers import DAMAGED, BAD_IMAGE, OVER_LIMIT, ACCEPTED, REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
+from helpers import DAMAGED, BAD_IMAGE, ACCEPTED, REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
     tfrecord_frame as frame
 from tfrecord_helpers import dataset, write
 

@@ -14,8 +14,10 @@ Only headers are read (a few hundred bytes per page, skipped by compressed size)
 the reader can refuse or size its batches before pyarrow makes a byte.
 """
 
+import os
 from typing import NamedTuple
 
+from ... import budget
 from ...errors import CorruptData
 
 _DICTIONARY_ENCODINGS = (2, 8)
@@ -168,7 +170,6 @@ def chunk_pages(f, path, start, length, where, codec="UNCOMPRESSED"):
     """ChunkPages of the column chunk at byte `start`, `length` bytes long, in the open
     file f (its headers read, its dictionary page's value lengths read, and its other
     pages skipped); codec: the footer's name for its compression."""
-    from ... import budget
     end, pos = start + length, start
     made = largest = pages = 0
     dictionary = 0  # the dictionary's longest value (its page's size when unread)
@@ -208,3 +209,39 @@ def chunk_pages(f, path, start, length, where, codec="UNCOMPRESSED"):
                 made += uncompressed
         pos += reader.pos + compressed
     return ChunkPages(made, largest, pages)
+
+
+def check_made(path, meta, image_column):
+    """What reading the file will make, from its footer and page headers, checked
+    before pyarrow makes any of it: every column chunk's pages, and the image values a
+    dictionary expands to, within the expansion rule for the file's size, and no page
+    (no value) over budget.record_bytes(). Returns the most bytes one image value may
+    make (the largest page or dictionary holding one)."""
+    from ...fileio import open_input
+    stored = os.path.getsize(path)
+    image = f"{image_column}.bytes"
+    pages_made = images_made = largest = 0
+    with open_input(path) as f:
+        for i in range(meta.num_row_groups):
+            group = meta.row_group(i)
+            for c in range(group.num_columns):
+                column = group.column(c)
+                pages_made += max(0, column.total_uncompressed_size)
+                if column.path_in_schema != image:
+                    continue
+                start = column.dictionary_page_offset if column.has_dictionary_page \
+                    and column.dictionary_page_offset else column.data_page_offset
+                where = f"row group {i}, column {image}"
+                if start is None or start < 0 or \
+                        start + column.total_compressed_size > stored:
+                    raise CorruptData(path, f"{where}: its pages lie past the end of "
+                                            "the file")
+                pages = chunk_pages(f, path, start, column.total_compressed_size, where,
+                                    column.compression)
+                budget.check_record(path, where, pages.largest, "page")
+                images_made += pages.made
+                largest = max(largest, pages.largest)
+    budget.check_made(path, "its pages", pages_made, stored)
+    # Rows sharing one dictionary value cost a few bits each: the values they make.
+    budget.check_made(path, "its image values", images_made, stored)
+    return largest

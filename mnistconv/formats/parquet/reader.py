@@ -18,6 +18,7 @@ from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        MAX_THREADED_IMAGE_PIXELS, check_image_size,
                        parse_json, printable, safe_split_name)
 from ...parallel import check_workers, ordered_map
+from .pages import check_made
 from ... import budget
 from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...shards import in_split_order
@@ -265,7 +266,7 @@ class ParquetSplit(Split):
                                             f"{meta.row_group(i).total_byte_size:,} bytes, "
                                             f"more than mnistconv's limit of "
                                             f"{MAX_ROW_GROUP_BYTES:,}")
-            self.row_bytes = max(self.row_bytes, _check_made(path, meta, layout))
+            self.row_bytes = max(self.row_bytes, check_made(path, meta, layout.image))
             count += meta.num_rows
             if count > MAX_EXAMPLES:
                 raise OverLimit(path, f"the split holds {count:,} rows, more than "
@@ -409,43 +410,6 @@ class ParquetSplit(Split):
         if at != self.header.count:
             raise CorruptData(self.header.source, f"holds {at} rows, its footers say "
                                                   f"{self.header.count}")
-
-
-def _check_made(path, meta, layout):
-    """What reading the file will make, from its footer and page headers, checked
-    before pyarrow makes any of it: every column chunk's pages, and the image values a
-    dictionary expands to, within the expansion rule for the file's size, and no page
-    (no value) over budget.record_bytes(). Returns the most bytes one image value may
-    make (the largest page or dictionary holding one)."""
-    from ...fileio import open_input
-    from .pages import chunk_pages
-    stored = os.path.getsize(path)
-    image = f"{layout.image}.bytes"
-    pages_made = images_made = largest = 0
-    with open_input(path) as f:
-        for i in range(meta.num_row_groups):
-            group = meta.row_group(i)
-            for c in range(group.num_columns):
-                column = group.column(c)
-                pages_made += max(0, column.total_uncompressed_size)
-                if column.path_in_schema != image:
-                    continue
-                start = column.dictionary_page_offset if column.has_dictionary_page \
-                    and column.dictionary_page_offset else column.data_page_offset
-                where = f"row group {i}, column {image}"
-                if start is None or start < 0 or \
-                        start + column.total_compressed_size > stored:
-                    raise CorruptData(path, f"{where}: its pages lie past the end of "
-                                            "the file")
-                pages = chunk_pages(f, path, start, column.total_compressed_size, where,
-                                    column.compression)
-                budget.check_record(path, where, pages.largest, "page")
-                images_made += pages.made
-                largest = max(largest, pages.largest)
-    budget.check_made(path, "its pages", pages_made, stored)
-    # Rows sharing one dictionary value cost a few bits each: the values they make.
-    budget.check_made(path, "its image values", images_made, stored)
-    return largest
 
 
 def _integer_column(path, name, what, hint):
