@@ -233,6 +233,13 @@ def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optiona
                           select={"splits": ["test"], "per_class": 10})
     """
     from . import stream
+    if select:  # a misspelt key is a usage error naming the valid ones, not a TypeError
+        import inspect
+        valid = [p for p in inspect.signature(stream.select).parameters if p != "dataset"]
+        wrong = sorted(set(select) - set(valid))
+        if wrong:
+            raise UsageError(None, f"select takes no key '{wrong[0]}'",
+                             f"it takes: {', '.join(valid)}")
     dataset = read(src, from_, grayscale=grayscale, **(read_options or {}))
     if select:
         dataset = stream.select(dataset, **select)

@@ -258,3 +258,24 @@ def test_progress_only_for_a_terminal(monkeypatch, capsys):
     # command's first note, on whatever stderr that test captures.
     bars.close()
     assert common._open == []
+
+
+def test_to_offers_only_the_formats_mnistconv_writes():
+    r = run("convert", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.decode().split())
+    writable = [n for n, f in registry.FORMATS.items() if f.can_write]
+    read_only = [n for n, f in registry.FORMATS.items() if not f.can_write]
+    assert read_only and f"--to [{'|'.join(writable)}]" in text
+    r = run("convert", "x", "y", "--to", read_only[0])
+    assert r.returncode == 2
+    assert f"'{read_only[0]}' is not one of" in r.stderr.decode()
+
+
+def test_a_misspelt_selection_key_is_a_usage_error_listing_the_valid_ones(tmp_path):
+    with pytest.raises(mnistconv.UsageError) as raised:
+        mnistconv.convert(SAMPLE, tmp_path / "s.npz", select={"per_clas": 3})
+    assert str(raised.value) == (
+        "select takes no key 'per_clas'; it takes: splits, limit, per_class, shuffle, "
+        "seed, transpose, grayscale")
+    assert raised.value.exit_code == 2 and not (tmp_path / "s.npz").exists()

@@ -481,7 +481,9 @@ def _run_planned(c, values, planned, sums):
 @click.argument("src")
 @click.argument("dst")
 @from_option(help="Input format (default: detected from content, then name).")
-@click.option("--to", "to_name", type=click.Choice(list(registry.FORMATS)),
+# (--to offers only what mnistconv writes: a read-only format is no choice there)
+@click.option("--to", "to_name",
+              type=click.Choice([n for n, f in registry.FORMATS.items() if f.can_write]),
               help="Output format (default: from DST's name; a directory is IDX).")
 @selection_options
 @format_options(all_options("read") + all_options("write"))
