@@ -170,3 +170,14 @@ def test_getting_started_has_a_row_for_every_command():
     text = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
     for name in COMMANDS:
         assert re.search(rf"^\| `{name}[ `]", text, re.M), name
+
+
+def test_the_docs_say_how_to_search_them():
+    # Material's search needs http (a page opened from disk has none): the front door
+    # and getting started say to serve the site.
+    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
+    assert "its search needs http, not a page opened from disk: `mnistconv serve site/`" \
+        in readme
+    start = " ".join((REPO / "docs" / "getting-started.md").read_text(
+        encoding="utf-8").split())
+    assert "`mnistconv serve site/` serves it on `http://127.0.0.1:PORT/`" in start
