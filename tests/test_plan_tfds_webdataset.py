@@ -351,6 +351,7 @@ class _Stream(ArraySplit):
     asked: a shard's records are read up to its end and cut out of them."""
 
     take = Split.take
+    can_seek = False  # declared: take() is Split's, which spools
 
     def batches(self, batch_size=None):
         for batch in ArraySplit.batches(self, 333):
@@ -366,7 +367,7 @@ def test_a_split_that_cannot_seek_plans_the_same_bytes(tmp_path, fmt, opts):
         ds.splits[name] = _Stream(name, split.take(np.arange(split.header.count)),
                                   split.labels())
         ds.splits[name].header = split.header
-    assert plans.RangeSplit(ds.splits["train"], 0, 10).seekable is False
+    assert plans.RangeSplit(ds.splits["train"], 0, 10).can_seek is False
     path = "tf" if fmt == "tfds" else "w/m.tar"
     local = mnistconv.write(base, str(tmp_path / "a" / path), fmt, **opts)
     plan = plans.make_plan(ds, str(tmp_path / "b" / path), fmt, opts)
