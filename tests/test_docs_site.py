@@ -181,3 +181,12 @@ def test_the_docs_say_how_to_search_them():
     start = " ".join((REPO / "docs" / "getting-started.md").read_text(
         encoding="utf-8").split())
     assert "`mnistconv serve site/` serves it on `http://127.0.0.1:PORT/`" in start
+
+
+def test_tables_wrap_inside_the_page(site):
+    # The formats table (long option lists) wider than the page: the site's stylesheet
+    # makes tables take the page's width and their cells wrap.
+    css = (site / "stylesheets" / "extra.css").read_text(encoding="utf-8")
+    assert "display: table;" in css and "overflow-wrap: anywhere;" in css
+    page = (site / "formats" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../stylesheets/extra.css"' in page
