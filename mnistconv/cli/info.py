@@ -12,7 +12,7 @@ from .inputs import Input, all_options, format_options, from_option, selection, 
 def describe(dataset):
     """The facts `info` shows, as plain data (also the --json output)."""
     import numpy as np
-    from ..fileio import sha256_file
+    from ..fileio import file_digest
     from ..errors import FormatError
     from ..stream import extra_fields
     splits = {}
@@ -40,8 +40,11 @@ def describe(dataset):
                 splits[name]["extra_fields"] = list(extra[0])
         except FormatError as e:  # fields another tool wrote unevenly: not extra fields
             dataset.notes.append(f"{name}: no extra fields carried ({e})")
-    files = [{"path": p, "bytes": os.path.getsize(p), "sha256": sha256_file(p)}
-             for p in dataset.paths if os.path.isfile(p)]
+    # Size and hash from one descriptor through the guard (no stat, then a read of
+    # whatever is there by then).
+    files = [{"path": p, "bytes": size, "sha256": digest}
+             for p in dataset.paths if os.path.isfile(p)
+             for size, digest in [file_digest(p)]]
     return {"format": dataset.format, "splits": splits, "files": files,
             "notes": dataset.notes}
 
