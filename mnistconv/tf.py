@@ -2,8 +2,9 @@
 module imports TensorFlow, nothing else in mnistconv does).
 
 dataset(path) reads a TFRecord file, shard set or glob of any preset mnistconv writes,
-or a TFDS directory, and yields (image, label): image uint8 H x W x C with the channels
-the images store (1 for grey, 3 for RGB: never reduced; float32 in [0, 1] with
+or a TFDS directory, with tf.data's own reader, and anything else mnistconv reads (IDX,
+npz, Parquet, ImageFolder, ...) through mnistconv's, and yields (image, label): image
+uint8 H x W x C with the channels the images store (1 for grey, 3 for RGB: never reduced; float32 in [0, 1] with
 normalize=True), label int64. The feature spec and the decoder are found from the
 first record, read without TensorFlow.
 
@@ -17,7 +18,7 @@ first record, read without TensorFlow.
 
 import os
 
-from .errors import BadOption, FormatError, UsageError, optional_import
+from .errors import BadOption, FormatError, MnistconvError, UsageError, optional_import
 
 
 # What a TFDS directory whose shards are another file format is told, by the one wanted.
@@ -91,10 +92,12 @@ def _first_record(files):
 
 
 def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
-            normalize=False, drop_remainder=False):
-    """A tf.data.Dataset of (image, label) for a TFRecord file, shard set or glob, or a
-    TFDS directory, written by mnistconv (any preset). split: the split to read when the
-    path holds several. shuffle: a buffer size; normalize: float32 pixels in [0, 1].
+            normalize=False, drop_remainder=False, format=None, **read_options):
+    """A tf.data.Dataset of (image, label) for anything mnistconv reads: a TFRecord file,
+    shard set or glob or a TFDS directory through tf.data's own reader, any other
+    format (IDX, npz, Parquet, ...; `format` names it, `read_options` as for
+    mnistconv.read) through mnistconv's reader. split: the split to read when the path
+    holds several. shuffle: a buffer size; normalize: float32 pixels in [0, 1].
 
         ds = dataset("out/mnist", "test", batch_size=256)     # a TFDS directory
         images, labels = next(iter(ds))                        # (256, 28, 28, 1) uint8
@@ -105,6 +108,21 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
         raise BadOption(None, f"shuffle is a buffer size of 1 or more, not {shuffle!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
         raise BadOption(None, f"batch_size must be 1 or more, not {batch_size!r}")
+    import mnistconv
+    name = format
+    if name is None:
+        try:
+            name = mnistconv.detect(path).name
+        except MnistconvError:  # a glob or shard set: TFRecord's own resolver names it
+            name = None
+    if name not in (None, "tfrecord", "tfds") or read_options:
+        ds = _from_reader(tf, mnistconv.read(path, name, **read_options), split, path,
+                          normalize)
+        if shuffle:
+            ds = ds.shuffle(int(shuffle), seed=seed, reshuffle_each_iteration=True)
+        if batch_size:
+            ds = ds.batch(int(batch_size), drop_remainder=drop_remainder)
+        return ds.prefetch(tf.data.AUTOTUNE)
     files = split_files(path, split)
     compression, layout, kind, shape = _first_record(files)
     spec = {layout.image_key: tf.io.FixedLenFeature([], tf.string),
@@ -138,3 +156,28 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
     if batch_size:
         ds = ds.batch(int(batch_size), drop_remainder=drop_remainder)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _from_reader(tf, read, split, path, normalize):
+    """(image, label) of one split of a dataset mnistconv read, a batch at a time (the
+    formats tf.data has no reader for): images H x W x C as stored, labels int64."""
+    if split not in read.splits:
+        raise UsageError(path, f"no split named {split}",
+                         f"splits present: {', '.join(read.splits)}")
+    chosen = read.splits[split]
+    h = chosen.header
+    shape = tuple(h.shape) if len(h.shape) == 3 else tuple(h.shape) + (1,)
+    label_shape = tuple(getattr(h, "label_shape", ()) or ())
+
+    def rows():
+        import numpy as np
+        for batch in chosen.batches():
+            images = np.asarray(batch.images).reshape((len(batch),) + shape)
+            yield images, np.asarray(batch.labels, dtype=np.int64)
+
+    ds = tf.data.Dataset.from_generator(rows, output_signature=(
+        tf.TensorSpec((None,) + shape, tf.as_dtype(h.dtype)),
+        tf.TensorSpec((None,) + label_shape, tf.int64))).unbatch()
+    if normalize:
+        ds = ds.map(lambda image, label: (tf.cast(image, tf.float32) / 255.0, label))
+    return ds

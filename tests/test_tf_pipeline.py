@@ -85,3 +85,23 @@ def test_keras_trains_one_epoch_on_the_sample(tmp_path):
     history = model.fit(train, epochs=1, verbose=0)
     after = model.evaluate(test, verbose=0)
     assert after < before * 0.7, (before, after, history.history)
+
+
+@pytest.mark.parametrize("to, name", [("idx", "idx/"), ("npz", "s.npz"), ("parquet", "hf"),
+                                      ("imagefolder", "tree")])
+def test_any_format_mnistconv_reads(tmp_path, sample, to, name):
+    # The formats tf.data has no reader for come through mnistconv's: the same pixels
+    # and labels as the sample, H x W x 1, in order; batched and normalized alike.
+    out = tmp_path / name
+    r = run("convert", SAMPLE, out, "--to", to, "-q")
+    assert r.returncode == 0, stderr_of(r)
+    images, labels = sample["test"]
+    got = list(mnistconv.tf.dataset(str(out), "test").as_numpy_iterator())
+    assert np.array_equal(np.stack([g[0] for g in got]), images[..., None])
+    assert [int(g[1]) for g in got] == labels.tolist()
+    batch = next(iter(mnistconv.tf.dataset(str(out), "test", batch_size=64,
+                                           normalize=True)))
+    assert batch[0].shape == (64, 28, 28, 1) and batch[0].dtype.name == "float32"
+    assert np.allclose(batch[0].numpy(), images[:64, :, :, None] / 255.0)
+    with pytest.raises(mnistconv.UsageError, match="no split named dev"):
+        mnistconv.tf.dataset(str(out), "dev")
