@@ -4,9 +4,9 @@ module imports TensorFlow, nothing else in mnistconv does).
 dataset(path) reads a TFRecord file, shard set or glob of any preset mnistconv writes,
 or a TFDS directory, with tf.data's own reader, and anything else mnistconv reads (IDX,
 npz, Parquet, ImageFolder, ...) through mnistconv's, and yields (image, label): image
-uint8 H x W x C with the channels the images store (1 for grey, 3 for RGB: never reduced; float32 in [0, 1] with
-normalize=True), label int64. The feature spec and the decoder are found from the
-first record, read without TensorFlow.
+uint8 H x W x C with the channels the images store (1 for grey, 3 for RGB: never
+reduced; float32 in [0, 1] with normalize=True), label int64. For TFRecord the feature
+spec and the decoder are found from the first record, read without TensorFlow.
 
     import mnistconv.tf, tensorflow as tf
     train = mnistconv.tf.dataset("mnist.tfrecord", "train", normalize=True,
