@@ -173,6 +173,15 @@ def _refuse(fmt, where, what, needs, holds, schemas, options, one_size=False):
         flag = next(o.flag for o in fmt.write_options if o.name == option)
         ways.append(f"write it without {option}={value!r}")
         cli_ways.append(f"write it without {flag}" + ("" if value is True else f" {value}"))
+    else:  # an option that widens what it holds (TFRecord's PNG holds RGB)
+        for option, value, widened in fmt.holds_when:
+            if widened is not holds and all(cannot_hold(widened, s) is None
+                                            for s in schemas):
+                flag = next(o.flag for o in fmt.write_options if o.name == option)
+                ways.append(f"write it with {option}={value!r}")
+                cli_ways.append(f"write it with {flag}" +
+                                ("" if value is True else f" {value}"))
+                break
     if able:
         ways.append(f"write it as {_one_of(able)}, which can")
         cli_ways.append(ways[-1])

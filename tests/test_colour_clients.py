@@ -127,3 +127,54 @@ def test_compare_reports_each_channels_difference(tmp_path, capsys, cifar):
     assert code == 1
     # (means to 3 decimals: 40 / 4096 and 7 / 4096)
     assert "  channels: R mean 0 max 0, G mean 0.01 max 40, B mean 0.002 max 7\n" in out
+
+
+def test_tensorflow_reads_rgb_png_tfrecords_exactly(tmp_path, capsys, cifar):
+    """--preset tfds (PNG "image", int64 "label"): tf.io.decode_png(channels=3) gives
+    the CIFAR images back; the default JPEG recipe refuses colour in one line."""
+    import tensorflow as tf
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "c.tfrecord", "--preset", "tfds")
+    spec = {"image": tf.io.FixedLenFeature([], tf.string),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
+    for split, (x, y) in truth.items():
+        records = tf.data.TFRecordDataset(str(tmp_path / f"c-{split}.tfrecord"))
+        got = [(tf.io.decode_png(e["image"], channels=3).numpy(), int(e["label"]))
+               for e in records.map(lambda r: tf.io.parse_single_example(r, spec))]
+        assert np.array_equal(np.stack([g for g, _ in got]), x)
+        assert [label for _, label in got] == y.tolist()
+    code, _, err = run_main(capsys, "convert", src, tmp_path / "j.tfrecord")
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "tfrecord cannot hold split train's 32x32 RGB uint8 images" in err
+    assert not list(tmp_path.glob("j*"))
+
+
+def test_torchvision_imagefolder_reads_rgb_pngs_exactly(tmp_path, capsys, cifar):
+    from torchvision.datasets import ImageFolder
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "if", "--to", "imagefolder")
+    x, y = truth["test"]
+    folder = ImageFolder(str(tmp_path / "if" / "test"))
+    assert folder.classes == sorted(folder.classes)
+    got = {}
+    for path, target in folder.samples:
+        image, _ = folder[folder.samples.index((path, target))]
+        assert image.mode == "RGB"
+        got[int(path.rsplit("/", 1)[1].split(".")[0])] = (np.asarray(image),
+                                                          folder.classes[target])
+    assert sorted(got) == list(range(len(y)))
+    for i, (image, cls) in got.items():
+        assert np.array_equal(image, x[i])
+        assert cls.endswith(CIFAR10_NAMES[y[i]])
+
+
+def test_webdataset_reads_rgb_png_shards_exactly(tmp_path, capsys, cifar):
+    import webdataset as wds
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "w" / "c.tar")
+    x, y = truth["train"]
+    shards = sorted(str(p) for p in (tmp_path / "w").glob("c-train-*.tar"))
+    rows = list(wds.WebDataset(shards, shardshuffle=False).decode("rgb8")
+                .to_tuple("png", "cls"))
+    assert np.array_equal(np.stack([r[0] for r in rows]), x)
+    assert [int(r[1]) for r in rows] == y.tolist()

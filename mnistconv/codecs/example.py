@@ -155,7 +155,7 @@ class ExampleBuilder:
 
     def __init__(self, schema: Schema, image_format: str, label_format: str,
                  num_classes: int, shape, with_index: bool, class_names=()):
-        self.height, self.width = shape
+        self.height, self.width = shape[:2]  # (H x W x 3 for RGB PNGs)
         self.height_key, self.width_key = schema.height_key, schema.width_key
         if image_format == "raw" and self.height_key is None:
             self.height_key, self.width_key = RAW_HEIGHT_KEY, RAW_WIDTH_KEY

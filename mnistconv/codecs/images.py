@@ -14,14 +14,17 @@ from .png import decode_unfiltered
 MAX_DIMS = 32
 
 
-def grayscale_shape(split, where, format_name):
+def grayscale_shape(split, where, format_name, colour=False):
     """The images' H x W (H x W x 1 counts as H x W) for a writer of grey images, which
     contract.admit lets through only (the door refuses colour and other pixel types);
-    a CannotWrite for images with no pixels. where: None for the source."""
+    with colour=True (PNG writers: png.encode_batch) H x W x 3 too. A CannotWrite for
+    images with no pixels. where: None for the source."""
     h = split.header
     shape = tuple(h.shape)
     if len(shape) == 3 and shape[-1] == 1:
         shape = shape[:2]
+    if colour and len(shape) == 3 and shape[-1] == 3 and 0 not in shape:
+        return shape
     if len(shape) != 2 or 0 in shape:
         raise CannotWrite(where or h.source or split.name,
                           f"split {split.name} has images of shape {h.shape}, "

@@ -4,7 +4,7 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...identity import OPTIONS as IDENTITY
-from ...spec import Format, Holds, Option
+from ...spec import GREY, RGB, Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
@@ -18,7 +18,10 @@ SPEC = Format(
         WORKERS,
     ) + IDENTITY,
     output_is_directory=True,
-    holds=Holds(),
+    # PNGs hold RGB (torchvision's ImageFolder reads them as it reads any); JPEGs are
+    # encoded grey only.
+    holds=Holds(channels=GREY + RGB),
+    holds_when=(("image_format", "jpeg", Holds()),),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

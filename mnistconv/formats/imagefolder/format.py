@@ -94,7 +94,7 @@ def _check_split(split, where):
                                  "split is the folders of its images",
                           "leave it out (--split), or write a format that holds empty "
                           "splits (npz, Parquet)")
-    shape = grayscale_shape(split, where, "ImageFolder")
+    shape = grayscale_shape(split, where, "ImageFolder", colour=True)
     labels = class_labels(split, where, "a class folder is one integer class per image")
     indices = np.asarray(split.indices(), np.int64)
     if len(indices) and indices.min() < 0:

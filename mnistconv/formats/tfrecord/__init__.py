@@ -41,7 +41,7 @@ This file imports no other module until a name is used, so `--help` pays for not
 
 import importlib
 
-from ...spec import Format, Holds, Option
+from ...spec import GREY, RGB, Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, shards_option
 
 SPEC = Format(
@@ -91,6 +91,13 @@ SPEC = Format(
     stdio=True,
     sharded="mnistconv.formats.tfrecord.writer",
     holds=Holds(extras=True),  # extras as int64 features
+    # RGB as PNG (the tfds and slim presets', or --image-format png); JPEG and raw
+    # stay grey.
+    holds_when=(("image_format", "jpeg", Holds(extras=True)),
+                ("image_format", "raw", Holds(extras=True)),
+                ("image_format", "png", Holds(channels=GREY + RGB, extras=True)),
+                ("preset", "tfds", Holds(channels=GREY + RGB, extras=True)),
+                ("preset", "slim", Holds(channels=GREY + RGB, extras=True))),
 )
 
 

@@ -115,7 +115,14 @@ def encode_records(settings, images, labels, indices):
         suffix = codecs.EOI
     else:
         images = np.ascontiguousarray(images).reshape((n,) + settings.shape)
-        if settings.image_format == "png":
+        if settings.image_format == "png" and images.ndim == 4:
+            # RGB: mnistconv's own PNGs (tf.io.decode_png reads them exactly; the
+            # byte-for-byte copy of tf.image.encode_png below is grey only).
+            from ...codecs.png import encode_batch
+            data, offsets = encode_batch(images)
+            data = bytes(data)
+            blobs = [data[a:b] for a, b in zip(offsets.tolist(), offsets.tolist()[1:])]
+        elif settings.image_format == "png":
             # tf.image.encode_png's bytes (TFDS' own), a batch at a time.
             from ...codecs import tfpng as png
             prefix, blobs, suffix = png.png_parts(images)
@@ -324,7 +331,8 @@ class TFRecordWrite(ShardedWrite):
         self.plan = []  # (split, settings, shard set)
         self.targets, self.stale = [], []
         for name, split in dataset.splits.items():
-            shape = grayscale_shape(split, None, "TFRecord")
+            # RGB only reaches here as PNG (the SPEC's holds_when, at the door).
+            shape = grayscale_shape(split, None, "TFRecord", colour=True)
             where = split.header.source or split.name
             # Labels are checked before the class count is taken from them (max + 1 of
             # NaN or 2**64 - 1 would fail or build a template per class).

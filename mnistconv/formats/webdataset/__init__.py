@@ -1,7 +1,7 @@
 """WebDataset: tar shards of samples, each <key>.png (or .jpg), <key>.cls and <key>.json
 (byte layout in format.py and mnistconv/codecs/tar.py). The declaration below is all `--help` loads."""
 
-from ...spec import Format, Holds, Option
+from ...spec import GREY, RGB, Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
@@ -20,7 +20,9 @@ SPEC = Format(
         WORKERS,
     ),
     sharded="mnistconv.formats.webdataset.writer",
-    holds=Holds(extras=True),
+    # PNG members hold RGB; JPEGs are encoded grey only.
+    holds=Holds(channels=GREY + RGB, extras=True),
+    holds_when=(("image_format", "jpeg", Holds(extras=True)),),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

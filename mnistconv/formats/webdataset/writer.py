@@ -209,7 +209,7 @@ class WebDatasetWrite(ShardedWrite):
         self.plan = []  # (split, SampleTask, extra fields table or None)
         for split in dataset.splits.values():
             where = split.header.source or split.name
-            shape = grayscale_shape(split, where, "WebDataset")
+            shape = grayscale_shape(split, where, "WebDataset", colour=True)
             if "-" in split.name:
                 raise UsageError(where, f"split name {printable(split.name)} holds '-', "
                                         "which shard names <name>-<split>-000000.tar use "
