@@ -175,23 +175,29 @@ def _copy_once(path, staged, spec, progress):
         raise _Attempt("no such file in the folder", False, "local")
     if not os.path.isfile(path):
         raise _Attempt("is not a regular file", False, "local")
-    size, most = os.path.getsize(path), _most_bytes(spec)
-    if most is not None and size > most:
-        raise _Attempt(f"it has {size} bytes, the published file {spec.size}", False,
-                       "checksum")
-    running = hashers()
-    progress.start(spec.name, size)
+    running, started = hashers(), False
     try:
-        with open(path, "rb") as src, open(staged, "wb") as out:
+        # Through the guard (a FIFO swapped in is refused, never read); the size is the
+        # open file's.
+        with open_input(path) as src, create_staged(staged) as out:
+            size, most = os.fstat(src.fileno()).st_size, _most_bytes(spec)
+            if most is not None and size > most:
+                raise _Attempt(f"it has {size} bytes, the published file {spec.size}",
+                               False, "checksum")
+            progress.start(spec.name, size)
+            started = True
             while block := src.read(CHUNK * 16):
                 out.write(block)
                 for h in running.values():
                     h.update(block)
                 progress.advance(len(block))
+    except MnistconvError as e:
+        raise _Attempt(e.message, False, "local") from None
     except OSError as e:
         raise _Attempt(f"cannot be read ({e.strerror or e})", False, "local") from None
     finally:
-        progress.finish()
+        if started:
+            progress.finish()
     hexes = {alg: h.hexdigest() for alg, h in running.items()}
     return size, hexes, _equal_content(spec, staged, hexes, progress)
 
