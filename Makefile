@@ -36,11 +36,12 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 # Every format's extra and every real client the tests read the outputs back with
 # (TensorFlow, TFDS, Grain, Hugging Face datasets, webdataset, torch/torchvision, lmdb,
-# h5py, Apache Beam, an S3 server: moto); torch and torchvision are the builds that lie
+# h5py, Apache Beam, an S3 server: moto, the medmnist package and scipy for the colour
+# datasets); torch and torchvision are the builds that lie
 # on this project's machines. Beam caps protobuf below 7 and Pillow below 13 for the
 # whole environment; the tests pass with those versions.
 # docs: the site's tools, since the tests build it (tests/test_docs_site.py).
-TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch,beam,test-beam,remote,test-remote,test-croissant,test-tfrecord-index,docs
+TEST_EXTRAS := tfrecord,tensorflow,test,caffe,test-caffe,tfds,arrayrecord,grain,test-tfds,parquet,torch,test-parquet,webdataset,imagefolder,test-pytorch,beam,test-beam,remote,test-remote,test-croissant,test-tfrecord-index,test-colour,docs
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(QUIET_BUILD) $(PY) -m pip install -q $(EDITABLE) '.[$(TEST_EXTRAS)]'
