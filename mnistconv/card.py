@@ -106,9 +106,10 @@ class SplitStats:
         if self.sums is None:
             return {}
         from .view import to_gray_uint8
-        shape = (1,) + tuple(self.header.shape)
-        return {label: to_gray_uint8(np.round(self.sums[label] / n).clip(0, 255)
-                                     .astype(np.uint8).reshape(shape))[0]
+        shape = tuple(self.header.shape)
+        # Shrunk as the samples are: the page draws them all in one size.
+        return {label: to_gray_uint8(_thumbnail(np.round(self.sums[label] / n).clip(0, 255)
+                                                .astype(np.uint8).reshape(shape))[None])[0]
                 for label, n in enumerate(self.class_counts.tolist()) if n}
 
     def pixel_stats(self):

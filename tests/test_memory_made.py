@@ -186,3 +186,15 @@ def test_each_worker_gets_its_share():
     assert large.workers == 1
     middle = ParallelEncoder([], workers=8, record_bytes=2048 * 2048, chunk=1)
     assert middle.workers == budget.WORKERS_BYTES // (2 * (3 * 2048 * 2048 + 2048)) == 5
+
+
+def test_a_cards_means_are_drawn_at_the_samples_size():
+    """The fuzz pass's one traceback (webdataset images, case 13 of run L1): a mean kept
+    at full size beside thumbnail samples could not be drawn in one stack."""
+    from types import SimpleNamespace
+    from mnistconv import card, card_html
+    stats = card.SplitStats("train", SimpleNamespace(shape=(1024, 1024), dtype=np.uint8,
+                                                     class_names=()))
+    stats.add(np.full((1, 1024, 1024), 7, np.uint8), np.array([3]))
+    assert stats.means()[3].shape == stats.samples[3][0].shape == (256, 256)
+    assert 'class="sample"' in card_html._split("train", stats)
