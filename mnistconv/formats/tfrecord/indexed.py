@@ -225,6 +225,13 @@ def read(path, schema="auto", input_compression="auto", split_name=None,
         raise UsageError(None, f"unknown compression '{input_compression}'",
                          "choose one of: auto, none, gzip, zlib")
     groups = resolve(path)
+    # An empty file named as the input holds nothing to convert: a file cut to nothing,
+    # or a wrong name. Refused, where an empty file among a directory's splits (what the
+    # writer leaves for an empty split) reads back as that empty split.
+    if os.path.isfile(path) and os.stat(path).st_size == 0:
+        raise FormatError(path, "is empty: it holds no TFRecord records",
+                          "name a TFRecord file that holds records, or the directory "
+                          "mnistconv wrote an empty split into")
     if split_name and len(groups) == 1:
         groups = {split_name: next(iter(groups.values()))}
     splits: dict = {}
