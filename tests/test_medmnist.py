@@ -155,3 +155,24 @@ def test_info_counts_the_images_carrying_each_of_chestmnists_labels(tmp_path, ca
     counts = json.loads(out)["splits"]["train"]["class_counts"]
     expected = arrays["train_labels"].sum(axis=0)
     assert counts == {str(i): int(n) for i, n in enumerate(expected) if n}
+
+
+def test_npz_written_with_medmnist_keys_reads_back_with_from_npz(tmp_path):
+    """The npz writer's keys=medmnist file reads back as npz (the format it was written
+    as), by detection (medmnist) and as medmnist, all alike."""
+    from mnistconv.records import ArraySplit, Dataset
+    rng = np.random.default_rng(3)
+    images = {s: rng.integers(0, 256, (n, 28, 28, 3), dtype=np.uint8)
+              for s, n in (("train", 4), ("validation", 2), ("test", 3))}
+    labels = {"train": np.array([0, 7, 3, 7], np.uint8), "validation": np.array([1, 2], np.uint8),
+              "test": np.array([6, 5, 4], np.uint8)}
+    ds = Dataset("t", {s: ArraySplit(s, images[s], labels[s]) for s in images})
+    path = str(tmp_path / "bloodmnist.npz")
+    mnistconv.write(ds, path, "npz", keys="medmnist")
+    for fmt in ("npz", None, "medmnist"):
+        back = mnistconv.read(path, fmt) if fmt else mnistconv.read(path)
+        assert list(back.splits) == ["train", "validation", "test"]
+        for s, split in back.splits.items():
+            got = np.concatenate([b.images for b in split.batches()])
+            assert np.array_equal(got, images[s])
+            assert np.array_equal(split.labels().reshape(-1), labels[s])

@@ -226,9 +226,18 @@ def read(path) -> Dataset:
     check_input_file(path)
     with zip_errors(path), zipfile.ZipFile(path) as archive:
         names = archive.namelist()
-        splits = {s: NpzSplit(s, path, archive) for s in _split_names(names, path)}
+        medmnist = not any(n.startswith("x_") for n in names) and \
+            any(f"{k}_images.npy" in names for k in MEDMNIST_SPLITS.values())
+        if not medmnist:
+            splits = {s: NpzSplit(s, path, archive) for s in _split_names(names, path)}
         class_names = _read_text_member(archive, "class_names.npy", path, classes.MAX_CLASSES)
         columns = _read_text_member(archive, "extra_columns.npy", path, MAX_EXTRA_COLUMNS)
+    if medmnist:
+        # What write(keys="medmnist") wrote: MedMNIST's keys, read by the MedMNIST
+        # reader (one reader for those members), so the npz writer's file reads back
+        # with --from npz as well as with --from medmnist or by detection.
+        from ...registry import get
+        return get("medmnist").load().read(path)
     dataset = Dataset("npz", splits, [path])
     for s, split in splits.items():
         if f"extra_{s}.npy" in names:
