@@ -114,7 +114,7 @@ class InputSpec:
             dataset = mnistconv.read(self.path, self.format, **self.read_options)
         if self.select is not None:
             from . import stream
-            dataset = stream.select(dataset, **self.select)
+            dataset = stream.apply_selection(dataset, self.select)
         return dataset
 
 

@@ -222,11 +222,10 @@ def select_split(split: Split, limit: Optional[int] = None, per_class: Optional[
 
 def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int] = None,
            per_class: Optional[int] = None, shuffle: bool = False, seed: Optional[int] = None,
-           transpose: Optional[bool] = None, grayscale: bool = False) -> Dataset:
+           transpose: Optional[bool] = None) -> Dataset:
     """The dataset with the chosen splits, each shuffled (with `seed`, 0 by default),
     balanced to `per_class` examples of each class, cut to `limit`. `transpose`: None
     takes images as the reader gives them, True swaps what is stored, False keeps it.
-    grayscale=True makes colour images grey (reduce_to_grayscale), with a note.
 
         subset = select(mnistconv.read("data/mnist"), ["train"], per_class=100)
     """
@@ -262,5 +261,15 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
         if transpose and not automatic:
             split = TransposedSplit(split)
         result[name] = split
-    chosen = Dataset(dataset.format, result, dataset.paths, notes)
-    return reduce_to_grayscale(chosen) if grayscale else chosen
+    return Dataset(dataset.format, result, dataset.paths, notes)
+
+
+def apply_selection(dataset: Dataset, chosen: dict) -> Dataset:
+    """select(dataset, **chosen), then made grey (reduce_to_grayscale, with its note) if
+    chosen["grayscale"]: the command line's choice of examples, as the CLI and a plan's
+    tasks apply it (grayscale is a reduction, not a selection, so select() does not take
+    it)."""
+    chosen = dict(chosen)
+    grey = chosen.pop("grayscale", False)
+    dataset = select(dataset, **chosen)
+    return reduce_to_grayscale(dataset) if grey else dataset

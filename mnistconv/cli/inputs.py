@@ -25,7 +25,8 @@ transpose_option = click.option(
     help="Swap the stored image rows and columns, or not (default: EMNIST, stored "
          "transposed, is read upright; others as stored).")
 
-# Which examples of the input, in which order (the arguments of mnistconv.stream.select).
+# Which examples of the input, in which order, and made grey or not
+# (mnistconv.stream.apply_selection).
 selection_options = stacked(
     click.option("--split", "splits", multiple=True, metavar="NAME",
                  help="Only this split (repeatable): train, test, validation, ..."),
@@ -46,7 +47,7 @@ selection_options = stacked(
 
 
 def selection(values) -> dict:
-    """The keyword arguments of mnistconv.stream.select from selection_options' values."""
+    """What mnistconv.stream.apply_selection takes, from selection_options. values."""
     chosen = {name: values[name] for name in
               ("splits", "limit", "per_class", "shuffle", "seed", "transpose", "grayscale")}
     chosen["splits"] = list(chosen["splits"])
@@ -103,7 +104,7 @@ class Input:
 
     def read(self, values, select=None):
         """The dataset, read with the read options in `values` this format takes, then
-        chosen and ordered by `select` (keyword arguments of mnistconv.stream.select)."""
+        chosen and ordered by `select` (what mnistconv.stream.apply_selection takes)."""
         import mnistconv
         dataset = mnistconv.read(self.path, self.format.name,
                                  **options_for(self.format.read_options, values))
@@ -112,7 +113,7 @@ class Input:
                              for n in dataset.notes]
         if select is not None:
             from .. import stream
-            dataset = stream.select(dataset, **select)
+            dataset = stream.apply_selection(dataset, select)
         return dataset
 
 

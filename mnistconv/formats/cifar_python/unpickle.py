@@ -162,7 +162,8 @@ def load(f, path, size):
             return stack[0]
         if code == 0x80:  # PROTO
             if r.read(1)[0] > 5:
-                raise FormatError(path, "the pickle's protocol is newer than 5")
+                raise FormatError(path, "the pickle's protocol is newer than 5",
+                                  "CIFAR's python version uses protocol 2: download it again")
         elif code == 0x95:  # FRAME: a length hint only
             r.read(8)
         elif op == b"(":

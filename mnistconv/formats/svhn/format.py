@@ -183,7 +183,8 @@ class _Variable:
     def values(self):
         """A reader positioned at the first value."""
         if self.values_at is None:
-            raise FormatError(self.path, f"{self.name} is too small to be SVHN's")
+            raise FormatError(self.path, f"{self.name} is too small to be SVHN's",
+                              "SVHN's X is 32 x 32 x 3 x N and y N x 1: check the file")
         r = self.region.open()
         r.read(self.values_at, f"{self.name}'s header")
         return r
@@ -227,7 +228,8 @@ def _variables(path):
                     found[var.name] = var
             pos = end
             if len(found) > 64:
-                raise FormatError(path, "holds more than 64 variables, SVHN's hold 2")
+                raise FormatError(path, "holds more than 64 variables, SVHN's hold 2",
+                                  "name an SVHN *_32x32.mat file")
     return found
 
 
