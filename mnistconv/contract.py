@@ -130,13 +130,13 @@ def admit(fmt, dataset, options: Any = None) -> None:
         if problem is not None:
             what, held, needs = problem
             _refuse(fmt, where, f"split {split.name}'s {what} (it holds {held})", needs,
-                    holds, [schema], options)
+                    holds, [schema])
         if schema.image.channels is not None:
             sizes.setdefault(schema.image.shape[:2], split.name)
     if holds.one_image_size and len(sizes) > 1:
         shown = ", ".join(f"{name} {h}x{w}" for (h, w), name in sizes.items())
         _refuse(fmt, None, f"splits of different image sizes ({shown}) (it holds one "
-                           "size for all splits)", "one_image_size", holds, schemas, options, True)
+                           "size for all splits)", "one_image_size", holds, schemas, True)
 
 
 def cannot_hold(holds, schema) -> "tuple[str, str, str] | None":
@@ -160,7 +160,7 @@ def cannot_hold(holds, schema) -> "tuple[str, str, str] | None":
     return None
 
 
-def _refuse(fmt, where, what, needs, holds, schemas, options, one_size=False):
+def _refuse(fmt, where, what, needs, holds, schemas, one_size=False):
     """The shared refusal: the ways out are an option that narrowed what the format
     holds, the formats that hold all of `schemas`, and a reduction where one exists."""
     from . import registry

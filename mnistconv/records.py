@@ -40,14 +40,22 @@ class Header:
 
     def __init__(self, count: int, shape: Any = None, dtype: Any = None,
                  label_dtype: Any = np.uint8, num_classes: Optional[int] = None,
-                 source: str = "", class_names: tuple = (), *,
-                 schema: Optional[Schema] = None, label_shape: tuple = ()):
-        if schema is None:  # label_shape (k,): a multi-label target of width k
-            schema = schema_of(tuple(shape), np.dtype(dtype), label_dtype, num_classes,
-                               class_names, label_shape)
+                 source: str = "", class_names: tuple = ()):
+        # The loose fields of a one-class target (most readers' case); Header.of takes
+        # a whole Schema (a multi-label target, extras).
         object.__setattr__(self, "count", count)
-        object.__setattr__(self, "schema", schema)
+        object.__setattr__(self, "schema", schema_of(tuple(shape), np.dtype(dtype),
+                                                     label_dtype, num_classes, class_names))
         object.__setattr__(self, "source", source)
+
+    @classmethod
+    def of(cls, count: int, schema: Schema, source: str = "") -> "Header":
+        """The header of `count` examples of `schema`, read from `source`."""
+        header = object.__new__(cls)
+        object.__setattr__(header, "count", count)
+        object.__setattr__(header, "schema", schema)
+        object.__setattr__(header, "source", source)
+        return header
 
     @property
     def shape(self) -> tuple:
@@ -86,8 +94,8 @@ class Header:
         unknown = set(changes) - {"count", "source"}
         if unknown:
             raise TypeError(f"Header has no field {', '.join(sorted(unknown))}")
-        return Header(changes.get("count", self.count),
-                      source=changes.get("source", self.source), schema=schema)
+        return Header.of(changes.get("count", self.count), schema,
+                         changes.get("source", self.source))
 
 
 @dataclass
@@ -221,9 +229,9 @@ class ArraySplit(Split):
                  indices: Optional[np.ndarray] = None, source: str = "",
                  num_classes: Optional[int] = None):
         images, labels = np.asarray(images), np.asarray(labels)
-        super().__init__(name, Header(len(labels), source=source, schema=schema_of(
+        super().__init__(name, Header.of(len(labels), schema_of(
             images.shape[1:], images.dtype, labels.dtype, num_classes,
-            label_shape=labels.shape[1:])))
+            label_shape=labels.shape[1:]), source))
         self._images, self._labels = images, labels
         self._indices = np.arange(len(labels), dtype=np.int64) if indices is None \
             else np.asarray(indices, dtype=np.int64)

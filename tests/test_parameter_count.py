@@ -5,15 +5,17 @@ tree of every module of mnistconv/; self and cls are not counted, *args and **kw
 count one each.
 
 The issue asks for at most TARGET; CEILING is what the package holds today and may only
-go down: mnistconv.convert and mnistconv.torch.dataset, public signatures users call
-(the click commands take their shared flags as one Run or Source, cli/common.py)."""
+go down: mnistconv.convert, mnistconv.torch.dataset and mnistconv.tf.dataset, public
+signatures users call (the click commands take their shared flags as one Run or Source,
+cli/common.py). tf.dataset took format= and **read_options when it learnt to read
+every format (issue 38), as torch.dataset already did: the one raise of the ceiling."""
 
 import ast
 
 from helpers import REPO
 
 TARGET = 5
-CEILING = 2
+CEILING = 3
 
 
 def _counts(source):

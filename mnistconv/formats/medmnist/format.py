@@ -26,6 +26,7 @@ from ...codecs.images import check_split_header
 from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, zip_errors
 from ...errors import CorruptData, FormatError, UsageError
 from ...fileio import check_input_file, has_magic
+from ...schema import schema_of
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ...sources import MEDMNIST, MEDMNIST_SIZES
 from ..common import InOrder
@@ -62,9 +63,9 @@ class MedMnistSplit(InOrder, Split):
                                     f"{shape[0]:,}, {stored}_labels has {y_shape[0]:,}")
         check_split_header(shape[0], shape[1:], dtype, path, f"{stored}_images")
         self.width = y_shape[1]
-        super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype,
-                                      self.width if self.width > 1 else None, path,
-                                      label_shape=(self.width,) if self.width > 1 else ()))
+        super().__init__(name, Header.of(shape[0], schema_of(
+            tuple(shape[1:]), dtype, y_dtype, self.width if self.width > 1 else None,
+            label_shape=(self.width,) if self.width > 1 else ()), path))
         self._labels = None
 
     @property

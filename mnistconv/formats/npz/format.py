@@ -35,6 +35,7 @@ from ...errors import CorruptData, FormatError, OverLimit, UsageError
 from ...fileio import StagedOutput, check_input_file, has_magic, open_staged
 from ... import budget
 from ...limits import printable, safe_split_name
+from ...schema import schema_of
 from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
 from ...shards import in_split_order
@@ -94,9 +95,9 @@ class NpzSplit(InOrder, Split):
                                     f"is read whole: {size:,} bytes, more than mnistconv's "
                                     f"limit of {FORTRAN_MAX_BYTES:,}",
                               "save it in C order (np.ascontiguousarray) first")
-        super().__init__(name, Header(shape[0], tuple(shape[1:]), dtype, y_dtype,
-                                      self.width or None, path,
-                                      label_shape=(self.width,) if self.width else ()))
+        super().__init__(name, Header.of(shape[0], schema_of(
+            tuple(shape[1:]), dtype, y_dtype, self.width or None,
+            label_shape=(self.width,) if self.width else ()), path))
         self._labels = None
 
     extra_columns: Optional[tuple] = None  # set by read() when extra_<split> is there

@@ -140,10 +140,9 @@ _CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "
            "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
 
 
-def _largest_value(f, path, pos, compressed, uncompressed, values, codec, where):
-    """The longest value of a PLAIN dictionary page (4-byte length, then the bytes),
-    read and decompressed here (its size is already within the budget); None when its
-    codec is not one pyarrow decompresses alone."""
+def _dictionary_page(f, pos, compressed, uncompressed, codec):
+    """A dictionary page's bytes at `pos`, decompressed here (its size is already within
+    the budget); None when its codec is not one pyarrow decompresses alone."""
     if codec not in _CODECS:
         return None
     f.seek(pos)
@@ -155,6 +154,12 @@ def _largest_value(f, path, pos, compressed, uncompressed, values, codec, where)
                 data, decompressed_size=uncompressed).to_pybytes()
     except Exception:  # pyarrow's own read names the damage better
         return None
+    return data
+
+
+def _longest_value(data, values, path, where):
+    """The longest of a PLAIN dictionary page's `values` (each a 4-byte length, then
+    the bytes)."""
     longest, at = 0, 0
     for _ in range(values):
         if at + 4 > len(data):
@@ -196,8 +201,9 @@ def chunk_pages(f, path, start, length, where, codec="UNCOMPRESSED"):
         kind = page["type"]
         if kind == 2:
             budget.check_record(path, where, uncompressed, "page")
-            longest = _largest_value(f, path, pos + reader.pos, compressed, uncompressed,
-                                     max(0, page.get("values", 0)), codec, where)
+            data = _dictionary_page(f, pos + reader.pos, compressed, uncompressed, codec)
+            longest = None if data is None else \
+                _longest_value(data, max(0, page.get("values", 0)), path, where)
             dictionary = max(dictionary, uncompressed - 4 if longest is None else longest)
         elif kind in (0, 3):
             values = max(0, page.get("values", 0))
