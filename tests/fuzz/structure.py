@@ -243,15 +243,61 @@ def by_content(data):
     return generic_boundaries(data)
 
 
+def cifar_boundaries(payload, labels):
+    """Each record's label byte(s) (CIFAR-100: coarse, then fine) and its 3072 pixel
+    bytes. A cut that leaves whole records only (one short of a later record's first
+    label byte) is a valid, shorter CIFAR file, with nothing to notice: not a cut."""
+    record = labels + 3072
+    out = []
+    for pos in range(0, len(payload), record):
+        out += [pos + k for k in range(1, labels + 1)] + [pos + record]
+    return [b for b in out if b == 1 or (b - 1) % record]
+
+
+def pickle_boundaries(payload):
+    """Each pickle opcode and its argument (a string's length and bytes, BINBYTES'
+    length and the pixel bytes), through STOP."""
+    import pickletools
+    out = []
+    ops = list(pickletools.genops(payload))
+    for k, (_, _, pos) in enumerate(ops):
+        out.append(pos + 1)
+        out.append(ops[k + 1][2] if k + 1 < len(ops) else len(payload))
+    return out
+
+
+def mat_boundaries(payload):
+    """MATLAB v5: the 116-byte text, the subsystem offset, the version, the endian mark
+    (128 bytes), then each element's tag (type, byte count) and data (padded to 8; a
+    compressed element's zlib stream unpadded); inside a matrix its flags, dimensions,
+    name and data sub-elements."""
+    out = [116, 124, 126, 128]
+
+    def walk(pos, end):
+        while pos + 8 <= end:
+            kind, nbytes = struct.unpack("<II", payload[pos:pos + 8])
+            if kind >> 16:  # a small element: type, size and data in 8 bytes
+                out.append(pos + 8)
+                pos += 8
+                continue
+            out.extend([pos + 4, pos + 8, pos + 8 + nbytes])
+            if kind == 14:
+                walk(pos + 8, pos + 8 + nbytes)
+            pos += 8 + (nbytes if kind == 15 else (nbytes + 7) // 8 * 8)
+            out.append(min(pos, end))
+    walk(128, len(payload))
+    return sorted({b for b in out if b <= len(payload)})
+
+
 PAYLOAD_BOUNDARIES = {"idx": idx_boundaries, "gdmnist": gdmnist_boundaries,
                       "tfrecord": tfrecord_boundaries}
 
 
-def file_cuts(fmt, data):
+def file_cuts(fmt, data, name=""):
     """[(what, cut bytes)] for one file of a seed: every payload boundary (through the
     container), every container boundary, and for npz every zip and .npy boundary."""
     cases = []
-    if fmt in ("npz", "kmnist") and data[:4] == b"PK\x03\x04":
+    if fmt in ("npz", "kmnist", "medmnist") and data[:4] == b"PK\x03\x04":
         for n in cuts(zip_boundaries(data), len(data)):
             cases.append((f"zip cut to {n} of {len(data)} bytes", data[:n]))
         with zipfile.ZipFile(io.BytesIO(data)) as z:
@@ -261,6 +307,16 @@ def file_cuts(fmt, data):
                 cases.append((f"member {name} cut to {n} of {len(content)} bytes",
                               rebuild_zip(data, name, content[:n])))
         return cases
+    if fmt == "cifar":  # no container: CIFAR-100's train.bin/test.bin have two labels
+        return [(f"records cut to {n} of {len(data)} bytes", data[:n])
+                for n in cuts(cifar_boundaries(data, 2 if name in ("train.bin", "test.bin")
+                                               else 1), len(data))]
+    if fmt == "cifar-python":
+        return [(f"pickle cut to {n} of {len(data)} bytes", data[:n])
+                for n in cuts(pickle_boundaries(data), len(data))]
+    if fmt == "svhn":
+        return [(f".mat cut to {n} of {len(data)} bytes", data[:n])
+                for n in cuts(mat_boundaries(data), len(data))]
     kind, payload = container(data)
     for n in cuts(PAYLOAD_BOUNDARIES.get(fmt, by_content)(payload), len(payload)):
         cases.append((f"{kind} payload cut to {n} of {len(payload)} bytes",
