@@ -119,10 +119,11 @@ class Fetch:
                  help="Extra attempts per mirror after a timeout or a cut connection."))
 @run_options("force", "quiet", "json")
 def download(name, directory, list_, verify_only, fetch, run):
-    """Download a dataset's IDX files into DIRECTORY, verified against the checksums
+    """Download a dataset's files into DIRECTORY, verified against the checksums
     its publishers give. Files already present and valid are not fetched again.
 
-    NAME is one of mnist, fashion-mnist, kmnist, emnist (see --list).
+    NAME is one of the datasets --list shows: MNIST and its family (mnist,
+    fashion-mnist, kmnist, emnist), cifar10, cifar100, svhn and the MedMNIST sets.
 
     \b
     Examples:
