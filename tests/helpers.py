@@ -254,3 +254,19 @@ def tree_hashes(folder):
                 with open(path, "rb") as f:
                     found[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
     return found
+
+
+def http_get(port, path, host=None):
+    """(status, body) of GET path from 127.0.0.1:port, with the Host header given
+    (default: the URL's)."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        c.putrequest("GET", path, skip_host=host is not None)
+        if host is not None:
+            c.putheader("Host", host)
+        c.endheaders()
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()

@@ -21,6 +21,7 @@ import pytest
 
 import mnistconv
 from helpers import make_idx_dir, run_main, small_digits
+from tfrecord_helpers import framed_sizes
 from mnistconv import ArraySplit, Dataset
 
 # --- the card: names that form markup ----------------------------------------------
@@ -94,18 +95,6 @@ def test_card_escapes_class_names_that_form_markup(tmp_path, capsys):
 
 # --- TFRecord index files past the first writer chunk -------------------------------
 
-def _frames(path):
-    """(offset, framed length) of each record, walked from the bytes alone."""
-    blob = open(path, "rb").read()
-    pos, out = 0, []
-    while pos < len(blob):
-        length = int.from_bytes(blob[pos:pos + 8], "little")
-        out.append((pos, 16 + length))
-        pos += 16 + length
-    assert pos == len(blob)
-    return out
-
-
 def test_index_files_hold_past_the_first_chunk_in_every_split(tmp_path):
     pytest.importorskip("google.protobuf")
     from mnistconv.formats.tfrecord.writer import CHUNK
@@ -122,14 +111,14 @@ def test_index_files_hold_past_the_first_chunk_in_every_split(tmp_path):
     total = 0
     for path in data:
         lines = open(path + ".idx").read().splitlines()
-        assert [tuple(map(int, line.split(" "))) for line in lines] == _frames(path)
+        assert [tuple(map(int, line.split(" "))) for line in lines] == framed_sizes(path)
         total += len(lines)
     assert total == n_train + n_test
     # mnistconv's own check of an index against its file accepts every one.
     from mnistconv.formats.tfrecord.index_files import read_index
     for path in data:
         offsets, lengths = read_index(path + ".idx", path)
-        assert len(offsets) == len(_frames(path))
+        assert len(offsets) == len(framed_sizes(path))
 
 
 # --- staged files never written through a link --------------------------------------

@@ -12,7 +12,6 @@ the function under test.
 - the JPEG error of a sharded TFRecord set merged over its shards (sum and max).
 """
 
-import http.client
 import os
 import threading
 
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from helpers import make_idx_dir, run_main, small_digits
+from helpers import http_get, make_idx_dir, run_main, small_digits
 from mnistconv import ArraySplit, Dataset
 from mnistconv.errors import FormatError, MnistconvError
 
@@ -154,25 +153,20 @@ def served(tmp_path):
     server.server_close()
 
 
-def _get(port, host):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        c.putrequest("GET", "/a.txt", skip_host=True)
-        if host is not None:
-            c.putheader("Host", host)
-        c.endheaders()
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
-
-
 def test_serve_answers_only_requests_addressed_to_this_machine(served):
     port = served
     for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}",
                  f"LOCALHOST:{port}"):
-        assert _get(port, host) == (200, b"hello\n"), host
+        assert http_get(port, "/a.txt", host) == (200, b"hello\n"), host
     for host in ("evil.example", f"evil.example:{port}", "localhost", f"localhost:{port + 1}",
-                 f"127.0.0.1.evil.example:{port}", "", None):
-        status, body = _get(port, host)
+                 f"127.0.0.1.evil.example:{port}", ""):
+        status, body = http_get(port, "/a.txt", host)
         assert status == 403 and b"hello" not in body, host
+    # No Host header at all (HTTP/1.0 allows it): refused too.
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /a.txt HTTP/1.0\r\n\r\n")
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.0 403") and b"hello" not in reply

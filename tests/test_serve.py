@@ -3,7 +3,6 @@ no link out, no FIFO, device or socket; only requests addressed to localhost,
 127.0.0.1 or [::1] with its port; connections bounded; a client that leaves prints no
 traceback; Ctrl-C stops it. Real clients (http.client, raw sockets) on 127.0.0.1."""
 
-import http.client
 import os
 import re
 import signal
@@ -15,7 +14,7 @@ import threading
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, http_get
 
 
 @pytest.fixture
@@ -55,16 +54,7 @@ class Serving:
 
     def get(self, path, host=None):
         """(status, body) of GET path, with the Host header given (default: the URL's)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
-        try:
-            c.putrequest("GET", path, skip_host=host is not None)
-            if host is not None:
-                c.putheader("Host", host)
-            c.endheaders()
-            r = c.getresponse()
-            return r.status, r.read()
-        finally:
-            c.close()
+        return http_get(self.port, path, host)
 
     def stop(self):
         """Ctrl-C; (exit code, the rest of stderr)."""

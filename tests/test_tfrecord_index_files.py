@@ -10,6 +10,7 @@ import pytest
 import mnistconv
 from mnistconv import ArraySplit, Dataset
 from helpers import cli_fails, run, small_digits, stderr_of
+from tfrecord_helpers import framed_sizes
 
 
 def write_indexed(tmp_path, n=200, shards=3, image_format="png"):
@@ -20,17 +21,6 @@ def write_indexed(tmp_path, n=200, shards=3, image_format="png"):
                             shards=shards, index_files=True)
     data = [f.path for f in files if not f.path.endswith(".idx")]
     return images, labels, data, files
-
-
-def framed_sizes(path):
-    """(offset, length) of each record, walked independently of mnistconv."""
-    blob = open(path, "rb").read()
-    pos, out = 0, []
-    while pos < len(blob):
-        length = int.from_bytes(blob[pos:pos + 8], "little")
-        out.append((pos, 16 + length))
-        pos += 16 + length
-    return out
 
 
 def test_each_shard_gets_an_index_of_offset_length_lines(tmp_path):

@@ -58,3 +58,16 @@ def error_stats(decoded, source, mask=None):
         diff = diff[mask]
     return {"jpeg_mean_abs_error": round(diff.mean(), 4),
             "jpeg_max_abs_error": int(diff.max()), "jpeg_error_records": len(diff)}
+
+
+def framed_sizes(path):
+    """(offset, framed length) of each record of a TFRecord file, walked from the bytes
+    alone (independently of mnistconv)."""
+    blob = open(path, "rb").read()
+    pos, out = 0, []
+    while pos < len(blob):
+        length = int.from_bytes(blob[pos:pos + 8], "little")
+        out.append((pos, 16 + length))
+        pos += 16 + length
+    assert pos == len(blob), f"{path}: the last record runs past the file's end"
+    return out
