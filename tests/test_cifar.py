@@ -134,6 +134,20 @@ def test_truncated_cifar_file_is_reported_as_cifar_not_gdmnist(tmp_path, capsys)
                    "or damaged: download it again\n")
 
 
+def test_a_folder_whose_every_file_is_damaged_is_reported_as_cifar(tmp_path, capsys):
+    """Every record file cut short: nothing plausible by content, yet CIFAR's names file
+    beside CIFAR-named files says whose folder it is (found by the fuzz pass)."""
+    cifar100_dir(tmp_path / "c")
+    for split in ("train", "test"):
+        path = tmp_path / "c" / f"{split}.bin"
+        path.write_bytes(path.read_bytes()[:-1])
+    code, out, err = run_main(capsys, "info", tmp_path / "c")
+    assert code == 1 and out == ""
+    assert err == (f"Error: {tmp_path / 'c' / 'train.bin'}: 12,295 bytes is not a whole "
+                   "number of CIFAR-100 records of 3074 bytes (3 records and 3073 bytes "
+                   "over); the file is truncated or damaged: download it again\n")
+
+
 def test_label_out_of_range_is_one_line(tmp_path, capsys):
     cifar10_dir(tmp_path / "c", batches=1)
     path = tmp_path / "c" / "test_batch.bin"

@@ -184,3 +184,11 @@ def test_wrong_label_count_and_range_are_one_line(tmp_path, capsys):
     code, _, err = run_main(capsys, "info", folder)
     assert err == (f"Error: {folder / 'test_batch'}: labels[2] is 12, outside 0..9; the "
                    "file is damaged: download it again\n")
+    # Past int64 (the fuzz pass's traceback: numpy's OverflowError), and negative.
+    for value in (2 ** 64 - 1, -(2 ** 63) - 1, -1):
+        (folder / "test_batch").write_bytes(pickle.dumps(  # Python 3's, as seeds write
+            {b"labels": [1, value, 3], b"data": planes(x)}, protocol=2))
+        code, _, err = run_main(capsys, "info", folder)
+        assert code == 1
+        assert err == (f"Error: {folder / 'test_batch'}: labels[1] is {value}, outside "
+                       "0..9; the file is damaged: download it again\n")

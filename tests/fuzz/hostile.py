@@ -666,20 +666,22 @@ FAMILIES = {
               "idx": ratio_idx},
 }
 
-# The readers added later: their builders are in hostile_formats.py and hostile_trees.py
+# The readers added later: their builders are in hostile_formats.py, hostile_trees.py and
+# hostile_colour.py (CIFAR, CIFAR python, SVHN, MedMNIST)
 # (imported here, at the end, as they use the helpers above), which say where a family
 # does not apply to a reader.
 try:
-    from . import hostile_budget, hostile_formats, hostile_links, hostile_listings, \
-        hostile_trees
+    from . import hostile_budget, hostile_colour, hostile_formats, hostile_links, \
+        hostile_listings, hostile_trees
 except ImportError:
     import hostile_budget
+    import hostile_colour
     import hostile_formats
     import hostile_links
     import hostile_listings
     import hostile_trees
 for _more in (hostile_formats.FAMILIES, hostile_trees.FAMILIES, hostile_listings.FAMILIES,
-              hostile_budget.FAMILIES):
+              hostile_budget.FAMILIES, hostile_colour.FAMILIES):
     for _family, _builders in _more.items():
         FAMILIES.setdefault(_family, {}).update(_builders)
 # Symlink trees, in and out, apply to every reader (hostile_links.py).

@@ -173,6 +173,7 @@ def _builder(reader):
     return lambda rng, work, top: listing(rng, work, top, reader)
 
 
-READERS = ["arrayrecord", "caffe-hdf5", "caffe-lmdb", "gdmnist", "idx", "imagefolder",
-           "kmnist", "npz", "parquet", "quickdraw", "tfds", "tfrecord", "webdataset"]
+READERS = ["arrayrecord", "caffe-hdf5", "caffe-lmdb", "cifar", "cifar-python", "gdmnist",
+           "idx", "imagefolder", "kmnist", "medmnist", "npz", "parquet", "quickdraw", "svhn",
+           "tfds", "tfrecord", "webdataset"]
 FAMILIES = {"listing": {reader: _builder(reader) for reader in READERS}}

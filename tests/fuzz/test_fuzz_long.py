@@ -212,8 +212,9 @@ def test_hostile_generators_cover_every_reader():
     nothing compressed). The budget family (hostile_budget.py) goes where a codec other
     than the ratio family's deflate expands (xz, HDF5 filters, Parquet dictionaries, zstd)
     or images come as PNGs of any size; each case runs a view or a conversion."""
-    every = ["arrayrecord", "caffe-hdf5", "caffe-lmdb", "gdmnist", "idx", "imagefolder",
-             "kmnist", "npz", "parquet", "quickdraw", "tfds", "tfrecord", "webdataset"]
+    every = ["arrayrecord", "caffe-hdf5", "caffe-lmdb", "cifar", "cifar-python", "gdmnist",
+             "idx", "imagefolder", "kmnist", "medmnist", "npz", "parquet", "quickdraw",
+             "svhn", "tfds", "tfrecord", "webdataset"]
     assert HOSTILE_READERS == every
     assert sorted(readers()) == every
     budget = {"arrayrecord", "caffe-hdf5", "gdmnist", "idx", "imagefolder", "parquet",

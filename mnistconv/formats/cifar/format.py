@@ -266,6 +266,20 @@ def sniff(path) -> bool:
         return False
 
 
+NAMES_FILES = ("batches.meta.txt", "fine_label_names.txt", "coarse_label_names.txt")
+
+
 def matches_name(path) -> bool:
-    """CIFAR's own file names: a damaged data_batch_1.bin is still CIFAR's."""
-    return _kind_by_name(os.path.basename(str(path).rstrip("/"))) is not None
+    """CIFAR's own file names: a damaged data_batch_1.bin is still CIFAR's; so is a
+    folder of CIFAR-named files beside CIFAR's label names file (cifar-100-binary/ with
+    its one damaged train.bin): .bin names alone are GDMNIST1's too, the names file is
+    CIFAR's own."""
+    path = str(path).rstrip("/")
+    if _kind_by_name(os.path.basename(path)) is not None:
+        return True
+    try:
+        return os.path.isdir(path) and \
+            any(os.path.isfile(os.path.join(path, n)) for n in NAMES_FILES) and \
+            any(_kind_by_name(n) is not None for n in os.listdir(path))
+    except OSError:
+        return False

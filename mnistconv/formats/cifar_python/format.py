@@ -65,12 +65,13 @@ def _labels(obj, key, n, limit, path):
             type(values).__name__
         raise CorruptData(path, f"{key} is {got}, not {n} integer labels (one per row "
                                 "of data)", "the file is damaged: download it again")
-    array = np.asarray(values, dtype=np.int64)
-    if len(array) and (array.min() < 0 or array.max() >= limit):
-        at = int(np.argmax((array < 0) | (array >= limit)))
-        raise CorruptData(path, f"{key}[{at}] is {int(array[at])}, outside 0..{limit - 1}",
+    # Checked as Python ints: a pickled 2^64-1 does not fit the int64 array it would go
+    # to (numpy's OverflowError, a traceback, where the file's damage is to be told).
+    at = next((i for i, v in enumerate(values) if not 0 <= v < limit), None)
+    if at is not None:
+        raise CorruptData(path, f"{key}[{at}] is {values[at]}, outside 0..{limit - 1}",
                           "the file is damaged: download it again")
-    return array.astype(np.uint8)
+    return np.asarray(values, dtype=np.uint8)
 
 
 class _Part:
