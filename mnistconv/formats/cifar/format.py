@@ -280,6 +280,6 @@ def matches_name(path) -> bool:
     try:
         return os.path.isdir(path) and \
             any(os.path.isfile(os.path.join(path, n)) for n in NAMES_FILES) and \
-            any(_kind_by_name(n) is not None for n in os.listdir(path))
-    except OSError:
+            bool(input_entries(path, path, lambda n: _kind_by_name(n) is not None, "file"))
+    except (OSError, FormatError):
         return False
