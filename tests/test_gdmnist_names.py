@@ -210,8 +210,8 @@ def test_pack_of_names_not_covering_the_labels_is_refused(tmp_path, monkeypatch)
         pack.build_browser_pack(SAMPLE, tmp_path / "pack", **SMALL_KW)
     source = ds.splits["train"].header.source
     assert str(e.value) == (f"{source}: names 9 classes (labels 0..8), but label 9 of "
-                            f"train example {first} has no name; give a names file that "
-                            "covers every label")
+                            f"train example {first} has no name; give names for every class "
+                            "(--class-names)")
     assert files_in(tmp_path) == []
 
 
