@@ -31,6 +31,7 @@ PROCESS_OS = frozenset({"fork", "forkpty", "system", "popen", "posix_spawn",
                         "execlp", "execle", "spawnv", "spawnve", "spawnl"})
 
 
+@functools.lru_cache(maxsize=None)
 def _heavy_name(name) -> bool:
     return name.split(".")[0] in HEAVY or name in HEAVY_OWN or \
         any(name.startswith(own + ".") for own in HEAVY_OWN)
@@ -39,7 +40,7 @@ def _heavy_name(name) -> bool:
 def _ours(obj) -> bool:
     """obj is a function defined in a file under tests/."""
     code = getattr(obj, "__code__", None)
-    return code is not None and Path(code.co_filename).resolve().is_relative_to(TESTS)
+    return code is not None and _under_tests(code.co_filename)
 
 
 class Classifier:
@@ -94,6 +95,8 @@ class Classifier:
                     found.add("process")
                 elif full in HEAVY_OWN:  # mnistconv.torch and the like
                     found.add("client")
+                elif _ours_module(previous):  # helpers.run_cli, peak.cli and the like
+                    found |= self.of_object(getattr(previous, ins.argval, None))
             elif ins.opname == "IMPORT_NAME":
                 importing = ins.argval
                 if importing.split(".")[0] in PROCESS_MODULES:
@@ -114,7 +117,13 @@ class Classifier:
 
 
 def _ours_module(module) -> bool:
-    path = getattr(module, "__file__", None)
+    return _under_tests(getattr(module, "__file__", None))
+
+
+@functools.lru_cache(maxsize=None)
+def _under_tests(path) -> bool:
+    """path is a file under tests/ (cached: resolving it was most of collection's
+    marking, tens of thousands of times)."""
     return bool(path) and Path(path).resolve().is_relative_to(TESTS)
 
 

@@ -121,7 +121,10 @@ def case_dataset(shape=(5, 4), dtype="uint8", classes=10, multilabel=None, count
     return Dataset("test", splits)
 
 
-@pytest.mark.parametrize("case", list(CASES))
+# A 4096 x 4096 image costs each format about a second: `make test` runs them, the inner
+# loop (`make check`) keeps the small cases.
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "4096x4096"
+                                  else c for c in CASES])
 @pytest.mark.parametrize("name", WRITERS)
 def test_each_case_round_trips_or_is_refused_at_the_door(tmp_path, name, case):
     from mnistconv.contract import cannot_hold

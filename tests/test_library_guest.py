@@ -5,6 +5,7 @@ the host runs threads of its own; asking for workers=2 there works (threads) and
 the bytes one worker gives. Only processes=True (what the command line passes) forks."""
 
 import gc
+import hashlib
 import os
 import signal
 import threading
@@ -45,13 +46,17 @@ class _ThreadSpy(Progress):
 
 @pytest.fixture
 def busy_host():
-    """A host process with a thread pool at work while mnistconv runs."""
+    """A host process with a thread pool at work while mnistconv runs. The work is
+    hashing, which lets go of the GIL as numpy and Pillow do: a pure-Python spin would
+    make every GIL hand-off in mnistconv's threads wait out the switch interval (two
+    minutes for these tests instead of seconds), which measures CPython, not a guest."""
     stop = threading.Event()
+    block = bytes(1 << 16)
 
     def spin():
         total = 0
         while not stop.is_set():
-            total += sum(range(1000))
+            total += hashlib.sha256(block).digest()[0] + 1
         return total
 
     with ThreadPoolExecutor(2, thread_name_prefix="host") as pool:

@@ -10,6 +10,7 @@ container's own structure (gzip header, deflate data, CRC, size) is cut separate
 """
 
 import ast
+import collections
 import gzip
 import io
 import struct
@@ -256,11 +257,18 @@ def cifar_boundaries(payload, labels):
 
 def pickle_boundaries(payload):
     """Each pickle opcode and its argument (a string's length and bytes, BINBYTES'
-    length and the pixel bytes), through STOP."""
+    length and the pixel bytes), through STOP. A list of names repeats the same opcodes
+    a hundred times (CIFAR-100's meta: 1,730 boundaries); a cut after the third of a
+    run of the same opcode pair is the case already cut, so runs keep their first
+    three and the last opcodes of the file."""
     import pickletools
     out = []
     ops = list(pickletools.genops(payload))
-    for k, (_, _, pos) in enumerate(ops):
+    seen = collections.Counter()
+    for k, (op, _, pos) in enumerate(ops):
+        seen[(ops[k - 1][0].name if k else "", op.name)] += 1
+        if seen[(ops[k - 1][0].name if k else "", op.name)] > 3 and k < len(ops) - 4:
+            continue
         out.append(pos + 1)
         out.append(ops[k + 1][2] if k + 1 < len(ops) else len(payload))
     return out
