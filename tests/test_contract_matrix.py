@@ -121,6 +121,30 @@ def case_dataset(shape=(5, 4), dtype="uint8", classes=10, multilabel=None, count
     return Dataset("test", splits)
 
 
+def table_says_it_holds(table, case) -> bool:
+    """Whether the table `mnistconv formats` and the format pages show (spec.Holds.table,
+    read as text) says a format holds the matrix case: the docs are the oracle, so a
+    declaration the table misstates fails the matrix."""
+    spec = {"shape": (5, 4), "dtype": "uint8", "classes": 10, "multilabel": None,
+            "sizes_differ": False, **CASES[case]}
+    shape = spec["shape"]
+    if table["images"] != "any array":
+        if len(shape) < 2:
+            return False
+        channels = 1 if len(shape) == 2 else shape[2]
+        if CHANNEL_CASES.get(channels, f"{channels} channels") not in \
+                table["images"].split(", "):
+            return False
+    if table["dtypes"] != "any" and spec["dtype"] not in table["dtypes"].split(", "):
+        return False
+    targets, _, limit = table["targets"].partition(" (at most ")
+    if ("multi-label" if spec["multilabel"] else "class") not in targets.split(", "):
+        return False
+    if limit and not spec["multilabel"] and spec["classes"] > int(limit.split()[0]):
+        return False
+    return not (spec["sizes_differ"] and table["image size"] == "one for all splits")
+
+
 # A 4096 x 4096 image costs each format about a second: `make test` runs them, the inner
 # loop (`make check`) keeps the small cases.
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "4096x4096"
@@ -136,6 +160,8 @@ def test_each_case_round_trips_or_is_refused_at_the_door(tmp_path, name, case):
     sizes = {tuple(s.header.shape[:2]) for s in ds.splits.values()}
     expect_refusal = any(r is not None for r in refused) or \
         (holds.one_image_size and len(sizes) > 1)
+    assert expect_refusal != table_says_it_holds(holds.table(), case), \
+        f"the docs' table of {name} ({holds.table()}) disagrees with its declaration"
     path = target(tmp_path / "out", fmt)
     if expect_refusal:
         with pytest.raises(CannotWrite) as refusal:
