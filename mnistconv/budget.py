@@ -81,6 +81,10 @@ HELD_BYTES = 128 << 20
 # the pieces being encoded and their output): the process tree's share, split among
 # workers, so --workers N never multiplies the budget.
 WORKERS_BYTES = 4 * BATCH_BYTES
+# What a loader holds of one split's pixels for random access (mnistconv.torch's
+# map-style dataset, mnistconv.grain's source of a split that cannot seek): past it
+# torch streams and grain refuses.
+MAX_IN_MEMORY = 2 << 30
 # Room beside an image in one stored record (label, extras, a container's framing).
 RECORD_SLACK = 1 << 20
 

@@ -29,10 +29,22 @@ _OTHER_FORMAT = {
                                          "with --file-format array_record")}
 
 
-def split_files(path, split="train", file_format="tfrecord") -> list:
+# dataset()'s own keywords, listed when one is misspelt.
+_OWN = ("split", "format", "batch_size", "shuffle", "seed", "normalize", "drop_remainder")
+
+
+def shard_format(path) -> str:
+    """The file format of a TFDS directory's shards: tfrecord, array_record, ..."""
+    from .formats.tfds.format import find_directory
+    from .formats.tfds.info import Info
+    return Info(find_directory(str(path))).file_format
+
+
+def split_files(path, split=None, file_format="tfrecord") -> list:
     """The files of `split` in a TFRecord (or "array_record") file, shard set or glob,
-    or a TFDS directory with shards of that format; a lone split whatever its name."""
+    or a TFDS directory with shards of that format (split: loading.split_name's rule)."""
     from .formats.tfds.format import sniff as is_tfds
+    from .loading import split_name
     path = str(path)
     if os.path.isdir(path) and is_tfds(path):
         from .formats.tfds.format import find_directory
@@ -41,21 +53,13 @@ def split_files(path, split="train", file_format="tfrecord") -> list:
         if meta.file_format != file_format:
             what, hint = _OTHER_FORMAT[file_format]
             raise UsageError(path, f"its shards are {meta.file_format}, {what}", hint)
-        if split not in meta.splits:
-            raise UsageError(path, f"no split named {split}",
-                             f"splits present: {', '.join(meta.splits)}")
-        return meta.shard_files(split)
+        return meta.shard_files(split_name(meta.splits, split, path))
     if file_format == "tfrecord":
         from .formats.tfrecord.names import resolve
     else:
         from .formats.arrayrecord.format import resolve
     groups = resolve(path)
-    if split in groups:
-        return groups[split]
-    if len(groups) == 1:
-        return next(iter(groups.values()))
-    raise UsageError(path, f"no split named {split}",
-                     f"splits present: {', '.join(groups)}")
+    return groups[split_name(groups, split, path)]
 
 
 def _first_record(files):
@@ -91,13 +95,15 @@ def _first_record(files):
                       "give a TFRecord file that holds at least one record")
 
 
-def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
-            normalize=False, drop_remainder=False, format=None, **read_options):
+def dataset(path, split=None, *, format=None, batch_size=None, shuffle=None, seed=None,
+            normalize=False, drop_remainder=False, **read_options):
     """A tf.data.Dataset of (image, label) for anything mnistconv reads: a TFRecord file,
     shard set or glob or a TFDS directory through tf.data's own reader, any other
     format (IDX, npz, Parquet, ...; `format` names it, `read_options` as for
-    mnistconv.read) through mnistconv's reader. split: the split to read when the path
-    holds several. shuffle: a buffer size; normalize: float32 pixels in [0, 1].
+    mnistconv.read; a keyword neither takes is a UsageError listing the valid ones)
+    through mnistconv's reader. split: the only one, else 'train' (an unknown one is a
+    UsageError naming those there are). shuffle: a buffer size; normalize: float32
+    pixels in [0, 1].
 
         ds = dataset("out/mnist", "test", batch_size=256)     # a TFDS directory
         images, labels = next(iter(ds))                        # (256, 28, 28, 1) uint8
@@ -115,9 +121,11 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
             name = mnistconv.detect(path).name
         except MnistconvError:  # a glob or shard set: TFRecord's own resolver names it
             name = None
-    if name not in (None, "tfrecord", "tfds") or read_options:
-        ds = _from_reader(tf, mnistconv.read(path, name, **read_options), split, path,
-                          normalize)
+    if name not in (None, "tfrecord", "tfds") or read_options or \
+            (name == "tfds" and shard_format(path) != "tfrecord"):
+        from . import loading
+        read = loading.read("mnistconv.tf.dataset", _OWN, path, name, read_options)
+        ds = _from_reader(tf, read, split, path, normalize)
         if shuffle:
             ds = ds.shuffle(int(shuffle), seed=seed, reshuffle_each_iteration=True)
         if batch_size:
@@ -161,10 +169,8 @@ def dataset(path, split="train", *, batch_size=None, shuffle=None, seed=None,
 def _from_reader(tf, read, split, path, normalize):
     """(image, label) of one split of a dataset mnistconv read, a batch at a time (the
     formats tf.data has no reader for): images H x W x C as stored, labels int64."""
-    if split not in read.splits:
-        raise UsageError(path, f"no split named {split}",
-                         f"splits present: {', '.join(read.splits)}")
-    chosen = read.splits[split]
+    from .loading import split_name
+    chosen = read.splits[split_name(read.splits, split, path)]
     h = chosen.header
     shape = tuple(h.shape) if len(h.shape) == 3 else tuple(h.shape) + (1,)
     label_shape = tuple(getattr(h, "label_shape", ()) or ())

@@ -17,13 +17,12 @@ split can be cut into them (Split.shards()), else every n-th batch.
 
 import functools
 
-from .errors import UsageError, optional_import
-
-# A split read into memory for random access holds at most this many pixel bytes;
-# larger ones stream (IterableDataset) unless iterable=False says otherwise.
-MAX_IN_MEMORY = 2 << 30
+from .budget import MAX_IN_MEMORY
+from .errors import optional_import
 
 __all__ = ["dataset", "to_tensor"]
+# dataset()'s own keywords, listed when one is misspelt.
+_OWN = ("split", "format", "transform", "target_transform", "iterable", "batch_size")
 
 
 def _torch():
@@ -39,26 +38,13 @@ def to_tensor(pixels):
     return tensor.float().div_(255) if tensor.dtype == torch.uint8 else tensor.float()
 
 
-def _choose_split(ds, split, path):
-    if split is None:
-        if "train" in ds.splits:
-            split = "train"
-        elif len(ds.splits) == 1:
-            split = next(iter(ds.splits))
-        else:
-            raise UsageError(path, f"holds several splits ({', '.join(ds.splits)})",
-                             "choose one with split=")
-    if split not in ds.splits:
-        raise UsageError(path, f"has no split '{split}'",
-                         f"it has: {', '.join(ds.splits) or 'none'}")
-    return ds.splits[split]
-
-
 def dataset(path, split=None, *, format=None, transform=None, target_transform=None,
             iterable=None, batch_size=1024, **read_options):
     """A torch Dataset of (transform(pixels), target_transform(label)) for one split
     of what mnistconv reads at `path` (format detected, or named by `format`; read
-    options as for mnistconv.read). split: default 'train', or the only one.
+    options as for mnistconv.read; a keyword neither takes is a UsageError listing
+    the valid ones). split: the only one, else 'train' (an unknown one is a
+    UsageError naming those there are).
     transform: takes the uint8 numpy pixels (default: to_tensor). iterable: None
     decides (a multi-file split or one over MAX_IN_MEMORY streams), True streams,
     False loads into memory. batch_size: rows read at a time when streaming.
@@ -68,10 +54,10 @@ def dataset(path, split=None, *, format=None, transform=None, target_transform=N
     """
     import numpy as np
 
-    import mnistconv
+    from . import loading
     torch = _torch()
-    ds = mnistconv.read(path, format, **read_options)
-    chosen = _choose_split(ds, split, path)
+    ds = loading.read("mnistconv.torch.dataset", _OWN, path, format, read_options)
+    chosen = ds.splits[loading.split_name(ds.splits, split, path)]
     transform = transform or to_tensor
     if iterable is None:
         h = chosen.header

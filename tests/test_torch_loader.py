@@ -105,8 +105,8 @@ def test_shuffled_training_loop_and_transforms(tmp_path, data):
 def test_errors_name_the_split(tmp_path, data):
     images, labels = data
     path = _inputs(tmp_path, images, labels)["npz"]
-    with pytest.raises(mnistconv.UsageError, match="has no split 'validation'; it has: "
-                                                   "train, test"):
+    with pytest.raises(mnistconv.UsageError, match="no split named validation; splits "
+                                                   "present: train, test"):
         mtorch.dataset(path, "validation")
 
 
