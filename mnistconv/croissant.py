@@ -159,10 +159,39 @@ def write(dataset, root, result, writer_name, force=False, options=None):
     from .identity import add_note, resolve
     identity = resolve(dataset, root, options)
     add_note(dataset, identity)
+    _note_what_completes(dataset, root, identity)
     doc = document(dataset, root, result.files, writer_name, identity)
     # No URL's password in a published file (a file name may quote it).
     return write_text_output(target(root), redact(json.dumps(doc, indent=2, ensure_ascii=False))
                              + "\n", force=True)
+
+
+# What mlcroissant validate recommends of a dataset (it warns of each one missing), and
+# the flag that states it: facts only the user knows unless the bytes prove a family.
+RECOMMENDED = (("license", "--license", "license"), ("version", "--version", "version"),
+               ("citeAs", "--citation", "citation"),
+               ("datePublished", "--date-published", "date_published"))
+
+
+def _note_what_completes(dataset, root, identity):
+    """Where the user described the dataset but not wholly: a note naming the flags
+    that would state what mlcroissant recommends (never a guessed value, rule 15).
+    Without any, identity's own note already lists every flag."""
+    if identity.note or not identity.given:
+        return
+    missing = [(key, flag) for key, flag, field in RECOMMENDED
+               if not getattr(identity, field)]
+    if missing:
+        from .errors import redact
+
+        def listed(words, last):
+            return f"{', '.join(words[:-1])} {last} {words[-1]}" if len(words) > 1 \
+                else words[0]
+        dataset.notes.append(
+            f"{redact(target(root))}: states no {listed([k for k, _ in missing], 'or')}, "
+            "which mlcroissant validate recommends (it warns without them); add "
+            f"{listed([f for _, f in missing], 'and')} if the dataset has them (the same "
+            "keywords of mnistconv.write)")
 
 
 def check_target(root, force):

@@ -92,10 +92,12 @@ def test_imagefolder_croissant_loads_every_record(tmp_path, mlc):
 
 
 def validate_log(path):
-    """`mlcroissant validate`'s exit code and log (its console script)."""
+    """`mlcroissant validate`'s exit code and log (its console script); the test skips
+    only where mlcroissant is not installed."""
     import subprocess
     import sys
     from pathlib import Path
+    pytest.importorskip("mlcroissant")
     r = subprocess.run([str(Path(sys.executable).parent / "mlcroissant"), "validate",
                         "--jsonld", str(path)], capture_output=True)
     return r.returncode, r.stderr.decode()
@@ -148,6 +150,39 @@ def test_given_license_and_version_validate_without_warnings(tmp_path):
     assert not {"license", "citeAs", "url", "version", "datePublished"} & set(doc)
     assert "no published checksum matches" in stderr_of(r)
     assert "--license" in stderr_of(r)
+
+
+@pytest.mark.parametrize("to", ["parquet", "imagefolder"])
+def test_license_and_version_then_what_only_the_user_knows(tmp_path, to):
+    # Random images proved by no checksum, given --license and --version: mlcroissant
+    # still recommends citeAs and datePublished, which nothing but the user can state
+    # (no citation or date is made up), so the command says once which flags add them;
+    # given those too, `mlcroissant validate` prints no warning and no error.
+    images, labels = small_digits(20)
+    np.savez(tmp_path / "s.npz", x_train=images, y_train=labels)
+    given = ["--license", "cc-by-4.0", "--version", "1.0.0"]
+    r = run("convert", tmp_path / "s.npz", tmp_path / "two", "--to", to, *given)
+    assert r.returncode == 0, stderr_of(r)
+    note = (f"note: {tmp_path / 'two' / 'croissant.json'}: states no citeAs or "
+            "datePublished, which mlcroissant validate recommends (it warns without "
+            "them); add --citation and --date-published if the dataset has them (the "
+            "same keywords of mnistconv.write)")
+    assert r.stdout.decode().count("note: ") + stderr_of(r).count("note: ") == 1
+    assert note in r.stdout.decode() + stderr_of(r)
+    code, log = validate_log(tmp_path / "two" / "croissant.json")
+    assert code == 0 and log.strip().endswith("Done."), log
+    assert [line.split("] ", 1)[-1] for line in log.splitlines() if "Property" in line] == [
+        'Property "http://mlcommons.org/croissant/citeAs" is recommended, but does not '
+        'exist.',
+        'Property "https://schema.org/datePublished" is recommended, but does not exist.']
+    r = run("convert", tmp_path / "s.npz", tmp_path / "four", "--to", to, *given,
+            "--citation", "@misc{digits, title={My digits}, year={2024}}",
+            "--date-published", "2024-05-01")
+    assert r.returncode == 0, stderr_of(r)
+    assert "note: " not in r.stdout.decode() + stderr_of(r)
+    code, log = validate_log(tmp_path / "four" / "croissant.json")
+    assert code == 0 and log.strip().endswith("Done."), log
+    assert "warning" not in log.lower() and "error" not in log.lower(), log
 
 
 def test_class_names_prove_no_family(tmp_path):

@@ -162,7 +162,11 @@ def test_given_identity_is_stated_in_every_metadata_file(tmp_path):
     mnistconv.write(ds, tmp_path / "lib", "imagefolder", name="x", license="MIT")
     doc = json.loads((tmp_path / "lib" / "croissant.json").read_text())
     assert (doc["name"], doc["license"]) == ("x", "MIT")
-    assert not ds.notes  # a license was given: nothing to advise
+    # A license was given: only what croissant.json still lacks, and the flags for it.
+    assert ds.notes == [f"{tmp_path / 'lib' / 'croissant.json'}: states no version, citeAs "
+                        "or datePublished, which mlcroissant validate recommends (it warns "
+                        "without them); add --version, --citation and --date-published if "
+                        "the dataset has them (the same keywords of mnistconv.write)"]
 
 
 @pytest.mark.parametrize("args, message", [
