@@ -307,8 +307,8 @@ def test_colour_kept_unasked_to_a_grey_only_writer_is_refused_with_the_way_out(t
     line = stderr_of(r).strip()
     assert line == (f"Error: {path}/train: tfrecord cannot hold split train's 12x10 RGB uint8 "
                     "images (it holds grey); write it with --image-format png, or write it "
-                    "as idx, npz, parquet, webdataset, imagefolder, caffe-lmdb or "
-                    "caffe-hdf5, which can, or make it grey with --grayscale")
+                    "as idx, npz, tfds, arrayrecord, parquet, webdataset, imagefolder, "
+                    "caffe-lmdb or caffe-hdf5, which can, or make it grey with --grayscale")
 
 
 def test_the_library_keyword_on_convert(tmp_path):

@@ -178,3 +178,77 @@ def test_webdataset_reads_rgb_png_shards_exactly(tmp_path, capsys, cifar):
                 .to_tuple("png", "cls"))
     assert np.array_equal(np.stack([r[0] for r in rows]), x)
     assert [int(r[1]) for r in rows] == y.tolist()
+
+
+def test_webdataset_through_a_torch_dataloader_gives_the_rgb_images(tmp_path, capsys,
+                                                                     cifar):
+    """What a PyTorch user runs: webdataset's pipeline in a DataLoader, batches of
+    uint8 H x W x 3 tensors and labels."""
+    import torch
+    import webdataset as wds
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "w" / "c.tar")
+    x, y = truth["train"]
+    shards = sorted(str(p) for p in (tmp_path / "w").glob("c-train-*.tar"))
+    pipeline = wds.WebDataset(shards, shardshuffle=False).decode("rgb8") \
+        .to_tuple("png", "cls")
+    batches = list(torch.utils.data.DataLoader(pipeline, batch_size=3, num_workers=0))
+    images = torch.cat([b[0] for b in batches]).numpy()
+    labels = torch.cat([b[1] for b in batches]).tolist()
+    assert images.dtype == np.uint8 and images.shape == x.shape
+    assert np.array_equal(images, x)
+    assert labels == y.tolist()
+
+
+def test_tfds_builder_from_directory_reads_rgb_exactly(tmp_path, capsys, cifar):
+    """features.json's Image is (32, 32, 3); TFDS' own reader gives the images back, and
+    each record's PNG is the bytes tf.image.encode_png (TFDS' encoder) makes."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+    src, truth = cifar
+    for file_format in ("tfrecord", "array_record"):
+        out = tmp_path / file_format
+        convert(capsys, src, out, "--to", "tfds", "--name", "small_cifar",
+                "--file-format", file_format)
+        builder = tfds.builder_from_directory(str(out / "small_cifar" / "1.0.0"))
+        assert builder.info.features["image"].shape == (32, 32, 3)
+        assert builder.info.features["label"].names == CIFAR10_NAMES
+        for split, (x, y) in truth.items():
+            assert builder.info.splits[split].num_examples == len(y)
+            if file_format == "tfrecord":
+                rows = list(builder.as_dataset(split=split, shuffle_files=False)
+                            .as_numpy_iterator())
+            else:  # random access, what tfds.data_source gives Grain
+                source = builder.as_data_source(split=split)
+                rows = [source[i] for i in range(len(source))]
+            assert np.array_equal(np.stack([r["image"] for r in rows]), x), file_format
+            assert [int(r["label"]) for r in rows] == y.tolist()
+    shard = next((tmp_path / "tfrecord" / "small_cifar" / "1.0.0").glob("*-test.tfrecord-*"))
+    for i, record in enumerate(tf.data.TFRecordDataset(str(shard)).as_numpy_iterator()):
+        png = tf.train.Example.FromString(record).features.feature["image"].bytes_list.value[0]
+        assert png == tf.image.encode_png(truth["test"][0][i]).numpy()
+
+
+def test_grain_reads_rgb_arrayrecord_exactly(tmp_path, capsys, cifar):
+    """Grain's own ArrayRecordDataSource over mnistconv's ArrayRecord files: Examples
+    whose PNGs decode (TensorFlow's decoder) to the images; mnistconv.grain.source in a
+    Grain MapDataset batches them as H x W x 3."""
+    import grain
+    import tensorflow as tf
+    import mnistconv.grain
+    src, truth = cifar
+    convert(capsys, src, tmp_path / "c.array_record", "--to", "arrayrecord")
+    for split, (x, y) in truth.items():
+        source = grain.sources.ArrayRecordDataSource([str(tmp_path /
+                                                          f"c-{split}.array_record")])
+        assert len(source) == len(y)
+        for i in range(len(y)):
+            feature = tf.train.Example.FromString(source[i]).features.feature
+            image = tf.io.decode_png(feature["image"].bytes_list.value[0]).numpy()
+            assert image.shape == (32, 32, 3) and np.array_equal(image, x[i])
+            assert feature["label"].int64_list.value == [y[i]]
+    x, y = truth["train"]
+    batch = grain.MapDataset.source(mnistconv.grain.source(tmp_path / "c.array_record",
+                                                           "train")).batch(len(y))[0]
+    assert batch[0].shape == x.shape and np.array_equal(batch[0], x)
+    assert batch[1].tolist() == y.tolist()

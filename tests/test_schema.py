@@ -82,8 +82,8 @@ def test_twelve_named_classes_stay_twelve_with_fewer_labels_present(tmp_path):
 
 RGB_TO_TFRECORD = ("tfrecord cannot hold split train's 32x32 RGB uint8 images (it holds "
                    "grey); write it with image_format='png', or write it as idx, npz, "
-                   "parquet, webdataset, imagefolder, caffe-lmdb or caffe-hdf5, which can, "
-                   "or read it with grayscale=True")
+                   "tfds, arrayrecord, parquet, webdataset, imagefolder, caffe-lmdb or "
+                   "caffe-hdf5, which can, or read it with grayscale=True")
 RGB_TO_TFRECORD_CLI = RGB_TO_TFRECORD.replace("read it with grayscale=True",
                                               "make it grey with --grayscale").replace(
     "image_format='png'", "--image-format png")
@@ -105,13 +105,13 @@ def test_the_door_refuses_colour_in_one_message_before_writing(tmp_path):
 @pytest.mark.parametrize("fmt, options, message", [
     ("caffe-lmdb", {"encoded": True}, "caffe-lmdb cannot hold split train's 8x8 RGB uint8 "
      "images (it holds grey); write it without encoded=True, or write it as idx, npz, "
-     "parquet, webdataset, imagefolder or caffe-hdf5, which can, or read it with "
-     "grayscale=True"),
+     "tfds, arrayrecord, parquet, webdataset, imagefolder or caffe-hdf5, which can, or "
+     "read it with grayscale=True"),
     ("caffe-hdf5", {"pixel_type": "uint8"}, None),
     ("idx", {"layout": "torchvision"}, "idx cannot hold split train's 8x8 RGB uint8 images "
-     "(it holds grey); write it without layout='torchvision', or write it as npz, parquet, "
-     "webdataset, imagefolder, caffe-lmdb or caffe-hdf5, which can, or read it with "
-     "grayscale=True"),
+     "(it holds grey); write it without layout='torchvision', or write it as npz, tfds, "
+     "arrayrecord, parquet, webdataset, imagefolder, caffe-lmdb or caffe-hdf5, which can, "
+     "or read it with grayscale=True"),
 ])
 def test_an_option_can_change_what_a_format_holds(tmp_path, fmt, options, message):
     ds = _dataset(np.zeros((2, 8, 8, 3), np.uint8), np.array([0, 1], np.uint8))
@@ -206,7 +206,7 @@ def test_formats_show_what_each_holds(capsys):
     assert "holds: images grey; pixels uint8; targets class (at most 256 classes); extras " \
            "dropped; image size per split" in out
     code, out, _ = run_main(capsys, "formats", "--markdown")
-    assert "| **tfds** | grey | uint8 | class | dropped | one for all splits |" in out
+    assert "| **tfds** | grey, RGB | uint8 | class | dropped | one for all splits |" in out
 
 
 def test_every_format_declares_what_it_holds():

@@ -55,6 +55,21 @@ def test_png_bytes_are_tf_image_encode_png():
                 tf.image.encode_png(image[:, :, None]).numpy(), (h, w)
 
 
+def test_rgb_png_bytes_are_tf_image_encode_png():
+    """RGB (TFDS' CIFAR, SVHN, MedMNIST): the filters look one pixel (3 bytes) back; a
+    batch, rows costing more than 16 bits, and an image large enough to be filtered in
+    bands (300 x 400 x 3) each give tf.image.encode_png's bytes."""
+    from mnistconv.codecs.tfpng import encode_batch
+    rng = np.random.default_rng(5)
+    batch = rng.integers(0, 256, (6, 32, 32, 3), dtype=np.uint8)
+    assert encode_batch(batch) == [tf.image.encode_png(im).numpy() for im in batch]
+    for h, w in [(1, 1), (7, 5), (28, 28), (3, 600), (300, 400)]:
+        ramp = (np.arange(h * w * 3) % 256).astype(np.uint8).reshape(h, w, 3)
+        for image in (rng.integers(0, 256, (h, w, 3), dtype=np.uint8), ramp,
+                      np.zeros((h, w, 3), np.uint8),
+                      rng.integers(100, 157, (h, w, 3), dtype=np.uint8)):
+            assert encode_batch(image[None])[0] == tf.image.encode_png(image).numpy(), (h, w)
+
 def test_records_are_tfds_example_serializer_bytes(tmp_path):
     from mnistconv.codecs.framing import iter_records
     images, labels = _sample()["test"]
@@ -352,9 +367,14 @@ def test_features_of_another_shape(tmp_path, written):
 def test_features_in_colour_or_another_dtype(tmp_path, written):
     path = written / "features.json"
     text = path.read_text()
-    path.write_text(text.replace('"1"\n', '"3"\n'))
+    path.write_text(text.replace('"1"\n', '"4"\n'))
     assert _convert_fails(tmp_path, written) == \
-        f"Error: {path}: images have 3 channels; mnistconv reads grayscale (1 channel)\n"
+        f"Error: {path}: images have 4 channels; mnistconv reads grey (1 channel) and " \
+        "RGB (3)\n"
+    # RGB is read, and its claim checked against the records (grey here).
+    path.write_text(text.replace('"1"\n', '"3"\n'))
+    assert "says images are 28 x 28 x 3, split train's records hold 28 x 28; " in \
+        _convert_fails(tmp_path, written)
     path.write_text(text.replace('"uint8"', '"float32"'))
     assert "image feature 'image' is 'float32'" in _convert_fails(tmp_path, written)
 

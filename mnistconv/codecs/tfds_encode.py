@@ -31,7 +31,7 @@ class ExampleTask:
         return (self.num_classes, self.shape)
 
     def fill(self, out, images):
-        """Copy a chunk's images into a worker slot (n x H x W)."""
+        """Copy a chunk's images into a worker slot (n x H x W (x 3))."""
         out[:] = np.asarray(images).reshape((len(images),) + self.shape)
 
     def encode(self, images, labels, indices):
@@ -67,9 +67,10 @@ def chunk_records(shape):
 
 
 def image_shape(split, what):
-    """(H, W) of a split's grayscale uint8 images (TFDS' Image (H, W, 1)), else UsageError."""
+    """(H, W) of a split's grey uint8 images (TFDS' Image (H, W, 1)), (H, W, 3) of RGB
+    ones, else CannotWrite."""
     from .images import grayscale_shape
-    return grayscale_shape(split, None, what)
+    return grayscale_shape(split, None, what, colour=True)
 
 
 def check_labels(split, what):

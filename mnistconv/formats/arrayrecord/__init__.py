@@ -3,7 +3,7 @@ random-access format of tfds.data_source and Grain. This file is the format's
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
-from ...spec import Format, Holds, Option
+from ...spec import GREY, RGB, Format, Holds, Option
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(
@@ -23,7 +23,7 @@ SPEC = Format(
                "'uncompressed' (checked by array_record itself)", "str"),
         WORKERS,
     ),
-    holds=Holds(),
+    holds=Holds(channels=GREY + RGB),  # PNGs as TFDS writes them: grey or RGB
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

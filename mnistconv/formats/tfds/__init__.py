@@ -3,7 +3,7 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...identity import CITATION, DESCRIPTION, HOMEPAGE, LICENSE
-from ...spec import Format, Holds, Option
+from ...spec import GREY, RGB, Format, Holds, Option
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SHARDS = shards_option("<name>-<split>.<format>-00000-of-0000N",
@@ -32,7 +32,8 @@ SPEC = Format(
         WORKERS,
     ),
     sharded="mnistconv.formats.tfds.format",
-    holds=Holds(one_image_size=True),  # one features.json Image for every split
+    # One features.json Image for every split; tf.image.encode_png's grey or RGB PNGs.
+    holds=Holds(channels=GREY + RGB, one_image_size=True),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

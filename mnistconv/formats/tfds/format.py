@@ -3,7 +3,7 @@
 The layout TFDS itself writes (tfds.builder_from_directory and tfds.load(data_dir=)
 read it):
     DIR/<name>/<version>/dataset_info.json    splits, shard lengths, numBytes (info.py)
-    DIR/<name>/<version>/features.json        Image (H, W, 1) uint8 + ClassLabel
+    DIR/<name>/<version>/features.json        Image (H, W, 1 or 3) uint8 + ClassLabel
     DIR/<name>/<version>/label.labels.txt     class names, one a line
     DIR/<name>/<version>/<name>-<split>.<tfrecord|array_record>-00000-of-0000N
 Every record is a tf.train.Example {"image": PNG bytes, "label": int64}, the bytes TFDS
@@ -14,8 +14,8 @@ shards is --shards, else the encoded size over --shard-size, else TFDS' rule (64
 1 GiB a shard: one for MNIST); records are cut into shards as TFDS cuts them: in the
 input's order (no key-hash shuffle), with TFDS' rounded bounds (info.tfds_bounds).
 
-Reading takes any image classification dataset with one grayscale uint8 Image and one
-ClassLabel, checking every claim (shardLengths, numBytes, features.json's shape,
+Reading takes any image classification dataset with one grey or RGB uint8 Image and
+one ClassLabel, checking every claim (shardLengths, numBytes, features.json's shape,
 numClasses) before believing it.
 
     ds = mnistconv.read("data/mnist")
@@ -74,9 +74,10 @@ def shard_count(shards, shard_size, total_bytes, count, split, where):
 
 
 def _record_bounds(shape):
-    """(fewest, most) bytes of an H x W image's Example (the most: zlib's deflateBound)."""
-    h, w = shape
-    rows = h * (w + 1)
+    """(fewest, most) bytes of an H x W (x 3) image's Example (the most: zlib's
+    deflateBound)."""
+    h, w = shape[:2]
+    rows = h * (w * (shape[2] if len(shape) == 3 else 1) + 1)
     deflated = rows + (rows + 7) // 8 + (rows + 63) // 64 + 5 + 6
     return _PNG_FIXED, _PNG_FIXED + deflated + 12 * -(-deflated // 8192) + _EXAMPLE_MOST
 
@@ -145,7 +146,12 @@ class TfdsWrite(ShardedWrite):
                                         f"{split.header.count} examples",
                                  "every shard holds one example at least")
             self.splits.append((split_name, split))
-        # One features.json describes every split: contract.admit saw one image size.
+        # One features.json describes every split: contract.admit saw one image size,
+        # and one channel count is left to check.
+        if len(shapes) > 1:
+            raise UsageError(None, "the splits hold grey and RGB images, TFDS' one "
+                                   "features.json Image holds one kind",
+                             "write the splits to separate directories")
         self.shape = shapes.pop()
         self.names = tfds_info.class_names(self.known, [s for _, s in self.splits],
                                            self.num_classes)
@@ -451,8 +457,9 @@ def read(path, split_name=None, workers=None) -> Dataset:
                                             claimed_by=info_path)
         shape = tuple(inner.header.shape)
         if shape != tuple(meta.shape):
+            said = tuple(meta.shape) + ((1,) if len(meta.shape) == 2 else ())
             raise CorruptData(os.path.join(directory, "features.json"),
-                              f"says images are {meta.shape[0]} x {meta.shape[1]} x 1, "
+                              f"says images are {' x '.join(map(str, said))}, "
                               f"split {name}'s records hold "
                               f"{' x '.join(map(str, shape))}")
         labels = inner.labels()

@@ -197,10 +197,12 @@ def dataset_info_json(name, version, file_format, splits, identity=None,
 
 
 def features_json(shape, num_classes) -> str:
-    """features.json's text for an (H, W) grayscale image and a ClassLabel."""
+    """features.json's text for an (H, W) grey or (H, W, 3) RGB image and a ClassLabel."""
+    channels = shape[2] if len(shape) == 3 else 1
     features = {"featuresDict": {"features": {
         "image": {"image": {"dtype": "uint8",
-                            "shape": {"dimensions": [str(shape[0]), str(shape[1]), "1"]}},
+                            "shape": {"dimensions": [str(shape[0]), str(shape[1]),
+                                                     str(channels)]}},
                   "pythonClassName": IMAGE_CLASS},
         "label": {"classLabel": {"numClasses": str(num_classes)},
                   "pythonClassName": LABEL_CLASS}}},
@@ -367,13 +369,14 @@ def _features(features, path):
             len(dims) != 3:
         raise FormatError(path, f"image feature {printable(images[0])} is "
                                 f"{printable(image.get('dtype'))} of shape "
-                                f"{printable(dims)}", "mnistconv reads uint8 H x W x 1")
+                                f"{printable(dims)}", "mnistconv reads uint8 H x W x 1 or 3")
     shape = tuple(_count(d, path, "an image dimension", 1) for d in dims)
-    if shape[2] != 1:
+    if shape[2] not in (1, 3):
         raise FormatError(path, f"images have {shape[2]} channels", "mnistconv reads "
-                                "grayscale (1 channel)")
+                                "grey (1 channel) and RGB (3)")
     check_image_size(shape[:2], path)
     label = _object(entries[labels[0]].get("classLabel"), path,
                     f"feature {labels[0]}'s classLabel")
     num_classes = _count(label.get("numClasses"), path, "numClasses", 1, MAX_CLASSES)
-    return images[0], labels[0], shape[:2], num_classes
+    # (H, W) for grey, as the splits' headers say it; (H, W, 3) for RGB.
+    return images[0], labels[0], shape[:2] if shape[2] == 1 else shape, num_classes
