@@ -2,9 +2,10 @@
 today, as whole processes in the same run (see common.py for how each figure is taken).
 
 TFDS: the official training and test sets (70000 images) from the same numpy arrays.
-The baseline is TFDS' own API for data already in memory,
-tfds.dataset_builders.store_as_tfds_dataset, with the FeaturesDict TFDS' mnist builder
-declares (Image (28, 28, 1), ClassLabel of 10 names), everything else at its defaults;
+The baseline (baselines/tfds_store_as_tfds_dataset.py) is TFDS' own API for data
+already in memory, tfds.dataset_builders.store_as_tfds_dataset, with the FeaturesDict
+TFDS' mnist builder declares (Image (28, 28, 1), ClassLabel of 10 names), everything else
+at its defaults;
 mnistconv: `mnistconv idx-to-tfds`. Both directories must hold the same serialized
 Examples, byte for byte (TFDS shuffles their order by default: they are compared as
 sorted lists), or the timing means nothing. An Example's features are a protobuf map,
@@ -40,20 +41,6 @@ def load(folder):
                       read("train-labels-idx1-ubyte", 8)),
             "test": (read("t10k-images-idx3-ubyte", 16).reshape(-1, 28, 28, 1),
                      read("t10k-labels-idx1-ubyte", 8))}
-'''
-TFDS_SCRIPT = LOAD + r'''
-import tensorflow_datasets as tfds
-
-src, out = sys.argv[1:3]
-arrays = load(src)
-features = tfds.features.FeaturesDict({
-    "image": tfds.features.Image(shape=(28, 28, 1)),
-    "label": tfds.features.ClassLabel(names=[str(d) for d in range(10)])})
-tfds.dataset_builders.store_as_tfds_dataset(
-    name="mnist", version="1.0.0", features=features, data_dir=out,
-    split_datasets={split: [(i, {"image": x[i], "label": int(y[i])})
-                            for i in range(len(y))]
-                    for split, (x, y) in arrays.items()})
 '''
 ARRAY_RECORD_SCRIPT = LOAD + r'''
 import io
@@ -133,13 +120,13 @@ def main():
                                "mnistconv[test-tfds,arrayrecord,tensorflow]",
                                " (TFDS' API: 1)")
     with common.workdir() as tmp:
-        (tmp / "tfds_script.py").write_text(TFDS_SCRIPT)
         (tmp / "ar_script.py").write_text(ARRAY_RECORD_SCRIPT)
         out = {"tfds": tmp / "tfds_out", "ours": tmp / "ours_out",
                "ar": tmp / "ar_out", "ours_ar": tmp / "ours_ar"}
         base, ours = "TFDS store_as_tfds_dataset", "mnistconv idx-to-tfds"
         results = common.measure(
-            {base: [common.PY, str(tmp / "tfds_script.py"), gz, out["tfds"]],
+            {base: common.python("tfds_store_as_tfds_dataset.py", gz, out["tfds"], "mnist",
+                                 "mnist", "train", "test"),
              ours: mnistconv("idx-to-tfds", gz, out["ours"], "-q")},
             before=lambda name: common.remove(out["tfds" if name == base else "ours"]),
             fewer={base: 1})

@@ -281,3 +281,73 @@ def remove(path: Path):
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+# Colour data for bench_cifar.py and bench_medmnist224.py. No network here, so the real
+# CIFAR-10 and MedMNIST files cannot be fetched: the images are generated, deterministic
+# (numpy seeds), as a smooth field (a 5 x 5 grid of random colours, interpolated) plus
+# uniform noise of standard deviation 8.4. That is neither random noise (which no PNG compresses)
+# nor a real photograph (whose compression, and so PNG and JPEG encoding time, differs).
+CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                 "ship", "truck")
+CIFAR_SIDE = 32
+
+
+def smooth_noise_images(n, side, seed, channels=3):
+    """n x side x side x channels uint8 images: a random 5 x 5 grid of colours, bilinearly
+    interpolated, plus uniform noise in -14..14; the same seed gives the same images."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    grid = rng.uniform(0, 255, size=(n, 5, 5, channels)).astype(np.float32)
+    # Linear interpolation from 5 points to `side` as a (side x 5) matrix, one per axis.
+    at = np.linspace(0, 4, side, dtype=np.float32)
+    weights = np.maximum(0, 1 - np.abs(at[:, None] - np.arange(5, dtype=np.float32)))
+    smooth = np.einsum("yi,nijc,xj->nyxc", weights, grid, weights, optimize=True)
+    # Uniform noise in -14..14 (standard deviation 8.4): Gaussian draws took 10x longer.
+    smooth += rng.integers(0, 29, size=smooth.shape, dtype=np.uint8)
+    smooth -= 14
+    return np.clip(smooth, 0, 255).astype(np.uint8)
+
+
+def write_cifar10_bin(folder: Path, train=50000, test=10000, seed=10):
+    """A cifar-10-batches-bin folder as the publisher lays it out: data_batch_1..5.bin
+    (train / 5 records each) and test_batch.bin, each record a label byte then the R, G
+    and B planes, and batches.meta.txt (the ten names, then a blank line). Returns it."""
+    import numpy as np
+    folder.mkdir(parents=True, exist_ok=True)
+    per = train // 5
+    names = [f"data_batch_{b}.bin" for b in range(1, 6)] + ["test_batch.bin"]
+    for i, (name, n) in enumerate(zip(names, [per] * 5 + [test])):
+        rng = np.random.default_rng(seed * 100 + i)
+        labels = rng.integers(0, 10, size=n, dtype=np.uint8)
+        images = smooth_noise_images(n, CIFAR_SIDE, seed * 100 + 50 + i)
+        records = np.empty((n, 1 + 3 * CIFAR_SIDE * CIFAR_SIDE), np.uint8)
+        records[:, 0] = labels
+        records[:, 1:] = images.transpose(0, 3, 1, 2).reshape(n, -1)
+        records.tofile(folder / name)
+    (folder / "batches.meta.txt").write_text("\n".join(CIFAR10_NAMES) + "\n\n")
+    return folder
+
+
+def load_arrays(kind, source, split="train"):
+    """What a user's script loads before it writes: (images, labels, class names) of a
+    split, read with gzip and numpy. kind "mnist": the official .gz folder, images
+    N x 28 x 28; kind "cifar10": a cifar-10-batches-bin folder (train: its five training
+    batches), images N x 32 x 32 x 3 (the planes turned to H x W x C, as every CIFAR
+    tutorial does)."""
+    import numpy as np
+    if kind == "mnist":
+        prefix = "train" if split == "train" else "t10k"
+        with gzip.open(f"{source}/{prefix}-images-idx3-ubyte.gz") as f:
+            images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28)
+        with gzip.open(f"{source}/{prefix}-labels-idx1-ubyte.gz") as f:
+            labels = np.frombuffer(f.read(), np.uint8, offset=8)
+        return images, labels, [str(d) for d in range(10)]
+    files = [f"data_batch_{b}.bin" for b in range(1, 6)] if split == "train" else \
+        ["test_batch.bin"]
+    records = np.concatenate([np.fromfile(f"{source}/{name}", np.uint8)
+                              for name in files]).reshape(-1, 1 + 3 * 32 * 32)
+    images = records[:, 1:].reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+    with open(f"{source}/batches.meta.txt", encoding="utf-8") as f:
+        names = [line.strip() for line in f if line.strip()]
+    return np.ascontiguousarray(images), records[:, 0].copy(), names

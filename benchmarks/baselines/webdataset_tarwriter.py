@@ -1,22 +1,23 @@
-"""What a WebDataset user writes today: the IDX files read with gzip and numpy, then
-webdataset.TarWriter fed one sample at a time ({"__key__", "png": the image array,
-"cls": the label, "json": original index and class}), the image PNG-encoded by
-webdataset's own encoder (Pillow). mtime 0, mode 0644 and empty user and group names,
-as mnistconv writes, so the two tars can be compared byte for byte.
-Usage: webdataset_tarwriter.py IMAGES.gz LABELS.gz OUT.tar"""
-import gzip
+"""What a WebDataset user writes today: the training set read with gzip and numpy
+(common.load_arrays: the official MNIST .gz files, or with KIND cifar10 a
+cifar-10-batches-bin folder), then webdataset.TarWriter fed one sample at a time
+({"__key__", "png": the image array, "cls": the label, "json": original index and class
+name}), the image PNG-encoded by webdataset's own encoder (Pillow). mtime 0, mode 0644
+and empty user and group names, as mnistconv writes, so the two tars can be compared
+byte for byte.
+Usage: webdataset_tarwriter.py SOURCE OUT.tar [mnist|cifar10]"""
 import sys
+from pathlib import Path
 
-import numpy as np
 import webdataset as wds
 
-images_path, labels_path, out = sys.argv[1:4]
-with gzip.open(images_path) as f:
-    images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 28, 28)
-with gzip.open(labels_path) as f:
-    labels = np.frombuffer(f.read(), np.uint8, offset=8)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import common  # noqa: E402
+
+src, out = sys.argv[1:3]
+images, labels, names = common.load_arrays(sys.argv[3] if len(sys.argv) > 3 else "mnist", src)
 
 with wds.TarWriter(out, user="", group="", mode=0o644, mtime=0) as sink:
     for i, (image, label) in enumerate(zip(images, labels)):
         sink.write({"__key__": f"{i:06d}", "png": image, "cls": int(label),
-                    "json": {"index": i, "class": str(label)}})
+                    "json": {"index": i, "class": names[label]}})
