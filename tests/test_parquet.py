@@ -136,6 +136,29 @@ def test_card_is_what_the_hub_and_datasets_read(tmp_path, hf_env):
         tmp_path / "o/mine/train-00000-of-00001.parquet")
 
 
+def test_large_images_get_smaller_row_groups_by_default(tmp_path):
+    """Without --row-group-size, a group holds at most 16 MiB of pixels: 1000 rows of
+    MedMNIST's 224 x 224 RGB images were one page the reader refused, and the writer
+    held the whole group several times over. Small images keep 1000 a group."""
+    from mnistconv.formats.parquet.writer import default_row_group
+    assert default_row_group([(28, 28)]) == default_row_group([(32, 32, 3)]) == 1000
+    assert default_row_group([(224, 224, 3)]) == (16 << 20) // (224 * 224 * 3) == 111
+    assert default_row_group([(28, 28), (300, 300, 3)]) == 62
+    ds = _generated(130, 5, shape=(300, 300, 3))
+    out = tmp_path / "hf"
+    result = mnistconv.write(ds, out, "parquet")
+    pf = pq.ParquetFile(out / "data/train-00000-of-00001.parquet")
+    assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == \
+        [62, 62, 6]
+    assert result.stats["row_groups"] == 3 + 1
+    got = mnistconv.read(out).splits["train"]
+    assert np.array_equal(np.concatenate([b.images for b in got.batches(50)]),
+                          ds.splits["train"]._images)
+    mnistconv.write(ds, tmp_path / "given", "parquet", row_group_size=100)
+    pf = pq.ParquetFile(tmp_path / "given/data/train-00000-of-00001.parquet")
+    assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == [100, 30]
+
+
 def test_shards_row_groups_and_supersede(tmp_path):
     ds = _generated(n_train=1000, n_test=10)
     out = tmp_path / "s"

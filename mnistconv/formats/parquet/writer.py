@@ -28,6 +28,19 @@ from .reader import ParquetSplit, matches_name, pyarrow, read, sniff  # noqa: F4
 # Rows per work piece at most, so a worker's shared slot and pending pieces stay small.
 PIECE = 1024
 DEFAULT_ROW_GROUP = 1000
+# Large images get fewer rows a group, as datasets writes image datasets in small row
+# groups: a group is gathered whole (its PNGs, then their join for pyarrow) and pyarrow
+# cuts the image column's pages only between write batches of 1024 values, so a group
+# of 1000 224 x 224 RGB images was one page larger than the reader admits, and the
+# writer held several copies of it (benchmarks/README.md, bench_medmnist224).
+ROW_GROUP_PIXEL_BYTES = 16 << 20
+
+
+def default_row_group(shapes):
+    """Rows a group when --row-group-size is not given: DEFAULT_ROW_GROUP, fewer when
+    that many of the largest image would pass ROW_GROUP_PIXEL_BYTES of pixels."""
+    largest = max((int(np.prod(shape)) for shape in shapes), default=1)
+    return max(1, min(DEFAULT_ROW_GROUP, ROW_GROUP_PIXEL_BYTES // max(1, largest)))
 
 
 class _PngTask:
@@ -228,8 +241,8 @@ class ParquetWrite(ShardedWrite):
                                        "this output is one file", "name a directory instead")
         self.shards = shards = check_shard_count(1 if options.shards is None
                                                  else options.shards)
-        self.row_group = int(DEFAULT_ROW_GROUP if options.row_group_size is None
-                             else options.row_group_size)
+        self.row_group = int(default_row_group(s.header.shape for s in dataset.splits.values())
+                             if options.row_group_size is None else options.row_group_size)
         if self.one_file and (len(dataset.splits) > 1 or shards > 1):
             raise UsageError(path, f"one .parquet file holds one split, this input has "
                                    f"{len(dataset.splits)} and --shards {shards}",
