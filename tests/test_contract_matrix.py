@@ -80,6 +80,13 @@ def capability_cases():
     cases["multi-label"] = {"multilabel": 5}
     if any(h.channels is None for h in declared):
         cases["1-d-arrays"] = {"shape": (6,)}
+    # The published datasets' own shapes (issue 37): CIFAR-10/100 and SVHN's 32 x 32 RGB,
+    # MedMNIST's RGB sizes (28 to 224; MedMNIST+ adds 64, 128 and 224) and ChestMNIST's
+    # 14 labels, as a reader hands them over.
+    cases["cifar-svhn-32x32x3"] = {"shape": (32, 32, 3), "count": 3}
+    for side in (28, 64, 128, 224):
+        cases[f"medmnist-{side}x{side}x3"] = {"shape": (side, side, 3), "count": 3}
+    cases["chestmnist-14-labels"] = {"shape": (28, 28), "multilabel": 14}
     cases["1x1"] = {"shape": (1, 1)}
     cases["4096x4096"] = {"shape": (4096, 4096), "count": 1}
     if any(h.one_image_size for h in declared):
