@@ -223,24 +223,29 @@ def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optiona
             *, read_options: Optional[dict] = None, select: Optional[dict] = None,
             grayscale: bool = False, force: bool = False,
             progress: "Optional[Progress]" = None, **write_options: Any) -> "WriteResult":
-    """read(src, from_, grayscale=grayscale, **read_options), then
-    stream.select(dataset, **select) if `select` is given, then write(dataset, dst, to,
-    force=force, progress=progress, **write_options), and what it returns.
+    """read(src, from_, grayscale=grayscale, **read_options), then the selection
+    `select` names if given (stream.select's keywords, and split_off, split_off_from and
+    stratify: stream.split_off's, as the command line's --split-off), then
+    write(dataset, dst, to, force=force, progress=progress, **write_options), and what
+    it returns.
 
         mnistconv.convert("data/mnist", "mnist.npz")
         mnistconv.convert("cifar-images/", "grey.tfrecord", grayscale=True)
         mnistconv.convert("data/mnist", "small/", to="idx", gzip=True,
                           select={"splits": ["test"], "per_class": 10})
+        mnistconv.convert("data/mnist", "mnist.npz",
+                          select={"split_off": {"validation": 0.1}, "stratify": True})
     """
     from . import stream
     if select:  # a misspelt key is a usage error naming the valid ones, not a TypeError
         import inspect
-        valid = [p for p in inspect.signature(stream.select).parameters if p != "dataset"]
+        valid = [p for p in inspect.signature(stream.select).parameters
+                 if p != "dataset"] + list(stream.CARVE_KEYS)
         wrong = sorted(set(select) - set(valid))
         if wrong:
             raise UsageError(None, f"select takes no key '{wrong[0]}'",
                              f"it takes: {', '.join(valid)}")
     dataset = read(src, from_, grayscale=grayscale, **(read_options or {}))
     if select:
-        dataset = stream.select(dataset, **select)
+        dataset = stream.apply_selection(dataset, select)
     return write(dataset, dst, to, force=force, progress=progress, **write_options)

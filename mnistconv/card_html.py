@@ -100,6 +100,8 @@ def _conversion(c):
 
 
 def _value(v):
+    if isinstance(v, dict):  # split_off={"validation": 0.1}: as --split-off spells it
+        return ",".join(f"{k}={x}" for k, x in v.items())
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v
 
 

@@ -8,7 +8,9 @@ import numpy as np
 
 from . import budget
 from .errors import BadOption, FormatError, UsageError
+from .limits import check_option_name
 from .records import DEFAULT_BATCH, Batch, Dataset, Split, WrappedSplit
+from .schema import CLASS
 
 # The note a reader adds when it turned stored-transposed images upright (EMNIST).
 TRANSPOSED_NOTE = "EMNIST stores its images transposed"
@@ -230,22 +232,14 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
         subset = select(mnistconv.read("data/mnist"), ["train"], per_class=100)
     """
     if seed is not None and not shuffle:
-        raise UsageError(None, "--seed applies only with --shuffle",
-                         "add --shuffle, or drop --seed")
-    if seed is not None and not 0 <= seed < 2 ** 128:
-        raise BadOption(None, f"--seed must be between 0 and 2**128 - 1, not {seed}")
+        raise UsageError(None, "--seed applies only with --shuffle or --split-off",
+                         "add one of them, or drop --seed")
+    _check_seed(seed)
     for value, flag, low in ((limit, "--limit", 0), (per_class, "--per-class", 1)):
         if value is not None and value < low:
             raise BadOption(None, f"{flag} must be {low} or more, not {value}")
     seed = 0 if seed is None else seed
-    chosen = dataset.splits
-    if splits:
-        missing = [s for s in splits if s not in dataset.splits]
-        if missing:
-            where = dataset.paths[0] if dataset.paths else None
-            raise UsageError(where, f"no split named {', '.join(missing)}",
-                             f"splits present: {', '.join(dataset.splits) or 'none'}")
-        chosen = {name: dataset.splits[name] for name in splits}
+    chosen = _named_splits(dataset, splits)
     if transpose == "auto":
         transpose = None
     elif transpose in ("yes", "no"):
@@ -264,12 +258,141 @@ def select(dataset: Dataset, splits: Optional[list] = None, limit: Optional[int]
     return Dataset(dataset.format, result, dataset.paths, notes)
 
 
+def _check_seed(seed):
+    if seed is not None and not 0 <= seed < 2 ** 128:
+        raise BadOption(None, f"--seed must be between 0 and 2**128 - 1, not {seed}")
+
+
+def _named_splits(dataset: Dataset, splits: Optional[list]) -> dict:
+    """{name: split} of those named (all if none), each there, in the order named."""
+    if not splits:
+        return dataset.splits
+    missing = [s for s in splits if s not in dataset.splits]
+    if missing:
+        where = dataset.paths[0] if dataset.paths else None
+        raise UsageError(where, f"no split named {', '.join(missing)}",
+                         f"splits present: {', '.join(dataset.splits) or 'none'}")
+    return {name: dataset.splits[name] for name in splits}
+
+
+def split_off(dataset: Dataset, split_off: dict, split_off_from: Optional[str] = None,
+              stratify: bool = False, seed: Optional[int] = None,
+              splits: Optional[list] = None) -> Dataset:
+    """The dataset with a new split carved out of one (--split-off): split_off is
+    {name: size}, size a count (an int) or a fraction in (0, 1) (a float: k =
+    round(size * n) of the source's n, Python's round). The source is split_off_from,
+    else train, else the only one of `splits` (select's: the splits chosen). The carved
+    positions are the first k of np.random.default_rng(seed).permutation(n) (seed 0 by
+    default); with stratify, class c of n_c examples gets k_c = floor(k * n_c / n), the
+    classes with the largest remainders (k * n_c mod n; ties: the smaller label) one more
+    until they sum to k, and its k_c are the first positions of class c in that
+    permutation. Both parts keep the source's order (so each reads the source in one
+    pass and a rerun gives the same bytes); the new split follows its source, and a
+    note says what was carved.
+
+        parts = split_off(mnistconv.read("data/mnist"), {"validation": 0.1}, stratify=True)
+    """
+    example = "e.g. --split-off validation=0.1 (a fraction) or validation=5000 (a count)"
+    if not isinstance(split_off, dict) or len(split_off) != 1:
+        raise UsageError(None, f"--split-off takes one NAME=SIZE, not {split_off!r}", example)
+    (name, size), = split_off.items()
+    check_option_name(name, "--split-off")
+    if isinstance(size, bool) or not isinstance(size, (int, float)):
+        raise UsageError(None, f"--split-off {name}={size!r}: the size is not a number",
+                         example)
+    if isinstance(size, float) and not 0 < size < 1:
+        raise UsageError(None, f"--split-off {name}={size}: a fraction must be more than "
+                               "0 and less than 1", example)
+    _check_seed(seed)
+    seed = 0 if seed is None else seed
+    where = dataset.paths[0] if dataset.paths else None
+    if name in dataset.splits:
+        raise UsageError(where, f"--split-off {name}: the input already has a split "
+                                f"named {name}", "name a new split (splits present: "
+                                                 f"{', '.join(dataset.splits)})")
+    chosen = _named_splits(dataset, splits)
+    source = split_off_from
+    if source is None:
+        source = "train" if "train" in chosen or len(chosen) != 1 else next(iter(chosen))
+    if source not in chosen:
+        raise UsageError(where, f"--split-off-from: no split named {source}",
+                         f"name one with --split-off-from (splits present: "
+                         f"{', '.join(chosen) or 'none'})")
+    split = dataset.splits[source]
+    # A reader's own transposition (EMNIST) stays outermost: select() can still undo it.
+    upright = isinstance(split, TransposedSplit) and split.automatic
+    base = split.base if upright else split
+    n = base.header.count
+    k = round(size * n) if isinstance(size, float) else size
+    if not 0 < k < n:
+        raise UsageError(where, f"--split-off {name}={size} would carve {k} of split "
+                                f"{source}'s {n} examples",
+                         f"give a count of 1 to {n - 1}, or a fraction that leaves "
+                         "both parts examples")
+    order = np.random.default_rng(seed).permutation(n)
+    if stratify:
+        if base.header.schema.target.kind != CLASS:
+            raise UsageError(where, f"--stratify needs class labels; split {source} has "
+                                    f"{base.header.schema.target.kind} targets",
+                             "drop --stratify")
+        labels = np.asarray(base.labels())
+        classes, counts = np.unique(labels, return_counts=True)
+        shares = k * counts.astype(np.int64) // n
+        remainders = k * counts.astype(np.int64) % n
+        shares[np.lexsort((classes, -remainders))[:k - int(shares.sum())]] += 1
+        ordered = labels[order]
+        order = np.concatenate([order[ordered == c][:share]
+                                for c, share in zip(classes, shares)])
+    carved = np.zeros(n, bool)
+    carved[order[:k]] = True
+    parts = {}
+    for part_name, positions in ((source, ~carved), (name, carved)):
+        part: Split = SelectionSplit(base, np.flatnonzero(positions))
+        part.name = part_name
+        if upright:
+            part = TransposedSplit(part)
+            part.automatic = True
+        parts[part_name] = part
+    result = {}
+    for other, s in dataset.splits.items():
+        result.update(parts if other == source else {other: s})
+    how = f"{size}" + (", stratified by class" if stratify else "")
+    note = (f"split {name} carved from {source} (--split-off {name}={how}, seed "
+            f"{seed}): {k} of its {n} examples, {n - k} left in {source}; chosen by "
+            f"numpy's default_rng({seed}).permutation, each part in {source}'s order")
+    return Dataset(dataset.format, result, dataset.paths, list(dataset.notes) + [note])
+
+
+# What apply_selection (and convert's select=) take beyond select()'s keywords.
+CARVE_KEYS = ("split_off", "split_off_from", "stratify")
+
+
 def apply_selection(dataset: Dataset, chosen: dict) -> Dataset:
-    """select(dataset, **chosen), then made grey (reduce_to_grayscale, with its note) if
-    chosen["grayscale"]: the command line's choice of examples, as the CLI and a plan's
-    tasks apply it (grayscale is a reduction, not a selection, so select() does not take
-    it)."""
+    """split_off(dataset, ...) if chosen["split_off"] (the new split then chosen with its
+    source), select(dataset, **the rest), then made grey (reduce_to_grayscale, with its
+    note) if chosen["grayscale"]: the command line's choice of examples, as the CLI, a
+    plan's tasks and convert(select=...) apply it (carving and grayscale are not
+    selections, so select() does not take them)."""
     chosen = dict(chosen)
     grey = chosen.pop("grayscale", False)
+    carving = {key: chosen.pop(key, None) for key in CARVE_KEYS}
+    if carving["split_off"]:
+        before = list(dataset.splits)
+        dataset = split_off(dataset, carving["split_off"], carving["split_off_from"],
+                            bool(carving["stratify"]), chosen.get("seed"),
+                            chosen.get("splits"))
+        if chosen.get("splits"):  # the new split is chosen, after its source
+            names = list(dataset.splits)
+            new = next(n for n in names if n not in before)
+            splits = list(chosen["splits"])
+            splits.insert(splits.index(names[names.index(new) - 1]) + 1, new)
+            chosen["splits"] = splits
+        if not chosen.get("shuffle"):
+            chosen["seed"] = None  # (the carving's, not a shuffle's)
+    else:
+        for key, flag in (("split_off_from", "--split-off-from"), ("stratify", "--stratify")):
+            if carving[key]:
+                raise UsageError(None, f"{flag} applies only with --split-off",
+                                 f"add --split-off NAME=SIZE, or drop {flag}")
     dataset = select(dataset, **chosen)
     return reduce_to_grayscale(dataset) if grey else dataset

@@ -277,5 +277,5 @@ def test_a_misspelt_selection_key_is_a_usage_error_listing_the_valid_ones(tmp_pa
         mnistconv.convert(SAMPLE, tmp_path / "s.npz", select={"per_clas": 3})
     assert str(raised.value) == (
         "select takes no key 'per_clas'; it takes: splits, limit, per_class, shuffle, "
-        "seed, transpose")
+        "seed, transpose, split_off, split_off_from, stratify")
     assert raised.value.exit_code == 2 and not (tmp_path / "s.npz").exists()

@@ -96,7 +96,8 @@ def test_info_json_with_a_selection():
 @pytest.mark.parametrize("args, message", [
     (["info", "{tmp}/missing"], "{tmp}/missing: no such file or directory; check the path"),
     (["convert", SAMPLE, "{tmp}/o.npz", "--seed", "3"],
-     "--seed applies only with --shuffle; add --shuffle, or drop --seed"),
+     "--seed applies only with --shuffle or --split-off; add one of them, "
+     "or drop --seed"),
     (["idx-to-npz", SAMPLE, "{tmp}/o.npz", "--split", "valid"],
      f"{SAMPLE}/train-images-idx3-ubyte.gz: no split named valid; splits present: "
      "train, test"),

@@ -264,7 +264,8 @@ def test_json_never_holds_nan(tmp_path, dtype):
 # --- options and hints ----------------------------------------------------------------
 
 @pytest.mark.parametrize("args, message", [
-    (["--seed", "7"], "--seed applies only with --shuffle; add --shuffle, or drop --seed"),
+    (["--seed", "7"], "--seed applies only with --shuffle or --split-off; add one of them, "
+     "or drop --seed"),
 ])
 def test_option_values_are_checked(tmp_path, args, message):
     result = run("convert", SAMPLE, tmp_path / "x.npz", *args)

@@ -36,7 +36,16 @@ selection_options = stacked(
                  help="N examples of each class, interleaved 0,1,2,...,0,1,2,..."),
     click.option("--shuffle", is_flag=True, help="Shuffle each split (see --seed)."),
     click.option("--seed", type=click.IntRange(min=0), default=None,
-                 help="Seed for --shuffle (default 0); same seed, same order."),
+                 help="Seed for --shuffle and --split-off (default 0); same seed, same "
+                      "order."),
+    click.option("--split-off", metavar="NAME=SIZE",
+                 help="Carve a new split NAME out of train (or the only split): SIZE a "
+                      "fraction in (0,1) or a count, chosen with --seed; each part keeps "
+                      "the source's order."),
+    click.option("--split-off-from", metavar="SPLIT",
+                 help="The split --split-off carves from (default: train, or the only one)."),
+    click.option("--stratify", is_flag=True,
+                 help="--split-off carves each class in proportion to its share."),
     transpose_option,
     click.option("--grayscale", is_flag=True,
                  help="Make colour images grey (ITU-R 601-2 luma, as Pillow's "
@@ -49,9 +58,25 @@ selection_options = stacked(
 def selection(values) -> dict:
     """What mnistconv.stream.apply_selection takes, from selection_options. values."""
     chosen = {name: values[name] for name in
-              ("splits", "limit", "per_class", "shuffle", "seed", "transpose", "grayscale")}
+              ("splits", "limit", "per_class", "shuffle", "seed", "transpose", "grayscale",
+               "split_off", "split_off_from", "stratify")}
     chosen["splits"] = list(chosen["splits"])
+    if chosen["split_off"] is not None:
+        chosen["split_off"] = split_off_value(chosen["split_off"])
     return chosen
+
+
+def split_off_value(text) -> dict:
+    """--split-off NAME=SIZE as stream.split_off takes it: {NAME: a float fraction, or an
+    int count}."""
+    name, _, size = text.partition("=")
+    try:
+        number = int(size) if size.strip().isdigit() else float(size)
+    except ValueError:
+        raise UsageError(None, f"--split-off takes NAME=SIZE, not {text}",
+                         "e.g. --split-off validation=0.1 (a fraction) or "
+                         "validation=5000 (a count)") from None
+    return {name: number}
 
 
 def _click_option(opt: registry.Option):
