@@ -1,8 +1,8 @@
 """The three loaders alike (issue 38): mnistconv.grain.source, mnistconv.tf.dataset and
 mnistconv.torch.dataset take `(path, split=None, *, format=None, **read_options)`, read
 every format the same way, and refuse the same mistakes the same way. For IDX, npz,
-Parquet, TFRecord, ArrayRecord, ImageFolder and CIFAR-10 (colour, in its publishers'
-layout) each yields, through real Grain, tf.data and a torch DataLoader, exactly the
+Parquet, TFRecord, ArrayRecord, ImageFolder, CIFAR-10 (colour, in its publishers'
+layout) and TFDS directories of either shard format, each yields, through real Grain, tf.data and a torch DataLoader, exactly the
 arrays numpy or the format's official decoder gives: values, dtype, shape and order."""
 
 import inspect
@@ -19,13 +19,15 @@ grain = pytest.importorskip("grain")
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 pytest.importorskip("array_record")
+pytest.importorskip("tensorflow_datasets")
 import mnistconv.grain  # noqa: E402  (after the skips: they need their clients)
 import mnistconv.tf  # noqa: E402
 import mnistconv.torch  # noqa: E402
 from mnistconv.records import ArraySplit, Dataset  # noqa: E402
 
 LOADERS = (mnistconv.grain.source, mnistconv.tf.dataset, mnistconv.torch.dataset)
-FORMATS = ("idx", "npz", "parquet", "tfrecord", "arrayrecord", "imagefolder", "cifar")
+FORMATS = ("idx", "npz", "parquet", "tfrecord", "arrayrecord", "imagefolder", "cifar",
+           "tfds", "tfds-array_record")
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +113,22 @@ def written(tmp_path_factory, digits):
         files = sorted((root / "tree" / split).glob("*/*.png"), key=lambda p: int(p.stem))
         out["imagefolder"][1][split] = (np.stack([_png(f.read_bytes()) for f in files]),
                                         np.array([int(f.parent.name) for f in files]))
+
+    # TFDS directories (TFRecord and array_record shards), as TFDS itself reads them.
+    import tensorflow_datasets as tfds
+    for key, shards in (("tfds", "tfrecord"), ("tfds-array_record", "array_record")):
+        mnistconv.write(ds, root / key, "tfds", name="digits", file_format=shards)
+        builder = tfds.builder_from_directory(str(root / key / "digits" / "1.0.0"))
+        out[key] = (root / key, {})
+        for split in ("train", "test"):
+            if shards == "tfrecord":
+                rows = list(builder.as_dataset(split=split, shuffle_files=False)
+                            .as_numpy_iterator())
+            else:
+                source = builder.as_data_source(split=split)
+                rows = [source[i] for i in range(len(source))]
+            out[key][1][split] = (np.stack([r["image"] for r in rows]),
+                                  np.array([r["label"] for r in rows]))
 
     # CIFAR-10 binary: a label byte, then the R, G and B planes (32 x 32 each).
     folder = root / "cifar-10-batches-bin"
