@@ -116,8 +116,10 @@ def encode_records(settings, images, labels, indices):
     else:
         images = np.ascontiguousarray(images).reshape((n,) + settings.shape)
         if settings.image_format == "png" and images.ndim == 4:
-            # RGB: mnistconv's own PNGs (tf.io.decode_png reads them exactly; the
-            # byte-for-byte copy of tf.image.encode_png below is grey only).
+            # RGB: mnistconv's own unfiltered PNGs (tf.io.decode_png reads them
+            # exactly). codecs/tfpng copies tf.image.encode_png's RGB bytes too (the
+            # TFDS and ArrayRecord writers use it); switching TFRecord's RGB to it
+            # changes its output bytes and speed, so it waits for a bench to decide.
             from ...codecs.png import encode_batch
             data, offsets = encode_batch(images)
             data = bytes(data)
