@@ -362,6 +362,28 @@ def test_hdf5_floats_from_uint8_read_back_exactly_and_foreign_floats_stay(tmp_pa
     np.testing.assert_array_equal(back.labels(), [3, 4])
 
 
+def test_hdf5_float_batch_is_one_contiguous_array_the_size_of_its_pixels():
+    """A colour batch becomes float32 N x C x H x W without a second copy (the old
+    expression held the astype() result and the quotient, neither C-contiguous, so h5py
+    copied once more): the same values, at most the output's bytes allocated."""
+    import tracemalloc
+
+    from mnistconv.formats.caffe_hdf5.format import _pixels
+    images = np.random.default_rng(0).integers(0, 256, (20, 64, 64, 3), dtype=np.uint8)
+    tracemalloc.start()
+    try:
+        out = _pixels(images, "float32", True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.dtype == np.float32 and out.flags.c_contiguous and out.shape == (20, 3, 64, 64)
+    assert peak < out.nbytes * 1.05
+    assert out.tobytes() == (np.moveaxis(images, 3, 1).astype(np.float32)
+                             / np.float32(255)).tobytes()
+    grey = _pixels(images[..., 0], "float32", False)
+    assert grey.shape == (20, 1, 64, 64) and np.array_equal(grey[:, 0], images[..., 0])
+
+
 def test_hdf5_no_scale_uint8_and_compress(tmp_path):
     images, labels = idx_arrays(SAMPLE, "t10k")
     for args, dtype, values in (

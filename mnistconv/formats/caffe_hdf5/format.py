@@ -337,13 +337,18 @@ def _file_names(folder, stem, count, row_bytes):
 
 
 def _pixels(images, pixel_type, scale):
-    """A batch as N x C x H x W in the stored type."""
+    """A batch as N x C x H x W in the stored type, C-contiguous, made as one float32
+    array scaled in place: astype() of the channels-first view kept the channels-last
+    layout, the division made a second array and h5py a contiguous third, four times
+    the batch's pixels each (benchmarks/README.md, bench_medmnist224)."""
     images = images[:, None] if images.ndim == 3 else np.moveaxis(images, 3, 1)
     if pixel_type == "uint8":
         return np.ascontiguousarray(images)
+    out = np.empty(images.shape, np.float32)
+    out[...] = images
     if images.dtype == np.uint8 and scale:
-        return images.astype(np.float32) / np.float32(255)
-    return images.astype(np.float32)
+        np.divide(out, np.float32(255), out=out)
+    return out
 
 
 class _Sink:
