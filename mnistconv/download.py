@@ -20,8 +20,9 @@ from typing import Optional, Sequence
 
 from .errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
 from .limits import TransferWindow, is_number
-from .fileio import (STAGING_MARK, StagedOutput, create_staged, move_own, open_input,
-                     own_entries, own_files_under, remove_scratch, staging_prefix)
+from .fileio import (STAGING_MARK, InputZip, StagedOutput, create_staged, move_own,
+                     open_input, own_entries, own_file_size, own_files_under, remove_scratch,
+                     staging_prefix)
 from .records import NO_PROGRESS, Progress
 from .checks import Result, check_digests, check_file, check_present, file_digests, hashers
 from .sources import FAMILIES, Family, RemoteFile, Source, get_family
@@ -295,7 +296,7 @@ def _members(family, archive_path):
         infos = _tar_members(archive_path)
     else:
         try:
-            with zipfile.ZipFile(archive_path) as archive:
+            with InputZip(archive_path) as archive:
                 infos = archive.infolist()
         except zipfile.BadZipFile as e:
             raise CorruptData(archive_path, f"not a readable zip archive ({e})") from None
@@ -359,7 +360,7 @@ def _open_member(archive_path, info):
             with f:
                 yield f
         return
-    with zipfile.ZipFile(archive_path) as archive, archive.open(info) as f:
+    with InputZip(archive_path) as archive, archive.open(info) as f:
         yield f
 
 
@@ -540,7 +541,7 @@ def _converted(source, plan, directory, mirrors, network, force, progress):
     finally:
         remove_scratch(work)
     return [Result(os.path.join(directory, name), "converted",
-                   os.path.getsize(os.path.join(directory, name)),
+                   own_file_size(os.path.join(directory, name)),
                    checks.get(name, ("", ""))[0], ", ".join(urls),
                    check=checks.get(name, ("", ""))[1]) for name in made]
 

@@ -8,6 +8,7 @@ import os
 import re
 import stat
 import struct
+import zipfile
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -17,7 +18,7 @@ from .errors import CorruptData, NoAccess, NotFound, Truncated, UsageError
 # Re-exported: formats import what they read and write from here.
 from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,  # noqa: F401
                       exists_error, is_staging_name, is_stdio, is_stream_path,
-                      open_staged, output_entries, refuse_replacing_special,
+                      open_staged, output_entries, own_file_size, refuse_replacing_special,
                       remove_dead_leftovers, remove_scratch, signals_deferred,
                       staging_prefix)
 
@@ -330,6 +331,43 @@ def input_files_under(directory: str, root: Optional[str] = None) -> list:
 def input_size(path: str, root: Optional[str] = None) -> int:
     """The size of an input file, checked as open_input checks it (no read)."""
     return check_input_file(path, root)
+
+
+def input_stat(path: str, root: Optional[str] = None) -> os.stat_result:
+    """The stat of an input file (size, inode, times), checked as open_input checks it:
+    what tells a file changed, or which published file it is."""
+    return check_input(path, root)
+
+
+@contextmanager
+def library_path(path: str, root: Optional[str] = None) -> Iterator[str]:
+    """A name for a library that opens files only by name (liblmdb, HDF5, array_record,
+    pyarrow): the file is opened through open_input (confined, a regular file, never a
+    FIFO) and the library is handed /proc/self/fd/N, that very file, so nothing swapped
+    in after the check is what it opens. Use the name inside the `with` only: the
+    library opens its own descriptor there and keeps it after."""
+    with open_input(path, root) as f:
+        fd_path = f"/proc/self/fd/{f.fileno()}"
+        yield fd_path if os.path.exists(fd_path) else path  # no /proc: the checked name
+
+
+class InputZip(zipfile.ZipFile):
+    """A zip archive read from a file opened through open_input; closing it closes the
+    file (ZipFile leaves a file object it was given open)."""
+
+    def __init__(self, path: str, root: Optional[str] = None):
+        self._guarded = open_input(path, root)
+        try:
+            super().__init__(self._guarded)
+        except BaseException:
+            self._guarded.close()
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._guarded.close()
 
 
 def file_digest(path: str, root: Optional[str] = None, chunk: int = 1 << 20) -> tuple:

@@ -15,7 +15,7 @@ import os
 import struct
 
 from .errors import MnistconvError
-from .fileio import open_input
+from .fileio import input_stat, open_input
 from .sources import FAMILIES
 
 _CHUNK = 1 << 20
@@ -64,8 +64,8 @@ def _hash(path, decompress, most):
 def _family_of_file(path):
     """The family one of whose published files this file is, or None."""
     try:
-        st = os.stat(path)
-    except OSError:
+        st = input_stat(path)
+    except MnistconvError:  # not a regular file to look up
         return None
     key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
     if key in _cache:

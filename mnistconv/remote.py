@@ -29,8 +29,8 @@ from .errors import FormatError, MissingDependency, MnistconvError, NotFound, Us
 from .limits import (TransferWindow, MAX_REMOTE_DEPTH, MAX_REMOTE_FILES, MAX_REMOTE_FOLDERS,
                      is_safe_file_name, printable)
 from .fileio import create_new, own_entries, remove_scratch
-from .staging import (exists_error, is_staging_name, remove_dead_leftovers, signals_deferred,
-                      staging_prefix)
+from .staging import (exists_error, is_staging_name, own_file_size, remove_dead_leftovers,
+                      signals_deferred, staging_prefix)
 
 CHUNK = 1 << 20
 # How much of a remote file is held at once: READ bytes per ranged read (CHUNK over
@@ -491,7 +491,7 @@ def _upload(fs, local, target):
     if _ATOMIC_PUT & _protocols(fs):
         # On S3, PART-sized parts (grown to fit S3's 10000) a few at a time: s3fs would
         # hold 10 large parts in memory.
-        parts = {"chunksize": max(PART, -(-os.path.getsize(local) // 10000)),
+        parts = {"chunksize": max(PART, -(-own_file_size(local) // 10000)),
                  "max_concurrency": UPLOAD_CONCURRENCY} if "s3" in _protocols(fs) else {}
         fs.put_file(local, target, **parts)
         return

@@ -163,6 +163,12 @@ def open_staged(path: str) -> IO[bytes]:
                 opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC))
 
 
+def own_file_size(path: str) -> int:
+    """The size of a file this run made (a staged output, a download in progress), not
+    following a link: inputs are sized through fileio.input_size."""
+    return os.lstat(path).st_size
+
+
 def staging_prefix(name: str = "") -> str:
     """The start of a staging name, `.<name>.mnistconv-tmp-<pid>-` (name cut to fit 255
     bytes; the pid tells a dead run's leftovers from a live run's)."""

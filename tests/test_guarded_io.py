@@ -14,7 +14,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "mnistconv"
 GUARDS = {"fileio.py", "staging.py", "journal.py"}
 FLAGGED = {("os", "listdir"), ("os", "scandir"), ("os", "walk"), ("shutil", "rmtree"),
            ("os", "replace"), ("os", "rename"), ("io", "open"), ("gzip", "open"),
-           ("bz2", "open"), ("lzma", "open"), ("hashlib", "file_digest")}
+           ("bz2", "open"), ("lzma", "open"), ("hashlib", "file_digest"),
+           # stat-then-read: a size or identity taken by name, then the file read by name
+           ("os", "stat"), ("os", "lstat"), ("path", "getsize"), ("path", "getmtime")}
+# Libraries that open a file by its name (zip, liblmdb, HDF5, array_record, pyarrow,
+# tar): read through fileio.InputZip / fileio.library_path, which hand them the file
+# open_input opened. Called with a file object or for writing, they are not flagged.
+NAME_OPENERS = {"ZipFile", "ParquetFile", "ArrayRecordReader", "ArrayRecordDataSource",
+                "read_table"}
 # Path methods that open a file by name, by their positional arguments (a module's own
 # read_text(path, ...) is not one).
 PATH_READS = {"iterdir": 0, "read_bytes": 0, "read_text": 0, "write_bytes": 1,
@@ -34,9 +41,43 @@ def _calls(path):
             yield "open", node.lineno
         elif isinstance(f, ast.Attribute) and PATH_READS.get(f.attr) == len(node.args):
             yield f.attr, node.lineno
-        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
-                (f.value.id, f.attr) in FLAGGED:
-            yield f"{f.value.id}.{f.attr}", node.lineno
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, (ast.Name, ast.Attribute)) \
+                and (_last_name(f.value), f.attr) in FLAGGED:
+            yield f"{_last_name(f.value)}.{f.attr}", node.lineno
+        elif _name_of(f) in NAME_OPENERS and _reads_by_name(node):
+            yield _name_of(f), node.lineno
+        elif isinstance(f, ast.Attribute) and _last_name(f.value) == "h5py" and \
+                f.attr == "File" and _reads_by_name(node):
+            yield "h5py.File", node.lineno
+        elif isinstance(f, ast.Attribute) and _last_name(f.value) == "lmdb" and \
+                f.attr == "open" and any(k.arg == "readonly" for k in node.keywords):
+            yield "lmdb.open", node.lineno  # liblmdb creates what it writes: staged
+
+
+def _last_name(node):
+    return node.id if isinstance(node, ast.Name) else \
+        node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _name_of(func):
+    return func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _reads_by_name(call) -> bool:
+    """The call opens an existing file by its name for reading: not a write (a mode
+    other than "r"), not a file object from open_input (`f`, a
+    `with ... as f` name or `self._guarded`) and not os.devnull."""
+    modes = [a.value for a in call.args[1:2] if isinstance(a, ast.Constant)] + \
+        [k.value.value for k in call.keywords if k.arg == "mode" and
+         isinstance(k.value, ast.Constant)]
+    if any(isinstance(m, str) and m not in ("r", "rb") for m in modes):
+        return False
+    first = call.args[0] if call.args else None
+    if isinstance(first, ast.Attribute) and first.attr in ("devnull", "_guarded"):
+        return False
+    return not (isinstance(first, ast.Name) and first.id in ("f", "fileobj", "stream", "raw",
+                                                               "name", "p"))
 
 
 def _found():

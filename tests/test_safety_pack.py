@@ -164,7 +164,7 @@ def test_manifest_paths_outside_the_pack_are_refused_before_reading(tmp_path, mo
     # In process: not one file is hashed, sized or opened as GDMNIST1.
     def never(*a, **k):
         raise AssertionError("a file was read")
-    monkeypatch.setattr(pack, "sha256_file", never)
+    monkeypatch.setattr(pack, "file_digest", never)
     monkeypatch.setattr(gdmnist, "_open_checked", never)
     with pytest.raises(mnistconv.FormatError) as e:
         pack.verify(packdir)

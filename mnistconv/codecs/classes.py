@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from ..errors import FormatError, NoAccess, UsageError
+from ..errors import FormatError, MnistconvError, UsageError
 from ..fileio import check_input_file, create_staged, open_input
 from ..limits import MAX_CLASSES, is_number, printable
 from ..sources import FAMILIES
@@ -82,17 +82,14 @@ def check_names(names, path, what="class names"):
 
 
 def _read_text(path, what):
-    try:
-        size = os.path.getsize(path)
-    except OSError as e:
-        raise NoAccess(path, e.strerror or str(e)) from None
     if os.path.isdir(path):
         raise UsageError(path, f"is a directory, expected {what}", "name the file itself")
-    if size > MAX_NAMES_FILE_BYTES:
-        raise FormatError(path, f"{size:,} bytes is too large for {what} (mnistconv's "
-                                f"limit is {MAX_NAMES_FILE_BYTES:,})",
-                          "check that the path names a class names file")
     with open_input(path) as f:  # a FIFO or device refused; callers confine it
+        size = os.fstat(f.fileno()).st_size  # the size of what is read, not of a name
+        if size > MAX_NAMES_FILE_BYTES:
+            raise FormatError(path, f"{size:,} bytes is too large for {what} (mnistconv's "
+                                    f"limit is {MAX_NAMES_FILE_BYTES:,})",
+                              "check that the path names a class names file")
         data = f.read(MAX_NAMES_FILE_BYTES + 1)
     try:
         return data.decode("utf-8-sig")
@@ -192,12 +189,12 @@ def read_classmap_csv(path):
 def published_names(labels_path):
     """(family, names) of a labels file Fashion-MNIST or KMNIST publishes, else (None, ())."""
     try:
-        if os.path.getsize(labels_path) <= _MAX_HASHED:
-            with open_input(labels_path) as f:
-                digest = hashlib.md5(f.read()).hexdigest()
-            if digest in _LABELS_MD5:
-                return _LABELS_MD5[digest]
-    except OSError:
+        with open_input(labels_path) as f:
+            digest = hashlib.md5(f.read(_MAX_HASHED + 1)).hexdigest() \
+                if os.fstat(f.fileno()).st_size <= _MAX_HASHED else None
+        if digest in _LABELS_MD5:
+            return _LABELS_MD5[digest]
+    except (OSError, MnistconvError):  # not a published file: named by its folder below
         pass
     parts = os.path.abspath(labels_path).split(os.sep)[:-1]
     if parts and parts[-1] == "raw":  # torchvision: root/<Class>/raw/<file>

@@ -4,7 +4,6 @@ allocation, and a corrupt archive is one FormatError naming the file.
 """
 
 import contextlib
-import os
 import warnings
 import zipfile
 import zlib
@@ -12,7 +11,7 @@ import zlib
 import numpy as np
 
 from ..errors import CorruptData, FormatError, Truncated
-from ..fileio import GZIP_MAX_RATIO
+from ..fileio import GZIP_MAX_RATIO, input_size
 from ..records import Batch
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -46,7 +45,7 @@ def check_sizes(archive, info, path):
                                 f"{info.compress_type}", "numpy writes stored or deflated "
                                                          "members only")
     limit = info.compress_size * (GZIP_MAX_RATIO if info.compress_type else 1)
-    if info.compress_size > os.path.getsize(path) or info.file_size > limit:
+    if info.compress_size > input_size(path) or info.file_size > limit:
         raise CorruptData(path, f"member {info.filename} declares {info.file_size} bytes "
                                 f"in {info.compress_size} compressed, which cannot be")
 

@@ -27,7 +27,7 @@ import numpy as np
 from .. import registry
 from ..contract import admit
 from ..errors import BadOption, FormatError, UsageError
-from ..fileio import StagedOutput, create_staged, sha256_file
+from ..fileio import StagedOutput, create_staged, file_digest
 from ..formats import gdmnist
 from ..codecs import classes
 from ..limits import default_workers, printable
@@ -383,7 +383,7 @@ def build_browser_pack(src, out, *, force=False, progress=NO_PROGRESS,
                                                  "on the CPU"},
             "schema_version": 1,
             "split_provenance": dict(provenance, files={
-                os.path.basename(p): {"bytes": os.path.getsize(p), "sha256": sha256_file(p)}
+                os.path.basename(p): dict(zip(("bytes", "sha256"), file_digest(p)))
                 for p in dataset.paths if os.path.isfile(p)}),
             "splits": entries,
         }
@@ -450,8 +450,9 @@ def _verify_gdmnist(report, path, entry, file_key):
     """Whether size, hash, header, class counts and indices all match the entry."""
     bytes_key, hash_key = ("bytes", "sha256") if file_key == "file" else \
         ("gzip_bytes", "gzip_sha256")
-    ok = _check(report, path, bytes_key, entry.get(bytes_key), os.path.getsize(path))
-    ok &= _check(report, path, hash_key, entry.get(hash_key), sha256_file(path))
+    size, digest = file_digest(path)
+    ok = _check(report, path, bytes_key, entry.get(bytes_key), size)
+    ok &= _check(report, path, hash_key, entry.get(hash_key), digest)
     try:
         split = gdmnist.GdmnistSplit(entry.get("id") or "split", path)
     except FormatError as e:
@@ -521,8 +522,9 @@ def verify(manifest_path) -> VerifyReport:
     preview = manifest.get("preview") or {}
     if opened.preview and _present(report, opened.preview):
         path = opened.preview
-        ok = _check(report, path, "bytes", preview.get("bytes"), os.path.getsize(path))
-        ok &= _check(report, path, "sha256", preview.get("sha256"), sha256_file(path))
+        size, digest = file_digest(path)
+        ok = _check(report, path, "bytes", preview.get("bytes"), size)
+        ok &= _check(report, path, "sha256", preview.get("sha256"), digest)
         if ok:
             report.checked.append(path)
     return report

@@ -25,7 +25,7 @@ import numpy as np
 from ... import codecs
 from ...errors import CorruptData, FormatError, NoSplits, UsageError, WrongFormat
 from ...fileio import StagedOutput, check_input_file, create_staged, has_magic, \
-    remove_scratch
+    input_size, library_path, remove_scratch
 from ... import budget
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
@@ -89,7 +89,8 @@ def _open(module, path):
                                 "only UTF-8 names", "rename the file") from None
     check_input_file(path)  # confined where it was found (shards.resolve_inputs)
     try:
-        reader = module.ArrayRecordReader(path)
+        with library_path(path) as name:
+            reader = module.ArrayRecordReader(name)
     except (RuntimeError, ValueError) as e:
         why, reader = str(e), None
     else:
@@ -184,7 +185,7 @@ class ArrayRecordSplit(Split):
                             budget.check_expansion(
                                 ", ".join(self.files), int(self.starts[-1]),
                                 budget.image_bytes(shape),
-                                sum(os.path.getsize(p) for p in self.files))
+                                sum(input_size(p) for p in self.files))
                         else:  # every size now: none decoded before a bad one is seen
                             _check_claimed_size(f, at, image, shape)
                     labels.append(label)

@@ -33,8 +33,9 @@ import numpy as np
 
 from ...errors import (CannotWrite, CorruptData, FormatError, MnistconvError,
     NotFound, OverLimit, UsageError, WrongFormat, optional_import)
-from ...fileio import GZIP_MAX_RATIO, StagedOutput, check_input_file, has_magic, \
-    input_entries, open_input, open_staged, sha256_file
+from ...fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, \
+    input_entries, library_path, open_input, open_staged, sha256_file
+from ...staging import own_file_size
 from ... import budget
 from ...limits import MAX_SHARDS, printable, safe_split_name
 from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
@@ -60,11 +61,13 @@ def _h5py():
 def _list_entries(path):
     """The names in a list file (small UTF-8 text naming .h5 files), else None."""
     try:
-        if not os.path.isfile(path) or os.path.getsize(path) > MAX_LIST_BYTES:
+        if not os.path.isfile(path):
             return None
         with open_input(path) as f:  # inside the tree: the caller's input_entries
+            if os.fstat(f.fileno()).st_size > MAX_LIST_BYTES:
+                return None
             words = f.read().decode("utf-8").split()
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, MnistconvError):
         return None
     return words if words and all(w.lower().endswith(EXTENSIONS) for w in words) else None
 
@@ -205,9 +208,9 @@ def _open(path, h5py, chunk_cache=None):
     """The file open for reading; what HDF5 raises from damaged structures is CorruptData.
     chunk_cache: bytes of decoded chunks HDF5 keeps (None: its default of 1 MiB, which
     holds no large chunk, so every batch in one would decode the whole chunk again)."""
-    check_input_file(path)  # confined by _sources; a FIFO swapped in is refused
-    try:
-        f = h5py.File(path, "r", rdcc_nbytes=chunk_cache)
+    try:  # confined by _sources; a FIFO or link swapped in is refused
+        with library_path(path) as name:
+            f = h5py.File(name, "r", rdcc_nbytes=chunk_cache)
     except OSError as e:
         raise WrongFormat(path, f"is not a readable HDF5 file ({e})") from None
     try:
@@ -449,7 +452,7 @@ class _Writer:
                 return
             self.sink.close()
             self.files.append(OutputFile(self.targets[self.index],
-                                         os.path.getsize(self.staged),
+                                         own_file_size(self.staged),
                                          sha256_file(self.staged)))
 
     def finish(self):

@@ -26,7 +26,8 @@ import numpy as np
 from ...errors import (CannotWrite, CorruptData, FormatError, NotFound,
     OverLimit, Truncated, WrongFormat, optional_import)
 from ...fileio import StagedOutput, check_input_file, has_magic, input_entries, \
-    output_file_info
+    input_size, library_path, output_file_info
+from ...staging import own_file_size
 from ... import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
@@ -85,7 +86,7 @@ def _environments(path):
 
 def _check_meta(data_path):
     if not has_magic(data_path, LMDB_MAGIC, MAGIC_OFFSET):
-        size = os.path.getsize(data_path)
+        size = input_size(data_path)
         if size < MAGIC_OFFSET + len(LMDB_MAGIC):
             raise Truncated(data_path, f"is {size} bytes, less than LMDB's meta page")
         raise WrongFormat(data_path, "is not an LMDB data file (no LMDB meta page)")
@@ -95,14 +96,16 @@ def _open(lmdb, data_path, walk=False):
     check_input_file(data_path)  # confined by _environments; a FIFO swapped in refused
     _check_meta(data_path)
     try:
-        env = lmdb.open(data_path, subdir=False, readonly=True, lock=False, max_readers=1)
+        with library_path(data_path) as name:  # liblmdb maps the file it was handed
+            env = lmdb.open(name, subdir=False, readonly=True, lock=False, max_readers=1)
     except lmdb.Error as e:
         raise CorruptData(data_path, f"is not a readable LMDB environment ({e})") from None
     try:
         pages = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
-        if pages > os.path.getsize(data_path):
+        size = input_size(data_path)
+        if pages > size:
             raise Truncated(data_path, f"is truncated: its meta page claims {pages:,} "
-                                       f"bytes, the file holds {os.path.getsize(data_path):,}")
+                                       f"bytes, the file holds {size:,}")
         if walk:
             _walk_in_child(env, data_path)
     except BaseException:
@@ -413,7 +416,7 @@ def _os_error(error, staged, attempted):
     else:
         return None
     if code == errno.EIO:
-        size = os.path.getsize(staged) + attempted
+        size = own_file_size(staged) + attempted
         limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         disk = os.statvfs(os.path.dirname(staged))
         if limit != resource.RLIM_INFINITY and size > limit:
@@ -476,6 +479,6 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=
                 os.path.join(base, f"{split.name}_lmdb", DATA_FILE)
             staged = out.file(target)
             counts[split.name] = _write_split(lmdb, split, staged, encoded, progress)
-            files.append(OutputFile(target, os.path.getsize(staged),
+            files.append(OutputFile(target, own_file_size(staged),
                                     output_file_info(staged).sha256))
     return WriteResult(files, counts)

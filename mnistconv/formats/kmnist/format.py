@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError, WrongFormat
-from ...fileio import check_input_file, has_magic, input_entries, input_root
+from ...fileio import InputZip, check_input_file, has_magic, input_entries, input_root
 from ... import budget
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ...codecs import classes
@@ -35,7 +35,7 @@ def _only_arr0(path):
     if not os.path.isfile(path) or not has_magic(path, ZIP_MAGIC):
         return False  # (a FIFO would block the open)
     try:
-        with zipfile.ZipFile(path) as archive:
+        with InputZip(path) as archive:
             return archive.namelist() == [MEMBER]
     except (OSError, zipfile.BadZipFile):
         return False
@@ -44,7 +44,7 @@ def _only_arr0(path):
 def _member(path, what):
     """(shape, dtype) of a file's arr_0, checked to be the one member."""
     check_input_file(path)
-    with zip_errors(path), zipfile.ZipFile(path) as archive:
+    with zip_errors(path), InputZip(path) as archive:
         names = archive.namelist()
         if names != [MEMBER]:
             raise WrongFormat(path, f"holds {', '.join(names[:5]) or 'nothing'}, not one "
@@ -82,7 +82,7 @@ class KmnistSplit(InOrder, Split):
     def labels(self):
         if self._labels is None:
             with zip_errors(self.labels_path), \
-                    zipfile.ZipFile(self.labels_path) as archive:
+                    InputZip(self.labels_path) as archive:
                 self._labels = read_member(
                     archive, MEMBER, self.labels_path,
                     lambda part, first: check_labels(part, self.labels_path, first))
@@ -91,7 +91,7 @@ class KmnistSplit(InOrder, Split):
     def batches(self, batch_size=DEFAULT_BATCH):
         labels, h = self.labels(), self.header
         batch_size = budget.rows(h, batch_size)
-        with zip_errors(self.images_path), zipfile.ZipFile(self.images_path) as archive:
+        with zip_errors(self.images_path), InputZip(self.images_path) as archive:
             f, *_ = open_member(archive, MEMBER, self.images_path)
             with f:
                 yield from row_batches(f, h, labels, batch_size, self.images_path, "arr_0")

@@ -25,7 +25,7 @@ from ...codecs.classes import check_labels
 from ...codecs.images import check_split_header
 from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, zip_errors
 from ...errors import CorruptData, FormatError, UsageError
-from ...fileio import check_input_file, has_magic
+from ...fileio import InputZip, check_input_file, has_magic
 from ...schema import schema_of
 from ...records import DEFAULT_BATCH, Dataset, Header, Split
 from ...sources import MEDMNIST, MEDMNIST_SIZES
@@ -77,7 +77,7 @@ class MedMnistSplit(InOrder, Split):
         """A class per image (N,), or for a multi-label file the N x k table."""
         if self._labels is None:
             check_input_file(self.path)
-            with zip_errors(self.path), zipfile.ZipFile(self.path) as archive:
+            with zip_errors(self.path), InputZip(self.path) as archive:
                 labels = read_member(archive, self.y_name, self.path,
                                      lambda part, first: check_labels(
                                          part, self.path, first, f"{self.y_name}: "))
@@ -93,7 +93,7 @@ class MedMnistSplit(InOrder, Split):
         labels, h = self.labels(), self.header
         batch_size = budget.rows(h, batch_size)
         check_input_file(self.path)
-        with zip_errors(self.path), zipfile.ZipFile(self.path) as archive:
+        with zip_errors(self.path), InputZip(self.path) as archive:
             f, *_ = open_member(archive, self.x_name, self.path)
             with f:
                 yield from row_batches(f, h, labels, batch_size, self.path,
@@ -126,7 +126,7 @@ def read(path) -> Dataset:
     """
     path = str(path)
     check_input_file(path)
-    with zip_errors(path), zipfile.ZipFile(path) as archive:
+    with zip_errors(path), InputZip(path) as archive:
         names = set(archive.namelist())
         splits = {name: MedMnistSplit(name, stored, path, archive)
                   for stored, name in SPLITS if f"{stored}_images.npy" in names}
@@ -161,7 +161,7 @@ def sniff(path) -> bool:
     if not os.path.isfile(str(path)) or not has_magic(path, ZIP_MAGIC):
         return False
     try:
-        with zipfile.ZipFile(path) as archive:
+        with InputZip(path) as archive:
             names = set(archive.namelist())
     except (OSError, zipfile.BadZipFile):
         return False

@@ -32,7 +32,7 @@ from typing import Optional
 import numpy as np
 
 from ...errors import CorruptData, FormatError, OverLimit, UsageError
-from ...fileio import StagedOutput, check_input_file, has_magic, open_staged
+from ...fileio import InputZip, StagedOutput, check_input_file, has_magic, open_staged
 from ... import budget
 from ...limits import printable, safe_split_name
 from ...schema import schema_of
@@ -103,8 +103,7 @@ class NpzSplit(InOrder, Split):
     extra_columns: Optional[tuple] = None  # set by read() when extra_<split> is there
 
     def _archive(self):
-        check_input_file(self.path)  # a FIFO or device swapped in since read()
-        return zipfile.ZipFile(self.path)
+        return InputZip(self.path)  # a FIFO or device swapped in since read(): refused
 
     def extra_fields(self):
         """(extra_columns, extra_<split>) when the file has them (QMNIST's), else None."""
@@ -225,7 +224,7 @@ def read(path) -> Dataset:
         ds.splits["train"].header.shape      # (28, 28)
     """
     check_input_file(path)
-    with zip_errors(path), zipfile.ZipFile(path) as archive:
+    with zip_errors(path), InputZip(path) as archive:
         names = archive.namelist()
         medmnist = not any(n.startswith("x_") for n in names) and \
             any(f"{k}_images.npy" in names for k in MEDMNIST_SPLITS.values())

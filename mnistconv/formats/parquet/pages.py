@@ -224,10 +224,10 @@ def check_made(path, meta, image_column):
     (no value) over budget.record_bytes(). Returns the most bytes one image value may
     make (the largest page or dictionary holding one)."""
     from ...fileio import open_input
-    stored = os.path.getsize(path)
     image = f"{image_column}.bytes"
     pages_made = images_made = largest = 0
     with open_input(path) as f:
+        stored = os.fstat(f.fileno()).st_size
         for i in range(meta.num_row_groups):
             group = meta.row_group(i)
             for c in range(group.num_columns):

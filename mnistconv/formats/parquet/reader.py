@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import (BadImage, CorruptData, FormatError, MissingDependency,
     OverLimit, UsageError, WrongFormat)
-from ...fileio import check_input_file, has_magic, input_entries
+from ...fileio import check_input_file, has_magic, input_entries, input_size, library_path
 from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        MAX_THREADED_IMAGE_PIXELS, check_image_size,
                        parse_json, printable, safe_split_name)
@@ -63,8 +63,8 @@ def _open(path):
         check_input_file(path)  # a FIFO or device: pyarrow's open would block on it
     except UsageError as e:
         raise FormatError(path, e.message, e.hint, e.cli_hint) from None
-    with _arrow_errors(path):
-        return pyarrow("reading Parquet")[1].ParquetFile(path)
+    with _arrow_errors(path), library_path(path) as name:
+        return pyarrow("reading Parquet")[1].ParquetFile(name)
 
 
 def _iter_batches(pf, path, **options):
@@ -278,7 +278,7 @@ class ParquetSplit(Split):
         shape = _image_shape(first, f"{self.files[0]}: row 0") if first else (0, 0)
         # Rows sharing a dictionary value cost a few bytes each: a bomb's work (budget.py).
         budget.check_expansion(", ".join(self.files), count, budget.image_bytes(shape),
-                               sum(os.path.getsize(p) for p in self.files))
+                               sum(input_size(p) for p in self.files))
         header = Header(count, shape, np.dtype(np.uint8), np.dtype(np.int64),
                         len(self.class_names) if self.class_names else None,
                         ", ".join(self.files), tuple(self.class_names or ()))

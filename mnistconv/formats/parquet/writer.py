@@ -14,6 +14,7 @@ import numpy as np
 
 from ...errors import CannotWrite, CorruptData, NoSplits, UsageError
 from ...fileio import StagedOutput, open_staged, output_entries, sha256_file
+from ...staging import own_file_size
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...parallel import COUNTERS, ParallelEncoder, check_workers
 from ...contract import Counters, ShardTarget, ShardedWrite
@@ -200,7 +201,7 @@ def _row_group(pa, group, schema):
 
 
 def _output(target, tmp):
-    return OutputFile(target, os.path.getsize(tmp), sha256_file(tmp))
+    return OutputFile(target, own_file_size(tmp), sha256_file(tmp))
 
 
 @dataclass

@@ -394,8 +394,8 @@ def find_directory(path):
 def _tfrecord_counts(path):
     """(records, bytes of record data) of a TFRecord file, from its length fields."""
     count = data = 0
-    size = os.path.getsize(path)
     with open_input(path) as f:  # confined by read() (check_input_file)
+        size = os.fstat(f.fileno()).st_size
         at = 0
         while at < size:
             head = f.read(8)

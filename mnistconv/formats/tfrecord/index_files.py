@@ -16,7 +16,7 @@ import numpy as np
 
 from ...codecs.tfds_encode import record_lengths
 from ...errors import FormatError
-from ...fileio import create_staged, open_input
+from ...fileio import create_staged, input_size, open_input
 from .names import INDEX_SUFFIX as SUFFIX
 FRAMING = 16  # length (8) + its CRC (4) + the data's CRC (4)
 MAX_LINE = 2 * 20 + 2  # two numbers below 2**64 and their separators
@@ -55,7 +55,7 @@ class IndexWriter:
 def read_index(path, data_path):
     """(offsets, lengths) of an index file, both int64 arrays, checked against its data
     file (check()); a FormatError naming the index otherwise."""
-    size = os.path.getsize(data_path)
+    size = input_size(data_path)
     # At most one record per 16 bytes of data: a bigger index is wrong before it is read.
     limit = (size // FRAMING + 1) * MAX_LINE
     try:

@@ -228,7 +228,7 @@ def read(path, schema="auto", input_compression="auto", split_name=None,
     # An empty file named as the input holds nothing to convert: a file cut to nothing,
     # or a wrong name. Refused, where an empty file among a directory's splits (what the
     # writer leaves for an empty split) reads back as that empty split.
-    if os.path.isfile(path) and os.stat(path).st_size == 0:
+    if os.path.isfile(path) and check_input(path).st_size == 0:
         raise FormatError(path, "is empty: it holds no TFRecord records",
                           "name a TFRecord file that holds records, or the directory "
                           "mnistconv wrote an empty split into")

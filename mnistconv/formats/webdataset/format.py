@@ -34,7 +34,7 @@ import numpy as np
 from ... import codecs
 from ...errors import (BadImage, CorruptData, FormatError, NotFound, OverLimit,
     Truncated)
-from ...fileio import input_entries, open_input
+from ...fileio import input_entries, input_size, open_input
 from ... import budget
 from ...limits import MAX_EXAMPLES, check_image_size, check_index, check_num_classes, \
     printable, safe_split_name
@@ -318,7 +318,7 @@ def read(path) -> Dataset:
         if not os.path.isfile(f):
             raise FormatError(f, "is not a regular file (device, FIFO or socket)",
                               "name a regular file or a directory")
-        if os.path.getsize(f) == 0:  # a tar holds at least its end blocks
+        if input_size(f) == 0:  # a tar holds at least its end blocks
             raise Truncated(f, "is empty, not a tar file")
     splits = {name: WebDatasetSplit(name, files) for name, files in sets.items()}
     return Dataset("webdataset", splits, [f for files in sets.values() for f in files])
