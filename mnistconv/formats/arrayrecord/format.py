@@ -89,8 +89,8 @@ def _open(module, path):
                                 "only UTF-8 names", "rename the file") from None
     check_input_file(path)  # confined where it was found (shards.resolve_inputs)
     try:
-        with library_path(path) as name:
-            reader = module.ArrayRecordReader(name)
+        with library_path(path) as guarded:
+            reader = module.ArrayRecordReader(guarded)
     except (RuntimeError, ValueError) as e:
         why, reader = str(e), None
     else:

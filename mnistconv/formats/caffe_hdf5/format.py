@@ -209,8 +209,8 @@ def _open(path, h5py, chunk_cache=None):
     chunk_cache: bytes of decoded chunks HDF5 keeps (None: its default of 1 MiB, which
     holds no large chunk, so every batch in one would decode the whole chunk again)."""
     try:  # confined by _sources; a FIFO or link swapped in is refused
-        with library_path(path) as name:
-            f = h5py.File(name, "r", rdcc_nbytes=chunk_cache)
+        with library_path(path) as guarded:
+            f = h5py.File(guarded, "r", rdcc_nbytes=chunk_cache)
     except OSError as e:
         raise WrongFormat(path, f"is not a readable HDF5 file ({e})") from None
     try:

@@ -96,8 +96,8 @@ def _open(lmdb, data_path, walk=False):
     check_input_file(data_path)  # confined by _environments; a FIFO swapped in refused
     _check_meta(data_path)
     try:
-        with library_path(data_path) as name:  # liblmdb maps the file it was handed
-            env = lmdb.open(name, subdir=False, readonly=True, lock=False, max_readers=1)
+        with library_path(data_path) as guarded:  # liblmdb maps the file it was handed
+            env = lmdb.open(guarded, subdir=False, readonly=True, lock=False, max_readers=1)
     except lmdb.Error as e:
         raise CorruptData(data_path, f"is not a readable LMDB environment ({e})") from None
     try:

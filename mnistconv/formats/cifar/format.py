@@ -58,11 +58,11 @@ def _kind_by_name(name):
 
 def _plausible(path, kind):
     """The file is a whole number of `kind`'s records whose first labels are in range."""
-    size = os.path.getsize(path)
     record = RECORD[kind]
-    if size == 0 or size % record:
-        return False
     with open_input(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0 or size % record:
+            return False
         head = f.read(record * SNIFF_RECORDS)
     rows = np.frombuffer(head, np.uint8)[:len(head) // record * record].reshape(-1, record)
     if kind == 10:
@@ -217,11 +217,10 @@ def read(path) -> Dataset:
         folder = path
         files = {s: [os.path.join(path, n) for n in names] for s, names in found.items()}
     else:
-        check_input_file(path)
+        size = check_input_file(path)
         folder, base = os.path.split(path)
         kind = _kind_by_name(base)
         if kind is None:  # named otherwise (--from cifar): the record size tells
-            size = os.path.getsize(path)
             kind = 10 if size % RECORD[10] == 0 else 100 if size % RECORD[100] == 0 \
                 else 10
         stem = os.path.splitext(base)[0]

@@ -63,8 +63,8 @@ def _open(path):
         check_input_file(path)  # a FIFO or device: pyarrow's open would block on it
     except UsageError as e:
         raise FormatError(path, e.message, e.hint, e.cli_hint) from None
-    with _arrow_errors(path), library_path(path) as name:
-        return pyarrow("reading Parquet")[1].ParquetFile(name)
+    with _arrow_errors(path), library_path(path) as guarded:
+        return pyarrow("reading Parquet")[1].ParquetFile(guarded)
 
 
 def _iter_batches(pf, path, **options):
