@@ -115,3 +115,42 @@ def test_the_scan_sees_each_kind_of_call(tmp_path):
     assert [c for c, _ in _calls(sample)] == [
         "open", "os.listdir", "os.scandir", "os.walk", "shutil.rmtree", "os.replace",
         "iterdir", "os.rename", "gzip.open", "io.open", "hashlib.file_digest", "read_bytes"]
+
+
+def test_a_library_opens_the_checked_file_not_what_is_swapped_in(tmp_path):
+    """fileio.library_path hands a library the file open_input opened: a file put in
+    its place after the check is not what the library reads, and a FIFO or a link
+    leading outside is refused before any library sees a name."""
+    import os
+
+    import pytest
+
+    from mnistconv import fileio
+    from mnistconv.errors import UsageError
+    (tmp_path / "data.bin").write_bytes(b"checked")
+    (tmp_path / "other.bin").write_bytes(b"swapped")
+    with fileio.library_path(str(tmp_path / "data.bin"), str(tmp_path)) as guarded:
+        os.replace(tmp_path / "other.bin", tmp_path / "data.bin")
+        with open(guarded, "rb") as f:  # what liblmdb, HDF5 or pyarrow would open
+            assert f.read() == b"checked"
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(UsageError, match="not a regular file"):
+        with fileio.library_path(str(tmp_path / "fifo")):
+            pass
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "link").symlink_to(tmp_path / "data.bin")
+    with pytest.raises(UsageError, match="outside"):
+        with fileio.library_path(str(tmp_path / "inner" / "link"), str(tmp_path / "inner")):
+            pass
+
+
+def test_an_input_zip_closes_the_file_it_opened(tmp_path):
+    import zipfile
+
+    from mnistconv import fileio
+    with zipfile.ZipFile(tmp_path / "a.zip", "w") as z:
+        z.writestr("arr_0.npy", b"x")
+    archive = fileio.InputZip(str(tmp_path / "a.zip"))
+    assert archive.namelist() == ["arr_0.npy"]
+    archive.close()
+    assert archive._guarded.closed
