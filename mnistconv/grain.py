@@ -14,7 +14,7 @@ TFRecord, ...), else held in memory up to budget.MAX_IN_MEMORY bytes of pixels.
 
 import numpy as np
 
-from .errors import MnistconvError, UsageError, optional_import
+from .errors import UsageError, optional_import
 
 # source()'s own keywords, listed when one is misspelt.
 _OWN = ("split", "format")
@@ -103,16 +103,9 @@ def source(path, split=None, *, format=None, **read_options):
         image, label = data[0]              # (28, 28, 1) uint8, int
         data = source("mnist-hf/", split="train")   # Parquet, the same pairs
     """
-    import mnistconv
-
     from . import loading
     from .tf import shard_format, split_files
-    name = format
-    if name is None:
-        try:
-            name = mnistconv.detect(path).name
-        except MnistconvError:  # a glob or shard set: ArrayRecord's own resolver names it
-            name = None
+    name = loading.format_name(path, format)
     grains = name in (None, "arrayrecord") or \
         (name == "tfds" and shard_format(path) == "array_record")
     if grains and not read_options:

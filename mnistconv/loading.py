@@ -29,6 +29,19 @@ def split_name(names, split, path) -> str:
     return split
 
 
+def format_name(path, format):
+    """The format a loader reads `path` as: `format` when named, else the detected one,
+    else None (a glob or shard set, which the TFRecord and ArrayRecord resolvers name)."""
+    if format is not None:
+        return format
+    import mnistconv
+    from .errors import MnistconvError
+    try:
+        return mnistconv.detect(path).name
+    except MnistconvError:
+        return None
+
+
 def read_keywords(fmt) -> list:
     """The keywords mnistconv.read takes for format `fmt` (a registry Format)."""
     takes = [o.name for o in fmt.read_options]

@@ -18,7 +18,7 @@ spec and the decoder are found from the first record, read without TensorFlow.
 
 import os
 
-from .errors import BadOption, FormatError, MnistconvError, UsageError, optional_import
+from .errors import BadOption, FormatError, UsageError, optional_import
 
 
 # What a TFDS directory whose shards are another file format is told, by the one wanted.
@@ -114,16 +114,10 @@ def dataset(path, split=None, *, format=None, batch_size=None, shuffle=None, see
         raise BadOption(None, f"shuffle is a buffer size of 1 or more, not {shuffle!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or int(batch_size) < 1):
         raise BadOption(None, f"batch_size must be 1 or more, not {batch_size!r}")
-    import mnistconv
-    name = format
-    if name is None:
-        try:
-            name = mnistconv.detect(path).name
-        except MnistconvError:  # a glob or shard set: TFRecord's own resolver names it
-            name = None
+    from . import loading
+    name = loading.format_name(path, format)
     if name not in (None, "tfrecord", "tfds") or read_options or \
             (name == "tfds" and shard_format(path) != "tfrecord"):
-        from . import loading
         read = loading.read("mnistconv.tf.dataset", _OWN, path, name, read_options)
         ds = _from_reader(tf, read, split, path, normalize)
         if shuffle:

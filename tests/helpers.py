@@ -270,3 +270,17 @@ def http_get(port, path, host=None):
         return r.status, r.read()
     finally:
         c.close()
+
+
+def refused_in_process(args, capsys):
+    """(exit code, error line) of a command refused in this process (mnistconv.cli.main),
+    with exactly one Error: line on stderr."""
+    import pytest
+
+    from mnistconv.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    errors = [line for line in capsys.readouterr().err.splitlines()
+              if line.startswith("Error:")]
+    assert len(errors) == 1, errors
+    return exit_info.value.code, errors[0]

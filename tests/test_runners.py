@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.cli import main
 from mnistconv.records import ArraySplit, Dataset
-from helpers import ACCEPTED, tree_hashes
+from helpers import ACCEPTED, refused_in_process, tree_hashes
 from plan_helpers import cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -47,14 +46,6 @@ def src(tmp_path_factory):
     return str(path)
 
 
-def _refused(args, capsys):
-    """(exit code, error line) of a refused command run in this process."""
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    errors = [line for line in capsys.readouterr().err.splitlines()
-              if line.startswith("Error:")]
-    assert len(errors) == 1, errors
-    return exit_info.value.code, errors[0]
 
 
 @pytest.mark.parametrize("runner", list(RUNNERS))
@@ -64,9 +55,9 @@ def test_every_runner_refuses_a_bad_option_as_a_local_run_does(src, tmp_path, mo
     monkeypatch.chdir(tmp_path)
     dst, good, _ = FORMATS[fmt]
     args = ["convert", src, dst, "--to", fmt, *good, *bad]
-    local = _refused(args, capsys)
+    local = refused_in_process(args, capsys)
     assert local[0] == 2, local
-    assert _refused(args + RUNNERS[runner], capsys) == local
+    assert refused_in_process(args + RUNNERS[runner], capsys) == local
     assert os.listdir(tmp_path) == []  # nothing written, no progress record
 
 
@@ -74,10 +65,10 @@ def test_the_messages_are_the_options_own(src, tmp_path, monkeypatch, capsys):
     """The words every runner now shares are the option's declaration's."""
     monkeypatch.chdir(tmp_path)
     for runner in RUNNERS.values():
-        assert _refused(["convert", src, "p/", "--to", "tfrecord", "--jpeg-quality", "200",
+        assert refused_in_process(["convert", src, "p/", "--to", "tfrecord", "--jpeg-quality", "200",
                          *runner], capsys) == (
             2, f"Error: --jpeg-quality must be between 1 and 100, not 200; {ACCEPTED}")
-        assert _refused(["convert", src, "p/", "--to", "tfrecord", "--workers", "0",
+        assert refused_in_process(["convert", src, "p/", "--to", "tfrecord", "--workers", "0",
                          *runner], capsys) == (
             2, f"Error: --workers must be between 1 and 64, not 0; {ACCEPTED}")
 

@@ -18,7 +18,7 @@ import mnistconv
 from mnistconv import stream
 from mnistconv.cli import main
 from mnistconv.records import ArraySplit, Dataset
-from helpers import tree_hashes
+from helpers import refused_in_process, tree_hashes
 from plan_helpers import cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -202,13 +202,6 @@ def test_the_library_takes_it_as_a_select_key(src, tmp_path):
     assert raised.value.exit_code == 2 and not (tmp_path / "x.npz").exists()
 
 
-def _refused(args, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(args)
-    errors = [line for line in capsys.readouterr().err.splitlines()
-              if line.startswith("Error:")]
-    assert len(errors) == 1, errors
-    return exit_info.value.code, errors[0]
 
 
 EXAMPLE = "e.g. --split-off validation=0.1 (a fraction) or validation=5000 (a count)"
@@ -251,7 +244,7 @@ REFUSED = [
 @pytest.mark.parametrize("args, message", REFUSED)
 def test_refusals_are_one_line_and_exit_2(src, tmp_path, capsys, args, message):
     out = tmp_path / "o.npz"
-    assert _refused(["convert", src, str(out), *args], capsys) == (
+    assert refused_in_process(["convert", src, str(out), *args], capsys) == (
         2, "Error: " + message.format(src=src))
     assert not out.exists()
 
@@ -261,7 +254,7 @@ def test_stratify_needs_class_labels(tmp_path, capsys):
     labels = np.random.default_rng(1).integers(0, 2, (40, 3)).astype(np.uint8)
     mnistconv.write(Dataset("npz", {"train": ArraySplit(
         "train", np.zeros((40, 4, 4), np.uint8), labels)}, [], []), str(src), "npz")
-    code, line = _refused(["convert", str(src), str(tmp_path / "o.npz"), "--split-off",
+    code, line = refused_in_process(["convert", str(src), str(tmp_path / "o.npz"), "--split-off",
                            "v=0.1", "--stratify"], capsys)
     assert (code, line) == (2, f"Error: {src}: --stratify needs class labels; split "
                                "train has multilabel targets; drop --stratify")
