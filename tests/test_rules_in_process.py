@@ -4,6 +4,7 @@ mutant's name is in each test's docstring). Oracles come from the rule: the flag
 one command, a changed pixel is another plan, --force leaves exactly the last run's
 files."""
 
+import json
 import os
 
 import numpy as np
@@ -152,3 +153,45 @@ def test_a_fraction_of_a_unit_counts_every_digit():
     assert parse_bytes("1.25GiB", "--x") == 5 * 2 ** 30 // 4 == 1_342_177_280
     assert parse_bytes("0.125MB", "--x") == 125_000
     assert parse_bytes("2.5kB", "--x") == 2_500
+
+
+def test_a_dead_runs_journal_acts_only_inside_its_folder(tmp_path):
+    """journal-step-beside-its-folder: a journal left in an output folder is carried out
+    there only; a step naming a sibling folder whose name begins with the same letters
+    (o and o2) makes the journal not mnistconv's, and nothing outside is touched."""
+    from mnistconv import journal
+    out, beside = tmp_path / "o", tmp_path / "o2"
+    out.mkdir()
+    beside.mkdir()
+    victim, stale = beside / "victim.txt", out / "stale.txt"
+    victim.write_text("the user's\n")
+    stale.write_text("an earlier set's\n")
+    dead = 4_194_305  # past Linux's largest pid: no such process
+    steps = {"pid": dead, "steps": [["remove", "../o2/victim.txt",
+                                     journal.entry_id(str(victim))]]}
+    (out / f"{journal.JOURNAL_MARK}{dead}").write_text(json.dumps(steps))
+    assert journal.complete(str(out))
+    assert victim.read_text() == "the user's\n"
+    assert os.listdir(out) == ["stale.txt"]  # the journal, not ours, is gone
+    # The same step inside its folder is carried out.
+    steps["steps"] = [["remove", "stale.txt", journal.entry_id(str(stale))]]
+    (out / f"{journal.JOURNAL_MARK}{dead}").write_text(json.dumps(steps))
+    assert journal.complete(str(out))
+    assert os.listdir(out) == [] and victim.exists()
+
+
+def test_one_record_holds_the_largest_image_at_four_bytes_a_pixel():
+    """record-cap-one-byte-a-pixel: a stored record may hold the largest image mnistconv
+    takes at 4 bytes a pixel (float32) plus 1 MiB: with --max-image-size 1024x1024,
+    4 MiB + 1 MiB = 5,242,880 bytes pass and one byte more is refused."""
+    from mnistconv import budget, limits
+    from mnistconv.errors import OverLimit
+    before = limits.set_max_image_pixels(1024 * 1024)
+    try:
+        budget.check_record("x.tfrecord", "record 0", 5_242_880)
+        with pytest.raises(OverLimit) as e:
+            budget.check_record("x.tfrecord", "record 0", 5_242_881)
+        assert str(e.value).startswith("x.tfrecord: record 0: record of 5,242,881 bytes, "
+                                       "more than mnistconv's limit of 5,242,880 bytes")
+    finally:
+        limits.set_max_image_pixels(before)
