@@ -7,7 +7,6 @@ import hashlib
 import os
 import re
 import stat
-import struct
 import zipfile
 import zlib
 from contextlib import contextmanager
@@ -528,37 +527,6 @@ class HashingWriter:
     def sha256(self):
         """SHA-256 of everything written so far, in hex (None when not hashed)."""
         return self.hash.hexdigest() if self.hash is not None else None
-
-
-_DEFLATE_SLICE = 128 << 10
-
-
-class DeflateWriter:
-    """Deterministic level-9 deflate (the same bytes whatever the write sizes) in a gzip
-    container (mtime 0, os_byte 3 as gzip.compress(data, 9, mtime=0); 255 as the
-    published GDMNIST1 .bin.gz files) or, with container="zlib", a ZLIB one."""
-
-    def __init__(self, file: Any, container: str = "gzip", os_byte: int = 3):
-        self.file, self.gzip, self.crc, self.size = file, container == "gzip", 0, 0
-        self.zlib = zlib.compressobj(9, zlib.DEFLATED, -15 if self.gzip else 15)
-        # Sent with the first output, as zlib's own wrapper did: nothing before a write.
-        self.pending = bytes([31, 139, 8, 0, 0, 0, 0, 0, 2, os_byte]) if self.gzip else b""
-
-    def write(self, data):
-        """Compress data into the file; returns len(data), as a file's write does."""
-        if self.gzip:
-            self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
-        view = memoryview(data).cast("B")
-        # A slice at a time, so Ctrl-C is handled between two calls into zlib.
-        for at in range(0, len(view), _DEFLATE_SLICE):
-            self.file.write(self.pending + self.zlib.compress(view[at:at + _DEFLATE_SLICE]))
-            self.pending = b""
-        return len(view)
-
-    def close(self):
-        """End the stream (and the gzip trailer: CRC-32, length), not the file."""
-        trailer = struct.pack("<II", self.crc, self.size & 0xFFFFFFFF) if self.gzip else b""
-        self.file.write(self.pending + self.zlib.flush() + trailer)
 
 
 def sha256_file(path: str, chunk: int = 1 << 20, root: Optional[str] = None) -> str:

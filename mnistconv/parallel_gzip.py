@@ -1,4 +1,5 @@
-"""Deflate on several cores into one standard gzip file, the way pigz does, with threads.
+"""Deflate on several cores into one standard gzip file, the way pigz does, with threads;
+and DeflateWriter, the one-thread deterministic deflate writer of TFRecord and GDMNIST1.
 
 The data is cut into fixed BLOCK-byte blocks, each deflated on its own, primed with the
 32 KiB before it as a preset dictionary and ended with a sync flush (the last ends the
@@ -15,6 +16,7 @@ import collections
 import struct
 import weakref
 import zlib
+from typing import Any
 
 from .errors import UsageError
 from .limits import default_workers
@@ -133,3 +135,34 @@ def compress(data, level=DEFAULT_LEVEL, threads=None, block_size=BLOCK) -> bytes
     with ParallelGzipWriter(out, level, threads, block_size) as writer:
         writer.write(data)
     return out.getvalue()
+
+
+_DEFLATE_SLICE = 128 << 10
+
+
+class DeflateWriter:
+    """Deterministic level-9 deflate (the same bytes whatever the write sizes) in a gzip
+    container (mtime 0, os_byte 3 as gzip.compress(data, 9, mtime=0); 255 as the
+    published GDMNIST1 .bin.gz files) or, with container="zlib", a ZLIB one."""
+
+    def __init__(self, file: Any, container: str = "gzip", os_byte: int = 3):
+        self.file, self.gzip, self.crc, self.size = file, container == "gzip", 0, 0
+        self.zlib = zlib.compressobj(9, zlib.DEFLATED, -15 if self.gzip else 15)
+        # Sent with the first output, as zlib's own wrapper did: nothing before a write.
+        self.pending = bytes([31, 139, 8, 0, 0, 0, 0, 0, 2, os_byte]) if self.gzip else b""
+
+    def write(self, data):
+        """Compress data into the file; returns len(data), as a file's write does."""
+        if self.gzip:
+            self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
+        view = memoryview(data).cast("B")
+        # A slice at a time, so Ctrl-C is handled between two calls into zlib.
+        for at in range(0, len(view), _DEFLATE_SLICE):
+            self.file.write(self.pending + self.zlib.compress(view[at:at + _DEFLATE_SLICE]))
+            self.pending = b""
+        return len(view)
+
+    def close(self):
+        """End the stream (and the gzip trailer: CRC-32, length), not the file."""
+        trailer = struct.pack("<II", self.crc, self.size & 0xFFFFFFFF) if self.gzip else b""
+        self.file.write(self.pending + self.zlib.flush() + trailer)

@@ -451,7 +451,7 @@ def test_serve_on_a_busy_port_names_it_and_suggests_port(tmp_path):
 
 def _deflate_written(data, pieces, **options):
     import io
-    from mnistconv.fileio import DeflateWriter
+    from mnistconv.parallel_gzip import DeflateWriter
     out = io.BytesIO()
     writer = DeflateWriter(out, **options)
     assert out.getvalue() == b""  # nothing before the first write, as zlib's wrapper
@@ -465,7 +465,7 @@ def _deflate_written(data, pieces, **options):
 @pytest.mark.parametrize("n", [0, 1, 50])
 @pytest.mark.parametrize("pieces", [1, 7])
 def test_one_deflate_writer_gives_zlib_gzip_and_gdmnist_gzip_byte_for_byte(n, pieces):
-    """fileio.DeflateWriter is mnistconv's one deterministic gzip writer. By default its
+    """parallel_gzip.DeflateWriter is mnistconv's one deterministic gzip writer. By default its
     bytes are gzip.compress(data, 9, mtime=0)'s (OS byte 03, as zlib and `gzip -9n`);
     with os_byte=255 they are GDMNIST1's .bin.gz, the header Python's GzipFile writes
     and the published browser-v1 files carry. Only the OS byte differs; the sizes of

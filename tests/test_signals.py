@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers import REPO, SAMPLE
-from mnistconv import fileio, parallel_gzip
+from mnistconv import parallel_gzip
 from mnistconv.records import ArraySplit, Dataset
 
 # Run in the child before the command's own code: send the signal named by
@@ -99,7 +99,7 @@ def test_gzip_handles_ctrl_c_within_a_slice_of_a_large_write(monkeypatch):
             return self.real.flush()
 
     try:
-        writer = fileio.DeflateWriter(io.BytesIO())
+        writer = parallel_gzip.DeflateWriter(io.BytesIO())
         writer.zlib = Spy(writer.zlib)
         with pytest.raises(_Interrupt):
             writer.write(bytes(16 << 20))

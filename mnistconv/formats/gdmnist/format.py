@@ -35,7 +35,8 @@ import numpy as np
 
 from ...errors import CannotWrite, CorruptData, Truncated, UsageError, WrongFormat
 from ... import budget
-from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, DeflateWriter, HashingWriter, InputFile,
+from ...parallel_gzip import DeflateWriter
+from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, HashingWriter, InputFile,
                       StagedOutput, check_input_file, create_staged, input_entries,
                       is_stdio, open_input, output_file_info)
 from ...limits import check_image_size, safe_split_name

@@ -15,7 +15,8 @@ import numpy as np
 from ... import codecs
 from .. import extras
 from ...errors import FormatError, NoSplits, UsageError
-from ...fileio import (DeflateWriter, HashingWriter, StagedOutput, is_stdio, open_staged,
+from ...parallel_gzip import DeflateWriter
+from ...fileio import (HashingWriter, StagedOutput, is_stdio, open_staged,
                        output_file_info)
 from ...limits import check_num_classes
 from ...parallel import ParallelEncoder, check_workers
