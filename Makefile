@@ -85,10 +85,14 @@ docs: install-docs
 # The inner loop: every test that starts no process and imports no heavy client
 # (tests/marks.py finds them), on two workers.
 CHECK_MARKS := not process and not client and not slow
+# mypy (one thread, its cache cold in a fresh clone) runs beside the tests' two workers,
+# which wait on sockets, timeouts and the disk part of the time; both must pass.
 check: install-check
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -n 2 -m "$(CHECK_MARKS)"
+	@$(VENV)/bin/mypy > $(VENV)/mypy.out 2>&1 & mypy=$$!; \
+	$(PY) -m pytest -q -n 2 -m "$(CHECK_MARKS)"; tests=$$?; \
+	wait $$mypy; typed=$$?; cat $(VENV)/mypy.out; \
+	test $$tests -eq 0 && test $$typed -eq 0
 
 # Two workers (pytest-xdist); loadgroup keeps a file whose fixture is costly (a docs
 # build, a reference conversion) on one worker (tests/conftest.py names them).
