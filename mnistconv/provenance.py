@@ -40,10 +40,11 @@ def _gzip_size(path):
         return None
 
 
-def _hash(path, decompress, most):
+def _hash(path, decompress, most, with_md5=True):
     """(sha256, md5) of the file's bytes, or of its gzip content (at most `most` bytes
-    read: a longer one is not the file sought)."""
-    sha, md5, seen = hashlib.sha256(), hashlib.md5(), 0
+    read: a longer one is not the file sought). with_md5=False: md5 None, for files
+    whose candidates all have a SHA-256 (MD5 would double the time of a proof)."""
+    sha, md5, seen = hashlib.sha256(), hashlib.md5() if with_md5 else None, 0
     try:
         with open_input(path) as raw:
             f = gzip.GzipFile(fileobj=raw) if decompress else raw
@@ -55,10 +56,11 @@ def _hash(path, decompress, most):
                 if seen > most:
                     return None, None
                 sha.update(block)
-                md5.update(block)
+                if md5 is not None:
+                    md5.update(block)
     except (OSError, EOFError, MnistconvError, gzip.BadGzipFile):
         return None, None
-    return sha.hexdigest(), md5.hexdigest()
+    return sha.hexdigest(), md5.hexdigest() if md5 is not None else None
 
 
 def _family_of_file(path):
@@ -74,9 +76,11 @@ def _family_of_file(path):
     candidates = _published()
     as_is = [(fam, f) for fam, f in candidates if st.st_size in (f.size, f.content_size)]
     if as_is:
-        sha, md5 = _hash(path, False, st.st_size)
+        by_md5 = any(f.md5 and not (f.sha256 or f.content_sha256) for _, f in as_is)
+        sha, md5 = _hash(path, False, st.st_size, with_md5=by_md5)
         found = next((fam.name for fam, f in as_is
-                      if sha in (f.sha256, f.content_sha256) or md5 == f.md5), None)
+                      if sha in (f.sha256, f.content_sha256) or
+                      (md5 is not None and md5 == f.md5)), None)
     if found is None:
         isize = _gzip_size(path)
         inner = [(fam, f) for fam, f in candidates if f.content_sha256 and
