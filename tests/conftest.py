@@ -190,3 +190,28 @@ def _name_the_extra(report):
         if extras and "pip install" not in reason:
             report.longrepr = (path, line,
                                f"{reason}; pip install 'mnistconv[{','.join(extras)}]'")
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3 server on 127.0.0.1 (its endpoint URL), for the tests that write to and
+    read from s3://; skips where s3fs or moto is not installed."""
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_server):
+    """(s3fs filesystem, name) of a new, empty bucket on s3_server."""
+    import s3fs
+    fs = s3fs.S3FileSystem(key="testing", secret="testing",
+                           client_kwargs={"endpoint_url": s3_server})
+    name = f"b{os.urandom(4).hex()}"
+    fs.mkdir(name)
+    fs.invalidate_cache()
+    return fs, name

@@ -4,7 +4,6 @@ records, 5,000-digit numbers in a PAX size or a KMNIST class map, an S3 key with
 an unknown Beam runner, SIGINT in the first 20 ms."""
 
 import json
-import os
 
 import pytest
 
@@ -142,27 +141,15 @@ def test_an_unknown_beam_runner_is_one_line_before_anything_is_written(tmp_path)
     assert not (tmp_path / "out").exists()
 
 
-def test_an_s3_key_with_an_empty_part_is_one_line(tmp_path):
+def test_an_s3_key_with_an_empty_part_is_one_line(tmp_path, s3_server, bucket):
     """A folder whose only key is 'a//b.npz' (an empty name part, skipped as unsafe):
     the spool held nothing and the detection indexed past it."""
     from test_remote import s3_env
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        import s3fs
-        fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                               client_kwargs={"endpoint_url": f"http://{host}:{port}"})
-        name = f"b{os.urandom(4).hex()}"
-        fs.mkdir(name)
-        make_idx_dir(tmp_path / "src", *small_digits(10, seed=3), "test")
-        assert run("convert", tmp_path / "src", tmp_path / "m.npz", "-q").returncode == 0
-        fs.pipe(f"{name}/a//b.npz", (tmp_path / "m.npz").read_bytes())
-        r = run("info", f"s3://{name}/a/", env=s3_env(f"http://{host}:{port}"))
-        err = one_line(r, 2)
-        assert err == (f"Error: s3://{name}/a: holds no file mnistconv can copy (a key with "
-                       "an empty part, as 'a//b', is not read); check the path\n")
-    finally:
-        server.stop()
+    fs, name = bucket
+    make_idx_dir(tmp_path / "src", *small_digits(10, seed=3), "test")
+    assert run("convert", tmp_path / "src", tmp_path / "m.npz", "-q").returncode == 0
+    fs.pipe(f"{name}/a//b.npz", (tmp_path / "m.npz").read_bytes())
+    r = run("info", f"s3://{name}/a/", env=s3_env(s3_server))
+    err = one_line(r, 2)
+    assert err == (f"Error: s3://{name}/a: holds no file mnistconv can copy (a key with "
+                   "an empty part, as 'a//b', is not read); check the path\n")

@@ -36,29 +36,6 @@ def _dataset(flip=None):
     return Dataset("npz", splits)
 
 
-@pytest.fixture(scope="module")
-def s3_server():
-    """moto's S3 server on 127.0.0.1, as tests/test_remote.py starts it."""
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3_server):
-    import s3fs
-    fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                           client_kwargs={"endpoint_url": s3_server})
-    name = f"b{os.urandom(4).hex()}"
-    fs.mkdir(name)
-    fs.invalidate_cache()
-    return fs, name
-
-
 @pytest.fixture
 def src(tmp_path):
     path = tmp_path / "in" / "small.npz"

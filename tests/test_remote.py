@@ -296,33 +296,11 @@ def test_sha256sums_refused_for_a_remote_output(idx_dir, tmp_path):
 
 # --- s3:// through moto's S3 server on 127.0.0.1 ---------------------------------------
 
-@pytest.fixture(scope="module")
-def s3_server():
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 def s3_env(endpoint):
     """How users point mnistconv at an S3-compatible server: fsspec's own configuration
     variables (FSSPEC_<PROTOCOL>_<ARGUMENT>) and the usual AWS credentials."""
     return {"FSSPEC_S3_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
-
-
-@pytest.fixture
-def bucket(s3_server):
-    import s3fs
-    fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                           client_kwargs={"endpoint_url": s3_server})
-    name = f"b{os.urandom(4).hex()}"
-    fs.mkdir(name)
-    fs.invalidate_cache()
-    return fs, name
 
 
 def test_s3_shard_set_written_and_read_back(idx_dir, s3_server, bucket, tmp_path):

@@ -197,33 +197,21 @@ def test_server_bytes_for_an_unknown_path_are_evil(site):
 
 # --- S3: object keys are names too (moto's S3 server on 127.0.0.1) ----------------------
 
-def test_s3_key_with_dot_dot_is_refused(tmp_path):
+def test_s3_key_with_dot_dot_is_refused(tmp_path, s3_server, bucket):
     from test_remote import s3_env
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        import s3fs
-        fs = s3fs.S3FileSystem(key="testing", secret="testing",
-                               client_kwargs={"endpoint_url": endpoint})
-        fs.mkdir("hostile")
-        images, labels = small_digits(20, seed=2)
-        folder = make_idx_dir(tmp_path / "src", images, labels, "train")
-        for p in folder.iterdir():
-            fs.pipe(f"hostile/data/{p.name}", p.read_bytes())
-        fs.pipe("hostile/data/../../evil", EVIL)
-        env = dict(s3_env(endpoint), **spool_env(tmp_path))
-        r = run("convert", "s3://hostile/data/", tmp_path / "out.npz", env=env)
-        assert (r.returncode, stderr_of(r)) == \
-            (1, "Error: s3://hostile/data/: its listing names '..', which is not a file "
-                f"name inside it; {HINT}\n")
-        assert sorted(os.listdir(tmp_path)) == ["spool", "src"]
-        assert os.listdir(tmp_path / "spool") == []
-    finally:
-        server.stop()
+    fs, name = bucket
+    images, labels = small_digits(20, seed=2)
+    folder = make_idx_dir(tmp_path / "src", images, labels, "train")
+    for p in folder.iterdir():
+        fs.pipe(f"{name}/data/{p.name}", p.read_bytes())
+    fs.pipe(f"{name}/data/../../evil", EVIL)
+    env = dict(s3_env(s3_server), **spool_env(tmp_path))
+    r = run("convert", f"s3://{name}/data/", tmp_path / "out.npz", env=env)
+    assert (r.returncode, stderr_of(r)) == \
+        (1, f"Error: s3://{name}/data/: its listing names '..', which is not a file "
+            f"name inside it; {HINT}\n")
+    assert sorted(os.listdir(tmp_path)) == ["spool", "src"]
+    assert os.listdir(tmp_path / "spool") == []
 
 
 def test_progress_lines_redact_passwords():

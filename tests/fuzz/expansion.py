@@ -22,6 +22,7 @@ import zlib
 import numpy as np
 
 from .bombs import idx_header, png_of_zeros
+from .hostile import _field, _varint  # protobuf wire helpers, one copy
 
 MIB = 1 << 20
 # Deflate's most: 1032 bytes out per byte in (on zeros). Every builder keeps its file
@@ -141,19 +142,6 @@ def idx_images(folder, made, side=4096):
 
 
 # --- TFRecord ----------------------------------------------------------------------------
-
-def _varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(number, data):
-    return _varint(number << 3 | 2) + _varint(len(data)) + data
-
 
 def example_parts(image_length, label=3):
     """A tf.train.Example {image: bytes of image_length, label: int64} as (head, tail):
