@@ -332,12 +332,6 @@ def input_size(path: str, root: Optional[str] = None) -> int:
     return check_input_file(path, root)
 
 
-def input_stat(path: str, root: Optional[str] = None) -> os.stat_result:
-    """The stat of an input file (size, inode, times), checked as open_input checks it:
-    what tells a file changed, or which published file it is."""
-    return check_input(path, root)
-
-
 @contextmanager
 def library_path(path: str, root: Optional[str] = None) -> Iterator[str]:
     """A name for a library that opens files only by name (liblmdb, HDF5, array_record,

@@ -15,7 +15,7 @@ import os
 import struct
 
 from .errors import MnistconvError
-from .fileio import input_stat, open_input
+from .fileio import check_input, open_input
 from .sources import FAMILIES
 
 _CHUNK = 1 << 20
@@ -66,7 +66,7 @@ def _hash(path, decompress, most, with_md5=True):
 def _family_of_file(path):
     """The family one of whose published files this file is, or None."""
     try:
-        st = input_stat(path)
+        st = check_input(path)
     except MnistconvError:  # not a regular file to look up
         return None
     key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
@@ -86,7 +86,8 @@ def _family_of_file(path):
         inner = [(fam, f) for fam, f in candidates if f.content_sha256 and
                  f.content_size is not None and isize == f.content_size % (1 << 32)]
         if inner:
-            sha, _ = _hash(path, True, max(f.content_size for _, f in inner))
+            sha, _ = _hash(path, True, max(f.content_size for _, f in inner),
+                           with_md5=False)  # content is matched by SHA-256 only
             found = next((fam.name for fam, f in inner if sha == f.content_sha256), None)
     _cache[key] = found
     return found

@@ -22,7 +22,7 @@ from .. import extras
 from ...codecs.images import check_record_size, decode_record_image
 from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                       find_layout, one_value, own_keys, record_name)
-from ...fileio import input_stat
+from ...fileio import check_input
 from ...shards import sniff_files
 from ...codecs.framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
 from .names import matches_name
@@ -325,7 +325,7 @@ def layout_keys(layout, schema):
 
 def _identity(path):
     """What tells a file changed between the index pass and reading the images."""
-    st = input_stat(path)
+    st = check_input(path)
     return st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev
 
 
