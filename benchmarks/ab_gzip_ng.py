@@ -1,5 +1,5 @@
 """Can zlib-ng's threaded gzip writer (zlib_ng.gzip_ng_threaded, already a dependency)
-replace mnistconv/parallel_gzip.py? Issue 39 asked for it if it keeps the same bytes for
+replace mnistconv/io/parallel_gzip.py? Issue 39 asked for it if it keeps the same bytes for
 any worker count. Two questions, answered on MNIST's test images (7,840,016 bytes):
 
 1. Bytes: the same data written through gzip_ng_threaded.open() with 1, 2 and 4 threads
@@ -23,7 +23,7 @@ import time
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 
-from mnistconv.parallel_gzip import ParallelGzipWriter  # noqa: E402
+from mnistconv.io.parallel_gzip import ParallelGzipWriter  # noqa: E402
 
 SOURCE = os.path.join(ROOT, "..", "shared", "data", "mnist", "t10k-images-idx3-ubyte.gz")
 PATTERNS = {"one call": [None], "16 then 1 MiB + 5": [16] + [(1 << 20) + 5] * 20,

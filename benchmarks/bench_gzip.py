@@ -6,7 +6,7 @@ processes (see common.py for how each figure is taken):
   gzip -9nkf FILES...  and  gzip -6nkf FILES...               (one core, one stream)
 
 DIR holds the four official files decompressed. mnistconv deflates in fixed 1 MiB blocks
-on every core (mnistconv/parallel_gzip.py); GNU gzip is one stream on one core. Level 9
+on every core (mnistconv/io/parallel_gzip.py); GNU gzip is one stream on one core. Level 9
 is most of the time: MNIST's runs of zeros make its long match search expensive (about
 13 s of CPU for the training images, where level 6 takes about 1 s).
 

@@ -33,7 +33,7 @@ MARKER = re.compile(r"^<!-- generated: ([a-z-]+)(?: ([\w.-]+))? -->$", re.M)
 
 
 def _formats():
-    from mnistconv import registry
+    from mnistconv.formats import registry
     return list(registry.FORMATS.values())
 
 
@@ -125,7 +125,7 @@ def options_table(options):
 def format_page(name):
     """The generated head of a format's page: what it is, what it reads and writes, the
     names it goes by (its options and commands end the page)."""
-    from mnistconv import registry
+    from mnistconv.formats import registry
     f = registry.get(name)
     names = [f"`{e}`" for e in f.extensions] + [
         f"`{s}` (sets `{opt}` {val})" for s, (opt, val) in f.compression_suffixes]
@@ -160,7 +160,7 @@ def holds_table(f):
 
 def format_reference(name):
     """The generated end of a format's page: its options and the commands that use it."""
-    from mnistconv import registry
+    from mnistconv.formats import registry
     f = registry.get(name)
     out = []
     if f.read_options:
@@ -190,7 +190,7 @@ def format_layout(name):
     """The format's docstrings (its package's, and its code module's when that is
     another): the byte layout it reads and writes."""
     import importlib
-    from mnistconv import registry
+    from mnistconv.formats import registry
     f = registry.get(name)
     modules = [f.module]
     parent = f.module.rsplit(".", 1)[0]
@@ -240,7 +240,7 @@ def _command_docs(name, command):
 def cli_reference(_=None):
     """Every command of `mnistconv --help` through mkdocs-click, then the pairs."""
     import importlib
-    from mnistconv import registry
+    from mnistconv.formats import registry
     from mnistconv.cli import COMMANDS
     out = []
     for name, (where, _text) in COMMANDS.items():
@@ -263,11 +263,11 @@ def cli_reference(_=None):
 
 def api_reference(_=None):
     """A mkdocstrings entry for every name of mnistconv.__all__, where it is defined (the
-    record types load lazily, so their home is mnistconv.records)."""
+    record types load lazily, so their home is mnistconv.model.records)."""
     import mnistconv
     out = []
     for name in mnistconv.__all__:
-        home = "mnistconv.records" if name in mnistconv._RECORD_TYPES else "mnistconv"
+        home = "mnistconv.model.records" if name in mnistconv._RECORD_TYPES else "mnistconv"
         out += [f"::: {home}.{name}", "    options:", "      heading_level: 2",
                 "      filters: [\"!^_\"]", ""]
     return "\n".join(out)

@@ -13,18 +13,18 @@ library never prints, never exits and leaves signal handling to its host.
 
 # First, before any import that start-up has not already made (typing, re...): a Ctrl-C
 # in those would be a traceback. process.py imports only os, signal and sys.
-from .process import guard_start_up
+from .workers.process import guard_start_up
 
 guard_start_up()  # the `mnistconv` program only: see process.py; nothing in a library host
 import os  # noqa: E402 (after the guard)
 from typing import TYPE_CHECKING, Any, Optional, Union  # noqa: E402
 
-from . import registry  # noqa: E402
+from .formats import registry  # noqa: E402
 from .errors import CannotWrite, FormatError, MnistconvError, UsageError  # noqa: E402
 
 if TYPE_CHECKING:
-    from .records import Dataset, Progress, WriteResult
-    from .spec import Format
+    from .model.records import Dataset, Progress, WriteResult
+    from .model.spec import Format
 PathArg = Union[str, "os.PathLike[str]"]  # a path, or a URL (a str)
 
 # The record types need numpy: loaded on first use, so `mnistconv --help` does not.
@@ -32,10 +32,19 @@ _RECORD_TYPES = ("NO_PROGRESS", "ArraySplit", "Batch", "Dataset", "Header", "Out
                  "Progress", "Split")
 
 
+# The loaders, mnistconv.tf / .torch / .grain, live in mnistconv.loaders: found on first
+# use, so that `mnistconv.tf.dataset(...)` and `from mnistconv import tf` import no
+# framework until called.
+_LOADERS = ("tf", "torch", "grain")
+
+
 def __getattr__(name):
     if name in _RECORD_TYPES:
-        from . import records
+        from .model import records
         return getattr(records, name)
+    if name in _LOADERS:
+        import importlib
+        return importlib.import_module(f".loaders.{name}", __name__)
     raise AttributeError(f"module 'mnistconv' has no attribute '{name}'")
 
 
@@ -75,16 +84,16 @@ def detect(path: PathArg, from_flag: str = "--from") -> "Format":
     """
     path = _file_url(path)
     if "://" in str(path):
-        from . import remote
+        from .io import remote
         if remote.is_remote(path):
-            return remote.detect_input(path, from_flag)
+            return remote.detect_input(path, registry.detect_input, from_flag)
     return registry.detect_input(path, from_flag)
 
 
 def _complete_commits(path) -> None:
     """A commit a killed run left half done where path is, finished before it is read:
     the output is then the earlier set or the new one, never a mix (journal.py)."""
-    from . import journal
+    from .io import journal
     try:
         journal.complete_around(path)
     except OSError as e:
@@ -117,9 +126,9 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
     from .limits import check_option_name, is_safe_name, safe_split_name
     path = _file_url(path)
     if "://" in str(path):  # s3://, https://, memory://...: read from a local copy
-        from . import remote
+        from .io import remote
         if remote.is_remote(path):
-            return remote.read(path, read, format, split_name=split_name,
+            return remote.read(path, read, registry.detect_input, format, split_name=split_name,
                                grayscale=grayscale, **options)
     if str(path) != "-":
         _complete_commits(path)
@@ -128,7 +137,7 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
         raise UsageError(path, "is not a regular file (device, FIFO or socket)",
                          "name a regular file or a directory")
     if follow_links:
-        from .fileio import follow_links_under
+        from .io.fileio import follow_links_under
         follow_links_under(str(path))
     fmt = registry.get(format) if format else registry.detect_input(path)
     if split_name is not None:
@@ -162,7 +171,7 @@ def read(path: PathArg, format: Optional[str] = None, *, split_name: Optional[st
         dataset.notes.append(f"{path}: split name '{name}' assumed (the file does not "
                              "record it); choose another with --split-name")
     if grayscale:
-        from .stream import reduce_to_grayscale
+        from .model.stream import reduce_to_grayscale
         dataset = reduce_to_grayscale(dataset)
     return dataset
 
@@ -183,28 +192,29 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
         mnistconv.write(ds, "out/mnist", gzip=True)              # an IDX directory
         mnistconv.write(ds, "mnist.tfrecord.gz", force=True)     # gzip from the name
     """
-    from .records import NO_PROGRESS, WriteResult
+    from .model.records import NO_PROGRESS, WriteResult
     path = _file_url(path)
     if "://" in str(path):  # s3://, memory://...: written locally, then uploaded
-        from . import remote
+        from .io import remote
         if remote.is_remote(path):
-            return remote.write(dataset, path, write, format, force=force,
+            fmt = registry.get(format) if format else registry.detect_output(path)
+            return remote.write(dataset, path, write, fmt.name, force=force,
                                 progress=progress, **options)
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise CannotWrite(path, f"mnistconv cannot write {fmt.name}")
-    from .contract import admit, checked_options
+    from .formats.contract import admit, checked_options
     path, options = checked_options(fmt, path, options)
     admit(fmt, dataset, options)
-    from . import croissant
+    from .describe import croissant
     described = croissant.applies(fmt.name, path)
     if described:  # refused now, not after the data is written
         croissant.check_target(path, force)
-        from .identity import given
+        from .family.identity import given
         given(options)
     from contextlib import nullcontext
-    from .fileio import hashed_outputs
-    from .staging import one_commit
+    from .io.fileio import hashed_outputs
+    from .io.staging import one_commit
     with one_commit():  # the data and its croissant.json appear together or not at all
         # Parquet's croissant.json lists each file's SHA-256: hashed as they are written.
         with hashed_outputs() if described and fmt.name == "parquet" else nullcontext():
@@ -236,7 +246,7 @@ def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optiona
         mnistconv.convert("data/mnist", "mnist.npz",
                           select={"split_off": {"validation": 0.1}, "stratify": True})
     """
-    from . import stream
+    from .model import stream
     if select:  # a misspelt key is a usage error naming the valid ones, not a TypeError
         import inspect
         valid = [p for p in inspect.signature(stream.select).parameters

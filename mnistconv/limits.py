@@ -247,3 +247,7 @@ def count_in_range(value, option, limit) -> int:
         shown = value if isinstance(value, int) else printable(value)
         raise BadOption(None, f"{option} must be between 1 and {limit}, not {shown}")
     return number
+
+
+# Every JPEG encoder (codecs) and the --jpeg-quality option (formats) default to it.
+DEFAULT_JPEG_QUALITY = 95

@@ -23,8 +23,9 @@ HEAVY = frozenset({"tensorflow", "tensorflow_datasets", "torch", "torchvision", 
                    "apache_beam", "grain", "webdataset", "moto", "s3fs",
                    "medmnist"})
 # mnistconv's own modules that import one of them when first used.
-HEAVY_OWN = frozenset({"mnistconv.tf", "mnistconv.torch", "mnistconv.grain",
-                       "mnistconv.beam"})
+HEAVY_OWN = frozenset({"mnistconv.loaders.tf", "mnistconv.loaders.torch",
+                       "mnistconv.loaders.grain", "mnistconv.tf", "mnistconv.torch",
+                       "mnistconv.grain", "mnistconv.runners.beam"})
 PROCESS_MODULES = frozenset({"subprocess", "pty", "multiprocessing"})
 PROCESS_OS = frozenset({"fork", "forkpty", "system", "popen", "posix_spawn",
                         "posix_spawnp", "execv", "execve", "execvp", "execvpe", "execl",
@@ -93,7 +94,7 @@ class Classifier:
                 full = f"{previous.__name__}.{ins.argval}"
                 if previous.__name__ == "os" and ins.argval in PROCESS_OS:
                     found.add("process")
-                elif full in HEAVY_OWN:  # mnistconv.torch and the like
+                elif full in HEAVY_OWN:  # mnistconv.loaders.torch and the like
                     found.add("client")
                 elif _ours_module(previous):  # helpers.run_cli, peak.cli and the like
                     found |= self.of_object(getattr(previous, ins.argval, None))

@@ -87,7 +87,7 @@ def test_grain_array_record_data_source(written, sample):
 
 def test_mnistconv_grain_source(written, sample):
     grain = pytest.importorskip("grain")
-    import mnistconv.grain
+    import mnistconv.loaders.grain
     data = mnistconv.grain.source(written / "m.array_record", "test")
     assert len(data) == 200
     image, label = data[17]
@@ -99,7 +99,7 @@ def test_mnistconv_grain_source(written, sample):
 
 
 def test_take_reads_only_what_it_is_asked(written, sample, monkeypatch):
-    from mnistconv import stream
+    from mnistconv.model import stream
     from mnistconv.formats.arrayrecord import format as fmt
     decoded = []
     real = fmt.decode_record_image
@@ -312,7 +312,7 @@ import resource, sys
 import numpy as np
 import mnistconv
 from mnistconv.errors import FormatError
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 images = np.zeros((2, 28, 28), np.uint8)
 ds = Dataset("g", {"train": ArraySplit("train", images, np.array([1, 2], np.uint8))})
 mnistconv.write(ds, sys.argv[1] + "/ok.array_record", "arrayrecord")

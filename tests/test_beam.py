@@ -1,4 +1,4 @@
-"""Every runner of a shard plan (mnistconv/plan.py, mnistconv/beam.py) does what a local
+"""Every runner of a shard plan (mnistconv/runners/plan.py, mnistconv/runners/beam.py) does what a local
 run does: the same tree at the same place (the output named as write() names it: `bm`
 and `bm/` a folder, `.gz` gzip; made absolute for Beam's workers without losing the '/'
 that makes a name a folder; nothing written in the working directory), the same
@@ -14,7 +14,7 @@ import pytest
 import mnistconv
 from helpers import tree_hashes
 from plan_helpers import BEAM_MODES, beam_args, cli, last_error
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

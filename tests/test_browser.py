@@ -17,7 +17,7 @@ import zlib
 import numpy as np
 import pytest
 
-from mnistconv.serve import make_server
+from mnistconv.views.serve import make_server
 from mnistconv.formats import gdmnist
 from helpers import REPO, SAMPLE, run
 

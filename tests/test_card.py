@@ -194,7 +194,7 @@ def _pixels(page, split):
 ])
 def test_card_of_a_jpeg_conversion_counts_the_outputs_pixels(tmp_path, to, args):
     import mnistconv
-    from mnistconv import card
+    from mnistconv.describe import card
     named_idx(tmp_path / "data")
     dst = tmp_path / ("out" if to == "imagefolder" else "out.tfrecord")
     r = run("convert", tmp_path / "data", dst, "--to", to, "--card", "--split", "train",
@@ -210,7 +210,7 @@ def test_card_of_a_jpeg_conversion_counts_the_outputs_pixels(tmp_path, to, args)
     ours = {int(k): v for k, v in re.findall(
         r'data-label="(\d+)".*?<img class="mean" src="(data:[^"]+)"',
         split_section(page, "train"))}
-    from mnistconv import card_html
+    from mnistconv.describe import card_html
     assert [ours[k] for k in sorted(means)] == card_html._png_uris(
         [means[k] for k in sorted(means)])
 
@@ -226,7 +226,7 @@ def test_card_options_row_shows_no_empty_choice(tmp_path):
 
 
 def test_jpeg_quality_of_each_lossy_write():
-    from mnistconv.card import jpeg_quality
+    from mnistconv.describe.card import jpeg_quality
     assert jpeg_quality("tfrecord", {}) == 95
     assert jpeg_quality("tfrecord", {"preset": "tfds"}) is None
     assert jpeg_quality("tfrecord", {"image_format": "png"}) is None

@@ -258,7 +258,7 @@ def test_alpha_and_palette_pngs_keep_what_they_store(tmp_path):
 
 def test_transpose_of_colour_swaps_rows_and_columns_not_channels(tmp_path):
     path, fmt, images, _, _ = written(tmp_path, "imagefolder", "png")
-    ds = mnistconv.stream.select(mnistconv.read(path), transpose=True)
+    ds = mnistconv.model.stream.select(mnistconv.read(path), transpose=True)
     split = ds.splits["train"]
     assert tuple(split.header.shape) == (W, H, 3)
     assert np.array_equal(all_images(split), images.transpose(0, 2, 1, 3))
@@ -322,7 +322,7 @@ def test_the_library_keyword_on_convert(tmp_path):
 
 def test_tf_dataset_of_rgb_tfrecord_yields_three_channels(tmp_path):
     tf = pytest.importorskip("tensorflow")
-    import mnistconv.tf
+    import mnistconv.loaders.tf
     for kind in ("png", "jpeg"):
         path, _, images, labels, encoded = written(tmp_path / kind, "tfrecord", kind)
         got = list(mnistconv.tf.dataset(path, "train").as_numpy_iterator())

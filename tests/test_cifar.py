@@ -172,7 +172,7 @@ def test_wrong_number_of_names_is_one_line(tmp_path, capsys):
 
 def test_a_gdmnist_file_named_train_bin_stays_gdmnist(tmp_path):
     x, y = images_and_labels(3, 10, 1)
-    ds = mnistconv.Dataset("x", {"train": mnistconv.records.ArraySplit(
+    ds = mnistconv.Dataset("x", {"train": mnistconv.model.records.ArraySplit(
         "train", x[..., 0], y)})
     mnistconv.write(ds, tmp_path / "train.bin", "gdmnist")
     assert mnistconv.read(tmp_path / "train.bin").format == "gdmnist"

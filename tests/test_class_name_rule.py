@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import registry
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.formats import registry
+from mnistconv.model.records import ArraySplit, Dataset
 
 from helpers import run_main as run
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 
 from helpers import DAMAGED, SAMPLE, run_main as run
 
@@ -123,7 +123,7 @@ def test_names_that_miss_a_label_are_refused_by_every_writer(tmp_path, fmt, name
     assert str(error.value) == message
     assert os.listdir(tmp_path) == []
     if fmt == "tfrecord":
-        from mnistconv.plan import make_plan
+        from mnistconv.runners.plan import make_plan
         with pytest.raises(mnistconv.FormatError, match="label 12 of train example 2"):
             make_plan(dataset, str(tmp_path / name), fmt, {})
 

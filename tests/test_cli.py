@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import registry
+from mnistconv.formats import registry
 from helpers import SAMPLE, make_idx_dir, run, small_digits
 
 
@@ -244,9 +244,9 @@ def test_sample_converts_to_every_writer(tmp_path):
 def test_progress_only_for_a_terminal(monkeypatch, capsys):
     from mnistconv.cli import common
     monkeypatch.setattr(common, "stderr_is_terminal", lambda: False)
-    assert type(common.make_progress(quiet=False)) is mnistconv.records.Progress
+    assert type(common.make_progress(quiet=False)) is mnistconv.model.records.Progress
     monkeypatch.setattr(common, "stderr_is_terminal", lambda: True)
-    assert type(common.make_progress(quiet=True)) is mnistconv.records.Progress
+    assert type(common.make_progress(quiet=True)) is mnistconv.model.records.Progress
     bars = common.make_progress(quiet=False)
     assert isinstance(bars, common.RichProgress)
     bars.start("train", 10)

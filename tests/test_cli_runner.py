@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from helpers import SAMPLE
-from mnistconv import registry
+from mnistconv.formats import registry
 from mnistconv.cli import CliError, cli, main
 
-CLI_DIR = os.path.join(os.path.dirname(registry.__file__), "cli")
+CLI_DIR = os.path.join(os.path.dirname(os.path.dirname(registry.__file__)), "cli")
 
 SAMPLE_FILES = (
     ("0a725c351dacd1932a68938c0366707d4a6069c4a542eeb44ba6f7b8126ee1b5", 161728,
@@ -271,7 +271,7 @@ def test_formats_markdown_table_lists_every_registered_format():
     (tests/test_docs_site.py checks the built pages)."""
     result = CliRunner().invoke(cli, ["formats", "--markdown"])
     assert result.exit_code == 0
-    from mnistconv import registry
+    from mnistconv.formats import registry
     overview, holds = result.output.split("\n\n")
     for table in (overview, holds):  # then what each holds (contract.admit's table)
         rows = table.splitlines()[2:]

@@ -85,7 +85,7 @@ def test_preview_draws_rgb_images_in_colour(tmp_path, capsys, cifar):
     """The contact sheet of a colour split is an RGB PNG whose cells hold the images'
     own pixels (grey images keep a grey sheet)."""
     from PIL import Image
-    from mnistconv import view
+    from mnistconv.views import view
     src, truth = cifar
     code, _, err = run_main(capsys, "preview", src, "-o", tmp_path / "p.png", "--scale", "1")
     assert code == 0, err
@@ -104,7 +104,7 @@ def test_preview_draws_rgb_images_in_colour(tmp_path, capsys, cifar):
 
 def test_compare_reports_each_channels_difference(tmp_path, capsys, cifar):
     import mnistconv
-    from mnistconv.records import ArraySplit, Dataset
+    from mnistconv.model.records import ArraySplit, Dataset
     src, truth = cifar
     x, y = truth["test"]
     changed = x.copy()
@@ -116,7 +116,7 @@ def test_compare_reports_each_channels_difference(tmp_path, capsys, cifar):
     green = 40
     changed[1, 3, 3, 1] = shift(int(x[1, 3, 3, 1]), green)
     mnistconv.write(Dataset("g", {"test": ArraySplit("test", changed, y)}), tmp_path / "m.npz")
-    from mnistconv.compare import compare
+    from mnistconv.views.compare import compare
     result = compare(mnistconv.read(src), mnistconv.read(tmp_path / "m.npz"))
     pair = result.splits[0]
     assert pair.channel_max == [0.0, float(green), 7.0]
@@ -235,7 +235,7 @@ def test_grain_reads_rgb_arrayrecord_exactly(tmp_path, capsys, cifar):
     Grain MapDataset batches them as H x W x 3."""
     import grain
     import tensorflow as tf
-    import mnistconv.grain
+    import mnistconv.loaders.grain
     src, truth = cifar
     convert(capsys, src, tmp_path / "c.array_record", "--to", "arrayrecord")
     for split, (x, y) in truth.items():

@@ -103,7 +103,7 @@ def as_arrays(ds):
 def test_keras_learns_cifar_from_mnistconvs_png_tfrecords_as_from_the_arrays(
         tmp_path, capsys, cifar):
     import tensorflow as tf
-    import mnistconv.tf
+    import mnistconv.loaders.tf
     tf.config.experimental.enable_op_determinism()
     code, _, err = run_main(capsys, "convert", cifar, tmp_path / "c.tfrecord",
                             "--preset", "tfds")

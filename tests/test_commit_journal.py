@@ -1,7 +1,7 @@
 """A --force commit killed at any step leaves the earlier set or the new set, whole.
 
 The commit path counts its steps; MNISTCONV_TEST_KILL_AT=N makes the Nth SIGKILL the
-process (mnistconv.journal.step). Each test kills a real `mnistconv convert --force`
+process (mnistconv.io.journal.step). Each test kills a real `mnistconv convert --force`
 at every step in turn, then reads the output (a read finishes a dead run's commit
 first) and compares every file beside it, by name and SHA-256, with the earlier set
 and with the set an uninterrupted run makes.
@@ -18,7 +18,7 @@ import pytest
 
 import mnistconv
 from helpers import REPO, make_idx_dir, small_digits
-from mnistconv.staging import STAGING_MARK
+from mnistconv.io.staging import STAGING_MARK
 
 JOURNAL_MARK = ".mnistconv-journal-"
 

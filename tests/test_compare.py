@@ -8,8 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from mnistconv import ArraySplit, Batch, Dataset, compare as comparing, registry
-from mnistconv.records import Split
+from mnistconv import ArraySplit, Batch, Dataset
+from mnistconv.views import compare as comparing
+from mnistconv.formats import registry
+from mnistconv.model.records import Split
 from helpers import SAMPLE, make_idx_dir, run, small_digits
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import registry
+from mnistconv.formats import registry
 from mnistconv.errors import FormatError, MnistconvError, UsageError
 from helpers import REPO, run
 

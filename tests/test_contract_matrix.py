@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import registry
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.formats import registry
+from mnistconv.model.records import ArraySplit, Dataset
 from test_contract_suite import LOSSLESS, WRITERS, files_under, images_of, target, write
 
 
@@ -35,7 +35,7 @@ class WithExtras(ArraySplit):
 
 @pytest.mark.parametrize("name", WRITERS)
 def test_extras_are_kept_or_dropped_as_declared(tmp_path, name):
-    from mnistconv.stream import extra_fields
+    from mnistconv.model.stream import extra_fields
     fmt = registry.get(name)
     rng = np.random.default_rng(3)
     table = rng.integers(-1000, 1000, (12, 2), dtype=np.int32)
@@ -158,7 +158,7 @@ def table_says_it_holds(table, case) -> bool:
                                   else c for c in CASES])
 @pytest.mark.parametrize("name", WRITERS)
 def test_each_case_round_trips_or_is_refused_at_the_door(tmp_path, name, case):
-    from mnistconv.contract import cannot_hold
+    from mnistconv.formats.contract import cannot_hold
     from mnistconv.errors import CannotWrite
     fmt = registry.get(name)
     ds = case_dataset(**CASES[case])

@@ -8,7 +8,7 @@ missing extra skips only that format, naming it), is held to the same promises:
 - an empty split reads back empty, or is refused before anything is written;
 - a format that streams writes to stdout the bytes it writes to a file.
 
-The formats come from mnistconv.registry, so a new format is held to all of it by
+The formats come from mnistconv.formats.registry, so a new format is held to all of it by
 registering; the only hand-written table is which write options are lossless.
 """
 
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import registry
+from mnistconv.formats import registry
 from mnistconv.errors import FormatError, MissingDependency, MnistconvError
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import run, stderr_of, tree_hashes
 
 WRITERS = [f.name for f in registry.writers()]

@@ -241,7 +241,7 @@ def test_quiet_conversions_still_record_every_sha256(tmp_path):
 
 def test_a_planned_run_writes_the_same_croissant_json_as_a_local_one(tmp_path):
     # A plan's tasks and its finish write the same tree as write(): the metadata included.
-    from mnistconv import plan
+    from mnistconv.runners import plan
     images, labels = small_digits(40)
     np.savez(tmp_path / "s.npz", x_train=images, y_train=labels)
     ds = mnistconv.read(str(tmp_path / "s.npz"))

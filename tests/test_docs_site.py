@@ -15,7 +15,7 @@ import click
 import pytest
 
 from helpers import REPO, run
-from mnistconv import registry
+from mnistconv.formats import registry
 from mnistconv.cli import COMMANDS, cli
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
@@ -137,10 +137,10 @@ def test_the_api_reference_documents_every_public_name(site):
     import mnistconv
     raw = (site / "api.html").read_text(encoding="utf-8")
     for name in mnistconv.__all__:
-        home = "mnistconv.records" if name in mnistconv._RECORD_TYPES else "mnistconv"
+        home = "mnistconv.model.records" if name in mnistconv._RECORD_TYPES else "mnistconv"
         assert f'id="{home}.{name}"' in raw, name
     for loader in ("tf.dataset", "torch.dataset", "grain.source"):
-        assert f'id="mnistconv.{loader}"' in raw, loader
+        assert f'id="mnistconv.loaders.{loader}"' in raw, loader
 
 
 def test_readme_links_lead_to_files_that_exist():

@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mnistconv import download as dl
+from mnistconv.family import download as dl
 from helpers import run_main as run_cli
 from mnistconv.errors import MnistconvError, UsageError
-from mnistconv.fileio import STAGING_MARK
-from mnistconv.records import Progress
+from mnistconv.io.fileio import STAGING_MARK
+from mnistconv.model.records import Progress
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"

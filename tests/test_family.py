@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import view
+from mnistconv.views import view
+from mnistconv.formats import registry
 from mnistconv.formats.idx import format as idx_format
 from helpers import NOT_THIS_FORMAT, run_main as run
 
@@ -205,10 +206,10 @@ def test_qmnist_class_is_column_0_and_extras_travel_in_npz(tmp_path, capsys):
         assert (f["extra_test"] == tables["test"][:, 1:]).all()
         assert f["extra_columns"].tolist()[:2] == ["hsf_series", "writer_id"]
     # Read back from npz, a selection keeps each row's extras with it.
-    sub = mnistconv.stream.select(mnistconv.read(tmp_path / "q.npz"), ["train"],
+    sub = mnistconv.model.stream.select(mnistconv.read(tmp_path / "q.npz"), ["train"],
                                   shuffle=True, seed=4, limit=5)
     split = sub.splits["train"]
-    names, extra = mnistconv.stream.extra_fields(split)
+    names, extra = mnistconv.model.stream.extra_fields(split)
     assert (extra == tables["train"][split.indices(), 1:]).all()
     # IDX and TFRecord cannot hold them: the labels are the classes, as uint8.
     code, *_ = run(capsys, "convert", src, tmp_path / "idx")
@@ -327,8 +328,8 @@ def test_k49_npz_pair_round_trips_byte_exact_through_idx(tmp_path, capsys):
     src, arrays = k49(tmp_path / "k49")
     with np.load(src / "k49-train-imgs.npz") as f:
         assert f.files == ["arr_0"]
-    assert mnistconv.registry.detect_input(str(src)).name == "kmnist"
-    assert mnistconv.registry.detect_input(str(src / "k49-test-imgs.npz")).name == "kmnist"
+    assert registry.detect_input(str(src)).name == "kmnist"
+    assert registry.detect_input(str(src / "k49-test-imgs.npz")).name == "kmnist"
     code, out, err = run(capsys, "convert", src, tmp_path / "idx")
     assert code == 0
     for split, stem in (("train", "train"), ("test", "t10k")):
@@ -437,11 +438,11 @@ def test_quickdraw_limit_reads_only_the_first_files(tmp_path, monkeypatch):
         opened.append(k)
         return real(self, k)
     monkeypatch.setattr(qd.QuickDrawSplit, "_map", spy)
-    ds = mnistconv.stream.select(mnistconv.read(src), limit=3)
+    ds = mnistconv.model.stream.select(mnistconv.read(src), limit=3)
     list(ds.splits["train"].batches())
     assert opened == [0]
     opened.clear()
-    ds = mnistconv.stream.select(mnistconv.read(src), per_class=1)
+    ds = mnistconv.model.stream.select(mnistconv.read(src), per_class=1)
     list(ds.splits["train"].batches())
     assert sorted(opened) == [0, 1, 2]
 
@@ -504,7 +505,7 @@ def test_torchvision_agrees_on_emnist(tmp_path):
     upright = np.concatenate([b.images for b in ours.batches()])
     # torchvision keeps EMNIST as stored: ours is its transpose, upright.
     assert (upright == np.swapaxes(theirs.data.numpy(), 1, 2)).all()
-    stored = mnistconv.stream.select(mnistconv.read(raw), transpose=False).splits["train"]
+    stored = mnistconv.model.stream.select(mnistconv.read(raw), transpose=False).splits["train"]
     assert (np.concatenate([b.images for b in stored.batches()]) == theirs.data.numpy()).all()
     assert (ours.labels() == theirs.targets.numpy()).all()
     assert len(ours.header.class_names) == len(theirs.classes) == 27
@@ -524,4 +525,4 @@ def test_torchvision_agrees_on_qmnist(tmp_path):
                 theirs.data.numpy()).all()
         full = theirs.targets.numpy()
         assert (mine.labels() == full[:, 0]).all()
-        assert (mnistconv.stream.extra_fields(mine)[1] == full[:, 1:]).all()
+        assert (mnistconv.model.stream.extra_fields(mine)[1] == full[:, 1:]).all()

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from helpers import make_idx_dir, run, small_digits
-from mnistconv import registry
+from mnistconv.formats import registry
 
 # Per writer: the output's name and runs (options) that change which files it writes.
 RUNS = {

@@ -16,7 +16,7 @@ from mnistconv.errors import FormatError
 from mnistconv.codecs.classes import KMNIST, MAX_CLASS_NAME_LENGTH
 from mnistconv.limits import MAX_CLASSES
 from mnistconv.packs import browser as pack
-from mnistconv.packs.manifest import dumps, open_manifest
+from mnistconv.formats.gdmnist.manifest import dumps, open_manifest
 from mnistconv.formats.gdmnist import split_name
 
 from helpers import SAMPLE, files_in, run_main as run

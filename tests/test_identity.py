@@ -18,7 +18,7 @@ import pytest
 import mnistconv
 from helpers import SAMPLE, make_idx_dir, run, stderr_of
 from mnistconv.codecs.classes import FASHION_MNIST
-from mnistconv.sources import FAMILIES
+from mnistconv.family.sources import FAMILIES
 
 MNIST_LICENSE = "https://creativecommons.org/licenses/by-sa/3.0/"
 # What would betray a borrowed identity, in any spelling a metadata file uses.
@@ -85,7 +85,7 @@ def test_mnist_labels_beside_random_images_prove_nothing(tmp_path, official_dir)
     header = np.array([2051, 10000, 28, 28], ">u4").tobytes()
     with gzip.open(folder / "t10k-images-idx3-ubyte.gz", "wb") as f:
         f.write(header + rng.integers(0, 256, 10000 * 784, dtype=np.uint8).tobytes())
-    from mnistconv.provenance import family_of
+    from mnistconv.family.provenance import family_of
     assert family_of(mnistconv.read(folder)) is None
     assert family_of(mnistconv.read(official_dir)).name == "mnist"
 
@@ -126,7 +126,7 @@ def test_the_bundled_sample_is_a_known_slice_of_mnist(official_dir):
         header = 16 if "images" in f.name else 8
         assert content[:4] == official[:4] and content[8:header] == official[8:header]
         assert content[header:] == official[header:len(content)]
-    from mnistconv.provenance import family_of
+    from mnistconv.family.provenance import family_of
     assert family_of(mnistconv.read(SAMPLE)) is mnist
 
 

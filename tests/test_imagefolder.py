@@ -11,7 +11,7 @@ import pytest
 
 import mnistconv
 from mnistconv.formats.imagefolder.format import class_folders
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import (
     CUT_SHORT, SAMPLE, cli_fails, converts_back_to_the_sample, png, run, sample_arrays,
     small_digits, stderr_of)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import process
-from mnistconv.records import Progress, WriteResult
+from mnistconv.workers import process
+from mnistconv.model.records import Progress, WriteResult
 from helpers import SAMPLE, make_idx_dir
 from tfrecord_helpers import digit_like
 

@@ -20,10 +20,10 @@ tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 pytest.importorskip("array_record")
 pytest.importorskip("tensorflow_datasets")
-import mnistconv.grain  # noqa: E402  (after the skips: they need their clients)
-import mnistconv.tf  # noqa: E402
-import mnistconv.torch  # noqa: E402
-from mnistconv.records import ArraySplit, Dataset  # noqa: E402
+import mnistconv.loaders.grain  # noqa: E402  (after the skips: they need their clients)
+import mnistconv.loaders.tf  # noqa: E402
+import mnistconv.loaders.torch  # noqa: E402
+from mnistconv.model.records import ArraySplit, Dataset  # noqa: E402
 
 LOADERS = (mnistconv.grain.source, mnistconv.tf.dataset, mnistconv.torch.dataset)
 FORMATS = ("idx", "npz", "parquet", "tfrecord", "arrayrecord", "imagefolder", "cifar",
@@ -230,7 +230,7 @@ def test_several_splits_and_none_named_train(tmp_path, digits):
 
 def test_grain_reads_by_position_or_holds_the_split_within_the_budget(written,
                                                                       monkeypatch):
-    from mnistconv import budget
+    from mnistconv.io import budget
     monkeypatch.setattr(budget, "MAX_IN_MEMORY", 28 * 28 * 12)  # the test split exactly
     images, labels = written["parquet"][1]["test"]
     data = mnistconv.grain.source(written["parquet"][0], "test")  # held: Parquet can't seek

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.sources import MEDMNIST
+from mnistconv.family.sources import MEDMNIST
 from helpers import run_main
 
 COUNTS = {"train": 5, "val": 3, "test": 4}
@@ -160,7 +160,7 @@ def test_info_counts_the_images_carrying_each_of_chestmnists_labels(tmp_path, ca
 def test_npz_written_with_medmnist_keys_reads_back_with_from_npz(tmp_path):
     """The npz writer's keys=medmnist file reads back as npz (the format it was written
     as), by detection (medmnist) and as medmnist, all alike."""
-    from mnistconv.records import ArraySplit, Dataset
+    from mnistconv.model.records import ArraySplit, Dataset
     rng = np.random.default_rng(3)
     images = {s: rng.integers(0, 256, (n, 28, 28, 3), dtype=np.uint8)
               for s, n in (("train", 4), ("validation", 2), ("test", 3))}

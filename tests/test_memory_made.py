@@ -116,7 +116,7 @@ def test_a_card_keeps_thumbnails_not_full_size_images(tmp_path):
 
 
 def test_a_card_sample_is_every_kth_pixel():
-    from mnistconv import card
+    from mnistconv.describe import card
     stats = card.SplitStats("train", None)
     image = np.arange(1024 * 1024, dtype=np.uint32).reshape(1024, 1024) % 251
     stats.add(image[None].astype(np.uint8), np.array([3]))
@@ -126,7 +126,7 @@ def test_a_card_sample_is_every_kth_pixel():
 
 
 def test_a_card_holds_at_most_its_sample_budget_over_many_classes():
-    from mnistconv import card
+    from mnistconv.describe import card
     stats = card.SplitStats("train", None)
     images = np.zeros((8192, 64, 64), np.uint8)
     stats.add(images, np.arange(8192) % 4096)
@@ -178,8 +178,8 @@ def test_workers_share_the_budget_of_the_process_tree(tmp_path):
 
 
 def test_each_worker_gets_its_share():
-    from mnistconv import budget
-    from mnistconv.parallel import ParallelEncoder
+    from mnistconv.io import budget
+    from mnistconv.workers.parallel import ParallelEncoder
     mnist = ParallelEncoder([], workers=4, record_bytes=784, chunk=1000)
     assert mnist.workers == 4
     large = ParallelEncoder([], workers=4, record_bytes=8192 * 8192, chunk=1)
@@ -192,7 +192,7 @@ def test_a_cards_means_are_drawn_at_the_samples_size():
     """The fuzz pass's one traceback (webdataset images, case 13 of run L1): a mean kept
     at full size beside thumbnail samples could not be drawn in one stack."""
     from types import SimpleNamespace
-    from mnistconv import card, card_html
+    from mnistconv.describe import card, card_html
     stats = card.SplitStats("train", SimpleNamespace(shape=(1024, 1024), dtype=np.uint8,
                                                      class_names=()))
     stats.add(np.full((1, 1024, 1024), 7, np.uint8), np.array([3]))

@@ -12,7 +12,8 @@ import pytest
 
 import mnistconv
 from helpers import make_idx_dir, png, run_main, small_digits
-from mnistconv import ArraySplit, Dataset, registry
+from mnistconv import ArraySplit, Dataset
+from mnistconv.formats import registry
 from mnistconv.errors import FormatError
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 
 from helpers import run_main as run, tree_hashes
 

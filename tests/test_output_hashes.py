@@ -8,7 +8,7 @@ import json
 import pytest
 
 import mnistconv
-from mnistconv import fileio
+from mnistconv.io import fileio
 from helpers import make_idx_dir, run_main, small_digits
 
 

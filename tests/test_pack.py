@@ -392,12 +392,12 @@ def test_the_manifest_model_knows_no_format_and_a_plain_read_no_pack(tmp_path):
     pack.build_browser_pack(SAMPLE, tmp_path / "p", train_per_class=5, validation_size=300,
                             validation_per_class=5, test_per_class=5, splits=("test",))
     code = ("import sys, mnistconv\n"
-            "from mnistconv.packs.manifest import open_manifest\n"
+            "from mnistconv.formats.gdmnist.manifest import open_manifest\n"
             "print('mnistconv.formats.gdmnist.format' in sys.modules)\n"
-            "del sys.modules['mnistconv.packs.manifest'], sys.modules['mnistconv.packs']\n"
+            "del sys.modules['mnistconv.formats.gdmnist.manifest'], sys.modules['mnistconv.packs']\n"
             "for path in sys.argv[1:]:\n"
             "    ds = mnistconv.read(path)\n"
-            "    print(list(ds.splits), 'mnistconv.packs.manifest' in sys.modules)\n")
+            "    print(list(ds.splits), 'mnistconv.formats.gdmnist.manifest' in sys.modules)\n")
     r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "p" / "test.bin"),
                         str(tmp_path / "p")], capture_output=True,
                        env=dict(__import__("os").environ, PYTHONPATH=str(REPO)))

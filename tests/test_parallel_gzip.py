@@ -17,7 +17,7 @@ import zlib
 import numpy as np
 import pytest
 
-from mnistconv import parallel_gzip as pg
+from mnistconv.io import parallel_gzip as pg
 from mnistconv.errors import UsageError
 from helpers import files_in, idx_bytes, make_idx_dir, run, small_digits
 

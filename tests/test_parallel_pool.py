@@ -1,4 +1,4 @@
-"""mnistconv.parallel's fork pool closes the workers' job pipes once the records it was
+"""mnistconv.workers.parallel's fork pool closes the workers' job pipes once the records it was
 told of are handed out (each worker leaves after its last job, while the parent takes
 the last results); pieces beyond that total are still encoded, in order."""
 
@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from mnistconv.parallel import ParallelEncoder
+from mnistconv.workers.parallel import ParallelEncoder
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork pool: POSIX")
 

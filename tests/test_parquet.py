@@ -18,7 +18,7 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 import mnistconv  # noqa: E402
-from mnistconv.records import ArraySplit, Dataset  # noqa: E402
+from mnistconv.model.records import ArraySplit, Dataset  # noqa: E402
 
 EXPECTED = ("mnistconv reads an image column (a struct of PNG or JPEG bytes and a path, "
             "as datasets' Image() stores it) and an integer label column")
@@ -443,7 +443,7 @@ def test_batches_hold_at_most_the_budget_of_pixels(tmp_path, monkeypatch):
     # array of 3 such rows (768 MiB) was allocated before any image was decoded.
     # (Now with noise and a smaller budget: six zero PNGs of 4096 x 4096 in 2 KB of file
     # are refused by the expansion rule.)
-    from mnistconv import budget
+    from mnistconv.io import budget
     monkeypatch.setattr(budget, "BATCH_BYTES", 2 * 512 * 512)
     rng = np.random.default_rng(4)
     path = tmp_path / "train.parquet"

@@ -1,4 +1,4 @@
-"""Shard plans (mnistconv/plan.py), resume and Beam (mnistconv/beam.py): every way of
+"""Shard plans (mnistconv/runners/plan.py), resume and Beam (mnistconv/runners/beam.py): every way of
 running a plan gives the bytes of one local run."""
 
 import hashlib
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import plan as plans
+from mnistconv.runners import plan as plans
 from helpers import tree_hashes
 from plan_helpers import BEAM_MODES, beam_args, cli as _cli, in_order, job_array_slices, kill_and_resume, \
     last_error as _last_error, run_tasks
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

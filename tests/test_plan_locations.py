@@ -1,4 +1,4 @@
-"""Planned runs (mnistconv.plan) to a URL and read back (issue 35): a planned, sliced,
+"""Planned runs (mnistconv.runners.plan) to a URL and read back (issue 35): a planned, sliced,
 resumed or Beam run to s3:// (moto's server on 127.0.0.1) writes its shards into the
 bucket and nothing in the working folder, https:// is refused in one line; the progress
 record, finished shards and metadata are read back through the guarded opener (a link,
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import REPO, run, stderr_of, tree_hashes
 from plan_helpers import beam_args
 from test_remote import s3_env, sha

@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import plan as plans
+from mnistconv.runners import plan as plans
+from mnistconv.model.stream import RangeSplit
 from helpers import tree_hashes
 from plan_helpers import BEAM_MODES, beam_args, cli as _cli, in_order, job_array_slices, kill_and_resume, \
     last_error as _last_error, run_tasks
-from mnistconv.records import ArraySplit, Dataset, Split
+from mnistconv.model.records import ArraySplit, Dataset, Split
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -367,7 +368,7 @@ def test_a_split_that_cannot_seek_plans_the_same_bytes(tmp_path, fmt, opts):
         ds.splits[name] = _Stream(name, split.take(np.arange(split.header.count)),
                                   split.labels())
         ds.splits[name].header = split.header
-    assert plans.RangeSplit(ds.splits["train"], 0, 10).can_seek is False
+    assert RangeSplit(ds.splits["train"], 0, 10).can_seek is False
     path = "tf" if fmt == "tfds" else "w/m.tar"
     local = mnistconv.write(base, str(tmp_path / "a" / path), fmt, **opts)
     plan = plans.make_plan(ds, str(tmp_path / "b" / path), fmt, opts)

@@ -125,7 +125,7 @@ def test_index_files_hold_past_the_first_chunk_in_every_split(tmp_path):
 
 @pytest.mark.parametrize("opener", ["create_staged", "open_staged"])
 def test_a_link_at_a_staged_path_is_not_written_through(tmp_path, opener):
-    from mnistconv import staging
+    from mnistconv.io import staging
     victim = tmp_path / "victim"
     victim.write_bytes(b"keep me")
     link = tmp_path / "staged"
@@ -158,7 +158,7 @@ def test_json_on_a_signal_reports_the_exit_code_the_process_has(tmp_path, capsys
     images, labels = small_digits(40)
     src = tmp_path / "in.npz"
     np.savez(src, x_train=images, y_train=labels)
-    from mnistconv.staging import StagedOutput
+    from mnistconv.io.staging import StagedOutput
     real = StagedOutput.file
 
     def signalled(self, target):

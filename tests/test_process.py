@@ -25,18 +25,18 @@ def probe(setup, env_value=None):
 
 
 def test_the_command_line_asks_for_one_blas_thread_before_numpy_loads():
-    setup = ("from mnistconv.process import tune_command_line; tune_command_line(); "
+    setup = ("from mnistconv.workers.process import tune_command_line; tune_command_line(); "
              "assert 'numpy' not in sys.modules or print('numpy was loaded')")
     assert probe(setup) == "1"
 
 
 def test_a_users_blas_threads_are_kept():
-    setup = "from mnistconv.process import tune_command_line; tune_command_line()"
+    setup = "from mnistconv.workers.process import tune_command_line; tune_command_line()"
     assert probe(setup, "3") == "3"
 
 
 def test_after_numpy_is_loaded_nothing_changes():
-    setup = ("import numpy; from mnistconv.process import single_blas_thread; "
+    setup = ("import numpy; from mnistconv.workers.process import single_blas_thread; "
              "single_blas_thread()")
     assert probe(setup) == "unset"
 

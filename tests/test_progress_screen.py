@@ -196,7 +196,7 @@ def test_an_interrupted_command_ends_its_display_before_the_message(tmp_path):
 def test_iter_batches_asks_for_small_pieces_only_while_drawing():
     """What the display relies on: Progress.batch caps the reader's batches and
     Progress.step cuts them for the writer; without a display, batches are as read."""
-    from mnistconv.records import ArraySplit, Progress, iter_batches
+    from mnistconv.model.records import ArraySplit, Progress, iter_batches
 
     class Recording(ArraySplit):
         def batches(self, batch_size=8192):

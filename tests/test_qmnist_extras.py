@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import plan as plans
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.runners import plan as plans
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import tree_hashes
 from test_family import qmnist, run
 
@@ -83,7 +83,7 @@ def test_webdataset_library_reads_the_extra_fields(tmp_path, capsys):
         assert int(s["cls"]) == row[0]
     # mnistconv reads them back in the shuffled order.
     split = mnistconv.read(tmp_path / "w").splits["train"]
-    names, table = mnistconv.stream.extra_fields(split)
+    names, table = mnistconv.model.stream.extra_fields(split)
     assert list(names) == COLUMNS and table.dtype == np.int32
     assert np.array_equal(table, tables["train"][split.indices(), 1:])
 
@@ -94,7 +94,7 @@ def test_webdataset_without_extras_json_is_index_and_class_only(tmp_path):
     with tarfile.open(tmp_path / "w" / "m-train-000000.tar") as tar:
         assert tar.extractfile("000000.json").read() == b'{"index": 0, "class": "2"}'
     back = mnistconv.read(tmp_path / "w").splits["train"]
-    assert mnistconv.stream.extra_fields(back) is None
+    assert mnistconv.model.stream.extra_fields(back) is None
 
 
 def _tar(path, metas):
@@ -159,7 +159,7 @@ def test_json_keys_that_are_not_integers_in_every_sample_are_ignored(tmp_path, c
     _tar(path, [{"index": 0, "caption": "a", "w": 2.5, "ok": True, "n": 7},
                 {"index": 1, "caption": "b", "w": 1.0, "ok": False, "n": -7}])
     split = mnistconv.read(path).splits["train"]
-    names, table = mnistconv.stream.extra_fields(split)
+    names, table = mnistconv.model.stream.extra_fields(split)
     assert names == ("n",) and table.tolist() == [[7], [-7]]
 
 
@@ -214,7 +214,7 @@ def test_parquet_without_extras_has_only_image_and_label(tmp_path):
     assert schema.metadata[b"huggingface"] == (
         b'{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["0", '
         b'"1", "2"], "_type": "ClassLabel"}}}}')
-    assert mnistconv.stream.extra_fields(mnistconv.read(tmp_path / "m.parquet")
+    assert mnistconv.model.stream.extra_fields(mnistconv.read(tmp_path / "m.parquet")
                                          .splits["m"]) is None
 
 
@@ -232,7 +232,7 @@ def test_hub_parquet_integer_columns_are_extra_fields(tmp_path, capsys):
                       "id": pa.array([2 ** 40, 1, 2], pa.int64()),
                       "note": ["a", "b", "c"], "flag": pa.array([1, 0, 1], pa.uint8())})
     pq.write_table(table, tmp_path / "train.parquet")
-    names, extra = mnistconv.stream.extra_fields(
+    names, extra = mnistconv.model.stream.extra_fields(
         mnistconv.read(tmp_path / "train.parquet").splits["train"])
     assert names == ("writer", "flag") and extra.dtype == np.int32
     assert extra.tolist() == [[7, 1], [-8, 0], [2 ** 31 - 1, 1]]
@@ -308,7 +308,7 @@ def test_shard_plans_give_a_local_runs_bytes(tmp_path, fmt, path, opts):
     pytest.importorskip("pyarrow")
     src, tables = qmnist(tmp_path / "q", n_train=14, n_test=7)
     # Shuffled: each planned shard takes its rows' extra fields from the selection.
-    ds = mnistconv.stream.select(mnistconv.read(src), shuffle=True, seed=9)
+    ds = mnistconv.model.stream.select(mnistconv.read(src), shuffle=True, seed=9)
     mnistconv.write(ds, str(tmp_path / "a" / path), fmt, **opts)
     plan = plans.make_plan(ds, str(tmp_path / "b" / path), fmt, opts)
     plans.prepare(ds, str(tmp_path / "b" / path), plan)
@@ -319,7 +319,7 @@ def test_shard_plans_give_a_local_runs_bytes(tmp_path, fmt, path, opts):
     back = mnistconv.read(tmp_path / "b" / os.path.dirname(path) if fmt == "webdataset"
                           else tmp_path / "b" / path)
     for name, split in back.splits.items():
-        names, table = mnistconv.stream.extra_fields(split)
+        names, table = mnistconv.model.stream.extra_fields(split)
         order = ds.splits[name].indices()
         assert list(names) == COLUMNS
         assert np.array_equal(table, tables[name][order, 1:])

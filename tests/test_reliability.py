@@ -36,9 +36,9 @@ import pytest
 
 import mnistconv
 from helpers import REPO, SAMPLE, idx_bytes, run
-from mnistconv import registry
+from mnistconv.formats import registry
 from mnistconv.cli import main
-from mnistconv.fileio import STAGING_MARK
+from mnistconv.io.fileio import STAGING_MARK
 
 WRITERS = [f.name for f in registry.writers()]
 # Options that make a writer slow enough (compression, encoding) to be caught mid-write.
@@ -247,7 +247,7 @@ def test_sigint_during_renames_is_held_until_the_output_is_complete(tmp_path, mo
     arriving after the first must not leave one new file among three old ones: it
     takes effect after the last rename."""
     target = tmp_path / "out"
-    from mnistconv import stream
+    from mnistconv.model import stream
     small = stream.select(_sample_dataset(), [], 10)
     mnistconv.write(small, str(target), "idx")
     old = tree_hashes(target)

@@ -1,4 +1,4 @@
-"""Remote paths through fsspec (mnistconv.remote): memory://, a loopback HTTP server and
+"""Remote paths through fsspec (mnistconv.io.remote): memory://, a loopback HTTP server and
 the S3 API of a moto server on 127.0.0.1 give the same bytes as local files; an upload
 that fails half-way leaves no object under the final name; reading a remote input
 keeps memory bounded; errors name the remote path in one line."""

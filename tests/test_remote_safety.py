@@ -1,4 +1,4 @@
-"""Remote inputs are names, not paths, and never hang or leak (mnistconv.remote): a
+"""Remote inputs are names, not paths, and never hang or leak (mnistconv.io.remote): a
 hostile HTTP listing (tests/fuzz/hostile_listings.HostileSite on 127.0.0.1) or S3 key
 never becomes a local path outside mnistconv's spool, a server that trickles is given
 up after --timeout, and a password in a URL is never printed."""
@@ -127,12 +127,12 @@ def test_a_trickling_server_is_given_up_after_the_timeout(what, site, data, tmp_
 
 def test_library_timeout_and_its_hint(site, data):
     import mnistconv
-    from mnistconv import remote
+    from mnistconv.io import remote
     url = site.serve(data, trickle=True) + "train-labels-idx1-ubyte"
     with remote.timeout(0.5), pytest.raises(mnistconv.MnistconvError) as e:
         mnistconv.read(url)
     assert str(e.value) == (f"{url}: no progress for 0.5 s; check the server and the "
-                            "network, or allow more time (mnistconv.remote.timeout)")
+                            "network, or allow more time (mnistconv.io.remote.timeout)")
 
 
 def test_timeout_option_help_and_range(data):

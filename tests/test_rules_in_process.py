@@ -12,7 +12,7 @@ import pytest
 
 import mnistconv
 from helpers import make_idx_dir, run_main, small_digits
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 
 LINKED = "train-images-idx3-ubyte"
 
@@ -101,7 +101,7 @@ def test_grayscale_is_pillows_luma_to_the_byte():
     convert('L') rounds it; Pillow is the oracle, over every RGB value class."""
     from PIL import Image
 
-    from mnistconv.codecs import to_grayscale
+    from mnistconv.model.stream import to_grayscale
     rng = np.random.default_rng(3)
     rgb = rng.integers(0, 256, (64, 64, 3), np.uint8)
     rgb[0, :3] = [[0, 1, 0], [0, 0, 3], [255, 255, 255]]
@@ -159,7 +159,7 @@ def test_a_dead_runs_journal_acts_only_inside_its_folder(tmp_path):
     """journal-step-beside-its-folder: a journal left in an output folder is carried out
     there only; a step naming a sibling folder whose name begins with the same letters
     (o and o2) makes the journal not mnistconv's, and nothing outside is touched."""
-    from mnistconv import journal
+    from mnistconv.io import journal
     out, beside = tmp_path / "o", tmp_path / "o2"
     out.mkdir()
     beside.mkdir()
@@ -184,7 +184,8 @@ def test_one_record_holds_the_largest_image_at_four_bytes_a_pixel():
     """record-cap-one-byte-a-pixel: a stored record may hold the largest image mnistconv
     takes at 4 bytes a pixel (float32) plus 1 MiB: with --max-image-size 1024x1024,
     4 MiB + 1 MiB = 5,242,880 bytes pass and one byte more is refused."""
-    from mnistconv import budget, limits
+    from mnistconv.io import budget
+    from mnistconv import limits
     from mnistconv.errors import OverLimit
     before = limits.set_max_image_pixels(1024 * 1024)
     try:

@@ -1,4 +1,4 @@
-"""Every runner drives one write contract (mnistconv/contract.py): a local run, --plan
+"""Every runner drives one write contract (mnistconv/formats/contract.py): a local run, --plan
 (then its tasks), a task slice and --runner beam refuse every bad option with the same
 line and exit code, writing nothing, and write the same tree in the same place."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import ACCEPTED, refused_in_process, tree_hashes
 from plan_helpers import cli
 

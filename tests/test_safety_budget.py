@@ -1,5 +1,5 @@
 """One memory budget (issue 24, class 4): every reader, writer and view sizes its batches
-by bytes of decoded pixels (mnistconv.budget), images are capped at 4096 x 4096 unless
+by bytes of decoded pixels (mnistconv.io.budget), images are capped at 4096 x 4096 unless
 --max-image-size raises it, and every codec is held to one expansion rule.
 
 The hostile files are built here (tests/fuzz/bombs.py), each under 1 MB; commands whose
@@ -16,9 +16,12 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import budget, limits, registry, stream
+from mnistconv.io import budget
+from mnistconv import limits
+from mnistconv.formats import registry
+from mnistconv.model import stream
 from mnistconv.errors import FormatError
-from mnistconv.records import ArraySplit, Dataset, gather_from_file, Header
+from mnistconv.model.records import ArraySplit, Dataset, gather_from_file, Header
 from helpers import REPO, run
 from fuzz import bombs
 from test_safety_idx_npz import run_measured
@@ -146,7 +149,7 @@ def test_every_batches_method_takes_its_size_from_the_budget():
                 if isinstance(node, ast.Assign):
                     names = [t.id for t in node.targets if isinstance(t, ast.Name)]
                     assert not any("BATCH_BYTES" in n or n == "_CHUNK_BYTES" for n in names), \
-                        f"{path.relative_to(REPO)}: {names} (use mnistconv.budget)"
+                        f"{path.relative_to(REPO)}: {names} (use mnistconv.io.budget)"
     assert len(found) >= 15
 
 

@@ -16,7 +16,7 @@ import pytest
 
 import mnistconv
 from helpers import REPO, SAMPLE, make_idx_dir, run, small_digits
-from mnistconv.fileio import STAGING_MARK
+from mnistconv.io.fileio import STAGING_MARK
 
 
 def one_error_line(result, code):

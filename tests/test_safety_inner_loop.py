@@ -30,7 +30,7 @@ SLACK = 32 * 2 ** 20  # what any input may hold whatever its size
 # --- a FIFO is never waited on --------------------------------------------------------
 
 def test_a_fifo_as_input_is_refused_without_waiting(tmp_path):
-    from mnistconv.fileio import open_input
+    from mnistconv.io.fileio import open_input
     fifo = tmp_path / "train-images-idx3-ubyte"
     os.mkfifo(fifo)
     outcome = []
@@ -66,7 +66,7 @@ def test_a_fifo_inside_an_input_folder_ends_the_read_in_one_line(tmp_path, capsy
 # --- the budget's ratio, as numbers ---------------------------------------------------
 
 def test_the_expansion_rule_is_1032_to_1_plus_32_mib():
-    from mnistconv.budget import check_expansion
+    from mnistconv.io.budget import check_expansion
     stored = 1000
     most = stored * RATIO + SLACK  # 34,586,432 bytes
     check_expansion("f", most, 1, stored)  # exactly at the rule: read
@@ -143,7 +143,7 @@ def test_jpeg_error_of_a_sharded_set_is_every_shards_sum_and_max(tmp_path):
 
 @pytest.fixture
 def served(tmp_path):
-    from mnistconv.serve import make_server
+    from mnistconv.views.serve import make_server
     (tmp_path / "a.txt").write_bytes(b"hello\n")
     server = make_server(str(tmp_path), port=0, log=lambda line: None)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

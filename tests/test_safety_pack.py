@@ -451,7 +451,7 @@ def test_serve_on_a_busy_port_names_it_and_suggests_port(tmp_path):
 
 def _deflate_written(data, pieces, **options):
     import io
-    from mnistconv.parallel_gzip import DeflateWriter
+    from mnistconv.io.parallel_gzip import DeflateWriter
     out = io.BytesIO()
     writer = DeflateWriter(out, **options)
     assert out.getvalue() == b""  # nothing before the first write, as zlib's wrapper

@@ -16,7 +16,7 @@ import pytest
 
 import mnistconv
 from mnistconv import limits
-from mnistconv.fileio import STAGING_MARK
+from mnistconv.io.fileio import STAGING_MARK
 from mnistconv.formats import tfrecord
 from helpers import DAMAGED, BAD_IMAGE, ACCEPTED, REPO, SAMPLE, run, stderr_of, tfrecord_example as example, \
     tfrecord_frame as frame

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import contract, registry
+from mnistconv.formats import contract, registry
 from mnistconv.cli import main
-from mnistconv.records import ArraySplit, Dataset, Header
-from mnistconv.spec import Holds
-from mnistconv.schema import CLASS, MULTILABEL, Extra, Image, Schema, Target
+from mnistconv.model.records import ArraySplit, Dataset, Header
+from mnistconv.model.spec import Holds
+from mnistconv.model.schema import CLASS, MULTILABEL, Extra, Image, Schema, Target
 from helpers import run_main
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -233,7 +233,7 @@ def test_each_format_page_shows_its_declaration():
         "| `--encoded` | grey | uint8 | class | dropped | per split |\n")
 
 
-class _Stream(mnistconv.records.Split):
+class _Stream(mnistconv.model.records.Split):
     """A reader that cannot seek: batches only."""
 
     def __init__(self, images, labels):
@@ -241,13 +241,13 @@ class _Stream(mnistconv.records.Split):
         self.images, self.labels_ = images, labels
 
     def batches(self, batch_size=1024):
-        yield mnistconv.records.Batch(self.images, self.labels_,
+        yield mnistconv.model.records.Batch(self.images, self.labels_,
                                       np.arange(len(self.labels_), dtype=np.int64))
 
 
 def test_splits_declare_what_they_can_do_and_wrappers_pass_it_on():
-    from mnistconv import stream
-    from mnistconv.plan import RangeSplit
+    from mnistconv.model import stream
+    from mnistconv.model.stream import RangeSplit
     images = np.arange(5 * 4, dtype=np.uint8).reshape(5, 2, 2)
     labels = np.array([0, 1, 2, 1, 0], np.uint8)
     seeking, streaming = ArraySplit("train", images, labels), _Stream(images, labels)
@@ -257,7 +257,7 @@ def test_splits_declare_what_they_can_do_and_wrappers_pass_it_on():
         for wrapped in (stream.SelectionSplit(base, np.array([4, 0])),
                         stream.TransposedSplit(base), stream.RelabeledSplit(base, 0),
                         RangeSplit(base, 1, 3)):
-            assert isinstance(wrapped, mnistconv.records.WrappedSplit)
+            assert isinstance(wrapped, mnistconv.model.records.WrappedSplit)
             assert (wrapped.can_seek, wrapped.can_select, wrapped.carries_extras) == \
                 (base.can_seek, False, False), type(wrapped)
     # A range's take() is its own positions, its batches the base's records 1..2.
@@ -268,7 +268,7 @@ def test_splits_declare_what_they_can_do_and_wrappers_pass_it_on():
 
 
 def test_a_subset_keeps_the_whole_splits_classes():
-    from mnistconv import stream
+    from mnistconv.model import stream
     base = ArraySplit("train", np.zeros((10, 2, 2), np.uint8), np.arange(10) % 10)
     assert stream.SelectionSplit(base, np.arange(5)).num_classes() == 10  # labels 0..4
     assert stream.RelabeledSplit(base, 1).num_classes() == 9
@@ -278,7 +278,7 @@ def test_extras_travel_only_where_declared():
     """A split class whose extra_fields() can give columns says so (carries_extras)."""
     import importlib
     import pkgutil
-    from mnistconv.records import Split
+    from mnistconv.model.records import Split
     package = importlib.import_module("mnistconv.formats")  # mnistconv.formats: a function
     for info in pkgutil.walk_packages(package.__path__, "mnistconv.formats."):
         try:
@@ -292,7 +292,7 @@ def test_extras_travel_only_where_declared():
         todo += cls.__subclasses__()
     # Wrapped splits (TFDS') say what their base says.
     readers = [c for c in found if c.__module__.startswith("mnistconv.formats.")
-               and not issubclass(c, mnistconv.records.WrappedSplit)]
+               and not issubclass(c, mnistconv.model.records.WrappedSplit)]
     assert len(readers) >= 10
     for cls in readers:
         assert cls.carries_extras == (cls.extra_fields is not Split.extra_fields), cls

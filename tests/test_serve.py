@@ -1,4 +1,4 @@
-"""`serve` serves only the folder (mnistconv.serve): regular files and folders under it,
+"""`serve` serves only the folder (mnistconv.views.serve): regular files and folders under it,
 no link out, no FIFO, device or socket; only requests addressed to localhost,
 127.0.0.1 or [::1] with its port; connections bounded; a client that leaves prints no
 traceback; Ctrl-C stops it. Real clients (http.client, raw sockets) on 127.0.0.1."""
@@ -143,7 +143,7 @@ def test_connections_are_bounded(tree, monkeypatch):
     (a 48 MB file they do not read), one more is closed unanswered; the stalled
     handlers give up after CONNECTION_TIMEOUT (made short here) and the server answers
     again while those clients are still connected."""
-    from mnistconv import serve
+    from mnistconv.views import serve
     monkeypatch.setattr(serve, "CONNECTION_TIMEOUT", 2)
     (tree / "big.bin").write_bytes(bytes(48 << 20))
     server = serve.make_server(tree, "127.0.0.1", 0)
@@ -190,7 +190,7 @@ def test_a_ctrl_c_while_a_request_thread_starts_gives_its_slot_back_once(monkeyp
     'Semaphore released too many times' and a traceback instead of 'Interrupted.')."""
     import http.server
     import socketserver
-    from mnistconv import serve
+    from mnistconv.views import serve
 
     started = socketserver.ThreadingMixIn.process_request
 
@@ -221,7 +221,7 @@ def test_a_ctrl_c_while_a_request_thread_starts_gives_its_slot_back_once(monkeyp
 
 
 def _in_thread(root, log=None):
-    from mnistconv import serve
+    from mnistconv.views import serve
     server = serve.make_server(root, "127.0.0.1", 0, log=log)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, server.server_address[1]
@@ -232,7 +232,7 @@ def test_slow_clients_are_cut_at_the_request_deadline(tree, monkeypatch):
     half second (never silent for CONNECTION_TIMEOUT) held every slot for ever. The
     whole request has REQUEST_DEADLINE (made short here): then they are cut and the
     server answers again, while they are still dripping."""
-    from mnistconv import serve
+    from mnistconv.views import serve
     monkeypatch.setattr(serve, "REQUEST_DEADLINE", 2, raising=False)
     server, port = _in_thread(tree)
     drips = [socket.create_connection(("127.0.0.1", port))

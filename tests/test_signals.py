@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from helpers import REPO, SAMPLE
-from mnistconv import parallel_gzip
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.io import parallel_gzip
+from mnistconv.model.records import ArraySplit, Dataset
 
 # Run in the child before the command's own code: send the signal named by
 # MNISTCONV_TEST_SIGNAL ("<module>:<SIGNAME>") to itself as that module is imported, the
@@ -41,7 +41,7 @@ def _default_sigint():
 
 
 @pytest.mark.parametrize("launcher", list(LAUNCHERS))
-@pytest.mark.parametrize("module", ["typing", "mnistconv.registry", "click", "numpy"])
+@pytest.mark.parametrize("module", ["typing", "mnistconv.formats.registry", "click", "numpy"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_during_start_up(tmp_path, launcher, module, signum):
     if launcher == "script" and not Path(LAUNCHERS["script"][0]).exists():

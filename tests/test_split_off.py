@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv import stream
+from mnistconv.model import stream
 from mnistconv.cli import main
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import refused_in_process, tree_hashes
 from plan_helpers import cli
 

@@ -11,7 +11,7 @@ import pytest
 
 import mnistconv
 from mnistconv import ArraySplit, Dataset
-from mnistconv.staging import StagedOutput, one_commit
+from mnistconv.io.staging import StagedOutput, one_commit
 from helpers import run_main, small_digits
 
 
@@ -34,7 +34,7 @@ def fail_before_metadata(monkeypatch):
     """croissant.json fails before anything of it is written."""
     def document(*args, **kwargs):
         raise no_space("croissant.json")
-    monkeypatch.setattr("mnistconv.croissant.document", document)
+    monkeypatch.setattr("mnistconv.describe.croissant.document", document)
 
 
 def fail_during_metadata(monkeypatch):
@@ -44,7 +44,7 @@ def fail_during_metadata(monkeypatch):
             with open(out.file(path), "w") as f:
                 f.write(text[:20])
             raise no_space(path)
-    monkeypatch.setattr("mnistconv.fileio.write_text_output", write_text_output)
+    monkeypatch.setattr("mnistconv.io.fileio.write_text_output", write_text_output)
 
 
 @pytest.mark.parametrize("fail", [fail_before_metadata, fail_during_metadata])
@@ -72,7 +72,7 @@ def test_a_failed_croissant_json_leaves_no_new_output(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("failing", ["mnistconv.cli.convert._sums_line",
-                                     "mnistconv.card.render_card"])
+                                     "mnistconv.describe.card.render_card"])
 def test_a_failed_sha256sums_or_card_leaves_the_earlier_set_untouched(
         tmp_path, monkeypatch, capsys, failing):
     out = tmp_path / "out"

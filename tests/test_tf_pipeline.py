@@ -9,7 +9,7 @@ import mnistconv
 from helpers import SAMPLE, run, stderr_of
 
 tf = pytest.importorskip("tensorflow")
-import mnistconv.tf  # noqa: E402  (after the skip: it needs TensorFlow)
+import mnistconv.loaders.tf  # noqa: E402  (after the skip: it needs TensorFlow)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import mnistconv
-from mnistconv import codecs, registry
+from mnistconv import codecs
+from mnistconv.formats import registry
 from mnistconv.formats import tfrecord
 from mnistconv.formats.tfrecord import writer
 from mnistconv.codecs.example import example_class
@@ -433,7 +434,7 @@ def test_a_job_for_a_worker_that_just_died_is_the_same_error():
     between, the broken pipe becomes the same one-line error, not an EPIPE."""
     import signal
     from mnistconv.codecs.example import PRESETS
-    from mnistconv.parallel import ParallelEncoder
+    from mnistconv.workers.parallel import ParallelEncoder
     settings = writer.Settings(PRESETS["recipe"], "jpeg", "onehot", 95, 10, (28, 28),
                                False, False)
     encoder = ParallelEncoder([settings], 1 + 1, processes=True, record_bytes=32 * 32)

@@ -14,7 +14,7 @@ import mnistconv
 from mnistconv.formats.tfrecord import writer
 from mnistconv.codecs.example import example_class
 from mnistconv.codecs.framing import iter_records
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from test_family import qmnist, run
 
 COLUMNS = ["hsf_series", "writer_id", "writer_digit_index", "nist_class_code",
@@ -80,10 +80,10 @@ def test_tensorflow_parses_the_extra_features(tmp_path, capsys):
 
 
 def test_shard_plans_give_a_local_runs_bytes(tmp_path):
-    from mnistconv import plan as plans
+    from mnistconv.runners import plan as plans
     from helpers import tree_hashes
     src, tables = qmnist(tmp_path / "q", n_train=14, n_test=7)
-    ds = mnistconv.stream.select(mnistconv.read(src), shuffle=True, seed=9)
+    ds = mnistconv.model.stream.select(mnistconv.read(src), shuffle=True, seed=9)
     opts = {"shards": 3, "with_index": True}
     mnistconv.write(ds, str(tmp_path / "a" / "q.tfrecord"), "tfrecord", **opts)
     plan = plans.make_plan(ds, str(tmp_path / "b" / "q.tfrecord"), "tfrecord", opts)
@@ -94,7 +94,7 @@ def test_shard_plans_give_a_local_runs_bytes(tmp_path):
     assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
     back = mnistconv.read(tmp_path / "b")
     for name, split in back.splits.items():
-        names, table = mnistconv.stream.extra_fields(split)
+        names, table = mnistconv.model.stream.extra_fields(split)
         order = ds.splits[name].indices()
         assert list(names) == COLUMNS
         assert split.indices().tolist() == order.tolist()
@@ -126,7 +126,7 @@ def test_without_extras_the_bytes_are_unchanged(tmp_path, opts, sha):
                                              np.arange(100, 140, dtype=np.int64))}, [])
     writer.write(ds, tmp_path / "m.tfrecord", **opts)
     assert hashlib.sha256((tmp_path / "m.tfrecord").read_bytes()).hexdigest() == sha
-    assert mnistconv.stream.extra_fields(
+    assert mnistconv.model.stream.extra_fields(
         mnistconv.read(tmp_path / "m.tfrecord").splits["train"]) is None
 
 
@@ -175,7 +175,7 @@ def test_third_party_integer_features_are_extra_fields(tmp_path):
     path = tmp_path / "d.tfrecord"
     _write_records(path, [{"zeta": n, "id": -n, "many": [1, 2]} for n in range(12)])
     (split,) = mnistconv.read(path).splits.values()
-    names, table = mnistconv.stream.extra_fields(split)
+    names, table = mnistconv.model.stream.extra_fields(split)
     assert names == ("id", "zeta")  # single int64 features only, sorted
     assert table.tolist() == [[-n, n] for n in range(12)]
     assert table.dtype == np.int32

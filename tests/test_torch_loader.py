@@ -1,6 +1,6 @@
 """mnistconv.torch.dataset: a torch DataLoader over npz, IDX and Parquet (and any other
 format mnistconv reads) yields every sample with the right label; shard sets stream,
-each DataLoader worker taking whole files; torch is imported only by mnistconv.torch."""
+each DataLoader worker taking whole files; torch is imported only by mnistconv.loaders.torch."""
 
 import subprocess
 import sys
@@ -13,8 +13,8 @@ from helpers import REPO, make_idx_dir
 torch = pytest.importorskip("torch")
 
 import mnistconv  # noqa: E402
-import mnistconv.torch as mtorch  # noqa: E402
-from mnistconv.records import ArraySplit, Dataset  # noqa: E402
+import mnistconv.loaders.torch as mtorch  # noqa: E402
+from mnistconv.model.records import ArraySplit, Dataset  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import OFFICIAL_SHA256, SAMPLE, run, small_digits, stderr_of
 
 

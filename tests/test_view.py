@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mnistconv import view
+from mnistconv.views import view
 from helpers import SAMPLE, make_idx_dir, run, small_digits
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -436,7 +436,7 @@ def test_show_grid_keeps_its_row_count_in_a_narrow_terminal():
 
 def _streamed(images, labels):
     """A split that can only stream: Split's default take() would spool it all."""
-    from mnistconv.records import Batch, Header, Split
+    from mnistconv.model.records import Batch, Header, Split
 
     class Streamed(Split):
         def batches(self, batch_size=1000):
@@ -451,7 +451,7 @@ def _streamed(images, labels):
 
 
 def test_gather_picks_a_streamed_splits_images_as_they_pass_without_take(monkeypatch):
-    from mnistconv.records import Split
+    from mnistconv.model.records import Split
 
     def spooled(self, positions):
         raise AssertionError("take() spools the whole split")

@@ -13,7 +13,7 @@ import pytest
 
 import mnistconv
 from mnistconv.codecs import tar as wtar
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import (
     ACCEPTED, BAD_IMAGE, CUT_SHORT, NOT_THIS_FORMAT, SAMPLE, cli_fails,
     converts_back_to_the_sample, files_in, png, run, sample_arrays, small_digits, stderr_of)

@@ -17,7 +17,7 @@ import click
 
 from .. import __version__
 from ..errors import MnistconvError
-from ..process import end_at_start_up
+from ..workers.process import end_at_start_up
 
 # Each command: its name, the module:attribute that defines it, its one-line help (here,
 # so that `mnistconv --help` imports no command).
@@ -40,7 +40,7 @@ COMMANDS = {name: ("mnistconv.cli." + where, text) for name, where, text in
 
 
 def _pair_commands():
-    from .. import registry
+    from ..formats import registry
     return {f"{r.name}-to-{w.name}": (r.name, w.name)
             for r in registry.readers() for w in registry.writers() if r.name != w.name}
 
@@ -264,8 +264,8 @@ def main(argv=None):
         sys.unraisablehook = previous[0]
         signal.signal(signal.SIGTERM, previous[1])
         signal.signal(signal.SIGINT, previous[2])
-        if "mnistconv.remote" in sys.modules:  # copies of remote inputs: the command
-            sys.modules["mnistconv.remote"].remove_spools()  # is done with them
+        if "mnistconv.io.remote" in sys.modules:  # copies of remote inputs: the command
+            sys.modules["mnistconv.io.remote"].remove_spools()  # is done with them
     sys.exit(code if isinstance(code, int) else 0)
 
 
@@ -309,7 +309,7 @@ def console():
     """The `mnistconv` program: main(), flush, then os._exit, skipping the interpreter's
     teardown of every module (benchmarks/README.md); main() has already committed,
     reaped and cleaned everything."""
-    from ..process import tune_command_line
+    from ..workers.process import tune_command_line
     tune_command_line()
     try:
         main()

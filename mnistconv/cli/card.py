@@ -1,11 +1,11 @@
 """card: a dataset card, one self-contained HTML page, for anything mnistconv reads
-(mnistconv.card; `convert --card` writes one beside a conversion's output)."""
+(mnistconv.describe.card; `convert --card` writes one beside a conversion's output)."""
 
 import click
 
 from ..errors import UsageError
 from .common import note, run_options, follow_links_option, timeout_option
-from ..identity import KEYS, OPTIONS as IDENTITY
+from ..family.identity import KEYS, OPTIONS as IDENTITY
 from .inputs import Input, all_options, format_options, from_option
 
 
@@ -35,11 +35,11 @@ def card(path, output, from_name, run, **values):
       mnistconv card digits/ -o card.html --name my-digits --license CC-BY-4.0
       mnistconv card mnist.tfrecord -o card.html --force
     """
-    from .. import card as cards
-    from ..fileio import write_text_output
+    from ..describe import card as cards
+    from ..io.fileio import write_text_output
     if output == "-" or output.endswith(("/", "\\")):
         raise UsageError(output, "is not a file name", "name an HTML file to write")
-    from ..identity import given
+    from ..family.identity import given
     described = given({k: values.pop(k, None) for k in KEYS})
     dataset = Input(path, from_name).read(values)
     stats = cards.collect(dataset)

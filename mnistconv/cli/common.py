@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import click
 
 from ..errors import redact
-from ..records import Progress
+from ..model.records import Progress
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def run_options(*flags):
 
 def _timeout(ctx, param, value):
     if value is not None:
-        from .. import remote
+        from ..io import remote
         ctx.with_resource(remote.timeout(value))  # for the rest of the command
 
 
@@ -81,7 +81,7 @@ timeout_option = click.option(
 
 def _follow_links(ctx, param, value):
     if value:
-        from ..fileio import following_links
+        from ..io.fileio import following_links
         ctx.with_resource(following_links())  # for the rest of the command
 
 

@@ -118,7 +118,7 @@ def compare(sides, splits, tolerance, worst, run, **values):
       mnistconv compare data/mnist out/train.tfrecord --tolerance 40
       mnistconv compare mnist.npz other.npz --split test --json
     """
-    from .. import compare as comparing
+    from ..views import compare as comparing
     (side_a, side_b), quiet, as_json = sides, run.quiet, run.as_json
     a, b = side_a.path, side_b.path
     # A read option (--prefix, --schema, ...) applies to each side whose format has it.

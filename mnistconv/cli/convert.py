@@ -8,9 +8,9 @@ from typing import Optional
 
 import click
 
-from .. import registry
+from ..formats import registry
 from ..errors import UsageError
-from ..identity import OPTIONS as IDENTITY
+from ..family.identity import OPTIONS as IDENTITY
 from .common import (Run, emit_json, files_json, make_progress, note, run_options, stacked,
                      follow_links_option, timeout_option)
 from .inputs import (Input, StdinSpool, all_options, format_options, from_option,
@@ -25,7 +25,7 @@ def _refuse_foreign(values, reader, writer, also=()):
     for fmt in registry.FORMATS.values():
         for o in fmt.read_options + fmt.write_options:
             if o.name not in mine and values.get(o.name) not in (None, False, o.default):
-                from ..identity import KEYS
+                from ..family.identity import KEYS
                 raise UsageError(None, f"{o.flag} does not apply to reading {reader.name} "
                                        f"or writing {writer.name}",
                                  "drop it, or add --card (whose page states it)"
@@ -41,7 +41,7 @@ def _sums_line(digest, name):
 
 def _gone(folder, name) -> bool:
     """A listed file that is not there, or that the commit under way removes."""
-    from ..staging import will_be_removed
+    from ..io.staging import will_be_removed
     path = os.path.join(folder, name)
     return not os.path.lexists(path) or will_be_removed(path)
 
@@ -49,7 +49,7 @@ def _gone(folder, name) -> bool:
 def _kept_sums_lines(target, ours, folder):
     """(lines kept, whether any went) of the SHA256SUMS at target: lines of files that
     still exist and are not in ours (names relative to folder) are kept."""
-    from ..fileio import open_input
+    from ..io.fileio import open_input
     lines, stale = [], False
     if os.path.isfile(target):
         with open_input(target, None, "r", encoding="utf-8", errors="surrogateescape") as old:
@@ -63,7 +63,7 @@ def _kept_sums_lines(target, ours, folder):
 
 
 def _stage_sums(target, lines):
-    from ..fileio import StagedOutput, create_staged
+    from ..io.fileio import StagedOutput, create_staged
     with StagedOutput(force=True) as out:
         if not lines:  # every file it listed is gone: it goes with them
             out.supersede(target)
@@ -81,8 +81,8 @@ def _write_sha256sums(files, always):
     it held such lines, which would fail `sha256sum -c`. Returns its path or None.
     A SHA256SUMS beside files the commit removes elsewhere (an earlier set of another
     layout) loses their lines too, and goes when it lists nothing else."""
-    from ..staging import pending_removals, staged_path
-    from ..fileio import sha256_file
+    from ..io.staging import pending_removals, staged_path
+    from ..io.fileio import sha256_file
     paths = [os.path.abspath(f.path) for f in files]
     # (the set first: an ImageFolder tree has a file per image but a folder per class)
     folder = os.path.commonpath({os.path.dirname(p) for p in paths})
@@ -141,7 +141,7 @@ class Conversion:
             raise UsageError("-", f"{reader.name} cannot be read from stdin", "name the input file instead")
         if dst == "-" and not writer.stdio:
             raise UsageError("-", f"{writer.name} cannot be written to stdout", "name an output file instead")
-        from ..identity import KEYS
+        from ..family.identity import KEYS
         _refuse_foreign(values, reader, writer, KEYS if card else ())
         return source, writer
 
@@ -173,7 +173,7 @@ def run_conversion(c: Conversion, values: dict) -> int:
     listing = values.pop("list_outputs", False)
     card, card_target = values.pop("card", False), None
     if card and not listing:
-        from ..card import check_card_target
+        from ..describe.card import check_card_target
         card_target = check_card_target(dst, force)
     planned = {k: values.pop(k, None) for k in PLAN_KEYS}
     # (0 is a task index: compare by identity, not equality, with False)
@@ -193,11 +193,11 @@ def run_conversion(c: Conversion, values: dict) -> int:
     with StdinSpool(src) as src_path:
         source, writer = c.formats(values, src_path, card=bool(card_target))
         reader = source.format
-        from ..identity import KEYS, given
+        from ..family.identity import KEYS, given
         # The card describes the dataset as the metadata does; checked before writing.
         identity_options = given({k: values.get(k) for k in KEYS})
         if sums:  # committed with the data: what would make it fail there is refused now
-            from ..fileio import refuse_replacing_special
+            from ..io.fileio import refuse_replacing_special
             target = _sums_target(dst, writer)
             if os.path.isdir(target):
                 raise UsageError(target, "is a directory, where --sha256sums writes a file",
@@ -210,14 +210,14 @@ def run_conversion(c: Conversion, values: dict) -> int:
         # (unless a SHA256SUMS there must be kept true to the files replaced; a card
         # lists them, hashed as written rather than read back for it).
         from contextlib import nullcontext
-        from ..fileio import unhashed_outputs
+        from ..io.fileio import unhashed_outputs
         shown = not quiet or as_json or sums or card_target or _sums_beside(dst, writer)
         observed, card_stats = dataset, None
         if card_target:  # the card's figures are gathered as the writer reads
-            from .. import card
+            from ..describe import card
             observed, card_stats = card.observe(
                 dataset, card.jpeg_quality(writer.name, write_options))
-        from ..staging import one_commit
+        from ..io.staging import one_commit
         # The data, its SHA256SUMS and its card appear together or not at all.
         with nullcontext() if shown else unhashed_outputs(), \
                 nullcontext() if "://" in dst else one_commit():
@@ -227,7 +227,7 @@ def run_conversion(c: Conversion, values: dict) -> int:
             sums_path = _write_sha256sums(files, sums) if files and dst != "-" and \
                 "://" not in dst else None
             if card_target:  # beside the output, in the same commit
-                from ..fileio import write_text_output
+                from ..io.fileio import write_text_output
                 card.complete(card_stats, dataset)
                 html = card.render_card(card_stats, dst, card.output_files(files), dataset,
                                         {"input": src, "input_format": reader.name,
@@ -251,7 +251,7 @@ def run_conversion(c: Conversion, values: dict) -> int:
         return 0
     counts = ", ".join(f"{n} {s['count']}" for n, s in splits.items())
     # A reduction the user asked for is said in the summary itself, not only its note.
-    from ..stream import GrayscaleSplit
+    from ..model.stream import GrayscaleSplit
     made_grey = ", colour made grayscale" if any(
         isinstance(s, GrayscaleSplit) for s in dataset.splits.values()) else ""
     note(f"{reader.name} -> {writer.name}: {counts}{made_grey} in "
@@ -286,8 +286,8 @@ def _chosen_options(values, reader, writer):
 
 def _drop_earlier_card(dst):
     """--force without --card: the earlier output's card goes with its data."""
-    from ..card import card_path
-    from ..staging import StagedOutput
+    from ..describe.card import card_path
+    from ..io.staging import StagedOutput
     target = card_path(dst)
     if os.path.isfile(target) and not os.path.islink(target):
         with StagedOutput(force=True) as out:
@@ -312,7 +312,7 @@ def _list_outputs(c, values, sums, card):
     if sums:
         names.append(_sums_target(dst, writer))
     if card:
-        from ..card import card_path
+        from ..describe.card import card_path
         names.append(card_path(dst))
     # As the user named the output: relative to the working directory when DST was.
     shown = [n if os.path.isabs(dst) else os.path.relpath(os.path.abspath(n)) for n in names]
@@ -326,7 +326,7 @@ def _list_outputs(c, values, sums, card):
 
 def _planned_outputs(dataset, dst, writer, options):
     """The shards and metadata of the format's plan, or None if the headers cannot say."""
-    from ..contract import prepare_write
+    from ..formats.contract import prepare_write
     if writer.sharded is None:
         return None
     try:
@@ -334,7 +334,7 @@ def _planned_outputs(dataset, dst, writer, options):
         job = prepare_write(writer.name, dataset, dst, options)
     except UsageError:
         return None
-    from .. import croissant
+    from ..describe import croissant
     extra = [str(t) for t in job.metadata_targets()]
     if croissant.applies(writer.name, dst) and croissant.target(dst) not in extra:
         extra.append(croissant.target(dst))  # every plain run writes it beside the data
@@ -345,7 +345,7 @@ def _written_outputs(dataset, dst, writer, options):
     """The files a write gives, written under a scratch copy of dst's absolute path."""
     import tempfile
     import mnistconv
-    from ..fileio import own_files_under, remove_scratch, unhashed_outputs
+    from ..io.fileio import own_files_under, remove_scratch, unhashed_outputs
     scratch = tempfile.mkdtemp(prefix="mnistconv-list-outputs-")
     try:
         root = os.path.join(scratch, "root")
@@ -362,8 +362,8 @@ def _written_outputs(dataset, dst, writer, options):
 def _drop_plan_record(dst):
     """The progress record of the earlier planned run --force replaced (shards gone),
     in the same commit."""
-    from ..plan import record_path
-    from ..staging import StagedOutput
+    from ..runners.plan import record_path
+    from ..io.staging import StagedOutput
     record = record_path(dst)
     if os.path.lexists(record) and not os.path.isdir(record):
         with StagedOutput(force=True) as out:
@@ -380,7 +380,7 @@ def _unrecorded_split_name(dataset, dst, writer):
             f"--split-name {name}"] if name != "train" else []
 
 
-# --- Shard plans, resume and Beam (mnistconv.plan, mnistconv.beam) ---------------------
+# --- Shard plans, resume and Beam (mnistconv.runners.plan, mnistconv.runners.beam) ---------------------
 
 PLAN_KEYS = ("plan", "num_tasks", "task_index", "resume", "runner", "beam_options")
 
@@ -419,8 +419,8 @@ _OUTPUT_OPTIONS = stacked(
 def _run_planned(c, values, planned, sums):
     """--plan, a slice of tasks, --resume or --runner beam: the plan printed or run."""
     src, dst, quiet, as_json, force = c.src, c.dst, c.run.quiet, c.run.as_json, c.run.force
-    from .. import plan as plans
-    from ..contract import check_sharded
+    from ..runners import plan as plans
+    from ..formats.contract import check_sharded
     if src == "-" or dst == "-":
         raise UsageError("-", "a shard plan reads and writes files, not stdin or stdout",
                          "name files for SRC and DST")
@@ -445,7 +445,7 @@ def _run_planned(c, values, planned, sums):
         emit_json(plans.make_plan(spec.open(), dst, writer.name, options))
         return 0
     if planned["runner"] == "beam":
-        from .. import beam
+        from ..runners import beam
         result = beam.run(spec, dst, writer.name, options, planned["beam_options"],
                           resume=planned["resume"], force=force)
     else:

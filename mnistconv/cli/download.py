@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import click
 
-from .. import download as dl
+from ..family import download as dl
 from ..errors import MnistconvError, UsageError
-from ..records import Progress
+from ..model.records import Progress
 from .common import bundle, emit_json, note, run_options, stderr_is_terminal
 
 

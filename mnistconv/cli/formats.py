@@ -4,7 +4,7 @@ this command's `--markdown` output (docs/hooks.py)."""
 
 import click
 
-from .. import registry
+from ..formats import registry
 from .common import emit_json, run_options
 
 

@@ -12,9 +12,9 @@ from .inputs import Input, all_options, format_options, from_option, selection, 
 def describe(dataset):
     """The facts `info` shows, as plain data (also the --json output)."""
     import numpy as np
-    from ..fileio import file_digest
+    from ..io.fileio import file_digest
     from ..errors import FormatError
-    from ..stream import extra_fields
+    from ..model.stream import extra_fields
     splits = {}
     for name, split in dataset.splits.items():
         split.check()
@@ -113,7 +113,7 @@ def _short(name, limit=24):
 def print_histogram(class_counts, indent="    "):
     """Per-class bars on stdout: coloured unicode blocks on a terminal, else '#' bars."""
     from rich.console import Console
-    from .. import view
+    from ..views import view
     console = Console(highlight=False, soft_wrap=False)
     terminal = console.is_terminal
     # Bars longer than ~60 columns read no better; keep them short on wide terminals.
@@ -130,7 +130,7 @@ def print_histogram(class_counts, indent="    "):
 def orientation_hint(split, transposed=False):
     """{looks_transposed, taller_share} for --json, and a hint on stderr when the
     images look transposed (EMNIST), or upright but read with --transpose."""
-    from .. import view
+    from ..views import view
     verdict, share = view.looks_transposed(split)
     if verdict:
         fix = ("they were read with --transpose: drop it" if transposed else

@@ -10,7 +10,8 @@ from typing import Optional
 
 import click
 
-from .. import detect, registry
+from .. import detect
+from ..formats import registry
 from ..errors import UsageError
 from .common import bundle, max_image_size_option, note, stacked, follow_links_option, timeout_option
 
@@ -26,7 +27,7 @@ transpose_option = click.option(
          "transposed, is read upright; others as stored).")
 
 # Which examples of the input, in which order, and made grey or not
-# (mnistconv.stream.apply_selection).
+# (mnistconv.model.stream.apply_selection).
 selection_options = stacked(
     click.option("--split", "splits", multiple=True, metavar="NAME",
                  help="Only this split (repeatable): train, test, validation, ..."),
@@ -56,7 +57,7 @@ selection_options = stacked(
 
 
 def selection(values) -> dict:
-    """What mnistconv.stream.apply_selection takes, from selection_options. values."""
+    """What mnistconv.model.stream.apply_selection takes, from selection_options. values."""
     chosen = {name: values[name] for name in
               ("splits", "limit", "per_class", "shuffle", "seed", "transpose", "grayscale",
                "split_off", "split_off_from", "stratify")}
@@ -129,7 +130,7 @@ class Input:
 
     def read(self, values, select=None):
         """The dataset, read with the read options in `values` this format takes, then
-        chosen and ordered by `select` (what mnistconv.stream.apply_selection takes)."""
+        chosen and ordered by `select` (what mnistconv.model.stream.apply_selection takes)."""
         import mnistconv
         dataset = mnistconv.read(self.path, self.format.name,
                                  **options_for(self.format.read_options, values))
@@ -137,7 +138,7 @@ class Input:
             dataset.notes = [n.replace(str(self.path), self.shown_as)
                              for n in dataset.notes]
         if select is not None:
-            from .. import stream
+            from ..model import stream
             dataset = stream.apply_selection(dataset, select)
         return dataset
 
@@ -201,7 +202,7 @@ class StdinSpool:
         if self.src == "-":
             import shutil
             import sys
-            from ..fileio import create_staged, remove_dead_leftovers, remove_scratch, \
+            from ..io.fileio import create_staged, remove_dead_leftovers, remove_scratch, \
                 signals_deferred, staging_prefix
             if sys.stdin is None or sys.stdin.isatty():
                 raise UsageError("-", "stdin is a terminal, not a dataset",
@@ -222,7 +223,7 @@ class StdinSpool:
 
     def __exit__(self, exc_type, exc, tb):
         if self.path != self.src:
-            from ..fileio import remove_scratch
+            from ..io.fileio import remove_scratch
             remove_scratch(self.folder)
             # Errors name what the user gave, '-', not our spool file.
             from ..errors import MnistconvError

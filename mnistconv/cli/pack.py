@@ -1,10 +1,10 @@
 """pack browser, verify and serve: browser packs of GDMNIST1 files and their manifest
-(the library side is mnistconv/packs/ and mnistconv/serve.py)."""
+(the library side is mnistconv/packs/ and mnistconv/views/serve.py)."""
 
 import click
 
 from ..packs import browser as packlib
-from ..serve import make_server
+from ..views.serve import make_server
 from .common import emit_json, files_json, follow_links_option, make_progress, note, run_options
 
 

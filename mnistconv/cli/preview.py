@@ -28,8 +28,8 @@ def preview(source, output, per_class, scale, run):
       mnistconv preview data/mnist --split test --per-class 20 --scale 1 -o test.png
       mnistconv preview data/mnist -o sheet.webp
     """
-    from .. import view
-    from ..fileio import StagedOutput, open_staged, output_file_info
+    from ..views import view
+    from ..io.fileio import StagedOutput, open_staged, output_file_info
     path, force, quiet, as_json = source.path, run.force, run.quiet, run.as_json
     if output == "-" and as_json:
         raise UsageError(None, "--json prints on stdout, which '-' uses for the PNG",

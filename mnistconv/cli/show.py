@@ -51,7 +51,7 @@ def parse_grid(spec):
 def _chosen(split, path, index, per_class, grid):
     """Positions to show (at most COLS x ROWS) and --grid's COLS and ROWS, or None."""
     import numpy as np
-    from .. import view
+    from ..views import view
     if index is not None and per_class is not None:
         raise UsageError(None, "--index and --per-class choose images in different ways",
                          "give one of them")
@@ -98,7 +98,7 @@ def show(source, index, per_class, grid, force_ascii, run):
       mnistconv show emnist/ --prefix emnist-letters --transpose --grid 8x2
     """
     from rich.console import Console
-    from .. import view
+    from ..views import view
     path, quiet = source.path, run.quiet
     split = source.split(quiet)
     positions, cols, rows = _chosen(split, path, index, per_class, grid)

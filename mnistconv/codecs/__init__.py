@@ -19,7 +19,7 @@ from operator import getitem
 import numpy as np
 
 from ..errors import MissingDependency
-from ..formats.common import DEFAULT_JPEG_QUALITY
+from ..limits import DEFAULT_JPEG_QUALITY
 
 EOI = b"\xff\xd9"
 SOS = b"\xff\xda"
@@ -49,25 +49,6 @@ def decode_jpeg(data: bytes, out=None, channels=1) -> np.ndarray:
     except (TypeError, OverflowError, MemoryError, RuntimeError) as e:
         raise ValueError(str(e) or type(e).__name__) from None
     return pixels[:, :, 0] if channels == 1 else pixels
-
-
-def to_grayscale(images: np.ndarray) -> np.ndarray:
-    """uint8 images (... x H x W x C, C of 2, 3 or 4; or grey ... x H x W, returned as
-    they are) made grey as Pillow's convert("L") makes them, to the same bytes: ITU-R
-    601-2 luma L = (19595 R + 38470 G + 7471 B + 32768) >> 16 for RGB and RGBA (alpha
-    dropped), the grey channel of grey + alpha. The reduction --grayscale asks for."""
-    images = np.asarray(images)
-    if images.ndim < 3 or images.shape[-1] not in (2, 3, 4):
-        return images
-    if images.shape[-1] == 2:
-        return np.ascontiguousarray(images[..., 0])
-    # uint32: the weighted sum of three 8-bit values reaches 2**24, past uint16.
-    total = images[..., 0].astype(np.uint32) * 19595
-    total += images[..., 1].astype(np.uint32) * 38470
-    total += images[..., 2].astype(np.uint32) * 7471
-    total += 0x8000
-    total >>= 16
-    return total.astype(np.uint8)
 
 
 # Images larger than this are copied out of Pillow a strip of this many pixels at a time.

@@ -13,9 +13,9 @@ import re
 import numpy as np
 
 from ..errors import FormatError, MnistconvError, UsageError
-from ..fileio import check_input_file, create_staged, open_input
+from ..io.fileio import check_input_file, create_staged, open_input
 from ..limits import MAX_CLASSES, is_number, printable
-from ..sources import FAMILIES
+from ..family.sources import FAMILIES
 
 # One class name: a word or a short phrase ("T-shirt/top", "The Eiffel Tower").
 MAX_CLASS_NAME_LENGTH = 256

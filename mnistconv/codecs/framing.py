@@ -14,8 +14,8 @@ import zlib
 import numpy as np
 
 from ..errors import CorruptData, FormatError, MissingDependency, OverLimit, Truncated
-from ..fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
-from ..budget import record_bytes
+from ..io.fileio import GZIP_MAX_RATIO, check_input_file, fast_zlib, open_input
+from ..io.budget import record_bytes
 
 _MASK_DELTA = 0xA282EAD8
 _U64 = struct.Struct("<Q")

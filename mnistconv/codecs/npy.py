@@ -11,8 +11,8 @@ import zlib
 import numpy as np
 
 from ..errors import CorruptData, FormatError, Truncated
-from ..fileio import GZIP_MAX_RATIO, input_size
-from ..records import Batch
+from ..io.fileio import GZIP_MAX_RATIO, input_size
+from ..model.records import Batch
 
 ZIP_MAGIC = b"PK\x03\x04"
 # Images and labels are numbers: bool, integers, floats (no strings, records, dates).

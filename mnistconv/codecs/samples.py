@@ -1,4 +1,4 @@
-"""Encoding samples for the WebDataset and ImageFolder writers on mnistconv.parallel's
+"""Encoding samples for the WebDataset and ImageFolder writers on mnistconv.workers.parallel's
 workers: a chunk becomes PNGs (or JPEGs) and, for WebDataset, whole tar members. A row
 carries the sample's position (its key) and extra fields (its .json) before its pixels
 (pack()). encode() returns the chunk's bytes, then each record's size (uint32), with
@@ -10,7 +10,7 @@ import json
 import numpy as np
 
 from .. import codecs
-from ..formats.common import DEFAULT_JPEG_QUALITY
+from ..limits import DEFAULT_JPEG_QUALITY
 from .png import encode_batch as encode_png_batch
 from .tar import member
 

@@ -11,9 +11,9 @@ import sys
 import numpy as np
 
 from ..errors import MissingDependency, UsageError
-from ..fileio import move_own, open_input, open_staged, remove_scratch
-from ..staging import STAGING_MARK
-from ..records import OutputFile
+from ..io.fileio import move_own, open_input, open_staged, remove_scratch
+from ..io.staging import STAGING_MARK
+from ..model.records import OutputFile
 from . import tfds_encode as encode
 
 _BLOCK = 1 << 20

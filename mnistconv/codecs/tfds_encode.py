@@ -1,5 +1,5 @@
 """Examples as TFDS serializes them for image classification (PNG "image", "label"),
-encoded in chunks on mnistconv.parallel's workers for the TFDS and ArrayRecord writers,
+encoded in chunks on mnistconv.workers.parallel's workers for the TFDS and ArrayRecord writers,
 returned TFRecord-framed (spool.py cuts them into shards).
 """
 
@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from .. import budget
+from ..io import budget
 from ..errors import UsageError
 from ..limits import check_num_classes
 from . import tfpng as png

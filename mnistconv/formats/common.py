@@ -3,8 +3,8 @@
 import importlib
 import importlib.util
 
-from ..limits import MAX_SHARDS
-from ..spec import Option
+from ..limits import DEFAULT_JPEG_QUALITY, MAX_SHARDS
+from ..model.spec import Option
 
 # Every reader takes it; mnistconv.read() applies it (see there).
 SPLIT_NAME = Option("split_name", "--split-name", "Name of the split of a single-split "
@@ -17,12 +17,11 @@ CLASS_NAMES = Option("class_names", "--class-names", "a text file naming the cla
                      "one name per line, the name of label 0 first (default: the "
                      "names the input records, if any)", "path")
 
-# Every format that encodes on mnistconv.parallel's workers takes it.
+# Every format that encodes on mnistconv.workers.parallel's workers takes it.
 WORKERS = Option("workers", "--workers", "Encoding processes, 1..64 (default: one per "
                  "core)", "int", low=1, high=64)
 
 # The formats that write JPEGs take it; every JPEG encoder defaults to the same quality.
-DEFAULT_JPEG_QUALITY = 95
 JPEG_QUALITY = Option("jpeg_quality", "--jpeg-quality", "JPEG quality 1..100 (95 is "
                       "OpenCV's default, the recipe's)", "int", (), DEFAULT_JPEG_QUALITY,
                       low=1, high=100)

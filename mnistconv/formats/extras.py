@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import CorruptData, FormatError
 from ..limits import is_safe_name, printable
-from ..stream import extra_fields
+from ..model.stream import extra_fields
 
 # QMNIST's label columns: the class, then the extra fields, in this order in every format.
 QMNIST_COLUMNS = ("class", "hsf_series", "writer_id", "writer_digit_index",

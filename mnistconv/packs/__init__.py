@@ -1,2 +1,2 @@
-"""Asset packs: the browser pack (browser.py) and its manifest (manifest.py). Nothing is
-imported here: browser imports formats.gdmnist, which reads manifests (an import loop)."""
+"""Asset packs: the browser pack (browser.py), built from GDMNIST1 files and their
+manifest (formats.gdmnist)."""

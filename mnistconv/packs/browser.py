@@ -24,17 +24,17 @@ from typing import Optional
 
 import numpy as np
 
-from .. import registry
-from ..contract import admit
+from ..formats import registry
+from ..formats.contract import admit
 from ..errors import BadOption, FormatError, UsageError
-from ..fileio import StagedOutput, create_staged, file_digest
+from ..io.fileio import StagedOutput, create_staged, file_digest
 from ..formats import gdmnist
 from ..codecs import classes
 from ..limits import default_workers, printable
-from ..records import NO_PROGRESS, Dataset, OutputFile
-from ..sources import FAMILIES
-from ..stream import SelectionSplit, balanced_positions
-from .manifest import dumps, open_manifest
+from ..model.records import NO_PROGRESS, Dataset, OutputFile
+from ..family.sources import FAMILIES
+from ..model.stream import SelectionSplit, balanced_positions
+from ..formats.gdmnist.manifest import dumps, open_manifest
 
 SEED = 20260909
 TRAIN_PER_CLASS = 1000

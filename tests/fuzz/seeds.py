@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 import mnistconv
-from mnistconv import registry
+from mnistconv.formats import registry
 from mnistconv.errors import MissingDependency, MnistconvError
-from mnistconv.records import ArraySplit, Dataset
+from mnistconv.model.records import ArraySplit, Dataset
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "examples" / "data" / "mnist-sample"
@@ -48,7 +48,7 @@ def small_dataset():
 
 
 def sample_dataset(limit=20):
-    from mnistconv import stream
+    from mnistconv.model import stream
     return stream.select(mnistconv.read(str(SAMPLE), "idx"), [], limit)
 
 

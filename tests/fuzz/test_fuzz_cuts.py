@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 
-from mnistconv import registry
+from mnistconv.formats import registry
 from .harness import FAILURES
 from .runner import new_work, run_cli, scratch_dir
 from .seeds import copy_seed, files_of, option_variants, seeds

@@ -3,7 +3,7 @@ random-access format of tfds.data_source and Grain. This file is the format's
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
-from ...spec import GREY, RGB, Format, Holds, Option
+from ...model.spec import GREY, RGB, Format, Holds, Option
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(

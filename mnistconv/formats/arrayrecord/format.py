@@ -11,7 +11,7 @@ default so any record is read alone (TFDS' and Grain's setting); other writer op
 pass through --array-record-options and are checked by array_record itself.
 
 One split goes to the path itself, several beside it as <stem>-<split>.array_record (or
-<dir>/<split>.array_record), a shard set as DST-00000-of-0000N (mnistconv.shards).
+<dir>/<split>.array_record), a shard set as DST-00000-of-0000N (mnistconv.io.shards).
 Reading parses every record once for its label; take() reads and decodes only the
 records asked for, so --per-class and --shuffle on a large file decode only what they keep.
 """
@@ -24,16 +24,16 @@ import numpy as np
 
 from ... import codecs
 from ...errors import CorruptData, FormatError, NoSplits, UsageError, WrongFormat
-from ...fileio import StagedOutput, check_input_file, create_staged, has_magic, \
+from ...io.fileio import StagedOutput, check_input_file, create_staged, has_magic, \
     input_size, library_path, remove_scratch
-from ... import budget
+from ...io import budget
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
-from ...parallel import ParallelEncoder, check_workers, ordered_map
-from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
-from ...shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
-from ...staging import signals_deferred, staging_prefix
+from ...io.shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
+from ...io.staging import signals_deferred, staging_prefix
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ...codecs.images import check_record_size, decode_record_image
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \

@@ -1,7 +1,7 @@
 """HDF5 for Caffe's HDF5Data layer: the declaration (light, for `--help`); the code
 and layout are in format.py (imported on first use: it needs `h5py`)."""
 
-from ...spec import Format, Holds, Option
+from ...model.spec import Format, Holds, Option
 from ..common import SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

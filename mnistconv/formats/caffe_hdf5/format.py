@@ -33,14 +33,14 @@ import numpy as np
 
 from ...errors import (CannotWrite, CorruptData, FormatError, MnistconvError,
     NotFound, OverLimit, UsageError, WrongFormat, optional_import)
-from ...fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, \
+from ...io.fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, \
     input_entries, library_path, open_input, open_staged, sha256_file
-from ...staging import own_file_size
-from ... import budget
+from ...io.staging import own_file_size
+from ...io import budget
 from ...limits import MAX_SHARDS, printable, safe_split_name
-from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
+from ...model.records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
-from ...shards import in_split_order, is_data_name, shard_bounds
+from ...io.shards import in_split_order, is_data_name, shard_bounds
 from ..common import InOrder
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"

@@ -1,7 +1,7 @@
 """Caffe's LMDB of caffe.Datum (layout in format.py, the Datum in datum.py): the format's
 declaration, light enough for `--help`; the code (it needs `lmdb`) loads on first use."""
 
-from ...spec import Format, Holds, Option
+from ...model.spec import Format, Holds, Option
 from ..common import SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

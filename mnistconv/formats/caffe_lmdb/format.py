@@ -25,15 +25,15 @@ import numpy as np
 
 from ...errors import (CannotWrite, CorruptData, FormatError, NotFound,
     OverLimit, Truncated, WrongFormat, optional_import)
-from ...fileio import StagedOutput, check_input_file, has_magic, input_entries, \
+from ...io.fileio import StagedOutput, check_input_file, has_magic, input_entries, \
     input_size, library_path, output_file_info
-from ...staging import own_file_size
-from ... import budget
+from ...io.staging import own_file_size
+from ...io import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
-from ...records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
+from ...model.records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
                         Split, WriteResult, iter_batches)
-from ...shards import in_split_order, is_data_name
+from ...io.shards import in_split_order, is_data_name
 from . import datum
 
 DATA_FILE = "data.mdb"

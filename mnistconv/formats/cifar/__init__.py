@@ -1,7 +1,7 @@
 """CIFAR-10 and CIFAR-100, binary version: the declaration (light, for `--help`); the
 code and byte layout are in format.py."""
 
-from ...spec import RGB, Format, Holds
+from ...model.spec import RGB, Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

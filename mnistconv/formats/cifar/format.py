@@ -26,11 +26,11 @@ import re
 
 import numpy as np
 
-from ... import budget
+from ...io import budget
 from ...codecs import classes
 from ...errors import CorruptData, FormatError, Truncated, UsageError
-from ...fileio import InputFile, check_input_file, input_entries, input_root, open_input
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...io.fileio import InputFile, check_input_file, input_entries, input_root, open_input
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..common import InOrder
 
 SIDE = 32

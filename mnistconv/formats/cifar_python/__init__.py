@@ -1,7 +1,7 @@
 """CIFAR-10 and CIFAR-100, python version: the declaration (light, for `--help`); the
 code, the byte layout and the restricted unpickler are in format.py and unpickle.py."""
 
-from ...spec import RGB, Format, Holds
+from ...model.spec import RGB, Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

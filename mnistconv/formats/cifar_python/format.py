@@ -24,11 +24,11 @@ import re
 
 import numpy as np
 
-from ... import budget
+from ...io import budget
 from ...codecs import classes
 from ...errors import CorruptData, FormatError, UsageError
-from ...fileio import check_input_file, input_entries, input_root, open_input
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...io.fileio import check_input_file, input_entries, input_root, open_input
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..common import InOrder
 from . import unpickle
 from .unpickle import Array, Blob, text_key

@@ -1,7 +1,7 @@
 """GDMNIST1, the compact binary a web page loads: the declaration (light, for
 `--help`); the code and byte layout are in format.py."""
 
-from ...spec import Format, Holds, Option
+from ...model.spec import Format, Holds, Option
 from ..common import SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

@@ -34,16 +34,16 @@ import tempfile
 import numpy as np
 
 from ...errors import CannotWrite, CorruptData, Truncated, UsageError, WrongFormat
-from ... import budget
-from ...parallel_gzip import DeflateWriter
-from ...fileio import (GZIP_MAX_RATIO, STAGING_MARK, HashingWriter, InputFile,
+from ...io import budget
+from ...io.parallel_gzip import DeflateWriter
+from ...io.fileio import (GZIP_MAX_RATIO, STAGING_MARK, HashingWriter, InputFile,
                       StagedOutput, check_input_file, create_staged, input_entries,
                       is_stdio, open_input, output_file_info)
 from ...limits import check_image_size, safe_split_name
-from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
-from ...shards import in_split_order
+from ...io.shards import in_split_order
 
 MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
@@ -287,7 +287,7 @@ def read(path) -> Dataset:
         manifest = os.path.join(path, "manifest.json")
         if os.path.lexists(manifest):
             # Imported here: the pack layer sits above the formats (packs.browser).
-            from ...packs.manifest import open_manifest
+            from .manifest import open_manifest
             opened = open_manifest(manifest, split_name)
             files = opened.present_files()
             names, names_source = opened.class_names, manifest

@@ -22,9 +22,9 @@ import lzma
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError
-from ... import budget
-from ...fileio import GZIP_MAX_RATIO, InputFile
-from ...stream import TRANSPOSED_NOTE
+from ...io import budget
+from ...io.fileio import GZIP_MAX_RATIO, InputFile
+from ...model.stream import TRANSPOSED_NOTE
 from ..extras import KEPT_BY, QMNIST_COLUMNS
 from ...codecs import classes
 
@@ -81,7 +81,7 @@ def finish(dataset, folder, prefix, relabel=False):
     """The family's knowledge, applied to a dataset just read from IDX files in
     `folder` with family `prefix` ("" for none): class names, EMNIST's orientation and
     --relabel, QMNIST's notes."""
-    from ...stream import RelabeledSplit, TransposedSplit
+    from ...model.stream import RelabeledSplit, TransposedSplit
     prefix = prefix or ""
     emnist = prefix.startswith("emnist-")
     qmnist = prefix in ("qmnist", "xnist")

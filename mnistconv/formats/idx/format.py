@@ -26,11 +26,11 @@ from typing import Optional
 import numpy as np
 
 from ...errors import CannotWrite, CorruptData, FormatError, OverLimit, Truncated, UsageError
-from ... import budget
-from ...fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
+from ...io import budget
+from ...io.fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
                        input_entries, input_root, open_input, output_file_info)
-from ...parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
-from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+from ...io.parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
 from ..common import InOrder

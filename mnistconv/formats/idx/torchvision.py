@@ -26,10 +26,10 @@ import re
 import numpy as np
 
 from ...errors import BadOption, CorruptData, FormatError, UsageError
-from ...fileio import HashingWriter, StagedOutput, create_staged, output_entries, \
+from ...io.fileio import HashingWriter, StagedOutput, create_staged, output_entries, \
     output_file_info
 from ...codecs import classes
-from ...records import NO_PROGRESS, iter_batches
+from ...model.records import NO_PROGRESS, iter_batches
 
 from . import SPEC
 

@@ -3,8 +3,8 @@ image_dataset_from_directory read it (layout in format.py). This file is the for
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
-from ...identity import OPTIONS as IDENTITY
-from ...spec import GREY, RGB, Format, Holds, Option
+from ...family.identity import OPTIONS as IDENTITY
+from ...model.spec import GREY, RGB, Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(

@@ -28,15 +28,15 @@ import numpy as np
 from ... import codecs
 from ...errors import CannotWrite, CorruptData, FormatError, InTheWay, NoSplits, Truncated, \
     UsageError
-from ... import budget
-from ...fileio import StagedOutput, check_output_path, create_staged, input_entries, open_input, \
+from ...io import budget
+from ...io.fileio import StagedOutput, check_output_path, create_staged, input_entries, open_input, \
     sha256_file
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
     safe_split_name
-from ...parallel import ParallelEncoder, check_workers, ordered_map
-from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
+from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
-from ...shards import in_split_order, is_data_name
+from ...io.shards import in_split_order, is_data_name
 from ...codecs.classes import check_names
 from ...codecs.images import class_labels, decode_image, grayscale_shape
 from ...codecs.png import IEND, SIGNATURE

@@ -1,7 +1,7 @@
 """KMNIST / Kuzushiji-49 as published in numpy form: the declaration (light, for
 `--help`); the code and byte layout are in format.py."""
 
-from ...spec import Format, Holds, Option
+from ...model.spec import Format, Holds, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

@@ -16,9 +16,9 @@ import zipfile
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError, WrongFormat
-from ...fileio import InputZip, check_input_file, has_magic, input_entries, input_root
-from ... import budget
-from ...records import DEFAULT_BATCH, Dataset, Header, Split
+from ...io.fileio import InputZip, check_input_file, has_magic, input_entries, input_root
+from ...io import budget
+from ...model.records import DEFAULT_BATCH, Dataset, Header, Split
 from ...codecs import classes
 from ..common import InOrder
 from ...codecs.classes import check_labels

@@ -1,7 +1,7 @@
 """MedMNIST's .npz files (MedMNIST v2 and MedMNIST+, every size): the declaration (light,
 for `--help`); the code and byte layout are in format.py."""
 
-from ...spec import CLASS, GREY, MULTILABEL, RGB, Format, Holds
+from ...model.spec import CLASS, GREY, MULTILABEL, RGB, Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

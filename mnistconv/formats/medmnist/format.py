@@ -19,16 +19,16 @@ import zipfile
 
 import numpy as np
 
-from ... import budget
+from ...io import budget
 from ...codecs import classes
 from ...codecs.classes import check_labels
 from ...codecs.images import check_split_header
 from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, zip_errors
 from ...errors import CorruptData, FormatError, UsageError
-from ...fileio import InputZip, check_input_file, has_magic
-from ...schema import schema_of
-from ...records import DEFAULT_BATCH, Dataset, Header, Split
-from ...sources import MEDMNIST, MEDMNIST_SIZES
+from ...io.fileio import InputZip, check_input_file, has_magic
+from ...model.schema import schema_of
+from ...model.records import DEFAULT_BATCH, Dataset, Header, Split
+from ...family.sources import MEDMNIST, MEDMNIST_SIZES
 from ..common import InOrder
 
 NAME = re.compile(r"^(?P<flag>[a-z0-9]+)(_(?P<size>[0-9]+))?\.npz$")

@@ -1,7 +1,7 @@
 """numpy .npz in Keras' layout: the declaration (light, for `--help`); the code and
 byte layout are in format.py."""
 
-from ...spec import CLASS, MULTILABEL, Format, Holds, Option
+from ...model.spec import CLASS, MULTILABEL, Format, Holds, Option
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

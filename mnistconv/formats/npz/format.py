@@ -32,14 +32,14 @@ from typing import Optional
 import numpy as np
 
 from ...errors import CorruptData, FormatError, OverLimit, UsageError
-from ...fileio import InputZip, StagedOutput, check_input_file, has_magic, open_staged
-from ... import budget
+from ...io.fileio import InputZip, StagedOutput, check_input_file, has_magic, open_staged
+from ...io import budget
 from ...limits import printable, safe_split_name
-from ...schema import schema_of
-from ...records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
+from ...model.schema import schema_of
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
-from ...shards import in_split_order
-from ...stream import extra_fields
+from ...io.shards import in_split_order
+from ...model.stream import extra_fields
 from ...codecs import classes
 from ..common import InOrder
 from ...codecs.classes import check_labels
@@ -236,7 +236,7 @@ def read(path) -> Dataset:
         # What write(keys="medmnist") wrote: MedMNIST's keys, read by the MedMNIST
         # reader (one reader for those members), so the npz writer's file reads back
         # with --from npz as well as with --from medmnist or by detection.
-        from ...registry import get
+        from ..registry import get
         return get("medmnist").load().read(path)
     dataset = Dataset("npz", splits, [path])
     for s, split in splits.items():

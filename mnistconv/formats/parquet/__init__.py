@@ -26,8 +26,8 @@ The code is in reader.py and writer.py (the format's module), imported on first 
 needs pyarrow (the `parquet` extra).
 """
 
-from ...identity import OPTIONS as IDENTITY
-from ...spec import Format, GREY, Holds, Option, RGB
+from ...family.identity import OPTIONS as IDENTITY
+from ...model.spec import Format, GREY, Holds, Option, RGB
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(

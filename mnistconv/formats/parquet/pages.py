@@ -17,7 +17,7 @@ the reader can refuse or size its batches before pyarrow makes a byte.
 import os
 from typing import NamedTuple
 
-from ... import budget
+from ...io import budget
 from ...errors import CorruptData
 
 _DICTIONARY_ENCODINGS = (2, 8)
@@ -223,7 +223,7 @@ def check_made(path, meta, image_column):
     dictionary expands to, within the expansion rule for the file's size, and no page
     (no value) over budget.record_bytes(). Returns the most bytes one image value may
     make (the largest page or dictionary holding one)."""
-    from ...fileio import open_input
+    from ...io.fileio import open_input
     image = f"{image_column}.bytes"
     pages_made = images_made = largest = 0
     with open_input(path) as f:

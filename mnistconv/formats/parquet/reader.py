@@ -13,15 +13,15 @@ import numpy as np
 
 from ...errors import (BadImage, CorruptData, FormatError, MissingDependency,
     OverLimit, UsageError, WrongFormat)
-from ...fileio import check_input_file, has_magic, input_entries, input_size, library_path
+from ...io.fileio import check_input_file, has_magic, input_entries, input_size, library_path
 from ...limits import (MAX_CLASSES, MAX_EXAMPLES, MAX_ROW_GROUP_BYTES,
                        MAX_THREADED_IMAGE_PIXELS, check_image_size,
                        parse_json, printable, safe_split_name)
-from ...parallel import check_workers, ordered_map
+from ...workers.parallel import check_workers, ordered_map
 from .pages import check_made
-from ... import budget
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
-from ...shards import in_split_order
+from ...io import budget
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...io.shards import in_split_order
 from ... import codecs
 from ...codecs import classes
 from ...codecs import png

@@ -1,5 +1,5 @@
 """Writing Hugging Face Parquet (layout in __init__.py): each split to a shard set, its
-images PNG-encoded on one or more workers (mnistconv.parallel), and a README.md card.
+images PNG-encoded on one or more workers (mnistconv.workers.parallel), and a README.md card.
 
 Work is cut into pieces of consecutive rows that never cross a row group or a shard,
 and each row group is handed to pyarrow as one contiguous batch, so the bytes depend
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import CannotWrite, CorruptData, NoSplits, UsageError
-from ...fileio import StagedOutput, open_staged, output_entries, sha256_file
-from ...staging import own_file_size
+from ...io.fileio import StagedOutput, open_staged, output_entries, sha256_file
+from ...io.staging import own_file_size
 from ...limits import check_num_classes, check_option_name, safe_split_name
-from ...parallel import COUNTERS, ParallelEncoder, check_workers
-from ...contract import Counters, ShardTarget, ShardedWrite
-from ...records import NO_PROGRESS, OutputFile, WriteResult
-from ...shards import check_shard_count, shard_bounds
+from ...workers.parallel import COUNTERS, ParallelEncoder, check_workers
+from ..contract import Counters, ShardTarget, ShardedWrite
+from ...model.records import NO_PROGRESS, OutputFile, WriteResult
+from ...io.shards import check_shard_count, shard_bounds
 from ...codecs.classes import check_labels
 from .. import extras
 from ...codecs import png
@@ -101,7 +101,7 @@ def _cuts(targets, row_group):
 
 def _pieces(split, labels, cuts, progress, table=None):
     """Pieces (key, images, labels, indices) per cut; key: (shard, closes a group, labels, extras)."""
-    from ...records import iter_batches
+    from ...model.records import iter_batches
     where = split.header.source or split.name
     batches = iter_batches(split, progress, f"{split.name} -> parquet")
     held, at = [], 0  # images not yet handed out, from row `at`
@@ -214,7 +214,7 @@ class ParquetCounters(Counters):
 
 
 class ParquetWrite(ShardedWrite):
-    """A Parquet shard set written shard by shard (mnistconv.contract), with the bytes
+    """A Parquet shard set written shard by shard (mnistconv.formats.contract), with the bytes
     write() gives each shard: row groups restart at every shard start (_cuts), so a
     shard's bytes depend on its rows and the options only. finish() writes the README.md
     card and croissant.json. Extra fields (QMNIST's columns) are int32 columns after
@@ -230,7 +230,7 @@ class ParquetWrite(ShardedWrite):
         if not dataset.splits:
             raise NoSplits(path, "nothing to write: the input has no splits")
         self.one_file = path.lower().endswith(".parquet")
-        from ...identity import given
+        from ...family.identity import given
         if given(options) and self.one_file:
             raise UsageError(path, "one .parquet file holds no README.md or croissant.json "
                                    "to state --name, --license, ... in",
@@ -358,7 +358,7 @@ class ParquetWrite(ShardedWrite):
 
     def metadata_targets(self):
         """The card, README.md, and croissant.json, unless the output is one file."""
-        from ...croissant import target
+        from ...describe.croissant import target
         return [] if self.one_file else [os.path.join(self.path, "README.md"),
                                          target(self.path)]
 
@@ -369,7 +369,7 @@ class ParquetWrite(ShardedWrite):
             mine = [recorded[t.path] for t in self.targets if t.split == name]
             splits.append((name, split.header.count, sum(c.arrow_bytes for _, c in mine),
                            sum(f.bytes for f, _ in mine)))
-        from ...identity import add_note, resolve
+        from ...family.identity import add_note, resolve
         identity = resolve(self.dataset, self.path, self.options)
         add_note(self.dataset, identity)
         return card.dataset_card(self.options.config or "default", self.folder, self.names,
@@ -377,7 +377,7 @@ class ParquetWrite(ShardedWrite):
 
     def finish(self, recorded):
         """Write README.md and croissant.json from the recorded shards, as write() does."""
-        from ... import croissant
+        from ...describe import croissant
         if self.one_file:
             return
         with StagedOutput(force=True) as staged:

@@ -1,7 +1,7 @@
 """Quick, Draw!'s numpy_bitmap files: the declaration (light, for `--help`); the
 code and byte layout are in format.py."""
 
-from ...spec import Format, Holds
+from ...model.spec import Format, Holds
 from ..common import CLASS_NAMES, SPLIT_NAME, lazy_attributes
 
 SPEC = Format(

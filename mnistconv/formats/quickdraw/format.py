@@ -13,10 +13,10 @@ import os
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError, WrongFormat
-from ...fileio import check_input_file, has_magic, input_entries, open_input
+from ...io.fileio import check_input_file, has_magic, input_entries, open_input
 from ...limits import MAX_EXAMPLES
-from ... import budget
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...io import budget
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...codecs import classes
 from ...codecs.npy import read_npy_header
 from ..common import InOrder

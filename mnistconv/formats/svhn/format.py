@@ -26,11 +26,11 @@ import zlib
 
 import numpy as np
 
-from ... import budget
+from ...io import budget
 from ...codecs.images import check_split_header
 from ...errors import CorruptData, FormatError, Truncated, UsageError
-from ...fileio import check_input_file, has_magic, input_entries, open_input
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...io.fileio import check_input_file, has_magic, input_entries, open_input
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ..common import InOrder
 
 MAGIC = b"MATLAB 5.0 MAT-file"

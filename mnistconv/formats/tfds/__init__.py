@@ -2,8 +2,8 @@
 declaration, light enough for `--help`; the code is in format.py, imported on first
 use."""
 
-from ...identity import CITATION, DESCRIPTION, HOMEPAGE, LICENSE
-from ...spec import GREY, RGB, Format, Holds, Option
+from ...family.identity import CITATION, DESCRIPTION, HOMEPAGE, LICENSE
+from ...model.spec import GREY, RGB, Format, Holds, Option
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SHARDS = shards_option("<name>-<split>.<format>-00000-of-0000N",

@@ -31,15 +31,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import registry
-from ...contract import Counters, ShardTarget, ShardedWrite
+from .. import registry
+from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
-from ...fileio import StagedOutput, check_input_file, create_staged, input_root, \
+from ...io.fileio import StagedOutput, check_input_file, create_staged, input_root, \
     open_input, open_staged, output_entries, remove_scratch
-from ...parallel import ParallelEncoder, check_workers
-from ...records import NO_PROGRESS, Dataset, WriteResult, OutputFile, WrappedSplit
-from ...shards import check_shard_count, SHARD_RE
-from ...staging import check_output_path, exists_error, is_staging_name, \
+from ...workers.parallel import ParallelEncoder, check_workers
+from ...model.records import NO_PROGRESS, Dataset, WriteResult, OutputFile, WrappedSplit
+from ...io.shards import check_shard_count, SHARD_RE
+from ...io.staging import check_output_path, exists_error, is_staging_name, \
     signals_deferred, staging_prefix
 from ...limits import MAX_SHARDS, parse_bytes
 from ...codecs import spool as shardwrite, tfds_encode as encode
@@ -92,7 +92,7 @@ class TfdsCounters(Counters):
 
 
 class TfdsWrite(ShardedWrite):
-    """A TFDS directory written shard by shard (mnistconv.contract), the metadata once
+    """A TFDS directory written shard by shard (mnistconv.formats.contract), the metadata once
     every shard is there. Without --shards the count follows the encoded size: a plan
     takes it from the header when the smallest and largest records give the same count,
     and finish() checks the real sizes agree; write() places shards once encoded."""
@@ -102,7 +102,7 @@ class TfdsWrite(ShardedWrite):
     def __init__(self, dataset, path, options, force=True, planned=True):
         o = self.options = options
         self.path = path
-        from ...identity import resolve
+        from ...family.identity import resolve
         self.identity = resolve(dataset, path, o)
         # The family's TFDS name only when the bytes proved it (house rule 15).
         self.known = tfds_info.FAMILY_NAMES.get(getattr(self.identity.family, "name", None))
@@ -112,7 +112,7 @@ class TfdsWrite(ShardedWrite):
         self.version = tfds_info.check_version("1.0.0" if o.version is None else o.version)
         if self.name != self.identity.name:  # TFDS' own name for it
             self.identity = resolve(dataset, path, o, self.identity.family, self.name)
-        from ...identity import add_note
+        from ...family.identity import add_note
         add_note(dataset, self.identity)
         if o.shards is not None and o.shard_size is not None:
             raise UsageError(None, "--shards and --shard-size both say how to cut shards",
@@ -230,7 +230,7 @@ class TfdsWrite(ShardedWrite):
 
     def write_shard(self, index, staged_path):
         """Shard `index` at staged_path: (OutputFile, TfdsCounters)."""
-        from ...plan import RangeSplit
+        from ...model.stream import RangeSplit
         target = self.targets[index]
         split = dict(self.splits)[target.split]
         start, stop = target.start, target.stop

@@ -28,10 +28,10 @@ import os
 import re
 
 from ...errors import CorruptData, FormatError, UsageError
-from ...fileio import check_input_file, open_input
+from ...io.fileio import check_input_file, open_input
 from ...limits import (MAX_CLASSES, MAX_SHARDS, check_image_size, is_safe_name, printable,
                        parse_json)
-from ...sources import FAMILIES
+from ...family.sources import FAMILIES
 
 FILEPATH_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 FILE_FORMATS = ("tfrecord", "array_record")
@@ -138,7 +138,7 @@ def default_name(dataset, known, dst) -> str:
         name = getattr(split, "tfds_name", None)
         if name:
             return name
-    from ...identity import neutral_name
+    from ...family.identity import neutral_name
     name = re.sub(r"[^A-Za-z0-9_]", "_", neutral_name(dst))[:64]
     return name if _NAME.match(name) else f"d_{name}"[:64]
 

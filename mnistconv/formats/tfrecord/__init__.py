@@ -8,7 +8,7 @@ Byte layout of a TFRecord file (codecs/framing.py): records back to back, each
 where mask(c) = ((c >> 15) | (c << 17)) + 0xa282ead8, modulo 2**32. A whole file may be
 GZIP- or ZLIB-compressed (TensorFlow is told which: compression_type="GZIP"); written at
 level 9 with mtime 0, detected from content on read. A shard set is name-00000-of-00004
-... name-00003-of-00004 (TensorFlow's naming, mnistconv.shards), records in shard order;
+... name-00003-of-00004 (TensorFlow's naming, mnistconv.io.shards), records in shard order;
 several splits are written as name-train.tfrecord, name-test.tfrecord (and read back
 from `name`; names.py). Hidden files and staging leftovers are never read as shards or
 splits. '-' is one unsharded split on stdout, or a file read from stdin.
@@ -41,7 +41,7 @@ This file imports no other module until a name is used, so `--help` pays for not
 
 import importlib
 
-from ...spec import GREY, RGB, Format, Holds, Option
+from ...model.spec import GREY, RGB, Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, shards_option
 
 SPEC = Format(
@@ -109,7 +109,7 @@ _NAMES_BY_HOME = {
                                  "NOT_TFRECORD", "NOT_TFRECORD_HINT"),
     ".names": ("matches_name", "resolve", "split_target", "EXTENSIONS"),
     "mnistconv.codecs.example": ("PRESETS", "Schema", "ExampleBuilder", "example_class"),
-    "mnistconv.shards": ("SHARD_RE", "shard_names"),
+    "mnistconv.io.shards": ("SHARD_RE", "shard_names"),
 }
 _HOMES = {name: home for home, names in _NAMES_BY_HOME.items() for name in names}
 

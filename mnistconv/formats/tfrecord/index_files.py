@@ -16,7 +16,7 @@ import numpy as np
 
 from ...codecs.tfds_encode import record_lengths
 from ...errors import FormatError
-from ...fileio import create_staged, input_size, open_input
+from ...io.fileio import create_staged, input_size, open_input
 from .names import INDEX_SUFFIX as SUFFIX
 FRAMING = 16  # length (8) + its CRC (4) + the data's CRC (4)
 MAX_LINE = 2 * 20 + 2  # two numbers below 2**64 and their separators

@@ -10,12 +10,12 @@ import os
 
 import numpy as np
 
-from ... import budget
+from ...io import budget
 from ...errors import CorruptData, FormatError, UsageError
-from ...fileio import check_input, open_input
+from ...io.fileio import check_input, open_input
 from ...limits import MAX_CLASSES
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
-from ...stream import balanced_positions
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...model.stream import balanced_positions
 from ...codecs.example import example_class, find_layout, record_name
 from ...codecs.framing import HEADER, COMPRESSIONS, masked_crc, resolve_compression
 from .index_files import REBUILD, index_path, read_index

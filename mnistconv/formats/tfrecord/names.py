@@ -1,14 +1,14 @@
 """Which files make a TFRecord dataset: a split written alone goes to the path itself,
 several beside it as `<stem>-<split><ext>` (m.tfrecord -> m-train.tfrecord), or into a
-directory as `<split>.tfrecord`; shard sets follow mnistconv.shards. Reading, a split's
+directory as `<split>.tfrecord`; shard sets follow mnistconv.io.shards. Reading, a split's
 name comes back from its file name (train, test, t10k, ...), else is the file's own.
 """
 
 import os
 
-from ... import shards
-from ...fileio import is_stdio
-from ...shards import SHARD_RE
+from ...io import shards
+from ...io.fileio import is_stdio
+from ...io.shards import SHARD_RE
 
 EXTENSIONS = (".tfrecord", ".tfrecords", ".tfrec")
 INDEX_SUFFIX = ".idx"

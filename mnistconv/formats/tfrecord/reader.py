@@ -13,17 +13,17 @@ import numpy as np
 
 from ... import codecs
 from ...errors import CorruptData, FormatError, WrongFormat
-from ... import budget
+from ...io import budget
 from ...limits import MAX_CLASSES, check_image_size, printable
-from ...parallel import check_workers, ordered_map
-from ...records import DEFAULT_BATCH, Batch, Header, Split
+from ...workers.parallel import check_workers, ordered_map
+from ...model.records import DEFAULT_BATCH, Batch, Header, Split
 from ...codecs.classes import check_name, names_by_label
 from .. import extras
 from ...codecs.images import check_record_size, decode_record_image
 from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                       find_layout, one_value, own_keys, record_name)
-from ...fileio import check_input
-from ...shards import sniff_files
+from ...io.fileio import check_input
+from ...io.shards import sniff_files
 from ...codecs.framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
 from .names import matches_name
 from .templates import JPEG, Templates

@@ -1,5 +1,5 @@
-"""Writing TFRecord: each split to one file or a shard set (mnistconv.shards), its records
-encoded in chunks that never cross a shard on one or more workers (mnistconv.parallel),
+"""Writing TFRecord: each split to one file or a shard set (mnistconv.io.shards), its records
+encoded in chunks that never cross a shard on one or more workers (mnistconv.workers.parallel),
 appended in order, compressed and hashed as they go. A chunk's bytes depend only on its
 records: the output is the same for any number of workers, and for a shard written
 alone (TFRecordWrite).
@@ -15,15 +15,15 @@ import numpy as np
 from ... import codecs
 from .. import extras
 from ...errors import FormatError, NoSplits, UsageError
-from ...parallel_gzip import DeflateWriter
-from ...fileio import (HashingWriter, StagedOutput, is_stdio, open_staged,
+from ...io.parallel_gzip import DeflateWriter
+from ...io.fileio import (HashingWriter, StagedOutput, is_stdio, open_staged,
                        output_file_info)
 from ...limits import check_num_classes
-from ...parallel import ParallelEncoder, check_workers
-from ... import budget
-from ...records import NO_PROGRESS, OutputFile, WriteResult
-from ...shards import ShardSet, check_shard_count, other_shard_sets
-from ...contract import Counters, ShardTarget, ShardedWrite
+from ...workers.parallel import ParallelEncoder, check_workers
+from ...io import budget
+from ...model.records import NO_PROGRESS, OutputFile, WriteResult
+from ...io.shards import ShardSet, check_shard_count, other_shard_sets
+from ..contract import Counters, ShardTarget, ShardedWrite
 from . import SPEC
 from ...codecs.framing import Framer
 from .index_files import IndexWriter, index_path
@@ -302,7 +302,7 @@ class TFRecordCounters(Counters):
 
 
 class TFRecordWrite(ShardedWrite):
-    """A TFRecord shard set written shard by shard (mnistconv.contract), write()'s own
+    """A TFRecord shard set written shard by shard (mnistconv.formats.contract), write()'s own
     cut, settings and chunks: a shard alone has the bytes (and JPEG error sample) of
     the whole set. Plain TFRecord has nothing to finish: the shards are the output."""
 

@@ -1,7 +1,7 @@
 """WebDataset: tar shards of samples, each <key>.png (or .jpg), <key>.cls and <key>.json
 (byte layout in format.py and mnistconv/codecs/tar.py). The declaration below is all `--help` loads."""
 
-from ...spec import GREY, RGB, Format, Holds, Option
+from ...model.spec import GREY, RGB, Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(

@@ -34,12 +34,12 @@ import numpy as np
 from ... import codecs
 from ...errors import (BadImage, CorruptData, FormatError, NotFound, OverLimit,
     Truncated)
-from ...fileio import input_entries, input_size, open_input
-from ... import budget
+from ...io.fileio import input_entries, input_size, open_input
+from ...io import budget
 from ...limits import MAX_EXAMPLES, check_image_size, check_index, check_num_classes, \
     printable, safe_split_name
-from ...records import DEFAULT_BATCH, Batch, Dataset, Header, Split
-from ...shards import in_split_order, is_data_name
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
+from ...io.shards import in_split_order, is_data_name
 from ...codecs.tar import BLOCK, looks_like_tar, members
 from ...codecs.classes import check_name, names_by_label
 from ...codecs.images import decode_image

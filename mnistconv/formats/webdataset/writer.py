@@ -1,7 +1,7 @@
 """Writing WebDataset (layout in format.py): each split's samples encoded on one or more
 workers into tar shards cut by samples or bytes.
 
-Only shards cut by samples can be written one at a time (mnistconv.contract): shard k
+Only shards cut by samples can be written one at a time (mnistconv.formats.contract): shard k
 holds samples k*size up to (k+1)*size of its split, keyed by their position in the
 split, and its bytes depend on those samples only. Where a shard cut by bytes starts
 follows the encoded size of every sample before it.
@@ -13,14 +13,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...contract import Counters, ShardTarget, ShardedWrite
+from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import BadOption, CorruptData, FormatError, NoSplits, UsageError
-from ...fileio import HashingWriter, StagedOutput, is_stream_path, open_staged, output_entries
-from ... import budget
+from ...io.fileio import HashingWriter, StagedOutput, is_stream_path, open_staged, output_entries
+from ...io import budget
 from ...limits import (MAX_SHARDS, SIZE_UNITS_HELP, check_num_classes, is_number, parse_bytes,
                        printable)
-from ...parallel import ParallelEncoder, check_workers
-from ...records import NO_PROGRESS, OutputFile, WriteResult
+from ...workers.parallel import ParallelEncoder, check_workers
+from ...model.records import NO_PROGRESS, OutputFile, WriteResult
 from ...codecs.tar import END, RECORD, end_of_archive
 from ...codecs.images import class_labels, grayscale_shape
 from .. import extras
@@ -261,7 +261,7 @@ class WebDatasetWrite(ShardedWrite):
                     number=0):
         """Samples start..stop of split `name` (stop None: all) as shards from `number`
         on, each at staged(target); their OutputFiles."""
-        from ...plan import RangeSplit
+        from ...model.stream import RangeSplit
         split, task, table = next(p for p in self.plan if p[0].name == name)
         count, whole = split.header.count, stop is None
         stop = count if whole else stop

@@ -1,0 +1,2 @@
+"""Describing an output: the dataset card and croissant.json.
+"""

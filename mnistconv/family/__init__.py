@@ -1,0 +1,3 @@
+"""The family of published datasets: their files and checksums, class names, licenses, the
+identity proof and downloads.
+"""

@@ -1,0 +1,3 @@
+"""Loaders for the training frameworks: mnistconv.tf.dataset,
+mnistconv.torch.dataset, mnistconv.grain.source.
+"""

@@ -1,0 +1,3 @@
+"""Runners of the write contract beyond one local write: shard plans, task slices, --resume
+and Beam.
+"""

@@ -1,0 +1,433 @@
+"""Shard plans: a sharded conversion as independent tasks, run in any order, on any
+machines, resumed after a crash, with the same bytes as one local run.
+
+A plan has one task per shard of the format's ShardedWrite (mnistconv.formats.contract); its
+hash covers the format, the options that change bytes, each split's header and a digest
+of everything read (images, labels, indices, extra fields), and the tasks. A task
+writes its shard staged, then notes its bytes, SHA-256 and counters in the progress
+record `.<output>.mnistconv-plan.json` beside the output, under a flock on its folder.
+A record of another plan is refused unless force; resume keeps a shard whose file,
+hashed again, matches. The task that completes the set checks every shard, finishes it
+once and records the metadata files it wrote; a later --resume checks those too and
+writes again any that are missing or changed. Everything read back (the record, the
+shards, the metadata) goes through fileio.open_output_file: a link, a FIFO or a device
+there is refused in one line, and the record is read up to a size its plan allows.
+
+An output URL (mnistconv.io.location) is a folder of a store (remote.Store): the format
+writes each shard into a private local folder, from which it is uploaded; the record
+is an object beside the output; nothing is written in the working folder. A store has
+no lock: two slices that record at once may lose one's entry, which the finishing step
+then finds missing (a --resume writes that shard again). Beam's finishing step takes
+the entries from the tasks themselves. This module names no format.
+"""
+
+import hashlib
+from dataclasses import dataclass
+import json
+import os
+
+import numpy as np
+
+from ..formats.contract import ShardedWrite, checked_options, prepare_write
+from ..errors import BadOption, FormatError, UsageError
+from ..limits import parse_json
+from ..io.location import SetFolder
+from ..io.staging import exists_error
+
+PLAN_VERSION = 1
+RECORD_SUFFIX = ".mnistconv-plan.json"
+# Write options that change how fast, never what is written.
+_NOT_PLANNED = ("workers", "processes")
+
+
+def sharded(dataset, path, plan, workers=1, processes=False) -> ShardedWrite:
+    """The plan's ShardedWrite (mnistconv.formats.contract), encoding on `workers`."""
+    return prepare_write(plan["format"], dataset, path,
+                         dict(plan["options"], workers=workers, processes=processes))
+
+
+class InputSpec:
+    """How every task opens the same input (picklable, for Beam workers): path, format,
+    read options, a selection (stream.select's keywords) and the read-side limits in
+    effect where it is made (--max-image-size, --timeout), applied by every worker."""
+
+    def __init__(self, path, format=None, read_options=None, select=None, limits=None):
+        from .. import limits as cap
+        from ..io import remote
+        self.path, self.format = str(path), format
+        self.read_options, self.select = dict(read_options or {}), select
+        self.limits = dict(limits) if limits is not None else {
+            "max_image_pixels": cap.MAX_IMAGE_PIXELS, "timeout": remote.current_timeout()}
+
+    def open(self):
+        """The dataset, read and selected under the spec's limits (the image cap stays set)."""
+        import mnistconv
+        from ..io import remote
+        from ..limits import set_max_image_pixels
+        set_max_image_pixels(self.limits["max_image_pixels"])
+        with remote.timeout(self.limits["timeout"]):
+            dataset = mnistconv.read(self.path, self.format, **self.read_options)
+        if self.select is not None:
+            from ..model import stream
+            dataset = stream.apply_selection(dataset, self.select)
+        return dataset
+
+
+def _digest(array):
+    # Hashed in place, a million at a time: memory stays flat however many images.
+    array = np.ascontiguousarray(array)
+    digest = hashlib.sha256(array.dtype.str.encode())
+    flat = array.reshape(-1)
+    for start in range(0, len(flat), 1 << 20):
+        digest.update(flat[start:start + (1 << 20)])
+    return digest.hexdigest()
+
+
+def _content_digest(split) -> str:
+    """SHA-256 of everything a split yields (each batch's images, then its extra fields),
+    a batch at a time: a changed pixel is a changed plan, so --resume never keeps shards
+    of another input beside shards of this one."""
+    from ..model.stream import extra_fields
+    digest = hashlib.sha256()
+    for batch in split.batches():
+        images = np.ascontiguousarray(batch.images)
+        digest.update(f"{images.dtype.str}{images.shape[1:]}".encode())
+        digest.update(images.reshape(-1).view(np.uint8).data)
+    extra = extra_fields(split)
+    if extra is not None:
+        names, table = extra
+        digest.update(json.dumps([str(n) for n in names]).encode())
+        digest.update(_digest(np.asarray(table)).encode())
+    return digest.hexdigest()
+
+
+def make_plan(dataset, path, format_name, options) -> dict:
+    """The plan of writing dataset to path as format_name with options; nothing is
+    written. plan["output"] is path as write() names it: what prepare, run_task and
+    finish take."""
+    from ..formats import registry
+    with _place(path) as place:
+        # write()'s rule for output names, so every runner writes the local run's tree.
+        local, resolved = checked_options(registry.get(format_name), place.path, options)
+        job = prepare_write(format_name, dataset, local, resolved)
+        targets = [(t.split, t.index, t.start, t.stop, place.name_of(t.path))
+                   for t in job.targets]
+    defaults = {o.name: o.default for o in registry.get(format_name).write_options}
+    # Only what differs from the defaults: the library's call and the command line's
+    # (every default passed) get the same hash.
+    options = {k: v for k, v in sorted(vars(job.options).items()) if k not in _NOT_PLANNED
+               and v is not None and v is not False and v != defaults.get(k)}
+    splits, tasks = {}, []
+    for split_name, index, start, stop, shard in targets:
+        h = dataset.splits[split_name].header
+        if split_name not in splits:
+            split = dataset.splits[split_name]
+            splits[split.name] = {"count": h.count, "shape": list(h.shape),
+                                  "dtype": str(h.dtype),
+                                  "labels_sha256": _digest(split.labels()),
+                                  "indices_sha256": _digest(split.indices()),
+                                  "content_sha256": _content_digest(split)}
+            if h.class_names:  # in WebDataset's and Parquet's bytes (each sample's .json)
+                splits[split.name]["class_names"] = list(h.class_names)
+        # The shard's path from the record's folder (its name for TFRecord).
+        tasks.append({"task": len(tasks), "split": split_name, "index": index,
+                      "start": start, "stop": stop, "shard": shard})
+    plan = {"mnistconv_plan": PLAN_VERSION, "format": format_name, "options": options,
+            "splits": splits, "tasks": tasks}
+    canonical = json.dumps(plan, sort_keys=True, separators=(",", ":")).encode()
+    plan["hash"] = hashlib.sha256(canonical).hexdigest()
+    plan["output"] = str(path)  # where, not what: not hashed (machines mount differently)
+    return plan
+
+
+def record_path(path) -> str:
+    """The progress record of a local output: `.<name>.mnistconv-plan.json` beside it."""
+    folder, name = os.path.split(os.path.abspath(str(path)))
+    return os.path.join(folder, f".{name}{RECORD_SUFFIX}")
+
+
+def _place(path):
+    """The folder of the output's set and its progress record (location.SetFolder)."""
+    return SetFolder(path, record_path)
+
+
+def _record_limit(plan, counters) -> int:
+    """The most bytes a record of this plan can hold: the plan, and per task a shard
+    entry (its name, 20-digit numbers, a hash) and its metadata, with room to spare.
+    A larger file is not read (a record linked to /dev/zero took gigabytes)."""
+    per_task = 1024 + 32 * counters
+    return 2 * len(json.dumps(plan, indent=1)) + per_task * len(plan["tasks"]) + (64 << 10)
+
+
+def _read_record(place, plan, size):
+    """The progress record, None when there is none; of a damaged one (larger than any
+    record of this plan, which is not read further), {} when its plan cannot be told,
+    else the record without its broken entries (size: counters each). A link, FIFO or
+    device in its place is refused in one line."""
+    limit = _record_limit(plan, size)
+    try:
+        data = place.read_record(limit)
+    except OSError:
+        return {}
+    if data is None:
+        return None
+    if len(data) > limit:
+        return {}
+    try:
+        record = parse_json(data, place.shown_record())
+    except FormatError:
+        return {}
+    if not isinstance(record, dict) or not isinstance(record.get("plan_hash"), str):
+        return {}
+    shards = record.get("shards")
+    record["shards"] = {name: entry for name, entry in shards.items()
+                        if _whole(entry, size)} if isinstance(shards, dict) else {}
+    return record
+
+
+def _whole(entry, counters) -> bool:
+    """A shard's entry as run_task writes it: bytes, SHA-256 and `counters` numbers."""
+    def number(n):
+        return type(n) is int and n >= 0
+    return isinstance(entry, dict) and number(entry.get("bytes")) and \
+        isinstance(entry.get("sha256"), str) and isinstance(entry.get("counters"), list) \
+        and len(entry["counters"]) == counters and all(map(number, entry["counters"]))
+
+
+def _intact(place, name, entry) -> bool:
+    """A recorded shard whose file, hashed again, is what was recorded."""
+    return isinstance(entry, dict) and place.digest(name) == (
+        entry.get("bytes"), entry.get("sha256"))
+
+
+def _metadata_intact(place, recorded) -> bool:
+    """Every metadata file the finishing step recorded is there, unchanged."""
+    return isinstance(recorded, dict) and all(
+        isinstance(f, list) and place.digest(name) == tuple(f)
+        for name, f in recorded.items())
+
+
+def _recognised(dataset, place, plan):
+    """{shard name: record entry} when, with no record, every shard of the plan is there
+    and is what its task writes (written again to a temporary and compared): a plain
+    run's output, which --resume keeps. None when a shard is missing; one that differs
+    is refused."""
+    found = [place.digest(t["shard"]) for t in plan["tasks"]]
+    if any(f is None for f in found):
+        return None
+    entries = {}
+    job = sharded(dataset, place.path, plan)
+    for number, (task, on_disk) in enumerate(zip(plan["tasks"], found)):
+        with place.writing(task["shard"], keep=False) as scratch:
+            written, counters = job.write_shard(number, scratch)
+        if on_disk != (written.bytes, written.sha256):
+            raise UsageError(place.where(task["shard"]),
+                             "exists and is not what this conversion writes (an earlier "
+                             "run with another input or other options wrote it)",
+                             "run that conversion again, or use --force to replace it")
+        entries[task["shard"]] = _entry(written, counters)
+    return entries
+
+
+def prepare(dataset, path, plan, *, force=False, resume=False):
+    """Before any task writes: refuse a record of another plan and files no record of
+    this plan owns (unless force, or resume recognises them), and create the record.
+    Returns the record's path (a URL for a store)."""
+    with _place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        with place.lock():
+            try:
+                record = _read_record(place, plan, job.counters.size())
+            except UsageError:
+                if not force:
+                    raise
+                record = {}  # started over: the record is replaced (a link, not followed)
+            found = _recognised(dataset, place, plan) \
+                if record is None and resume and not force else None
+            rpath = place.shown_record()
+            if record is not None and record.get("plan_hash") != plan["hash"] and not force:
+                if not record:
+                    raise UsageError(rpath, "is damaged: it names no plan whose progress "
+                                            "it holds", "use --force to start over")
+                raise UsageError(rpath, f"holds the progress of another plan "
+                                        f"({str(record.get('plan_hash'))[:12]}; this one is "
+                                        f"{plan['hash'][:12]}): a different input, options "
+                                        "or shard count", "run the same conversion, or "
+                                        "use --force to start over")
+            if record is None or record.get("plan_hash") != plan["hash"]:
+                if not force and found is None:
+                    for target in [place.local(t["shard"]) for t in plan["tasks"]] \
+                            + job.metadata_targets():
+                        if place.exists(target):
+                            raise exists_error(place.where(place.name_of(target)))
+                    if job.stale:
+                        raise exists_error(job.stale[0])
+                place.write_record({"plan_hash": plan["hash"], "plan": plan,
+                                    "shards": found or {}, "finished": False,
+                                    "force": bool(force)})
+    return rpath
+
+
+def run_task(dataset, path, plan, number, *, resume=False, workers=1, processes=False):
+    """Run task `number`: keep its shard when resuming and it is recorded and intact, else
+    write and record it. Returns ("kept" or "written", OutputFile-like dict)."""
+    name = plan["tasks"][number]["shard"]
+    with _place(path) as place:
+        job = sharded(dataset, place.path, plan, workers, processes)
+        # As the user named the output (a TFRecord shard beside it, Parquet's inside it).
+        shown = place.shown(name, path)
+        with place.lock():
+            record = _read_record(place, plan, job.counters.size()) or {}
+            if record.get("plan_hash") != plan["hash"]:
+                raise UsageError(place.shown_record(), "holds no progress of this plan "
+                                                       "(another run started over)",
+                                 "run the tasks again")
+            entry = record.get("shards", {}).get(name)
+        if resume and _intact(place, name, entry):
+            return "kept", {"path": shown, **entry}
+        # The record says this set is ours: a shard of it on disk is replaced.
+        with place.writing(name) as staged:
+            written, counters = job.write_shard(number, staged)
+        entry = _entry(written, counters)
+        with place.lock():
+            record = _read_record(place, plan, job.counters.size()) or {}
+            if record.get("plan_hash") == plan["hash"]:
+                record["shards"][name] = entry
+                record["finished"] = False
+                place.write_record(record)
+    return "written", {"path": shown, **entry}
+
+
+def finish(dataset, path, plan, entries=None, rewritten=None):
+    """If every shard is recorded and its file matches (else it is dropped from the
+    record), finish the set once; a finished set's metadata files missing or changed
+    since are written again (their names appended to `rewritten`). entries: {shard
+    name: entry} the caller's tasks wrote (Beam's), taken where the record lacks them.
+    Returns (finished, names of shards missing or bad)."""
+    with _place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        size = job.counters.size()
+        with place.lock():
+            record = _read_record(place, plan, size) or {}
+            if record.get("plan_hash") != plan["hash"]:
+                return False, [t["shard"] for t in plan["tasks"]]
+            shards = record.setdefault("shards", {})
+            for name, entry in (entries or {}).items():
+                if name not in shards and _whole(entry, size):
+                    shards[name] = entry
+            bad = [t["shard"] for t in plan["tasks"]
+                   if not _intact(place, t["shard"], shards.get(t["shard"]))]
+            if bad:
+                for name in bad:
+                    shards.pop(name, None)
+                record["finished"] = False
+                place.write_record(record)
+                return False, bad
+            was = record.get("finished") is True
+            if was:  # every file of the set is checked, not only the shards
+                before = record.get("metadata")
+                changed = [n for n, f in before.items() if not isinstance(f, list)
+                           or place.digest(n) != tuple(f)] \
+                    if isinstance(before, dict) else None
+                if changed == []:
+                    return True, []
+            elif record.get("force"):  # an earlier output's other shards: replaced
+                for old in job.stale:
+                    os.unlink(old)
+            record["metadata"] = place.finish(job, {
+                target.path: _recorded(target.path, shards[task["shard"]], job)
+                for target, task in zip(job.targets, plan["tasks"])})
+            if was and rewritten is not None:
+                rewritten += [place.shown(n, path) for n in changed or record["metadata"]]
+            record["finished"] = True
+            place.write_record(record)
+    return True, []
+
+
+def metadata_files(dataset, path, plan) -> list:
+    """[{"path", "bytes", "sha256"}] of the files finishing wrote beside the shards."""
+    with _place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        found = [(place.name_of(t), place.digest(place.name_of(t)))
+                 for t in job.metadata_targets()]
+        return [{"path": place.shown(n, path) if place.store else str(t),
+                 "bytes": f[0], "sha256": f[1]}
+                for (n, f), t in zip(found, job.metadata_targets()) if f is not None]
+
+
+def totals(dataset, path, plan) -> dict:
+    """The write stats of a finished set, from the recorded shards' counters."""
+    with _place(path) as place:
+        job = sharded(dataset, place.path, plan)
+        record = _read_record(place, plan, job.counters.size()) or {}
+    shards = record.get("shards", {})
+    merged = job.counters()
+    for task in plan["tasks"]:
+        if task["shard"] in shards:
+            merged.merge(job.counters.from_list(shards[task["shard"]]["counters"]))
+    return job.stats(merged)
+
+
+def _entry(written, counters) -> dict:
+    return {"bytes": written.bytes, "sha256": written.sha256,
+            "counters": counters.as_list()}
+
+
+def _recorded(target, entry, job):
+    """A record's entry as ShardedWrite.finish() takes it."""
+    from ..model.records import OutputFile
+    return (OutputFile(str(target), entry["bytes"], entry["sha256"]),
+            job.counters.from_list(entry["counters"]))
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """Which tasks of a plan a run takes (task_index, task_index + num_tasks, ...) and
+    how: resume keeps intact shards, force starts over."""
+
+    num_tasks: int = 1
+    task_index: int = 0
+    resume: bool = False
+    force: bool = False
+
+
+def run(source, path, format_name, options, tasks=Tasks(), on_task=None) -> dict:
+    """Run the tasks `tasks` names, then finish the set if it is complete. source: an
+    InputSpec or a Dataset; options: the write options (workers included);
+    on_task(status, task, file dict) after each task. Returns {"plan_hash", "tasks",
+    "finished", "missing", "stats", "metadata"}.
+
+        run(InputSpec("data/mnist"), "out/m.tfrecord", "tfrecord", {"shards": 4},
+            Tasks(num_tasks=2, task_index=0))  # tasks 0, 2, 4, 6
+    """
+    from ..limits import count_in_range
+    num_tasks = count_in_range(tasks.num_tasks, "--num-tasks", 1 << 20)
+    task_index, resume = tasks.task_index, tasks.resume
+    if not 0 <= int(task_index) < num_tasks:
+        raise BadOption(None, f"--task-index must be 0..{num_tasks - 1}, not {task_index}")
+    dataset = source.open() if isinstance(source, InputSpec) else source
+    plan = make_plan(dataset, path, format_name, options)
+    path = plan["output"]
+    prepare(dataset, path, plan, force=tasks.force, resume=resume)
+    done = []
+    for number in range(int(task_index), len(plan["tasks"]), num_tasks):
+        status, written = run_task(dataset, path, plan, number, resume=resume,
+                                   workers=options.get("workers", 1),
+                                   processes=options.get("processes", False))
+        done.append({"task": number, "status": status, **written})
+        if on_task is not None:
+            on_task(status, plan["tasks"][number], written)
+    rewritten: list = []
+    finished, missing = finish(dataset, path, plan, rewritten=rewritten)
+    return result(dataset, path, plan, done, finished, missing, rewritten)
+
+
+def result(dataset, path, plan, tasks, finished, missing, rewritten=()) -> dict:
+    """What run() and beam.run() return: the plan's hash, the tasks run, whether the set
+    is finished (its stats and metadata files then), the shards missing, and the
+    metadata files of an already finished set written again (found missing or changed).
+    """
+    return {"plan_hash": plan["hash"], "tasks": tasks, "finished": finished,
+            "missing": missing, "stats": totals(dataset, path, plan) if finished else {},
+            "metadata": metadata_files(dataset, path, plan) if finished else [],
+            "rewritten": list(rewritten)}

@@ -1,0 +1,2 @@
+"""Looking at a dataset: image grids, comparing two datasets, a local viewer.
+"""
