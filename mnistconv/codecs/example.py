@@ -25,7 +25,7 @@ serialized FileDescriptorProto of the text above (a test rebuilds it).
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import CorruptData, FormatError, MissingDependency
+from ..errors import CorruptData, FormatError, MissingDependency, WrongFormat
 from ..limits import check_num_classes, printable
 
 _FILE_DESCRIPTOR = (
@@ -307,6 +307,15 @@ class Layout:
     def label_format(self) -> str:
         """onehot or index, by the label's width."""
         return "onehot" if self.label_width > 1 else "index"
+
+
+def parse_example(Example, path, number, data):
+    """Record `number`'s bytes as an Example, else WrongFormat naming the record."""
+    try:
+        return Example.FromString(data)
+    except Exception as e:  # protobuf's DecodeError, whatever the backend
+        raise WrongFormat(path, f"record {number} (counting from 0): not a "
+                                f"tf.train.Example ({e})") from None
 
 
 def record_name(number):

@@ -23,7 +23,7 @@ import tempfile
 import numpy as np
 
 from ... import codecs
-from ...errors import CorruptData, FormatError, NoSplits, UsageError, WrongFormat
+from ...errors import CorruptData, FormatError, NoSplits, UsageError
 from ...io.fileio import StagedOutput, check_input_file, create_staged, has_magic, \
     input_size, library_path, remove_scratch
 from ...io import budget
@@ -37,7 +37,7 @@ from ...io.staging import signals_deferred, staging_prefix
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ...codecs.images import check_record_size, decode_record_image
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \
-    record_name
+    parse_example, record_name
 
 EXTENSION = ".array_record"
 # Riegeli's file signature: the first 64 bytes of every Riegeli (so ArrayRecord) file.
@@ -212,11 +212,7 @@ class ArrayRecordSplit(Split):
                               "the file is damaged") from None
 
     def _parse(self, path, number, data):
-        try:
-            return self.Example.FromString(data)
-        except Exception as e:  # protobuf's DecodeError, whatever the backend
-            raise WrongFormat(path, f"record {number} (counting from 0): not a "
-                                    f"tf.train.Example ({e})") from None
+        return parse_example(self.Example, path, number, data)
 
     def _fields(self, path, number, example):
         feature = example.features.feature

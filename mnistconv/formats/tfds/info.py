@@ -31,6 +31,7 @@ from ...errors import CorruptData, FormatError, UsageError
 from ...io.fileio import check_input_file, open_input
 from ...limits import (MAX_CLASSES, MAX_SHARDS, check_image_size, is_safe_name, printable,
                        parse_json)
+from ...family.identity import check_version  # noqa: F401 (the TFDS writer checks with it)
 from ...family.sources import FAMILIES
 
 FILEPATH_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
@@ -39,7 +40,6 @@ IMAGE_CLASS = "tensorflow_datasets.core.features.image_feature.Image"
 LABEL_CLASS = "tensorflow_datasets.core.features.class_label_feature.ClassLabel"
 DICT_CLASS = "tensorflow_datasets.core.features.features_dict.FeaturesDict"
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}\Z")
-_VERSION = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\Z")
 _SPLIT = re.compile(r"[A-Za-z0-9_]{1,64}\Z")
 MAX_METADATA_BYTES = 16 << 20
 
@@ -104,14 +104,6 @@ def check_name(name):
                          "use a letter, then letters, digits and '_' (at most 64), "
                          "e.g. mnist or my_digits")
     return name
-
-
-def check_version(version):
-    """A version TFDS accepts: MAJOR.MINOR.PATCH, no leading zeros, else exit 2."""
-    if not isinstance(version, str) or not _VERSION.match(version):
-        raise UsageError(None, f"--version {printable(version)} is not a TFDS version",
-                         "use MAJOR.MINOR.PATCH without leading zeros, e.g. 1.0.0")
-    return version
 
 
 def check_split_name(name, where):

@@ -21,7 +21,8 @@ from ...codecs.classes import check_name, names_by_label
 from .. import extras
 from ...codecs.images import check_record_size, decode_record_image
 from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
-                      find_layout, one_value, own_keys, record_name)
+                               find_layout, one_value, own_keys, parse_example,
+                               record_name)
 from ...io.fileio import check_input
 from ...io.shards import sniff_files
 from ...codecs.framing import iter_record_blocks, read_ranges, resolve_compression, sniff_file
@@ -169,11 +170,7 @@ class TFRecordSplit(Split):
             raise WrongFormat(path, f"record {number} (counting from 0): not a "
                                     f"tf.train.Example (it starts with byte "
                                     f"0x{data[0]:02X}, not the features field)")
-        try:
-            return self.Example.FromString(data)
-        except Exception as e:  # protobuf's DecodeError, whatever the backend
-            raise WrongFormat(path, f"record {number} (counting from 0): not a "
-                                    f"tf.train.Example ({e})") from None
+        return parse_example(self.Example, path, number, data)
 
     def _fields(self, path, number, example):
         """(image bytes or Raw, label, original index or None), checked against the layout."""
