@@ -6,7 +6,7 @@ ArrayRecordDataSource (the `arrayrecord` extra); any other format through
 mnistconv.read, by position where the split can seek (IDX, GDMNIST1, indexed
 TFRecord, ...), else held in memory up to budget.MAX_IN_MEMORY bytes of pixels.
 
-    import grain, mnistconv.loaders.grain
+    import grain, mnistconv
     data = mnistconv.grain.source("mnist.array_record", "train")
     loader = grain.MapDataset.source(data).shuffle(seed=0).batch(128)
     images, labels = loader[0]          # (128, 28, 28, 1) uint8, (128,) int64

@@ -8,7 +8,7 @@ uint8 H x W x C with the channels the images store (1 for grey, 3 for RGB: never
 reduced; float32 in [0, 1] with normalize=True), label int64. For TFRecord the feature
 spec and the decoder are found from the first record, read without TensorFlow.
 
-    import mnistconv.loaders.tf, tensorflow as tf
+    import mnistconv, tensorflow as tf
     train = mnistconv.tf.dataset("mnist.tfrecord", "train", normalize=True,
                                  shuffle=10000, batch_size=128)
     model = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)])

@@ -3,7 +3,7 @@ registered format): `dataset(path)` gives (image tensor, label) pairs. torch is
 imported here only (the `torch` extra).
 
     from torch.utils.data import DataLoader
-    import mnistconv.loaders.torch
+    import mnistconv
 
     train = mnistconv.torch.dataset("mnist.npz", split="train")
     for images, labels in DataLoader(train, batch_size=128, shuffle=True):
@@ -26,7 +26,7 @@ _OWN = ("split", "format", "transform", "target_transform", "iterable", "batch_s
 
 
 def _torch():
-    return optional_import("torch", "torch", "mnistconv.loaders.torch")
+    return optional_import("torch", "torch", "mnistconv.torch")
 
 
 def to_tensor(pixels):
