@@ -18,7 +18,7 @@ FLAGGED = {("os", "listdir"), ("os", "scandir"), ("os", "walk"), ("shutil", "rmt
            # stat-then-read: a size or identity taken by name, then the file read by name
            ("os", "stat"), ("os", "lstat"), ("path", "getsize"), ("path", "getmtime")}
 # Libraries that open a file by its name (zip, liblmdb, HDF5, array_record, pyarrow,
-# tar): read through fileio.InputZip / fileio.library_path, which hand them the file
+# tar): read through io.inputzip.InputZip / fileio.library_path, which hand them the file
 # open_input opened. Called with a file object or for writing, they are not flagged.
 NAME_OPENERS = {"ZipFile", "ParquetFile", "ArrayRecordReader", "ArrayRecordDataSource",
                 "read_table"}
@@ -147,10 +147,10 @@ def test_a_library_opens_the_checked_file_not_what_is_swapped_in(tmp_path):
 def test_an_input_zip_closes_the_file_it_opened(tmp_path):
     import zipfile
 
-    from mnistconv.io import fileio
+    from mnistconv.io.inputzip import InputZip
     with zipfile.ZipFile(tmp_path / "a.zip", "w") as z:
         z.writestr("arr_0.npy", b"x")
-    archive = fileio.InputZip(str(tmp_path / "a.zip"))
+    archive = InputZip(str(tmp_path / "a.zip"))
     assert archive.namelist() == ["arr_0.npy"]
     archive.close()
     assert archive._guarded.closed

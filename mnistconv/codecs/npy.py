@@ -22,6 +22,7 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, O
                NotImplementedError, RuntimeError, UnicodeDecodeError)
 
 
+
 @contextlib.contextmanager
 def zip_errors(path):
     """Within it, a corrupt archive is a FormatError naming `path`."""

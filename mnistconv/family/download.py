@@ -20,7 +20,8 @@ from typing import Optional, Sequence
 
 from ..errors import BadOption, CorruptData, InTheWay, MnistconvError, NotFound, UsageError
 from ..limits import TransferWindow, is_number
-from ..io.fileio import (STAGING_MARK, InputZip, StagedOutput, create_staged, move_own,
+from ..io.inputzip import InputZip
+from ..io.fileio import (STAGING_MARK, StagedOutput, create_staged, move_own,
                      open_input, own_entries, own_file_size, own_files_under, remove_scratch,
                      staging_prefix)
 from ..model.records import NO_PROGRESS, Progress

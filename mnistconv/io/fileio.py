@@ -7,7 +7,6 @@ import hashlib
 import os
 import re
 import stat
-import zipfile
 import zlib
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -342,25 +341,6 @@ def library_path(path: str, root: Optional[str] = None) -> Iterator[str]:
     with open_input(path, root) as f:
         fd_path = f"/proc/self/fd/{f.fileno()}"
         yield fd_path if os.path.exists(fd_path) else path  # no /proc: the checked name
-
-
-class InputZip(zipfile.ZipFile):
-    """A zip archive read from a file opened through open_input; closing it closes the
-    file (ZipFile leaves a file object it was given open)."""
-
-    def __init__(self, path: str, root: Optional[str] = None):
-        self._guarded = open_input(path, root)
-        try:
-            super().__init__(self._guarded)
-        except BaseException:
-            self._guarded.close()
-            raise
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            self._guarded.close()
 
 
 def file_digest(path: str, root: Optional[str] = None, chunk: int = 1 << 20) -> tuple:

@@ -16,14 +16,16 @@ import zipfile
 import numpy as np
 
 from ...errors import CorruptData, FormatError, UsageError, WrongFormat
-from ...io.fileio import InputZip, check_input_file, has_magic, input_entries, input_root
+from ...io.inputzip import InputZip
+from ...io.fileio import check_input_file, has_magic, input_entries, input_root
 from ...io import budget
 from ...model.records import DEFAULT_BATCH, Dataset, Header, Split
 from ...codecs import classes
 from ..common import InOrder
 from ...codecs.classes import check_labels
 from ...codecs.images import check_split_header
-from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, zip_errors
+from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, \
+    zip_errors
 
 NAME = re.compile(r"^(?P<prefix>[A-Za-z0-9_]+)-(?P<split>train|test)-(?P<kind>imgs|labels)"
                   r"\.npz$")

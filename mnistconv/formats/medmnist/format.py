@@ -25,7 +25,8 @@ from ...codecs.classes import check_labels
 from ...codecs.images import check_split_header
 from ...codecs.npy import ZIP_MAGIC, open_member, read_member, row_batches, zip_errors
 from ...errors import CorruptData, FormatError, UsageError
-from ...io.fileio import InputZip, check_input_file, has_magic
+from ...io.inputzip import InputZip
+from ...io.fileio import check_input_file, has_magic
 from ...model.schema import schema_of
 from ...model.records import DEFAULT_BATCH, Dataset, Header, Split
 from ...family.sources import MEDMNIST, MEDMNIST_SIZES

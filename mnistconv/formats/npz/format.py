@@ -32,7 +32,8 @@ from typing import Optional
 import numpy as np
 
 from ...errors import CorruptData, FormatError, OverLimit, UsageError
-from ...io.fileio import InputZip, StagedOutput, check_input_file, has_magic, open_staged
+from ...io.inputzip import InputZip
+from ...io.fileio import StagedOutput, check_input_file, has_magic, open_staged
 from ...io import budget
 from ...limits import printable, safe_split_name
 from ...model.schema import schema_of
