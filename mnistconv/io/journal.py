@@ -229,7 +229,8 @@ def dead_journals(folder: str) -> list:
     except OSError:
         return []
     found = []
-    for name in sorted(names):
+    # A folder the user reads from may hold many thousand names: the prefix first.
+    for name in sorted(n for n in names if n.startswith(JOURNAL_MARK)):
         m = _JOURNAL_RE.fullmatch(name)
         if m and not _alive(int(m.group(1))):
             found.append(os.path.join(folder, name))

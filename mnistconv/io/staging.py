@@ -198,7 +198,7 @@ def remove_dead_leftovers(folder: str) -> None:
         return
     pattern = re.compile(re.escape(STAGING_MARK) + r"(\d+)-")
     for entry in output_entries(folder):
-        m = pattern.search(entry)
+        m = STAGING_MARK in entry and pattern.search(entry)  # most names: no regex
         if not m or _pid_alive(int(m.group(1))) or int(m.group(1)) == os.getpid():
             continue
         remove_scratch(os.path.join(folder, entry))
