@@ -391,3 +391,36 @@ def test_grouped_records_are_indexed_one_chunk_at_a_time(tmp_path, monkeypatch):
     assert sum(e - s for s, e in spans) == split.header.count and max(
         e - s for s, e in spans) == 4
     assert np.array_equal(split.labels(), full.splits["test"].labels())
+
+
+def test_arrayrecord_and_tfds_share_one_array_record_writer(tmp_path, monkeypatch):
+    """Issue 39: the arrayrecord format and TFDS' array_record files are written by one
+    spool and one writer (codecs/spool.py), so their records are the same bytes; TFDS'
+    planned shard (write_shard) goes through the same two."""
+    from mnistconv.codecs import spool
+    from mnistconv.formats.contract import prepare_write
+    calls = []
+    for name in ("spool_splits", "array_record_shards"):
+        real = getattr(spool, name)
+        monkeypatch.setattr(spool, name, lambda *a, _real=real, _name=name:
+                            calls.append(_name) or _real(*a))
+    ds = mnistconv.read(SAMPLE)
+    mnistconv.write(ds, tmp_path / "a" / "m.array_record", "arrayrecord")
+    assert calls == ["spool_splits"] + ["array_record_shards"] * 2
+    mnistconv.write(ds, tmp_path / "t", "tfds", file_format="array_record")
+    assert calls == (["spool_splits"] + ["array_record_shards"] * 2) * 2
+    job = prepare_write("tfds", ds, str(tmp_path / "p"),
+                        {"file_format": "array_record", "shards": 1})
+    staged = tmp_path / "shard"
+    staged.touch()
+    job.write_shard(0, str(staged))
+    assert calls[6:] == ["spool_splits", "array_record_shards"]
+    reader = spool.array_record_module().ArrayRecordReader
+    for split in ("train", "test"):
+        [tfds_file] = tmp_path.glob(f"t/*/*/*-{split}.array_record-00000-of-00001")
+        ours = reader(str(tmp_path / "a" / f"m-{split}.array_record"))
+        theirs = reader(str(tfds_file))
+        assert ours.read_all() == theirs.read_all() and ours.num_records() > 0
+    first = job.targets[0].split
+    assert reader(str(staged)).read_all() == reader(
+        str(next(tmp_path.glob(f"t/*/*/*-{first}.array_record-*")))).read_all()

@@ -1,18 +1,21 @@
 """A split's Examples encoded once into a spool, then cut into shards (TFRecord: byte
 ranges of it; ArrayRecord: through array_record's writer), since the number of shards
-may depend on the encoded size (TFDS' rule). All inside the caller's StagedOutput.
+may depend on the encoded size (TFDS' rule). The one way both the arrayrecord format
+and TFDS' array_record files are written: spool_splits() into a scratch_folder(), then
+array_record_shards().
 """
 
 import contextlib
 import hashlib
 import os
 import sys
+import tempfile
 
 import numpy as np
 
 from ..errors import MissingDependency, UsageError
-from ..io.fileio import move_own, open_input, open_staged, remove_scratch
-from ..io.staging import STAGING_MARK
+from ..io.fileio import create_staged, move_own, open_input, open_staged, remove_scratch
+from ..io.staging import STAGING_MARK, signals_deferred, staging_prefix
 from ..model.records import OutputFile
 from . import tfds_encode as encode
 
@@ -28,6 +31,36 @@ def naming_failures(target):
         if e.filename is None or STAGING_MARK in str(e.filename):
             e.filename = str(target)
         raise
+
+
+@contextlib.contextmanager
+def scratch_folder(near, name):
+    """A folder for spools in the nearest existing folder of `near`, removed on exit."""
+    scratch = None
+    try:
+        # Signals wait until the folder is known, so `finally` removes it.
+        with signals_deferred():
+            near = os.path.abspath(near)
+            while not os.path.isdir(near):
+                near = os.path.dirname(near)
+            scratch = tempfile.mkdtemp(prefix=staging_prefix(name), dir=near)
+        yield scratch
+    finally:
+        if scratch:
+            remove_scratch(scratch)
+
+
+def spool_splits(jobs, encoder, scratch, progress, fmt) -> list:
+    """[(split name, record lengths, spool path)] of (split name, split, task, target)
+    jobs, each encoded into a spool of its own in scratch; a failed write names target."""
+    spooled = []
+    for name, split, task, target in jobs:
+        spool = os.path.join(scratch, name)
+        with naming_failures(target):
+            create_staged(spool).close()
+            spooled.append((name, spool_split(split, task, encoder, spool, progress,
+                                              f"{name} -> {fmt}"), spool))
+    return spooled
 
 
 def spool_split(split, task, encoder, spool_path, progress, description):

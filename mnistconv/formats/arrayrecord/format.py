@@ -18,14 +18,13 @@ records asked for, so --per-class and --shuffle on a large file decode only what
 
 import contextlib
 import os
-import tempfile
 
 import numpy as np
 
 from ... import codecs
 from ...errors import CorruptData, FormatError, NoSplits, UsageError
-from ...io.fileio import StagedOutput, check_input_file, create_staged, has_magic, \
-    input_size, library_path, remove_scratch
+from ...io.fileio import StagedOutput, check_input_file, has_magic, input_size, \
+    library_path
 from ...io import budget
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
@@ -33,7 +32,6 @@ from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
 from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     WriteResult
 from ...io.shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
-from ...io.staging import signals_deferred, staging_prefix
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ...codecs.images import check_record_size, decode_record_image
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \
@@ -383,12 +381,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         staged_paths = [s.stage_files(staged) for *_, s in plan]
         for *_, shard_set in plan:
             shard_set.supersede_others(staged)
-        scratch = None
-        try:
-            # Signals wait until the scratch folder is known, so `finally` removes it.
-            with signals_deferred():
-                scratch = tempfile.mkdtemp(prefix=staging_prefix("arrayrecord"),
-                                           dir=os.path.dirname(staged_paths[0][0]))
+        with shardwrite.scratch_folder(os.path.dirname(staged_paths[0][0]),
+                                       "arrayrecord") as scratch:
             for task in tasks.values():
                 task.warm()
             biggest = max(int(np.prod(shape)) for _, _, shape, _ in plan)
@@ -396,21 +390,12 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
                                  min(encode.chunk_records(s) for *_, s, _ in plan),
                                  total=sum(s.header.count for _, s, _, _ in plan)) \
                     as encoder:
-                spooled = []
-                for name, split, shape, shard_set in plan:
-                    spool = os.path.join(scratch, name)
-                    with shardwrite.naming_failures(shard_set.targets[0]):
-                        create_staged(spool).close()
-                        lengths = shardwrite.spool_split(split, tasks[shape], encoder,
-                                                         spool, progress,
-                                                         f"{name} -> arrayrecord")
-                    spooled.append((spool, lengths))
-            for (name, split, shape, shard_set), paths, (spool, lengths) in \
+                spooled = shardwrite.spool_splits(
+                    [(name, split, tasks[shape], s.targets[0]) for name, split, shape, s
+                     in plan], encoder, scratch, progress, "arrayrecord")
+            for (*_, shard_set), paths, (name, lengths, spool) in \
                     zip(plan, staged_paths, spooled):
                 files += shardwrite.array_record_shards(spool, lengths, shard_set.bounds,
                                                         shard_set.targets, paths, options)
                 counts[name] = len(lengths)
-        finally:
-            if scratch:
-                remove_scratch(scratch)
     return WriteResult(files, counts, {"records": sum(counts.values())})

@@ -26,7 +26,6 @@ numClasses) before believing it.
 import glob
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,12 +34,11 @@ from .. import registry
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
 from ...io.fileio import StagedOutput, check_input_file, create_staged, input_root, \
-    open_input, open_staged, output_entries, remove_scratch
+    open_input, open_staged, output_entries
 from ...workers.parallel import ParallelEncoder, check_workers
 from ...model.records import NO_PROGRESS, Dataset, WriteResult, OutputFile, WrappedSplit
 from ...io.shards import check_shard_count, SHARD_RE
-from ...io.staging import check_output_path, exists_error, is_staging_name, \
-    signals_deferred, staging_prefix
+from ...io.staging import check_output_path, exists_error, is_staging_name
 from ...limits import MAX_SHARDS, parse_bytes
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from . import info as tfds_info
@@ -235,24 +233,17 @@ class TfdsWrite(ShardedWrite):
         split = dict(self.splits)[target.split]
         start, stop = target.start, target.stop
         task, encoder = self.encoder(stop - start)
-        # A TFRecord shard is its spool; ArrayRecord's records are copied out of one.
-        spool = staged_path
-        if self.options.file_format != "tfrecord":
-            fd, spool = tempfile.mkstemp(dir=os.path.dirname(staged_path),
-                                         prefix=staging_prefix(os.path.basename(target.path)))
-            os.close(fd)
-        try:
-            with encoder, shardwrite.naming_failures(target.path):
-                lengths = shardwrite.spool_split(RangeSplit(split, start, stop), task,
-                                                 encoder, spool, NO_PROGRESS, "")
+        with shardwrite.scratch_folder(os.path.dirname(staged_path),
+                                       os.path.basename(target.path)) as scratch:
+            with encoder:
+                [(_, lengths, spool)] = shardwrite.spool_splits(
+                    [(target.split, RangeSplit(split, start, stop), task, target.path)],
+                    encoder, scratch, NO_PROGRESS, "tfds")
             if len(lengths) != stop - start:
                 raise FormatError(split.header.source or target.split,
                                   f"yielded {start + len(lengths)} examples, its header "
                                   f"says {split.header.count}", "check the input")
             written = self.cut(spool, lengths, [target], [staged_path])
-        finally:
-            if spool != staged_path and os.path.exists(spool):
-                remove_scratch(spool)
         return written[0], TfdsCounters(len(lengths), int(lengths.sum()), 1)
 
     def stats(self, counters):
@@ -301,24 +292,11 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
     """
     from . import SPEC
     job = TfdsWrite(dataset, path, SPEC.options(options), force, planned=False)
-    scratch = None
-    try:
-        # Signals wait until the scratch folder is known, so `finally` removes it.
-        with signals_deferred():
-            near = os.path.abspath(job.target)
-            while not os.path.isdir(near):
-                near = os.path.dirname(near)
-            scratch = tempfile.mkdtemp(prefix=staging_prefix("tfds"), dir=near)
-        spooled = []  # (split name, record lengths, spool path)
+    with shardwrite.scratch_folder(job.target, "tfds") as scratch:
         task, encoder = job.encoder(sum(s.header.count for _, s in job.splits))
         with encoder:
-            for split_name, split in job.splits:
-                spool = os.path.join(scratch, split_name)
-                with shardwrite.naming_failures(job.target):
-                    create_staged(spool).close()
-                    lengths = shardwrite.spool_split(split, task, encoder, spool,
-                                                     progress, f"{split_name} -> tfds")
-                spooled.append((split_name, lengths, spool))
+            spooled = shardwrite.spool_splits([(n, s, task, job.target) for n, s in
+                                               job.splits], encoder, scratch, progress, "tfds")
         for split_name, lengths, _ in spooled:  # the count follows the encoded size
             job.place(split_name, len(lengths), shard_count(
                 job.shards, job.shard_size, int(lengths.sum()), len(lengths), split_name,
@@ -342,9 +320,6 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
                     create_staged(p).close()
                 files += job.cut(spool, lengths, targets, staged_paths)
                 counts[split_name] = len(lengths)
-    finally:
-        if scratch:
-            remove_scratch(scratch)
     return WriteResult(files, counts, {"records": sum(counts.values()),
                                        "shards": len(job.targets)})
 
