@@ -39,13 +39,11 @@ This file imports no other module until a name is used, so `--help` pays for not
     tfrecord.write(ds, "copy.tfrecord", preset="tfds", shards=4)
 """
 
-import importlib
-
 from ...model.spec import GREY, RGB, Format, Holds, Option
-from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, shards_option
+from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(
-    "tfrecord", "mnistconv.formats.tfrecord",
+    "tfrecord", "mnistconv.formats.tfrecord.format",
     "TFRecord of tf.train.Example (JPEG image + one-hot label by default; no TensorFlow "
     "needed)",
     extensions=(".tfrecord", ".tfrecords", ".tfrec"),
@@ -101,23 +99,4 @@ SPEC = Format(
 )
 
 
-_NAMES_BY_HOME = {
-    ".reader": ("sniff", "TFRecordSplit"),
-    ".indexed": ("read", "IndexedSplit"),
-    ".writer": ("write", "encode_records", "Settings", "CHUNK", "ERROR_SAMPLE"),
-    "mnistconv.codecs.framing": ("masked_crc", "Framer", "iter_records", "COMPRESSIONS",
-                                 "NOT_TFRECORD", "NOT_TFRECORD_HINT"),
-    ".names": ("matches_name", "resolve", "split_target", "EXTENSIONS"),
-    "mnistconv.codecs.example": ("PRESETS", "Schema", "ExampleBuilder", "example_class"),
-    "mnistconv.io.shards": ("SHARD_RE", "shard_names"),
-}
-_HOMES = {name: home for home, names in _NAMES_BY_HOME.items() for name in names}
-
-__all__ = sorted(_HOMES)
-
-
-def __getattr__(name):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home, __name__), name)
+__getattr__ = lazy_attributes(SPEC.module)
