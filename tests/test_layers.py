@@ -94,6 +94,18 @@ def test_no_module_takes_another_modules_private_names():
     assert found == {}
 
 
+
+def test_formats_reach_staging_through_one_door():
+    """Issue 39: formats and codecs take staged outputs from io.fileio (which re-exports
+    io.staging), not from io.staging as well."""
+    found = {module: line for _, source, module, is_package in _sources()
+             if module.startswith(("mnistconv.formats", "mnistconv.codecs"))
+             for line, base, _ in _imports(source, module, is_package)
+             if base == "mnistconv.io.staging"}
+    assert found == {}
+    assert _imports("from ...io.staging import own_file_size", "mnistconv.formats.npz.format",
+                    False).__next__()[1] == "mnistconv.io.staging"
+
 # The layers of mnistconv/, lowest first (DESIGN.md's map): a module imports only from its
 # own layer or one below. errors and limits are what every layer uses; the library's face
 # (__init__: read, write, convert) stands on the rest, the command line on the face.

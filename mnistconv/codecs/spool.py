@@ -14,8 +14,8 @@ import tempfile
 import numpy as np
 
 from ..errors import MissingDependency, UsageError
-from ..io.fileio import create_staged, move_own, open_input, open_staged, remove_scratch
-from ..io.staging import STAGING_MARK, signals_deferred, staging_prefix
+from ..io.fileio import STAGING_MARK, create_staged, move_own, open_input, open_staged, \
+    remove_scratch, signals_deferred, staging_prefix
 from ..model.records import OutputFile
 from . import tfds_encode as encode
 

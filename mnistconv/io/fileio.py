@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import IO, TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Optional
 
 from ..errors import CorruptData, NoAccess, NotFound, Truncated, UsageError
-# Re-exported: formats import what they read and write from here.
+# Re-exported: formats and codecs take staged outputs from here only (test_layers).
 from .staging import (STAGING_MARK, StagedOutput, check_output_path, create_staged,  # noqa: F401
                       exists_error, is_staging_name, is_stdio, is_stream_path,
                       open_staged, output_entries, own_file_size, refuse_replacing_special,

@@ -34,8 +34,7 @@ import numpy as np
 from ...errors import (CannotWrite, CorruptData, FormatError, MnistconvError,
     NotFound, OverLimit, UsageError, WrongFormat, optional_import)
 from ...io.fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, \
-    input_entries, library_path, open_input, open_staged, sha256_file
-from ...io.staging import own_file_size
+    input_entries, library_path, open_input, open_staged, own_file_size, sha256_file
 from ...io import budget
 from ...limits import MAX_SHARDS, printable, safe_split_name
 from ...model.records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,

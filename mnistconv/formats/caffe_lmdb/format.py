@@ -26,8 +26,7 @@ import numpy as np
 from ...errors import (CannotWrite, CorruptData, FormatError, NotFound,
     OverLimit, Truncated, WrongFormat, optional_import)
 from ...io.fileio import StagedOutput, check_input_file, has_magic, input_entries, \
-    input_size, library_path, output_file_info
-from ...io.staging import own_file_size
+    input_size, library_path, output_file_info, own_file_size
 from ...io import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)

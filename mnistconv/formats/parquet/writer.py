@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import CannotWrite, CorruptData, NoSplits, UsageError
-from ...io.fileio import StagedOutput, open_staged, output_entries, sha256_file
-from ...io.staging import own_file_size
+from ...io.fileio import StagedOutput, open_staged, output_entries, own_file_size, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...workers.parallel import COUNTERS, ParallelEncoder, check_workers
 from ..contract import Counters, ShardTarget, ShardedWrite

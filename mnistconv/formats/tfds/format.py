@@ -33,12 +33,11 @@ import numpy as np
 from .. import registry
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
-from ...io.fileio import StagedOutput, check_input_file, create_staged, input_root, \
-    open_input, open_staged, output_entries
+from ...io.fileio import StagedOutput, check_input_file, check_output_path, create_staged, \
+    exists_error, input_root, is_staging_name, open_input, open_staged, output_entries
 from ...workers.parallel import ParallelEncoder, check_workers
 from ...model.records import NO_PROGRESS, Dataset, WriteResult, OutputFile, WrappedSplit
 from ...io.shards import check_shard_count, SHARD_RE
-from ...io.staging import check_output_path, exists_error, is_staging_name
 from ...limits import MAX_SHARDS, parse_bytes
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from . import info as tfds_info
