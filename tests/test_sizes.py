@@ -44,3 +44,26 @@ def test_webdataset_counts_samples_without_a_unit():
     for bad in ("0", "lots", "100M"):
         with pytest.raises(BadOption, match="number of samples"):
             parse_shard_size(bad)
+
+
+# Every size flag of every format, with the function its writer parses it by: a format
+# that adds one fails test_every_size_flag_is_declared_once until it is named here.
+SIZE_PARSERS = {("tfds", "shard_size"): parse_size,
+                ("webdataset", "shard_size"): lambda text: parse_shard_size(text)[1]}
+
+
+def test_every_size_flag_is_declared_once_and_parsed_by_parse_bytes():
+    """Issue 39: one size parser and one stated meaning for every size flag."""
+    from mnistconv.formats import registry
+    from mnistconv.formats.tfds import format as tfds_format
+    from mnistconv.formats.webdataset import writer as webdataset_writer
+    from mnistconv.limits import SIZE_UNITS_HELP
+    flags = {(f.name, o.name): o for f in registry.FORMATS.values()
+             for o in (*f.read_options, *f.write_options)
+             if o.type == "str" and ("size" in o.name or "bytes" in o.help.lower())}
+    assert set(flags) == set(SIZE_PARSERS)
+    for option in flags.values():
+        assert SIZE_UNITS_HELP in option.help and "256MB or 1GiB" in option.help
+    assert tfds_format.parse_bytes is webdataset_writer.parse_bytes is parse_bytes
+    for parse in SIZE_PARSERS.values():
+        assert (parse("100MB"), parse("100MiB")) == (100_000_000, 104_857_600)

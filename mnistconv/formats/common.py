@@ -3,7 +3,7 @@
 import importlib
 import importlib.util
 
-from ..limits import DEFAULT_JPEG_QUALITY, MAX_SHARDS
+from ..limits import DEFAULT_JPEG_QUALITY, MAX_SHARDS, SIZE_UNITS_HELP
 from ..model.spec import Option
 
 # Every reader takes it; mnistconv.read() applies it (see there).
@@ -41,6 +41,13 @@ def shards_option(naming: str, default: str = "one file per split") -> Option:
     range is the same everywhere; only how the files are named and the default differ."""
     return Option("shards", "--shards", f"Cut each split into N files (1..{MAX_SHARDS}), "
                   f"named {naming} (default: {default})", "int", low=1, high=MAX_SHARDS)
+
+
+def shard_size_option(what: str, default: str) -> Option:
+    """--shard-size, declared once: a size with a unit means what limits.parse_bytes says
+    for every format; only what else it counts and the default differ."""
+    return Option("shard_size", "--shard-size", f"{what} per shard with a unit, 256MB or "
+                  f"1GiB ({SIZE_UNITS_HELP}) (default: {default})", "str")
 
 
 def lazy_attributes(module_name):

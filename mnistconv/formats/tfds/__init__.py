@@ -4,7 +4,8 @@ use."""
 
 from ...family.identity import CITATION, DESCRIPTION, HOMEPAGE, LICENSE
 from ...model.spec import GREY, RGB, Format, Holds, Option
-from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
+from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shard_size_option, \
+    shards_option
 
 SHARDS = shards_option("<name>-<split>.<format>-00000-of-0000N",
                        "TFDS' rule, 64 MiB to 1 GiB a shard, or --shard-size")
@@ -24,9 +25,7 @@ SPEC = Format(
                "default: 1.0.0)", "str"),
         DESCRIPTION, LICENSE, CITATION, HOMEPAGE,
         SHARDS,
-        Option("shard_size", "--shard-size", "Target bytes per shard, with a unit: 256MB or "
-               "1GiB (MB = 1,000,000 bytes, MiB = 1,048,576) (default: TFDS' rule, 64 "
-               "MiB to 1 GiB a shard)", "str"),
+        shard_size_option("Target bytes", "TFDS' rule, 64 MiB to 1 GiB a shard"),
         Option("file_format", "--file-format", "Shard file format", "choice",
                ("tfrecord", "array_record"), "tfrecord"),
         WORKERS,

@@ -2,7 +2,8 @@
 (byte layout in format.py and mnistconv/codecs/tar.py). The declaration below is all `--help` loads."""
 
 from ...model.spec import GREY, RGB, Format, Holds, Option
-from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
+from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes, \
+    shard_size_option
 
 SPEC = Format(
     "webdataset", "mnistconv.formats.webdataset.format",
@@ -10,10 +11,9 @@ SPEC = Format(
     extensions=(".tar",),
     read_options=(SPLIT_NAME,),
     write_options=(
-        Option("shard_size", "--shard-size", "Samples per shard (10000), or bytes per "
-               "shard with a unit (100MB, 1GiB; MB = 1,000,000 bytes, MiB = 1,048,576: "
-               "no shard larger unless one sample is) "
-               "(default: 100000 samples, as webdataset.ShardWriter)", "str"),
+        shard_size_option("Samples per shard (10000), or bytes", "100000 samples, as "
+                          "webdataset.ShardWriter; by bytes, no shard is larger unless one "
+                          "sample is"),
         Option("image_format", "--image-format", "Image members: <key>.png (exact) or "
                "<key>.jpg (lossy)", "choice", ("png", "jpeg"), "png"),
         JPEG_QUALITY,
