@@ -203,9 +203,8 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise CannotWrite(path, f"mnistconv cannot write {fmt.name}")
-    from .formats.contract import admit, checked_options
-    path, options = checked_options(fmt, path, options)
-    admit(fmt, dataset, options)
+    from .formats.contract import checked_options
+    path, options = checked_options(fmt, path, options)  # the name croissant.json goes by
     from .describe import croissant
     described = croissant.applies(fmt.name, path)
     if described:  # refused now, not after the data is written
@@ -218,15 +217,25 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     with one_commit():  # the data and its croissant.json appear together or not at all
         # Parquet's croissant.json lists each file's SHA-256: hashed as they are written.
         with hashed_outputs() if described and fmt.name == "parquet" else nullcontext():
-            written = fmt.load().write(dataset, path, force=force,
-                                       progress=progress or NO_PROGRESS, **options)
+            written = _write(fmt, dataset, path, options, force, progress or NO_PROGRESS)
         if not isinstance(written, WriteResult):  # files only: every split written whole
             written = WriteResult(list(written), {name: split.header.count
                                                   for name, split in dataset.splits.items()})
-        if described:  # Parquet and ImageFolder directories: croissant.json beside the data
+        if described and croissant.target(path) not in {f.path for f in written.files}:
+            # Parquet and ImageFolder directories: croissant.json beside the data
             written.files.append(croissant.write(dataset, path, written, fmt.name, force,
                                                  options))
     return written
+
+
+def _write(fmt, dataset, path, options, force, progress):
+    """The format's write: the contract's driver when it prepares a ShardedWrite."""
+    from .formats import contract
+    if hasattr(contract.writer_module(fmt), "prepare_write") and \
+            fmt.name not in contract.OWN_LOOP:
+        return contract.write(fmt, dataset, path, options, force=force, progress=progress)
+    contract.admit(fmt, dataset, options)
+    return fmt.load().write(dataset, path, force=force, progress=progress, **options)
 
 
 def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optional[str] = None,

@@ -327,7 +327,7 @@ def _list_outputs(c, values, sums, card):
 def _planned_outputs(dataset, dst, writer, options):
     """The shards and metadata of the format's plan, or None if the headers cannot say."""
     from ..formats.contract import prepare_write
-    if writer.sharded is None:
+    if not writer.plannable:
         return None
     try:
         dst, options = registry.resolve_output(dst, writer, options)  # as write() names it

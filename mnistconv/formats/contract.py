@@ -1,24 +1,40 @@
-"""The write contract: how every runner (a shard plan, a task slice, --resume, Beam)
-reaches a format's writer, through one door.
+"""The write contract: every write, local or planned, drives a format's ShardedWrite.
 
-Every write, local or not, first passes admit(): the dataset's schema against what the
-format declares it holds (spec.Holds), refused in one shared message before anything
-is written.
+A format's writer is `prepare_write(dataset, path, options) -> ShardedWrite`, found in
+the module its spec names (`Format(..., writer="mnistconv.formats.x.writer")`; without
+one, the format's own module), options being the frozen dataclass Format.options()
+made. The job says its shard targets (each a split's examples start..stop and the path
+of its file), the files of an earlier set it supersedes (stale), and writes one target
+at a time with write_shard(i, staged_path): the only code that makes a format's bytes.
 
-A format whose writer can write one shard alone names a module in its spec
-(`Format(..., sharded="mnistconv.formats.x.plan")`) holding
-`prepare_write(dataset, path, options) -> ShardedWrite`, options being the frozen
-dataclass Format.options() made, checked as a local write() checks them.
+write() below is every local write: the door (options, then admit()), the job, its
+targets and stale files staged under one StagedOutput, every target written in order
+with progress per split, then finish() (metadata beside the shards) and the result.
+What shards share within one run (an encoder pool) is the job's shared(), opened once
+per run by session(); a shard written alone opens its own.
+
+Plans, task slices, --resume and Beam (mnistconv.runners) drive the same job one shard
+at a time, so they need `Format(..., plannable=True)`: each shard's bytes depend on its
+own examples only. A format whose shards follow each other's bytes (WebDataset cut by
+bytes, TFDS' shard count from the encoded size) or that writes one file of every split
+is written only in order, by write(); its job may refuse options a plan cannot honour
+in check_plannable().
+
+Every write, local or not, passes admit(): the dataset's schema against what the format
+declares it holds (spec.Holds), refused in one shared message before anything is
+written.
 """
 
 import importlib
+import itertools
 from abc import ABC, abstractmethod
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar, Iterator
 
 from ..errors import CannotWrite, UsageError
 from ..model.spec import CLASS, NO_TARGET
-from ..model.records import OutputFile
+from ..model.records import NO_PROGRESS, WriteResult
 
 
 @dataclass(frozen=True)
@@ -34,9 +50,12 @@ class ShardTarget:
 
 @dataclass
 class Counters:
-    """What writing a shard counted: merge() sums each field (MAXED ones: the largest)."""
+    """What writing a shard counted, the one convention of every format: `records` (the
+    examples it holds: write()'s counts per split), then the format's own fields.
+    merge() sums each field (MAXED ones: the largest)."""
 
     MAXED: ClassVar[tuple] = ()
+    records: int = 0
 
     def merge(self, other: "Counters") -> "Counters":
         """Self with other's counts added (in place); returns self."""
@@ -61,6 +80,10 @@ class Counters:
         return len(fields(cls))
 
 
+def _ignore(_n: int) -> None:
+    pass
+
+
 class ShardedWrite(ABC):
     """A prepared write of a shard set; stale: files of an earlier set it supersedes."""
 
@@ -68,31 +91,114 @@ class ShardedWrite(ABC):
     targets: list
     stale: list = []
     counters: "type[Counters]" = Counters
+    # Within a session: what shared() opened, and advance(n) for records written.
+    pool: Any = None
+    advance: Callable[[int], None] = staticmethod(_ignore)
+    _in_session = False
+
+    def shared(self, records: int) -> Any:
+        """A context manager of what every shard of one run shares (an encoder pool for
+        `records` examples); nothing by default."""
+        return nullcontext()
+
+    @contextmanager
+    def session(self, records: int, advance: Callable[[int], None] = _ignore) -> Iterator:
+        """shared(), opened once for the shards written within; inside a session
+        already, that one serves (write_shard opens one: a shard alone has its own)."""
+        if self._in_session:
+            yield self.pool
+            return
+        with self.shared(records) as pool:
+            self.pool, self.advance, self._in_session = pool, advance, True
+            try:
+                yield pool
+            finally:
+                self.pool, self.advance, self._in_session = None, _ignore, False
+
+    def stage(self, staged, target: ShardTarget) -> str:
+        """Where a local write writes target (staged: its StagedOutput): a file beside it."""
+        return staged.file(target.path)
+
+    def check_plannable(self) -> None:  # noqa: B027 (most jobs plan whatever their options)
+        """Refuse options a plan cannot honour (a UsageError), before any task runs."""
 
     def metadata_targets(self) -> list:
         """The files finish() writes beside the shards (none by default)."""
         return []
 
     @abstractmethod
-    def write_shard(self, index: int, staged_path: str) -> "tuple[OutputFile, Counters]":
-        """Write shard `index` at staged_path as a whole-set write would; its Counters."""
+    def write_shard(self, index: int, staged_path: str) -> "tuple[Any, Counters]":
+        """Write shard `index` at staged_path: its OutputFile (a list when the shard is
+        several files: a local write's side files) and Counters."""
 
-    def finish(self, recorded: dict) -> None:  # noqa: B027 (most sets have nothing to finish)
-        """Write the set's metadata; recorded: {shard path: (OutputFile, Counters)}."""
+    def finish(self, recorded: dict, staged) -> list:
+        """Write the set's metadata staged in `staged` (a StagedOutput); recorded: {shard
+        path: (OutputFile, Counters)}. The OutputFiles it wrote (none by default)."""
+        return []
 
     @abstractmethod
     def stats(self, counters: Counters) -> dict:
         """write()'s stats from every shard's counters, merged."""
 
 
+# Formats whose local write still runs its own loop, while they move onto write().
+OWN_LOOP = {"tfds", "webdataset", "parquet"}
+
+
+def writer_module(fmt) -> Any:
+    """The module holding fmt's prepare_write (the spec's `writer`, else its module)."""
+    return importlib.import_module(fmt.writer or fmt.module)
+
+
+def write(fmt, dataset, path, options: dict, *, force: bool = False,
+          progress=NO_PROGRESS) -> WriteResult:
+    """Every format's local write: options checked and the output named, the dataset
+    admitted, the job prepared, its targets (and the stale files they supersede) staged
+    under one StagedOutput, each target written in order with progress per split, the
+    set finished. The files in order (shards, then metadata), the records per split and
+    the job's stats of every shard's counters merged."""
+    from ..io.staging import StagedOutput
+    path, values = checked_options(fmt, path, options)
+    admit(fmt, dataset, values)
+    job = writer_module(fmt).prepare_write(dataset, path, fmt.options(values))
+    files, recorded, counts, totals = [], {}, {}, job.counters()
+    with StagedOutput(force, root=str(path)) as staged:
+        staged_paths = [job.stage(staged, t) for t in job.targets]
+        for stale in job.stale:
+            staged.supersede(stale)
+        numbered = list(enumerate(job.targets))
+        with job.session(sum(t.stop - t.start for t in job.targets), progress.advance):
+            for split, group in itertools.groupby(numbered, lambda e: e[1].split):
+                group = list(group)
+                progress.start(f"{split} -> {fmt.name}",
+                               sum(t.stop - t.start for _, t in group))
+                split_total = job.counters()
+                try:
+                    for i, target in group:
+                        written, counters = job.write_shard(i, staged_paths[i])
+                        shard_files = written if isinstance(written, list) else [written]
+                        recorded[target.path] = (shard_files[0], counters)
+                        files += shard_files
+                        split_total.merge(counters)
+                finally:
+                    progress.finish()
+                counts[split] = split_total.records
+                totals.merge(split_total)
+        files += job.finish(recorded, staged)
+    return WriteResult(files, counts, job.stats(totals))
+
+
 def prepare_write(format_name: str, dataset, path, options: dict) -> ShardedWrite:
-    """The one door: options, output name and dataset checked as write() does them."""
+    """The plans' door: options, output name and dataset checked as write() does them,
+    the format one that plans, the job's options ones a plan honours."""
     from . import registry
     fmt = registry.get(format_name)
     path, values = checked_options(fmt, path, options)
-    module = check_sharded(fmt)
+    check_sharded(fmt)
     admit(fmt, dataset, values)
-    return importlib.import_module(module).prepare_write(dataset, path, fmt.options(values))
+    job = writer_module(fmt).prepare_write(dataset, path, fmt.options(values))
+    job.check_plannable()
+    return job
 
 
 def checked_options(fmt, path, options: dict):
@@ -102,15 +208,15 @@ def checked_options(fmt, path, options: dict):
     return registry.resolve_output(path, fmt, options)
 
 
-def check_sharded(fmt) -> str:
-    """The module of fmt's sharded write, else a usage error naming those that have one."""
-    if fmt.sharded is None:
+def check_sharded(fmt) -> None:
+    """Nothing when fmt's shards can be written alone, else a usage error naming the
+    formats whose can."""
+    if not fmt.plannable:
         from . import registry
-        able = ", ".join(f.name for f in registry.FORMATS.values() if f.sharded)
+        able = ", ".join(f.name for f in registry.FORMATS.values() if f.plannable)
         raise UsageError(None, f"writing {fmt.name} cannot be planned, resumed or run "
                                "on Beam (its writer does not write one shard alone)",
                          f"plan one of: {able}")
-    return fmt.sharded
 
 
 def admit(fmt, dataset, options: Any = None) -> None:

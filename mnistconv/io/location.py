@@ -219,7 +219,8 @@ class SetFolder:
 
     def finish(self, job, recorded):
         """job.finish(recorded), its metadata placed; {name: [bytes, SHA-256]} of it."""
-        job.finish(recorded)
+        with StagedOutput(force=True) as staged:  # the record says the set is ours
+            job.finish(recorded, staged)
         names = [self.name_of(t) for t in job.metadata_targets()]
         if self.store is not None:
             for name in names:

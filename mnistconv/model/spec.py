@@ -115,8 +115,10 @@ class Format:
     # Compression suffixes an output name may end with, and the write option each sets:
     # ((".gz", ("compression", "gzip")),).
     compression_suffixes: tuple = ()
-    # The module whose prepare_write() writes one shard alone (mnistconv.formats.contract).
-    sharded: Optional[str] = None
+    # The module holding prepare_write() (mnistconv.formats.contract; None: `module`),
+    # and whether its shards can be written alone: planned, sliced, resumed, on Beam.
+    writer: Optional[str] = None
+    plannable: bool = False
     # What the output can hold (contract.admit checks it) with the default options, and
     # what it holds instead when an option says otherwise: ((option, value, Holds), ...).
     holds: Holds = Holds()

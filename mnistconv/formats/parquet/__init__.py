@@ -55,7 +55,7 @@ SPEC = Format(
                "int", (), None, low=1, high=1 << 20),
         WORKERS,
     ) + IDENTITY,
-    sharded="mnistconv.formats.parquet.writer",
+    writer="mnistconv.formats.parquet.writer", plannable=True,
     holds=Holds(channels=GREY + RGB, extras=True),
 )
 

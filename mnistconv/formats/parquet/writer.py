@@ -205,9 +205,8 @@ def _output(target, tmp):
 
 @dataclass
 class ParquetCounters(Counters):
-    """A shard's rows, Arrow bytes, and the row groups write() counts for it."""
+    """A shard's rows (its records), Arrow bytes, and the row groups write() counts for it."""
 
-    rows: int = 0
     arrow_bytes: int = 0
     row_groups: int = 0
 
@@ -331,7 +330,7 @@ class ParquetWrite(ShardedWrite):
                 data = bytes(data)  # may be a view of a worker's slot, reused next
                 offsets = np.frombuffer(data, np.int32, n + 1)
                 group.append((offsets, data[4 * (n + 1):], piece_labels, piece_extras))
-                counters[shard].rows += n
+                counters[shard].records += n
                 if closes:
                     table = _row_group(self.pa, group, self.schema)
                     group = []
@@ -374,17 +373,18 @@ class ParquetWrite(ShardedWrite):
         return card.dataset_card(self.options.config or "default", self.folder, self.names,
                                  splits, self.schema.names[2:], identity).encode("utf-8")
 
-    def finish(self, recorded):
+    def finish(self, recorded, staged):
         """Write README.md and croissant.json from the recorded shards, as write() does."""
         from ...describe import croissant
         if self.one_file:
-            return
-        with StagedOutput(force=True) as staged:
-            with open_staged(staged.file(self.metadata_targets()[0])) as f:
-                f.write(self.card(recorded))
+            return []
+        tmp = staged.file(self.metadata_targets()[0])
+        with open_staged(tmp) as f:
+            f.write(self.card(recorded))
         croissant.write(self.dataset, self.path,
                         WriteResult([f for f, _ in recorded.values()], {}), "parquet",
                         force=True, options=self.options)
+        return [_output(self.metadata_targets()[0], tmp)]
 
 
 def prepare_write(dataset, path, options) -> ParquetWrite:

@@ -30,7 +30,7 @@ SPEC = Format(
                ("tfrecord", "array_record"), "tfrecord"),
         WORKERS,
     ),
-    sharded="mnistconv.formats.tfds.format",
+    writer="mnistconv.formats.tfds.format", plannable=True,
     # One features.json Image for every split; tf.image.encode_png's grey or RGB PNGs.
     holds=Holds(channels=GREY + RGB, one_image_size=True),
 )

@@ -83,7 +83,6 @@ def _record_bounds(shape):
 class TfdsCounters(Counters):
     """A shard's records, the bytes of their serialized Examples, and 1 (the shard)."""
 
-    records: int = 0
     num_bytes: int = 0
     shards: int = 0
 
@@ -253,7 +252,7 @@ class TfdsWrite(ShardedWrite):
         """The metadata files finish() writes."""
         return [os.path.join(self.target, name) for name in METADATA]
 
-    def finish(self, recorded):
+    def finish(self, recorded, staged):
         """Write the metadata from the recorded shards' counters, checked to agree."""
         described = []
         for split_name, split in self.splits:
@@ -270,10 +269,13 @@ class TfdsWrite(ShardedWrite):
                                                f"{len(planned)} shards", "run the "
                                                "conversion again with --force")
             described.append((split_name, num_bytes, lengths))
-        with StagedOutput(force=True) as staged:
-            for file_name, data in self.metadata(described):
-                with open_staged(staged.file(os.path.join(self.target, file_name))) as out:
-                    out.write(data)
+        files = []
+        for file_name, data in self.metadata(described):
+            path = os.path.join(self.target, file_name)
+            with open_staged(staged.file(path)) as out:
+                out.write(data)
+            files.append(OutputFile(path, len(data), hashlib.sha256(data).hexdigest()))
+        return files
 
 
 def prepare_write(dataset, path, options) -> TfdsWrite:

@@ -87,7 +87,7 @@ SPEC = Format(
                "the tfrecord package's index; uncompressed output only)"),
     ),
     stdio=True,
-    sharded="mnistconv.formats.tfrecord.writer",
+    writer="mnistconv.formats.tfrecord.writer", plannable=True,
     holds=Holds(extras=True),  # extras as int64 features
     # RGB as PNG (the tfds and slim presets', or --image-format png); JPEG and raw
     # stay grey.

@@ -16,13 +16,14 @@ from ... import codecs
 from .. import extras
 from ...errors import FormatError, NoSplits, UsageError
 from ...io.parallel_gzip import DeflateWriter
-from ...io.fileio import (HashingWriter, StagedOutput, is_stdio, open_staged,
+from ...io.fileio import (HashingWriter, is_stdio, open_staged,
                        output_file_info)
 from ...limits import check_num_classes
 from ...workers.parallel import ParallelEncoder, check_workers
 from ...io import budget
 from ...model.records import NO_PROGRESS, OutputFile, WriteResult
 from ...io.shards import ShardSet, check_shard_count, other_shard_sets
+from .. import contract
 from ..contract import Counters, ShardTarget, ShardedWrite
 from . import SPEC
 from ...codecs.framing import Framer
@@ -152,9 +153,10 @@ def encode_records(settings, images, labels, indices):
 class _Output:
     """One output file being written: staged path, hashing, optional compression."""
 
-    def __init__(self, target, staged_path, compression, index=False):
+    def __init__(self, target, staged_path, compression, index_staged=None):
         self.target = target
-        self.index = IndexWriter() if index else None
+        self.index_staged = index_staged
+        self.index = IndexWriter() if index_staged else None
         self.file = open_staged(staged_path)
         self.hashing = HashingWriter(self.file)
         self.sink = {"none": lambda f: f, "gzip": DeflateWriter,
@@ -167,18 +169,16 @@ class _Output:
         if self.index is not None:
             self.index.add(data)
 
-    def close(self, staged=None) -> list:
+    def close(self) -> list:
         """Finish the file (and write its index at its staged place): their OutputFiles."""
         if self.sink is not self.hashing:
             self.sink.close()
         self.file.close()
         files = [OutputFile(str(self.target), self.hashing.bytes, self.hashing.sha256())]
         if self.index is not None:
-            target = index_path(self.target)
-            tmp = staged.file(target)
-            self.index.save(tmp)
-            info = output_file_info(tmp)
-            files.append(OutputFile(target, info.bytes, info.sha256))
+            self.index.save(self.index_staged)
+            info = output_file_info(self.index_staged)
+            files.append(OutputFile(index_path(self.target), info.bytes, info.sha256))
         return files
 
 
@@ -249,44 +249,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         result = write(ds, "out/mnist.tfrecord", shards=4, workers=2)
         result.counts   # {'train': 60000, 'test': 10000}
     """
-    o = SPEC.options(options)
-    job = TFRecordWrite(dataset, path, o, planned=False)
-    check_workers(o.workers)
-    if o.index_files and (o.compression != "none" or is_stdio(path)):
-        raise UsageError(path, "--index-files indexes uncompressed files: offsets into "
-                               f"{'stdout' if is_stdio(path) else 'a compressed stream'} "
-                               "mean nothing to DALI or the tfrecord package",
-                         "drop --compression, or --index-files")
-    files, counts, totals = [], {}, TFRecordCounters()
-    with StagedOutput(force, root=path) as staged:
-        staged_paths = [shard_set.stage_files(staged) for _, _, shard_set in job.plan]
-        for _, _, shard_set in job.plan:
-            shard_set.supersede_others(staged, (INDEX_SUFFIX,))
-            for target in shard_set.targets:  # an index of other records is refused
-                if not o.index_files and os.path.lexists(index_path(target)):
-                    staged.supersede(index_path(target))
-        with job.encoder(job.plan, sum(s.header.count for s, _, _ in job.plan)) as encoder:
-            for (split, settings, shard_set), paths in zip(job.plan, staged_paths):
-                outputs = [_Output(t, p, o.compression, o.index_files)
-                           for t, p in zip(shard_set.targets, paths)]
-                progress.start(f"{split.name} -> tfrecord", split.header.count)
-                try:
-                    pieces = _chunks(split, shard_set.bounds, job.chunk,
-                                     settings.extras is not None)
-                    split_counters = job.encode(encoder, settings, pieces, outputs,
-                                                progress.advance)
-                finally:
-                    progress.finish()
-                counts[split.name] = split_counters.records
-                totals.merge(split_counters)
-                for output in outputs:
-                    files += output.close(staged)
-    result_stats = job.stats(totals)
-    names = next((s.class_names for _, s, _ in job.plan if s.class_names), ())
-    if names:  # said in the summary; each record holds its own as label_name
-        result_stats = {"records": totals.records, "class_names": list(names),
-                        **result_stats}
-    return WriteResult(files, counts, result_stats)
+    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 @dataclass
@@ -294,7 +257,6 @@ class TFRecordCounters(Counters):
     """A shard's records, and its JPEG error: sum, max, records and pixels measured."""
 
     MAXED = ("error_max",)
-    records: int = 0
     error_sum: int = 0
     error_max: int = 0
     measured: int = 0
@@ -302,16 +264,22 @@ class TFRecordCounters(Counters):
 
 
 class TFRecordWrite(ShardedWrite):
-    """A TFRecord shard set written shard by shard (mnistconv.formats.contract), write()'s own
-    cut, settings and chunks: a shard alone has the bytes (and JPEG error sample) of
-    the whole set. Plain TFRecord has nothing to finish: the shards are the output."""
+    """A TFRecord shard set written shard by shard (mnistconv.formats.contract): a
+    shard's bytes (and JPEG error sample) are the same written alone or with the whole
+    set. Plain TFRecord has nothing to finish: the shards are the output (and, written
+    locally, their index files)."""
 
     counters = TFRecordCounters
 
-    def __init__(self, dataset, path, options, planned=True):
-        if planned and options.index_files:
-            raise UsageError(str(path), "--index-files does not apply to planned runs",
-                             "write the indexes with a local conversion")
+    def __init__(self, dataset, path, options):
+        check_workers(options.workers)
+        if options.index_files and (options.compression != "none" or is_stdio(path)):
+            raise UsageError(path, "--index-files indexes uncompressed files: offsets into "
+                                   f"{'stdout' if is_stdio(path) else 'a compressed stream'}"
+                                   " mean nothing to DALI or the tfrecord package",
+                             "drop --compression, or --index-files")
+        self.path = str(path)
+        self.index_paths = {}  # shard path -> its index's staged path (local writes)
         from ...codecs.example import PRESETS, own_keys
         from ...codecs.images import grayscale_shape
         self.options = o = options
@@ -332,6 +300,7 @@ class TFRecordWrite(ShardedWrite):
                 raise UsageError(path, "TFRecord on stdout is one stream, not --shards "
                                        f"{shards}", "write to a file name to get shards")
         self.plan = []  # (split, settings, shard set)
+        self.by_split = {}  # the dataset's name of a split -> its entry in plan
         self.targets, self.stale = [], []
         for name, split in dataset.splits.items():
             # RGB only reaches here as PNG (the SPEC's holds_when, at the door).
@@ -353,57 +322,75 @@ class TFRecordWrite(ShardedWrite):
             shard_set = ShardSet(base, split.header.count, shards, suffix_one,
                                  stream=is_stdio(base))
             self.plan.append((split, settings, shard_set))
+            self.by_split[name] = self.plan[-1]
             starts = [0] + shard_set.bounds[:-1]
             self.targets += [ShardTarget(name, i, str(t), a, b) for i, (t, a, b) in
                              enumerate(zip(shard_set.targets, starts, shard_set.bounds))]
-            if planned:
+            if not shard_set.stream:
                 self.stale += other_shard_sets(shard_set.base, shard_set.targets,
                                                (INDEX_SUFFIX,))
+                # an index of other records beside a shard
+                self.stale += [index_path(t) for t in shard_set.targets if not
+                               o.index_files and os.path.lexists(index_path(t))]
         if any(settings.extras is not None for _, settings, _ in self.plan):
             extras.kept(dataset)  # every record holds them as int64 features
         self.record_bytes = max(int(np.prod(s.slot_shape)) for _, s, _ in self.plan)
         self.chunk = budget.piece_rows(self.record_bytes, CHUNK)
 
-    def encoder(self, plan, total) -> ParallelEncoder:
-        """The encoder of plan's settings (warmed first: forked workers inherit them)."""
-        for _, settings, _ in plan:
-            settings.warm()
-        return ParallelEncoder([s for _, s, _ in plan], check_workers(self.options.workers),
-                               self.options.processes, self.record_bytes, self.chunk,
-                               total=total)
+    def check_plannable(self):
+        """Index files are written beside a local write's shards only."""
+        if self.options.index_files:
+            raise UsageError(self.path, "--index-files does not apply to planned runs",
+                             "write the indexes with a local conversion")
 
-    @staticmethod
-    def encode(encoder, settings, pieces, outputs, advance=None) -> TFRecordCounters:
-        """Encode pieces into outputs (by the pieces' output numbers); their counters."""
-        counters = TFRecordCounters()
-        pixels = int(np.prod(settings.shape))
-        for out, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
-            outputs[out].write(data)
-            counters.merge(TFRecordCounters(n, esum, emax, ecount, ecount * pixels))
-            if advance is not None:
-                advance(n)
-        return counters
+    def shared(self, records) -> ParallelEncoder:
+        """The encoder of every split's settings (warmed first: forked workers inherit
+        them)."""
+        for _, settings, _ in self.plan:
+            settings.warm()
+        return ParallelEncoder([s for _, s, _ in self.plan],
+                               check_workers(self.options.workers), self.options.processes,
+                               self.record_bytes, self.chunk, total=records)
+
+    def stage(self, staged, target):
+        """The shard's staged path; with index_files, its index's too."""
+        if self.options.index_files:
+            self.index_paths[target.path] = staged.file(index_path(target.path))
+        return staged.file(target.path)
 
     def write_shard(self, index, staged_path):
-        """Shard `index` of the set at staged_path: (OutputFile, TFRecordCounters)."""
+        """Shard `index` at staged_path: (OutputFile, or with its index file a list of
+        both, and TFRecordCounters)."""
         target = self.targets[index]
-        entry = next(e for e in self.plan if e[0].name == target.split)
-        split, settings, _ = entry
+        split, settings, shard_set = self.by_split[target.split]
         positions = settings.extras is not None
-        if split.can_seek:  # read the shard's range only
+        if len(shard_set.targets) == 1:  # the split in one pass, cut at none
+            pieces = _chunks(split, shard_set.bounds, self.chunk, positions)
+        elif split.can_seek:  # read the shard's range only
             pieces = _range_pieces(split, target.start, target.stop, self.chunk, positions)
-        else:  # a stream: read up to the shard, cut exactly as write() does
-            bounds = [t.stop for t in self.targets if t.split == target.split]
-            pieces = ((0, *rest) for out, *rest in _chunks(split, bounds, self.chunk,
-                                                           positions) if out == target.index)
-        output = _Output(target.path, staged_path, self.options.compression)
-        with self.encoder([entry], target.stop - target.start) as encoder:
-            counters = self.encode(encoder, settings, pieces, [output])
-        return output.close()[0], counters
+        else:  # a stream: read up to the shard, cut as the set is cut
+            pieces = ((0, *rest) for out, *rest in _chunks(split, shard_set.bounds,
+                                                           self.chunk, positions)
+                      if out == target.index)
+        output = _Output(target.path, staged_path, self.options.compression,
+                         self.index_paths.get(target.path))
+        pixels = int(np.prod(settings.shape))
+        counters = TFRecordCounters()
+        with self.session(target.stop - target.start) as encoder:
+            for _, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
+                output.write(data)
+                counters.merge(TFRecordCounters(n, esum, emax, ecount, ecount * pixels))
+                self.advance(n)
+        files = output.close()
+        return (files if len(files) > 1 else files[0]), counters
 
     def stats(self, counters):
-        """write()'s stats: records and, for JPEG, its error over the records measured."""
+        """write()'s stats: records, the class names (each record holds its own as
+        label_name) and, for JPEG, its error over the records measured."""
         stats: dict = {"records": counters.records}
+        names = next((s.class_names for _, s, _ in self.plan if s.class_names), ())
+        if names:
+            stats["class_names"] = list(names)
         if self.image_format == "jpeg":
             stats["jpeg_mean_abs_error"] = round(counters.error_sum / counters.pixels, 4) \
                 if counters.pixels else 0.0

@@ -19,7 +19,7 @@ SPEC = Format(
         JPEG_QUALITY,
         WORKERS,
     ),
-    sharded="mnistconv.formats.webdataset.writer",
+    writer="mnistconv.formats.webdataset.writer", plannable=True,
     # PNG members hold RGB; JPEGs are encoded grey only.
     holds=Holds(channels=GREY + RGB, extras=True),
     holds_when=(("image_format", "jpeg", Holds(extras=True)),),

@@ -182,9 +182,8 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
 
 @dataclass
 class WebDatasetCounters(Counters):
-    """A shard's samples, and 1 (the shard)."""
+    """A shard's samples (its records), and 1 (the shard)."""
 
-    samples: int = 0
     shards: int = 0
 
 
@@ -299,7 +298,7 @@ class WebDatasetWrite(ShardedWrite):
 
     def stats(self, counters):
         """write()'s stats: samples and shards."""
-        return {"samples": counters.samples, "shards": counters.shards}
+        return {"samples": counters.records, "shards": counters.shards}
 
 
 def prepare_write(dataset, path, options) -> WebDatasetWrite:
