@@ -157,7 +157,7 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
     under one StagedOutput, each target written in order with progress per split, the
     set finished. The files in order (shards, then metadata), the records per split and
     the job's stats of every shard's counters merged."""
-    from ..io.staging import StagedOutput
+    from ..io.fileio import StagedOutput
     path, values = checked_options(fmt, path, options)
     admit(fmt, dataset, values)
     job = writer_module(fmt).prepare_write(dataset, path, fmt.options(values))
