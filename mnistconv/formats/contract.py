@@ -142,7 +142,7 @@ class ShardedWrite(ABC):
 
 
 # Formats whose local write still runs its own loop, while they move onto write().
-OWN_LOOP = {"tfds", "webdataset", "parquet"}
+OWN_LOOP = {"tfds", "parquet"}
 
 
 def writer_module(fmt) -> Any:

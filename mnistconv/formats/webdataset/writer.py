@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import contract
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import BadOption, CorruptData, FormatError, NoSplits, UsageError
-from ...io.fileio import HashingWriter, StagedOutput, is_stream_path, open_staged, output_entries
+from ...io.fileio import HashingWriter, is_stream_path, open_staged, output_entries
 from ...io import budget
 from ...limits import (MAX_SHARDS, SIZE_UNITS_HELP, check_num_classes, is_number, parse_bytes,
                        printable)
@@ -159,25 +160,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         # shards/mnist-train-000000.tar ... -000005.tar, shards/mnist-test-000000.tar
     """
     from . import SPEC
-    job = WebDatasetWrite(dataset, path, SPEC.options(options))
-    files, counts = [], {s.name: s.header.count for s, _, _ in job.plan}
-    if any(table is not None for _, _, table in job.plan):
-        extras.kept(dataset)
-    with StagedOutput(force, root=path) as staged:
-        old = {s.name: job.family(s.name) for s, _, _ in job.plan}
-        for stale in old.values():
-            if stale and not force:
-                staged.supersede(stale[0])  # refused: the output exists
-        with job.encoder(sum(s.header.count for s, _, _ in job.plan)) as encoder:
-            for split, _, _ in job.plan:
-                written = job.write_split(encoder, split.name, staged.file, progress)
-                targets = {os.path.abspath(f.path) for f in written}
-                for stale in old[split.name]:
-                    if os.path.abspath(stale) not in targets:
-                        staged.supersede(stale)
-                files += written
-    return WriteResult(files, counts, {"samples": sum(counts.values()),
-                                       "shards": len(files)})
+    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 @dataclass
@@ -188,8 +171,10 @@ class WebDatasetCounters(Counters):
 
 
 class WebDatasetWrite(ShardedWrite):
-    """Every split's tar shards; targets (cut by samples only) are written one at a time
-    with the bytes write() gives them. An empty split gets one empty shard."""
+    """Every split's tar shards. Cut by samples, each shard is a target, its bytes the
+    same written alone; cut by bytes, a split is one target whose shards follow each
+    other (the first at its staged path, the others staged beside it): written only in
+    order. An empty split gets one empty shard."""
 
     counters = WebDatasetCounters
 
@@ -227,10 +212,14 @@ class WebDatasetWrite(ShardedWrite):
             task = SampleTask(shape, options.image_format, options.jpeg_quality, width,
                               split.header.class_names, extra_names=extra[0] if extra else ())
             self.plan.append((split, task, extra[1] if extra else None))
+        if any(table is not None for _, _, table in self.plan):
+            extras.kept(dataset)  # every sample's .json holds them
         self.chunk = budget.piece_rows(max(t.slot_shape[0] for _, t, _ in self.plan), CHUNK)
         self.targets, self.stale = [], []
-        for split, _, _ in self.plan if not self.max_bytes else ():
-            count, size = split.header.count, self.samples[split.name]
+        self.staged = None  # a local write's StagedOutput (the shards cut by bytes)
+        for split, _, _ in self.plan:
+            count = split.header.count
+            size = self.samples[split.name] or max(count, 1)  # by bytes: the split
             for k in range(max(1, -(-count // size))):
                 self.targets.append(ShardTarget(
                     split.name, k, os.path.join(self.directory,
@@ -246,7 +235,7 @@ class WebDatasetWrite(ShardedWrite):
         return [os.path.join(self.directory, e) for e in output_entries(self.directory)
                 if pattern.match(e)]
 
-    def encoder(self, total):
+    def shared(self, records):
         """Encoders of every split's samples. A record's room in a forked worker's slot,
         twice the size given plus 2 KB, fits three headers and paddings, a PNG of noise
         and the .json's extra fields (a 64-character name and an int32 each)."""
@@ -254,47 +243,52 @@ class WebDatasetWrite(ShardedWrite):
         tasks[0].warm()
         room = max(t.slot_shape[0] + 40 * len(t.extra_names) for t in tasks) + 1024
         return ParallelEncoder(tasks, self.workers, self.options.processes, room,
-                               self.chunk, total=total)
+                               self.chunk, total=records)
 
-    def write_split(self, encoder, name, staged, progress=NO_PROGRESS, start=0, stop=None,
-                    number=0):
-        """Samples start..stop of split `name` (stop None: all) as shards from `number`
-        on, each at staged(target); their OutputFiles."""
+    def stage(self, staged, target):
+        """The shard's staged path (shards cut by bytes: their split's first)."""
+        self.staged = staged
+        return staged.file(target.path)
+
+    def check_plannable(self):
+        """Shards cut by bytes are written in order only."""
+        if self.max_bytes:
+            # (parse_shard_size took it: digits and a unit, nothing to escape)
+            raise UsageError(None, f"--shard-size {self.options.shard_size} cuts "
+                                   "WebDataset shards by bytes: where each starts follows "
+                                   "every sample's encoded size, so they cannot be planned",
+                             "plan with a number of samples per shard, e.g. "
+                             "--shard-size 10000")
+
+    def write_shard(self, index, staged_path):
+        """Shard `index` at staged_path (cut by bytes: the split's shards, the first
+        there): (OutputFile or the list of them, WebDatasetCounters)."""
         from ...model.stream import RangeSplit
-        split, task, table = next(p for p in self.plan if p[0].name == name)
-        count, whole = split.header.count, stop is None
-        stop = count if whole else stop
-        shards = ShardWriter(staged, self.directory, self.name, name, self.samples[name],
-                             self.max_bytes)
-        shards.number = number
+        t = self.targets[index]
+        split, task, table = next(p for p in self.plan if p[0].name == t.split)
+        count, whole = split.header.count, t.start == 0 and t.stop == split.header.count
+        shards = ShardWriter(lambda path: staged_path if path == t.path else
+                             self.staged.file(path), self.directory, self.name, t.split,
+                             self.samples[t.split], self.max_bytes)
+        shards.number = t.index
         written = 0
-        progress.start(f"{name} -> webdataset", count)
-        try:
-            pieces = sample_pieces(split if whole else RangeSplit(split, start, stop),
-                                   self.chunk, self.samples[name], task.slot_shape[0],
-                                   first=start,
-                                   table=None if table is None else table[start:stop])
+        pieces = sample_pieces(split if whole else RangeSplit(split, t.start, t.stop),
+                               self.chunk, self.samples[t.split], task.slot_shape[0],
+                               first=t.start,
+                               table=None if table is None else table[t.start:t.stop])
+        with self.session(t.stop - t.start) as encoder:
             for _, n, data, (length, _, _) in encoder.encode(task, pieces):
                 shards.add(*split_output(data, length, n))
                 written += n
-                progress.advance(n)
-        finally:
-            progress.finish()
+                self.advance(n)
         files = shards.close()
-        if written != stop - start:
-            where, said = split.header.source or name, \
-                f"yielded {start + written} examples, its header says {count}"
+        if written != t.stop - t.start:
+            where, said = split.header.source or t.split, \
+                f"yielded {t.start + written} examples, its header says {count}"
             raise CorruptData(where, said) if whole else \
                 FormatError(where, said, "check the input")
-        return files
-
-    def write_shard(self, index, staged_path):
-        """Shard `index` at staged_path: (OutputFile, WebDatasetCounters)."""
-        t = self.targets[index]
-        with self.encoder(t.stop - t.start) as encoder:
-            files = self.write_split(encoder, t.split, lambda _: staged_path,
-                                     start=t.start, stop=t.stop, number=t.index)
-        return files[0], WebDatasetCounters(t.stop - t.start, 1)
+        return (files[0] if len(files) == 1 else files), \
+            WebDatasetCounters(written, len(files))
 
     def stats(self, counters):
         """write()'s stats: samples and shards."""
@@ -302,14 +296,5 @@ class WebDatasetWrite(ShardedWrite):
 
 
 def prepare_write(dataset, path, options) -> WebDatasetWrite:
-    """The sharded write of dataset to path with options (SPEC.options()); shards cut by
-    bytes are refused."""
-    job = WebDatasetWrite(dataset, path, options)
-    if job.max_bytes:
-        # (parse_shard_size took it: digits and a unit, nothing to escape)
-        raise UsageError(None, f"--shard-size {options.shard_size} cuts WebDataset "
-                               "shards by bytes: where each starts follows every "
-                               "sample's encoded size, so they cannot be planned",
-                         "plan with a number of samples per shard, e.g. "
-                         "--shard-size 10000")
-    return job
+    """The write of dataset's shards to path with options (SPEC.options())."""
+    return WebDatasetWrite(dataset, path, options)
