@@ -98,6 +98,40 @@ def test_mnistconv_grain_source(written, sample):
     assert np.array_equal(batch[1], sample["test"][1][50:100])
 
 
+def test_grain_source_over_shards_pickles_and_feeds_grains_workers(tmp_path, sample):
+    """The source reads through the guard, file by file of a shard set, and a pickled
+    copy (what Grain's worker processes get) opens the files again the same way."""
+    import pickle
+    grain = pytest.importorskip("grain")
+    result = run("idx-to-arrayrecord", SAMPLE, tmp_path / "s.array_record", "--shards", "3")
+    assert result.returncode == 0, stderr_of(result)
+    data = mnistconv.grain.source(tmp_path / "s.array_record", "train")
+    images, labels = sample["train"]
+    assert len(data.files) == 3 and len(data) == len(labels)
+    copy = pickle.loads(pickle.dumps(data))
+    for i in (0, 1, len(labels) // 3, len(labels) // 3 + 1, len(labels) - 1, -1):
+        for source in (data, copy):
+            image, label = source[i]
+            assert np.array_equal(image[..., 0], images[i]) and label == labels[i]
+    loader = grain.DataLoader(data_source=data, sampler=grain.samplers.IndexSampler(
+        len(data), num_epochs=1, shuffle=False, seed=0), worker_count=2,
+        operations=[grain.transforms.Batch(50)])
+    got = list(loader)  # each worker batches its own records: the same set, interleaved
+    read = sorted(zip(np.concatenate([b[1] for b in got]).tolist(),
+                      [x.tobytes() for b in got for x in b[0][..., 0]]))
+    assert read == sorted(zip(labels.tolist(), [x.tobytes() for x in images]))
+
+
+def test_grain_source_refuses_a_shard_linked_out_of_its_folder(tmp_path):
+    result = run("idx-to-arrayrecord", SAMPLE, tmp_path / "out" / "m.array_record")
+    assert result.returncode == 0, stderr_of(result)
+    (tmp_path / "inside").mkdir()
+    (tmp_path / "inside" / "m-train.array_record").symlink_to(
+        tmp_path / "out" / "m-train.array_record")
+    with pytest.raises(mnistconv.MnistconvError, match="outside"):
+        mnistconv.grain.source(tmp_path / "inside", "train")
+
+
 def test_take_reads_only_what_it_is_asked(written, sample, monkeypatch):
     from mnistconv.model import stream
     from mnistconv.formats.arrayrecord import format as fmt

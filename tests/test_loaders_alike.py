@@ -205,7 +205,7 @@ def test_the_same_mistakes_are_the_same_usage_errors(written, fmt):
                                "train, test", loader.__module__
         with pytest.raises(mnistconv.UsageError) as e:
             loader(path, split_nmae="test")
-        name = f"{loader.__module__}.{loader.__name__}"
+        name = f"mnistconv.{loader.__module__.rpartition('.')[2]}.{loader.__name__}"  # as users call it
         message = str(e.value)
         assert message.startswith(f"{name} takes no keyword 'split_nmae'; it takes: "
                                   "split, format"), message

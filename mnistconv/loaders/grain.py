@@ -1,8 +1,8 @@
 """Grain data sources for anything mnistconv reads (the `grain` extra; this module
 imports it, nothing else in mnistconv does): random access to (image, label), image a
 uint8 H x W x C array as stored (C: 1 for grey, 3 for RGB), label an int. ArrayRecord
-files (and TFDS directories of array_record shards) go through Grain's own
-ArrayRecordDataSource (the `arrayrecord` extra); any other format through
+files (and TFDS directories of array_record shards) are read record by record
+(array_record's reader, the `arrayrecord` extra); any other format through
 mnistconv.read, by position where the split can seek (IDX, GDMNIST1, indexed
 TFRecord, ...), else held in memory up to budget.MAX_IN_MEMORY bytes of pixels.
 
@@ -14,31 +14,51 @@ TFRecord, ...), else held in memory up to budget.MAX_IN_MEMORY bytes of pixels.
 
 import numpy as np
 
-from ..errors import UsageError, optional_import
+from ..errors import UsageError
 
 # source()'s own keywords, listed when one is misspelt.
 _OWN = ("split", "format")
 
 
 class ExampleSource:
-    """Random access to (image, label) of ArrayRecord Examples, over Grain's
-    ArrayRecordDataSource: `ExampleSource(["mnist-train.array_record"])[7]`."""
+    """Random access to (image, label) of ArrayRecord Examples:
+    `ExampleSource(["mnist-train.array_record"])[7]`. Each file is opened through the
+    guard (formats.arrayrecord.open_reader) in every process that reads it: pickled for
+    Grain's workers, a source carries the file names and opens them there the same way
+    (as Grain's ArrayRecordDataSource does, but never by name past the guard)."""
 
     def __init__(self, files):
         from ..codecs.spool import array_record_module
         array_record_module()  # the Python 3.11 and extra checks, in one line
         self.files = list(files)
-        grain = optional_import("grain", "grain", "mnistconv.grain.source")
-        self.records = grain.sources.ArrayRecordDataSource(self.files)
+        self._open()
+
+    def _open(self):
+        from ..codecs.spool import array_record_module
+        from ..formats.arrayrecord.format import open_reader
+        module = array_record_module()
+        # No read-ahead: random access reads one record where it is (Grain's setting).
+        self.readers = [open_reader(module, f, "readahead_buffer_size:0")
+                        for f in self.files]
+        self.starts = np.cumsum([0] + [r.num_records() for r in self.readers])
+
+    def __getstate__(self):
+        return {"files": self.files}
+
+    def __setstate__(self, state):
+        self.files = state["files"]
+        self._open()
 
     def __len__(self):
-        return len(self.records)
+        return int(self.starts[-1])
 
     def __getitem__(self, index):
         from .. import codecs
         from ..codecs.example import example_class
         index = range(len(self))[index]  # negative counts from the end; past: IndexError
-        example = example_class().FromString(self.records[index])
+        file = int(np.searchsorted(self.starts, index, side="right")) - 1
+        record = self.readers[file].read([index - int(self.starts[file])])[0]
+        example = example_class().FromString(record)
         feature = example.features.feature
         image = codecs.decode_image(feature["image"].bytes_list.value[0])
         labels = feature["label"].int64_list.value

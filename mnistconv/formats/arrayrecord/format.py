@@ -78,8 +78,10 @@ def resolve(path) -> dict:
     return resolve_inputs(path, (EXTENSION,), matches_name, EXTENSION)
 
 
-def _open(module, path):
-    """An ArrayRecordReader whose footer read, else a FormatError naming the file."""
+def open_reader(module, path, options=""):
+    """An ArrayRecordReader whose footer read, else a FormatError naming the file; the
+    file opened through the guard (fileio.library_path). options: the reader's own
+    ("readahead_buffer_size:0" for random access)."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:  # array_record takes UTF-8 names only (a TypeError)
@@ -88,7 +90,8 @@ def _open(module, path):
     check_input_file(path)  # confined where it was found (shards.resolve_inputs)
     try:
         with library_path(path) as guarded:
-            reader = module.ArrayRecordReader(guarded)
+            reader = module.ArrayRecordReader(guarded, options) if options else \
+                module.ArrayRecordReader(guarded)
     except (RuntimeError, ValueError) as e:
         why, reader = str(e), None
     else:
@@ -150,7 +153,7 @@ class ArrayRecordSplit(Split):
         self.files = list(files)
         self.workers = check_workers(workers)
         self.Example = example_class()
-        self.readers = [_open(module, f) for f in self.files]
+        self.readers = [open_reader(module, f) for f in self.files]
         self.counts = [r.num_records() for r in self.readers]
         if expected is not None:
             for f, n, want in zip(self.files, self.counts, expected):
