@@ -204,27 +204,19 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     if not fmt.can_write:
         raise CannotWrite(path, f"mnistconv cannot write {fmt.name}")
     from .formats.contract import checked_options
-    path, options = checked_options(fmt, path, options)  # the name croissant.json goes by
-    from .describe import croissant
-    described = croissant.applies(fmt.name, path)
-    if described:  # refused now, not after the data is written
-        croissant.check_target(path, force)
-        from .family.identity import given
-        given(options)
+    path, options = checked_options(fmt, path, options)  # the name a description goes by
+    from . import describe
+    describe.check(fmt, path, force, options)  # refused now, not after the data is written
     from contextlib import nullcontext
     from .io.fileio import hashed_outputs
     from .io.staging import one_commit
-    with one_commit():  # the data and its croissant.json appear together or not at all
-        # Parquet's croissant.json lists each file's SHA-256: hashed as they are written.
-        with hashed_outputs() if described and fmt.name == "parquet" else nullcontext():
+    with one_commit():  # the data and its description appear together or not at all
+        with hashed_outputs() if describe.lists_hashes(fmt, path) else nullcontext():
             written = _write(fmt, dataset, path, options, force, progress or NO_PROGRESS)
         if not isinstance(written, WriteResult):  # files only: every split written whole
             written = WriteResult(list(written), {name: split.header.count
                                                   for name, split in dataset.splits.items()})
-        if described and croissant.target(path) not in {f.path for f in written.files}:
-            # Parquet and ImageFolder directories: croissant.json beside the data
-            written.files.append(croissant.write(dataset, path, written, fmt.name, force,
-                                                 options))
+        written.files.extend(describe.describe(dataset, path, written.files, fmt, options))
     return written
 
 

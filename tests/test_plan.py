@@ -129,6 +129,31 @@ def test_library_run_equals_write(tmp_path):
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
 
 
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_plan_run_here_builds_its_job_once(tmp_path, monkeypatch, resume):
+    """A plan of 8 tasks run in one process: one ShardedWrite for the plan, its record,
+    every task, the finish and the result (issue 39: it was built 13 times); --resume
+    over the finished set (every shard hashed again and kept) builds it once too."""
+    from mnistconv.formats.parquet import writer
+    built = []
+
+    def counted(*args):
+        built.append(args[1])
+        return real(*args)
+    real = writer.prepare_write
+    monkeypatch.setattr(writer, "prepare_write", counted)
+    ds = _dataset(800, 200, seed=3)
+    out = str(tmp_path / "hf")
+    if resume:
+        plans.run(ds, out, "parquet", {"shards": 4})
+        built.clear()
+    result = plans.run(ds, out, "parquet", {"shards": 4},
+                       plans.Tasks(resume=resume))
+    assert len(result["tasks"]) == 8 and result["finished"]
+    assert [t["status"] for t in result["tasks"]] == ["kept" if resume else "written"] * 8
+    assert built == [out + "/"]  # (write()'s name for a folder output)
+
+
 @pytest.mark.parametrize("mode", BEAM_MODES)
 def test_beam_direct_runner_gives_the_local_bytes(src, reference, tmp_path, mode):
     pytest.importorskip("apache_beam")

@@ -136,16 +136,15 @@ def test_tfds_default_shard_count_and_array_record_plan(tmp_path, args):
     ds = _dataset(1500, 300, seed=1)
     opts = {"name": "digits", **({"file_format": "array_record", "shards": 2} if args else {})}
     local = mnistconv.write(ds, str(tmp_path / "a" / "tf"), "tfds", **opts)
-    plan = plans.make_plan(ds, str(tmp_path / "b" / "tf"), "tfds", opts)
     n = 2 if args else 1
-    assert [t["stop"] for t in plan["tasks"]] == ([750, 1500, 150, 300] if args
-                                                  else [1500, 300])
-    for number in reversed(range(len(plan["tasks"]))):
-        plans.prepare(ds, str(tmp_path / "b" / "tf"), plan)
-        plans.run_task(ds, str(tmp_path / "b" / "tf"), plan, number, workers=2)
-    assert plans.finish(ds, str(tmp_path / "b" / "tf"), plan) == (True, [])
-    assert plans.totals(ds, str(tmp_path / "b" / "tf"), plan) == local.stats == {
-        "records": 1800, "shards": 2 * n}
+    with plans.PlanRun(ds, str(tmp_path / "b" / "tf"), "tfds", dict(opts, workers=2)) as run:
+        assert [t["stop"] for t in run.plan["tasks"]] == ([750, 1500, 150, 300] if args
+                                                          else [1500, 300])
+        for number in reversed(range(len(run.plan["tasks"]))):
+            run.prepare()
+            run.run_task(number)
+        assert run.finish() == (True, [])
+        assert run.totals() == local.stats == {"records": 1800, "shards": 2 * n}
     assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
 
 
@@ -371,12 +370,12 @@ def test_a_split_that_cannot_seek_plans_the_same_bytes(tmp_path, fmt, opts):
     assert RangeSplit(ds.splits["train"], 0, 10).can_seek is False
     path = "tf" if fmt == "tfds" else "w/m.tar"
     local = mnistconv.write(base, str(tmp_path / "a" / path), fmt, **opts)
-    plan = plans.make_plan(ds, str(tmp_path / "b" / path), fmt, opts)
-    plans.prepare(ds, str(tmp_path / "b" / path), plan)
-    for number in reversed(range(len(plan["tasks"]))):
-        plans.run_task(ds, str(tmp_path / "b" / path), plan, number)
-    assert plans.finish(ds, str(tmp_path / "b" / path), plan) == (True, [])
-    assert plans.totals(ds, str(tmp_path / "b" / path), plan) == local.stats
+    with plans.PlanRun(ds, str(tmp_path / "b" / path), fmt, opts) as run:
+        run.prepare()
+        for number in reversed(range(len(run.plan["tasks"]))):
+            run.run_task(number)
+        assert run.finish() == (True, [])
+        assert run.totals() == local.stats
     assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
 
 

@@ -310,11 +310,11 @@ def test_shard_plans_give_a_local_runs_bytes(tmp_path, fmt, path, opts):
     # Shuffled: each planned shard takes its rows' extra fields from the selection.
     ds = mnistconv.model.stream.select(mnistconv.read(src), shuffle=True, seed=9)
     mnistconv.write(ds, str(tmp_path / "a" / path), fmt, **opts)
-    plan = plans.make_plan(ds, str(tmp_path / "b" / path), fmt, opts)
-    plans.prepare(ds, str(tmp_path / "b" / path), plan)
-    for number in reversed(range(len(plan["tasks"]))):
-        plans.run_task(ds, str(tmp_path / "b" / path), plan, number)
-    assert plans.finish(ds, str(tmp_path / "b" / path), plan)[0] is True
+    with plans.PlanRun(ds, str(tmp_path / "b" / path), fmt, opts) as run:
+        run.prepare()
+        for number in reversed(range(len(run.plan["tasks"]))):
+            run.run_task(number)
+        assert run.finish()[0] is True
     assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
     back = mnistconv.read(tmp_path / "b" / os.path.dirname(path) if fmt == "webdataset"
                           else tmp_path / "b" / path)

@@ -86,11 +86,11 @@ def test_shard_plans_give_a_local_runs_bytes(tmp_path):
     ds = mnistconv.model.stream.select(mnistconv.read(src), shuffle=True, seed=9)
     opts = {"shards": 3, "with_index": True}
     mnistconv.write(ds, str(tmp_path / "a" / "q.tfrecord"), "tfrecord", **opts)
-    plan = plans.make_plan(ds, str(tmp_path / "b" / "q.tfrecord"), "tfrecord", opts)
-    plans.prepare(ds, str(tmp_path / "b" / "q.tfrecord"), plan)
-    for number in reversed(range(len(plan["tasks"]))):
-        plans.run_task(ds, str(tmp_path / "b" / "q.tfrecord"), plan, number)
-    assert plans.finish(ds, str(tmp_path / "b" / "q.tfrecord"), plan)[0] is True
+    with plans.PlanRun(ds, str(tmp_path / "b" / "q.tfrecord"), "tfrecord", opts) as run:
+        run.prepare()
+        for number in reversed(range(len(run.plan["tasks"]))):
+            run.run_task(number)
+        assert run.finish()[0] is True
     assert tree_hashes(tmp_path / "a") == tree_hashes(tmp_path / "b")
     back = mnistconv.read(tmp_path / "b")
     for name, split in back.splits.items():

@@ -334,11 +334,9 @@ def _planned_outputs(dataset, dst, writer, options):
         job = prepare_write(writer.name, dataset, dst, options)
     except UsageError:
         return None
-    from ..describe import croissant
-    extra = [str(t) for t in job.metadata_targets()]
-    if croissant.applies(writer.name, dst) and croissant.target(dst) not in extra:
-        extra.append(croissant.target(dst))  # every plain run writes it beside the data
-    return [t.path for t in job.targets] + extra
+    from .. import describe
+    return [t.path for t in job.targets] + [str(t) for t in job.metadata_targets()] + \
+        describe.targets(writer, dst)
 
 
 def _written_outputs(dataset, dst, writer, options):

@@ -1,14 +1,17 @@
 """Croissant 1.0 metadata (MLCommons' JSON-LD dataset description), written as
-`croissant.json` at the root of a Parquet directory or an ImageFolder tree, so
+`croissant.json` at the root of a folder output whose format declares what its files
+are (spec.Described: a Parquet directory, an ImageFolder tree), so
 `mlcroissant` and TFDS' CroissantBuilder load the output and dataset sites index it.
 It holds what identity.py resolves: name, description, and url, license, citeAs, version
 and datePublished only where the user gave them or the input's bytes proved a published
 dataset's (house rule 15); the files (a
-cr:FileObject per Parquet file, a cr:FileSet per split of shards or of images); the
+cr:FileObject per file where the format lists them, a cr:FileSet per split of shards or
+of images); the
 "classes" record set when names are known; and a record set per split (image, label,
 and ImageFolder's index). Every name in it is one mnistconv wrote, never a path read.
 """
 
+import fnmatch
 import json
 import os
 
@@ -33,30 +36,20 @@ CONTEXT = {
     "replace": "cr:replace", "separator": "cr:separator", "source": "cr:source",
     "subField": "cr:subField", "transform": "cr:transform",
 }
-FORMATS = ("parquet", "imagefolder")  # directories of files a Croissant loader reads
-
-
-def applies(writer_name, path) -> bool:
-    """Whether a write gets a croissant.json: Parquet and ImageFolder directories only."""
-    path = str(path)
-    return writer_name in FORMATS and "://" not in path and path != "-" and \
-        not (writer_name == "parquet" and path.lower().endswith(".parquet"))
-
-
 def target(root) -> str:
     """Where an output directory's croissant.json goes."""
     return os.path.join(str(root), NAME)
 
 
-def document(dataset, root, files, writer_name, identity) -> dict:
-    """The Croissant document of an output: `files` its OutputFiles, `identity` what it
-    states of the dataset (identity.Identity)."""
+def document(dataset, root, files, described, identity) -> dict:
+    """The Croissant document of an output: `files` its OutputFiles, `described` what
+    its format says of them (spec.Described), `identity` what it states of the dataset
+    (identity.Identity)."""
     root = os.path.abspath(str(root))
     names = next((tuple(s.header.class_names) for s in dataset.splits.values()
                   if s.header.class_names), ())
-    kind = 'Hugging Face Parquet' if writer_name == 'parquet' else 'an ImageFolder tree'
     description = identity.description if "description" in identity.given else \
-        f"{identity.description.rstrip('.')}, as {kind}."
+        f"{identity.description.rstrip('.')}, as {described.called}."
     doc = {"@context": CONTEXT, "@type": "sc:Dataset", "conformsTo": CONFORMS_TO,
            "name": identity.name, "description": description}
     # Only what the user said or the bytes proved: no url, license or citeAs otherwise.
@@ -66,47 +59,39 @@ def document(dataset, root, files, writer_name, identity) -> dict:
         if value:
             doc[key] = value
     relative = [(os.path.relpath(os.path.abspath(f.path), root), f) for f in files]
-    doc["distribution"], sources = \
-        (_parquet if writer_name == "parquet" else _imagefolder)(dataset, relative)
+    doc["distribution"], sources = _distribution(dataset, relative, described)
     doc["recordSet"] = ([_classes(names)] if names else []) + [
         _split_records(name, sources[name], bool(names)) for name in dataset.splits]
     return doc
 
 
-def _parquet(dataset, relative):
-    """A FileObject per Parquet file; a split of several shards also gets a FileSet."""
+def _distribution(dataset, relative, described):
+    """Per split, a FileObject per file when the format lists them, and a FileSet of its
+    files unless one listed file is the whole split."""
+    media = dict(described.media)
+    kind = "column" if described.records == "table" else "files"
     distribution, sources = [], {}
     for split_name in dataset.splits:
-        mine = [(name, f) for name, f in relative if name.endswith(".parquet") and
-                os.path.basename(name).startswith(f"{split_name}-")]
-        distribution += [{"@type": "cr:FileObject", "@id": name, "name": name,
-                          "contentUrl": name, "encodingFormat": "application/x-parquet",
-                          "contentSize": f"{f.bytes} B", "sha256": f.sha256} for name, f in mine]
-        if len(mine) == 1:
-            sources[split_name] = ({"fileObject": {"@id": mine[0][0]}}, "column")
-        else:
-            folder = os.path.dirname(mine[0][0]) if mine else "data"
-            set_id = f"{split_name}-files"
-            distribution.append({
-                "@type": "cr:FileSet", "@id": set_id, "name": set_id,
-                "encodingFormat": "application/x-parquet",
-                "includes": f"{folder}/{split_name}-*-of-*.parquet"})
-            sources[split_name] = ({"fileSet": {"@id": set_id}}, "column")
-    return distribution, sources
-
-
-def _imagefolder(dataset, relative):
-    """A FileSet of each split's images; the label is the class folder's number."""
-    distribution, sources = [], {}
-    for split_name in dataset.splits:
-        suffix = next((os.path.splitext(n)[1] for n, _ in relative
-                       if n.startswith(f"{split_name}{os.sep}")), ".png")
-        set_id = f"{split_name}-images"
+        mine = [(name, f) for name, f in relative if os.path.splitext(name)[1] in media
+                and fnmatch.fnmatchcase(name, described.files.format(
+                    split=split_name, folder="*", suffix="*"))]
+        first = mine[0][0] if mine else ""
+        suffix = os.path.splitext(first)[1] or described.media[0][0]
+        if described.listed:
+            distribution += [{"@type": "cr:FileObject", "@id": name, "name": name,
+                              "contentUrl": name, "encodingFormat": media[suffix],
+                              "contentSize": f"{f.bytes} B", "sha256": f.sha256}
+                             for name, f in mine]
+            if len(mine) == 1:
+                sources[split_name] = ({"fileObject": {"@id": first}}, kind)
+                continue
+        set_id = f"{split_name}-{'files' if kind == 'column' else 'images'}"
         distribution.append({
             "@type": "cr:FileSet", "@id": set_id, "name": set_id,
-            "encodingFormat": "image/jpeg" if suffix == ".jpg" else "image/png",
-            "includes": f"{split_name}/*/*{suffix}"})
-        sources[split_name] = ({"fileSet": {"@id": set_id}}, "files")
+            "encodingFormat": media[suffix],
+            "includes": described.files.format(split=split_name, suffix=suffix,
+                                               folder=os.path.dirname(first) or "*")})
+        sources[split_name] = ({"fileSet": {"@id": set_id}}, kind)
     return distribution, sources
 
 
@@ -151,16 +136,17 @@ def _split_records(split_name, source, named):
             "description": f"The {split_name} split.", "field": fields}
 
 
-def write(dataset, root, result, writer_name, force=False, options=None):
-    """Write croissant.json for an output just written (result: its WriteResult;
-    options: the write's, the identity keywords among them)."""
+def write(dataset, root, files, described, options=None):
+    """Write croissant.json for an output just written (files: its OutputFiles;
+    described: its format's spec.Described; options: the write's, the identity keywords
+    among them). Returns its OutputFile."""
     from ..errors import redact
     from ..io.fileio import write_text_output
     from ..family.identity import add_note, resolve
     identity = resolve(dataset, root, options)
     add_note(dataset, identity)
     _note_what_completes(dataset, root, identity)
-    doc = document(dataset, root, result.files, writer_name, identity)
+    doc = document(dataset, root, files, described, identity)
     # No URL's password in a published file (a file name may quote it).
     return write_text_output(target(root), redact(json.dumps(doc, indent=2, ensure_ascii=False))
                              + "\n", force=True)

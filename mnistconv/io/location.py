@@ -217,11 +217,9 @@ class SetFolder:
             finally:
                 staged.abort()
 
-    def finish(self, job, recorded):
-        """job.finish(recorded), its metadata placed; {name: [bytes, SHA-256]} of it."""
-        with StagedOutput(force=True) as staged:  # the record says the set is ours
-            job.finish(recorded, staged)
-        names = [self.name_of(t) for t in job.metadata_targets()]
+    def placed(self, names):
+        """The metadata files `names` a finishing step wrote, placed (uploaded to a
+        store); {name: [bytes, SHA-256]} of those there."""
         if self.store is not None:
             for name in names:
                 if os.path.isfile(self.local(name)):

@@ -94,6 +94,27 @@ class Holds:
 
 
 @dataclass(frozen=True)
+class Described:
+    """What a description of a format's folder output (croissant.json, describe/) says of
+    its files, declared in its SPEC so the describer names no format:
+
+        Described("Hugging Face Parquet", "{folder}/{split}-*-of-*{suffix}",
+                  ((".parquet", "application/x-parquet"),), listed=True, records="table")
+
+    `files`: a split's files, a glob from the output's root ({split} its name; {folder}
+    and {suffix} taken from its first file); `media`: (suffix, MIME type) of the files,
+    the first the default; `listed`: each file also listed with its size and SHA-256;
+    `records`: "table" (image and label columns) or "images" (an image per file, its
+    label the number of its class folder, its index the file's name)."""
+
+    called: str  # the output in prose: "..., as <called>."
+    files: str
+    media: tuple
+    listed: bool = False
+    records: str = "images"
+
+
+@dataclass(frozen=True)
 class Format:
     """A format's declaration; `module`, imported on first use, provides sniff(path),
     read(path, **options), write(dataset, path, **options) and maybe matches_name."""
@@ -123,6 +144,8 @@ class Format:
     # what it holds instead when an option says otherwise: ((option, value, Holds), ...).
     holds: Holds = Holds()
     holds_when: tuple = ()
+    # A folder output gets a description (croissant.json) saying this of its files.
+    described: Optional[Described] = None
 
     def holding(self, options: Any = None) -> Holds:
         """What the output holds with these write options (a dict or the options

@@ -111,9 +111,11 @@ def _raised_again(failure, named):
 
 
 def _write_task(number, source, path, plan, resume):
-    """One element: run task `number` (keep or write its shard, record it)."""
-    with _reported():
-        status, written = plans.run_task(_opened(source), path, plan, number, resume=resume)
+    """One element: run task `number` (keep or write its shard, record it). A worker
+    builds the plan's job once per element it runs (a task or the finish): a store
+    output's private folder lives as long as the run that holds it."""
+    with _reported(), plans.PlanRun.of(_opened(source), plan, path) as planned:
+        status, written = planned.run_task(number, resume=resume)
     entry = {k: written[k] for k in ("bytes", "sha256", "counters")}
     return number, status, plan["tasks"][number]["shard"], entry
 
@@ -123,8 +125,8 @@ def _finish(results, source, path, plan):
     where the record lacks them (a store has no lock: two tasks recording at once may
     lose one's entry)."""
     entries = {shard: entry for _, _, shard, entry in results}
-    with _reported():
-        finished, missing = plans.finish(_opened(source), path, plan, entries)
+    with _reported(), plans.PlanRun.of(_opened(source), plan, path) as planned:
+        finished, missing = planned.finish(entries)
     return {"finished": finished, "missing": missing,
             "tasks": sorted(number for number, *_ in results)}
 
@@ -143,22 +145,35 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
     named = (source.path, str(path))
     source = plans.InputSpec(Location(source.path).absolute(), source.format,
                              source.read_options, source.select, source.limits)
-    plan = plans.make_plan(dataset, path, format_name, options)
-    path = Location(plan["output"]).absolute()
-    plans.prepare(dataset, path, plan, force=force, resume=resume)
+    with plans.PlanRun(dataset, path, format_name, options) as planned:
+        plan = planned.plan
+        planned.prepare(force=force, resume=resume)
+        _pipeline(beam, PipelineOptions(flags), source, plan, resume, named)
+        # Where the launcher sees the output too, say how it ended (finishing is idempotent).
+        rewritten: list = []
+        finished, missing = planned.finish(rewritten=rewritten)
+        done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]
+        return planned.result(done, finished, missing, rewritten)
+
+
+def _pipeline(beam, options, source, plan, resume, named):
+    """Every task as an element, spread over workers, then the finish; a worker's
+    MnistconvError raised again here, one line. Workers get the output's absolute path."""
+    path = str(Location(plan["output"]).absolute())
+
     def quiet(record):
         return _FAILED not in record.getMessage()
     for name in _FAILURE_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
     try:
-        with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
+        with beam.Pipeline(options=options) as pipeline:
             _ = (pipeline
                  | "Tasks" >> beam.Create(list(range(len(plan["tasks"]))))
                  # Spread the tasks over workers (Create alone may keep them in one bundle).
                  | "Spread" >> beam.Reshuffle()
-                 | "Write shards" >> beam.Map(_write_task, source, str(path), plan, resume)
+                 | "Write shards" >> beam.Map(_write_task, source, path, plan, resume)
                  | "All written" >> beam.combiners.ToList()
-                 | "Finish" >> beam.Map(_finish, source, str(path), plan))
+                 | "Finish" >> beam.Map(_finish, source, path, plan))
     except Exception as failure:  # noqa: BLE001 (a runner's own kinds: see _FAILED)
         error = _raised_again(failure, named)
         if error is None:
@@ -167,8 +182,3 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
     finally:
         for name in _FAILURE_LOGGERS:
             logging.getLogger(name).removeFilter(quiet)
-    # Where the launcher sees the output too, say how it ended (finishing is idempotent).
-    rewritten: list = []
-    finished, missing = plans.finish(dataset, path, plan, rewritten=rewritten)
-    done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]
-    return plans.result(dataset, path, plan, done, finished, missing, rewritten)

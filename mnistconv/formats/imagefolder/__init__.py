@@ -4,7 +4,7 @@ declaration, light enough for `--help`; the code is in format.py, imported on fi
 use."""
 
 from ...family.identity import OPTIONS as IDENTITY
-from ...model.spec import GREY, RGB, Format, Holds, Option
+from ...model.spec import GREY, RGB, Described, Format, Holds, Option
 from ..common import JPEG_QUALITY, SPLIT_NAME, WORKERS, lazy_attributes
 
 SPEC = Format(
@@ -22,6 +22,8 @@ SPEC = Format(
     # encoded grey only.
     holds=Holds(channels=GREY + RGB),
     holds_when=(("image_format", "jpeg", Holds()),),
+    described=Described("an ImageFolder tree", "{split}/*/*{suffix}",
+                        ((".png", "image/png"), (".jpg", "image/jpeg"))),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -27,7 +27,7 @@ needs pyarrow (the `parquet` extra).
 """
 
 from ...family.identity import OPTIONS as IDENTITY
-from ...model.spec import Format, GREY, Holds, Option, RGB
+from ...model.spec import Described, Format, GREY, Holds, Option, RGB
 from ..common import SPLIT_NAME, WORKERS, lazy_attributes, shards_option
 
 SPEC = Format(
@@ -57,6 +57,10 @@ SPEC = Format(
     ) + IDENTITY,
     writer="mnistconv.formats.parquet.writer", plannable=True,
     holds=Holds(channels=GREY + RGB, extras=True),
+    # (one .parquet file is not a folder: it gets no README.md nor croissant.json)
+    described=Described("Hugging Face Parquet", "{folder}/{split}-*-of-*{suffix}",
+                        ((".parquet", "application/x-parquet"),), listed=True,
+                        records="table"),
 )
 
 __getattr__ = lazy_attributes(SPEC.module)

@@ -215,8 +215,9 @@ class ParquetWrite(ShardedWrite):
     """A Parquet shard set written shard by shard (mnistconv.formats.contract), with the bytes
     write() gives each shard: row groups restart at every shard start (_cuts), so a
     shard's bytes depend on its rows and the options only. finish() writes the README.md
-    card and croissant.json. Extra fields (QMNIST's columns) are int32 columns after
-    label, the same in every split (one schema, one features list)."""
+    card (croissant.json is the describe step's, which every runner takes). Extra fields
+    (QMNIST's columns) are int32 columns after label, the same in every split (one
+    schema, one features list)."""
 
     counters = ParquetCounters
 
@@ -355,10 +356,8 @@ class ParquetWrite(ShardedWrite):
         return {"row_groups": counters.row_groups}
 
     def metadata_targets(self):
-        """The card, README.md, and croissant.json, unless the output is one file."""
-        from ...describe.croissant import target
-        return [] if self.one_file else [os.path.join(self.path, "README.md"),
-                                         target(self.path)]
+        """The card, README.md, unless the output is one file."""
+        return [] if self.one_file else [os.path.join(self.path, "README.md")]
 
     def card(self, recorded):
         """README.md's bytes from the recorded shards ({path: (OutputFile, counters)})."""
@@ -374,16 +373,12 @@ class ParquetWrite(ShardedWrite):
                                  splits, self.schema.names[2:], identity).encode("utf-8")
 
     def finish(self, recorded, staged):
-        """Write README.md and croissant.json from the recorded shards, as write() does."""
-        from ...describe import croissant
+        """Write README.md from the recorded shards, as write() does."""
         if self.one_file:
             return []
         tmp = staged.file(self.metadata_targets()[0])
         with open_staged(tmp) as f:
             f.write(self.card(recorded))
-        croissant.write(self.dataset, self.path,
-                        WriteResult([f for f, _ in recorded.values()], {}), "parquet",
-                        force=True, options=self.options)
         return [_output(self.metadata_targets()[0], tmp)]
 
 
