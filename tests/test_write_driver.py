@@ -122,3 +122,23 @@ def test_a_format_that_cannot_be_planned_is_refused_in_the_same_words():
         contract.prepare_write("npz", digits(), "x.npz", {})
     assert "writing npz cannot be planned, resumed or run on Beam (its writer does not " \
         "write one shard alone)" in str(e.value)
+
+
+def test_a_tfds_split_cut_as_encoded_is_the_set_of_its_shard_count(tmp_path):
+    """--shard-size leaves the count to the encoded size: the split is one target,
+    encoded whole, then cut; its shards are the ones --shards of that count writes."""
+    ds = digits(counts=(("train", 30),))
+    fmt = registry.get("tfds")
+    job = contract.writer_module(fmt).prepare_write(ds, str(tmp_path / "x"),
+                                                    fmt.options({"shard_size": "4KiB"}))
+    assert list(job.cut_later) == ["train"] and len(job.targets) == 1
+    with pytest.raises(mnistconv.UsageError, match="so a plan cannot be cut from the header"):
+        job.check_plannable()
+    sized = mnistconv.write(ds, str(tmp_path / "sized"), "tfds", shard_size="4KiB",
+                            name="digits")
+    assert sized.counts == {"train": 30}
+    n = sized.stats["shards"]
+    assert n > 1 and len(sized.files) == n + 3  # the shards, then the metadata
+    counted = mnistconv.write(ds, str(tmp_path / "counted"), "tfds", shards=n, name="digits")
+    assert [(os.path.basename(f.path), f.sha256) for f in sized.files] == \
+        [(os.path.basename(f.path), f.sha256) for f in counted.files]

@@ -30,11 +30,11 @@ import itertools
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, ClassVar, Iterator
 
 from ..errors import CannotWrite, UsageError
 from ..model.spec import CLASS, NO_TARGET
-from ..model.records import NO_PROGRESS, WriteResult
+from ..model.records import NO_PROGRESS, Progress, WriteResult
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,13 @@ class Counters:
         return len(fields(cls))
 
 
-def _ignore(_n: int) -> None:
-    pass
+class _Within(Progress):
+    """A run's progress as a shard's writer hears it: it advances and sizes its reads
+    (step, batch); the driver says where each split starts and finishes."""
+
+    def __init__(self, progress: Progress):
+        self.advance = progress.advance  # type: ignore[method-assign]
+        self.step, self.batch = progress.step, progress.batch
 
 
 class ShardedWrite(ABC):
@@ -91,10 +96,16 @@ class ShardedWrite(ABC):
     targets: list
     stale: list = []
     counters: "type[Counters]" = Counters
-    # Within a session: what shared() opened, and advance(n) for records written.
+    # Within a session: what shared() opened, and the run's progress (advance(n) for
+    # records written: a writer's own loop calls it; iter_batches and the like take
+    # `progress`, whose start and finish the driver says).
     pool: Any = None
-    advance: Callable[[int], None] = staticmethod(_ignore)
+    progress: Progress = NO_PROGRESS
     _in_session = False
+
+    def advance(self, n: int) -> None:
+        """n more records written (the session's progress hears it)."""
+        self.progress.advance(n)
 
     def shared(self, records: int) -> Any:
         """A context manager of what every shard of one run shares (an encoder pool for
@@ -102,18 +113,19 @@ class ShardedWrite(ABC):
         return nullcontext()
 
     @contextmanager
-    def session(self, records: int, advance: Callable[[int], None] = _ignore) -> Iterator:
-        """shared(), opened once for the shards written within; inside a session
-        already, that one serves (write_shard opens one: a shard alone has its own)."""
+    def session(self, records: int, progress: Progress = NO_PROGRESS) -> Iterator:
+        """shared(), opened once for the shards written within, which report to
+        progress; inside a session already, that one serves (write_shard opens one: a
+        shard alone has its own)."""
         if self._in_session:
             yield self.pool
             return
         with self.shared(records) as pool:
-            self.pool, self.advance, self._in_session = pool, advance, True
+            self.pool, self.progress, self._in_session = pool, _Within(progress), True
             try:
                 yield pool
             finally:
-                self.pool, self.advance, self._in_session = None, _ignore, False
+                self.pool, self.progress, self._in_session = None, NO_PROGRESS, False
 
     def stage(self, staged, target: ShardTarget) -> str:
         """Where a local write writes target (staged: its StagedOutput): a file beside it."""
@@ -142,7 +154,7 @@ class ShardedWrite(ABC):
 
 
 # Formats whose local write still runs its own loop, while they move onto write().
-OWN_LOOP = {"tfds", "parquet"}
+OWN_LOOP = {"parquet"}
 
 
 def writer_module(fmt) -> Any:
@@ -167,7 +179,7 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
         for stale in job.stale:
             staged.supersede(stale)
         numbered = list(enumerate(job.targets))
-        with job.session(sum(t.stop - t.start for t in job.targets), progress.advance):
+        with job.session(sum(t.stop - t.start for t in job.targets), progress):
             for split, group in itertools.groupby(numbered, lambda e: e[1].split):
                 group = list(group)
                 progress.start(f"{split} -> {fmt.name}",

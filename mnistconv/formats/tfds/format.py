@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import registry
+from .. import contract, registry
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
-from ...io.fileio import StagedOutput, check_input_file, check_output_path, create_staged, \
-    exists_error, input_root, is_staging_name, open_input, open_staged, output_entries
+from ...io.fileio import check_input_file, check_output_path, exists_error, input_root, \
+    is_staging_name, open_input, open_staged, output_entries
 from ...workers.parallel import ParallelEncoder, check_workers
 from ...model.records import NO_PROGRESS, Dataset, WriteResult, OutputFile, WrappedSplit
 from ...io.shards import check_shard_count, SHARD_RE
@@ -89,13 +89,14 @@ class TfdsCounters(Counters):
 
 class TfdsWrite(ShardedWrite):
     """A TFDS directory written shard by shard (mnistconv.formats.contract), the metadata once
-    every shard is there. Without --shards the count follows the encoded size: a plan
-    takes it from the header when the smallest and largest records give the same count,
-    and finish() checks the real sizes agree; write() places shards once encoded."""
+    every shard is there. Without --shards the count follows the encoded size: taken
+    from the header when the smallest and largest records give the same count (finish()
+    checks the real sizes agree); else the split is one target, encoded whole, then cut
+    (`cut_later`: written in order only, never planned)."""
 
     counters = TfdsCounters
 
-    def __init__(self, dataset, path, options, force=True, planned=True):
+    def __init__(self, dataset, path, options):
         o = self.options = options
         self.path = path
         from ...family.identity import resolve
@@ -126,8 +127,6 @@ class TfdsWrite(ShardedWrite):
         check_output_path(target, path)  # a linked name or version folder: refused first
         if os.path.exists(target) and not os.path.isdir(target):
             raise InTheWay(target, "exists and is not a directory")
-        if not force and os.path.isdir(target) and output_entries(target, path):
-            raise exists_error(target)
         self.splits, shapes, self.num_classes = [], set(), 0  # [(split name, split)]
         for split_name, split in dataset.splits.items():
             where = split.header.source or split_name
@@ -151,36 +150,40 @@ class TfdsWrite(ShardedWrite):
         self.shape = shapes.pop()
         self.names = tfds_info.class_names(self.known, [s for _, s in self.splits],
                                            self.num_classes)
-        self.targets = []
-        if planned:
-            least, most = _record_bounds(self.shape)
-            for split_name, split in self.splits:
-                count = split.header.count
-                self.place(split_name, count, self.shards or self._count(
-                    split_name, count, least, most))
-            self.stale = [os.path.join(target, e) for e in self.stale_names()]
+        self.targets, self.task, self.staged = [], None, None
+        self.cut_later = {}  # split name -> (fewest, most) shards its encoding may give
+        least, most = _record_bounds(self.shape)
+        for split_name, split in self.splits:
+            count = split.header.count
+            low, high = (self.shards,) * 2 if self.shards else (
+                shard_count(None, self.shard_size, b * count, count, split_name, self.path)
+                for b in (least, most))
+            if low == high:
+                self.targets += self.cut(split_name, count, low)
+            else:  # one target, its shards named once it is encoded
+                self.cut_later[split_name] = (low, high)
+                self.targets.append(ShardTarget(split_name, 0, os.path.join(
+                    target, f"{self.name}-{split_name}.{o.file_format}"), 0, count))
+        self.stale = [os.path.join(target, e) for e in self.stale_names()]
 
-    def _count(self, split_name, count, least, most):
-        """The shard count TFDS' rule (or --shard-size) gives whatever the encoding."""
-        low, high = (shard_count(None, self.shard_size, b * count, count, split_name,
-                                 self.path) for b in (least, most))
-        if low != high:
+    def check_plannable(self):
+        """A plan is cut from the header: the shard count may not follow the encoding."""
+        for split_name, (low, high) in self.cut_later.items():
             rule = f"--shard-size {self.options.shard_size}" if self.shard_size else \
                 "TFDS' rule (64 MiB to 1 GiB a shard)"
+            count = dict(self.splits)[split_name].header.count
             raise UsageError(self.path, f"split {split_name}: {rule} gives {low} to {high} "
                                         f"shards for {count:,} images, depending on how "
                                         "well they compress, so a plan cannot be cut "
                                         "from the header", "give --shards N to plan it")
-        return low
 
-    def place(self, split_name, count, n):
-        """Add the n shard targets of a split of count records, cut as TFDS cuts."""
+    def cut(self, split_name, count, n) -> list:
+        """The n shard targets of a split of count records, cut as TFDS cuts."""
         bounds = tfds_info.tfds_bounds(count, n)
-        for i in range(n):
-            self.targets.append(ShardTarget(split_name, i, os.path.join(
-                self.target, tfds_info.shard_name(self.name, split_name,
-                                                  self.options.file_format, i, n)),
-                bounds[i - 1] if i else 0, bounds[i]))
+        return [ShardTarget(split_name, i, os.path.join(
+            self.target, tfds_info.shard_name(self.name, split_name,
+                                              self.options.file_format, i, n)),
+            bounds[i - 1] if i else 0, bounds[i]) for i in range(n)]
 
     def shards_of(self, split_name) -> list:
         """The split's shard targets."""
@@ -198,15 +201,25 @@ class TfdsWrite(ShardedWrite):
                 not is_staging_name(e) and (e in METADATA or e.endswith(".labels.txt") or (
                     SHARD_RE.match(e) and (".tfrecord-" in e or ".array_record-" in e)))]
 
-    def encoder(self, total):
-        """(task, ParallelEncoder) of the Examples, the task warmed first."""
-        task = encode.ExampleTask(self.num_classes, self.shape)
-        task.warm()
-        return task, ParallelEncoder([task], check_workers(self.options.workers),
-                                     self.options.processes, int(np.prod(self.shape)),
-                                     encode.chunk_records(self.shape), total=total)
+    def shared(self, records):
+        """The Examples' ParallelEncoder (its task warmed first)."""
+        if self.task is None:
+            self.task = encode.ExampleTask(self.num_classes, self.shape)
+            self.task.warm()
+        return ParallelEncoder([self.task], check_workers(self.options.workers),
+                               self.options.processes, int(np.prod(self.shape)),
+                               encode.chunk_records(self.shape), total=records)
 
-    def cut(self, spool, lengths, targets, staged_paths) -> list:
+    def stage(self, staged, target):
+        """The shard's staged path (None for a split cut once encoded: its shards are
+        staged then). A version folder holding anything is replaced only with force."""
+        if self.staged is None and not staged.force and os.path.isdir(self.target) \
+                and output_entries(self.target, self.path):
+            raise exists_error(self.target)
+        self.staged = staged
+        return None if target.split in self.cut_later else staged.file(target.path)
+
+    def place(self, spool, lengths, targets, staged_paths) -> list:
         """The spool's records cut into targets (one split's, from the spool's first)."""
         bounds = [t.stop - targets[0].start for t in targets]
         paths = [t.path for t in targets]
@@ -225,24 +238,34 @@ class TfdsWrite(ShardedWrite):
         return [(name, text.encode("utf-8")) for name, text in zip(METADATA, texts)]
 
     def write_shard(self, index, staged_path):
-        """Shard `index` at staged_path: (OutputFile, TfdsCounters)."""
+        """Shard `index` at staged_path (a split cut once encoded: its shards, staged
+        then): (OutputFile or the list of them, TfdsCounters)."""
         from ...model.stream import RangeSplit
         target = self.targets[index]
         split = dict(self.splits)[target.split]
         start, stop = target.start, target.stop
-        task, encoder = self.encoder(stop - start)
-        with shardwrite.scratch_folder(os.path.dirname(staged_path),
+        whole = (start, stop) == (0, split.header.count)
+        near = staged_path or self.target
+        with shardwrite.scratch_folder(os.path.dirname(near),
                                        os.path.basename(target.path)) as scratch:
-            with encoder:
+            with self.session(stop - start) as encoder:
                 [(_, lengths, spool)] = shardwrite.spool_splits(
-                    [(target.split, RangeSplit(split, start, stop), task, target.path)],
-                    encoder, scratch, NO_PROGRESS, "tfds")
-            if len(lengths) != stop - start:
+                    [(target.split, split if whole else RangeSplit(split, start, stop),
+                      self.task, target.path)], encoder, scratch, self.progress, "tfds")
+            if len(lengths) != stop - start and not (whole and target.split in self.cut_later):
                 raise FormatError(split.header.source or target.split,
                                   f"yielded {start + len(lengths)} examples, its header "
                                   f"says {split.header.count}", "check the input")
-            written = self.cut(spool, lengths, [target], [staged_path])
-        return written[0], TfdsCounters(len(lengths), int(lengths.sum()), 1)
+            if target.split in self.cut_later:  # the count follows the encoded size
+                targets = self.cut(target.split, len(lengths), shard_count(
+                    self.shards, self.shard_size, int(lengths.sum()), len(lengths),
+                    target.split, self.path))
+                written = self.place(spool, lengths, targets,
+                                     [self.staged.file(t.path) for t in targets])
+            else:
+                written = self.place(spool, lengths, [target], [staged_path])
+        return (written[0] if len(written) == 1 else written), \
+            TfdsCounters(len(lengths), int(lengths.sum()), len(written))
 
     def stats(self, counters):
         """write()'s stats: records and shards."""
@@ -260,6 +283,10 @@ class TfdsWrite(ShardedWrite):
             counters = [recorded[t.path][1] for t in planned]
             lengths = [c.records for c in counters]
             num_bytes = sum(c.num_bytes for c in counters)
+            if split_name in self.cut_later:  # cut as encoded, by the rule
+                bounds = [0] + tfds_info.tfds_bounds(lengths[0], counters[0].shards)
+                described.append((split_name, num_bytes, list(np.diff(bounds).tolist())))
+                continue
             real = shard_count(self.shards, self.shard_size, num_bytes, split.header.count,
                                split_name, self.path)
             if lengths != [t.stop - t.start for t in planned] or real != len(planned):
@@ -292,37 +319,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         result.counts   # {'train': 60000, 'test': 10000}
     """
     from . import SPEC
-    job = TfdsWrite(dataset, path, SPEC.options(options), force, planned=False)
-    with shardwrite.scratch_folder(job.target, "tfds") as scratch:
-        task, encoder = job.encoder(sum(s.header.count for _, s in job.splits))
-        with encoder:
-            spooled = shardwrite.spool_splits([(n, s, task, job.target) for n, s in
-                                               job.splits], encoder, scratch, progress, "tfds")
-        for split_name, lengths, _ in spooled:  # the count follows the encoded size
-            job.place(split_name, len(lengths), shard_count(
-                job.shards, job.shard_size, int(lengths.sum()), len(lengths), split_name,
-                path))
-        files, counts = [], {}
-        with StagedOutput(force, root=path) as staged:
-            stage = staged.directory(job.target, job.file_names(),
-                                     replaces=job.stale_names())
-            for file_name, data in job.metadata(
-                    [(s, int(lengths.sum()), [t.stop - t.start for t in job.shards_of(s)])
-                     for s, lengths, _ in spooled]):
-                with create_staged(os.path.join(stage, file_name)) as f:
-                    f.write(data)
-                files.append(OutputFile(os.path.join(job.target, file_name), len(data),
-                                        hashlib.sha256(data).hexdigest()))
-            for split_name, lengths, spool in spooled:
-                targets = job.shards_of(split_name)
-                staged_paths = [os.path.join(stage, os.path.basename(t.path))
-                                for t in targets]
-                for p in staged_paths:
-                    create_staged(p).close()
-                files += job.cut(spool, lengths, targets, staged_paths)
-                counts[split_name] = len(lengths)
-    return WriteResult(files, counts, {"records": sum(counts.values()),
-                                       "shards": len(job.targets)})
+    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 class TfdsSplit(WrappedSplit):
