@@ -6,7 +6,7 @@ indices (positions in the collection first read, so a subset can be traced back)
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -296,6 +296,14 @@ class Progress:
 
 
 NO_PROGRESS = Progress()
+
+
+class Advancing(Progress):
+    """Progress within a task someone else started and finishes (the write driver's):
+    only advance() reaches `advance`."""
+
+    def __init__(self, advance: Callable[[int], None]):
+        self.advance = advance  # type: ignore[method-assign]
 
 
 def iter_batches(split: Split, progress: Progress = NO_PROGRESS,
