@@ -33,16 +33,17 @@ import numpy as np
 
 from ...errors import CorruptData, FormatError, OverLimit, UsageError
 from ...io.inputzip import InputZip
-from ...io.fileio import StagedOutput, check_input_file, has_magic, open_staged
+from ...io.fileio import check_input_file, has_magic, open_staged
 from ...io import budget
 from ...limits import printable, safe_split_name
 from ...model.schema import schema_of
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Advancing, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
 from ...io.shards import in_split_order
 from ...model.stream import extra_fields
 from ...codecs import classes
 from ..common import InOrder
+from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
 from ...codecs.classes import check_labels
 from ...codecs.images import MAX_DIMS, check_split_header
 from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
@@ -303,23 +304,37 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
         write(mnistconv.read("cifar-10-batches-bin"), "cifar10.npz", label_column=True)
     """
     from . import SPEC
-    o = SPEC.options(options)  # the declared options, checked, with their defaults
-    if o.layout not in LAYOUTS:
-        raise UsageError(path, f"unknown layout '{o.layout}'", f"choose {', '.join(LAYOUTS)}")
-    medmnist = o.keys == "medmnist"
-    if medmnist:
-        for name in dataset.splits:
-            if name not in MEDMNIST_SPLITS:
-                raise UsageError(path, f"MedMNIST's layout holds train, validation (val) "
-                                       f"and test, not a split named {name}",
-                                 "choose those splits with --split")
-    with StagedOutput(force, root=path) as out:
-        with open_staged(out.file(path)) as raw:
+    return drive(SPEC, dataset, path, options, force=force, progress=progress)
+
+
+class NpzWrite(ShardedWrite):
+    """The .npz is one target, a zip written in one go: every split's members, then
+    class_names and the extra fields."""
+
+    def __init__(self, dataset, path, options):
+        if options.layout not in LAYOUTS:
+            raise UsageError(path, f"unknown layout '{options.layout}'",
+                             f"choose {', '.join(LAYOUTS)}")
+        self.medmnist = options.keys == "medmnist"
+        if self.medmnist:
+            for name in dataset.splits:
+                if name not in MEDMNIST_SPLITS:
+                    raise UsageError(path, f"MedMNIST's layout holds train, validation "
+                                           f"(val) and test, not a split named {name}",
+                                     "choose those splits with --split")
+        self.dataset, self.options = dataset, options
+        self.targets = [ShardTarget("", 0, str(path), 0, sum(  # ("": every split)
+            s.header.count for s in dataset.splits.values()))]
+
+    def write_shard(self, index, staged_path):
+        """The .npz at staged_path: (OutputFile, Counters)."""
+        o, medmnist, progress = self.options, self.medmnist, Advancing(self.advance)
+        with open_staged(staged_path) as raw:
             stream = _HashedStream(raw)
             try:
                 # (zipfile takes any object with write and tell; its stubs want a file)
                 with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:  # type: ignore[call-overload]
-                    for split in dataset.splits.values():
+                    for split in self.dataset.splits.values():
                         names = (f"{MEDMNIST_SPLITS[split.name]}_images.npy",
                                  f"{MEDMNIST_SPLITS[split.name]}_labels.npy") \
                             if medmnist else (f"x_{split.name}.npy", f"y_{split.name}.npy")
@@ -327,12 +342,21 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
                             o.compress, o.layout, o.to_float, o.label_column or medmnist,
                             names), progress)
                     if not medmnist:  # MedMNIST's files hold nothing else
-                        _write_extras(archive, dataset, o.compress)
+                        _write_extras(archive, self.dataset, o.compress)
             except BaseException:
                 stream.abandon()
                 raise
             digest = stream.finish()
-    return [OutputFile(path, stream.size, digest)]
+        return OutputFile(self.targets[0].path, stream.size, digest), \
+            Counters(self.targets[0].stop)
+
+    def stats(self, counters):
+        return {}
+
+
+def prepare_write(dataset, path, options) -> NpzWrite:
+    """The write of dataset to the .npz path with options (SPEC.options())."""
+    return NpzWrite(dataset, path, options)
 
 
 class _HashedStream:
