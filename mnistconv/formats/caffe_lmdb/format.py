@@ -25,15 +25,17 @@ import numpy as np
 
 from ...errors import (CannotWrite, CorruptData, FormatError, NotFound,
     OverLimit, Truncated, WrongFormat, optional_import)
-from ...io.fileio import StagedOutput, check_input_file, has_magic, input_entries, \
+from ...io.fileio import check_input_file, has_magic, input_entries, \
     input_size, library_path, output_file_info, own_file_size
 from ...io import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
 from ...model.records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
-                        Split, WriteResult, iter_batches)
+                        Advancing,
+                        Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name
 from . import datum
+from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
 
 DATA_FILE = "data.mdb"
 # LMDB's meta page: a 16-byte page header, then mm_magic 0xBEEFC0DE and mm_version 1.
@@ -463,21 +465,34 @@ def _write_split(lmdb, split, staged, encoded, progress):
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=False):
     """Write each split as a Caffe LMDB of raw (or, encoded=True, PNG) Datums at
     `<path>/<split>_lmdb/data.mdb` (a `*_lmdb` path with one split is the environment)."""
-    lmdb = _lmdb()
-    path = str(path)
-    base = path.rstrip(os.sep) or os.sep
-    splits = list(dataset.splits.values())
-    for split in splits:
-        safe_split_name(split.name, path)
-        _check_writable(split, path)
-    one = len(splits) == 1 and os.path.basename(base).endswith("_lmdb")
-    files, counts = [], {}
-    with StagedOutput(force, root=path) as out:
-        for split in splits:
-            target = os.path.join(base, DATA_FILE) if one else \
-                os.path.join(base, f"{split.name}_lmdb", DATA_FILE)
-            staged = out.file(target)
-            counts[split.name] = _write_split(lmdb, split, staged, encoded, progress)
-            files.append(OutputFile(target, own_file_size(staged),
-                                    output_file_info(staged).sha256))
-    return WriteResult(files, counts)
+    from . import SPEC
+    return drive(SPEC, dataset, path, {"encoded": encoded}, force=force, progress=progress)
+
+
+class LmdbWrite(ShardedWrite):
+    """One target per split, its environment's data.mdb, written in one go."""
+
+    def __init__(self, dataset, path, options):
+        self.lmdb, self.encoded = _lmdb(), options.encoded
+        base = str(path).rstrip(os.sep) or os.sep
+        self.splits = list(dataset.splits.values())
+        for split in self.splits:
+            safe_split_name(split.name, path)
+            _check_writable(split, path)
+        one = len(self.splits) == 1 and os.path.basename(base).endswith("_lmdb")
+        self.targets = [ShardTarget(s.name, 0, os.path.join(base, DATA_FILE) if one else
+                                    os.path.join(base, f"{s.name}_lmdb", DATA_FILE),
+                                    0, s.header.count) for s in self.splits]
+
+    def write_shard(self, index, staged_path):
+        """Split `index`'s data.mdb at staged_path: (OutputFile, Counters)."""
+        written = _write_split(self.lmdb, self.splits[index], staged_path, self.encoded,
+                               Advancing(self.advance))
+        return OutputFile(self.targets[index].path, own_file_size(staged_path),
+                          output_file_info(staged_path).sha256), Counters(written)
+
+    def stats(self, counters):
+        return {}
+
+
+prepare_write = LmdbWrite
