@@ -257,21 +257,23 @@ def names_of(dataset):
                  if s.header.class_names), ())
 
 
-def stage_directory(out, path, files, names, prefix=""):
-    """The staging directory of `files` (out: a StagedOutput), the names file written
-    first (a bad name fails before any data). Replaced: the files' other-compression
-    twins and, without names, a names file there: a reader would take them."""
-    files = list(files)
+def names_file(folder, files, names, prefix=""):
+    """(the names file to write beside `files` in folder, or None without names; the
+    earlier files it supersedes): the files' other-compression twins and, without names,
+    a names file there, which a reader would take."""
     twins = [n[:-3] if n.endswith(".gz") else n + ".gz" for n in files]
-    sidecar = sidecar_name(prefix)
-    (files if names else twins).append(sidecar)
-    stage = out.directory(path, files, replaces=twins)
-    if names:
-        check_names(names, path)
-        with create_staged(os.path.join(stage, sidecar), "w", encoding="utf-8",
-                           newline="\n") as f:
-            f.write("".join(name + "\n" for name in names))
-    return stage
+    sidecar = os.path.join(folder, sidecar_name(prefix))
+    stale = [os.path.join(folder, n) for n in twins] + ([] if names else [sidecar])
+    return sidecar if names else None, [p for p in stale if os.path.lexists(p)]
+
+
+def write_names_file(staged, target, names):
+    """The names file target, one name a line, staged (a StagedOutput): its OutputFile."""
+    from ..io.fileio import output_file_info
+    path = staged.file(target)
+    with create_staged(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(name + "\n" for name in names))
+    return output_file_info(target, staged=path)
 
 
 def side_file(folder, name):

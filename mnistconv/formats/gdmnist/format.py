@@ -37,13 +37,14 @@ from ...errors import CannotWrite, CorruptData, Truncated, UsageError, WrongForm
 from ...io import budget
 from ...io.parallel_gzip import DeflateWriter
 from ...io.fileio import (GZIP_MAX_RATIO, STAGING_MARK, HashingWriter, InputFile,
-                      StagedOutput, check_input_file, create_staged, input_entries,
+                      check_input_file, create_staged, input_entries,
                       is_stdio, open_input, output_file_info)
 from ...limits import check_image_size, safe_split_name
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Advancing, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
 from ...io.shards import in_split_order
+from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
 
 MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
@@ -407,42 +408,55 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False):
     """Write one split to a .bin/.bin.gz file (or '-'), or every split to
-    `<path>/<split>.bin` (`.bin.gz` with gzip=True), staged and renamed into place.
-    Returns the files written."""
-    path = str(path)
-    for split in dataset.splits.values():
-        check_writable(split, split.header.source or path)
-    if is_stdio(path) or path.lower().endswith((".bin", ".bin.gz", ".gz")):
-        if len(dataset.splits) != 1:
-            names = ", ".join(dataset.splits) or "none"
-            raise UsageError(path, f"a GDMNIST1 file holds one split; the input has "
-                                   f"{len(dataset.splits)} ({names})",
-                             "write to a directory, or choose one with --split")
-        split = next(iter(dataset.splits.values()))
-        compress = gzip or path.lower().endswith(".gz")
-        with StagedOutput(force, root=path) as out:
-            staged = out.file(path)
-            bin_hash, gz_hash = write_split_files(
-                split, None if compress else staged, staged if compress else None,
-                progress)
-        note = (f"{path} does not keep the class names (a GDMNIST1 file has no room "
-                "for them); write a directory to keep them in its classes.txt")
-        if classes.names_of(dataset) and note not in dataset.notes:
-            dataset.notes.append(note)  # the CLI prints them under the summary
-        return [output_file_info(path, gz_hash or bin_hash)]
-    suffix = ".bin.gz" if gzip else ".bin"
-    names = {name: name + suffix for name in dataset.splits}
-    class_names = classes.names_of(dataset)
-    written = []
-    with StagedOutput(force, root=path) as out:
-        # Other-compression twins would shadow (or sit beside) these: replaced too.
-        stage = classes.stage_directory(out, path, names.values(), class_names)
-        for name, split in dataset.splits.items():
-            target = os.path.join(stage, names[name])
-            bin_hash, gz_hash = write_split_files(
-                split, None if gzip else target, target if gzip else None, progress)
-            written.append((os.path.join(path, names[name]), gz_hash or bin_hash))
-        if class_names:  # listed last, as IDX lists it
-            written.append((os.path.join(path, classes.sidecar_name()), None))
-        return [output_file_info(p, w, os.path.join(stage, os.path.basename(p)))
-                for p, w in written]
+    `<path>/<split>.bin` (`.bin.gz` with gzip=True) and classes.txt, staged and renamed
+    into place. Returns the files written."""
+    from . import SPEC
+    return drive(SPEC, dataset, path, {"gzip": gzip}, force=force, progress=progress)
+
+
+class GdmnistWrite(ShardedWrite):
+    """One target per split (its .bin or .bin.gz), then a directory's classes.txt."""
+
+    def __init__(self, dataset, path, options):
+        path = str(path)
+        self.splits, self.names = list(dataset.splits.values()), classes.names_of(dataset)
+        for split in self.splits:
+            check_writable(split, split.header.source or path)
+        if is_stdio(path) or path.lower().endswith((".bin", ".bin.gz", ".gz")):
+            if len(self.splits) != 1:
+                names = ", ".join(dataset.splits) or "none"
+                raise UsageError(path, f"a GDMNIST1 file holds one split; the input has "
+                                       f"{len(self.splits)} ({names})",
+                                 "write to a directory, or choose one with --split")
+            self.compress, self.names_file = options.gzip or path.lower().endswith(".gz"), None
+            self.targets = [ShardTarget(self.splits[0].name, 0, path, 0,
+                                        self.splits[0].header.count)]
+            note = (f"{path} does not keep the class names (a GDMNIST1 file has no room "
+                    "for them); write a directory to keep them in its classes.txt")
+            if self.names and note not in dataset.notes:
+                dataset.notes.append(note)  # the CLI prints them under the summary
+            return
+        self.compress = options.gzip
+        files = [s.name + (".bin.gz" if options.gzip else ".bin") for s in self.splits]
+        self.targets = [ShardTarget(s.name, 0, os.path.join(path, f), 0, s.header.count)
+                        for s, f in zip(self.splits, files)]
+        self.names_file, self.stale = classes.names_file(path, files, self.names)
+
+    def write_shard(self, index, staged_path):
+        """Split `index`'s file at staged_path: (OutputFile, Counters)."""
+        bin_hash, gz_hash = write_split_files(
+            self.splits[index], None if self.compress else staged_path,
+            staged_path if self.compress else None, Advancing(self.advance))
+        return output_file_info(self.targets[index].path, gz_hash or bin_hash), \
+            Counters(self.splits[index].header.count)
+
+    def finish(self, recorded, staged):
+        """A directory's classes.txt, listed last (as IDX lists it)."""
+        return [classes.write_names_file(staged, self.names_file, self.names)] \
+            if self.names_file else []
+
+    def stats(self, counters):
+        return {}
+
+
+prepare_write = GdmnistWrite
