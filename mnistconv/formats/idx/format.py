@@ -27,16 +27,17 @@ import numpy as np
 
 from ...errors import CannotWrite, CorruptData, FormatError, OverLimit, Truncated, UsageError
 from ...io import budget
-from ...io.fileio import (HashingWriter, StagedOutput, check_input_file, create_staged,
-                       input_entries, input_root, open_input, output_file_info)
+from ...io.fileio import (HashingWriter, check_input_file, create_staged, input_entries,
+                          input_root, open_input, open_staged, output_file_info)
 from ...io.parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Advancing, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
 from ..common import InOrder
 from ...codecs.classes import check_labels
 from ...codecs.images import MAX_DIMS, check_split_header
 from . import family
+from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
 # Reads gzip and, for QMNIST's files, xz (family.py).
 from .family import IdxInput as InputFile
 
@@ -460,65 +461,106 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
         write(mnistconv.read("mnist.npz"), "root", layout="torchvision")
     """
     from . import SPEC
-    o = SPEC.options(options)
-    gzip = bool(o.gzip)
-    check_level(o.gzip_level)
-    if o.gzip_level != DEFAULT_LEVEL and not gzip:
-        raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")
-    if o.layout == "torchvision":
-        if gzip:
-            raise UsageError(None, "--layout torchvision writes uncompressed files (what "
-                                   "torchvision reads with download=False)", "drop --gzip")
+    return drive(SPEC, dataset, path, options, force=force, progress=progress)
+
+
+class IdxWrite(ShardedWrite):
+    """Two targets per split, its images file then its labels file (from split.labels()),
+    then the class names file; in torchvision's layout (torchvision.py) under
+    ROOT/<Dataset>/raw, with its label types. With force, an earlier set in either layout
+    goes whole (replaced); without, other splits' files stay beside these."""
+
+    def __init__(self, dataset, path, options):
         from . import torchvision
-        return torchvision.write(dataset, path, o.torchvision_dataset, force=force,
-                                 progress=progress)
-    names = {s: file_names(s, split.header.shape, gzip) for s, split in dataset.splits.items()}
-    class_names = classes.names_of(dataset)
-    written = []
-    with StagedOutput(force, root=path) as out:
-        # Files of the other compression and a names file these lack would be read
-        # with (or instead of) the new ones: they go when these replace them.
-        stage = classes.stage_directory(out, path,
-                                        [n for pair in names.values() for n in pair],
-                                        class_names)
-        if force:  # an earlier set's other splits, or one in torchvision's layout
-            from .torchvision import flat_files, layout_files
-            mine = {os.path.join(os.path.abspath(path), n) for pair in names.values()
-                    for n in pair} | {os.path.join(os.path.abspath(path),
-                                                   classes.sidecar_name())}
-            for earlier in flat_files(os.path.abspath(path)) + layout_files(path):
-                if os.path.abspath(earlier) not in mine and \
-                        os.path.abspath(earlier) not in out.superseded():
-                    out.supersede(earlier)
-        for name, split in dataset.splits.items():
-            images_name, labels_name = names[name]
-            written += _write_split(split, os.path.join(stage, images_name),
-                                    os.path.join(stage, labels_name), gzip, progress,
-                                    o.gzip_level)
-        if class_names:
-            written.append((os.path.join(stage, classes.sidecar_name()), None))
-        return [output_file_info(os.path.join(path, os.path.basename(staged)), writer,
-                                 staged) for staged, writer in written]
+        o, root, self.names, self.stale = options, os.path.abspath(path), (), []
+        self.names_file = None
+        check_level(o.gzip_level)
+        if o.gzip_level != DEFAULT_LEVEL and not o.gzip:
+            raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")
+        self.splits, self.level, self.gzip = list(dataset.splits.values()), o.gzip_level, o.gzip
+        self.torchvision = o.torchvision_dataset if o.layout == "torchvision" else None
+        if self.torchvision:
+            if o.gzip:
+                raise UsageError(None, "--layout torchvision writes uncompressed files (what "
+                                       "torchvision reads with download=False)", "drop --gzip")
+            folder = torchvision.folder(path, torchvision.check(dataset, self.torchvision))
+            names = [torchvision.file_names(self.torchvision, s.name) for s in self.splits]
+        else:
+            folder = path
+            names = [file_names(s.name, s.header.shape, o.gzip) for s in self.splits]
+        # Progress and counts go with the images (the labels file's range is 0..0).
+        self.targets = [ShardTarget(s.name, k, os.path.join(folder, n), 0,
+                                    s.header.count if k == 0 else 0)
+                        for s, pair in zip(self.splits, names) for k, n in enumerate(pair)]
+        mine = {os.path.abspath(t.path) for t in self.targets}
+        if not self.torchvision:
+            self.names = classes.names_of(dataset)
+            self.names_file, self.stale = classes.names_file(
+                path, [n for p in names for n in p], self.names)
+            mine |= {os.path.join(root, classes.sidecar_name())} | \
+                {os.path.abspath(p) for p in self.stale}
+        self.replaced = [p for p in torchvision.flat_files(root) +
+                         torchvision.layout_files(path) if os.path.abspath(p) not in mine]
+
+    def stage(self, staged, target):
+        """target's staged file; with force, the earlier set goes when these are staged."""
+        if staged.force and target is self.targets[0]:
+            for earlier in self.replaced:
+                staged.supersede(earlier)
+        return staged.file(target.path)
+
+    def write_shard(self, index, staged_path):
+        """Target `index` at staged_path: (OutputFile, Counters)."""
+        target = self.targets[index]
+        split = self.splits[index // 2]
+        with open_staged(staged_path) as f, contextlib.ExitStack() as stack:
+            hashed = HashingWriter(f)
+            # Deflated on every core, bytes set by the data and level alone (parallel_gzip);
+            # entered: closed on success, and an error or Ctrl-C drops their queued blocks.
+            out = stack.enter_context(ParallelGzipWriter(hashed, self.level)) \
+                if self.gzip else hashed
+            if index % 2:
+                _write_labels(out, split, self.torchvision)
+            else:
+                _write_images(out, split, Advancing(self.advance))
+        return output_file_info(target.path, hashed), Counters(target.stop)
+
+    def finish(self, recorded, staged):
+        """classes.txt, listed last."""
+        return [classes.write_names_file(staged, self.names_file, self.names)] \
+            if self.names_file else []
+
+    def stats(self, counters):
+        return {}
 
 
-def _write_split(split, images_path, labels_path, gzip, progress, level):
+prepare_write = IdxWrite
+
+
+def _write_images(out, split, progress):
     h = split.header
     image_type = _big_endian(h.dtype, h.source)
-    with create_staged(images_path) as image_file, \
-            create_staged(labels_path) as label_file, contextlib.ExitStack() as stack:
-        image_hash, label_hash = HashingWriter(image_file), HashingWriter(label_file)
-        # Deflated on every core, bytes set by the data and level alone (parallel_gzip);
-        # entered: closed on success, and an error or Ctrl-C drops their queued blocks.
-        images, labels = (stack.enter_context(ParallelGzipWriter(w, level)) if gzip else w
-                          for w in (image_hash, label_hash))
-        label_type = _label_dtype(split)
-        images.write(_header_bytes(h.dtype, (h.count,) + tuple(h.shape), h.source))
-        labels.write(_header_bytes(label_type, (h.count,), h.source))
-        count = 0
-        for batch in iter_batches(split, progress, f"{split.name}"):
-            images.write(np.ascontiguousarray(batch.images, image_type).tobytes())
-            labels.write(_labels_as(batch.labels, label_type, h.source).tobytes())
-            count += len(batch)
-        if count != h.count:
-            raise CorruptData(h.source, f"yielded {count} examples, its header says {h.count}")
-    return [(images_path, image_hash), (labels_path, label_hash)]
+    out.write(_header_bytes(h.dtype, (h.count,) + tuple(h.shape), h.source))
+    count = 0
+    for batch in iter_batches(split, progress, f"{split.name}"):
+        out.write(np.ascontiguousarray(batch.images, image_type).tobytes())
+        count += len(batch)
+    if count != h.count:
+        raise CorruptData(h.source, f"yielded {count} examples, its header says {h.count}")
+
+
+def _write_labels(out, split, torchvision=None):
+    """The labels file: in the smallest IDX type holding them, or as torchvision's
+    class reads them (uint8 N; QMNIST's int32 N x 8, the class in column 0)."""
+    h, labels = split.header, split.labels()
+    if len(labels) != h.count:
+        raise CorruptData(h.source, f"yielded {len(labels)} examples, its header says "
+                                    f"{h.count}")
+    label_type, dims = (np.dtype(np.int32), (h.count, 8)) if torchvision == "QMNIST" else \
+        (np.dtype(np.uint8) if torchvision else _label_dtype(split), (h.count,))
+    out.write(_header_bytes(label_type, dims, h.source))
+    for start in range(0, h.count, LABEL_CHUNK):
+        part = _labels_as(labels[start:start + LABEL_CHUNK], label_type, h.source)
+        if len(dims) == 2:  # QMNIST's other columns: 0
+            part = np.pad(part[:, None], ((0, 0), (0, 7)))
+        out.write(part.tobytes())

@@ -1,4 +1,4 @@
-"""torchvision's layout of IDX files (write(layout="torchvision")): what
+"""torchvision's layout of IDX files (write(layout="torchvision"), format.IdxWrite): what
 torchvision.datasets.MNIST(ROOT, download=False) and its siblings look for.
 
     ROOT/<Dataset>/raw/<canonical files>, uncompressed (torchvision checks the names
@@ -25,11 +25,9 @@ import re
 
 import numpy as np
 
-from ...errors import BadOption, CorruptData, FormatError, UsageError
-from ...io.fileio import HashingWriter, StagedOutput, create_staged, output_entries, \
-    output_file_info
+from ...errors import BadOption, FormatError, UsageError
+from ...io.fileio import output_entries
 from ...codecs import classes
-from ...model.records import NO_PROGRESS, iter_batches
 
 from . import SPEC
 
@@ -85,66 +83,23 @@ def file_names(name, split):
                      "choose splits with --split, or rename one with --split-name")
 
 
-def _check(split, name):
-    # Its uint8 H x W images: the door (contract.admit: SPEC.holds_when).
-    where = split.header.source or split.name
-    labels = np.asarray(split.labels())
-    high = 255 if name != "QMNIST" else np.iinfo(np.int32).max
-    if len(labels) and (labels.dtype.kind not in "iub" or labels.min() < 0 or
-                        labels.max() > high):
-        raise FormatError(where, f"labels {labels.min()}..{labels.max()} "
-                                 f"({labels.dtype.name}) are not classes 0..{high} that "
-                                 f"torchvision's {name.split('-')[0]} reads", "write it with another layout")
-
-
-def _header(code, dims):
-    return bytes([0, 0, code, len(dims)]) + b"".join(int(d).to_bytes(4, "big") for d in dims)
-
-
-def write(dataset, root, name, *, force=False, progress=NO_PROGRESS):
-    """Write every split under ROOT/<Dataset>/raw with the names torchvision's `name`
-    reads; returns the files written.
-
-        write(mnistconv.read("data/mnist"), "torch-root", "MNIST")
-        torchvision.datasets.MNIST("torch-root", train=True, download=False)
-    """
+def check(dataset, name):
+    """Refuse, before any output exists, a torchvision class that is not one, or labels
+    its reader does not take (its uint8 H x W images: the door, contract.admit). Returns
+    name."""
     if name not in DATASETS:
         raise BadOption(None, f"--torchvision-dataset must be one of {', '.join(DATASETS)}"
                                f", not {name!r}")
-    names = {s: file_names(name, s) for s in dataset.splits}
     for split in dataset.splits.values():
-        _check(split, name)
-    target = folder(root, name)
-    written = []
-    with StagedOutput(force, root=root) as out:
-        stage = out.directory(target, [n for pair in names.values() for n in pair])
-        if force:  # an earlier set in the flat layout, or for another of torchvision's classes
-            mine = {os.path.abspath(os.path.join(target, n)) for pair in names.values()
-                    for n in pair}
-            for earlier in flat_files(os.path.abspath(root)) + layout_files(root):
-                if os.path.abspath(earlier) not in mine:
-                    out.supersede(earlier)
-        for split_name, split in dataset.splits.items():
-            images_name, labels_name = names[split_name]
-            count = split.header.count
-            with create_staged(os.path.join(stage, images_name)) as f1, \
-                    create_staged(os.path.join(stage, labels_name)) as f2:
-                images, labels = HashingWriter(f1), HashingWriter(f2)
-                images.write(_header(0x08, (count,) + tuple(split.header.shape)))
-                labels.write(_header(0x0C, (count, 8)) if name == "QMNIST"
-                             else _header(0x08, (count,)))
-                seen = 0
-                for batch in iter_batches(split, progress, split_name):
-                    images.write(np.ascontiguousarray(batch.images, np.uint8).tobytes())
-                    if name == "QMNIST":
-                        columns = np.zeros((len(batch), 8), ">i4")
-                        columns[:, 0] = batch.labels
-                        labels.write(columns.tobytes())
-                    else:
-                        labels.write(np.asarray(batch.labels).astype(np.uint8).tobytes())
-                    seen += len(batch)
-                if seen != count:
-                    raise CorruptData(split.header.source, f"yielded {seen} examples, its "
-                                                           f"header says {count}")
-            written += [(images_name, images), (labels_name, labels)]
-    return [output_file_info(os.path.join(target, n), w) for n, w in written]
+        file_names(name, split.name)
+    for split in dataset.splits.values():
+        where = split.header.source or split.name
+        labels = np.asarray(split.labels())
+        high = 255 if name != "QMNIST" else np.iinfo(np.int32).max
+        if len(labels) and (labels.dtype.kind not in "iub" or labels.min() < 0 or
+                            labels.max() > high):
+            raise FormatError(where, f"labels {labels.min()}..{labels.max()} "
+                                     f"({labels.dtype.name}) are not classes 0..{high} that "
+                                     f"torchvision's {name.split('-')[0]} reads",
+                              "write it with another layout")
+    return name
