@@ -33,14 +33,17 @@ import numpy as np
 
 from ...errors import (CannotWrite, CorruptData, FormatError, MnistconvError,
     NotFound, OverLimit, UsageError, WrongFormat, optional_import)
-from ...io.fileio import GZIP_MAX_RATIO, StagedOutput, has_magic, \
+from ...io.fileio import GZIP_MAX_RATIO, has_magic, \
     input_entries, library_path, open_input, open_staged, own_file_size, sha256_file
 from ...io import budget
 from ...limits import MAX_SHARDS, printable, safe_split_name
 from ...model.records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
-                        Split, WriteResult, iter_batches)
+                        Advancing,
+                        Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name, shard_bounds
 from ..common import InOrder
+from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
+from ...model.stream import RangeSplit
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 MAX_BLOB_BYTES = (1 << 31) - 1
@@ -389,84 +392,54 @@ class _Sink:
             raise self.error
 
 
-class _Writer:
-    """Fills the files of one split in turn as batches arrive."""
-
-    def __init__(self, h5py, out, split, targets, bounds, options):
-        self.h5py, self.out, self.targets, self.bounds = h5py, out, targets, bounds
-        h = split.header
-        self.chw = (1,) + tuple(h.shape) if len(h.shape) == 2 else \
-            (h.shape[2], h.shape[0], h.shape[1])
-        self.dtype = np.dtype(np.uint8 if options.pixel_type == "uint8" else np.float32)
-        self.scale = (1.0 if options.no_scale else 255.0) \
-            if h.dtype == np.uint8 and options.pixel_type != "uint8" else None
-        self.filters = {"compression": "gzip", "compression_opts": LEVEL,
-                        "shuffle": True} if options.compress else {}
-        self.files, self.index, self.file, self.at, self.start = [], -1, None, 0, 0
-
-    def _next(self):
-        self.close()
-        self.index += 1
-        self.start = self.bounds[self.index - 1] if self.index else 0
-        rows = self.bounds[self.index] - self.start
-        self.staged = self.out.file(self.targets[self.index])
-        self.sink = _Sink(self.staged)
-        self.file = self.h5py.File(self.sink, "w", libver="earliest", track_order=False)
-        per_chunk = max(1, min(max(rows, 1), CHUNK_BYTES // (self.dtype.itemsize *
-                                                             int(np.prod(self.chw)))))
+def _write_file(h5py, staged, split, rows, options, progress):
+    """One .h5 file of `rows` examples, split's, at staged (its records, in order)."""
+    h = split.header
+    chw = (1,) + tuple(h.shape) if len(h.shape) == 2 else (h.shape[2], h.shape[0], h.shape[1])
+    dtype = np.dtype(np.uint8 if options.pixel_type == "uint8" else np.float32)
+    scale = (1.0 if options.no_scale else 255.0) \
+        if h.dtype == np.uint8 and options.pixel_type != "uint8" else None
+    filters = {"compression": "gzip", "compression_opts": LEVEL, "shuffle": True} \
+        if options.compress else {}
+    sink = _Sink(staged)
+    file = h5py.File(sink, "w", libver="earliest", track_order=False)
+    try:
+        per_chunk = max(1, min(max(rows, 1), CHUNK_BYTES // (dtype.itemsize *
+                                                             int(np.prod(chw)))))
         # An empty split: HDF5 takes a chunk larger than the data only if it may grow.
-        grows = {"maxshape": (None,) + self.chw} if rows == 0 else {}
-        self.data = self.file.create_dataset(
-            "data", (rows,) + self.chw, self.dtype, chunks=(per_chunk,) + self.chw,
-            track_times=False, **grows, **self.filters)
-        if self.scale is not None:
-            self.data.attrs[SCALE_ATTRIBUTE] = np.float32(self.scale)
-        self.label = self.file.create_dataset(
+        grows = {"maxshape": (None,) + chw} if rows == 0 else {}
+        data = file.create_dataset("data", (rows,) + chw, dtype, chunks=(per_chunk,) + chw,
+                                   track_times=False, **grows, **filters)
+        if scale is not None:
+            data.attrs[SCALE_ATTRIBUTE] = np.float32(scale)
+        label = file.create_dataset(
             "label", (rows,), np.float32, chunks=(max(1, min(rows, 1 << 16)),),
-            track_times=False, **({"maxshape": (None,)} if rows == 0 else {}),
-            **self.filters)
-
-    def write(self, pixels, labels):
-        done = 0
-        while done < len(labels):
-            if self.file is None or self.at == self.bounds[self.index]:
-                self._next()
-            take = min(len(labels) - done, self.bounds[self.index] - self.at)
-            where = slice(self.at - self.start, self.at - self.start + take)
-            self.data[where] = pixels[done:done + take]
-            self.label[where] = labels[done:done + take]
-            if self.sink.error is not None:
-                raise self.sink.error
-            done += take
-            self.at += take
-
-    def close(self, failed=False):
-        """Close the current file; after a failure HDF5 finishes into nothing."""
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-            if failed:
-                with contextlib.suppress(OSError):
-                    self.sink.close()
-                return
-            self.sink.close()
-            self.files.append(OutputFile(self.targets[self.index],
-                                         own_file_size(self.staged),
-                                         sha256_file(self.staged)))
-
-    def finish(self):
-        while self.index < len(self.targets) - 1:  # an empty split still gets its file
-            self._next()
-        self.close()
-        return self.files
+            track_times=False, **({"maxshape": (None,)} if rows == 0 else {}), **filters)
+        at = 0
+        for batch in iter_batches(split, progress, split.name):
+            if at + len(batch) <= rows:
+                data[at:at + len(batch)] = _pixels(batch.images, options.pixel_type,
+                                                   not options.no_scale)
+                label[at:at + len(batch)] = batch.labels.astype(np.float32)
+            if sink.error is not None:
+                raise sink.error
+            at += len(batch)
+        if at != rows:
+            raise CorruptData(h.source, f"yielded {at} examples, its header says {rows}")
+    except BaseException:  # HDF5 finishes into nothing
+        file.close()
+        with contextlib.suppress(OSError):
+            sink.close()
+        raise
+    file.close()
+    sink.close()
 
 
-def _supersede(out, folder, stem, targets):
-    """Earlier files of the split under other names go on commit (refused without force)."""
+def _earlier(folder, stem, targets):
+    """Earlier files of the split under other names: they go on commit."""
     pattern = os.path.join(glob.escape(folder), glob.escape(stem))
-    for old in glob.glob(pattern + ".h5") + glob.glob(pattern + "-?????-of-?????.h5"):
-        if os.path.abspath(old) not in map(os.path.abspath, targets):
-            out.supersede(old)
+    return [old for old in glob.glob(pattern + ".h5") + glob.glob(pattern + "-?????-of-?????.h5")
+            if os.path.abspath(old) not in map(os.path.abspath, targets)]
 
 
 def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
@@ -476,49 +449,59 @@ def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **option
         write(mnistconv.read("data/mnist"), "caffe-h5/", compress=True)
     """
     from . import SPEC
-    o = SPEC.options(options)
-    h5py = _h5py()
-    path = str(path)
-    splits = list(dataset.splits.values())
-    one_file = path.lower().endswith(EXTENSIONS)
-    if one_file and len(splits) != 1:
-        raise UsageError(path, f"one .h5 file holds one split; this dataset has "
-                               f"{len(splits)} ({', '.join(dataset.splits)})",
-                         "name a directory for one <split>.h5 each, or choose a split "
-                         "with --split")
-    for split in splits:
-        safe_split_name(split.name, path)
-    one_stem = os.path.basename(path)[:-len(os.path.splitext(path)[1])]
-    files, counts = [], {}
-    with StagedOutput(force, root=path) as out:
+    return drive(SPEC, dataset, path, options, force=force, progress=progress)
+
+
+class Hdf5Write(ShardedWrite):
+    """Per split, a target per .h5 file (one unless the split is larger than a Caffe
+    blob), then its list file; files are reported as named, listed by absolute path
+    (Caffe's working directory varies)."""
+
+    def __init__(self, dataset, path, options):
+        self.h5py, self.options, path = _h5py(), options, str(path)
+        splits = list(dataset.splits.values())
+        one_file = path.lower().endswith(EXTENSIONS)
+        if one_file and len(splits) != 1:
+            raise UsageError(path, f"one .h5 file holds one split; this dataset has "
+                                   f"{len(splits)} ({', '.join(dataset.splits)})",
+                             "name a directory for one <split>.h5 each, or choose a split "
+                             "with --split")
+        for split in splits:
+            safe_split_name(split.name, path)
+        self.splits, self.lists, self.targets, self.stale = dataset.splits, {}, [], []
         for split in splits:
             h = split.header
-            # Files are reported as named; the list holds absolute paths (Caffe's cwd varies).
-            folder, stem = (os.path.dirname(path), one_stem) if one_file else \
-                (path, split.name)
-            row_bytes = int(np.prod(h.shape)) * (1 if o.pixel_type == "uint8" else 4)
-            targets, bounds = _file_names(folder, stem, h.count, row_bytes)
-            if one_file and len(targets) == 1:
-                targets = [path]
-            _supersede(out, folder, stem, targets)
-            writer = _Writer(h5py, out, split, targets, bounds, o)
-            written = 0
-            try:
-                for batch in iter_batches(split, progress, split.name):
-                    writer.write(_pixels(batch.images, o.pixel_type, not o.no_scale),
-                                 batch.labels.astype(np.float32))
-                    written += len(batch)
-                if written != h.count:
-                    raise CorruptData(h.source, f"yielded {written} examples, its header "
-                                                f"says {h.count}")
-                files += writer.finish()
-            except BaseException:
-                writer.close(failed=True)
-                raise
-            list_target = os.path.join(folder, stem + ".txt")
-            text = "".join(os.path.abspath(t) + "\n" for t in targets).encode("utf-8")
-            with open_staged(out.file(list_target)) as f:
+            folder, stem = (os.path.dirname(path), os.path.basename(path)[
+                :-len(os.path.splitext(path)[1])]) if one_file else (path, split.name)
+            row_bytes = int(np.prod(h.shape)) * (1 if options.pixel_type == "uint8" else 4)
+            files, bounds = _file_names(folder, stem, h.count, row_bytes)
+            if one_file and len(files) == 1:
+                files = [path]
+            self.stale += _earlier(folder, stem, files)
+            self.targets += [ShardTarget(split.name, i, f, a, b) for i, (f, a, b) in
+                             enumerate(zip(files, [0] + bounds[:-1], bounds))]
+            self.lists[len(self.targets)] = "".join(os.path.abspath(f) + "\n" for f in files)
+            self.targets.append(ShardTarget(split.name, len(files),  # (0..0: no examples)
+                                            os.path.join(folder, stem + ".txt"), 0, 0))
+
+    def write_shard(self, index, staged_path):
+        """An .h5 file or a list file at staged_path: (OutputFile, Counters)."""
+        t = self.targets[index]
+        if index in self.lists:
+            text = self.lists[index].encode("utf-8")
+            with open_staged(staged_path) as f:
                 f.write(text)
-            files.append(OutputFile(list_target, len(text), hashlib.sha256(text).hexdigest()))
-            counts[split.name] = written
-    return WriteResult(files, counts)
+            return OutputFile(t.path, len(text), hashlib.sha256(text).hexdigest()), Counters()
+        split = self.splits[t.split]
+        if (t.start, t.stop) != (0, split.header.count):
+            split = RangeSplit(split, t.start, t.stop)
+        _write_file(self.h5py, staged_path, split, t.stop - t.start, self.options,
+                    Advancing(self.advance))
+        return OutputFile(t.path, own_file_size(staged_path), sha256_file(staged_path)), \
+            Counters(t.stop - t.start)
+
+    def stats(self, counters):
+        return {}
+
+
+prepare_write = Hdf5Write
