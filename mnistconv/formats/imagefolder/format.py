@@ -29,13 +29,14 @@ from ... import codecs
 from ...errors import CannotWrite, CorruptData, FormatError, InTheWay, NoSplits, Truncated, \
     UsageError
 from ...io import budget
-from ...io.fileio import StagedOutput, check_output_path, create_staged, input_entries, open_input, \
+from ...io.fileio import check_output_path, create_staged, input_entries, open_input, \
     sha256_file
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
     safe_split_name
 from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
 from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
     Split, WriteResult
+from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
 from ...io.shards import in_split_order, is_data_name
 from ...codecs.classes import check_names
 from ...codecs.images import class_labels, decode_image, grayscale_shape
@@ -127,72 +128,87 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> Wri
         # out/mnist-images/train/5/00000.png, ..., out/mnist-images/test/9/9999.png
     """
     from . import SPEC
-    o = SPEC.options(options)
-    path, workers = str(path), check_workers(o.workers)
-    if not dataset.splits:
-        raise NoSplits(path, "nothing to write: the input has no splits")
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InTheWay(path, "exists and is not a directory")
-    checked = {name: _check_split(s, s.header.source or name)
-               for name, s in dataset.splits.items()}
-    highest = max((int(labels.max()) for _, labels, _ in checked.values() if len(labels)),
-                  default=0)
-    check_num_classes(highest + 1, path)
-    names = next((s.header.class_names for s in dataset.splits.values()
-                  if s.header.class_names), None)
-    folders = class_folders(max(highest + 1, len(names or ())), names)
-    suffix = ".jpg" if o.image_format == "jpeg" else ".png"
-    files, counts = [], {}
-    with StagedOutput(force, root=path) as staged:
-        # The tree is staged whole beside ROOT and swapped in in one step: the earlier
-        # tree (splits and classes this one does not have included) goes, a user's files
-        # in it stay (written_here).
-        tree = staged.tree(path, written_here)
-        stages = {}  # (split, class) -> staging directory
-        for split_name, (shape, labels, indices) in checked.items():
+    return drive(SPEC, dataset, path, options, force=force, progress=progress)
+
+
+class ImageFolderWrite(ShardedWrite):
+    """One target per split, its folder of <class>/<index> image files, staged in the
+    tree that replaces ROOT whole in one step: the earlier tree (splits and classes this
+    one does not have included) goes, a user's files in it stay (written_here)."""
+
+    def __init__(self, dataset, path, options):
+        self.path, self.options, self.tree = str(path), options, None
+        self.workers = check_workers(options.workers)
+        if not dataset.splits:
+            raise NoSplits(self.path, "nothing to write: the input has no splits")
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise InTheWay(self.path, "exists and is not a directory")
+        checked = {name: _check_split(s, s.header.source or name)
+                   for name, s in dataset.splits.items()}
+        highest = max((int(labels.max()) for _, labels, _ in checked.values() if len(labels)),
+                      default=0)
+        check_num_classes(highest + 1, self.path)
+        names = next((s.header.class_names for s in dataset.splits.values()
+                      if s.header.class_names), None)
+        self.folders = class_folders(max(highest + 1, len(names or ())), names)
+        suffix = ".jpg" if options.image_format == "jpeg" else ".png"
+        self.plan = []  # (split, labels, file names, task)
+        for split, (shape, labels, indices) in zip(dataset.splits.values(), checked.values()):
             width = len(str(int(indices.max()))) if len(indices) else 1
-            file_names = np.array([f"{i:0{width}d}{suffix}" for i in indices.tolist()])
-            for label in np.unique(labels).tolist():
-                # (a linked split or class folder is refused, though only the link would go)
-                check_output_path(os.path.join(path, split_name, folders[label]), path)
-                stages[split_name, label] = os.path.join(tree, split_name, folders[label])
-                os.makedirs(stages[split_name, label])
-            checked[split_name] = (shape, labels, file_names)
-        tasks = [SampleTask(shape, o.image_format, o.jpeg_quality, tar=False)
-                 for shape, _, _ in checked.values()]
-        slot = max(t.slot_shape[0] for t in tasks)
+            self.plan.append((split, labels, [f"{i:0{width}d}{suffix}" for i in indices.tolist()],
+                              SampleTask(shape, options.image_format, options.jpeg_quality,
+                                         tar=False)))
+        self.targets = [ShardTarget(s.name, 0, os.path.join(self.path, s.name), 0,
+                                    s.header.count) for s, *_ in self.plan]
+
+    def stage(self, staged, target):
+        """The split's folder in the staged tree, its class folders made."""
+        if self.tree is None:
+            self.tree = staged.tree(self.path, written_here)
+        _, labels, _, _ = self.plan[self.targets.index(target)]
+        for label in np.unique(labels).tolist():
+            # (a linked split or class folder is refused, though only the link would go)
+            check_output_path(os.path.join(target.path, self.folders[label]), self.path)
+            os.makedirs(os.path.join(self.tree, target.split, self.folders[label]))
+        return os.path.join(self.tree, target.split)
+
+    def shared(self, records):
+        """The encoder of every split's images."""
+        tasks = [task for *_, task in self.plan]
         tasks[0].warm()
-        with ParallelEncoder(tasks, workers, o.processes, slot, CHUNK,
-                             total=sum(s.header.count for s in dataset.splits.values())) \
-                as encoder:
-            for (split_name, split), task in zip(dataset.splits.items(), tasks):
-                _, labels, file_names = checked[split_name]
-                progress.start(f"{split_name} -> imagefolder", split.header.count)
-                position = 0
-                try:
-                    pieces = ((0, pack(0, b.images, task.slot_shape[0]), b.labels,
-                               b.indices) for b in split.batches(CHUNK))
-                    for _, n, data, (length, _, _) in encoder.encode(task, pieces):
-                        body, sizes = split_output(data, length, n)
-                        at = 0
-                        for size in sizes.tolist():
-                            label, name = int(labels[position]), str(file_names[position])
-                            tmp = os.path.join(stages[split_name, label], name)
-                            with create_staged(tmp) as f:
-                                f.write(body[at:at + size])
-                            files.append((os.path.join(path, split_name, folders[label],
-                                                       name), tmp, size))
-                            at, position = at + size, position + 1
-                        progress.advance(n)
-                finally:
-                    progress.finish()
-                counts[split_name] = position
-                if position != split.header.count:
-                    raise CorruptData(split.header.source or split_name,
-                                      f"yielded {position} examples, its header says "
-                                      f"{split.header.count}")
-        written = [OutputFile(target, size, sha256_file(tmp)) for target, tmp, size in files]
-    return WriteResult(written, counts, {"images": len(written)})
+        return ParallelEncoder(tasks, self.workers, self.options.processes,
+                               max(t.slot_shape[0] for t in tasks), CHUNK, total=records)
+
+    def write_shard(self, index, staged_dir):
+        """Split `index`'s image files in staged_dir: ([OutputFile], Counters)."""
+        split, labels, file_names, task = self.plan[index]
+        files, position = [], 0
+        with self.session(split.header.count) as encoder:
+            pieces = ((0, pack(0, b.images, task.slot_shape[0]), b.labels, b.indices)
+                      for b in split.batches(CHUNK))
+            for _, n, data, (length, _, _) in encoder.encode(task, pieces):
+                body, sizes = split_output(data, length, n)
+                at = 0
+                for size in sizes.tolist():
+                    folder, name = self.folders[int(labels[position])], file_names[position]
+                    staged = os.path.join(staged_dir, folder, name)
+                    with create_staged(staged) as f:
+                        f.write(body[at:at + size])
+                    files.append(OutputFile(os.path.join(self.targets[index].path, folder,
+                                                         name), size, sha256_file(staged)))
+                    at, position = at + size, position + 1
+                self.advance(n)
+        if position != split.header.count:
+            raise CorruptData(split.header.source or split.name, f"yielded {position} "
+                              f"examples, its header says {split.header.count}")
+        return files, Counters(position)
+
+    def stats(self, counters):
+        """write()'s stats: the images written."""
+        return {"images": counters.records}
+
+
+prepare_write = ImageFolderWrite
 
 
 def png_is_whole(data) -> bool:
