@@ -148,9 +148,9 @@ class ShardedWrite(ABC):
         path: (OutputFile, Counters)}. The OutputFiles it wrote (none by default)."""
         return []
 
-    @abstractmethod
     def stats(self, counters: Counters) -> dict:
-        """write()'s stats from every shard's counters, merged."""
+        """write()'s stats from every shard's counters, merged (none by default)."""
+        return {}
 
 
 # Formats whose local write still runs its own loop, while they move onto write().
@@ -182,7 +182,8 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
         with job.session(sum(t.stop - t.start for t in job.targets), progress):
             for split, group in itertools.groupby(numbered, lambda e: e[1].split):
                 group = list(group)
-                progress.start(f"{split} -> {fmt.name}",
+                # (a target of split "" holds every split: npz's one file)
+                progress.start(f"{split or ', '.join(dataset.splits)} -> {fmt.name}",
                                sum(t.stop - t.start for _, t in group))
                 split_total = job.counters()
                 try:
@@ -197,6 +198,8 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
                 counts[split] = split_total.records
                 totals.merge(split_total)
         files += job.finish(recorded, staged)
+    if "" in counts:  # each split written whole
+        counts = {name: split.header.count for name, split in dataset.splits.items()}
     return WriteResult(files, counts, job.stats(totals))
 
 

@@ -303,7 +303,10 @@ class Advancing(Progress):
     only advance() reaches `advance`."""
 
     def __init__(self, advance: Callable[[int], None]):
-        self.advance = advance  # type: ignore[method-assign]
+        self._advance = advance
+
+    def advance(self, n: int) -> None:
+        self._advance(n)
 
 
 def iter_batches(split: Split, progress: Progress = NO_PROGRESS,

@@ -37,12 +37,12 @@ from ...io.fileio import GZIP_MAX_RATIO, has_magic, \
     input_entries, library_path, open_input, open_staged, own_file_size, sha256_file
 from ...io import budget
 from ...limits import MAX_SHARDS, printable, safe_split_name
-from ...model.records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
+from ...model.records import (DEFAULT_BATCH, Batch, Dataset, Header, OutputFile,
                         Advancing,
                         Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name, shard_bounds
 from ..common import InOrder
-from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
+from ..contract import Counters, ShardTarget, ShardedWrite
 from ...model.stream import RangeSplit
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -442,20 +442,13 @@ def _earlier(folder, stem, targets):
             if os.path.abspath(old) not in map(os.path.abspath, targets)]
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
-    """Write each split as `<path>/<split>.h5` and the list file `<path>/<split>.txt`
-    HDF5Data's `source` names (options: see the module docstring). Returns the files.
-
-        write(mnistconv.read("data/mnist"), "caffe-h5/", compress=True)
-    """
-    from . import SPEC
-    return drive(SPEC, dataset, path, options, force=force, progress=progress)
-
-
 class Hdf5Write(ShardedWrite):
     """Per split, a target per .h5 file (one unless the split is larger than a Caffe
     blob), then its list file; files are reported as named, listed by absolute path
-    (Caffe's working directory varies)."""
+    (Caffe's working directory varies). Options: see the module docstring.
+
+        mnistconv.write(mnistconv.read("data/mnist"), "caffe-h5/", compress=True)
+    """
 
     def __init__(self, dataset, path, options):
         self.h5py, self.options, path = _h5py(), options, str(path)
@@ -499,9 +492,6 @@ class Hdf5Write(ShardedWrite):
                     Advancing(self.advance))
         return OutputFile(t.path, own_file_size(staged_path), sha256_file(staged_path)), \
             Counters(t.stop - t.start)
-
-    def stats(self, counters):
-        return {}
 
 
 prepare_write = Hdf5Write

@@ -30,12 +30,12 @@ from ...io.fileio import check_input_file, has_magic, input_entries, \
 from ...io import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
-from ...model.records import (DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile,
+from ...model.records import (DEFAULT_BATCH, Batch, Dataset, Header, OutputFile,
                         Advancing,
                         Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name
 from . import datum
-from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
+from ..contract import Counters, ShardTarget, ShardedWrite
 
 DATA_FILE = "data.mdb"
 # LMDB's meta page: a 16-byte page header, then mm_magic 0xBEEFC0DE and mm_version 1.
@@ -462,13 +462,6 @@ def _write_split(lmdb, split, staged, encoded, progress):
     return written
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, encoded=False):
-    """Write each split as a Caffe LMDB of raw (or, encoded=True, PNG) Datums at
-    `<path>/<split>_lmdb/data.mdb` (a `*_lmdb` path with one split is the environment)."""
-    from . import SPEC
-    return drive(SPEC, dataset, path, {"encoded": encoded}, force=force, progress=progress)
-
-
 class LmdbWrite(ShardedWrite):
     """One target per split, its environment's data.mdb, written in one go."""
 
@@ -490,9 +483,6 @@ class LmdbWrite(ShardedWrite):
                                Advancing(self.advance))
         return OutputFile(self.targets[index].path, own_file_size(staged_path),
                           output_file_info(staged_path).sha256), Counters(written)
-
-    def stats(self, counters):
-        return {}
 
 
 prepare_write = LmdbWrite

@@ -44,7 +44,7 @@ from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Advancing, Batch, Datas
     gather_from_file, iter_batches
 from ...codecs import classes
 from ...io.shards import in_split_order
-from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
+from ..contract import Counters, ShardTarget, ShardedWrite
 
 MAGIC = b"GDMNIST1"
 HEADER = struct.Struct("<8s6I")  # magic, count, rows, columns, three offsets
@@ -406,14 +406,6 @@ def write_split_files(split: Split, bin_path=None, gz_path=None, progress=NO_PRO
     return bin_hash, gz_hash
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, gzip=False):
-    """Write one split to a .bin/.bin.gz file (or '-'), or every split to
-    `<path>/<split>.bin` (`.bin.gz` with gzip=True) and classes.txt, staged and renamed
-    into place. Returns the files written."""
-    from . import SPEC
-    return drive(SPEC, dataset, path, {"gzip": gzip}, force=force, progress=progress)
-
-
 class GdmnistWrite(ShardedWrite):
     """One target per split (its .bin or .bin.gz), then a directory's classes.txt."""
 
@@ -454,9 +446,6 @@ class GdmnistWrite(ShardedWrite):
         """A directory's classes.txt, listed last (as IDX lists it)."""
         return [classes.write_names_file(staged, self.names_file, self.names)] \
             if self.names_file else []
-
-    def stats(self, counters):
-        return {}
 
 
 prepare_write = GdmnistWrite

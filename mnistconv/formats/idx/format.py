@@ -30,14 +30,14 @@ from ...io import budget
 from ...io.fileio import (HashingWriter, check_input_file, create_staged, input_entries,
                           input_root, open_input, open_staged, output_file_info)
 from ...io.parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Advancing, Batch, Dataset, Header, Split, \
+from ...model.records import DEFAULT_BATCH, Advancing, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
 from ..common import InOrder
 from ...codecs.classes import check_labels
 from ...codecs.images import MAX_DIMS, check_split_header
 from . import family
-from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
+from ..contract import Counters, ShardTarget, ShardedWrite
 # Reads gzip and, for QMNIST's files, xz (family.py).
 from .family import IdxInput as InputFile
 
@@ -452,23 +452,15 @@ def file_names(split, image_shape, gzip=False):
             f"{stem}-labels-idx1-ubyte{gz}")
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
-    """Write every split into the directory `path` as an images and a labels file with
-    MNIST's names (file_names), gzip=True as .gz; layout="torchvision" as torchvision's
-    `torchvision_dataset` class reads them (torchvision.py). Returns the files written.
-
-        write(mnistconv.read("mnist.npz"), "out/mnist", gzip=True)
-        write(mnistconv.read("mnist.npz"), "root", layout="torchvision")
-    """
-    from . import SPEC
-    return drive(SPEC, dataset, path, options, force=force, progress=progress)
-
-
 class IdxWrite(ShardedWrite):
     """Two targets per split, its images file then its labels file (from split.labels()),
     then the class names file; in torchvision's layout (torchvision.py) under
     ROOT/<Dataset>/raw, with its label types. With force, an earlier set in either layout
-    goes whole (replaced); without, other splits' files stay beside these."""
+    goes whole (replaced); without, other splits' files stay beside these.
+
+        mnistconv.write(mnistconv.read("mnist.npz"), "out/mnist", gzip=True)
+        mnistconv.write(mnistconv.read("mnist.npz"), "root", layout="torchvision")
+    """
 
     def __init__(self, dataset, path, options):
         from . import torchvision
@@ -529,9 +521,6 @@ class IdxWrite(ShardedWrite):
         """classes.txt, listed last."""
         return [classes.write_names_file(staged, self.names_file, self.names)] \
             if self.names_file else []
-
-    def stats(self, counters):
-        return {}
 
 
 prepare_write = IdxWrite

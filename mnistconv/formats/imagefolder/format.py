@@ -34,9 +34,9 @@ from ...io.fileio import check_output_path, create_staged, input_entries, open_i
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
     safe_split_name
 from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, OutputFile, \
-    Split, WriteResult
-from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, OutputFile, \
+    Split
+from ..contract import Counters, ShardTarget, ShardedWrite
 from ...io.shards import in_split_order, is_data_name
 from ...codecs.classes import check_names
 from ...codecs.images import class_labels, decode_image, grayscale_shape
@@ -119,22 +119,15 @@ def written_here(parts) -> bool:
         (len(parts) == 1 and parts[0] in _SIDE_FILES)
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
-    """Write every split as ROOT/<split>/<class>/<index>.png under the directory `path`
-    (see the module docstring); force=True replaces each split's folder whole. workers:
-    encoding threads (processes=True: forked); the files are the same for any number.
-
-        write(mnistconv.read("data/mnist"), "out/mnist-images")
-        # out/mnist-images/train/5/00000.png, ..., out/mnist-images/test/9/9999.png
-    """
-    from . import SPEC
-    return drive(SPEC, dataset, path, options, force=force, progress=progress)
-
-
 class ImageFolderWrite(ShardedWrite):
     """One target per split, its folder of <class>/<index> image files, staged in the
     tree that replaces ROOT whole in one step: the earlier tree (splits and classes this
-    one does not have included) goes, a user's files in it stay (written_here)."""
+    one does not have included) goes, a user's files in it stay (written_here). The
+    files are the same for any number of workers.
+
+        mnistconv.write(mnistconv.read("data/mnist"), "out/mnist-images")
+        # out/mnist-images/train/5/00000.png, ..., out/mnist-images/test/9/9999.png
+    """
 
     def __init__(self, dataset, path, options):
         self.path, self.options, self.tree = str(path), options, None

@@ -37,13 +37,13 @@ from ...io.fileio import check_input_file, has_magic, open_staged
 from ...io import budget
 from ...limits import printable, safe_split_name
 from ...model.schema import schema_of
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Advancing, Batch, Dataset, Header, OutputFile, \
+from ...model.records import DEFAULT_BATCH, Advancing, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
 from ...io.shards import in_split_order
 from ...model.stream import extra_fields
 from ...codecs import classes
 from ..common import InOrder
-from ..contract import Counters, ShardTarget, ShardedWrite, write as drive
+from ..contract import Counters, ShardTarget, ShardedWrite
 from ...codecs.classes import check_labels
 from ...codecs.images import MAX_DIMS, check_split_header
 from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
@@ -292,24 +292,12 @@ def _write_header(f, shape, dtype):
     np.lib.format.write_array_header_1_0(f, header)
 
 
-def write(dataset: Dataset, path, *, force=False, progress=NO_PROGRESS, **options):
-    """Write every split into one .npz (or '-') as x_<split> and y_<split>; layout
-    chooses N,H,W (Keras), N,H,W,1 or N,1,H,W, to_float stores float32 pixels in [0, 1],
-    label_column stores y as (N, 1) (Keras' cifar10.load_data). keys="medmnist" writes
-    MedMNIST's layout instead: <split>_images, <split>_labels (N, 1) or (N, k), with
-    validation as `val`, so the medmnist package loads the file (name it <flag>.npz or
-    <flag>_<size>.npz).
-
-        write(mnistconv.read("data/mnist"), "mnist.npz", layout="nhwc")
-        write(mnistconv.read("cifar-10-batches-bin"), "cifar10.npz", label_column=True)
-    """
-    from . import SPEC
-    return drive(SPEC, dataset, path, options, force=force, progress=progress)
-
-
 class NpzWrite(ShardedWrite):
-    """The .npz is one target, a zip written in one go: every split's members, then
-    class_names and the extra fields."""
+    """The .npz (or '-') is one target, a zip written in one go: every split's members
+    (options: see the module docstring), then class_names and the extra fields.
+
+        mnistconv.write(mnistconv.read("data/mnist"), "mnist.npz", layout="nhwc")
+    """
 
     def __init__(self, dataset, path, options):
         if options.layout not in LAYOUTS:
@@ -349,9 +337,6 @@ class NpzWrite(ShardedWrite):
             digest = stream.finish()
         return OutputFile(self.targets[0].path, stream.size, digest), \
             Counters(self.targets[0].stop)
-
-    def stats(self, counters):
-        return {}
 
 
 def prepare_write(dataset, path, options) -> NpzWrite:
