@@ -300,10 +300,12 @@ NO_PROGRESS = Progress()
 
 class Advancing(Progress):
     """Progress within a task someone else started and finishes (the write driver's):
-    only advance() reaches `advance`."""
+    only advance() reaches `advance`, a Progress's own (its step and batch kept)."""
 
     def __init__(self, advance: Callable[[int], None]):
         self._advance = advance
+        owner = getattr(advance, "__self__", None)
+        self.step, self.batch = getattr(owner, "step", None), getattr(owner, "batch", None)
 
     def advance(self, n: int) -> None:
         self._advance(n)
