@@ -182,15 +182,15 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
         with job.session(sum(t.stop - t.start for t in job.targets), progress):
             for split, group in itertools.groupby(numbered, lambda e: e[1].split):
                 group = list(group)
-                # (a target of split "" holds every split: npz's one file)
-                progress.start(f"{split or ', '.join(dataset.splits)} -> {fmt.name}",
+                progress.start(f"{split} -> {fmt.name}",
                                sum(t.stop - t.start for _, t in group))
                 split_total = job.counters()
                 try:
                     for i, target in group:
                         written, counters = job.write_shard(i, staged_paths[i])
                         shard_files = written if isinstance(written, list) else [written]
-                        recorded[target.path] = (shard_files[0], counters)
+                        if shard_files:  # (none: a later target completes the file)
+                            recorded[target.path] = (shard_files[0], counters)
                         files += shard_files
                         split_total.merge(counters)
                 finally:
@@ -198,8 +198,6 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
                 counts[split] = split_total.records
                 totals.merge(split_total)
         files += job.finish(recorded, staged)
-    if "" in counts:  # each split written whole
-        counts = {name: split.header.count for name, split in dataset.splits.items()}
     return WriteResult(files, counts, job.stats(totals))
 
 

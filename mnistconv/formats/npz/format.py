@@ -21,6 +21,7 @@ descriptor after its data (flag bit 3; zip64 sizes), as zipfile writes to any un
 stream. Only plain arrays are read or written (no pickled object arrays).
 """
 
+import contextlib
 import hashlib
 import queue
 import threading
@@ -293,8 +294,10 @@ def _write_header(f, shape, dtype):
 
 
 class NpzWrite(ShardedWrite):
-    """The .npz (or '-') is one target, a zip written in one go: every split's members
-    (options: see the module docstring), then class_names and the extra fields.
+    """The .npz (or '-'), a zip written in one go: a target per split, all at the one
+    staged file, the archive open on it for the session. Each split adds its members
+    (options: see the module docstring); the last also class_names and the extra
+    fields, and closes the archive: only it returns the file.
 
         mnistconv.write(mnistconv.read("data/mnist"), "mnist.npz", layout="nhwc")
     """
@@ -310,33 +313,45 @@ class NpzWrite(ShardedWrite):
                     raise UsageError(path, f"MedMNIST's layout holds train, validation "
                                            f"(val) and test, not a split named {name}",
                                      "choose those splits with --split")
-        self.dataset, self.options = dataset, options
-        self.targets = [ShardTarget("", 0, str(path), 0, sum(  # ("": every split)
-            s.header.count for s in dataset.splits.values()))]
+        self.dataset, self.options, self.staged = dataset, options, None
+        self.splits = list(dataset.splits.values())
+        self.targets = [ShardTarget(s.name, 0, str(path), 0, s.header.count)
+                        for s in self.splits]
 
-    def write_shard(self, index, staged_path):
-        """The .npz at staged_path: (OutputFile, Counters)."""
-        o, medmnist, progress = self.options, self.medmnist, Advancing(self.advance)
-        with open_staged(staged_path) as raw:
+    def stage(self, staged, target):
+        """The one staged file, for every split's target."""
+        self.staged = self.staged or staged.file(target.path)
+        return self.staged
+
+    @contextlib.contextmanager
+    def shared(self, records):
+        """The archive (and its hashed stream) on the staged file."""
+        with open_staged(self.staged) as raw:
             stream = _HashedStream(raw)
             try:
                 # (zipfile takes any object with write and tell; its stubs want a file)
                 with zipfile.ZipFile(stream, "w", allowZip64=True) as archive:  # type: ignore[call-overload]
-                    for split in self.dataset.splits.values():
-                        names = (f"{MEDMNIST_SPLITS[split.name]}_images.npy",
-                                 f"{MEDMNIST_SPLITS[split.name]}_labels.npy") \
-                            if medmnist else (f"x_{split.name}.npy", f"y_{split.name}.npy")
-                        _write_split(archive, split, _SplitOptions(
-                            o.compress, o.layout, o.to_float, o.label_column or medmnist,
-                            names), progress)
-                    if not medmnist:  # MedMNIST's files hold nothing else
-                        _write_extras(archive, self.dataset, o.compress)
+                    yield archive, stream
             except BaseException:
                 stream.abandon()
                 raise
-            digest = stream.finish()
-        return OutputFile(self.targets[0].path, stream.size, digest), \
-            Counters(self.targets[0].stop)
+
+    def write_shard(self, index, staged_path):
+        """Split `index`'s members: ([] or, the last, [OutputFile], Counters)."""
+        (archive, stream), split, o = self.pool, self.splits[index], self.options
+        names = (f"{MEDMNIST_SPLITS[split.name]}_images.npy",
+                 f"{MEDMNIST_SPLITS[split.name]}_labels.npy") if self.medmnist else \
+            (f"x_{split.name}.npy", f"y_{split.name}.npy")
+        _write_split(archive, split, _SplitOptions(
+            o.compress, o.layout, o.to_float, o.label_column or self.medmnist, names),
+            Advancing(self.advance))
+        if index < len(self.splits) - 1:
+            return [], Counters(split.header.count)
+        if not self.medmnist:  # MedMNIST's files hold nothing else
+            _write_extras(archive, self.dataset, o.compress)
+        archive.close()
+        return [OutputFile(self.targets[0].path, stream.size, stream.finish())], \
+            Counters(split.header.count)
 
 
 def prepare_write(dataset, path, options) -> NpzWrite:
