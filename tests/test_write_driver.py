@@ -16,7 +16,7 @@ from helpers import tree_hashes
 WRITERS = [f.name for f in registry.writers()]
 # Formats whose writer is not yet a ShardedWrite (being moved onto the driver): their
 # local write is their own until then.
-NOT_YET = {"arrayrecord"}
+NOT_YET: set = set()
 # Options each format's smallest write needs, and its output name.
 OPTIONS = {"caffe-hdf5": {"pixel_type": "uint8"}}
 

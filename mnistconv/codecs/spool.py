@@ -160,19 +160,23 @@ def check_writer_options(options):
 def array_record_shards(spool_path, lengths, bounds, targets, staged_paths,
                         options) -> list:
     """Write the spool's records into ArrayRecord shards; the spool is removed."""
-    module = array_record_module()
-    files = []
-    with open_input(spool_path) as spool:
-        start = 0
-        for end, target, path in zip(bounds, targets, staged_paths):
-            writer = module.ArrayRecordWriter(path, options)
-            try:
-                for n in lengths[start:end].tolist():
-                    record = spool.read(n + 16)
-                    writer.write(record[12:12 + n])
-            finally:
-                writer.close()
-            files.append(_hash_file(path, target))
-            start = end
+    files = [array_record_shard(spool_path, lengths, start, end, target, path, options)
+             for start, end, target, path in zip([0] + list(bounds[:-1]), bounds, targets,
+                                                  staged_paths)]
     remove_scratch(spool_path)
     return files
+
+
+def array_record_shard(spool_path, lengths, start, end, target, staged_path,
+                       options) -> OutputFile:
+    """The spool's records start..end as one ArrayRecord file at staged_path."""
+    writer = array_record_module().ArrayRecordWriter(staged_path, options)
+    try:
+        with open_input(spool_path) as spool:
+            spool.seek(int((lengths[:start] + 16).sum()))
+            for n in lengths[start:end].tolist():
+                record = spool.read(n + 16)
+                writer.write(record[12:12 + n])
+    finally:
+        writer.close()
+    return _hash_file(staged_path, target)

@@ -23,16 +23,17 @@ import numpy as np
 
 from ... import codecs
 from ...errors import CorruptData, FormatError, NoSplits, UsageError
-from ...io.fileio import StagedOutput, check_input_file, has_magic, input_size, \
+from ...io.fileio import check_input_file, has_magic, input_size, \
     library_path
 from ...io import budget
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
 from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
-    WriteResult
-from ...io.shards import ShardSet, check_shard_count, resolve_inputs, sniff_files
+from ...model.records import DEFAULT_BATCH, Advancing, Batch, Dataset, Header, Split
+from ...io.shards import ShardSet, check_shard_count, other_shard_sets, resolve_inputs, \
+    sniff_files
 from ...codecs import spool as shardwrite, tfds_encode as encode
+from ..contract import Counters, ShardTarget, ShardedWrite
 from ...codecs.images import check_record_size, decode_record_image
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \
     parse_example, record_name
@@ -350,55 +351,78 @@ def writer_options(group_size=1, array_record_options=None) -> str:
     return shardwrite.check_writer_options(options)
 
 
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
-    """Write every split as ArrayRecord files of TFDS-style Examples: one split to
-    `path`, several to <stem>-<split>.array_record; shards=N cuts each into N files.
+class ArrayRecordWrite(ShardedWrite):
+    """Every split as ArrayRecord files of TFDS-style Examples: one split to `path`,
+    several to <stem>-<split>.array_record; shards=N cuts each into N files. A split's
+    Examples are encoded once into a spool (codecs/spool.py) when its first shard is
+    written; each shard is its range of the spool.
 
-        write(ds, "mnist.array_record", shards=4)
+        mnistconv.write(ds, "mnist.array_record", shards=4)
     """
-    from . import SPEC
-    o = SPEC.options(options)
-    shardwrite.array_record_module()
-    options = writer_options(o.group_size, o.array_record_options)
-    shards = check_shard_count(1 if o.shards is None else o.shards)
-    workers = check_workers(o.workers)
-    path = str(path)
-    if path == "-":
-        raise UsageError("-", "ArrayRecord cannot be written to stdout (its index is at "
-                              "the end of the file)", "name an output file")
-    if not dataset.splits:
-        raise NoSplits(path, "nothing to write: the input has no splits")
-    several = len(dataset.splits) > 1
-    plan, num_classes = [], 0
-    for name, split in dataset.splits.items():
-        shape = encode.image_shape(split, "ArrayRecord")
-        num_classes = max(num_classes, encode.check_labels(split, "ArrayRecord"))
-        if shards > max(1, split.header.count):
-            raise UsageError(split.header.source or name, f"--shards {shards} but split "
-                             f"{name} has {split.header.count} examples", "pass fewer --shards")
-        plan.append((name, split, shape, ShardSet(split_target(path, name, several),
-                                                  split.header.count, shards)))
-    tasks = {shape: encode.ExampleTask(num_classes, shape) for _, _, shape, _ in plan}
-    files, counts = [], {}
-    with StagedOutput(force, root=path) as staged:
-        staged_paths = [s.stage_files(staged) for *_, s in plan]
-        for *_, shard_set in plan:
-            shard_set.supersede_others(staged)
-        with shardwrite.scratch_folder(os.path.dirname(staged_paths[0][0]),
-                                       "arrayrecord") as scratch:
-            for task in tasks.values():
-                task.warm()
-            biggest = max(int(np.prod(shape)) for _, _, shape, _ in plan)
-            with ParallelEncoder(list(tasks.values()), workers, o.processes, biggest,
-                                 min(encode.chunk_records(s) for *_, s, _ in plan),
-                                 total=sum(s.header.count for _, s, _, _ in plan)) \
-                    as encoder:
-                spooled = shardwrite.spool_splits(
-                    [(name, split, tasks[shape], s.targets[0]) for name, split, shape, s
-                     in plan], encoder, scratch, progress, "arrayrecord")
-            for (*_, shard_set), paths, (name, lengths, spool) in \
-                    zip(plan, staged_paths, spooled):
-                files += shardwrite.array_record_shards(spool, lengths, shard_set.bounds,
-                                                        shard_set.targets, paths, options)
-                counts[name] = len(lengths)
-    return WriteResult(files, counts, {"records": sum(counts.values())})
+
+    def __init__(self, dataset, path, options):
+        o, path = options, str(path)
+        shardwrite.array_record_module()
+        self.options, self.spooled = o, {}  # split name -> [record lengths, spool]
+        self.writer_options = writer_options(o.group_size, o.array_record_options)
+        shards = check_shard_count(1 if o.shards is None else o.shards)
+        self.workers = check_workers(o.workers)
+        if path == "-":
+            raise UsageError("-", "ArrayRecord cannot be written to stdout (its index is at "
+                                  "the end of the file)", "name an output file")
+        if not dataset.splits:
+            raise NoSplits(path, "nothing to write: the input has no splits")
+        self.plan, self.targets, self.stale, num_classes = {}, [], [], 0
+        for name, split in dataset.splits.items():
+            shape = encode.image_shape(split, "ArrayRecord")
+            num_classes = max(num_classes, encode.check_labels(split, "ArrayRecord"))
+            if shards > max(1, split.header.count):
+                raise UsageError(split.header.source or name, f"--shards {shards} but split "
+                                 f"{name} has {split.header.count} examples",
+                                 "pass fewer --shards")
+            shard_set = ShardSet(split_target(path, name, len(dataset.splits) > 1),
+                                 split.header.count, shards)
+            self.targets += [ShardTarget(name, i, t, a, b) for i, (t, a, b) in enumerate(
+                zip(shard_set.targets, [0] + shard_set.bounds[:-1], shard_set.bounds))]
+            self.stale += other_shard_sets(shard_set.base, shard_set.targets)
+            self.plan[name] = (split, shape)
+        self.tasks = {shape: encode.ExampleTask(num_classes, shape)
+                      for _, shape in self.plan.values()}
+
+    @contextlib.contextmanager
+    def shared(self, records):
+        """A scratch folder for the spools, and the encoder of every split's Examples."""
+        near = os.path.dirname(os.path.abspath(self.targets[0].path))
+        try:
+            with shardwrite.scratch_folder(near, "arrayrecord") as scratch:
+                for task in self.tasks.values():
+                    task.warm()
+                with ParallelEncoder(list(self.tasks.values()), self.workers,
+                                     self.options.processes,
+                                     max(int(np.prod(s)) for s in self.tasks),
+                                     min(encode.chunk_records(s) for s in self.tasks),
+                                     total=records) as encoder:
+                    yield scratch, encoder
+        finally:
+            self.spooled.clear()
+
+    def write_shard(self, index, staged_path):
+        """Shard `index` at staged_path (its split spooled first): (OutputFile, Counters)."""
+        t = self.targets[index]
+        split, shape = self.plan[t.split]
+        with self.session(t.stop - t.start) as (scratch, encoder):
+            if t.split not in self.spooled:
+                [(_, *self.spooled[t.split])] = shardwrite.spool_splits(
+                    [(t.split, split, self.tasks[shape], t.path)], encoder, scratch,
+                    Advancing(self.advance), "arrayrecord")
+            lengths, spool = self.spooled[t.split]
+            written = shardwrite.array_record_shard(spool, lengths, t.start, t.stop, t.path,
+                                                    staged_path, self.writer_options)
+        return written, Counters(len(lengths[t.start:t.stop]))
+
+    def stats(self, counters):
+        """write()'s stats: the records written."""
+        return {"records": counters.records}
+
+
+prepare_write = ArrayRecordWrite
