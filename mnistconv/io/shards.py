@@ -120,7 +120,7 @@ def other_shard_sets(base, targets, side_suffixes=()) -> list:
 
 class ShardSet:
     """The files of one output: `shards` files named after base and the records each
-    holds (bounds), staged with the base's other shard sets superseded."""
+    holds (bounds)."""
 
     def __init__(self, base, count, shards=1, suffix_one=False, stream=False):
         self.base = str(base)
@@ -129,17 +129,9 @@ class ShardSet:
         self.bounds = shard_bounds(count, shards)
         self.stream = stream  # '-': one stream, nothing beside it to supersede
 
-    def stage_files(self, staged) -> list:
-        """The temporary paths to write the shards at (existing targets refused without force)."""
-        return [staged.file(t) for t in self.targets]
-
-    def supersede_others(self, staged, side_suffixes=()):
-        """Mark the base's other shard sets and unsharded file, with their side files,
-        for removal on commit (refused without force); called after staging, so a
-        target's own name is the first conflict reported."""
-        if not self.stream:
-            for stale in other_shard_sets(self.base, self.targets, side_suffixes):
-                staged.supersede(stale)
+    def ranges(self) -> list:
+        """(target, start, stop) of each shard: its file and records start..stop."""
+        return list(zip(self.targets, [0] + self.bounds[:-1], self.bounds))
 
 
 # --- which files a path given to read() names (TFRecord, ArrayRecord) ---------------

@@ -303,12 +303,9 @@ class Advancing(Progress):
     only advance() reaches `advance`, a Progress's own (its step and batch kept)."""
 
     def __init__(self, advance: Callable[[int], None]):
-        self._advance = advance
         owner = getattr(advance, "__self__", None)
         self.step, self.batch = getattr(owner, "step", None), getattr(owner, "batch", None)
-
-    def advance(self, n: int) -> None:
-        self._advance(n)
+        self.advance = advance  # type: ignore[method-assign,assignment]
 
 
 def iter_batches(split: Split, progress: Progress = NO_PROGRESS,

@@ -361,9 +361,9 @@ class ArrayRecordWrite(ShardedWrite):
     """
 
     def __init__(self, dataset, path, options):
-        o, path = options, str(path)
+        o, path, self.options = options, str(path), options
         shardwrite.array_record_module()
-        self.options, self.spooled = o, {}  # split name -> [record lengths, spool]
+        self.spooled: dict = {}  # split name -> [record lengths, spool] (in a session)
         self.writer_options = writer_options(o.group_size, o.array_record_options)
         shards = check_shard_count(1 if o.shards is None else o.shards)
         self.workers = check_workers(o.workers)
@@ -382,8 +382,7 @@ class ArrayRecordWrite(ShardedWrite):
                                  "pass fewer --shards")
             shard_set = ShardSet(split_target(path, name, len(dataset.splits) > 1),
                                  split.header.count, shards)
-            self.targets += [ShardTarget(name, i, t, a, b) for i, (t, a, b) in enumerate(
-                zip(shard_set.targets, [0] + shard_set.bounds[:-1], shard_set.bounds))]
+            self.targets += [ShardTarget(name, i, *r) for i, r in enumerate(shard_set.ranges())]
             self.stale += other_shard_sets(shard_set.base, shard_set.targets)
             self.plan[name] = (split, shape)
         self.tasks = {shape: encode.ExampleTask(num_classes, shape)
@@ -393,18 +392,14 @@ class ArrayRecordWrite(ShardedWrite):
     def shared(self, records):
         """A scratch folder for the spools, and the encoder of every split's Examples."""
         near = os.path.dirname(os.path.abspath(self.targets[0].path))
-        try:
-            with shardwrite.scratch_folder(near, "arrayrecord") as scratch:
-                for task in self.tasks.values():
-                    task.warm()
-                with ParallelEncoder(list(self.tasks.values()), self.workers,
-                                     self.options.processes,
-                                     max(int(np.prod(s)) for s in self.tasks),
-                                     min(encode.chunk_records(s) for s in self.tasks),
-                                     total=records) as encoder:
-                    yield scratch, encoder
-        finally:
-            self.spooled.clear()
+        with shardwrite.scratch_folder(near, "arrayrecord") as scratch:
+            for task in self.tasks.values():
+                task.warm()
+            with ParallelEncoder(list(self.tasks.values()), self.workers,
+                                 self.options.processes, max(int(np.prod(s)) for s in self.tasks),
+                                 min(encode.chunk_records(s) for s in self.tasks),
+                                 total=records) as encoder:
+                yield scratch, encoder
 
     def write_shard(self, index, staged_path):
         """Shard `index` at staged_path (its split spooled first): (OutputFile, Counters)."""
@@ -421,7 +416,6 @@ class ArrayRecordWrite(ShardedWrite):
         return written, Counters(len(lengths[t.start:t.stop]))
 
     def stats(self, counters):
-        """write()'s stats: the records written."""
         return {"records": counters.records}
 
 

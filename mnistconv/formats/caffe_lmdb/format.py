@@ -30,8 +30,7 @@ from ...io.fileio import check_input_file, has_magic, input_entries, \
 from ...io import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
-from ...model.records import (DEFAULT_BATCH, Batch, Dataset, Header, OutputFile,
-                        Advancing,
+from ...model.records import (DEFAULT_BATCH, Advancing, Batch, Dataset, Header, OutputFile,
                         Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name
 from . import datum

@@ -29,7 +29,7 @@ from ...errors import CannotWrite, CorruptData, FormatError, OverLimit, Truncate
 from ...io import budget
 from ...io.fileio import (HashingWriter, check_input_file, create_staged, input_entries,
                           input_root, open_input, open_staged, output_file_info)
-from ...io.parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter, check_level
+from ...io.parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter
 from ...model.records import DEFAULT_BATCH, Advancing, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
@@ -466,7 +466,6 @@ class IdxWrite(ShardedWrite):
         from . import torchvision
         o, root, self.names, self.stale = options, os.path.abspath(path), (), []
         self.names_file = None
-        check_level(o.gzip_level)
         if o.gzip_level != DEFAULT_LEVEL and not o.gzip:
             raise UsageError(None, "--gzip-level applies only to --gzip output", "add --gzip")
         self.splits, self.level, self.gzip = list(dataset.splits.values()), o.gzip_level, o.gzip

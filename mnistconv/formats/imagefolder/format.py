@@ -197,7 +197,6 @@ class ImageFolderWrite(ShardedWrite):
         return files, Counters(position)
 
     def stats(self, counters):
-        """write()'s stats: the images written."""
         return {"images": counters.records}
 
 

@@ -53,7 +53,6 @@ from ...codecs.npy import ZIP_MAGIC, check_sizes, open_member, read_member, \
 FIXED_DATE = (1980, 1, 1, 0, 0, 0)
 # MedMNIST's split names (keys="medmnist"), by mnistconv's.
 MEDMNIST_SPLITS = {"train": "train", "validation": "val", "test": "test"}
-LAYOUTS = ("nhw", "nhwc", "nchw")
 MAX_EXTRA_COLUMNS = 64  # QMNIST has 7
 MAX_LABEL_WIDTH = 1024  # of a multi-label target (ChestMNIST has 14)
 # Column-major (Fortran-order) images cannot be streamed by rows: they are read whole.
@@ -294,18 +293,14 @@ def _write_header(f, shape, dtype):
 
 
 class NpzWrite(ShardedWrite):
-    """The .npz (or '-'), a zip written in one go: a target per split, all at the one
-    staged file, the archive open on it for the session. Each split adds its members
-    (options: see the module docstring); the last also class_names and the extra
-    fields, and closes the archive: only it returns the file.
+    """The .npz (or '-'), a zip written in one go: a target per split, each adding its
+    members to the archive the session holds open on the one staged file; the last
+    adds class_names and the extra fields and closes it: only it returns the file.
 
         mnistconv.write(mnistconv.read("data/mnist"), "mnist.npz", layout="nhwc")
     """
 
     def __init__(self, dataset, path, options):
-        if options.layout not in LAYOUTS:
-            raise UsageError(path, f"unknown layout '{options.layout}'",
-                             f"choose {', '.join(LAYOUTS)}")
         self.medmnist = options.keys == "medmnist"
         if self.medmnist:
             for name in dataset.splits:
@@ -354,9 +349,7 @@ class NpzWrite(ShardedWrite):
             Counters(split.header.count)
 
 
-def prepare_write(dataset, path, options) -> NpzWrite:
-    """The write of dataset to the .npz path with options (SPEC.options())."""
-    return NpzWrite(dataset, path, options)
+prepare_write = NpzWrite
 
 
 class _HashedStream:
