@@ -6,7 +6,7 @@ indices (positions in the collection first read, so a subset can be traced back)
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import numpy as np
 
@@ -296,16 +296,6 @@ class Progress:
 
 
 NO_PROGRESS = Progress()
-
-
-class Advancing(Progress):
-    """Progress within a task someone else started and finishes (the write driver's):
-    only advance() reaches `advance`, a Progress's own (its step and batch kept)."""
-
-    def __init__(self, advance: Callable[[int], None]):
-        owner = getattr(advance, "__self__", None)
-        self.step, self.batch = getattr(owner, "step", None), getattr(owner, "batch", None)
-        self.advance = advance  # type: ignore[method-assign,assignment]
 
 
 def iter_batches(split: Split, progress: Progress = NO_PROGRESS,

@@ -29,7 +29,7 @@ from ...io import budget
 from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
                        printable)
 from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
-from ...model.records import DEFAULT_BATCH, Advancing, Batch, Dataset, Header, Split
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...io.shards import ShardSet, check_shard_count, other_shard_sets, resolve_inputs, \
     sniff_files
 from ...codecs import spool as shardwrite, tfds_encode as encode
@@ -409,7 +409,7 @@ class ArrayRecordWrite(ShardedWrite):
             if t.split not in self.spooled:
                 [(_, *self.spooled[t.split])] = shardwrite.spool_splits(
                     [(t.split, split, self.tasks[shape], t.path)], encoder, scratch,
-                    Advancing(self.advance), "arrayrecord")
+                    self.progress, "arrayrecord")
             lengths, spool = self.spooled[t.split]
             written = shardwrite.array_record_shard(spool, lengths, t.start, t.stop, t.path,
                                                     staged_path, self.writer_options)

@@ -38,7 +38,6 @@ from ...io.fileio import GZIP_MAX_RATIO, has_magic, \
 from ...io import budget
 from ...limits import MAX_SHARDS, printable, safe_split_name
 from ...model.records import (DEFAULT_BATCH, Batch, Dataset, Header, OutputFile,
-                        Advancing,
                         Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name, shard_bounds
 from ..common import InOrder
@@ -489,7 +488,7 @@ class Hdf5Write(ShardedWrite):
         if (t.start, t.stop) != (0, split.header.count):
             split = RangeSplit(split, t.start, t.stop)
         _write_file(self.h5py, staged_path, split, t.stop - t.start, self.options,
-                    Advancing(self.advance))
+                    self.progress)
         return OutputFile(t.path, own_file_size(staged_path), sha256_file(staged_path)), \
             Counters(t.stop - t.start)
 

@@ -30,7 +30,7 @@ from ...io.fileio import check_input_file, has_magic, input_entries, \
 from ...io import budget
 from ...limits import (MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable,
                        safe_split_name)
-from ...model.records import (DEFAULT_BATCH, Advancing, Batch, Dataset, Header, OutputFile,
+from ...model.records import (DEFAULT_BATCH, Batch, Dataset, Header, OutputFile,
                         Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name
 from . import datum
@@ -479,7 +479,7 @@ class LmdbWrite(ShardedWrite):
     def write_shard(self, index, staged_path):
         """Split `index`'s data.mdb at staged_path: (OutputFile, Counters)."""
         written = _write_split(self.lmdb, self.splits[index], staged_path, self.encoded,
-                               Advancing(self.advance))
+                               self.progress)
         return OutputFile(self.targets[index].path, own_file_size(staged_path),
                           output_file_info(staged_path).sha256), Counters(written)
 

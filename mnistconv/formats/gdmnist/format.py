@@ -40,7 +40,7 @@ from ...io.fileio import (GZIP_MAX_RATIO, STAGING_MARK, HashingWriter, InputFile
                       check_input_file, create_staged, input_entries,
                       is_stdio, open_input, output_file_info)
 from ...limits import check_image_size, safe_split_name
-from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Advancing, Batch, Dataset, Header, Split, \
+from ...model.records import DEFAULT_BATCH, NO_PROGRESS, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
 from ...io.shards import in_split_order
@@ -438,7 +438,7 @@ class GdmnistWrite(ShardedWrite):
         """Split `index`'s file at staged_path: (OutputFile, Counters)."""
         bin_hash, gz_hash = write_split_files(
             self.splits[index], None if self.compress else staged_path,
-            staged_path if self.compress else None, Advancing(self.advance))
+            staged_path if self.compress else None, self.progress)
         return output_file_info(self.targets[index].path, gz_hash or bin_hash), \
             Counters(self.splits[index].header.count)
 

@@ -30,7 +30,7 @@ from ...io import budget
 from ...io.fileio import (HashingWriter, check_input_file, create_staged, input_entries,
                           input_root, open_input, open_staged, output_file_info)
 from ...io.parallel_gzip import DEFAULT_LEVEL, ParallelGzipWriter
-from ...model.records import DEFAULT_BATCH, Advancing, Batch, Dataset, Header, Split, \
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split, \
     gather_from_file, iter_batches
 from ...codecs import classes
 from ..common import InOrder
@@ -513,7 +513,7 @@ class IdxWrite(ShardedWrite):
             if index % 2:
                 _write_labels(out, split, self.torchvision)
             else:
-                _write_images(out, split, Advancing(self.advance))
+                _write_images(out, split, self.progress)
         return output_file_info(target.path, hashed), Counters(target.stop)
 
     def finish(self, recorded, staged):

@@ -38,7 +38,7 @@ from ...io.fileio import check_input_file, has_magic, open_staged
 from ...io import budget
 from ...limits import printable, safe_split_name
 from ...model.schema import schema_of
-from ...model.records import DEFAULT_BATCH, Advancing, Batch, Dataset, Header, OutputFile, \
+from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, OutputFile, \
     Split, iter_batches
 from ...io.shards import in_split_order
 from ...model.stream import extra_fields
@@ -339,7 +339,7 @@ class NpzWrite(ShardedWrite):
             (f"x_{split.name}.npy", f"y_{split.name}.npy")
         _write_split(archive, split, _SplitOptions(
             o.compress, o.layout, o.to_float, o.label_column or self.medmnist, names),
-            Advancing(self.advance))
+            self.progress)
         if index < len(self.splits) - 1:
             return [], Counters(split.header.count)
         if not self.medmnist:  # MedMNIST's files hold nothing else
