@@ -209,7 +209,8 @@ def parse_json(text, path, what=""):
 # TiB powers of 1024. A bare K, M or G says neither, so it is refused, not guessed.
 BYTE_UNITS = {"b": 1, "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12,
               "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-_SIZE = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,6}))?([kmgt]i?b|b)")
+# Compiled on first use (re caches it): most runs parse no size.
+_SIZE = r"([0-9]{1,15})(?:\.([0-9]{1,6}))?([kmgt]i?b|b)"
 SIZE_UNITS_HELP = "MB = 1,000,000 bytes, MiB = 1,048,576"
 
 
@@ -217,7 +218,7 @@ def parse_bytes(value, option, low=1, high=1 << 40) -> int:
     """Bytes from a size with a unit ("256MB", "1.5GiB", "512kB"; see BYTE_UNITS), in
     low..high, else a BadOption naming the option, the two meanings and the range."""
     text = str(value).strip().lower().replace(" ", "")
-    m = _SIZE.fullmatch(text)
+    m = re.fullmatch(_SIZE, text)
     size = None
     if m is not None:
         unit = BYTE_UNITS[m[3]]

@@ -7,7 +7,6 @@ import numpy as np
 from .. import codecs
 from ..errors import BadImage, CannotWrite, CorruptData, FormatError, OverLimit
 from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
-from .example import record_name
 from .png import decode_unfiltered
 
 # numpy 1.x's most dimensions: an image has 2 or 3, more is a corrupt header.
@@ -77,6 +76,9 @@ def check_split_header(count, shape, dtype, path, who="header"):
 def check_record_size(path, number, size, image_shape):
     """Refuse a record far larger than its image and label before protobuf parses it."""
     if size > 2 * int(np.prod(image_shape)) + (1 << 20):
+        # Imported where a message needs it: the IDX, npz and other readers that import
+        # this module never load the Example codec.
+        from .example import record_name
         raise CorruptData(path, f"{record_name(number)}: {size:,} bytes, more than a "
                                 f"record of one {'x'.join(map(str, image_shape))} image "
                                 "and its label can hold")
@@ -86,8 +88,10 @@ def decode_record_image(path, number, data):
     """The pixels of record `number`'s JPEG or PNG (size checked first), else BadImage."""
     size = codecs.image_size(data)
     if size is not None:
+        from .example import record_name
         check_image_size(size, path, f"{record_name(number)}: image")
     try:
         return codecs.decode_image(data)
     except ValueError as e:
+        from .example import record_name
         raise BadImage(path, f"{record_name(number)}: image does not decode ({e})") from None

@@ -21,9 +21,10 @@ from ..model.spec import Option
 KEYS = ("name", "description", "license", "citation", "homepage", "version",
         "date_published")
 
-_VERSION = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\Z")
+# Patterns as text, compiled on first use (re caches them): most runs check neither.
+_VERSION = r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\Z"
 # Text fields: any printable text; a description or citation may span lines.
-_DATE = re.compile(r"[0-9]{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12][0-9]|3[01]))?)?\Z")
+_DATE = r"[0-9]{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12][0-9]|3[01]))?)?\Z"
 _MOST = {"name": 200, "license": 2000, "homepage": 2000, "description": 20000,
          "citation": 20000}
 
@@ -74,7 +75,7 @@ class Identity:
 
 def check_version(version, flag="--version"):
     """MAJOR.MINOR.PATCH without leading zeros (TFDS' and Croissant's rule), else exit 2."""
-    if not isinstance(version, str) or not _VERSION.match(version):
+    if not isinstance(version, str) or not re.match(_VERSION, version):
         raise UsageError(None, f"{flag} {printable(version)} is not a version",
                          "use MAJOR.MINOR.PATCH without leading zeros, e.g. 1.0.0")
     return version
@@ -82,7 +83,7 @@ def check_version(version, flag="--version"):
 
 def check_date(value):
     """An ISO 8601 date: YYYY, YYYY-MM or YYYY-MM-DD, else exit 2."""
-    if not isinstance(value, str) or not _DATE.match(value):
+    if not isinstance(value, str) or not re.match(_DATE, value):
         raise UsageError(None, f"--date-published {printable(value)} is not a date",
                          "use YYYY, YYYY-MM or YYYY-MM-DD, e.g. 2024-05-01")
     return value

@@ -86,13 +86,14 @@ def following_links() -> Iterator[None]:
 
 # huggingface_hub's cache: <cache>/<kind>--<owner>--<name>/snapshots/<revision>/... are
 # links into ../../blobs; the repository's folder is the tree they belong to.
-_HF_SNAPSHOT = re.compile(r"(.*%s(?:models|datasets|spaces)--[^%s]+)%ssnapshots%s[^%s]+(?:%s|\Z)"
-                          % ((re.escape(os.sep),) * 6))
+# Compiled on first use (re caches it): only a path that leaves its tree is checked.
+_HF_SNAPSHOT = (r"(.*%s(?:models|datasets|spaces)--[^%s]+)%ssnapshots%s[^%s]+(?:%s|\Z)"
+                % ((re.escape(os.sep),) * 6))
 
 
 def _hf_repository(real_root):
     """The cache folder of the Hugging Face repository whose snapshot holds real_root."""
-    m = _HF_SNAPSHOT.match(real_root)
+    m = re.match(_HF_SNAPSHOT, real_root)
     return m.group(1) if m and os.path.isdir(os.path.join(m.group(1), "blobs")) else None
 
 

@@ -34,7 +34,8 @@ from typing import Iterator, Optional
 
 STAGING_MARK = ".mnistconv-tmp-"  # staging names (staging.py); never data, never carried
 JOURNAL_MARK = ".mnistconv-journal-"
-_JOURNAL_RE = re.compile(re.escape(JOURNAL_MARK) + r"(\d+)(\.tmp)?$")
+# Compiled on first use (re caches it): most folders hold no journal.
+_JOURNAL_RE = re.escape(JOURNAL_MARK) + r"(\d+)(\.tmp)?$"
 # Folders above a read's path searched for a dead run's journal (a card beside the
 # output puts it one up; a Parquet or TFDS tree's files sit two or three down).
 SEARCH_UP = 4
@@ -228,10 +229,13 @@ def dead_journals(folder: str) -> list:
         names = os.listdir(folder or os.curdir)
     except OSError:
         return []
+    # A folder the user reads from may hold many thousand names, and most hold no
+    # journal: one search of them all in C first, then the prefix.
+    if JOURNAL_MARK not in "/".join(names):
+        return []
     found = []
-    # A folder the user reads from may hold many thousand names: the prefix first.
     for name in sorted(n for n in names if n.startswith(JOURNAL_MARK)):
-        m = _JOURNAL_RE.fullmatch(name)
+        m = re.fullmatch(_JOURNAL_RE, name)
         if m and not _alive(int(m.group(1))):
             found.append(os.path.join(folder, name))
     return found

@@ -261,7 +261,11 @@ class StagedOutput:
             except FileExistsError:
                 raise InTheWay(parent, "exists and is not a directory") from None
             self._made_dirs += missing  # deepest first
-        remove_dead_leftovers(parent)
+        # A folder this output made holds no dead run's leftovers to remove, and no
+        # staged file a dead run's journal names: its scan (a listing of every folder
+        # up to SEARCH_UP above it) is for folders that were there before.
+        if not missing and parent not in self._made_dirs:
+            remove_dead_leftovers(parent)
 
     def file(self, target: str) -> str:
         """A temporary path beside target to write the file at ('-': spooled in the
