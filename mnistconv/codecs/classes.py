@@ -267,13 +267,16 @@ def names_file(folder, files, names, prefix=""):
     return sidecar if names else None, [p for p in stale if os.path.lexists(p)]
 
 
-def write_names_file(staged, target, names):
-    """The names file target, one name a line, staged (a StagedOutput): its OutputFile."""
+def write_names_file(staged, target, names) -> list:
+    """The names file target (None: none), one name a line, staged (a StagedOutput):
+    [its OutputFile], or []."""
     from ..io.fileio import output_file_info
+    if target is None:
+        return []
     path = staged.file(target)
     with create_staged(path, "w", encoding="utf-8", newline="\n") as f:
         f.write("".join(name + "\n" for name in names))
-    return output_file_info(target, staged=path)
+    return [output_file_info(target, staged=path)]
 
 
 def side_file(folder, name):

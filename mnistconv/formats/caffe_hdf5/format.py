@@ -477,7 +477,6 @@ class Hdf5Write(ShardedWrite):
                                             os.path.join(folder, stem + ".txt"), 0, 0))
 
     def write_shard(self, index, staged_path):
-        """An .h5 file or a list file at staged_path: (OutputFile, Counters)."""
         t = self.targets[index]
         if index in self.lists:
             text = self.lists[index].encode("utf-8")

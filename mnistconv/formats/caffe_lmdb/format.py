@@ -477,7 +477,6 @@ class LmdbWrite(ShardedWrite):
                                     0, s.header.count) for s in self.splits]
 
     def write_shard(self, index, staged_path):
-        """Split `index`'s data.mdb at staged_path: (OutputFile, Counters)."""
         written = _write_split(self.lmdb, self.splits[index], staged_path, self.encoded,
                                self.progress)
         return OutputFile(self.targets[index].path, own_file_size(staged_path),

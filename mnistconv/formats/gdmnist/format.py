@@ -414,28 +414,23 @@ class GdmnistWrite(ShardedWrite):
         self.splits, self.names = list(dataset.splits.values()), classes.names_of(dataset)
         for split in self.splits:
             check_writable(split, split.header.source or path)
-        if is_stdio(path) or path.lower().endswith((".bin", ".bin.gz", ".gz")):
-            if len(self.splits) != 1:
-                names = ", ".join(dataset.splits) or "none"
-                raise UsageError(path, f"a GDMNIST1 file holds one split; the input has "
-                                       f"{len(self.splits)} ({names})",
-                                 "write to a directory, or choose one with --split")
-            self.compress, self.names_file = options.gzip or path.lower().endswith(".gz"), None
-            self.targets = [ShardTarget(self.splits[0].name, 0, path, 0,
-                                        self.splits[0].header.count)]
-            note = (f"{path} does not keep the class names (a GDMNIST1 file has no room "
-                    "for them); write a directory to keep them in its classes.txt")
-            if self.names and note not in dataset.notes:
-                dataset.notes.append(note)  # the CLI prints them under the summary
-            return
-        self.compress = options.gzip
+        one = is_stdio(path) or path.lower().endswith((".bin", ".bin.gz", ".gz"))
+        if one and len(self.splits) != 1:
+            raise UsageError(path, f"a GDMNIST1 file holds one split; the input has "
+                                   f"{len(self.splits)} ({', '.join(dataset.splits) or 'none'})",
+                             "write to a directory, or choose one with --split")
+        self.compress = options.gzip or (one and path.lower().endswith(".gz"))
         files = [s.name + (".bin.gz" if options.gzip else ".bin") for s in self.splits]
-        self.targets = [ShardTarget(s.name, 0, os.path.join(path, f), 0, s.header.count)
-                        for s, f in zip(self.splits, files)]
-        self.names_file, self.stale = classes.names_file(path, files, self.names)
+        self.targets = [ShardTarget(s.name, 0, path if one else os.path.join(path, f), 0,
+                                    s.header.count) for s, f in zip(self.splits, files)]
+        self.names_file, self.stale = (None, []) if one else \
+            classes.names_file(path, files, self.names)
+        note = (f"{path} does not keep the class names (a GDMNIST1 file has no room "
+                "for them); write a directory to keep them in its classes.txt")
+        if one and self.names and note not in dataset.notes:
+            dataset.notes.append(note)  # the CLI prints them under the summary
 
     def write_shard(self, index, staged_path):
-        """Split `index`'s file at staged_path: (OutputFile, Counters)."""
         bin_hash, gz_hash = write_split_files(
             self.splits[index], None if self.compress else staged_path,
             staged_path if self.compress else None, self.progress)
@@ -444,8 +439,7 @@ class GdmnistWrite(ShardedWrite):
 
     def finish(self, recorded, staged):
         """A directory's classes.txt, listed last (as IDX lists it)."""
-        return [classes.write_names_file(staged, self.names_file, self.names)] \
-            if self.names_file else []
+        return classes.write_names_file(staged, self.names_file, self.names)
 
 
 prepare_write = GdmnistWrite

@@ -501,7 +501,6 @@ class IdxWrite(ShardedWrite):
         return staged.file(target.path)
 
     def write_shard(self, index, staged_path):
-        """Target `index` at staged_path: (OutputFile, Counters)."""
         target = self.targets[index]
         split = self.splits[index // 2]
         with open_staged(staged_path) as f, contextlib.ExitStack() as stack:
@@ -518,8 +517,7 @@ class IdxWrite(ShardedWrite):
 
     def finish(self, recorded, staged):
         """classes.txt, listed last."""
-        return [classes.write_names_file(staged, self.names_file, self.names)] \
-            if self.names_file else []
+        return classes.write_names_file(staged, self.names_file, self.names)
 
 
 prepare_write = IdxWrite
@@ -544,11 +542,10 @@ def _write_labels(out, split, torchvision=None):
     if len(labels) != h.count:
         raise CorruptData(h.source, f"yielded {len(labels)} examples, its header says "
                                     f"{h.count}")
-    label_type, dims = (np.dtype(np.int32), (h.count, 8)) if torchvision == "QMNIST" else \
-        (np.dtype(np.uint8) if torchvision else _label_dtype(split), (h.count,))
-    out.write(_header_bytes(label_type, dims, h.source))
+    qmnist = torchvision == "QMNIST"  # its other 7 columns: 0
+    label_type = np.dtype(np.int32 if qmnist else np.uint8) if torchvision else \
+        _label_dtype(split)
+    out.write(_header_bytes(label_type, (h.count, 8) if qmnist else (h.count,), h.source))
     for start in range(0, h.count, LABEL_CHUNK):
         part = _labels_as(labels[start:start + LABEL_CHUNK], label_type, h.source)
-        if len(dims) == 2:  # QMNIST's other columns: 0
-            part = np.pad(part[:, None], ((0, 0), (0, 7)))
-        out.write(part.tobytes())
+        out.write((np.pad(part[:, None], ((0, 0), (0, 7))) if qmnist else part).tobytes())
