@@ -223,8 +223,7 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
 def _write(fmt, dataset, path, options, force, progress):
     """The format's write: the contract's driver when it prepares a ShardedWrite."""
     from .formats import contract
-    if hasattr(contract.writer_module(fmt), "prepare_write") and \
-            fmt.name not in contract.OWN_LOOP:
+    if hasattr(contract.writer_module(fmt), "prepare_write"):
         return contract.write(fmt, dataset, path, options, force=force, progress=progress)
     contract.admit(fmt, dataset, options)
     return fmt.load().write(dataset, path, force=force, progress=progress, **options)

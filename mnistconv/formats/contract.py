@@ -27,6 +27,7 @@ written.
 
 import importlib
 import itertools
+import os
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
@@ -129,7 +130,18 @@ class ShardedWrite(ABC):
 
     def stage(self, staged, target: ShardTarget) -> str:
         """Where a local write writes target (staged: its StagedOutput): a file beside it."""
-        return staged.file(target.path)
+        path = staged.file(target.path)
+        self.__dict__.setdefault("_staged", {})[target.path] = path
+        return path
+
+    def staged_together(self, split: str) -> "dict | None":
+        """{shard index: staged path} of every target of split when stage() placed them
+        all (a local run: a split read once may fill them in one pass), else None."""
+        staged = self.__dict__.get("_staged", {})
+        mine = [t for t in self.targets if t.split == split]
+        if not all(t.path in staged for t in mine):
+            return None
+        return {t.index: staged[t.path] for t in mine}
 
     def check_plannable(self) -> None:  # noqa: B027 (most jobs plan whatever their options)
         """Refuse options a plan cannot honour (a UsageError), before any task runs."""
@@ -153,10 +165,6 @@ class ShardedWrite(ABC):
         return {}
 
 
-# Formats whose local write still runs its own loop, while they move onto write().
-OWN_LOOP = {"parquet"}
-
-
 def writer_module(fmt) -> Any:
     """The module holding fmt's prepare_write (the spec's `writer`, else its module)."""
     return importlib.import_module(fmt.writer or fmt.module)
@@ -169,7 +177,7 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
     under one StagedOutput, each target written in order with progress per split, the
     set finished. The files in order (shards, then metadata), the records per split and
     the job's stats of every shard's counters merged."""
-    from ..io.fileio import StagedOutput
+    from ..io.fileio import StagedOutput, exists_error
     path, values = checked_options(fmt, path, options)
     admit(fmt, dataset, values)
     job = writer_module(fmt).prepare_write(dataset, path, fmt.options(values))
@@ -178,6 +186,9 @@ def write(fmt, dataset, path, options: dict, *, force: bool = False,
         staged_paths = [job.stage(staged, t) for t in job.targets]
         for stale in job.stale:
             staged.supersede(stale)
+        for later in job.metadata_targets():  # refused now, not once the data is written
+            if not force and os.path.lexists(later):
+                raise exists_error(later)
         numbered = list(enumerate(job.targets))
         with job.session(sum(t.stop - t.start for t in job.targets), progress):
             for split, group in itertools.groupby(numbered, lambda e: e[1].split):

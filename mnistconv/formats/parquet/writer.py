@@ -13,11 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import CannotWrite, CorruptData, NoSplits, UsageError
-from ...io.fileio import StagedOutput, open_staged, output_entries, own_file_size, sha256_file
+from ...io.fileio import open_staged, output_entries, own_file_size, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...workers.parallel import COUNTERS, ParallelEncoder, check_workers
+from .. import contract
 from ..contract import Counters, ShardTarget, ShardedWrite
-from ...model.records import NO_PROGRESS, OutputFile, WriteResult
+from ...model.records import NO_PROGRESS, OutputFile
 from ...io.shards import check_shard_count, shard_bounds
 from ...codecs.classes import check_labels
 from .. import extras
@@ -133,30 +134,7 @@ def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options):
         write(mnistconv.read("data/mnist"), "mnist-hf/", config="mnist")
     """
     from . import SPEC
-    job = ParquetWrite(dataset, path, SPEC.options(options))
-    if any(t is not None for t in job.tables.values()):
-        extras.kept(dataset)
-    recorded, totals = {}, ParquetCounters()
-    with StagedOutput(force, root=job.path) as staged:
-        tmps = {t.path: staged.file(t.path) for t in job.targets}
-        for stale in job.stale:
-            staged.supersede(stale)
-        card_tmp = [staged.file(p) for p in job.metadata_targets()[:1]]  # README.md
-        with job.encoder(sum(s.header.count for s in dataset.splits.values())) as encoder:
-            for name in dataset.splits:  # each split in one pass, its shards together
-                mine = [t for t in job.targets if t.split == name]
-                counters = job.write_shards(encoder, name, {t.index: tmps[t.path]
-                                                            for t in mine}, progress)
-                for t in mine:
-                    totals.merge(counters[t.index])
-                    recorded[t.path] = (_output(t.path, tmps[t.path]), counters[t.index])
-        files = [f for f, _ in recorded.values()]
-        for tmp in card_tmp:
-            with open_staged(tmp) as f:
-                f.write(job.card(recorded))
-            files.append(_output(job.metadata_targets()[0], tmp))
-    return WriteResult(files, {name: s.header.count for name, s in dataset.splits.items()},
-                       job.stats(totals))
+    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 def _open(pq, file, schema):
@@ -264,6 +242,8 @@ class ParquetWrite(ShardedWrite):
         self.folder = config or "data"
         self.tasks = {tuple(s.header.shape): _PngTask(s.header.shape)
                       for s in dataset.splits.values()}
+        if any(t is not None for t in self.tables.values()):
+            extras.kept(dataset)  # int32 columns after label
         self.targets, self.stale = [], []
         for name, split in dataset.splits.items():
             bounds = shard_bounds(split.header.count, shards)
@@ -294,14 +274,14 @@ class ParquetWrite(ShardedWrite):
                       and os.path.abspath(os.path.join(folder, n)) not in keep]
         return found
 
-    def encoder(self, total=None):
+    def shared(self, records):
         """The PNG encoders of every split's image shape."""
         return ParallelEncoder(list(self.tasks.values()), check_workers(self.options.workers),
                                self.options.processes,
                                max(int(np.prod(shape)) for shape in self.tasks), PIECE,
-                               total=total)
+                               total=records)
 
-    def write_shards(self, encoder, name, paths, progress=NO_PROGRESS):
+    def write_shards(self, encoder, name, paths):
         """Shards of split `name` at paths ({index: staged path}) from one pass over its
         rows (only theirs when the split can seek and not every shard is asked for):
         {index: ParquetCounters}."""
@@ -309,13 +289,9 @@ class ParquetWrite(ShardedWrite):
         labels, extra = self.labels[name], self.tables[name]
         cuts = _cuts([t for t in self.targets if t.split == name], self.row_group)
         if len(paths) < self.shards and split.can_seek:
-            starts = [0] + [end for _, end, _ in cuts[:-1]]
-            pieces = (((shard, closes, labels[at:end], None if extra is None else extra[at:end]),
-                       split.take(np.arange(at, end, dtype=np.int64)), labels[at:end],
-                       np.arange(at, end, dtype=np.int64))
-                      for (shard, end, closes), at in zip(cuts, starts) if shard in paths)
+            pieces = self._taken(split, labels, extra, cuts, paths)
         else:  # a stream, or every shard: the split's pieces in order
-            pieces = (p for p in _pieces(split, labels, cuts, progress, extra)
+            pieces = (p for p in _pieces(split, labels, cuts, self.progress, extra)
                       if p[0][0] in paths)
         counters = {shard: ParquetCounters() for shard in paths}
         if 0 in counters:  # write() counts ceil(rows / row group size) per split
@@ -344,12 +320,29 @@ class ParquetWrite(ShardedWrite):
                 file.close()
         return counters
 
+    def _taken(self, split, labels, extra, cuts, paths):
+        """The pieces of the shards in paths, their rows taken alone."""
+        starts = [0] + [end for _, end, _ in cuts[:-1]]
+        for (shard, end, closes), at in zip(cuts, starts):
+            if shard in paths:
+                rows = np.arange(at, end, dtype=np.int64)
+                yield ((shard, closes, labels[at:end],
+                        None if extra is None else extra[at:end]),
+                       split.take(rows), labels[at:end], rows)
+                self.advance(end - at)
+
     def write_shard(self, index, staged_path):
-        """Shard `index` at staged_path: (OutputFile, ParquetCounters)."""
+        """Shard `index` at staged_path: (OutputFile, ParquetCounters). In a local run,
+        the split's first shard writes all of them from one pass over its rows."""
         target = self.targets[index]
-        with self.encoder() as encoder:
-            counters = self.write_shards(encoder, target.split, {target.index: staged_path})
-        return _output(target.path, staged_path), counters[target.index]
+        done = self.__dict__.setdefault("_done", {})
+        if target.path not in done:
+            paths = self.staged_together(target.split) or {target.index: staged_path}
+            with self.session(target.stop - target.start) as encoder:
+                counters = self.write_shards(encoder, target.split, paths)
+            done.update({t.path: counters[t.index] for t in self.targets
+                         if t.split == target.split and t.index in counters})
+        return _output(target.path, staged_path), done.pop(target.path)
 
     def stats(self, counters):
         """write()'s stats: the row groups."""
