@@ -45,6 +45,21 @@ def _pair_commands():
             for r in registry.readers() for w in registry.writers() if r.name != w.name}
 
 
+def _pair_command_formats(name):
+    """(reader, writer) when name is one of _pair_commands(), else None: looked up by its
+    parts, without making every pair's name."""
+    from ..formats import registry
+    at = name.find("-to-")
+    while at > 0:
+        reader = registry.FORMATS.get(name[:at])
+        writer = registry.FORMATS.get(name[at + 4:])
+        if reader is not None and writer is not None and reader.can_read and \
+                writer.can_write and reader.name != writer.name:
+            return reader.name, writer.name
+        at = name.find("-to-", at + 1)
+    return None
+
+
 class StdoutGone(Exception):
     """The reader of stdout went away (`| head`): click would make BrokenPipeError exit 1."""
 
@@ -104,9 +119,14 @@ class LazyGroup(click.Group):
             raise CliError.of(e) from e
 
     def resolve_command(self, ctx, args):
-        """click's, with "did you mean" for a mistyped command."""
+        """click's, with "did you mean" for a mistyped command. A command found is
+        returned as click's would return it, built once: click's own lookup would build
+        an a-to-b command and its options a second time."""
         name = args[0] if args else None
-        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+        if name and not name.startswith("-"):
+            command = self.get_command(ctx, name)
+            if command is not None:
+                return name, command, args[1:]
             import difflib
             close = difflib.get_close_matches(name, self.list_commands(ctx), n=3,
                                               cutoff=0.6)
@@ -122,10 +142,10 @@ class LazyGroup(click.Group):
         if name in COMMANDS:
             module, attr = COMMANDS[name][0].split(":")
             return getattr(importlib.import_module(module), attr)
-        pairs = _pair_commands()
-        if name in pairs:
+        pair = _pair_command_formats(name)
+        if pair is not None:
             from .convert import pair_command
-            return pair_command(*pairs[name])
+            return pair_command(*pair)
         return None
 
     def format_commands(self, ctx, formatter):
