@@ -207,11 +207,13 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     path, options = checked_options(fmt, path, options)  # the name a description goes by
     from . import describe
     describe.check(fmt, path, force, options)  # refused now, not after the data is written
+    layout = describe.described(fmt, path)
     from contextlib import nullcontext
     from .io.fileio import hashed_outputs
     from .io.staging import one_commit
     with one_commit():  # the data and its description appear together or not at all
-        with hashed_outputs() if describe.lists_hashes(fmt, path) else nullcontext():
+        # (a description listing each file's SHA-256: hashed as they are written)
+        with hashed_outputs() if layout and layout.listed else nullcontext():
             written = _write(fmt, dataset, path, options, force, progress or NO_PROGRESS)
         if not isinstance(written, WriteResult):  # files only: every split written whole
             written = WriteResult(list(written), {name: split.header.count

@@ -295,9 +295,8 @@ def _drop_earlier_card(dst):
 
 
 def _list_outputs(c, values, sums, card):
-    """--list-outputs: the files a plain run would write, as the user names them,
-    named from the plan of a format that plans, else written into a private temporary
-    directory, listed and removed."""
+    """--list-outputs: the files a plain run would write, as the user names them, named
+    from the headers (outputs_of); nothing is written."""
     src, dst = c.src, c.dst
     if src == "-" or dst == "-" or "://" in dst:
         raise UsageError(dst if dst != "-" else "-", "--list-outputs needs local files",
@@ -306,7 +305,7 @@ def _list_outputs(c, values, sums, card):
     dataset = source.read(values, selection(values))
     options = options_for(writer.write_options, values)
     options.pop("workers", None)
-    names = _planned_outputs(dataset, dst, writer, options)
+    names = outputs_of(dataset, dst, writer, options)
     if names is None:
         names = _written_outputs(dataset, dst, writer, options)
     if sums:
@@ -324,18 +323,36 @@ def _list_outputs(c, values, sums, card):
     return 0
 
 
-def _planned_outputs(dataset, dst, writer, options):
-    """The shards and metadata of the format's plan, or None if the headers cannot say."""
-    from ..formats.contract import prepare_write
-    if not writer.plannable:
-        return None
-    try:
-        dst, options = registry.resolve_output(dst, writer, options)  # as write() names it
-        job = prepare_write(writer.name, dataset, dst, options)
-    except UsageError:
-        return None
+class _Noted:
+    """Where a job would stage its files (StagedOutput.file's part): noted, not made."""
+
+    def __init__(self):
+        self.paths: list = []
+
+    def file(self, path):
+        self.paths.append(str(path))
+        return str(path)
+
+
+def outputs_of(dataset, dst, writer, options) -> Optional[list]:
+    """The files write() makes, named without encoding an image: each target of the
+    format's job as it stages it (with its side files: TFRecord's indexes), the metadata
+    beside them and the description (croissant.json). A job whose names follow the
+    encoded bytes (WebDataset or TFDS shards cut by bytes) says why in one line. None
+    for a format that writes in a loop of its own (no job yet)."""
     from .. import describe
-    return [t.path for t in job.targets] + [str(t) for t in job.metadata_targets()] + \
+    from ..formats import contract
+    module = contract.writer_module(writer)
+    if not hasattr(module, "prepare_write"):
+        return None
+    dst, values = contract.checked_options(writer, dst, options)  # as write() names it
+    contract.admit(writer, dataset, values)
+    job = module.prepare_write(dataset, dst, writer.options(values))
+    job.check_named()
+    noted = _Noted()
+    for target in job.targets:
+        job.stage(noted, target)
+    return noted.paths + [str(t) for t in job.metadata_targets()] + \
         describe.targets(writer, dst)
 
 

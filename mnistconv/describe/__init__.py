@@ -27,12 +27,6 @@ def targets(fmt, path) -> list:
     return [target(path)] if described(fmt, path) else []
 
 
-def lists_hashes(fmt, path) -> bool:
-    """Whether the description lists each file's SHA-256 (hashed as it is written)."""
-    layout = described(fmt, path)
-    return layout is not None and layout.listed
-
-
 def check(fmt, path, force, options) -> None:
     """Before anything is written: a description already there is refused without
     force, and the identity keywords it states are checked."""

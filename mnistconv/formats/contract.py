@@ -146,6 +146,10 @@ class ShardedWrite(ABC):
     def check_plannable(self) -> None:  # noqa: B027 (most jobs plan whatever their options)
         """Refuse options a plan cannot honour (a UsageError), before any task runs."""
 
+    def check_named(self) -> None:  # noqa: B027 (most jobs' targets name every file)
+        """Refuse (a UsageError) where the files a write makes follow the encoded bytes,
+        so no one can name them before writing (--list-outputs)."""
+
     def metadata_targets(self) -> list:
         """The files finish() writes beside the shards (none by default)."""
         return []

@@ -148,37 +148,31 @@ def run(source, path, format_name, options, beam_options=(), *, resume=False,
     with plans.PlanRun(dataset, path, format_name, options) as planned:
         plan = planned.plan
         planned.prepare(force=force, resume=resume)
-        _pipeline(beam, PipelineOptions(flags), source, plan, resume, named)
+        at = str(Location(plan["output"]).absolute())  # where every worker finds it
+
+        def quiet(record):
+            return _FAILED not in record.getMessage()
+        for name in _FAILURE_LOGGERS:
+            logging.getLogger(name).addFilter(quiet)
+        try:
+            with beam.Pipeline(options=PipelineOptions(flags)) as pipeline:
+                _ = (pipeline
+                     | "Tasks" >> beam.Create(list(range(len(plan["tasks"]))))
+                     # Spread the tasks over workers (Create alone may keep them in one bundle).
+                     | "Spread" >> beam.Reshuffle()
+                     | "Write shards" >> beam.Map(_write_task, source, at, plan, resume)
+                     | "All written" >> beam.combiners.ToList()
+                     | "Finish" >> beam.Map(_finish, source, at, plan))
+        except Exception as failure:  # noqa: BLE001 (a runner's own kinds: see _FAILED)
+            error = _raised_again(failure, named)
+            if error is None:
+                raise
+            raise error from None
+        finally:
+            for name in _FAILURE_LOGGERS:
+                logging.getLogger(name).removeFilter(quiet)
         # Where the launcher sees the output too, say how it ended (finishing is idempotent).
         rewritten: list = []
         finished, missing = planned.finish(rewritten=rewritten)
         done = [{"task": n, "shard": t["shard"]} for n, t in enumerate(plan["tasks"])]
         return planned.result(done, finished, missing, rewritten)
-
-
-def _pipeline(beam, options, source, plan, resume, named):
-    """Every task as an element, spread over workers, then the finish; a worker's
-    MnistconvError raised again here, one line. Workers get the output's absolute path."""
-    path = str(Location(plan["output"]).absolute())
-
-    def quiet(record):
-        return _FAILED not in record.getMessage()
-    for name in _FAILURE_LOGGERS:
-        logging.getLogger(name).addFilter(quiet)
-    try:
-        with beam.Pipeline(options=options) as pipeline:
-            _ = (pipeline
-                 | "Tasks" >> beam.Create(list(range(len(plan["tasks"]))))
-                 # Spread the tasks over workers (Create alone may keep them in one bundle).
-                 | "Spread" >> beam.Reshuffle()
-                 | "Write shards" >> beam.Map(_write_task, source, path, plan, resume)
-                 | "All written" >> beam.combiners.ToList()
-                 | "Finish" >> beam.Map(_finish, source, path, plan))
-    except Exception as failure:  # noqa: BLE001 (a runner's own kinds: see _FAILED)
-        error = _raised_again(failure, named)
-        if error is None:
-            raise
-        raise error from None
-    finally:
-        for name in _FAILURE_LOGGERS:
-            logging.getLogger(name).removeFilter(quiet)
