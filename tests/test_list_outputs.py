@@ -74,3 +74,10 @@ def test_shards_cut_by_bytes_cannot_be_named_before_they_are_written(tmp_path, m
            "follows every sample's encoded size, known only once written; give a number "
            "of samples per shard, e.g. --shard-size 10000")
     assert sorted(os.listdir(tmp_path)) == ["s.npz"]
+    src = str(src)
+    assert refused_in_process(["convert", src, "t/", "--to", "tfds", "--shard-size", "4KB",
+                               "--list-outputs"], capsys) == (
+        2, "Error: t/: split train gets 1 to 9 shards, depending on how "
+           "well its images compress: their names are known only once written; give "
+           "--shards N to name them")
+    assert sorted(os.listdir(tmp_path)) == ["s.npz"]

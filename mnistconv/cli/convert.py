@@ -324,7 +324,10 @@ def _list_outputs(c, values, sums, card):
 
 
 class _Noted:
-    """Where a job would stage its files (StagedOutput.file's part): noted, not made."""
+    """Where a job would stage its files (StagedOutput.file's part): noted, not made;
+    force, as nothing is replaced."""
+
+    force = True
 
     def __init__(self):
         self.paths: list = []
