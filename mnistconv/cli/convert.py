@@ -306,8 +306,6 @@ def _list_outputs(c, values, sums, card):
     options = options_for(writer.write_options, values)
     options.pop("workers", None)
     names = outputs_of(dataset, dst, writer, options)
-    if names is None:
-        names = _written_outputs(dataset, dst, writer, options)
     if sums:
         names.append(_sums_target(dst, writer))
     if card:
@@ -323,58 +321,15 @@ def _list_outputs(c, values, sums, card):
     return 0
 
 
-class _Noted:
-    """Where a job would stage its files (StagedOutput.file's part): noted, not made;
-    force, as nothing is replaced."""
-
-    force = True
-
-    def __init__(self):
-        self.paths: list = []
-
-    def file(self, path):
-        self.paths.append(str(path))
-        return str(path)
-
-
-def outputs_of(dataset, dst, writer, options) -> Optional[list]:
-    """The files write() makes, named without encoding an image: each target of the
-    format's job as it stages it (with its side files: TFRecord's indexes), the metadata
-    beside them and the description (croissant.json). A job whose names follow the
-    encoded bytes (WebDataset or TFDS shards cut by bytes) says why in one line. None
-    for a format that writes in a loop of its own (no job yet)."""
+def outputs_of(dataset, dst, writer, options) -> list:
+    """The files write() makes, named without reading an image (the format's job says
+    them: ShardedWrite.outputs()), then the description (croissant.json)."""
     from .. import describe
     from ..formats import contract
-    module = contract.writer_module(writer)
-    if not hasattr(module, "prepare_write"):
-        return None
     dst, values = contract.checked_options(writer, dst, options)  # as write() names it
     contract.admit(writer, dataset, values)
-    job = module.prepare_write(dataset, dst, writer.options(values))
-    job.check_named()
-    noted = _Noted()
-    for target in job.targets:
-        job.stage(noted, target)
-    return noted.paths + [str(t) for t in job.metadata_targets()] + \
-        describe.targets(writer, dst)
-
-
-def _written_outputs(dataset, dst, writer, options):
-    """The files a write gives, written under a scratch copy of dst's absolute path."""
-    import tempfile
-    import mnistconv
-    from ..io.fileio import own_files_under, remove_scratch, unhashed_outputs
-    scratch = tempfile.mkdtemp(prefix="mnistconv-list-outputs-")
-    try:
-        root = os.path.join(scratch, "root")
-        mirrored = root + os.path.abspath(dst) + ("/" if dst.endswith("/") else "")
-        if any(o.name == "workers" for o in writer.write_options):
-            options["workers"] = None
-        with unhashed_outputs():
-            mnistconv.write(dataset, mirrored, writer.name, **options)
-        return sorted(path[len(root):] for path in own_files_under(root))
-    finally:
-        remove_scratch(scratch)
+    job = contract.writer_module(writer).prepare_write(dataset, dst, writer.options(values))
+    return job.outputs() + describe.targets(writer, dst)
 
 
 def _drop_plan_record(dst):

@@ -146,9 +146,12 @@ class ShardedWrite(ABC):
     def check_plannable(self) -> None:  # noqa: B027 (most jobs plan whatever their options)
         """Refuse options a plan cannot honour (a UsageError), before any task runs."""
 
-    def check_named(self) -> None:  # noqa: B027 (most jobs' targets name every file)
-        """Refuse (a UsageError) where the files a write makes follow the encoded bytes,
-        so no one can name them before writing (--list-outputs)."""
+    def outputs(self) -> list:
+        """Every file a local write of this job makes, named from the headers, no image
+        read (--list-outputs): its targets' files, then the metadata. A job whose names
+        follow the encoded bytes raises a UsageError saying so."""
+        return list(dict.fromkeys([t.path for t in self.targets] +
+                                  [str(t) for t in self.metadata_targets()]))
 
     def metadata_targets(self) -> list:
         """The files finish() writes beside the shards (none by default)."""

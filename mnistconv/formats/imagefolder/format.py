@@ -165,6 +165,12 @@ class ImageFolderWrite(ShardedWrite):
             os.makedirs(os.path.join(self.tree, target.split, self.folders[label]))
         return os.path.join(self.tree, target.split)
 
+    def outputs(self):
+        """Every image file: <split>/<class>/<index>."""
+        return [os.path.join(t.path, self.folders[int(label)], name)
+                for t, (_, labels, names, _) in zip(self.targets, self.plan)
+                for label, name in zip(labels.tolist(), names)]
+
     def shared(self, records):
         """The encoder of every split's images."""
         tasks = [task for *_, task in self.plan]

@@ -177,13 +177,14 @@ class TfdsWrite(ShardedWrite):
                                         "well they compress, so a plan cannot be cut "
                                         "from the header", "give --shards N to plan it")
 
-    def check_named(self):
+    def outputs(self):
         """A split cut once encoded has no shard names before."""
         for split_name, (low, high) in self.cut_later.items():
             raise UsageError(self.path, f"split {split_name} gets {low} to {high} shards, "
                                         "depending on how well its images compress: their "
                                         "names are known only once written",
                              "give --shards N to name them")
+        return super().outputs()
 
     def cut(self, split_name, count, n) -> list:
         """The n shard targets of a split of count records, cut as TFDS cuts."""

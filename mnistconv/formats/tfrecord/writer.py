@@ -343,6 +343,11 @@ class TFRecordWrite(ShardedWrite):
             raise UsageError(self.path, "--index-files does not apply to planned runs",
                              "write the indexes with a local conversion")
 
+    def outputs(self):
+        """The shards, each with its index file when written locally with index_files."""
+        return [p for t in self.targets for p in [t.path] + (
+            [index_path(t.path)] if self.options.index_files else [])]
+
     def shared(self, records) -> ParallelEncoder:
         """The encoder of every split's settings (warmed first: forked workers inherit
         them)."""

@@ -260,13 +260,14 @@ class WebDatasetWrite(ShardedWrite):
                              "plan with a number of samples per shard, e.g. "
                              "--shard-size 10000")
 
-    def check_named(self):
+    def outputs(self):
         """Shards cut by bytes: how many there are follows every sample's encoded size."""
         if self.max_bytes:
             raise UsageError(None, f"--shard-size {self.options.shard_size} cuts "
                                    "WebDataset shards by bytes: how many there are follows "
                                    "every sample's encoded size, known only once written",
                              "give a number of samples per shard, e.g. --shard-size 10000")
+        return super().outputs()
 
     def write_shard(self, index, staged_path):
         """Shard `index` at staged_path (cut by bytes: the split's shards, the first
