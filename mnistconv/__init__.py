@@ -192,7 +192,7 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
         mnistconv.write(ds, "out/mnist", gzip=True)              # an IDX directory
         mnistconv.write(ds, "mnist.tfrecord.gz", force=True)     # gzip from the name
     """
-    from .model.records import NO_PROGRESS, WriteResult
+    from .model.records import NO_PROGRESS
     path = _file_url(path)
     if "://" in str(path):  # s3://, memory://...: written locally, then uploaded
         from .io import remote
@@ -203,8 +203,8 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     fmt = registry.get(format) if format else registry.detect_output(path)
     if not fmt.can_write:
         raise CannotWrite(path, f"mnistconv cannot write {fmt.name}")
-    from .formats.contract import checked_options
-    path, options = checked_options(fmt, path, options)  # the name a description goes by
+    from .formats import contract
+    path, options = contract.checked_options(fmt, path, options)  # the name a description goes by
     from . import describe
     describe.check(fmt, path, force, options)  # refused now, not after the data is written
     layout = describe.described(fmt, path)
@@ -214,21 +214,10 @@ def write(dataset: "Dataset", path: PathArg, format: Optional[str] = None, *,
     with one_commit():  # the data and its description appear together or not at all
         # (a description listing each file's SHA-256: hashed as they are written)
         with hashed_outputs() if layout and layout.listed else nullcontext():
-            written = _write(fmt, dataset, path, options, force, progress or NO_PROGRESS)
-        if not isinstance(written, WriteResult):  # files only: every split written whole
-            written = WriteResult(list(written), {name: split.header.count
-                                                  for name, split in dataset.splits.items()})
+            written = contract.write(fmt, dataset, path, options, force=force,
+                                     progress=progress or NO_PROGRESS)
         written.files.extend(describe.describe(dataset, path, written.files, fmt, options))
     return written
-
-
-def _write(fmt, dataset, path, options, force, progress):
-    """The format's write: the contract's driver when it prepares a ShardedWrite."""
-    from .formats import contract
-    if hasattr(contract.writer_module(fmt), "prepare_write"):
-        return contract.write(fmt, dataset, path, options, force=force, progress=progress)
-    contract.admit(fmt, dataset, options)
-    return fmt.load().write(dataset, path, force=force, progress=progress, **options)
 
 
 def convert(src: PathArg, dst: PathArg, from_: Optional[str] = None, to: Optional[str] = None,

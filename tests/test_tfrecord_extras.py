@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import mnistconv
-from mnistconv.formats.tfrecord import writer
 from mnistconv.codecs.example import example_class
 from mnistconv.codecs.framing import iter_records
 from mnistconv.model.records import ArraySplit, Dataset
@@ -124,7 +123,7 @@ def test_without_extras_the_bytes_are_unchanged(tmp_path, opts, sha):
     labels = (np.arange(40) % 10).astype(np.uint8)
     ds = Dataset("npz", {"train": ArraySplit("train", images, labels,
                                              np.arange(100, 140, dtype=np.int64))}, [])
-    writer.write(ds, tmp_path / "m.tfrecord", **opts)
+    mnistconv.write(ds, tmp_path / "m.tfrecord", **opts)
     assert hashlib.sha256((tmp_path / "m.tfrecord").read_bytes()).hexdigest() == sha
     assert mnistconv.model.stream.extra_fields(
         mnistconv.read(tmp_path / "m.tfrecord").splits["train"]) is None
@@ -191,7 +190,7 @@ def test_an_extra_field_named_as_a_feature_of_the_format_is_one_line(tmp_path, c
     ds = Dataset("npz", {"train": Split("train", np.zeros((3, 28, 28), np.uint8),
                                         np.zeros(3, np.uint8), source="x.npz")}, [])
     with pytest.raises(mnistconv.errors.FormatError) as info:
-        writer.write(ds, tmp_path / "m.tfrecord")
+        mnistconv.write(ds, tmp_path / "m.tfrecord")
     assert str(info.value) == ("x.npz: extra field index has the name of a field the "
                                "format writes itself; names taken: image, label, index, "
                                "height, width, label_name")

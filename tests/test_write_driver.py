@@ -14,10 +14,7 @@ from mnistconv.model.records import ArraySplit, Dataset, Progress
 from helpers import tree_hashes
 
 WRITERS = [f.name for f in registry.writers()]
-# Formats whose writer is not yet a ShardedWrite (being moved onto the driver): their
-# local write is their own until then.
-NOT_YET: set = set()
-# Options each format's smallest write needs, and its output name.
+# Options each format's smallest write needs.
 OPTIONS = {"caffe-hdf5": {"pixel_type": "uint8"}}
 
 
@@ -34,32 +31,36 @@ def target(root, fmt):
         ("" if fmt.output_is_one_file else os.sep)
 
 
-def test_every_writer_but_those_moving_prepares_a_sharded_write():
-    without = sorted(f.name for f in registry.writers()
-                     if not hasattr(contract.writer_module(f), "prepare_write"))
-    assert without == sorted(NOT_YET & set(without))
-    assert {"tfrecord"} <= set(WRITERS) - set(without)
-
-
 @pytest.mark.parametrize("name", WRITERS)
 def test_every_local_write_goes_through_the_driver(tmp_path, monkeypatch, name):
+    """Each format's writer is a ShardedWrite the driver drives: write() calls the
+    driver once, and the driver stages and writes every target of the job."""
     fmt = registry.get(name)
-    if not hasattr(contract.writer_module(fmt), "prepare_write"):
-        assert name in NOT_YET
-        pytest.skip(f"{name}'s writer is not a ShardedWrite yet")
-    calls, real = [], contract.write
+    calls, shards, jobs, real = [], [], [], contract.write
 
     def counting(fmt, dataset, path, options, **kw):
         calls.append(fmt.name)
         return real(fmt, dataset, path, options, **kw)
 
+    def preparing(dataset, path, options):
+        job = prepare(dataset, path, options)
+        jobs.append(job)
+        written = job.write_shard
+        job.write_shard = lambda i, p: shards.append(i) or written(i, p)
+        return job
+
+    module = contract.writer_module(fmt)
+    prepare = module.prepare_write
     monkeypatch.setattr(contract, "write", counting)
+    monkeypatch.setattr(module, "prepare_write", preparing)
     try:
         result = mnistconv.write(digits(), target(tmp_path, fmt), name,
                                  **OPTIONS.get(name, {}))
     except MissingDependency as e:
         pytest.skip(f"{name}: {e}")
     assert calls == [name]
+    [job] = jobs
+    assert shards == list(range(len(job.targets))) and shards
     assert result.counts == {"train": 30, "test": 10}
     for f in result.files:  # every file listed is there with the bytes it says
         assert os.path.getsize(f.path) == f.bytes

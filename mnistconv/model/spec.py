@@ -117,7 +117,8 @@ class Described:
 @dataclass(frozen=True)
 class Format:
     """A format's declaration; `module`, imported on first use, provides sniff(path),
-    read(path, **options), write(dataset, path, **options) and maybe matches_name."""
+    read(path, **options) and maybe matches_name; `writer` (else `module`) provides
+    prepare_write(dataset, path, options), which mnistconv.formats.contract drives."""
 
     name: str
     module: str
@@ -181,7 +182,8 @@ class Format:
         for name, value in values.items():
             if name in declared:
                 declared[name].check(value)
-            elif name not in inspect.signature(getattr(self.load(), role)).parameters:
+            elif role == "write" or \
+                    name not in inspect.signature(self.load().read).parameters:
                 takes = ", ".join(declared) or "no options"
                 raise UsageError(None, f"{role} {self.name} takes no option '{name}'",
                                  f"it takes: {takes}")

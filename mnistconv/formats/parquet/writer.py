@@ -16,9 +16,8 @@ from ...errors import CannotWrite, CorruptData, NoSplits, UsageError
 from ...io.fileio import open_staged, output_entries, own_file_size, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...workers.parallel import COUNTERS, ParallelEncoder, check_workers
-from .. import contract
 from ..contract import Counters, ShardTarget, ShardedWrite
-from ...model.records import NO_PROGRESS, OutputFile
+from ...model.records import OutputFile
 from ...io.shards import check_shard_count, shard_bounds
 from ...codecs.classes import check_labels
 from .. import extras
@@ -121,20 +120,6 @@ def _pieces(split, labels, cuts, progress, table=None):
     if extra:
         raise CorruptData(where, f"yielded {at + extra} examples, its header says "
                                  f"{split.header.count}")
-
-
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options):
-    """Write every split as Hugging Face Parquet. A directory gets the Hub's layout:
-    `<folder>/<split>-00000-of-0000N.parquet` (folder `data`, config 'default', unless
-    `config` names one) and README.md, the dataset card; a name ending in .parquet gets
-    the one split of the dataset as that file. shards: files per split; row_group_size:
-    rows per row group; workers: PNG encoders (threads, or forked processes if
-    processes=True). Returns a WriteResult (files, counts per split).
-
-        write(mnistconv.read("data/mnist"), "mnist-hf/", config="mnist")
-    """
-    from . import SPEC
-    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 def _open(pq, file, schema):

@@ -30,13 +30,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import contract, registry
+from .. import registry
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import CorruptData, FormatError, InTheWay, NoSplits, Truncated, UsageError
 from ...io.fileio import check_input_file, check_output_path, exists_error, input_root, \
     is_staging_name, open_input, open_staged, output_entries
 from ...workers.parallel import ParallelEncoder, check_workers
-from ...model.records import NO_PROGRESS, Dataset, WriteResult, OutputFile, WrappedSplit
+from ...model.records import Dataset, OutputFile, WrappedSplit
 from ...io.shards import check_shard_count, SHARD_RE
 from ...limits import MAX_SHARDS, parse_bytes
 from ...codecs import spool as shardwrite, tfds_encode as encode
@@ -317,18 +317,6 @@ class TfdsWrite(ShardedWrite):
 def prepare_write(dataset, path, options) -> TfdsWrite:
     """The sharded write of dataset to path with options (SPEC.options())."""
     return TfdsWrite(dataset, path, options)
-
-
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
-    """Write a TFDS prepared directory path/<name>/<version>/. name: the TFDS dataset
-    name (default: the input's family, e.g. mnist); shards: files per split (default:
-    TFDS' rule, or shard_size bytes each); file_format: tfrecord or array_record.
-
-        result = write(ds, "tfds_data", name="mnist", version="3.0.1")
-        result.counts   # {'train': 60000, 'test': 10000}
-    """
-    from . import SPEC
-    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 class TfdsSplit(WrappedSplit):

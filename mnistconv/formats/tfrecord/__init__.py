@@ -36,7 +36,7 @@ This file imports no other module until a name is used, so `--help` pays for not
 
     from mnistconv.formats import tfrecord
     ds = tfrecord.read("mnist.tfrecord")
-    tfrecord.write(ds, "copy.tfrecord", preset="tfds", shards=4)
+    mnistconv.write(ds, "copy.tfrecord", preset="tfds", shards=4)
 """
 
 from ...model.spec import GREY, RGB, Format, Holds, Option

@@ -8,4 +8,4 @@ from ...io.shards import SHARD_RE, shard_names  # noqa: F401
 from .indexed import IndexedSplit, read  # noqa: F401
 from .names import EXTENSIONS, matches_name, resolve, split_target  # noqa: F401
 from .reader import TFRecordSplit, sniff  # noqa: F401
-from .writer import CHUNK, ERROR_SAMPLE, Settings, encode_records, write  # noqa: F401
+from .writer import CHUNK, ERROR_SAMPLE, Settings, encode_records  # noqa: F401

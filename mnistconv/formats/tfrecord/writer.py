@@ -21,11 +21,9 @@ from ...io.fileio import (HashingWriter, is_stdio, open_staged,
 from ...limits import check_num_classes
 from ...workers.parallel import ParallelEncoder, check_workers
 from ...io import budget
-from ...model.records import NO_PROGRESS, OutputFile, WriteResult
+from ...model.records import OutputFile
 from ...io.shards import ShardSet, check_shard_count, other_shard_sets
-from .. import contract
 from ..contract import Counters, ShardTarget, ShardedWrite
-from . import SPEC
 from ...codecs.framing import Framer
 from .index_files import IndexWriter, index_path
 from .names import INDEX_SUFFIX, split_target
@@ -234,22 +232,6 @@ def _check_labels(labels, where):
         raise FormatError(where, f"label {low} is negative", "TFRecord labels are classes "
                                  "0, 1, 2, ...")
     check_num_classes(high + 1, where, "labels")
-
-
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
-    """Write every split as TFRecord: one split to `path`, several to
-    `<stem>-<split><ext>` beside it; shards=N cuts each into TensorFlow-named shards.
-    Returns a WriteResult whose stats are "records" and, for JPEG, the mean and max
-    absolute pixel error over the records measured and their number
-    ("jpeg_error_records": the first sixteenth of every chunk of CHUNK records, or all
-    with exact_jpeg_error=True). index_files=True writes `<file>.idx` beside every file.
-    workers: threads (None: one per core); processes=True lets them be forked processes.
-
-        ds = mnistconv.read("data/mnist")
-        result = write(ds, "out/mnist.tfrecord", shards=4, workers=2)
-        result.counts   # {'train': 60000, 'test': 10000}
-    """
-    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 @dataclass

@@ -44,7 +44,7 @@ from ...codecs.tar import BLOCK, looks_like_tar, members
 from ...codecs.classes import check_name, names_by_label
 from ...codecs.images import decode_image
 from .. import extras
-from .writer import JSON_KEYS, write  # noqa: F401 (write: the format's writer)
+from .writer import JSON_KEYS
 
 IMAGE_EXTENSIONS = ("png", "jpg", "jpeg")
 _SHARD_NAME = re.compile(r"^(?P<stem>.+?)(?:-(?P<shard>\d{6}))?\.tar$", re.IGNORECASE)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import contract
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...errors import BadOption, CorruptData, FormatError, NoSplits, UsageError
 from ...io.fileio import HashingWriter, is_stream_path, open_staged, output_entries
@@ -21,7 +20,7 @@ from ...io import budget
 from ...limits import (MAX_SHARDS, SIZE_UNITS_HELP, check_num_classes, is_number, parse_bytes,
                        printable)
 from ...workers.parallel import ParallelEncoder, check_workers
-from ...model.records import NO_PROGRESS, OutputFile, WriteResult
+from ...model.records import OutputFile
 from ...codecs.tar import END, RECORD, end_of_archive
 from ...codecs.images import class_labels, grayscale_shape
 from .. import extras
@@ -148,19 +147,6 @@ class ShardWriter:
         if self.out is not None:
             self._finish()
         return self.files
-
-
-def write(dataset, path, *, force=False, progress=NO_PROGRESS, **options) -> WriteResult:
-    """Write every split as tar shards `<name>-<split>-000000.tar` in the directory
-    `path` (name: its own) or beside `path` named `<name>.tar`. shard_size: samples
-    ("10000"; default: samples.default_samples) or bytes ("100MB") per shard. An earlier
-    set of the same name and split is replaced whole (force=True), never mixed.
-
-        write(mnistconv.read("data/mnist"), "shards/mnist.tar", shard_size="10000")
-        # shards/mnist-train-000000.tar ... -000005.tar, shards/mnist-test-000000.tar
-    """
-    from . import SPEC
-    return contract.write(SPEC, dataset, path, options, force=force, progress=progress)
 
 
 @dataclass
