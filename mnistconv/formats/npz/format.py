@@ -27,7 +27,6 @@ import queue
 import threading
 import time
 import zipfile
-from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -337,9 +336,7 @@ class NpzWrite(ShardedWrite):
         names = (f"{MEDMNIST_SPLITS[split.name]}_images.npy",
                  f"{MEDMNIST_SPLITS[split.name]}_labels.npy") if self.medmnist else \
             (f"x_{split.name}.npy", f"y_{split.name}.npy")
-        _write_split(archive, split, _SplitOptions(
-            o.compress, o.layout, o.to_float, o.label_column or self.medmnist, names),
-            self.progress)
+        _write_split(archive, split, o, names, self.progress)
         if index < len(self.splits) - 1:
             return [], Counters(split.header.count)
         if not self.medmnist:  # MedMNIST's files hold nothing else
@@ -436,22 +433,14 @@ def _write_extras(archive, dataset, compress):
         _write_array(archive, "extra_columns.npy", _text_array(columns), compress)
 
 
-@dataclass(frozen=True)
-class _SplitOptions:
-    compress: bool
-    layout: str
-    to_float: bool
-    label_column: bool  # class labels as (N, 1)
-    names: tuple  # the members: images, labels
-
-
-def _write_split(archive, split, options, progress):
+def _write_split(archive, split, options, names, progress):
+    """The split's members `names` (images, labels) with the write's options."""
     compress, layout, to_float = options.compress, options.layout, options.to_float
     h = split.header
     dtype = np.dtype(np.float32) if to_float else h.dtype
     shape = (h.count,) + _layout_shape(h.shape, layout, h.source)
     labels = []
-    with _member(archive, options.names[0], compress) as f:
+    with _member(archive, names[0], compress) as f:
         _write_header(f, shape, dtype)
         for batch in iter_batches(split, progress, split.name):
             # The array's own memory, not a .tobytes() copy: zipfile takes any buffer.
@@ -461,6 +450,6 @@ def _write_split(archive, split, options, progress):
     y = np.concatenate(labels) if labels else np.zeros(0, h.label_dtype)
     if len(y) != h.count:
         raise CorruptData(h.source, f"yielded {len(y)} examples, its header says {h.count}")
-    if options.label_column and y.ndim == 1:
-        y = y.reshape(-1, 1)
-    _write_array(archive, options.names[1], y, compress)
+    if (options.label_column or options.keys == "medmnist") and y.ndim == 1:
+        y = y.reshape(-1, 1)  # class labels as (N, 1)
+    _write_array(archive, names[1], y, compress)
