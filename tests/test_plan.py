@@ -154,6 +154,29 @@ def test_a_plan_run_here_builds_its_job_once(tmp_path, monkeypatch, resume):
     assert built == [out + "/"]  # (write()'s name for a folder output)
 
 
+def test_beam_builds_the_job_once_per_element(tmp_path, monkeypatch):
+    """On Beam a worker builds the job once per element it runs (each task, then the
+    finish): a store output's private folder lives as long as the run holding it, and
+    one job is not shared by a runner's threads. With the launcher's: T + 2."""
+    pytest.importorskip("apache_beam")
+    from mnistconv.formats.parquet import writer
+    from mnistconv.runners import beam
+    built = []
+
+    def counted(*args):
+        built.append(args[1])
+        return real(*args)
+    real = writer.prepare_write
+    monkeypatch.setattr(writer, "prepare_write", counted)
+    mnistconv.write(_dataset(800, 200, seed=3), str(tmp_path / "s.npz"), "npz")
+    built.clear()
+    result = beam.run(plans.InputSpec(str(tmp_path / "s.npz"), "npz"), str(tmp_path / "hf"),
+                      "parquet", {"shards": 4},
+                      ["runner=DirectRunner", "direct_running_mode=in_memory"])
+    assert result["finished"] and len(result["tasks"]) == 8
+    assert len(built) == 8 + 2
+
+
 @pytest.mark.parametrize("mode", BEAM_MODES)
 def test_beam_direct_runner_gives_the_local_bytes(src, reference, tmp_path, mode):
     pytest.importorskip("apache_beam")
