@@ -57,6 +57,18 @@ def test_the_names_are_what_a_write_makes_and_no_image_is_read(tmp_path, fmt, op
     assert sorted(names) == _files(tmp_path) != []
 
 
+@pytest.mark.parametrize("name", ["idx", "gdmnist"])
+def test_a_names_file_written_beside_the_data_is_named_too(tmp_path, name):
+    from mnistconv.codecs.classes import attach
+    names = tuple("abcdefghij")
+    dst = str(tmp_path / "out") + "/"
+    listed = outputs_of(attach(_dataset(NoPixels), names, "test"), dst,
+                        registry.get(name), {})
+    assert os.listdir(tmp_path) == []
+    mnistconv.write(attach(_dataset(ArraySplit), names, "test"), dst, name)
+    assert sorted(listed) == _files(tmp_path) and listed[-1] == dst + "classes.txt"
+
+
 def test_shards_cut_by_bytes_cannot_be_named_before_they_are_written(tmp_path, monkeypatch,
                                                                     capsys):
     src = tmp_path / "s.npz"

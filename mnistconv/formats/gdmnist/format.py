@@ -437,6 +437,9 @@ class GdmnistWrite(ShardedWrite):
         return output_file_info(self.targets[index].path, gz_hash or bin_hash), \
             Counters(self.splits[index].header.count)
 
+    def metadata_targets(self):
+        return [self.names_file] if self.names_file else []
+
     def finish(self, recorded, staged):
         """A directory's classes.txt, listed last (as IDX lists it)."""
         return classes.write_names_file(staged, self.names_file, self.names)

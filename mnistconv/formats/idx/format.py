@@ -515,6 +515,9 @@ class IdxWrite(ShardedWrite):
                 _write_images(out, split, self.progress)
         return output_file_info(target.path, hashed), Counters(target.stop)
 
+    def metadata_targets(self):
+        return [self.names_file] if self.names_file else []
+
     def finish(self, recorded, staged):
         """classes.txt, listed last."""
         return classes.write_names_file(staged, self.names_file, self.names)
