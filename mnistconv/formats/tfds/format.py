@@ -226,7 +226,7 @@ class TfdsWrite(ShardedWrite):
                 and output_entries(self.target, self.path):
             raise exists_error(self.target)
         self.staged = staged
-        return None if target.split in self.cut_later else staged.file(target.path)
+        return None if target.split in self.cut_later else super().stage(staged, target)
 
     def place(self, spool, lengths, targets, staged_paths) -> list:
         """The spool's records cut into targets (one split's, from the spool's first)."""
@@ -248,11 +248,18 @@ class TfdsWrite(ShardedWrite):
 
     def write_shard(self, index, staged_path):
         """Shard `index` at staged_path (a split cut once encoded: its shards, staged
-        then): (OutputFile or the list of them, TfdsCounters)."""
+        then): (OutputFile or the list of them, TfdsCounters). In a local run, the
+        split's first shard writes all of them from one spool of the split."""
         from ...model.stream import RangeSplit
         target = self.targets[index]
+        done = self.__dict__.setdefault("_done", {})
+        if target.path in done:
+            return done.pop(target.path)
         split = dict(self.splits)[target.split]
-        start, stop = target.start, target.stop
+        together = self.staged_together(target.split)
+        writing = [t for t in self.targets if t.split == target.split] if together \
+            else [target]
+        start, stop = writing[0].start, writing[-1].stop
         whole = (start, stop) == (0, split.header.count)
         near = staged_path or self.target
         with shardwrite.scratch_folder(os.path.dirname(near),
@@ -266,15 +273,20 @@ class TfdsWrite(ShardedWrite):
                                   f"yielded {start + len(lengths)} examples, its header "
                                   f"says {split.header.count}", "check the input")
             if target.split in self.cut_later:  # the count follows the encoded size
-                targets = self.cut(target.split, len(lengths), shard_count(
+                writing = self.cut(target.split, len(lengths), shard_count(
                     self.shards, self.shard_size, int(lengths.sum()), len(lengths),
                     target.split, self.path))
-                written = self.place(spool, lengths, targets,
-                                     [self.staged.file(t.path) for t in targets])
-            else:
-                written = self.place(spool, lengths, [target], [staged_path])
-        return (written[0] if len(written) == 1 else written), \
-            TfdsCounters(len(lengths), int(lengths.sum()), len(written))
+                written = self.place(spool, lengths, writing,
+                                     [self.staged.file(t.path) for t in writing])
+                return written[0] if len(written) == 1 else written, \
+                    TfdsCounters(len(lengths), int(lengths.sum()), len(written))
+            written = self.place(spool, lengths, writing,
+                                 [(together or {target.index: staged_path})[t.index]
+                                  for t in writing])
+        done.update({t.path: (f, TfdsCounters(t.stop - t.start, int(
+            lengths[t.start - start:t.stop - start].sum()), 1))
+            for t, f in zip(writing, written)})
+        return done.pop(target.path)
 
     def stats(self, counters):
         """write()'s stats: records and shards."""
