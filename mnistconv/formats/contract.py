@@ -4,8 +4,11 @@ A format's writer is `prepare_write(dataset, path, options) -> ShardedWrite`, fo
 the module its spec names (`Format(..., writer="mnistconv.formats.x.writer")`; without
 one, the format's own module), options being the frozen dataclass Format.options()
 made. The job says its shard targets (each a split's examples start..stop and the path
-of its file), the files of an earlier set it supersedes (stale), and writes one target
-at a time with write_shard(i, staged_path): the only code that makes a format's bytes.
+of its file) and the files of an earlier set it supersedes (stale); what is the
+format's own is write_targets(targets, paths): consecutive targets of one split from
+one pass over their examples, the only code that makes its bytes. write_shard(i,
+staged_path) writes shard i through it: alone for a plan, with the rest of its split
+in a local run (the split read once).
 
 write() below is every local write: the door (options, then admit()), the job, its
 targets and stale files staged under one StagedOutput, every target written in order
@@ -28,7 +31,6 @@ written.
 import importlib
 import itertools
 import os
-from abc import ABC, abstractmethod
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Iterator
@@ -90,7 +92,7 @@ class _Within(Progress):
         self.step, self.batch = progress.step, progress.batch
 
 
-class ShardedWrite(ABC):
+class ShardedWrite:
     """A prepared write of a shard set; stale: files of an earlier set it supersedes."""
 
     options: Any
@@ -134,14 +136,6 @@ class ShardedWrite(ABC):
         self.__dict__.setdefault("_staged", {})[target.path] = path
         return path
 
-    def staged_together(self, split: str) -> "dict | None":
-        """{shard index: staged path} of every target of split when stage() placed them
-        all (a local run: a split read once may fill them in one pass), else None."""
-        staged = self.__dict__.get("_staged", {})
-        mine = [t for t in self.targets if t.split == split]
-        if not all(t.path in staged for t in mine):
-            return None
-        return {t.index: staged[t.path] for t in mine}
 
     def check_plannable(self) -> None:  # noqa: B027 (most jobs plan whatever their options)
         """Refuse options a plan cannot honour (a UsageError), before any task runs."""
@@ -157,10 +151,26 @@ class ShardedWrite(ABC):
         """The files finish() writes beside the shards (none by default)."""
         return []
 
-    @abstractmethod
     def write_shard(self, index: int, staged_path: str) -> "tuple[Any, Counters]":
         """Write shard `index` at staged_path: its OutputFile (a list when the shard is
-        several files: a local write's side files) and Counters."""
+        several files: a local write's side files) and Counters. In a local run (stage()
+        placed every target of its split) the split's first shard writes them all, its
+        examples read once; a plan's shard is written alone. Same bytes either way."""
+        target = self.targets[index]
+        done = self.__dict__.setdefault("_done", {})
+        if target.path not in done:
+            staged = self.__dict__.get("_staged", {})
+            mine = [t for t in self.targets if t.split == target.split]
+            if all(t.path in staged for t in mine):
+                done.update(self.write_targets(mine, {t.index: staged[t.path] for t in mine}))
+            else:
+                done.update(self.write_targets([target], {target.index: staged_path}))
+        return done.pop(target.path)
+
+    def write_targets(self, targets: list, paths: dict) -> dict:
+        """Write consecutive targets of one split at paths ({index: staged path}) from
+        one pass over their examples: {target path: (OutputFile(s), Counters)}."""
+        raise NotImplementedError(f"{type(self).__name__} writes shard by shard")
 
     def finish(self, recorded: dict, staged) -> list:
         """Write the set's metadata staged in `staged` (a StagedOutput); recorded: {shard

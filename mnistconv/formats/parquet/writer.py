@@ -316,18 +316,12 @@ class ParquetWrite(ShardedWrite):
                        split.take(rows), labels[at:end], rows)
                 self.advance(end - at)
 
-    def write_shard(self, index, staged_path):
-        """Shard `index` at staged_path: (OutputFile, ParquetCounters). In a local run,
-        the split's first shard writes all of them from one pass over its rows."""
-        target = self.targets[index]
-        done = self.__dict__.setdefault("_done", {})
-        if target.path not in done:
-            paths = self.staged_together(target.split) or {target.index: staged_path}
-            with self.session(target.stop - target.start) as encoder:
-                counters = self.write_shards(encoder, target.split, paths)
-            done.update({t.path: counters[t.index] for t in self.targets
-                         if t.split == target.split and t.index in counters})
-        return _output(target.path, staged_path), done.pop(target.path)
+    def write_targets(self, targets, paths):
+        """Shards of one split at paths, from one pass over its rows."""
+        with self.session(sum(t.stop - t.start for t in targets)) as encoder:
+            counters = self.write_shards(encoder, targets[0].split, paths)
+        return {t.path: (_output(t.path, paths[t.index]), counters[t.index])
+                for t in targets}
 
     def stats(self, counters):
         """write()'s stats: the row groups."""

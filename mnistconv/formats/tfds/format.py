@@ -246,22 +246,15 @@ class TfdsWrite(ShardedWrite):
                  "\n".join(self.names) + "\n")
         return [(name, text.encode("utf-8")) for name, text in zip(METADATA, texts)]
 
-    def write_shard(self, index, staged_path):
-        """Shard `index` at staged_path (a split cut once encoded: its shards, staged
-        then): (OutputFile or the list of them, TfdsCounters). In a local run, the
-        split's first shard writes all of them from one spool of the split."""
+    def write_targets(self, targets, paths):
+        """Shards of one split at paths, from one spool of their records (a split cut
+        once encoded: its shards, staged then)."""
         from ...model.stream import RangeSplit
-        target = self.targets[index]
-        done = self.__dict__.setdefault("_done", {})
-        if target.path in done:
-            return done.pop(target.path)
+        target = targets[0]
         split = dict(self.splits)[target.split]
-        together = self.staged_together(target.split)
-        writing = [t for t in self.targets if t.split == target.split] if together \
-            else [target]
-        start, stop = writing[0].start, writing[-1].stop
+        start, stop = target.start, targets[-1].stop
         whole = (start, stop) == (0, split.header.count)
-        near = staged_path or self.target
+        near = paths[target.index] or self.target
         with shardwrite.scratch_folder(os.path.dirname(near),
                                        os.path.basename(target.path)) as scratch:
             with self.session(stop - start) as encoder:
@@ -273,20 +266,18 @@ class TfdsWrite(ShardedWrite):
                                   f"yielded {start + len(lengths)} examples, its header "
                                   f"says {split.header.count}", "check the input")
             if target.split in self.cut_later:  # the count follows the encoded size
-                writing = self.cut(target.split, len(lengths), shard_count(
+                shards = self.cut(target.split, len(lengths), shard_count(
                     self.shards, self.shard_size, int(lengths.sum()), len(lengths),
                     target.split, self.path))
-                written = self.place(spool, lengths, writing,
-                                     [self.staged.file(t.path) for t in writing])
-                return written[0] if len(written) == 1 else written, \
-                    TfdsCounters(len(lengths), int(lengths.sum()), len(written))
-            written = self.place(spool, lengths, writing,
-                                 [(together or {target.index: staged_path})[t.index]
-                                  for t in writing])
-        done.update({t.path: (f, TfdsCounters(t.stop - t.start, int(
+                written = self.place(spool, lengths, shards,
+                                     [self.staged.file(t.path) for t in shards])
+                return {target.path: (written[0] if len(written) == 1 else written,
+                                      TfdsCounters(len(lengths), int(lengths.sum()),
+                                                   len(written)))}
+            written = self.place(spool, lengths, targets, [paths[t.index] for t in targets])
+        return {t.path: (f, TfdsCounters(t.stop - t.start, int(
             lengths[t.start - start:t.stop - start].sum()), 1))
-            for t, f in zip(writing, written)})
-        return done.pop(target.path)
+            for t, f in zip(targets, written)}
 
     def stats(self, counters):
         """write()'s stats: records and shards."""

@@ -345,40 +345,33 @@ class TFRecordWrite(ShardedWrite):
             self.index_paths[target.path] = staged.file(index_path(target.path))
         return super().stage(staged, target)
 
-    def write_shard(self, index, staged_path):
-        """Shard `index` at staged_path: (OutputFile, or with its index file a list of
-        both, and TFRecordCounters). In a local run, the split's first shard writes all
-        of them from one pass over its records."""
-        target = self.targets[index]
-        done = self.__dict__.setdefault("_done", {})
-        if target.path not in done:
-            split, settings, shard_set = self.by_split[target.split]
-            positions = settings.extras is not None
-            mine = [t for t in self.targets if t.split == target.split]
-            paths = self.staged_together(target.split) or {target.index: staged_path}
-            if len(paths) == len(mine):  # the split in one pass, cut at the shards' ends
-                pieces = _chunks(split, shard_set.bounds, self.chunk, positions)
-            elif split.can_seek:  # read the shard's range only
-                pieces = _range_pieces(split, target.start, target.stop, self.chunk,
-                                       positions)
-            else:  # a stream: read up to the shard, cut as the set is cut
-                pieces = ((0, *rest) for out, *rest in _chunks(
-                    split, shard_set.bounds, self.chunk, positions) if out == target.index)
-            writing = [t for t in mine if t.index in paths]
-            outputs = [_Output(t.path, paths[t.index], self.options.compression,
-                               self.index_paths.get(t.path)) for t in writing]
-            counters = [TFRecordCounters() for _ in writing]
-            pixels = int(np.prod(settings.shape))
-            with self.session(sum(t.stop - t.start for t in writing)) as encoder:
-                for out, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
-                    outputs[out].write(data)
-                    counters[out].merge(TFRecordCounters(n, esum, emax, ecount,
-                                                         ecount * pixels))
-                    self.advance(n)
-            for t, output, c in zip(writing, outputs, counters):
-                files = output.close()
-                done[t.path] = (files if len(files) > 1 else files[0]), c
-        return done.pop(target.path)
+    def write_targets(self, targets, paths):
+        """Shards of one split at paths: the split in one pass cut at their ends when
+        they are all of it, else one shard's range."""
+        split, settings, shard_set = self.by_split[targets[0].split]
+        positions = settings.extras is not None
+        if len(targets) == len(shard_set.targets):  # the split in one pass
+            pieces = _chunks(split, shard_set.bounds, self.chunk, positions)
+        elif split.can_seek:  # read the shard's range only
+            [t] = targets
+            pieces = _range_pieces(split, t.start, t.stop, self.chunk, positions)
+        else:  # a stream: read up to the shard, cut as the set is cut
+            pieces = ((0, *rest) for out, *rest in _chunks(
+                split, shard_set.bounds, self.chunk, positions) if out == targets[0].index)
+        outputs = [_Output(t.path, paths[t.index], self.options.compression,
+                           self.index_paths.get(t.path)) for t in targets]
+        counters = [TFRecordCounters() for _ in targets]
+        pixels = int(np.prod(settings.shape))
+        with self.session(sum(t.stop - t.start for t in targets)) as encoder:
+            for out, n, data, (esum, emax, ecount) in encoder.encode(settings, pieces):
+                outputs[out].write(data)
+                counters[out].merge(TFRecordCounters(n, esum, emax, ecount, ecount * pixels))
+                self.advance(n)
+        done = {}
+        for t, output, c in zip(targets, outputs, counters):
+            files = output.close()
+            done[t.path] = (files if len(files) > 1 else files[0]), c
+        return done
 
     def stats(self, counters):
         """write()'s stats: records, the class names (each record holds its own as

@@ -255,47 +255,40 @@ class WebDatasetWrite(ShardedWrite):
                              "give a number of samples per shard, e.g. --shard-size 10000")
         return super().outputs()
 
-    def write_shard(self, index, staged_path):
-        """Shard `index` at staged_path (cut by bytes: the split's shards, the first
-        there): (OutputFile or the list of them, WebDatasetCounters). In a local run,
-        the split's first shard writes all of them from one pass over its samples."""
+    def write_targets(self, targets, paths):
+        """Shards of one split at paths, from one pass over its samples (cut by bytes:
+        the split's one target, its later shards staged as they open)."""
         from ...model.stream import RangeSplit
-        t = self.targets[index]
-        done = self.__dict__.setdefault("_done", {})
-        if t.path not in done:
-            together = self.staged_together(t.split)
-            writing = [x for x in self.targets if x.split == t.split] if together else [t]
-            paths = {x.path: (together or {t.index: staged_path})[x.index] for x in writing}
-            start, stop = writing[0].start, writing[-1].stop
-            split, task, table = next(p for p in self.plan if p[0].name == t.split)
-            count, whole = split.header.count, (start, stop) == (0, split.header.count)
-            shards = ShardWriter(lambda path: paths.get(path) or self.staged.file(path),
-                                 self.directory, self.name, t.split, self.samples[t.split],
-                                 self.max_bytes)
-            shards.number = writing[0].index
-            written = 0
-            pieces = sample_pieces(split if whole else RangeSplit(split, start, stop),
-                                   self.chunk, self.samples[t.split], task.slot_shape[0],
-                                   first=start,
-                                   table=None if table is None else table[start:stop])
-            with self.session(stop - start) as encoder:
-                for _, n, data, (length, _, _) in encoder.encode(task, pieces):
-                    shards.add(*split_output(data, length, n))
-                    written += n
-                    self.advance(n)
-            files = shards.close()
-            if written != stop - start:
-                where, said = split.header.source or t.split, \
-                    f"yielded {start + written} examples, its header says {count}"
-                raise CorruptData(where, said) if whole else \
-                    FormatError(where, said, "check the input")
-            if len(writing) == 1:  # (cut by bytes: its shards)
-                done[t.path] = (files[0] if len(files) == 1 else files), \
-                    WebDatasetCounters(written, len(files))
-            else:
-                done.update({x.path: (f, WebDatasetCounters(x.stop - x.start, 1))
-                             for x, f in zip(writing, files)})
-        return done.pop(t.path)
+        t = targets[0]
+        by_path = {x.path: paths[x.index] for x in targets}
+        start, stop = t.start, targets[-1].stop
+        split, task, table = next(p for p in self.plan if p[0].name == t.split)
+        count, whole = split.header.count, (start, stop) == (0, split.header.count)
+        shards = ShardWriter(lambda path: by_path.get(path) or self.staged.file(path),
+                             self.directory, self.name, t.split, self.samples[t.split],
+                             self.max_bytes)
+        shards.number = t.index
+        written = 0
+        pieces = sample_pieces(split if whole else RangeSplit(split, start, stop),
+                               self.chunk, self.samples[t.split], task.slot_shape[0],
+                               first=start,
+                               table=None if table is None else table[start:stop])
+        with self.session(stop - start) as encoder:
+            for _, n, data, (length, _, _) in encoder.encode(task, pieces):
+                shards.add(*split_output(data, length, n))
+                written += n
+                self.advance(n)
+        files = shards.close()
+        if written != stop - start:
+            where, said = split.header.source or t.split, \
+                f"yielded {start + written} examples, its header says {count}"
+            raise CorruptData(where, said) if whole else \
+                FormatError(where, said, "check the input")
+        if len(targets) == 1:  # (cut by bytes: its shards)
+            return {t.path: ((files[0] if len(files) == 1 else files),
+                             WebDatasetCounters(written, len(files)))}
+        return {x.path: (f, WebDatasetCounters(x.stop - x.start, 1))
+                for x, f in zip(targets, files)}
 
     def stats(self, counters):
         """write()'s stats: samples and shards."""
