@@ -49,8 +49,10 @@ def _all_files(folder):
 
 
 def _record_name(dst):
-    """The progress record beside the output (plan.record_path)."""
+    """The progress record (plan.record_path): inside a folder output, beside a file's."""
     folder, name = os.path.split(dst.rstrip("/"))
+    if dst.endswith("/") or "." not in name:
+        return os.path.join(folder, name, ".mnistconv-plan.json")
     return os.path.join(folder, f".{name}.mnistconv-plan.json")
 
 

@@ -345,7 +345,7 @@ def test_parquet_tasks_in_reverse_give_the_local_bytes_and_card(src, pq_referenc
     assert [r["finished"] for r in results] == [False] * 5 + [True]
     assert results[-1]["stats"] == pq_reference[1]
     assert tree_hashes(out) == pq_reference[0]
-    assert (tmp_path / ".hf.mnistconv-plan.json").is_file()
+    assert (out / ".mnistconv-plan.json").is_file()  # inside the folder output
 
 
 @pytest.mark.parametrize("mode", BEAM_MODES)
@@ -358,7 +358,7 @@ def test_parquet_through_beam_gives_the_local_bytes(src, pq_reference, tmp_path,
 
 def test_parquet_resume_after_kill_and_a_tampered_shard(src, pq_reference, tmp_path):
     out = tmp_path / "hf"
-    record = tmp_path / ".hf.mnistconv-plan.json"
+    record = out / ".mnistconv-plan.json"
     proc = subprocess.Popen([sys.executable, "-m", "mnistconv", "convert", src, str(out),
                              *PQ, "--workers", "1", "--resume", "-q"],
                             stderr=subprocess.DEVNULL)

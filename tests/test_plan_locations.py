@@ -106,7 +106,7 @@ def test_planned_folder_output_to_s3_writes_shards_and_metadata(src, tmp_path, c
     r = run("convert", src, f"s3://{name}/hf/", *args, "--resume", env=s3_env(s3_server))
     assert r.returncode == 0, stderr_of(r)
     found = _bucket_tree(fs, name)
-    assert found.pop(".hf.mnistconv-plan.json") and found == expected
+    assert found.pop("hf/.mnistconv-plan.json") and found == expected  # inside it
     assert os.listdir(cwd) == []
 
 

@@ -104,7 +104,7 @@ def test_tfds_tasks_one_by_one_give_the_local_bytes(src, tfds_reference, tmp_pat
     assert [r["finished"] for r in results] == [False] * 5 + [True]
     assert results[-1]["stats"] == stats == {"records": 3000, "shards": 6}
     assert tree_hashes(tmp_path) == tree
-    record = json.loads((tmp_path / ".tf.mnistconv-plan.json").read_text())
+    record = json.loads((out / ".mnistconv-plan.json").read_text())
     assert record["finished"] is True and len(record["shards"]) == 6
 
 
@@ -289,7 +289,7 @@ def big(tmp_path_factory):
 def test_resume_after_kill_9_at_several_points(big, tmp_path, fmt):
     if fmt == "tfds":
         opts = ["--to", "tfds", "--shards", "6", "--workers", "1"]
-        out_name, record_name = "tf", ".tf.mnistconv-plan.json"
+        out_name, record_name = "tf", "tf/.mnistconv-plan.json"
     else:
         opts = ["--to", "webdataset", "--shard-size", "1500", "--workers", "1"]
         out_name, record_name = "w/m.tar", "w/.m.tar.mnistconv-plan.json"

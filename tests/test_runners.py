@@ -103,8 +103,10 @@ def test_every_runner_writes_the_local_tree_in_the_same_place(src, tmp_path, fmt
         cli("convert", src, dst, *args, "--runner", "beam", cwd=other, check=0)
     expected = tree_hashes(local)
     assert expected and tree_hashes(other) == expected
-    # The progress record is the only other file, beside the output's name.
+    # The progress record is the only other file: inside a folder output, beside a file's.
     folder, name = os.path.split(dst.rstrip("/"))
     hidden = [os.path.relpath(os.path.join(root, n), other)
               for root, _, names in os.walk(other) for n in names if n.startswith(".")]
-    assert hidden == [os.path.join(folder, f".{name}.mnistconv-plan.json")]
+    inside = dst.endswith("/") or "." not in name
+    assert hidden == [os.path.join(dst, ".mnistconv-plan.json") if inside
+                      else os.path.join(folder, f".{name}.mnistconv-plan.json")]

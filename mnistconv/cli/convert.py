@@ -238,7 +238,7 @@ def run_conversion(c: Conversion, values: dict) -> int:
             elif force and dst != "-" and "://" not in dst:
                 _drop_earlier_card(dst)
             if force and dst != "-" and "://" not in dst:
-                _drop_plan_record(dst)
+                _drop_plan_record(dst, writer)
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
     if as_json:
@@ -332,15 +332,20 @@ def outputs_of(dataset, dst, writer, options) -> list:
     return job.outputs() + describe.targets(writer, dst)
 
 
-def _drop_plan_record(dst):
+def _drop_plan_record(dst, writer):
     """The progress record of the earlier planned run --force replaced (shards gone),
-    in the same commit."""
-    from ..runners.plan import record_path
+    in the same commit: inside a folder output (and one an earlier version left beside
+    it), beside a file output."""
+    from ..runners.plan import is_folder_output, record_path
     from ..io.staging import StagedOutput
-    record = record_path(dst)
-    if os.path.lexists(record) and not os.path.isdir(record):
+    records = [record_path(dst)]
+    if is_folder_output(writer, dst):
+        records.append(record_path(dst, folder=True))
+    records = [r for r in records if os.path.lexists(r) and not os.path.isdir(r)]
+    if records:
         with StagedOutput(force=True) as out:
-            out.supersede(record)
+            for record in records:
+                out.supersede(record)
 
 
 def _unrecorded_split_name(dataset, dst, writer):

@@ -94,7 +94,8 @@ def _locked(folder):
 
 class SetFolder:
     """Where a planned set's progress record, shards and metadata are (record_path(path)
-    names the record): a local folder, or the folder of a store an output URL names, for
+    names the record: the set's files are named from the folder it is in, the output's
+    own for a folder output): a local folder, or the matching folder of a store, for
     which `folder` is a private local one the format writes into, each file then
     uploaded and removed. Files are named by their path from `folder` ('/'-separated),
     as a plan's tasks name them. A context manager: the private folder goes at its end.
@@ -120,6 +121,16 @@ class SetFolder:
         self.record = record_path(self.path)
         self.folder = os.path.dirname(self.record)
         self.record_name = os.path.basename(self.record)
+        # Locked: the folder the output is in, not the output's own folder, which the
+        # commits of the set's files inside it lock (a second flock there would wait on
+        # the first). For a file output, the record's folder.
+        self.lock_folder = os.path.dirname(os.path.abspath(self.path.rstrip(os.sep)))
+        if self.store is not None and self.folder != os.path.abspath(self.stage):
+            # The record inside a folder output: the files are named from that folder,
+            # so the store's folder is the output URL's own.
+            inside = os.path.relpath(self.folder, os.path.abspath(self.stage))
+            self.store = remote.Store(f"{self.store.url}/{inside.replace(os.sep, '/')}",
+                                      named=location.text)
 
     def __enter__(self):
         return self
@@ -148,8 +159,8 @@ class SetFolder:
         return self.store.url_of(self.record_name) if self.store else self.record
 
     def lock(self):
-        """An exclusive lock on the set's folder (a store has none)."""
-        return contextlib.nullcontext() if self.store else _locked(self.folder)
+        """An exclusive lock on the folder the output is in (a store has none)."""
+        return contextlib.nullcontext() if self.store else _locked(self.lock_folder)
 
     def read_record(self, limit):
         """The record's first limit + 1 bytes, None when there is none (a link, FIFO or
@@ -164,6 +175,7 @@ class SetFolder:
             from .staging import refuse_replacing_special
             refuse_replacing_special(self.record)
         folder = self.stage if self.store else self.folder
+        os.makedirs(folder, exist_ok=True)  # a folder output's own, made with its record
         tmp = os.path.join(folder, staging_prefix(self.record_name) + "record")
         with create_staged(tmp, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=1, sort_keys=True)

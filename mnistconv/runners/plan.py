@@ -5,7 +5,9 @@ A plan has one task per shard of the format's ShardedWrite (mnistconv.formats.co
 hash covers the format, the options that change bytes, each split's header and a digest
 of everything read (images, labels, indices, extra fields), and the tasks. A task
 writes its shard staged, then notes its bytes, SHA-256 and counters in the progress
-record `.<output>.mnistconv-plan.json` beside the output, under a flock on its folder.
+record (record_path: `.mnistconv-plan.json` inside a folder output, so the run leaves
+nothing outside the folder the user named; `.<output>.mnistconv-plan.json` beside a
+file output), under a flock on the folder it is in.
 A record of another plan is refused unless force; resume keeps a shard whose file,
 hashed again, matches. The task that completes the set checks every shard, finishes it
 once (the format's finish, then the describe step every runner takes) and records the
@@ -16,7 +18,8 @@ there is refused in one line, and the record is read up to a size its plan allow
 
 An output URL (mnistconv.io.location) is a folder of a store (remote.Store): the format
 writes each shard into a private local folder, from which it is uploaded; the record
-is an object beside the output; nothing is written in the working folder. A store has
+is an object of the store where it is for a local path (inside a folder output, else
+beside); nothing is written in the working folder. A store has
 no lock: two slices that record at once may lose one's entry, which the finishing step
 then finds missing (a --resume writes that shard again). Beam's finishing step takes
 the entries from the tasks themselves. This module names no format.
@@ -43,6 +46,8 @@ from ..io.location import SetFolder
 from ..io.staging import exists_error
 
 PLAN_VERSION = 1
+# The record's name inside a folder output, its name's end beside a file output: hidden,
+# so a reader of the folder (mnistconv's, a tree walk that skips dot files) passes over it.
 RECORD_SUFFIX = ".mnistconv-plan.json"
 # Write options that change how fast, never what is written.
 _NOT_PLANNED = ("workers", "processes")
@@ -110,10 +115,22 @@ def make_plan(dataset, path, format_name, options) -> dict:
         return run.plan
 
 
-def record_path(path) -> str:
-    """The progress record of a local output: `.<name>.mnistconv-plan.json` beside it."""
-    folder, name = os.path.split(os.path.abspath(str(path)))
-    return os.path.join(folder, f".{name}{RECORD_SUFFIX}")
+def is_folder_output(fmt, path) -> bool:
+    """Whether the output is a folder (its files inside it), by write()'s rule and the
+    one SHA256SUMS follows: the format writes folders, or the name is one."""
+    from ..formats import registry
+    return fmt.output_is_directory or registry.names_a_directory(str(path))
+
+
+def record_path(path, folder=False) -> str:
+    """The progress record of a local output: `<path>/.mnistconv-plan.json` inside a
+    folder output (folder=True), so that a planned run writes nothing outside the folder
+    the user named; `.<name>.mnistconv-plan.json` beside a file output (a TFRecord or
+    WebDataset shard set named by a file name), whose shards are beside it too."""
+    if folder:
+        return os.path.join(os.path.abspath(str(path)), RECORD_SUFFIX)
+    parent, name = os.path.split(os.path.abspath(str(path)))
+    return os.path.join(parent, f".{name}{RECORD_SUFFIX}")
 
 
 def _record_limit(plan, counters) -> int:
@@ -165,7 +182,9 @@ class PlanRun:
     def __init__(self, dataset, path, format_name, options, plan=None):
         from ..formats import registry
         self.dataset, self.fmt, self.named = dataset, registry.get(format_name), str(path)
-        self.place = SetFolder(path, record_path)
+        fmt = self.fmt
+        self.place = SetFolder(path, lambda local: record_path(
+            local, is_folder_output(fmt, local)))
         try:
             # write()'s rule for output names, so every runner writes the local run's tree.
             self.path, resolved = checked_options(self.fmt, self.place.path, options)
