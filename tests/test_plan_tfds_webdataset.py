@@ -79,7 +79,8 @@ def test_tfds_plan_cuts_as_tfds_and_writes_nothing(src, tmp_path):
     """TFDS' rounded bounds (766.7 -> 767), the shards under <name>/<version>/."""
     r = _cli("convert", src, tmp_path / "tf", *TFDS, "--plan", check=0)
     plan = json.loads(r.stdout)
-    shard = "tf/digits/1.0.0/digits-{}.tfrecord-0000{}-of-00003"
+    # (named from the output folder, where the progress record is)
+    shard = "digits/1.0.0/digits-{}.tfrecord-0000{}-of-00003"
     assert [(t["split"], t["start"], t["stop"], t["shard"]) for t in plan["tasks"]] == [
         ("train", 0, 767, shard.format("train", 0)),
         ("train", 767, 1533, shard.format("train", 1)),
@@ -318,7 +319,7 @@ def test_tfds_tampered_shard_found_when_finishing(src, tfds_reference, tmp_path)
              check=0)
     result = json.loads(r.stdout)
     assert (result["finished"], result["missing"]) == (
-        False, ["tf/digits/1.0.0/digits-train.tfrecord-00002-of-00003"])
+        False, ["digits/1.0.0/digits-train.tfrecord-00002-of-00003"])  # as the plan names it
     assert not (out / "digits/1.0.0/dataset_info.json").exists()
     r = _cli("convert", src, out, *TFDS, "--resume", "--json", check=0)
     assert [t["task"] for t in json.loads(r.stdout)["tasks"]
