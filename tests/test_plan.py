@@ -129,19 +129,21 @@ def test_library_run_equals_write(tmp_path):
     assert _files(tmp_path / "a") == _files(tmp_path / "b")
 
 
+def _count_builds(monkeypatch) -> list:
+    """The paths Parquet's prepare_write is called with from now on, one per job built."""
+    from mnistconv.formats.parquet import writer
+    built, real = [], writer.prepare_write
+    monkeypatch.setattr(writer, "prepare_write",
+                        lambda *args: built.append(args[1]) or real(*args))
+    return built
+
+
 @pytest.mark.parametrize("resume", [False, True])
 def test_a_plan_run_here_builds_its_job_once(tmp_path, monkeypatch, resume):
     """A plan of 8 tasks run in one process: one ShardedWrite for the plan, its record,
     every task, the finish and the result (issue 39: it was built 13 times); --resume
     over the finished set (every shard hashed again and kept) builds it once too."""
-    from mnistconv.formats.parquet import writer
-    built = []
-
-    def counted(*args):
-        built.append(args[1])
-        return real(*args)
-    real = writer.prepare_write
-    monkeypatch.setattr(writer, "prepare_write", counted)
+    built = _count_builds(monkeypatch)
     ds = _dataset(800, 200, seed=3)
     out = str(tmp_path / "hf")
     if resume:
@@ -159,15 +161,8 @@ def test_beam_builds_the_job_once_per_element(tmp_path, monkeypatch):
     finish): a store output's private folder lives as long as the run holding it, and
     one job is not shared by a runner's threads. With the launcher's: T + 2."""
     pytest.importorskip("apache_beam")
-    from mnistconv.formats.parquet import writer
     from mnistconv.runners import beam
-    built = []
-
-    def counted(*args):
-        built.append(args[1])
-        return real(*args)
-    real = writer.prepare_write
-    monkeypatch.setattr(writer, "prepare_write", counted)
+    built = _count_builds(monkeypatch)
     mnistconv.write(_dataset(800, 200, seed=3), str(tmp_path / "s.npz"), "npz")
     built.clear()
     result = beam.run(plans.InputSpec(str(tmp_path / "s.npz"), "npz"), str(tmp_path / "hf"),

@@ -4,31 +4,17 @@ written locally holds the bytes its shards have written alone (one byte path).""
 
 import os
 
-import numpy as np
 import pytest
 
 import mnistconv
 from mnistconv.errors import MissingDependency
 from mnistconv.formats import contract, registry
-from mnistconv.model.records import ArraySplit, Dataset, Progress
+from mnistconv.model.records import Progress
 from helpers import tree_hashes
+from test_contract_suite import WRITERS, digits, target
 
-WRITERS = [f.name for f in registry.writers()]
 # Options each format's smallest write needs.
 OPTIONS = {"caffe-hdf5": {"pixel_type": "uint8"}}
-
-
-def digits(counts=(("train", 30), ("test", 10)), shape=(28, 28), seed=0):
-    rng = np.random.default_rng(seed)
-    return Dataset("test", {
-        name: ArraySplit(name, rng.integers(0, 256, (n,) + shape, dtype=np.uint8),
-                         (np.arange(n) % 10).astype(np.uint8))
-        for name, n in counts})
-
-
-def target(root, fmt):
-    return str(root / ("out.npz" if fmt.output_is_one_file else "out")) + \
-        ("" if fmt.output_is_one_file else os.sep)
 
 
 @pytest.mark.parametrize("name", WRITERS)
