@@ -162,10 +162,10 @@ def _write(folder, ops) -> str:
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                  0o644)
+    # No fsync: a killed process's writes stay with the kernel, and power loss is not
+    # guarded (the staged data is not synced either), so syncing here bought nothing.
     with open(fd, "w", encoding="ascii", errors="surrogateescape") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
     os.rename(tmp, path)  # (a fresh name: nothing there to replace)
     return path
 

@@ -390,7 +390,8 @@ class _HashedStream:
         return self.size
 
     def flush(self):
-        self.file.flush()
+        if not self._abandoned:  # (zipfile's end record, flushed when it is collected)
+            self.file.flush()
 
     def finish(self):
         """The SHA-256 of everything written (waits for the hashing thread)."""
