@@ -133,3 +133,9 @@ def test_a_tfds_split_cut_as_encoded_is_the_set_of_its_shard_count(tmp_path):
     counted = mnistconv.write(ds, str(tmp_path / "counted"), "tfds", shards=n, name="digits")
     assert [(os.path.basename(f.path), f.sha256) for f in sized.files] == \
         [(os.path.basename(f.path), f.sha256) for f in counted.files]
+
+
+def test_a_job_that_writes_nothing_is_refused_where_it_is_declared():
+    with pytest.raises(TypeError, match="Idle defines neither write_shard nor write_targets"):
+        class Idle(contract.ShardedWrite):
+            pass

@@ -106,6 +106,15 @@ class ShardedWrite:
     progress: Progress = NO_PROGRESS
     _in_session = False
 
+    def __init_subclass__(cls, **kwargs):
+        # A job writes either shard by shard (write_shard) or a split's run of shards
+        # from one pass (write_targets); one that does neither is refused where it is
+        # declared, not halfway through a write.
+        super().__init_subclass__(**kwargs)
+        if cls.write_shard is ShardedWrite.write_shard and \
+                cls.write_targets is ShardedWrite.write_targets:
+            raise TypeError(f"{cls.__name__} defines neither write_shard nor write_targets")
+
     def advance(self, n: int) -> None:
         """n more records written (the session's progress hears it)."""
         self.progress.advance(n)
@@ -169,8 +178,9 @@ class ShardedWrite:
 
     def write_targets(self, targets: list, paths: dict) -> dict:
         """Write consecutive targets of one split at paths ({index: staged path}) from
-        one pass over their examples: {target path: (OutputFile(s), Counters)}."""
-        raise NotImplementedError(f"{type(self).__name__} writes shard by shard")
+        one pass over their examples: {target path: (OutputFile(s), Counters)}. A job
+        that defines write_shard instead never comes here (__init_subclass__)."""
+        return {}
 
     def finish(self, recorded: dict, staged) -> list:
         """Write the set's metadata staged in `staged` (a StagedOutput); recorded: {shard
