@@ -19,15 +19,21 @@ def single_blas_thread():
 
 
 def reuse_freed_memory():
-    """Keep freed buffers in the heap, not given back and faulted in again each batch."""
+    """Keep freed buffers in the heap, not given back and faulted in again each batch;
+    but a buffer of half a piece's share of the budget or more gets a mapping of its
+    own, given back when freed. Above that glibc's heap kept what large images' batches
+    and PNGs had freed, fragmented, and let the process grow past the budget
+    (benchmarks/README.md, bench_medmnist224); MNIST's buffers stay below it."""
     try:
         import ctypes
         mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do
     except (OSError, AttributeError):
         return
+    from ..io.budget import BATCH_BYTES, PIECES_IN_FLIGHT
     m_trim_threshold, m_mmap_threshold = -1, -3
-    mallopt(m_mmap_threshold, 64 << 20)
-    mallopt(m_trim_threshold, 128 << 20)
+    largest = BATCH_BYTES // PIECES_IN_FLIGHT // 2
+    mallopt(m_mmap_threshold, largest)
+    mallopt(m_trim_threshold, 2 * largest)  # (glibc's own ratio)
 
 
 def is_the_program() -> bool:
