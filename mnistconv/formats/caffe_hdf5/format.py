@@ -415,7 +415,10 @@ def _write_file(h5py, staged, split, rows, options, progress):
             "label", (rows,), np.float32, chunks=(max(1, min(rows, 1 << 16)),),
             track_times=False, **({"maxshape": (None,)} if rows == 0 else {}), **filters)
         at = 0
-        for batch in iter_batches(split, progress, split.name):
+        # Batches counted at the stored type's size: a float32 batch is made from each
+        # (4 bytes a pixel), so one of the reader's uint8 batches would make 4 x BATCH_BYTES.
+        rows_made = budget.rows_for(h.shape, dtype)
+        for batch in iter_batches(split, progress, split.name, rows_made):
             if at + len(batch) <= rows:
                 data[at:at + len(batch)] = _pixels(batch.images, options.pixel_type,
                                                    not options.no_scale)
