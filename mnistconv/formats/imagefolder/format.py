@@ -44,7 +44,7 @@ from ...codecs.png import IEND, SIGNATURE
 from ...codecs.samples import SampleTask, pack, split_output
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg")
-CHUNK = 1000
+CHUNK = 1000  # images per piece of work at most; fewer for large ones (shared())
 _NUMBERED = re.compile(r"^(\d+)(?:[_\- ].*)?$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9\-.]+")
 
@@ -153,6 +153,10 @@ class ImageFolderWrite(ShardedWrite):
                                          tar=False)))
         self.targets = [ShardTarget(s.name, 0, os.path.join(self.path, s.name), 0,
                                     s.header.count) for s, *_ in self.plan]
+        # A piece is packed, its pixels copied out, filtered, encoded and joined, each
+        # about its size: its pixels are one piece's share of the budget, not the
+        # reader's whole batch (benchmarks/README.md, bench_medmnist224).
+        self.chunk = budget.piece_rows(max(t.slot_shape[0] for *_, t in self.plan), CHUNK)
 
     def stage(self, staged, target):
         """The split's folder in the staged tree, its class folders made."""
@@ -176,7 +180,7 @@ class ImageFolderWrite(ShardedWrite):
         tasks = [task for *_, task in self.plan]
         tasks[0].warm()
         return ParallelEncoder(tasks, self.workers, self.options.processes,
-                               max(t.slot_shape[0] for t in tasks), CHUNK, total=records)
+                               max(t.slot_shape[0] for t in tasks), self.chunk, total=records)
 
     def write_shard(self, index, staged_dir):
         """Split `index`'s image files in staged_dir: ([OutputFile], Counters)."""
@@ -184,7 +188,7 @@ class ImageFolderWrite(ShardedWrite):
         files, position = [], 0
         with self.session(split.header.count) as encoder:
             pieces = ((0, pack(0, b.images, task.slot_shape[0]), b.labels, b.indices)
-                      for b in split.batches(CHUNK))
+                      for b in split.batches(self.chunk))
             for _, n, data, (length, _, _) in encoder.encode(task, pieces):
                 body, sizes = split_output(data, length, n)
                 at = 0
