@@ -137,26 +137,61 @@ def test_card_is_what_the_hub_and_datasets_read(tmp_path, hf_env):
 
 
 def test_large_images_get_smaller_row_groups_by_default(tmp_path):
-    """Without --row-group-size, a group holds at most 16 MiB of pixels: 1000 rows of
-    MedMNIST's 224 x 224 RGB images were one page the reader refused, and the writer
-    held the whole group several times over. Small images keep 1000 a group."""
+    """Without --row-group-size, a group holds at most one piece's share of the budget in
+    pixels (8 MiB): 1000 rows of MedMNIST's 224 x 224 RGB images were one page the reader
+    refused, and the writer held the whole group several times over. Small images keep
+    1000 a group."""
     from mnistconv.formats.parquet.writer import default_row_group
     assert default_row_group([(28, 28)]) == default_row_group([(32, 32, 3)]) == 1000
-    assert default_row_group([(224, 224, 3)]) == (16 << 20) // (224 * 224 * 3) == 111
-    assert default_row_group([(28, 28), (300, 300, 3)]) == 62
-    ds = _generated(130, 5, shape=(300, 300, 3))
+    assert default_row_group([(224, 224, 3)]) == (8 << 20) // (224 * 224 * 3) == 55
+    assert default_row_group([(28, 28), (300, 300, 3)]) == 31
+    ds = _generated(70, 5, shape=(300, 300, 3))
     out = tmp_path / "hf"
     result = mnistconv.write(ds, out, "parquet")
     pf = pq.ParquetFile(out / "data/train-00000-of-00001.parquet")
     assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == \
-        [62, 62, 6]
+        [31, 31, 8]
     assert result.stats["row_groups"] == 3 + 1
     got = mnistconv.read(out).splits["train"]
     assert np.array_equal(np.concatenate([b.images for b in got.batches(50)]),
                           ds.splits["train"]._images)
-    mnistconv.write(ds, tmp_path / "given", "parquet", row_group_size=100)
+    mnistconv.write(ds, tmp_path / "given", "parquet", row_group_size=50)
     pf = pq.ParquetFile(tmp_path / "given/data/train-00000-of-00001.parquet")
-    assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == [100, 30]
+    assert [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)] == [50, 20]
+
+
+def test_row_groups_and_pages_of_224_px_rgb_are_bounded_by_bytes(tmp_path):
+    """MedMNIST-224's images (noise: their PNGs are about as large as their pixels): each
+    row group's image column stays within 8 MiB of PNGs, and pyarrow cut its pages near
+    its 1 MiB page size (write batches of 6 images, not 1024), so pyarrow never held a
+    group's PNGs as one page; the images read back exactly, by pyarrow too."""
+    from mnistconv.formats.parquet.pages import chunk_pages
+    from mnistconv.io.budget import BATCH_BYTES, PIECES_IN_FLIGHT
+    side, image = 224, 224 * 224 * 3
+    rng = np.random.default_rng(7)
+    images = rng.integers(0, 256, size=(120, side, side, 3), dtype=np.uint8)
+    ds = Dataset("test", {"train": ArraySplit("train", images,
+                                              rng.integers(0, 9, 120).astype(np.uint8))})
+    out = tmp_path / "hf"
+    mnistconv.write(ds, out, "parquet", workers=1)
+    path = out / "data/train-00000-of-00001.parquet"
+    meta = pq.ParquetFile(path).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [55, 55, 10]
+    with open(path, "rb") as f:
+        for i in range(meta.num_row_groups):
+            column = meta.row_group(i).column(0)
+            assert column.path_in_schema == "image.bytes"
+            assert column.total_uncompressed_size <= \
+                BATCH_BYTES // PIECES_IN_FLIGHT * 1.01 + 4096
+            pages = chunk_pages(f, str(path), column.data_page_offset,
+                                column.total_compressed_size, f"group {i}")
+            # A page closes once past 1 MiB, checked after each write batch of 6 images.
+            assert pages.pages == -(-meta.row_group(i).num_rows // 12)
+            assert pages.largest <= (1 << 20) + 6 * image * 1.01 + 4096
+    table = pq.read_table(path)
+    assert table.num_rows == 120
+    got = mnistconv.read(out).splits["train"]
+    assert np.array_equal(np.concatenate([b.images for b in got.batches(50)]), images)
 
 
 def test_shards_row_groups_and_supersede(tmp_path):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import CannotWrite, CorruptData, NoSplits, UsageError
+from ...io import budget
 from ...io.fileio import open_staged, output_entries, own_file_size, sha256_file
 from ...limits import check_num_classes, check_option_name, safe_split_name
 from ...workers.parallel import COUNTERS, ParallelEncoder, check_workers
@@ -25,15 +26,24 @@ from ...codecs import png
 from . import card
 from .reader import ParquetSplit, matches_name, pyarrow, read, sniff  # noqa: F401
 
-# Rows per work piece at most, so a worker's shared slot and pending pieces stay small.
+# Rows per work piece at most, so a worker's shared slot and pending pieces stay small;
+# fewer for large images (budget.piece_rows: a piece's share of the budget in pixels, as
+# its scan lines and PNGs each take about as much again).
 PIECE = 1024
 DEFAULT_ROW_GROUP = 1000
-# Large images get fewer rows a group, as datasets writes image datasets in small row
-# groups: a group is gathered whole (its PNGs, then their join for pyarrow) and pyarrow
-# cuts the image column's pages only between write batches of 1024 values, so a group
-# of 1000 224 x 224 RGB images was one page larger than the reader admits, and the
-# writer held several copies of it (benchmarks/README.md, bench_medmnist224).
-ROW_GROUP_PIXEL_BYTES = 16 << 20
+# Large images get fewer rows a group, as datasets sizes its row groups by bytes: a
+# group is gathered whole, so at most one piece's share of the budget in pixels, and a
+# group is then one piece, handed to pyarrow without joining pieces (1000 224 x 224 RGB
+# images a group was one page larger than the reader admits, and 111 were held twice
+# over as their pieces and their join: benchmarks/README.md, bench_medmnist224).
+ROW_GROUP_PIXEL_BYTES = budget.BATCH_BYTES // budget.PIECES_IN_FLIGHT
+# pyarrow cuts a column's pages (data_page_size, 1 MiB) only between write batches of
+# write_batch_size values (1024), and holds a page twice (the encoder's buffer, the page)
+# until it is written: a write batch of large images holds about a page of pixels, so a
+# page of their PNGs is near 1 MiB, not a whole group. 1024 rows (pyarrow's default) for
+# images up to 1 KiB: MNIST's bytes stay the same.
+WRITE_BATCH = 1024
+WRITE_BATCH_BYTES = 1 << 20
 
 
 def default_row_group(shapes):
@@ -86,23 +96,26 @@ def _check_split(split):
     return labels.astype(np.int64)
 
 
-def _cuts(targets, row_group):
-    """[(shard, end of piece, ends a row group)] for a split's shard targets."""
+def _cuts(targets, row_group, piece=PIECE):
+    """[(shard, end of piece, ends a row group)] for a split's shard targets, pieces of
+    `piece` rows at most."""
     cuts = []
     for t in targets:
         for group in range(t.start, t.stop, row_group):
             group_end = min(group + row_group, t.stop)
-            for piece in range(group, group_end, PIECE):
-                piece_end = min(piece + PIECE, group_end)
+            for start in range(group, group_end, piece):
+                piece_end = min(start + piece, group_end)
                 cuts.append((t.index, piece_end, piece_end == group_end))
     return cuts
 
 
-def _pieces(split, labels, cuts, progress, table=None):
+def _pieces(split, labels, cuts, progress, table=None, piece=PIECE):
     """Pieces (key, images, labels, indices) per cut; key: (shard, closes a group, labels, extras)."""
     from ...model.records import iter_batches
     where = split.header.source or split.name
-    batches = iter_batches(split, progress, f"{split.name} -> parquet")
+    # Batches of a piece's rows: most pieces are then a batch as read, not a copy joined
+    # from two batches, each kept whole by the view of its rest.
+    batches = iter_batches(split, progress, f"{split.name} -> parquet", piece)
     held, at = [], 0  # images not yet handed out, from row `at`
     for shard, end, closes in cuts:
         want = end - at
@@ -122,7 +135,7 @@ def _pieces(split, labels, cuts, progress, table=None):
                                  f"{split.header.count}")
 
 
-def _open(pq, file, schema):
+def _open(pq, file, schema, write_batch=WRITE_BATCH):
     """A ParquetWriter on file, its columns as datasets writes them (arrow_writer.py)."""
     extra = schema.names[2:]
     return pq.ParquetWriter(
@@ -131,11 +144,12 @@ def _open(pq, file, schema):
                      **{name: "snappy" for name in extra}},
         use_dictionary=["label", *extra],
         column_encoding={"image.bytes": "PLAIN", "image.path": "PLAIN"},
-        write_page_index=True)
+        write_page_index=True, write_batch_size=write_batch)
 
 
 def _row_group(pa, group, schema):
-    """One row group as an Arrow table: contiguous buffers, whatever the pieces."""
+    """One row group as an Arrow table: contiguous buffers, whatever the pieces (a
+    group of one piece is not copied)."""
     n = sum(len(offsets) - 1 for offsets, *_ in group)
     offsets = np.zeros(n + 1, np.int64)
     at, base = 0, 0
@@ -146,7 +160,7 @@ def _row_group(pa, group, schema):
         base += len(data)
     if base >= 1 << 31:
         raise UsageError(None, "a row group over 2 GiB of PNGs", "lower --row-group-size")
-    data = b"".join(d for _, d, *_ in group)
+    data = group[0][1] if len(group) == 1 else b"".join(d for _, d, *_ in group)
     images = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
         offsets.astype(np.int32)), pa.py_buffer(data)])
     paths = pa.nulls(n, pa.string())
@@ -227,6 +241,9 @@ class ParquetWrite(ShardedWrite):
         self.folder = config or "data"
         self.tasks = {tuple(s.header.shape): _PngTask(s.header.shape)
                       for s in dataset.splits.values()}
+        largest = max(int(np.prod(shape)) for shape in self.tasks)
+        self.piece = budget.piece_rows(largest, PIECE)
+        self.write_batch = max(1, min(WRITE_BATCH, WRITE_BATCH_BYTES // largest))
         if any(t is not None for t in self.tables.values()):
             extras.kept(dataset)  # int32 columns after label
         self.targets, self.stale = [], []
@@ -263,7 +280,7 @@ class ParquetWrite(ShardedWrite):
         """The PNG encoders of every split's image shape."""
         return ParallelEncoder(list(self.tasks.values()), check_workers(self.options.workers),
                                self.options.processes,
-                               max(int(np.prod(shape)) for shape in self.tasks), PIECE,
+                               max(int(np.prod(shape)) for shape in self.tasks), self.piece,
                                total=records)
 
     def write_shards(self, encoder, name, paths):
@@ -272,11 +289,11 @@ class ParquetWrite(ShardedWrite):
         {index: ParquetCounters}."""
         split = self.dataset.splits[name]
         labels, extra = self.labels[name], self.tables[name]
-        cuts = _cuts([t for t in self.targets if t.split == name], self.row_group)
+        cuts = _cuts([t for t in self.targets if t.split == name], self.row_group, self.piece)
         if len(paths) < self.shards and split.can_seek:
             pieces = self._taken(split, labels, extra, cuts, paths)
         else:  # a stream, or every shard: the split's pieces in order
-            pieces = (p for p in _pieces(split, labels, cuts, self.progress, extra)
+            pieces = (p for p in _pieces(split, labels, cuts, self.progress, extra, self.piece)
                       if p[0][0] in paths)
         counters = {shard: ParquetCounters() for shard in paths}
         if 0 in counters:  # write() counts ceil(rows / row group size) per split
@@ -286,18 +303,22 @@ class ParquetWrite(ShardedWrite):
         try:
             for shard, path in paths.items():  # empty shards (fewer rows) still exist
                 files.append(open_staged(path))
-                writers[shard] = _open(self.pq, files[-1], self.schema)
+                writers[shard] = _open(self.pq, files[-1], self.schema, self.write_batch)
             for (shard, closes, piece_labels, piece_extras), n, data, _ in \
                     encoder.encode(self.tasks[tuple(split.header.shape)], pieces):
                 data = bytes(data)  # may be a view of a worker's slot, reused next
                 offsets = np.frombuffer(data, np.int32, n + 1)
-                group.append((offsets, data[4 * (n + 1):], piece_labels, piece_extras))
+                # (a view: slicing the bytes would copy the piece's PNGs once more)
+                group.append((offsets, memoryview(data)[4 * (n + 1):], piece_labels,
+                              piece_extras))
                 counters[shard].records += n
+                del data, offsets  # the group holds them, and lets them go when written
                 if closes:
                     table = _row_group(self.pa, group, self.schema)
                     group = []
                     writers[shard].write_table(table, row_group_size=table.num_rows)
                     counters[shard].arrow_bytes += table.nbytes
+                    del table
         finally:
             for writer in writers.values():
                 writer.close()
