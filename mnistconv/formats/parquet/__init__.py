@@ -51,7 +51,7 @@ SPEC = Format(
         shards_option("-00000-of-0000N"),
         Option("row_group_size", "--row-group-size", "Parquet rows per row group, the "
                "unit a streaming reader fetches (default 1000, about 250 KB of MNIST PNGs; "
-               "fewer when 1000 images would pass 16 MiB of pixels)",
+               "fewer when 1000 images would pass 8 MiB of pixels)",
                "int", (), None, low=1, high=1 << 20),
         WORKERS,
     ) + IDENTITY,
