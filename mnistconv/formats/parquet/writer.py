@@ -43,7 +43,7 @@ ROW_GROUP_PIXEL_BYTES = budget.BATCH_BYTES // budget.PIECES_IN_FLIGHT
 # page of their PNGs is near 1 MiB, not a whole group. 1024 rows (pyarrow's default) for
 # images up to 1 KiB: MNIST's bytes stay the same.
 WRITE_BATCH = 1024
-WRITE_BATCH_BYTES = 1 << 20
+DATA_PAGE_BYTES = 1 << 20  # pyarrow's data_page_size
 
 
 def default_row_group(shapes):
@@ -243,7 +243,7 @@ class ParquetWrite(ShardedWrite):
                       for s in dataset.splits.values()}
         largest = max(int(np.prod(shape)) for shape in self.tasks)
         self.piece = budget.piece_rows(largest, PIECE)
-        self.write_batch = max(1, min(WRITE_BATCH, WRITE_BATCH_BYTES // largest))
+        self.write_batch = max(1, min(WRITE_BATCH, DATA_PAGE_BYTES // largest))
         if any(t is not None for t in self.tables.values()):
             extras.kept(dataset)  # int32 columns after label
         self.targets, self.stale = [], []
