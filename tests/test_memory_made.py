@@ -61,11 +61,13 @@ def test_parquet_value_of_320_mib_is_refused_by_its_page_size(tmp_path):
 
 
 def test_parquet_values_within_the_rule_stream_in_batches(tmp_path):
-    """A dictionary value of 4 MB shared by rows within the expansion rule (300 KB of
-    file, 100 MB made): read in batches that fit the budget, every row decoded."""
+    """A dictionary value of 768 KB (a stored 512 x 512 RGB PNG) shared by rows within
+    the expansion rule (300 KB of file, 100 MB made): read in batches that fit the
+    budget, every row decoded."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    path = expansion.parquet_dictionary(str(tmp_path), 100 << 20)
+    path = expansion.parquet_dictionary(str(tmp_path), 100 << 20,
+                                        expansion.png_stored(512))
     # Pad the file with incompressible bytes in another column: the rule allows more.
     table = pq.read_table(path, read_dictionary=["image.bytes"])
     noise = np.random.default_rng(1).bytes(300_000)
@@ -77,7 +79,8 @@ def test_parquet_values_within_the_rule_stream_in_batches(tmp_path):
     assert code == 0, err
     assert mb < PEAK_MB, f"peak {mb:.0f} MB"
     with np.load(tmp_path / "o.npz") as z:
-        assert z["x_train"].shape == (len(table), 28, 28) and not z["x_train"].any()
+        assert z["x_train"].shape == (len(table), 512, 512, 3) and \
+            not z["x_train"].any()
 
 
 def test_qmnist_labels_of_16_million_examples_are_counted_before_they_are_held(tmp_path):
@@ -145,11 +148,27 @@ def test_a_gzip_tfrecord_record_of_200_mb_is_refused_on_its_length(tmp_path):
 
 
 def test_a_large_record_under_the_limit_is_read_within_the_budget(tmp_path):
-    path = expansion.tfrecord_record(str(tmp_path), 40 << 20)
+    """A real 4096 x 4096 RGB image (a stored PNG: 50 MB of record in 50 KB of gzip),
+    at the default image limit (340 MB before: the first record decoded to learn its
+    shape, its range grown and sliced from the stream, Pillow fed a copy)."""
+    path = expansion.tfrecord_record(str(tmp_path), 0, image=expansion.png_stored(4096))
     assert _size(path) < MB
-    code, out, err, mb, _ = peak.cli("convert", path, tmp_path / "o.npz", cwd=tmp_path)
-    assert code == 0, err
-    assert mb < PEAK_MB, f"peak {mb:.0f} MB"
+    for command in (["info", path], ["convert", path, tmp_path / "o.npz"]):
+        code, out, err, mb, _ = peak.cli(*command, cwd=tmp_path)
+        assert code == 0, err
+        assert mb < PEAK_MB, f"{command[0]}: peak {mb:.0f} MB"
+    with np.load(tmp_path / "o.npz") as z:
+        assert z["x_train"].shape == (1, 4096, 4096, 3) and not z["x_train"].any()
+
+
+def test_a_small_image_padded_to_a_large_record_is_refused_before_it_is_decoded(tmp_path):
+    """A 28 x 28 PNG carrying 40 MB of an ancillary chunk (362 MB at 64 MB before:
+    Pillow reads the chunk in blocks and joins them to drop it)."""
+    path = expansion.tfrecord_record(str(tmp_path), 40 << 20)
+    _refused(tmp_path, path, "info", path,
+             message=f"{path}: record 0 (counting from 0): image does not decode "
+                     "(41,943,025 bytes for a 28x28 image, more than its pixels and "
+                     "metadata can take (1,051,712): the rest is padding)")
 
 
 def test_float32_hdf5_is_counted_by_its_stored_dtype(tmp_path):

@@ -376,13 +376,20 @@ def decode_image(data: bytes) -> np.ndarray:
     """A JPEG (see decode_jpeg) or PNG as uint8 pixels with the channels it stores (the
     shape image_shape() gives: H x W for grey); ValueError if it does not decode, is
     over MAX_IMAGE_PIXELS or is 16-bit (would clip)."""
-    from ..limits import MAX_IMAGE_PIXELS
+    from ..limits import MAX_IMAGE_PIXELS, max_encoded_image_bytes
     size = image_size(data)
     if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
         raise ValueError(f"image of {size[0]}x{size[1]} exceeds mnistconv's limit of "
                          f"{MAX_IMAGE_PIXELS:,} pixels per image")
+    shape = image_shape(data) if size is not None else None
+    if shape is not None:
+        channels = shape[2] if len(shape) == 3 else 1
+        most = max_encoded_image_bytes(size[0] * size[1], channels)
+        if len(data) > most:
+            raise ValueError(f"{len(data):,} bytes for a {shape_text(shape)} image, more "
+                             f"than its pixels and metadata can take ({most:,}): the "
+                             "rest is padding")
     if data[:3] == b"\xff\xd8\xff":
-        shape = image_shape(data)
         return decode_jpeg(data, channels=shape[2] if shape and len(shape) == 3 else 1)
     if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 24 and data[24] == 16:
         raise ValueError("16-bit PNG; mnistconv keeps 8-bit pixels and will not clip "
@@ -393,10 +400,43 @@ def decode_image(data: bytes) -> np.ndarray:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(_file_of(data)) as image:
                 return _pixels(Image, image)
     except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
         raise ValueError(str(e) or type(e).__name__) from None
+
+
+class _ViewFile(io.RawIOBase):
+    """A read-only file over a buffer: io.BytesIO copies any buffer but bytes, and an
+    image read from a large record arrives as a bytearray (framing.read_ranges)."""
+
+    def __init__(self, data):
+        self.view, self.pos = memoryview(data).cast("B"), 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = min(len(buffer), len(self.view) - self.pos)
+        buffer[:n] = self.view[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        base = (0, self.pos, len(self.view))[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def tell(self):
+        return self.pos
+
+
+def _file_of(data):
+    """A file Pillow reads `data` from, without a copy of it."""
+    return io.BytesIO(data) if isinstance(data, bytes) else io.BufferedReader(_ViewFile(data))
 
 
 # Pillow modes kept as they are (grey, grey + alpha, RGB, RGBA), and those made one of

@@ -332,16 +332,36 @@ def resolve_compression(path, compression="auto") -> str:
 
 def read_ranges(path, compression, begins, ends):
     """Yield, a block at a time, lists of the bytes at ascending, disjoint [begins[i],
-    ends[i]) of a file's stream, found and checked by an earlier pass."""
+    ends[i]) of a file's stream, found and checked by an earlier pass. A range longer
+    than a block comes alone, as a bytearray filled in place: growing a block to hold it
+    and slicing it out would hold it three times."""
     stream = _Stream(path, compression)
+
+    def more():
+        data = stream.read(_BLOCK)
+        if not data:
+            raise FormatError(path, "changed while reading: it is shorter than when "
+                                    "it was indexed", "read it again once nothing writes to it")
+        return data
     try:
         base, block, i = 0, b"", 0
         while i < len(begins):
-            more = stream.read(_BLOCK)
-            if not more:
-                raise FormatError(path, "changed while reading: it is shorter than when "
-                                        "it was indexed", "read it again once nothing writes to it")
-            block = block + more if block else more
+            begin, end = int(begins[i]) - base, int(ends[i]) - base
+            if end - begin > _BLOCK and end > len(block):
+                while begin > len(block):  # what lies before it is skipped
+                    base, begin, end = base + len(block), begin - len(block), \
+                        end - len(block)
+                    block = more()
+                value = bytearray(end - begin)
+                have = len(block) - begin
+                value[:have] = block[begin:]
+                with memoryview(value) as view:
+                    if stream.read_into(view[have:]) < len(value) - have:
+                        more()  # raises: the stream ended inside the range
+                yield [value]
+                base, block, i = base + end, b"", i + 1
+                continue
+            block = block + more() if block else more()
             top = int(np.searchsorted(ends, base + len(block), side="right"))
             if top > i:
                 cut = map(slice, (begins[i:top] - base).tolist(),

@@ -95,3 +95,15 @@ def decode_record_image(path, number, data):
     except ValueError as e:
         from .example import record_name
         raise BadImage(path, f"{record_name(number)}: image does not decode ({e})") from None
+
+
+def first_image_shape(path, number, data):
+    """A split's image shape from its first record's image: from the image's header
+    (checked) when it has one, so a 4096 x 4096 image is not decoded to learn its size,
+    else decoded. (H, W) grey, (H, W, C) colour, the channels as stored."""
+    shape = codecs.image_shape(data)
+    if shape is None:
+        return decode_record_image(path, number, data).shape
+    from .example import record_name
+    check_image_size(shape, path, f"{record_name(number)}: image")
+    return shape

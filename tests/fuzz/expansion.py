@@ -47,6 +47,15 @@ def png_with_padding(padding, side=28):
     return png[:end] + _chunk(b"prVt", bytes(padding)) + png[end:]
 
 
+def png_stored(side, channels=3):
+    """A side x side PNG of zeros (grey or RGB) deflated at level 0 in one IDAT: an
+    ordinary image as large as its pixels, which gzip around it makes small."""
+    rows = bytes(side * (1 + side * channels))
+    header = struct.pack(">IIBBBBB", side, side, 8, 2 if channels == 3 else 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + \
+        _chunk(b"IDAT", zlib.compress(rows, 0)) + _chunk(b"IEND", b"")
+
+
 def _gzip_stream(path, pieces):
     """Write the byte strings `pieces` yields through gzip level 9 (zeros at 1032:1)."""
     z = zlib.compressobj(9, zlib.DEFLATED, 31)
@@ -91,11 +100,12 @@ def _parquet(path, values, labels, dictionary):
     return path
 
 
-def parquet_dictionary(folder, made):
-    """Rows sharing one dictionary value of a few MB: `made` bytes of values from one
-    stored copy (the 1,498-byte, 2.5 GB finding)."""
+def parquet_dictionary(folder, made, value=None):
+    """Rows sharing one dictionary value of a few MB (a padded PNG, or `value`): `made`
+    bytes of values from one stored copy (the 1,498-byte, 2.5 GB finding)."""
     import pyarrow as pa
-    value = png_with_padding(max(0, min(made, 4 * MIB) - 100))
+    if value is None:
+        value = png_with_padding(max(0, min(made, 4 * MIB) - 100))
     rows = max(1, made // len(value))
     one = pa.array([value], pa.binary())
     # Written as a dictionary column: the rows are never made here.
@@ -167,11 +177,12 @@ def _masked(crc):
     return ((crc >> 15 | crc << 17) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def tfrecord_record(folder, made, count=1):
+def tfrecord_record(folder, made, count=1, image=None):
     """A gzip TFRecord file of `count` records, each an Example whose image is a PNG
-    padded to `made` // count bytes (the 200 MB record in 205 KB finding)."""
+    padded to `made` // count bytes (the 200 MB record in 205 KB finding), or `image`."""
     import google_crc32c
-    image = png_with_padding(max(0, made // count - 100))
+    if image is None:
+        image = png_with_padding(max(0, made // count - 100))
     head, tail = example_parts(len(image))
     length = len(head) + len(image) + len(tail)
     crc = google_crc32c.value(head)

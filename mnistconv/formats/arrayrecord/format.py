@@ -26,7 +26,7 @@ from ...errors import CorruptData, FormatError, NoSplits, UsageError
 from ...io.fileio import check_input_file, has_magic, input_size, \
     library_path
 from ...io import budget
-from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_image_size, check_num_classes,
+from ...limits import (MAX_THREADED_IMAGE_PIXELS, check_num_classes,
                        printable)
 from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
 from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
@@ -34,7 +34,7 @@ from ...io.shards import ShardSet, check_shard_count, other_shard_sets, resolve_
     sniff_files
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ..contract import Counters, ShardTarget, ShardedWrite
-from ...codecs.images import check_record_size, decode_record_image
+from ...codecs.images import check_record_size, decode_record_image, first_image_shape
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \
     parse_example, record_name
 
@@ -110,16 +110,6 @@ def open_reader(module, path, options=""):
                       "was it cut short or overwritten? write it again")
 
 
-def _first_shape(path, number, image):
-    """The split's image shape, from the first record's header (checked), else decoded:
-    (H, W) grey, (H, W, C) colour, the channels as stored."""
-    shape = codecs.image_shape(image)
-    if shape is None:
-        return decode_record_image(path, number, image).shape
-    check_image_size(shape, path, f"record {number} (counting from 0): image")
-    return shape
-
-
 def _check_claimed_size(path, number, image, shape):
     """The size an image's header claims is the first image's, else a FormatError."""
     claimed = codecs.image_size(image)
@@ -182,7 +172,7 @@ class ArrayRecordSplit(Split):
                             self.layout = find_layout(example, "auto", f, at)
                         image, label, index = self._fields(f, at, example)
                         if shape is None:
-                            shape = _first_shape(f, at, image)
+                            shape = first_image_shape(f, at, image)
                             # zstd and repeated records: a bomb's work (budget.py).
                             budget.check_expansion(
                                 ", ".join(self.files), int(self.starts[-1]),

@@ -21,7 +21,7 @@ from ...codecs.framing import HEADER, COMPRESSIONS, masked_crc, resolve_compress
 from .index_files import REBUILD, index_path, read_index
 from .names import resolve
 from .reader import (PRESETS, TFRecordSplit, cast_labels, decode_images, layout_keys, Raw,
-                     decode_record_image)
+                     first_image_shape)
 
 
 class IndexedSplit(Split):
@@ -161,7 +161,7 @@ class _Parser(TFRecordSplit):
             self.width = self.layout.label_width
         image = self.fields(path, number, data)[0]
         self._first_shape = image.shape if isinstance(image, Raw) else \
-            decode_record_image(path, number, image).shape
+            first_image_shape(path, number, image)
 
     def fields(self, path, number, data):
         """(image bytes or Raw, label, original index or None) of a record."""

@@ -19,7 +19,7 @@ from ...workers.parallel import check_workers, ordered_map
 from ...model.records import DEFAULT_BATCH, Batch, Header, Split
 from ...codecs.classes import check_name, names_by_label
 from .. import extras
-from ...codecs.images import check_record_size, decode_record_image
+from ...codecs.images import check_record_size, decode_record_image, first_image_shape
 from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                                find_layout, one_value, own_keys, parse_example,
                                record_name)
@@ -77,8 +77,8 @@ class TFRecordSplit(Split):
                     self._note_extras(path, number, example.features.feature)
                 image, label, index = self._fields(path, number, example)
                 if self._first_shape is None:
-                    self._first_shape = (image.pixels() if isinstance(image, Raw) else
-                                   decode_record_image(path, number, image)).shape
+                    self._first_shape = image.pixels().shape if isinstance(image, Raw) \
+                        else first_image_shape(path, number, image)
                 elif isinstance(image, Raw):
                     _check_shape(path, number, image.shape, self._first_shape)
                 if LABEL_NAME_KEY in example.features.feature:
