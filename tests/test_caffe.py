@@ -567,3 +567,33 @@ def test_hdf5_a_large_chunk_is_decoded_once_not_once_per_batch(tmp_path, monkeyp
     assert sum(len(b.labels) for b in batches) == 40_000 and len(batches) == 40
     assert not any(b.images.any() for b in batches)
     assert max(caches) >= 40_000 * 28 * 28  # the batch read's cache holds the chunk
+
+
+class _Recorded(__import__("mnistconv.model.records", fromlist=["ArraySplit"]).ArraySplit):
+    """An in-memory split that notes the size of every batch it yields."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.sizes = []
+
+    def batches(self, batch_size=8192):
+        for batch in super().batches(batch_size):
+            self.sizes.append(len(batch))
+            yield batch
+
+
+@pytest.mark.parametrize("shape, count, sizes", [
+    ((224, 224, 3), 120, [55, 55, 10]),  # (32 MiB // (224 * 224 * 3 * 4))
+    ((28, 28), 9000, [8192, 808])])      # MNIST's batches, as before
+def test_hdf5_float_batches_are_counted_at_float32_size(tmp_path, shape, count, sizes):
+    """A float32 batch is made from each batch read: batches of BATCH_BYTES of float32,
+    not of uint8 (32 MiB of 224 x 224 RGB made 128 MiB of float32); the pixels come
+    back exact."""
+    from mnistconv.model.records import Dataset
+    rng = np.random.default_rng(3)
+    images = rng.integers(0, 256, size=(count,) + shape, dtype=np.uint8)
+    split = _Recorded("train", images, rng.integers(0, 9, count).astype(np.uint8))
+    mnistconv.write(Dataset("test", {"train": split}), tmp_path / "h5", "caffe-hdf5")
+    assert split.sizes == sizes
+    got = mnistconv.read(tmp_path / "h5").splits["train"]
+    assert np.array_equal(np.concatenate([b.images for b in got.batches()]), images)

@@ -239,3 +239,27 @@ def test_a_cut_jpeg_does_not_decode(tmp_path):
     assert convert_fails(tmp_path, root) == (
         f"Error: {root}/train/1/1.jpg: does not decode as an image (Premature end of JPEG "
         "file); check that the images are 8-bit PNG or JPEG, or download the file again")
+
+
+def test_large_images_are_encoded_in_pieces_of_the_budgets_share(tmp_path):
+    """A piece of 224 x 224 RGB images is packed, copied, filtered, encoded and joined:
+    pieces of 8 MiB of pixels (budget.piece_rows: 55 images), not the reader's 32 MiB
+    batch; MNIST-sized images keep 1000 a piece. The files hold the pixels exactly."""
+    class Recorded(ArraySplit):
+        def batches(self, batch_size=1000):
+            for batch in super().batches(batch_size):
+                sizes.append(len(batch))
+                yield batch
+    rng = np.random.default_rng(4)
+    for shape, count, expected in (((224, 224, 3), 120, [55, 55, 10]),
+                                   ((28, 28), 2500, [1000, 1000, 500])):
+        sizes = []
+        images = rng.integers(0, 256, size=(count,) + shape, dtype=np.uint8)
+        split = Recorded("train", images, rng.integers(0, 3, count).astype(np.uint8))
+        out = tmp_path / f"if{shape[0]}"
+        mnistconv.write(Dataset("test", {"train": split}), out, "imagefolder", workers=1)
+        assert sizes == expected
+        got = mnistconv.read(out).splits["train"]
+        order = np.argsort(got.indices())
+        back = np.concatenate([b.images for b in got.batches()])[order]
+        assert np.array_equal(back, images)
