@@ -13,11 +13,11 @@ import struct
 import numpy as np
 
 try:
-    from .hostile import (LABEL_DTYPES, LABEL_VALUES, MIB, Case, _local_zip, _npy_header,
+    from .hostile import (LABEL_DTYPES, LABEL_VALUES, MIB, Case, _local_zip, _npy_header, _zip,
                           bomb_mib, hostile_name, label_array, zlib_parts)
     from .hostile_formats import _copy
 except ImportError:
-    from hostile import (LABEL_DTYPES, LABEL_VALUES, MIB, Case, _local_zip, _npy_header,
+    from hostile import (LABEL_DTYPES, LABEL_VALUES, MIB, Case, _local_zip, _npy_header, _zip,
                          bomb_mib, hostile_name, label_array, zlib_parts)
     from hostile_formats import _copy
 
@@ -295,7 +295,23 @@ def ratio_svhn(rng, work, top):
 # --- MedMNIST -------------------------------------------------------------------------------
 
 def _medmnist_npz(path, arrays, compress):
-    (np.savez_compressed if compress else np.savez)(path, **arrays)
+    """np.savez's layout, but a member name that is not UTF-8 (a hostile name's
+    surrogates) is written as its bytes, as zipfile cannot (hostile._zip)."""
+    import io
+    import zipfile
+    members = []
+    for key, array in arrays.items():
+        out = io.BytesIO()
+        np.lib.format.write_array(out, np.asanyarray(array), allow_pickle=False)
+        name = f"{key}.npy"
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            name = name.encode("utf-8", "surrogateescape")
+        members.append((name, out.getvalue(),
+                        zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED))
+    with open(path, "wb") as f:
+        f.write(_zip(members))
 
 
 def names_medmnist(rng, work, top):
