@@ -241,9 +241,9 @@ class ParquetWrite(ShardedWrite):
         self.folder = config or "data"
         self.tasks = {tuple(s.header.shape): _PngTask(s.header.shape)
                       for s in dataset.splits.values()}
-        largest = max(int(np.prod(shape)) for shape in self.tasks)
-        self.piece = budget.piece_rows(largest, PIECE)
-        self.write_batch = max(1, min(WRITE_BATCH, DATA_PAGE_BYTES // largest))
+        self.largest = max(int(np.prod(shape)) for shape in self.tasks)  # bytes an image
+        self.piece = budget.piece_rows(self.largest, PIECE)
+        self.write_batch = max(1, min(WRITE_BATCH, DATA_PAGE_BYTES // self.largest))
         if any(t is not None for t in self.tables.values()):
             extras.kept(dataset)  # int32 columns after label
         self.targets, self.stale = [], []
@@ -280,7 +280,7 @@ class ParquetWrite(ShardedWrite):
         """The PNG encoders of every split's image shape."""
         return ParallelEncoder(list(self.tasks.values()), check_workers(self.options.workers),
                                self.options.processes,
-                               max(int(np.prod(shape)) for shape in self.tasks), self.piece,
+                               self.largest, self.piece,
                                total=records)
 
     def write_shards(self, encoder, name, paths):
