@@ -27,6 +27,30 @@ def test_tiles_give_each_images_own_jpeg_and_error(shape):
                                       max(int(d.max()) for d in diff))
 
 
+@pytest.mark.parametrize("rows", [1, 3, 13, 14])
+def test_the_error_measured_rows_at_a_time_is_the_whole_images_error(rows, monkeypatch):
+    """Large images (--max-image-size raised) are compared a block of rows at a time, so
+    that the error's temporaries stay small: the sum and the max are the whole images'
+    whatever the block, one row, blocks that do not divide the height, or all of it."""
+    h, w, measure = 13, 21, 6
+    monkeypatch.setattr(codecs, "_ERROR_BLOCK_PIXELS", measure * w * rows)
+    rng = np.random.default_rng(rows)
+    images = rng.integers(0, 256, (9, h, w), np.uint8)
+    _, segments, err_sum, err_max = codecs.encode_jpeg_measured(images, 75, (h, w),
+                                                                measure)
+    assert len(segments) == 9
+    diff = np.abs(np.stack([codecs.decode_jpeg(codecs.encode_jpeg(im, 75))
+                            for im in images[:measure]]).astype(int) - images[:measure])
+    assert (err_sum, err_max) == (int(diff.sum()), int(diff.max()))
+    # the largest difference in the last row only: a block that misses a row misses it
+    images[measure - 1, h - 1, w - 1] = 255 - images[measure - 1, h - 1, w - 1] // 8
+    images[measure - 1, h - 1, :w - 1] = 0
+    _, _, _, last_max = codecs.encode_jpeg_measured(images, 75, (h, w), measure)
+    decoded = codecs.decode_jpeg(codecs.encode_jpeg(images[measure - 1], 75))
+    assert last_max >= int(np.abs(decoded[h - 1].astype(int) -
+                                  images[measure - 1, h - 1]).max())
+
+
 @pytest.mark.parametrize("shape", [(28, 28), (13, 22), (7, 4), (9, 8)])
 def test_padding_is_libjpegs_edge_replication(shape):
     """pad_to_blocks repeats the last row and column, as libjpeg pads a partial

@@ -184,15 +184,16 @@ def test_float32_hdf5_is_counted_by_its_stored_dtype(tmp_path):
 
 
 def test_workers_share_the_budget_of_the_process_tree(tmp_path):
-    """Gzip IDX of 6000 x 6000 images with --max-image-size raised and --workers 4
-    (every worker held its own two slots of three images before: 8192 x 8192 ones took
-    1 GB)."""
-    folder = expansion.idx_images(str(tmp_path), 12 * 6000 * 6000, side=6000)
+    """Gzip IDX of 8192 x 8192 images with --max-image-size raised and --workers 4
+    (every worker held its own two slots of three images before: 1 GB; then the JPEG
+    error check's two whole-image temporaries: 301 MB)."""
+    folder = expansion.idx_images(str(tmp_path), 12 * 8192 * 8192, side=8192)
     assert _size(folder) < MB
     code, out, err, mb, _ = peak.cli("convert", folder, tmp_path / "o.tfrecord",
-                                     "--workers", "4", "--max-image-size", "6000x6000",
+                                     "--workers", "4", "--max-image-size", "8192x8192",
                                      cwd=tmp_path)
     assert code == 0, err
+    assert "jpeg_error_records: 12" in err, err
     assert mb < PEAK_MB, f"peak {mb:.0f} MB"
 
 

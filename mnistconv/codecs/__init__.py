@@ -141,6 +141,10 @@ def _block_row_tile(padded):
     return tile
 
 
+# Pixels compared at a time when measuring the JPEG error (two uint8 temporaries).
+_ERROR_BLOCK_PIXELS = 4 << 20
+
+
 def encode_jpeg_measured(images, quality, size, measure):
     """(header, segments, error sum, error max): jpeg_segments, and the absolute pixel
     error (sum, max) of the first `measure` images read back. size: the images' (h, w)."""
@@ -153,16 +157,22 @@ def encode_jpeg_measured(images, quality, size, measure):
                                               size=(h, w))
     if not measure:
         return header, segments, 0, 0
-    # |a - b| in uint8 without widening (int16 costs a copy of each).
     original = images[:measure, :h, :w]
     decoded = decoded[:, :h, :w]
-    low = np.minimum(decoded, original)
-    diff = np.maximum(decoded, original)
-    diff -= low
-    # A uint32 sum is quicker, and cannot overflow below 2**24 pixels of at most 255.
-    total = np.uint32 if diff.size < 1 << 24 else np.uint64
-    return header, segments, int(np.add.reduce(diff, axis=None, dtype=total)), \
-        int(diff.max())
+    # Rows at a time, so that the two temporaries stay small beside images that
+    # --max-image-size raised (8192 x 8192: 64 MiB each); MNIST's batch is one block.
+    rows = max(1, _ERROR_BLOCK_PIXELS // (measure * w))
+    error_sum = error_max = 0
+    for top in range(0, h, rows):
+        a, b = decoded[:, top:top + rows], original[:, top:top + rows]
+        # |a - b| in uint8 without widening (int16 costs a copy of each).
+        diff = np.maximum(a, b)
+        diff -= np.minimum(a, b)
+        # A uint32 sum is quicker, and cannot overflow below 2**24 pixels of at most 255.
+        total = np.uint32 if diff.size < 1 << 24 else np.uint64
+        error_sum += int(np.add.reduce(diff, axis=None, dtype=total))
+        error_max = max(error_max, int(diff.max()))
+    return header, segments, error_sum, error_max
 
 
 def encode_jpeg_batch(images, quality=DEFAULT_JPEG_QUALITY, decoded=False):
