@@ -289,10 +289,6 @@ class StagedOutput:
         self._refuse_existing(path)
         self._removals.append(path)
 
-    def superseded(self) -> set:
-        """The paths supersede() has marked for removal so far."""
-        return set(self._removals)
-
     def _temporary(self, make, **where):
         """Create a temporary and register it for abort(), with no interrupt in between."""
         with signals_deferred():
