@@ -13,6 +13,7 @@ stream, so each image's JPEG is the shared header + its segment + EOI.
 """
 
 import io
+import zlib
 from itertools import repeat
 from operator import getitem
 
@@ -405,6 +406,10 @@ def decode_image(data: bytes) -> np.ndarray:
         raise ValueError("16-bit PNG; mnistconv keeps 8-bit pixels and will not clip "
                          "values above 255")
     Image = pil_image()
+    if shape is not None:
+        pixels = _plain_png(Image, data, shape)
+        if pixels is not None:
+            return pixels
     # Pillow's decompression-bomb limits stay on; its warning is an error like the rest.
     import warnings
     try:
@@ -414,6 +419,46 @@ def decode_image(data: bytes) -> np.ndarray:
                 return _pixels(Image, image)
     except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
         raise ValueError(str(e) or type(e).__name__) from None
+
+
+# A plain PNG's colour type -> Pillow's mode (as Pillow's PNG plugin decodes it).
+_PLAIN_PNG_MODES = {0: "L", 2: "RGB", 4: "LA", 6: "RGBA"}
+
+
+def _plain_png(Image, data, shape):
+    """The pixels of a plain PNG (8-bit grey, RGB, grey + alpha or RGBA, not interlaced,
+    only IHDR, IDAT and IEND chunks, every CRC right: what mnistconv, TensorFlow, Pillow
+    and `datasets` write), decoded by the zip decoder Pillow's PNG plugin uses, without
+    the plugin's per-file parsing (about 3x faster on 28 x 28 images: benchmarks/README.md).
+    None for any other PNG, or if anything fails: decode_image's Pillow path then
+    decodes it or says what is wrong, as for every PNG before."""
+    mode = _PLAIN_PNG_MODES.get(data[25]) if len(data) > 33 else None
+    if mode is None or data[24] != 8 or data[26:29] != b"\0\0\0":  # depth, methods
+        return None
+    view = memoryview(data).cast("B")
+    pos, idat = 8, []
+    while pos + 12 <= len(view):
+        length = int.from_bytes(view[pos:pos + 4], "big")
+        end = pos + 8 + length
+        if end + 4 > len(view) or \
+                zlib.crc32(view[pos + 4:end]) != int.from_bytes(view[end:end + 4], "big"):
+            return None
+        kind = bytes(view[pos + 4:pos + 8])
+        if kind == b"IEND":
+            break
+        if kind == b"IDAT":
+            idat.append(view[pos + 8:end])
+        elif kind != b"IHDR":
+            return None
+        pos = end + 4
+    else:
+        return None  # no IEND
+    height, width = shape[:2]
+    try:
+        image = Image.frombytes(mode, (width, height), b"".join(idat), "zip", mode)
+    except (ValueError, OSError):
+        return None
+    return np.frombuffer(image.tobytes(), np.uint8).reshape(shape)
 
 
 class _ViewFile(io.RawIOBase):
