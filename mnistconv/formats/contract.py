@@ -30,6 +30,7 @@ written.
 
 import importlib
 import itertools
+import math
 import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
@@ -277,6 +278,7 @@ def admit(fmt, dataset, options: Any = None) -> None:
     CannotWrite otherwise, in one message: the format, what it cannot hold, the way out."""
     from ..codecs.classes import check_dataset
     check_dataset(dataset)
+    _fit_heap(dataset)
     holds = fmt.holding(options)
     schemas = [split.header.schema for split in dataset.splits.values()]
     sizes: dict = {}
@@ -294,6 +296,18 @@ def admit(fmt, dataset, options: Any = None) -> None:
         shown = ", ".join(f"{name} {h}x{w}" for (h, w), name in sizes.items())
         _refuse(fmt, None, f"splits of different image sizes ({shown}) (it holds one "
                            "size for all splits)", "one_image_size", holds, schemas, True)
+
+
+def _fit_heap(dataset) -> None:
+    """The program's malloc tuned to the largest image this write will make batches of
+    (workers.process.fit_heap_to_images)."""
+    from ..workers.process import fit_heap_to_images
+    largest = 0
+    for split in dataset.splits.values():
+        image = split.header.schema.image
+        if image.shape:
+            largest = max(largest, math.prod(image.shape) * image.dtype.itemsize)
+    fit_heap_to_images(largest)
 
 
 def cannot_hold(holds, schema) -> "tuple[str, str, str] | None":

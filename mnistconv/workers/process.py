@@ -18,22 +18,45 @@ def single_blas_thread():
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+# Buffers glibc keeps in the heap for reuse, up to this size (larger ones get a mapping
+# of their own, given back when freed, and faulted in again when made again): a batch
+# (32 MiB) and its temporaries are made again every batch.
+_heap_buffer = 64 << 20
+# Images from this size (MedMNIST's 128 and 224 px in colour) are written in batches of
+# 8-33 MB of varied sizes and PNGs of their own; kept in the heap, what they freed stayed
+# there, fragmented (47-79 MB of a Parquet write), and the process grew past the budget.
+LARGE_IMAGE_BYTES = 32 << 10
+_tuned = False
+
+
 def reuse_freed_memory():
-    """Keep freed buffers in the heap, not given back and faulted in again each batch;
-    but a buffer of half a piece's share of the budget or more gets a mapping of its
-    own, given back when freed. Above that glibc's heap kept what large images' batches
-    and PNGs had freed, fragmented, and let the process grow past the budget
-    (benchmarks/README.md, bench_medmnist224); MNIST's buffers stay below it."""
+    """Keep freed buffers up to _heap_buffer in the heap, not given back and faulted in
+    again each batch (a batch's arrays are mapped and faulted anew otherwise: 1.2 M page
+    faults and 5 s of system time comparing 760,000 28 x 28 images, against 10,000 and
+    0.8 s; benchmarks/README.md)."""
+    global _tuned
     try:
         import ctypes
         mallopt = ctypes.CDLL(None).mallopt  # glibc; elsewhere there is nothing to do
     except (OSError, AttributeError):
         return
-    from ..io.budget import BATCH_BYTES, PIECES_IN_FLIGHT
     m_trim_threshold, m_mmap_threshold = -1, -3
-    largest = BATCH_BYTES // PIECES_IN_FLIGHT // 2
-    mallopt(m_mmap_threshold, largest)
-    mallopt(m_trim_threshold, 2 * largest)  # (glibc's own ratio)
+    mallopt(m_mmap_threshold, _heap_buffer)
+    mallopt(m_trim_threshold, 2 * _heap_buffer)  # (glibc's own ratio)
+    _tuned = True
+
+
+def fit_heap_to_images(image_bytes: int) -> None:
+    """In the program, once a write's images are known: for large ones a buffer of half
+    a piece's share of the budget (4 MiB) or more gets its own mapping, given back when
+    freed (bench_medmnist224: Parquet 293 -> 225 MB, Caffe HDF5 305 -> 210 MB on 224 x
+    224 RGB); forked workers inherit it. Not in a library caller's process (rule 11)."""
+    global _heap_buffer
+    if not _tuned or image_bytes < LARGE_IMAGE_BYTES:
+        return
+    from ..io.budget import BATCH_BYTES, PIECES_IN_FLIGHT
+    _heap_buffer = min(_heap_buffer, BATCH_BYTES // PIECES_IN_FLIGHT // 2)
+    reuse_freed_memory()
 
 
 def is_the_program() -> bool:
