@@ -429,7 +429,7 @@ def _plain_png(Image, data, shape):
     """The pixels of a plain PNG (8-bit grey, RGB, grey + alpha or RGBA, not interlaced,
     only IHDR, IDAT and IEND chunks, every CRC right: what mnistconv, TensorFlow, Pillow
     and `datasets` write), decoded by the zip decoder Pillow's PNG plugin uses, without
-    the plugin's per-file parsing (about 3x faster on 28 x 28 images: benchmarks/README.md).
+    the plugin's per-file parsing, which costs most of a small PNG's time (benchmarks/README.md).
     None for any other PNG, or if anything fails: decode_image's Pillow path then
     decodes it or says what is wrong, as for every PNG before."""
     mode = _PLAIN_PNG_MODES.get(data[25]) if len(data) > 33 else None

@@ -23,17 +23,16 @@ def single_blas_thread():
 # (32 MiB) and its temporaries are made again every batch.
 _heap_buffer = 64 << 20
 # Images from this size (MedMNIST's 128 and 224 px in colour) are written in batches of
-# 8-33 MB of varied sizes and PNGs of their own; kept in the heap, what they freed stayed
-# there, fragmented (47-79 MB of a Parquet write), and the process grew past the budget.
+# varied sizes and PNGs of their own; kept in the heap, what they freed stayed there,
+# fragmented, and the process grew past the budget (benchmarks/README.md).
 LARGE_IMAGE_BYTES = 32 << 10
 _tuned = False
 
 
 def reuse_freed_memory():
     """Keep freed buffers up to _heap_buffer in the heap, not given back and faulted in
-    again each batch (a batch's arrays are mapped and faulted anew otherwise: 1.2 M page
-    faults and 5 s of system time comparing 760,000 28 x 28 images, against 10,000 and
-    0.8 s; benchmarks/README.md)."""
+    again each batch (otherwise a batch's arrays are mapped and faulted anew, at a cost
+    in system time that grows with the input: benchmarks/README.md)."""
     global _tuned
     try:
         import ctypes
@@ -48,9 +47,9 @@ def reuse_freed_memory():
 
 def fit_heap_to_images(image_bytes: int) -> None:
     """In the program, once a write's images are known: for large ones a buffer of half
-    a piece's share of the budget (4 MiB) or more gets its own mapping, given back when
-    freed (bench_medmnist224: Parquet 293 -> 225 MB, Caffe HDF5 305 -> 210 MB on 224 x
-    224 RGB); forked workers inherit it. Not in a library caller's process (rule 11)."""
+    a piece's share of the budget or more gets its own mapping, given back when freed
+    (bench_medmnist224); forked workers inherit it. Not in a library caller's process
+    (rule 11)."""
     global _heap_buffer
     if not _tuned or image_bytes < LARGE_IMAGE_BYTES:
         return
