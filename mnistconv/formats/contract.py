@@ -275,7 +275,8 @@ def admit(fmt, dataset, options: Any = None) -> None:
     """The door every write passes, for every runner (write(), a plan, a task slice,
     --resume, Beam), before anything is written: class names cover the labels, and each
     split's schema is one the format holds with these options (fmt.holding). A
-    CannotWrite otherwise, in one message: the format, what it cannot hold, the way out."""
+    CannotWrite otherwise, in one message: the format, what it cannot hold, the way out.
+    In the program, malloc is fitted to the images the write will make batches of."""
     from ..codecs.classes import check_dataset
     check_dataset(dataset)
     _fit_heap(dataset)
