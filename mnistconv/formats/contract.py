@@ -30,7 +30,6 @@ written.
 
 import importlib
 import itertools
-import math
 import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
@@ -302,13 +301,10 @@ def admit(fmt, dataset, options: Any = None) -> None:
 def _fit_heap(dataset) -> None:
     """The program's malloc tuned to the largest image this write will make batches of
     (workers.process.fit_heap_to_images)."""
+    from ..io.budget import image_bytes
     from ..workers.process import fit_heap_to_images
-    largest = 0
-    for split in dataset.splits.values():
-        image = split.header.schema.image
-        if image.shape:
-            largest = max(largest, math.prod(image.shape) * image.dtype.itemsize)
-    fit_heap_to_images(largest)
+    images = [split.header.schema.image for split in dataset.splits.values()]
+    fit_heap_to_images(max((image_bytes(i.shape, i.dtype) for i in images), default=0))
 
 
 def cannot_hold(holds, schema) -> "tuple[str, str, str] | None":
