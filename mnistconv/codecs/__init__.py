@@ -352,16 +352,23 @@ def image_shape(data: bytes):
     return size if channels == 1 else size + (channels,)
 
 
-def _png_has_chunk(data, kind):
-    """Whether a PNG has a chunk of `kind` before its image data (in these bytes)."""
+def _png_chunks(data):
+    """(kind, start, end) of each chunk of a PNG in these bytes, in order: its data is
+    data[start:end] and its CRC the 4 bytes after, if the bytes go that far."""
     pos = 8
     while pos + 8 <= len(data):
-        found = data[pos + 4:pos + 8]
+        end = pos + 8 + int.from_bytes(data[pos:pos + 4], "big")
+        yield bytes(data[pos + 4:pos + 8]), pos + 8, end
+        pos = end + 4
+
+
+def _png_has_chunk(data, kind):
+    """Whether a PNG has a chunk of `kind` before its image data (in these bytes)."""
+    for found, _, _ in _png_chunks(data):
         if found == kind:
             return True
         if found == b"IDAT":
             return False
-        pos += 12 + int.from_bytes(data[pos:pos + 4], "big")
     return False
 
 
@@ -436,21 +443,17 @@ def _plain_png(Image, data, shape):
     if mode is None or data[24] != 8 or data[26:29] != b"\0\0\0":  # depth, methods
         return None
     view = memoryview(data).cast("B")
-    pos, idat = 8, []
-    while pos + 12 <= len(view):
-        length = int.from_bytes(view[pos:pos + 4], "big")
-        end = pos + 8 + length
+    idat = []
+    for kind, start, end in _png_chunks(view):
         if end + 4 > len(view) or \
-                zlib.crc32(view[pos + 4:end]) != int.from_bytes(view[end:end + 4], "big"):
+                zlib.crc32(view[start - 4:end]) != int.from_bytes(view[end:end + 4], "big"):
             return None
-        kind = bytes(view[pos + 4:pos + 8])
         if kind == b"IEND":
             break
         if kind == b"IDAT":
-            idat.append(view[pos + 8:end])
+            idat.append(view[start:end])
         elif kind != b"IHDR":
             return None
-        pos = end + 4
     else:
         return None  # no IEND
     height, width = shape[:2]
