@@ -2,6 +2,7 @@
 for one thread (numpy's import is then cheaper), keeps a user's choice, and the library
 changes no environment."""
 
+import os
 import subprocess
 import sys
 
@@ -15,7 +16,6 @@ print(os.environ.get("OPENBLAS_NUM_THREADS", "unset"))
 
 
 def probe(setup, env_value=None):
-    import os
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if env_value is not None:
         env["OPENBLAS_NUM_THREADS"] = env_value
@@ -65,7 +65,7 @@ print(process._heap_buffer >> 20, process._tuned)
 
 def _heap(setup, tmp_path):
     out = subprocess.run([sys.executable, "-c", HEAP.format(setup=setup)], cwd=tmp_path,
-                         env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+                         env={**os.environ, "PYTHONPATH": str(REPO)},
                          capture_output=True, text=True, check=True)
     return out.stdout.strip()
 
