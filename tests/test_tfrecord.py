@@ -215,6 +215,27 @@ def test_a_jpeg_that_does_not_decode_is_named_by_its_record(tmp_path):
                                    "from 0): image does not decode (")
 
 
+def test_bytes_no_image_format_knows_are_refused_in_the_same_words_every_run(tmp_path):
+    """Pillow's "cannot identify image file <_io.BytesIO object at 0x7f...>" names an
+    address that differs run to run: the message drops it."""
+    ds = dataset(20)
+    write(ds, tmp_path / "a.tfrecord", workers=1)
+    from mnistconv.codecs.example import example_class
+    records = records_of(tmp_path / "a.tfrecord")
+    broken = example_class().FromString(records[12])
+    broken.features.feature["image"].bytes_list.value[0] = b"\x89PNG\r\n\x1a\n" + bytes(40)
+    records[12] = broken.SerializeToString(deterministic=True)
+    (tmp_path / "b.tfrecord").write_bytes(framed(records))
+    errors = set()
+    for _ in range(2):
+        r = run("tfrecord-to-npz", tmp_path / "b.tfrecord", tmp_path / "b.npz")
+        assert r.returncode == 1 and not (tmp_path / "b.npz").exists()
+        errors.add(stderr_of(r))
+    assert errors == {f"Error: {tmp_path / 'b.tfrecord'}: record 12 (counting from 0): "
+                      "image does not decode (cannot identify image file); check that the "
+                      "images are 8-bit PNG or JPEG, or download the file again\n"}
+
+
 def test_encode_png_is_lossless_and_deterministic():
     image = digit_like(1)[0]
     png = codecs.encode_png(image)

@@ -425,7 +425,13 @@ def decode_image(data: bytes) -> np.ndarray:
             with Image.open(_file_of(data)) as image:
                 return _pixels(Image, image)
     except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
-        raise ValueError(str(e) or type(e).__name__) from None
+        raise ValueError(pillow_reason(e)) from None
+
+
+def pillow_reason(error) -> str:
+    """Pillow's message without the object it read from ("cannot identify image file
+    <_io.BytesIO object at 0x7f...>": an address differing run to run)."""
+    return str(error).split(" <_io.")[0] or type(error).__name__
 
 
 # A plain PNG's colour type -> Pillow's mode (as Pillow's PNG plugin decodes it).

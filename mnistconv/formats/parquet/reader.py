@@ -214,8 +214,7 @@ def _decode(data, shape, where):
     except ValueError as e:
         raise BadImage(where, f"image does not decode ({e})") from None
     except Exception as e:  # Pillow raises many kinds
-        reason = str(e).split(" <_io.")[0] or type(e).__name__
-        raise BadImage(where, f"image does not decode ({reason})") from None
+        raise BadImage(where, f"image does not decode ({codecs.pillow_reason(e)})") from None
     if pixels.shape != tuple(shape):
         got = "x".join(map(str, pixels.shape))
         raise FormatError(where, f"image is {got}, the split's images are "
