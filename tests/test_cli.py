@@ -2,6 +2,7 @@
 info and formats, and one walk over every reader/writer pair in the registry."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -164,6 +165,24 @@ def test_info_reads_gzip_through(tmp_path):
     assert (result.returncode, result.stderr.decode()) == (
         1, f"Error: {path}: truncated data: header declares 20 x 28 x 28 uint8 (15680 bytes), "
            "the file holds 14896; the file is cut short: download or copy it again\n")
+
+
+def test_info_hashes_on_a_thread_and_raises_what_hashing_raised(tmp_path):
+    """info's digests run beside the label counts (cli/info.py hash_in_background): the
+    caller gets each file's size and SHA-256 in order, or the refusal hashing met."""
+    import hashlib
+    from mnistconv.cli.info import hash_in_background
+    from mnistconv.errors import MnistconvError
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"x" * 3_000_000)
+    b.write_bytes(b"")
+    assert hash_in_background([str(a), str(b)])() == [
+        (str(a), 3_000_000, hashlib.sha256(a.read_bytes()).hexdigest()),
+        (str(b), 0, hashlib.sha256(b"").hexdigest())]
+    os.mkfifo(tmp_path / "fifo")
+    wait = hash_in_background([str(a), str(tmp_path / "fifo")])
+    with pytest.raises(MnistconvError, match="fifo"):
+        wait()
 
 
 def test_formats_lists_the_registry():
