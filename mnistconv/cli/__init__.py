@@ -29,7 +29,7 @@ show      show:show                Draw images in the terminal with label and in
 preview   preview:preview          Write a PNG contact sheet, one row per class.
 card      card:card                Write a dataset card: one self-contained HTML page.
 compare   compare:compare          Compare two datasets split by split; exit 1 when they differ.
-download  download:download        Download MNIST, Fashion-MNIST, KMNIST or EMNIST, checksums verified.
+download  download:download        Download the MNIST family, CIFAR, SVHN or MedMNIST, checksums verified.
 pack      pack:pack                Build asset packs (pack browser: GDMNIST1 + manifest).
 verify    pack:verify              Check every file a pack manifest lists.
 serve     pack:serve               Serve a directory on 127.0.0.1 (browser demo).

@@ -1,5 +1,6 @@
-"""`mnistconv download`: fetch MNIST, Fashion-MNIST, KMNIST or EMNIST, verified, from
-the publishers' mirrors or another source (--source keras, hf)."""
+"""`mnistconv download`: fetch a published dataset (the MNIST family, CIFAR, SVHN,
+MedMNIST), verified, from the publishers' mirrors or another source (--source keras,
+hf, ...)."""
 
 import os
 from dataclasses import dataclass
