@@ -14,7 +14,8 @@ the checkout:
 - a ```python block runs in the page's namespace; a ```text block right after it is
   what it must print;
 - ```sh blocks (set-up, downloads, other machines) are not run, and neither is a block
-  right after `<!-- docs-test: skip -->`. `<!-- docs-test: needs MODULE ... -->` before
+  right after `<!-- docs-test: skip -->`; the mnistconv commands of ```sh blocks are
+  parsed as the command line parses them (every command, option and choice exists). `<!-- docs-test: needs MODULE ... -->` before
   a block skips the rest of the page when a module is not installed.
 
 docs/library.md has its own test (test_library_docs.py), which also checks what its
@@ -27,14 +28,17 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 
-from helpers import REPO, SAMPLE
+from helpers import REPO, SAMPLE, run
+from mnistconv.cli import cli
 
 PAGES = [REPO / "README.md"] + sorted(
     p for p in (REPO / "docs").rglob("*.md") if p.name != "library.md")
@@ -172,3 +176,85 @@ def test_the_matcher_fails_on_other_output():
                            ('{"a": 1}', '{"a": 2}'), ("a\n", "")):
         with pytest.raises(AssertionError):
             assert_shows(shown, printed, "t")
+
+
+# --- ```sh blocks: not run, but every mnistconv command in them is one the CLI takes ----
+
+SH = re.compile(r"^```sh[^\n]*\n(.*?)^```$", re.S | re.M)
+SHELL_SEPARATORS = {"|", "||", "&&", ";", "&"}
+
+
+def sh_commands(page):
+    """(line, arguments) of each mnistconv command in a page's ```sh blocks: a line's
+    pipes and lists split, its comment dropped."""
+    text = page.read_text(encoding="utf-8")
+    found = []
+    for m in SH.finditer(text):
+        first = text.count("\n", 0, m.start(1)) + 1
+        for n, line in enumerate(m.group(1).splitlines()):
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            segment = []
+            for word in [*lexer, ";"]:
+                if word not in SHELL_SEPARATORS:
+                    segment.append(word)
+                    continue
+                if segment[:1] == ["mnistconv"]:
+                    found.append((first + n, segment[1:]))
+                segment = []
+    return found
+
+
+def parse_as_the_cli_does(args):
+    """Parse ARGS as `mnistconv ARGS` would, running nothing: an unknown command or
+    option, a value outside an option's choices or range, or a missing argument raises
+    click.UsageError."""
+    command, name, rest = cli, "mnistconv", list(args)
+    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
+        sub = command.get_command(click.Context(command), rest[0])
+        if sub is None:
+            raise click.UsageError(f"no command {rest[0]!r}")
+        command, name, rest = sub, rest[0], rest[1:]
+    try:
+        command.make_context(name, rest)
+    except click.exceptions.Exit:  # --help, --version
+        pass
+
+
+SH_PAGES = [p for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+            if sh_commands(p)]
+
+
+@pytest.mark.parametrize("page", SH_PAGES, ids=[str(p.relative_to(REPO)) for p in SH_PAGES])
+def test_sh_examples_are_commands_the_cli_takes(page, monkeypatch):
+    monkeypatch.chdir(REPO)  # a DIRECTORY that must exist (serve examples/browser) does
+    for line, args in sh_commands(page):
+        try:
+            parse_as_the_cli_does(args)
+        except click.ClickException as e:
+            pytest.fail(f"{page.relative_to(REPO)}:{line}: mnistconv {shlex.join(args)}: "
+                        f"{e.format_message()}")
+
+
+def test_the_sh_check_finds_the_commands_and_refuses_what_the_cli_refuses():
+    readme = [args for _, args in sh_commands(REPO / "README.md")]
+    assert ["download", "mnist", "data/mnist"] in readme
+    assert ["idx-to-npz", "data/", "-"] in [args for _, args in
+                                           sh_commands(REPO / "docs" / "pipelines.md")]
+    for args in (["convert", "a", "b", "--to", "nope"], ["show", "x", "--indx", "0:5"],
+                 ["pack", "brows", "a", "b"], ["info"], ["idx-to-nope", "a", "b"]):
+        with pytest.raises(click.UsageError):
+            parse_as_the_cli_does(args)
+
+
+def test_the_readme_quick_start_writes_the_files_its_comment_names(tmp_path):
+    """The quick start's `idx-to-tfrecord data/mnist out/` (a ```sh block, on the full
+    MNIST) names what it writes in its comment: on the sample, the same names."""
+    line = next(line for line in (REPO / "README.md").read_text(encoding="utf-8")
+                .splitlines() if line.startswith("mnistconv idx-to-tfrecord data/mnist out/"))
+    command, named = line.split("#", 1)
+    shutil.copytree(SAMPLE, tmp_path / "data" / "mnist")
+    r = run(*shlex.split(command)[1:], "-q", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    written = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").rglob("*"))
+    assert written == sorted(name.strip() for name in named.split(","))
