@@ -148,6 +148,22 @@ def test_usage_errors_exit_2(tmp_path, good):
         result.stderr.decode()
 
 
+def test_an_existing_output_is_named_as_the_user_named_it(tmp_path, good):
+    """Relative in, relative out: the message names the file by the path typed (a
+    folder's file under the folder as typed), not the absolute path made from it."""
+    src = good[0]
+    (tmp_path / "x.npz").write_bytes(b"precious")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "train-images-idx3-ubyte").write_bytes(b"precious")
+    for args, named in ((["x.npz"], "x.npz"),
+                        (["./out/", "--to", "idx"], "./out/train-images-idx3-ubyte"),
+                        ([str(tmp_path / "x.npz")], str(tmp_path / "x.npz"))):
+        result = run("convert", src, *args, cwd=tmp_path)
+        assert (result.returncode, result.stderr.decode()) == (
+            2, f"Error: {named}: already exists; use --force to overwrite it\n")
+    assert (tmp_path / "x.npz").read_bytes() == b"precious"
+
+
 def test_existing_output_is_never_overwritten_without_force(tmp_path, good):
     src, images, labels = good
     out = tmp_path / "x.npz"

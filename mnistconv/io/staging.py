@@ -245,8 +245,20 @@ class StagedOutput:
     def _refuse_existing(self, target):
         check_output_path(target, self.root)
         if os.path.lexists(target) and not self.force:
-            raise exists_error(target)
+            raise exists_error(self._as_named(target))
         refuse_replacing_special(target)
+
+    def _as_named(self, target):
+        """target (absolute) spelt from the output the user named: out/ and m.npz stay
+        relative in a message, as typed."""
+        if not self.root or is_stream_path(self.root):
+            return target
+        named = os.path.abspath(self.root)
+        if target == named:
+            return self.root
+        if target.startswith(named.rstrip(os.sep) + os.sep):
+            return os.path.join(self.root, target[len(named.rstrip(os.sep)) + 1:])
+        return target
 
     def _make_parent(self, parent):
         """os.makedirs, remembering what it made so abort() removes it."""
