@@ -115,6 +115,8 @@ def test_resume_on_the_complete_output_of_a_plain_run_exits_0(tmp_path, fmt, dst
         r = run(*command, "--resume")
         assert r.returncode == 0, stderr_of(r)
         lines = stderr_of(r).splitlines()
+        # Headed as a plain conversion's lines are: what from what.
+        assert lines[0] == f"idx -> {fmt}: the shard plan, resumed"
         assert lines[-1].startswith("  complete: every shard of plan ") or any(
             line.startswith("  complete: every shard of plan ") and
             line.endswith(" was already there (hashes checked)") for line in lines)
@@ -341,6 +343,9 @@ def test_force_over_a_planned_output_drops_its_progress_record(tmp_path):
     out = tmp_path / "out"
     command = ["convert", SAMPLE, out / "m.tfrecord", "--limit", "40", "-q"]
     assert run(*command, "--shards", "4", "--num-tasks", "1", "--task-index", "0").returncode == 0
+    r = run(*command[:-1], "--shards", "4", "--num-tasks", "2", "--task-index", "1")
+    assert stderr_of(r).splitlines()[0] == \
+        "idx -> tfrecord: task 1 (counting from 0) of the shard plan's 2"
     record = out / ".m.tfrecord.mnistconv-plan.json"
     assert record.exists()
     assert run(*command, "--shards", "2", "--force").returncode == 0

@@ -422,12 +422,23 @@ def _run_planned(c, values, planned, sums):
     if planned["plan"]:
         emit_json(plans.make_plan(spec.open(), dst, writer.name, options))
         return 0
+    # The header a plain conversion prints, so a log says what the shard lines are of;
+    # before the first of them (an error before any stays the only line).
+    which = "the shard plan" if planned["num_tasks"] is None else \
+        f"task {planned['task_index']} (counting from 0) of the shard plan's {planned['num_tasks']}"
+    header = [f"{source.format.name} -> {writer.name}: {which}"
+              f"{', resumed' if planned['resume'] else ''}"]
+
+    def head():
+        while header:
+            note(header.pop(), quiet or as_json)
     if planned["runner"] == "beam":
         from ..runners import beam
         result = beam.run(spec, dst, writer.name, options, planned["beam_options"],
                           resume=planned["resume"], force=force)
     else:
         def shown(status, task, f):
+            head()
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}  ({status})",
                  quiet or as_json)
         result = plans.run(spec, dst, writer.name, options, plans.Tasks(
@@ -435,7 +446,9 @@ def _run_planned(c, values, planned, sums):
             force), on_task=shown)
     if as_json:
         emit_json(result)
-    elif result["finished"]:
+        return 0
+    head()
+    if result["finished"]:
         for f in result["metadata"]:
             note(f"  {f['path']}  {f['bytes']:,} bytes  sha256 {f['sha256']}", quiet)
         for path in result["rewritten"]:
