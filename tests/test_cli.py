@@ -185,6 +185,21 @@ def test_info_hashes_on_a_thread_and_raises_what_hashing_raised(tmp_path):
         wait()
 
 
+def test_sha256sums_is_named_as_the_files_are(tmp_path, src):
+    """A relative DST: the written files and their SHA256SUMS are shown relative alike
+    (the text summary and --json); an absolute DST: absolute."""
+    folder = src[0]
+    r = run("convert", folder, "s1/m.npz", "--sha256sums", cwd=tmp_path)
+    lines = r.stderr.decode().splitlines()
+    assert (r.returncode, lines[1].split()[0], lines[-1]) == (
+        0, "s1/m.npz", "  s1/SHA256SUMS  (sha256sum -c)")
+    r = run("convert", folder, "s2/m.npz", "--sha256sums", "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["sha256sums"] == "s2/SHA256SUMS"
+    r = run("convert", folder, tmp_path / "s3" / "m.npz", "--sha256sums", "--json")
+    assert json.loads(r.stdout)["sha256sums"] == str(tmp_path / "s3" / "SHA256SUMS")
+    assert (tmp_path / "s1" / "SHA256SUMS").read_text().endswith("  m.npz\n")
+
+
 def test_formats_lists_the_registry():
     result = run("formats", "--json")
     names = [f["name"] for f in json.loads(result.stdout)]

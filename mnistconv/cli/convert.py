@@ -241,6 +241,8 @@ def run_conversion(c: Conversion, values: dict) -> int:
                 _drop_plan_record(dst, writer)
     splits = {name: {"count": s.header.count, "shape": list(s.header.shape),
                      "dtype": s.header.dtype.name} for name, s in dataset.splits.items()}
+    if sums_path and not os.path.isabs(dst):  # named as the files are: relative if DST is
+        sums_path = os.path.relpath(sums_path)
     if as_json:
         emit_json({"input": {"path": src, "format": reader.name},
                    "output": {"path": dst, "format": writer.name},
