@@ -394,11 +394,10 @@ def decode_image(data: bytes) -> np.ndarray:
     """A JPEG (see decode_jpeg) or PNG as uint8 pixels with the channels it stores (the
     shape image_shape() gives: H x W for grey); ValueError if it does not decode, is
     over MAX_IMAGE_PIXELS or is 16-bit (would clip)."""
-    from ..limits import MAX_IMAGE_PIXELS, max_encoded_image_bytes
+    from ..limits import max_encoded_image_bytes
     size = image_size(data)
-    if size is not None and size[0] * size[1] > MAX_IMAGE_PIXELS:
-        raise ValueError(f"image of {size[0]}x{size[1]} exceeds mnistconv's limit of "
-                         f"{MAX_IMAGE_PIXELS:,} pixels per image")
+    if size is not None:
+        _check_pixels(*size)
     shape = image_shape(data) if size is not None else None
     if shape is not None:
         channels = shape[2] if len(shape) == 3 else 1
@@ -423,9 +422,19 @@ def decode_image(data: bytes) -> np.ndarray:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(_file_of(data)) as image:
+                # Pillow's size: a PNG's last IHDR before its image data, not the first
+                _check_pixels(image.size[1], image.size[0])
                 return _pixels(Image, image)
     except Exception as e:  # Pillow raises many kinds (OSError, SyntaxError, ...)
         raise ValueError(pillow_reason(e)) from None
+
+
+def _check_pixels(height, width):
+    """ValueError for an image of more than mnistconv's MAX_IMAGE_PIXELS pixels."""
+    from ..limits import MAX_IMAGE_PIXELS
+    if height * width > MAX_IMAGE_PIXELS:
+        raise ValueError(f"image of {height}x{width} exceeds mnistconv's limit of "
+                         f"{MAX_IMAGE_PIXELS:,} pixels per image")
 
 
 def pillow_reason(error) -> str:
@@ -446,10 +455,22 @@ def _plain_png(Image, data, shape):
     None for any other PNG, or if anything fails: decode_image's Pillow path then
     decodes it or says what is wrong, as for every PNG before."""
     mode = _PLAIN_PNG_MODES.get(data[25]) if len(data) > 33 else None
-    if mode is None or data[24] != 8 or data[26:29] != b"\0\0\0":  # depth, methods
+    # The IHDR's length: Pillow refuses one of under 13 bytes, where the fixed offsets
+    # read on into its CRC.
+    if mode is None or data[8:12] != b"\0\0\0\x0d" or data[24] != 8 or \
+            data[26:29] != b"\0\0\0":  # depth, methods
         return None
+    height, width = shape[:2]
+    # Pillow identifies no image without pixels, and refuses one over its own limit
+    # (decode_image makes its warning an error), which --max-image-size can pass.
+    pixels = height * width
+    if pixels == 0 or (Image.MAX_IMAGE_PIXELS is not None and
+                       pixels > Image.MAX_IMAGE_PIXELS):
+        return None
+    from PIL import ImageFile
+    block = ImageFile.MAXBLOCK  # ImageFile.load reads at most this at a time
     view = memoryview(data).cast("B")
-    idat = []
+    pieces = []
     for kind, start, end in _png_chunks(view):
         if end + 4 > len(view) or \
                 zlib.crc32(view[start - 4:end]) != int.from_bytes(view[end:end + 4], "big"):
@@ -457,15 +478,36 @@ def _plain_png(Image, data, shape):
         if kind == b"IEND":
             break
         if kind == b"IDAT":
-            idat.append(view[start:end])
-        elif kind != b"IHDR":
+            # In the pieces the plugin reads: a chunk at a time, `block` bytes at most.
+            pieces += (view[at:min(at + block, end)] for at in range(start, end, block))
+        elif start != 16:
+            # Another chunk, or an IHDR but the first: Pillow takes the last IHDR
+            # before the image data for its shape, ends the image data at any other
+            # chunk, and checks an IHDR after it.
             return None
     else:
         return None  # no IEND
-    height, width = shape[:2]
+    # Fed as ImageFile.load feeds it: the decoder takes the zlib stream's end at a row
+    # boundary for the image's end only if it comes in the same read as that row.
     try:
-        image = Image.frombytes(mode, (width, height), b"".join(idat), "zip", mode)
-    except (ValueError, OSError):
+        image = Image.new(mode, (width, height))
+        decoder = Image._getdecoder(mode, "zip", mode)
+        decoder.setimage(image.im, (0, 0, width, height))
+        try:
+            pending = b""
+            for piece in pieces:
+                pending += piece
+                consumed, error = decoder.decode(pending)
+                if consumed < 0:
+                    break
+                pending = pending[consumed:]
+            else:
+                return None  # the image data ran out
+        finally:
+            decoder.cleanup()
+    except Exception:  # anything: Pillow's path says what is wrong
+        return None
+    if error:
         return None
     return np.frombuffer(image.tobytes(), np.uint8).reshape(shape)
 

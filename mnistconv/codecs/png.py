@@ -68,11 +68,13 @@ def decode_unfiltered(data, shape):
     Adler-32 checks them); None for any other PNG."""
     h, w = shape[:2]
     channels = shape[2] if len(shape) == 3 else 1
-    if channels not in _COLOUR_TYPES:
+    # Pillow identifies no image without pixels
+    if channels not in _COLOUR_TYPES or not h * w:
         return None
-    if len(data) < 57 or data[:8] != SIGNATURE or data[12:16] != b"IHDR" or \
-            data[16:29] != struct.pack(">IIBBBBB", w, h, 8, _COLOUR_TYPES[channels],
-                                       0, 0, 0) or data[37:41] != b"IDAT" or \
+    # The whole IHDR chunk, its length and CRC too, which Pillow checks
+    head = SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8,
+                                                  _COLOUR_TYPES[channels], 0, 0, 0))
+    if len(data) < 57 or data[:33] != head or data[37:41] != b"IDAT" or \
             data[-12:] != IEND:
         return None
     length = int.from_bytes(data[33:37], "big")
