@@ -511,3 +511,56 @@ def test_a_bomb_past_the_image_is_not_inflated():
     assert len(data) <= max_encoded_image_bytes(1, 1)
     np.testing.assert_array_equal(_fast(data), [[7]])
     np.testing.assert_array_equal(_same(data), [[7]])
+
+
+def test_an_image_at_mnistconvs_limit_takes_the_fast_path_one_pixel_more_is_refused():
+    from mnistconv import limits
+    before = limits.set_max_image_pixels(20)
+    try:
+        at = _png(RNG.integers(0, 256, (4, 5), np.uint8))
+        assert _fast(at) is not None
+        _same(at)
+        over = _png(RNG.integers(0, 256, (3, 7, 3), np.uint8))
+        assert _outcome(over) == ("ValueError: image of 3x7 exceeds mnistconv's limit of "
+                                  "20 pixels per image")
+        _same(over)
+    finally:
+        limits.set_max_image_pixels(before)
+
+
+def _combined(rng):
+    """A PNG with several mechanisms at once, drawn at random: rows short, long or
+    badly filtered, the stream cut, padded and split, chunks put in, a byte changed."""
+    h, w, c = (int(n) for n in (*rng.integers(1, 7, 2), rng.integers(1, 5)))
+    rows = rng.integers(0, 256, (h, w * c), np.uint8)
+    raw = b"".join(bytes([rng.choice([0, 0, 0, 1, 2, 3, 4, 5])]) + row.tobytes()
+                   for row in rows)
+    if rng.random() < 0.3:
+        raw = raw[:rng.integers(0, len(raw) + 1)] if rng.random() < 0.7 else \
+            raw + rng.bytes(rng.integers(1, 20))
+    stream = zlib.compress(raw, int(rng.integers(0, 10)))
+    if rng.random() < 0.1:
+        stream = stream[:rng.integers(0, len(stream) + 1)]
+    if rng.random() < 0.1:
+        stream += rng.bytes(rng.integers(1, 10))
+    cuts = sorted(rng.integers(0, len(stream) + 1, rng.integers(0, 4)))
+    ihdr = _ihdr(w, h, {1: 0, 2: 4, 3: 2, 4: 6}[c])
+    chunks = [ihdr] + [(b"IDAT", stream[a:b]) for a, b in
+                       zip([0, *cuts], [*cuts, len(stream)])] + [(b"IEND", b"")]
+    extra = [ihdr, _ihdr(*rng.integers(0, 8, 2), interlace=int(rng.random() < 0.3)),
+             (b"IHDR", ihdr[1][:rng.integers(0, 13)]), (b"IEND", b""), (b"IDAT", b""),
+             (b"tEXt", b"a\0b"), (b"IDAT", rng.bytes(3))]
+    for _ in range(rng.integers(0, 3)):
+        chunks.insert(int(rng.integers(1, len(chunks) + 1)),
+                      extra[rng.integers(len(extra))])
+    data = _build(chunks)
+    if rng.random() < 0.1:
+        at = int(rng.integers(8, len(data)))
+        data = data[:at] + bytes([data[at] ^ int(rng.integers(1, 256))]) + data[at + 1:]
+    return data
+
+
+def test_mechanisms_combined_at_random_decode_or_fail_as_pillow_says():
+    rng = np.random.default_rng(16)
+    for _ in range(1500):
+        _same(_combined(rng))
