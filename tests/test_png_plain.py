@@ -423,7 +423,12 @@ def test_a_stream_ending_a_row_early_past_64_kib_of_one_idat_fails_as_pillow_say
     assert _fast(data) is None
     assert _outcome(data) == "ValueError: image file is truncated (0 bytes not processed)"
     _same(data)
-
+    # All 82 rows in one IDAT past 64 KiB: read in two pieces, decoded whole.
+    whole = zlib.compress(b"".join(b"\0" + row.tobytes() for row in image), 0)
+    assert len(whole) > 65536
+    data = _build([_chunks(data)[0], (b"IDAT", whole), (b"IEND", b"")])
+    np.testing.assert_array_equal(_fast(data), image)
+    np.testing.assert_array_equal(_same(data), image)
 
 
 # Chunk kinds put in and renamed to: the plain ones, near misses in case, others that
