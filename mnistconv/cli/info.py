@@ -12,8 +12,8 @@ from .inputs import Input, all_options, format_options, from_option, selection, 
 def hash_in_background(paths):
     """Start hashing the files on a thread and return a function that waits for
     [(path, bytes, SHA-256)] or raises what hashing raised. hashlib lets go of the GIL,
-    so the digests (~35 ms for MNIST's 55 MB) overlap the label counts and the
-    orientation check instead of following them (benchmarks/README.md)."""
+    so the digests overlap the label counts and the orientation check instead of
+    following them (benchmarks/README.md)."""
     import threading
     from ..io.fileio import file_digest
     done: list = []
