@@ -249,16 +249,12 @@ class StagedOutput:
         refuse_replacing_special(target)
 
     def _as_named(self, target):
-        """target (absolute) spelt from the output the user named: out/ and m.npz stay
-        relative in a message, as typed."""
-        if not self.root or is_stream_path(self.root):
+        """target (absolute) as spelt from the output the user named (out/, m.npz)."""
+        named = os.path.abspath(self.root or os.sep)
+        if not self.root or os.path.commonpath([named, target]) != named:
             return target
-        named = os.path.abspath(self.root)
-        if target == named:
-            return self.root
-        if target.startswith(named.rstrip(os.sep) + os.sep):
-            return os.path.join(self.root, target[len(named.rstrip(os.sep)) + 1:])
-        return target
+        return self.root if target == named else \
+            os.path.join(self.root, os.path.relpath(target, named))
 
     def _make_parent(self, parent):
         """os.makedirs, remembering what it made so abort() removes it."""
