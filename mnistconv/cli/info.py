@@ -35,9 +35,9 @@ def hash_in_background(paths):
     return wait
 
 
-def describe(dataset, transposed=None):
-    """The facts `info` shows, as plain data (also the --json output); with `transposed`
-    (--transpose's value) each split's orientation too, checked while the files hash."""
+def describe(dataset, transposed):
+    """The facts `info` shows, as plain data (also the --json output), each split's
+    orientation (read with --transpose or not) checked while the files hash."""
     import numpy as np
     from ..errors import FormatError
     from ..model.stream import extra_fields
@@ -67,9 +67,8 @@ def describe(dataset, transposed=None):
                 splits[name]["extra_fields"] = list(extra[0])
         except FormatError as e:  # fields another tool wrote unevenly: not extra fields
             dataset.notes.append(f"{name}: no extra fields carried ({e})")
-    if transposed is not None:
-        for name, split in dataset.splits.items():
-            splits[name]["orientation"] = orientation_hint(split, transposed)
+    for name, split in dataset.splits.items():
+        splits[name]["orientation"] = orientation_hint(split, transposed)
     # Size and hash from one descriptor through the guard (no stat, then a read of
     # whatever is there by then).
     files = [{"path": p, "bytes": size, "sha256": digest} for p, size, digest in digests()]
