@@ -390,3 +390,33 @@ def test_a_tar_with_one_zero_block_or_no_record_padding_is_read(tmp_path, images
         with np.load(tmp_path / f"o{end}.npz") as z:
             np.testing.assert_array_equal(z["x_train"], images[:2])
             np.testing.assert_array_equal(z["y_train"], [1, 2])
+
+
+def test_header_checksums_as_tar_writers_sum_them():
+    """POSIX sums a header's bytes unsigned; some old writers summed signed chars (each
+    byte over 127 counts 256 less). Both are tar headers, as for Python's tarfile; any
+    other sum is not."""
+    name = "ünïcödé-000000.png".encode()  # bytes over 127 in the header
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        info = tarfile.TarInfo(name.decode())
+        info.size = 3
+        t.addfile(info, io.BytesIO(b"abc"))
+    header = bytearray(buffer.getvalue()[:512])
+    unsigned = int(header[148:154], 8)
+    high = sum(1 for b in header if b > 127)
+    assert high == len(name) - len(name.decode().encode("ascii", "ignore")) and high > 0
+
+    def with_sum(value):
+        block = bytearray(header)
+        block[148:156] = b"%06o\0 " % value
+        return bytes(block)
+
+    signed = unsigned - 256 * high
+    for value in (unsigned, signed):
+        assert wtar.looks_like_tar(with_sum(value))
+        assert tarfile.TarInfo.frombuf(with_sum(value), "utf-8", "strict").size == 3
+    for value in (unsigned + 1, signed - 1, unsigned - 256):
+        assert not wtar.looks_like_tar(with_sum(value))
+        with pytest.raises(tarfile.InvalidHeaderError):
+            tarfile.TarInfo.frombuf(with_sum(value), "utf-8", "strict")

@@ -16,6 +16,7 @@ from ..limits import MAX_RECORD_BYTES, printable
 BLOCK = 512
 RECORD = 20 * BLOCK
 END = b"\0" * (2 * BLOCK)
+_ZERO_BLOCK = b"\0" * BLOCK
 
 _MIDDLE = b"0000644\0" + b"0000000\0" * 2  # mode, uid, gid
 _AFTER_SIZE = b"00000000000\0"  # mtime
@@ -48,6 +49,9 @@ def end_of_archive(offset: int) -> bytes:
     return END + b"\0" * (-size % RECORD)
 
 
+_OCTAL = re.compile(rb"[0-7]+")
+
+
 def _number(field: bytes, what, where):
     """An octal header field, or GNU's base-256 (first byte 0x80)."""
     if field[:1] == b"\x80":
@@ -55,7 +59,7 @@ def _number(field: bytes, what, where):
     text = field.split(b"\0", 1)[0].strip(b" ")
     if not text:
         return 0
-    if not re.fullmatch(rb"[0-7]+", text):
+    if not _OCTAL.fullmatch(text):
         raise CorruptData(where, f"tar header {what} field {printable(text)} is not an "
                                  "octal number")
     return int(text, 8)
@@ -63,13 +67,19 @@ def _number(field: bytes, what, where):
 
 def _checksum_ok(block: bytes) -> bool:
     stored = block[148:156].split(b"\0", 1)[0].strip(b" ")
-    if not re.fullmatch(rb"[0-7]+", stored):
+    if not _OCTAL.fullmatch(stored):
         return False
     value = int(stored, 8)
     unsigned = sum(block) - sum(block[148:156]) + 8 * 32
-    signed = unsigned - 256 * sum(1 for b in block if b > 127) + \
-        256 * sum(1 for b in block[148:156] if b > 127)
-    return value in (unsigned, signed)
+    if value == unsigned:
+        return True
+    # Some old writers summed signed chars: each byte over 127 counts 256 less.
+    high = len(block.translate(None, _LOW_BYTES)) - \
+        len(block[148:156].translate(None, _LOW_BYTES))
+    return value == unsigned - 256 * high
+
+
+_LOW_BYTES = bytes(range(128))  # deleted, what is left is the bytes over 127
 
 
 def looks_like_tar(block: bytes) -> bool:
@@ -108,7 +118,7 @@ def members(f, where):
     pax = {}
     while True:
         block = f.read(BLOCK)
-        if not block or block == b"\0" * BLOCK:
+        if not block or block == _ZERO_BLOCK:
             # Every tar writer ends with zero blocks (one is enough, as for GNU tar)
             # and whole blocks: a file without them was cut short (unlike tarfile).
             if offset == length:
