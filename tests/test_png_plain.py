@@ -346,35 +346,28 @@ def _mutants(data):
 
 
 @pytest.mark.parametrize("shape", [(5, 4), (3, 2, 3)])
-def test_unfiltered_pngs_decode_as_pillow_does_or_go_its_way(shape):
-    # png.decode_unfiltered, the fast path for the PNGs png.encode_batch writes
-    # (images.decode_image): wherever it gives pixels, Pillow's path gives them too.
+def test_mutants_decoded_together_decode_as_pillow_does_or_go_its_way(shape):
+    # Every byte of one of mnistconv's own PNGs (png.encode_batch) changed, and each
+    # chunk's data changed with its CRC made right, all in one batch: wherever the
+    # batch path gives pixels, Pillow's path gives the same.
     image = RNG.integers(0, 256, shape, np.uint8)
     data = png.encode_batch(image[None])[0]
-    np.testing.assert_array_equal(png.decode_unfiltered(data, shape), image)
-    taken = 0
-    for mutant in _mutants(data):
-        pixels = png.decode_unfiltered(mutant, shape)
-        if pixels is not None:
-            taken += 1
-            theirs = _pillows(mutant)
-            assert not isinstance(theirs, str), (mutant, theirs)
-            np.testing.assert_array_equal(pixels, theirs)
-    assert taken  # the IDAT's CRC, which neither checks
+    mutants = [data] + list(_mutants(data))
+    out = np.zeros((len(mutants),) + shape, np.uint8)
+    failed = set(codecs.decode_plain_pngs(mutants, shape, out))
+    assert 0 not in failed
+    np.testing.assert_array_equal(out[0], image)
+    taken = [k for k in range(len(mutants)) if k not in failed]
+    assert len(taken) > 1 and len(failed) > len(mutants) // 2
+    for k in taken:
+        theirs = _pillows(mutants[k])
+        assert not isinstance(theirs, str), (mutants[k], theirs)
+        np.testing.assert_array_equal(out[k], theirs)
 
 
-def test_an_unfiltered_png_with_a_wrong_ihdr_length_or_crc_goes_pillows_way():
-    data = png.encode_batch(np.zeros((1, 5, 4), np.uint8))[0]
-    for at, error in ((11, "ValueError: Truncated IHDR chunk"),
-                      (32, "ValueError: cannot identify image file")):
-        changed = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
-        assert png.decode_unfiltered(changed, (5, 4)) is None
-        assert _pillows(changed) == error
-
-
-def test_an_unfiltered_png_without_pixels_goes_pillows_way():
+def test_an_image_without_pixels_is_left_to_pillow_in_a_batch():
     data = _build([_ihdr(0, 5), (b"IDAT", zlib.compress(b"\0" * 5)), (b"IEND", b"")])
-    assert png.decode_unfiltered(data, (5, 0)) is None
+    assert codecs.decode_plain_pngs([data], (5, 0), np.zeros((1, 5, 0), np.uint8)) == [0]
     assert _pillows(data) == "ValueError: cannot identify image file"
 
 
@@ -569,3 +562,56 @@ def test_mechanisms_combined_at_random_decode_or_fail_as_pillow_says():
     rng = np.random.default_rng(16)
     for _ in range(1500):
         _same(_combined(rng))
+
+
+@pytest.mark.parametrize("tile_bytes", [1, 3 * 20 * 16, 1 << 20])
+def test_a_batch_decodes_its_plain_pngs_together_and_leaves_the_rest(monkeypatch,
+                                                                      tile_bytes):
+    # decode_plain_pngs: several plain PNGs into one Pillow image a tile at a time
+    # (here one, three or all a tile); each decoded one as decode_image gives it, the
+    # others named for decode_image to decode one by one.
+    monkeypatch.setattr(codecs, "_PNG_TILE_BYTES", tile_bytes)
+    shape = (20, 16)
+    images = RNG.integers(0, 256, (6,) + shape, np.uint8)
+    images[:, :10] //= 32
+    plain = [_png(image, compress_level=level) for image, level in zip(images, (0, 6, 9) * 2)]
+    early = _chunks(_grey(images[0]))[0]
+    stream = zlib.compress(b"".join(b"\0" + row.tobytes() for row in images[0][:7]))
+    ends_early = _split(early, stream, len(stream))  # rows after the 7th are 0
+    # Damaged: cut, misnamed, CRCs wrong, data cut; then one a row short and one
+    # long, which Pillow reads (plain); then PNGs that are not plain, or not 20 x 16.
+    idat = zlib.compress(b"".join(b"\0" + row.tobytes() for row in images[0]))
+    padded = _build([early, (b"IDAT", idat)] + [(b"IDAT", b"")] * 90_000 +
+                    [(b"IEND", b"")])  # longer than decode_image takes
+    assert len(padded) > max_encoded_image_bytes(20 * 16, 1)
+    others = list(_damaged())[:8] + [_png(images[0], dpi=(72, 72)), _interlaced(images[0]),
+                                     _png(images[0][:10]), b"",
+                                     _png(RNG.integers(0, 256, shape + (3,), np.uint8)),
+                                     padded]
+    datas = []
+    for k, other in enumerate(others):  # plain ones between the others
+        datas += [plain[k % 6], other]
+    datas += [ends_early] + plain
+    out = np.full((len(datas),) + shape, 77, np.uint8)
+    failed = codecs.decode_plain_pngs(datas, shape, out)
+    assert failed == [2 * k + 1 for k in (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13)]
+    for i, data in enumerate(datas):
+        if i in failed:
+            assert (out[i] == 77).all()  # left as it was
+        else:
+            np.testing.assert_array_equal(out[i], _pillows(data))
+    np.testing.assert_array_equal(out[2 * len(others)][7:], 0)
+    np.testing.assert_array_equal(out[-6:], images)
+
+
+def test_a_batch_of_colour_pngs_and_of_pngs_of_another_shape():
+    rgba = RNG.integers(0, 256, (5, 9, 3, 4), np.uint8)
+    datas = [_png(image) for image in rgba]
+    out = np.zeros(rgba.shape, np.uint8)
+    assert codecs.decode_plain_pngs(datas, rgba.shape[1:], out) == []
+    np.testing.assert_array_equal(out, rgba)
+    # The same PNGs as another shape or channel count: none taken, nothing written.
+    for shape in ((9, 3, 3), (9, 3), (3, 9, 4), (9, 4, 4)):
+        out = np.zeros((5,) + shape, np.uint8)
+        assert codecs.decode_plain_pngs(datas, shape, out) == [0, 1, 2, 3, 4]
+        assert not out.any()

@@ -445,6 +445,10 @@ def pillow_reason(error) -> str:
 
 # A plain PNG's colour type -> Pillow's mode (as Pillow's PNG plugin decodes it).
 _PLAIN_PNG_MODES = {0: "L", 2: "RGB", 4: "LA", 6: "RGBA"}
+_PLAIN_PNG_TYPES = {1: 0, 3: 2, 2: 4, 4: 6}  # channels -> colour type
+# Plain PNGs are decoded into one Pillow image of this many pixel bytes at most, below
+# one another: one image made and copied out per tile instead of per PNG.
+_PNG_TILE_BYTES = 1 << 20
 
 
 def _plain_png(Image, data, shape):
@@ -454,45 +458,93 @@ def _plain_png(Image, data, shape):
     the plugin's per-file parsing, which costs most of a small PNG's time (benchmarks/README.md).
     None for any other PNG, or if anything fails: decode_image's Pillow path then
     decodes it or says what is wrong, as for every PNG before."""
-    mode = _PLAIN_PNG_MODES.get(data[25]) if len(data) > 33 else None
-    # The IHDR's length: Pillow refuses one of under 13 bytes, where the fixed offsets
-    # read on into its CRC.
-    if mode is None or data[8:12] != b"\0\0\0\x0d" or data[24] != 8 or \
-            data[26:29] != b"\0\0\0":  # depth, methods
-        return None
+    out = np.empty((1,) + tuple(shape), np.uint8)
+    return out[0] if not decode_plain_pngs([data], shape, out) else None
+
+
+def decode_plain_pngs(datas, shape, out) -> list:
+    """Decode into out[i] each datas[i] that is a plain PNG of `shape` (as _plain_png
+    takes them), a tile of them into one Pillow image; the numbers of those it did not
+    decode (decode_image then decodes each, or says what is wrong with it)."""
+    from ..limits import max_encoded_image_bytes
     height, width = shape[:2]
+    channels = shape[2] if len(shape) == 3 else 1
+    kind = _PLAIN_PNG_TYPES.get(channels)
+    Image = pil_image()
     # Pillow identifies no image without pixels, and refuses one over its own limit
     # (decode_image makes its warning an error), which --max-image-size can pass.
-    pixels = height * width
-    if pixels == 0 or (Image.MAX_IMAGE_PIXELS is not None and
-                       pixels > Image.MAX_IMAGE_PIXELS):
-        return None
+    if kind is None or not height * width or (Image.MAX_IMAGE_PIXELS is not None and
+                                              height * width > Image.MAX_IMAGE_PIXELS):
+        return list(range(len(datas)))
+    mode = _PLAIN_PNG_MODES[kind]
+    # The whole IHDR, its length and CRC too: 8-bit, not interlaced, of this shape.
+    ihdr = b"IHDR" + width.to_bytes(4, "big") + height.to_bytes(4, "big") + \
+        bytes((8, kind, 0, 0, 0))
+    head = b"\x89PNG\r\n\x1a\n\0\0\0\x0d" + ihdr + zlib.crc32(ihdr).to_bytes(4, "big")
+    # decode_image refuses a PNG longer than its pixels and metadata can take.
+    most = max_encoded_image_bytes(height * width, channels)
+    per_tile = max(1, _PNG_TILE_BYTES // (height * width * channels))
     from PIL import ImageFile
     block = ImageFile.MAXBLOCK  # ImageFile.load reads at most this at a time
+    failed = []
+    for first in range(0, len(datas), per_tile):
+        count = min(per_tile, len(datas) - first)
+        tile = Image.new(mode, (width, height * count))
+        core = tile.im
+        decoded = []
+        for k in range(count):
+            data = datas[first + k]
+            pieces = _plain_png_pieces(data, block) if data[:33] == head and \
+                len(data) <= most else None
+            if pieces is not None and _zip_decode(Image, core, mode, pieces,
+                                                  (0, k * height, width, (k + 1) * height)):
+                decoded.append(k)
+            else:
+                failed.append(first + k)
+        if decoded:
+            pixels = np.asarray(tile).reshape((count,) + tuple(shape))
+            if len(decoded) == count:
+                out[first:first + count] = pixels
+            else:
+                out[[first + k for k in decoded]] = pixels[decoded]
+    return failed
+
+
+def _plain_png_pieces(data, block):
+    """The image data of a PNG whose IHDR is checked, in the pieces Pillow's plugin
+    reads it (an IDAT at a time, `block` bytes at most: ImageFile.MAXBLOCK); None
+    unless every chunk after the IHDR is an IDAT or the IEND, with its CRC right.
+    (Another chunk, or another IHDR, goes Pillow's way: Pillow takes the last IHDR
+    before the image data for its shape, ends the image data at any other chunk, and
+    checks an IHDR after it.)"""
     view = memoryview(data).cast("B")
-    pieces = []
-    for kind, start, end in _png_chunks(view):
-        if end + 4 > len(view) or \
-                zlib.crc32(view[start - 4:end]) != int.from_bytes(view[end:end + 4], "big"):
+    size, pos, pieces = len(view), 33, []
+    while pos + 8 <= size:
+        start = pos + 8
+        end = start + int.from_bytes(view[pos:pos + 4], "big")
+        if end + 4 > size or \
+                zlib.crc32(view[pos + 4:end]) != int.from_bytes(view[end:end + 4], "big"):
             return None
+        kind = view[pos + 4:start]
         if kind == b"IEND":
-            break
-        if kind == b"IDAT":
-            # In the pieces the plugin reads: a chunk at a time, `block` bytes at most.
-            pieces += (view[at:min(at + block, end)] for at in range(start, end, block))
-        elif start != 16:
-            # Another chunk, or an IHDR but the first: Pillow takes the last IHDR
-            # before the image data for its shape, ends the image data at any other
-            # chunk, and checks an IHDR after it.
+            return pieces
+        if kind != b"IDAT":
             return None
-    else:
-        return None  # no IEND
+        if end - start <= block:
+            pieces.append(view[start:end])
+        else:
+            pieces += (view[at:min(at + block, end)] for at in range(start, end, block))
+        pos = end + 4
+    return None  # no IEND
+
+
+def _zip_decode(Image, im, mode, pieces, box) -> bool:
+    """Whether Pillow's zip decoder decoded the pieces whole into box of im."""
     # Fed as ImageFile.load feeds it: the decoder takes the zlib stream's end at a row
     # boundary for the image's end only if it comes in the same read as that row.
     try:
-        image = Image.new(mode, (width, height))
         decoder = Image._getdecoder(mode, "zip", mode)
-        decoder.setimage(image.im, (0, 0, width, height))
+        decoder.setimage(im, box)
         try:
             pending = b""
             for piece in pieces:
@@ -502,14 +554,12 @@ def _plain_png(Image, data, shape):
                     break
                 pending = pending[consumed:]
             else:
-                return None  # the image data ran out
+                return False  # the image data ran out
         finally:
             decoder.cleanup()
     except Exception:  # anything: Pillow's path says what is wrong
-        return None
-    if error:
-        return None
-    return np.frombuffer(image.tobytes(), np.uint8).reshape(shape)
+        return False
+    return not error
 
 
 class _ViewFile(io.RawIOBase):

@@ -5,9 +5,9 @@ and for one-image-file-per-sample formats the split before writing and each imag
 import numpy as np
 
 from .. import codecs
-from ..errors import BadImage, CannotWrite, CorruptData, FormatError, OverLimit
+from ..errors import BadImage, CannotWrite, CorruptData, FormatError, MnistconvError, \
+    OverLimit
 from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
-from .png import decode_unfiltered
 
 # numpy 1.x's most dimensions: an image has 2 or 3, more is a corrupt header.
 MAX_DIMS = 32
@@ -42,12 +42,41 @@ def class_labels(split, where, one_class):
     return labels
 
 
+# Encoded images gathered for decode_plain_pngs at most: a batch's images are read this
+# much at a time, whatever they claim.
+GROUP_BYTES = 4 << 20
+
+
+def decode_all(datas, out, decode_one):
+    """out[k] = the pixels of the k-th image bytes datas yields: plain PNGs of out's
+    shape together (codecs.decode_plain_pngs), a group of up to GROUP_BYTES at a time;
+    any other image by decode_one(k, data), which names one that does not decode. An
+    error datas raises comes after those of the images before it."""
+    shape = out.shape[1:]
+    group, held, first = [], 0, 0
+
+    def flush():
+        nonlocal group, held, first
+        failed = codecs.decode_plain_pngs(group, shape, out[first:first + len(group)])
+        for k in failed:
+            out[first + k] = decode_one(first + k, group[k])
+        first += len(group)
+        group, held = [], 0
+    try:
+        for data in datas:
+            group.append(data)
+            held += len(data)
+            if held >= GROUP_BYTES:
+                flush()
+    except MnistconvError:
+        flush()
+        raise
+    flush()
+
+
 def decode_image(data, shape, where, member=None):
     """The pixels of an image file, of `shape` ((H, W) grey, (H, W, C) colour), else a
     FormatError naming `where` and the `member` of an archive."""
-    image = decode_unfiltered(data, shape)
-    if image is not None:
-        return image
     named = "" if member is None else f"member {printable(member)} "
     try:
         image = codecs.decode_image(data)

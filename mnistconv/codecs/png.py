@@ -10,8 +10,6 @@ import numpy as np
 
 SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LEVEL = 6
-# The largest image decoded here; Pillow, which refuses bombs, decodes larger ones.
-FAST_BYTES = 16 << 20
 IEND = struct.pack(">I", 0) + b"IEND" + struct.pack(">I", zlib.crc32(b"IEND"))
 
 
@@ -57,41 +55,3 @@ def encode_batch(images: np.ndarray):
     if size >= 1 << 31:
         raise ValueError("a batch of PNGs over 2 GiB")
     return b"".join(parts), offsets.astype(np.int32)
-
-
-# Channels -> PNG colour type: grey, grey + alpha, RGB, RGBA.
-_COLOUR_TYPES = {1: 0, 2: 4, 3: 2, 4: 6}
-
-
-def decode_unfiltered(data, shape):
-    """The pixels of a PNG as encode_batch writes it, of `shape`, in one inflate (zlib's
-    Adler-32 checks them); None for any other PNG."""
-    h, w = shape[:2]
-    channels = shape[2] if len(shape) == 3 else 1
-    # Pillow identifies no image without pixels
-    if channels not in _COLOUR_TYPES or not h * w:
-        return None
-    # The whole IHDR chunk, its length and CRC too, which Pillow checks
-    head = SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8,
-                                                  _COLOUR_TYPES[channels], 0, 0, 0))
-    if len(data) < 57 or data[:33] != head or data[37:41] != b"IDAT" or \
-            data[-12:] != IEND:
-        return None
-    length = int.from_bytes(data[33:37], "big")
-    if 41 + length + 4 != len(data) - 12:
-        return None
-    row = 1 + w * channels
-    if h * row > FAST_BYTES:
-        return None
-    # Inflated up to the image's size and no further: a small IDAT can inflate to GiBs.
-    inflate = zlib.decompressobj()
-    try:
-        raw = inflate.decompress(data[41:41 + length], h * row)
-    except zlib.error:
-        return None
-    if len(raw) != h * row or not inflate.eof:  # more, or less, than the image
-        return None
-    lines = np.frombuffer(raw, np.uint8).reshape(h, row)
-    if lines[:, 0].any():
-        return None
-    return lines[:, 1:].reshape(shape)

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from ... import codecs
-from ...errors import CorruptData, FormatError, NoSplits, UsageError
+from ...errors import CorruptData, FormatError, MnistconvError, NoSplits, UsageError
 from ...io.fileio import check_input_file, has_magic, input_size, \
     library_path
 from ...io import budget
@@ -118,6 +118,25 @@ def _check_claimed_size(path, number, image, shape):
                                 f"{claimed}, the first was {tuple(shape)}")
 
 
+def _decode_into(out, images, shape):
+    """Decode [(place, path, record number, image bytes)] into out[place]: plain PNGs
+    together, the rest one by one (which names a record that does not decode)."""
+    # Straight into out, unless repeated records leave places between.
+    decoded = out if len(images) == len(out) else np.empty((len(images),) + shape, np.uint8)
+    failed = set(codecs.decode_plain_pngs([image for *_, image in images], shape,
+                                          decoded))
+    for k, (place, path, number, image) in enumerate(images):
+        if k not in failed:
+            if decoded is not out:
+                out[place] = decoded[k]
+            continue
+        pixels = decode_record_image(path, number, image)
+        if pixels.shape != shape:
+            raise CorruptData(path, f"record {number} (counting from 0): image is "
+                                    f"{pixels.shape}, the first was {shape}")
+        out[place] = pixels
+
+
 def _named_options(options):
     """{name: value} of an ArrayRecord options string ('group_size:4,zstd:3')."""
     pairs = (part.partition(":") for part in options.split(","))
@@ -155,6 +174,7 @@ class ArrayRecordSplit(Split):
         self.starts = np.concatenate([[0], np.cumsum(self.counts)]).astype(np.int64)
         labels, indices = [], []
         self.layout = None
+        self._png = False  # the first image is a PNG
         shape = label = index = None
         for f, reader, count in zip(self.files, self.readers, self.counts):
             at, block, largest, last = 0, 1, 1, None
@@ -173,6 +193,7 @@ class ArrayRecordSplit(Split):
                         image, label, index = self._fields(f, at, example)
                         if shape is None:
                             shape = first_image_shape(f, at, image)
+                            self._png = codecs.image_kind(image) == "png"
                             # zstd and repeated records: a bomb's work (budget.py).
                             budget.check_expansion(
                                 ", ".join(self.files), int(self.starts[-1]),
@@ -241,32 +262,38 @@ class ArrayRecordSplit(Split):
         total = sum(len(numbers) for _, numbers in pieces)
         out = np.empty((total,) + shape, np.uint8)
         place = 0
-        for k, numbers in pieces:
-            path, reader = self.files[k], self.readers[k]
-            if len(numbers) and numbers[-1] - numbers[0] == len(numbers) - 1:
-                records = self._read(path, reader, int(numbers[0]), int(numbers[-1]) + 1)
-            else:
-                try:
-                    records = reader.read([int(n) for n in numbers])
-                except RuntimeError as e:
-                    raise CorruptData(path, f"records do not read ({printable(e, 100)})") \
-                        from None
-            last = None
-            for number, data in zip(numbers, records):
-                if data == last:  # a repeated record decodes as the one before it
-                    out[place] = out[place - 1]
+        images = []  # (place, path, record number, image bytes), decoded together
+        repeats = []  # places whose record is the one before it, which they copy
+        try:
+            for k, numbers in pieces:
+                path, reader = self.files[k], self.readers[k]
+                if len(numbers) and numbers[-1] - numbers[0] == len(numbers) - 1:
+                    records = self._read(path, reader, int(numbers[0]),
+                                         int(numbers[-1]) + 1)
+                else:
+                    try:
+                        records = reader.read([int(n) for n in numbers])
+                    except RuntimeError as e:
+                        raise CorruptData(path, f"records do not read "
+                                                f"({printable(e, 100)})") from None
+                last = None
+                for number, data in zip(numbers, records):
+                    if data == last:  # a repeated record decodes as the one before it
+                        repeats.append(place)
+                        place += 1
+                        continue
+                    last = data
+                    image, _, _ = self._fields(path, int(number),
+                                               self._parse(path, int(number), data))
+                    _check_claimed_size(path, number, image, shape)
+                    images.append((place, path, int(number), image))
                     place += 1
-                    continue
-                last = data
-                image, _, _ = self._fields(path, int(number),
-                                           self._parse(path, int(number), data))
-                _check_claimed_size(path, number, image, shape)
-                pixels = decode_record_image(path, int(number), image)
-                if pixels.shape != shape:
-                    raise CorruptData(path, f"record {number} (counting from 0): image is "
-                                            f"{pixels.shape}, the first was {shape}")
-                out[place] = pixels
-                place += 1
+        except MnistconvError:
+            _decode_into(out, images, shape)  # an earlier record's error comes first
+            raise
+        _decode_into(out, images, shape)
+        for place in repeats:
+            out[place] = out[place - 1]
         return out
 
     def _pieces(self, positions):
@@ -283,7 +310,8 @@ class ArrayRecordSplit(Split):
         batch_size = budget.rows(self.header, batch_size)
         jobs = (self._pieces(np.arange(s, min(count, s + batch_size)))
                 for s in range(0, count, batch_size))
-        workers = self.workers if count > batch_size and \
+        # PNGs: see the TFRecord reader's batches().
+        workers = self.workers if count > batch_size and not self._png and \
             int(np.prod(self.header.shape)) <= MAX_THREADED_IMAGE_PIXELS else 1
         start = 0
         for images in ordered_map(self._decode_records, jobs, workers):

@@ -34,6 +34,7 @@ from ...model.records import (DEFAULT_BATCH, Batch, Dataset, Header, OutputFile,
                         Split, iter_batches)
 from ...io.shards import in_split_order, is_data_name
 from . import datum
+from ...codecs.images import decode_all
 from ..contract import Counters, ShardTarget, ShardedWrite
 
 DATA_FILE = "data.mdb"
@@ -288,14 +289,25 @@ class LmdbSplit(Split):
                 for start in range(0, h.count, batch_size):
                     n = min(batch_size, h.count - start)
                     images = np.empty((n,) + chw, np.uint8)
-                    for j in range(n):
-                        if not more:
-                            raise CorruptData(self.path, f"ended at record {start + j} of {h.count}")
-                        key = cursor.key()
-                        _, data = layout.record(cursor.value(), key)
-                        images[j] = self._decode(data, key) if layout.encoded else \
-                            np.frombuffer(data, np.uint8).reshape(chw)
-                        more = cursor.next()
+                    keys = []
+
+                    def records():
+                        """Each record's image bytes (raw pixels, or a PNG or JPEG)."""
+                        nonlocal more
+                        for j in range(n):
+                            if not more:
+                                raise CorruptData(self.path, f"ended at record {start + j} "
+                                                             f"of {h.count}")
+                            keys.append(bytes(cursor.key()))
+                            _, data = layout.record(cursor.value(), keys[-1])
+                            yield bytes(data) if layout.encoded else data
+                            more = cursor.next()
+                    if layout.encoded:
+                        decode_all(records(), images,
+                                   lambda k, data: self._decode(data, keys[k]))
+                    else:
+                        for j, data in enumerate(records()):
+                            images[j] = np.frombuffer(data, np.uint8).reshape(chw)
                     if len(chw) == 3 and not layout.encoded:
                         images = np.ascontiguousarray(np.moveaxis(images, 1, 3))
                     yield Batch(images, self._labels[start:start + n],
@@ -308,7 +320,7 @@ class LmdbSplit(Split):
     def _decode(self, data, key):
         from ...codecs import decode_image
         try:
-            image = decode_image(bytes(data))
+            image = decode_image(data)
         except ValueError as e:
             raise self.layout.error(key, f"holds an image that does not decode ({e})") \
                 from None

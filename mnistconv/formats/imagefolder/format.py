@@ -33,13 +33,13 @@ from ...io.fileio import check_output_path, create_staged, input_entries, open_i
     sha256_file
 from ...limits import MAX_CLASSES, MAX_EXAMPLES, check_image_size, check_num_classes, is_number, \
     safe_split_name
-from ...workers.parallel import ParallelEncoder, check_workers, ordered_map
+from ...workers.parallel import ParallelEncoder, check_workers
 from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, OutputFile, \
     Split
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...io.shards import in_split_order, is_data_name
 from ...codecs.classes import check_names
-from ...codecs.images import class_labels, decode_image, grayscale_shape
+from ...codecs.images import class_labels, decode_all, decode_image, grayscale_shape
 from ...codecs.png import IEND, SIGNATURE
 from ...codecs.samples import SampleTask, pack, split_output
 
@@ -322,17 +322,19 @@ class ImageFolderSplit(Split):
 
     def batches(self, batch_size=DEFAULT_BATCH):
         for start, end in budget.spans(self.header.count, budget.rows(self.header, batch_size)):
-            images = np.empty((end - start,) + tuple(self.header.shape), np.uint8)
-            for i, image in enumerate(ordered_map(self._decode, self._paths[start:end])):
-                images[i] = image
+            shape = tuple(self.header.shape)
+            images = np.empty((end - start,) + shape, np.uint8)
+            paths = self._paths[start:end]
+            decode_all(map(self._read, paths), images,
+                       lambda k, data: decode_image(data, shape, paths[k]))
             yield Batch(images, self._labels[start:end], self._indices[start:end])
 
-    def _decode(self, path):
+    def _read(self, path):
         with open_input(path, self.root) as f:
             data = f.read()
         if data[:8] == SIGNATURE and not png_is_whole(data):
             raise Truncated(path, "the PNG ends before its IEND chunk")
-        return decode_image(data, tuple(self.header.shape), path)
+        return data
 
 
 def read(path) -> Dataset:

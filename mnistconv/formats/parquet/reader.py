@@ -24,7 +24,7 @@ from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...io.shards import in_split_order
 from ... import codecs
 from ...codecs import classes
-from ...codecs import png
+from ...codecs.images import decode_all
 
 MAGIC = b"PAR1"
 # push_to_hub's shard names (older versions add a fingerprint: -00000-of-00004-5e5bd8ef).
@@ -187,9 +187,6 @@ def _check_claimed_size(data, shape, where):
 
 def _decode(data, shape, where):
     """One image's pixels in `shape`, or a FormatError naming the row."""
-    pixels = png.decode_unfiltered(data, shape)
-    if pixels is not None:
-        return pixels
     _check_claimed_size(data, shape, where)
     try:
         kind = codecs.image_kind(data)
@@ -349,15 +346,17 @@ class ParquetSplit(Split):
         return names, self._extras
 
     def _decode_rows(self, values, shape, path, at):
-        """The pixels of encoded images (rows at, at + 1, ...), decoded on threads."""
+        """The pixels of encoded images (rows at, at + 1, ...), decoded on threads
+        (PNGs on one: see the TFRecord reader's batches())."""
         n = len(values)
         images = np.empty((n,) + tuple(shape), np.uint8)
         step = max(64, -(-n // (4 * self.workers)))
 
         def decode(start):
-            for i in range(start, min(start + step, n)):
-                images[i] = _decode(values[i], shape, f"{path}: row {at + i}")
-        workers = self.workers if int(np.prod(shape)) <= MAX_THREADED_IMAGE_PIXELS else 1
+            decode_all(values[start:start + step], images[start:start + step],
+                       lambda k, data: _decode(data, shape, f"{path}: row {at + start + k}"))
+        workers = self.workers if int(np.prod(shape)) <= MAX_THREADED_IMAGE_PIXELS and \
+            n and codecs.image_kind(values[0]) != "png" else 1
         for _ in ordered_map(decode, range(0, n, step), workers):
             pass
         return images

@@ -45,6 +45,7 @@ class TFRecordSplit(Split):
         self.Example = example_class()
         self.layout = None
         self._first_shape = None  # the first record's image's, every record's
+        self._first_png = False
         # label -> its label_name feature; a record indexed from a template has the
         # same bytes but its image's, hence the same name.
         self._label_names = {}
@@ -79,6 +80,8 @@ class TFRecordSplit(Split):
                 if self._first_shape is None:
                     self._first_shape = image.pixels().shape if isinstance(image, Raw) \
                         else first_image_shape(path, number, image)
+                    self._first_png = not isinstance(image, Raw) and \
+                        codecs.image_kind(image) == "png"
                 elif isinstance(image, Raw):
                     _check_shape(path, number, image.shape, self._first_shape)
                 if LABEL_NAME_KEY in example.features.feature:
@@ -244,8 +247,10 @@ class TFRecordSplit(Split):
         """The split's examples in order (see the module docstring for how)."""
         shape = tuple(self.header.shape)
         batch_size = budget.rows(self.header, batch_size)
+        # PNGs are decoded holding the GIL but for a few microseconds an image: threads
+        # would only pass it to and fro (benchmarks/README.md).
         workers = self.workers if self.workers > 1 and self.header.count > batch_size \
-            else 1
+            and not self._first_png else 1
         if workers > 1:
             # Smaller batches (a reader yields at most batch_size): the workers + 1 in
             # flight then hold about one batch's pixels, not workers + 1 batches'.
@@ -359,7 +364,8 @@ def _check_shape(path, number, shape, first):
 def decode_images(items, shape):
     """The images of [(path, record number, image bytes or Raw)], each checked to be
     shape ((H, W), or (H, W, C) for colour, kept as stored): grey JPEGs sharing a header
-    decoded together, the rest (or to name the record that fails) one by one."""
+    and plain PNGs decoded together, the rest (or to name the record that fails) one by
+    one."""
     images = np.empty((len(items),) + shape, np.uint8)
     encoded = []
     for place, (path, number, data) in enumerate(items):
@@ -374,6 +380,15 @@ def decode_images(items, shape):
     if together is not None:
         images[[item[0] for item in jpegs]] = together
         encoded = [item for item in encoded if item[3][:3] != JPEG]
+    if encoded:
+        # Plain PNGs of the split's shape together; the rest one by one.
+        places = np.array([item[0] for item in encoded], np.intp)
+        decoded = np.empty((len(encoded),) + shape, np.uint8)
+        failed = codecs.decode_plain_pngs([item[3] for item in encoded], shape, decoded)
+        done = np.ones(len(encoded), bool)
+        done[failed] = False
+        images[places[done]] = decoded[done]
+        encoded = [encoded[k] for k in failed]
     for place, path, number, data in encoded:
         image = decode_record_image(path, number, data)
         _check_shape(path, number, image.shape, shape)

@@ -42,7 +42,7 @@ from ...model.records import DEFAULT_BATCH, Batch, Dataset, Header, Split
 from ...io.shards import in_split_order, is_data_name
 from ...codecs.tar import BLOCK, looks_like_tar, members
 from ...codecs.classes import check_name, names_by_label
-from ...codecs.images import decode_image
+from ...codecs.images import decode_all, decode_image
 from .. import extras
 from .writer import JSON_KEYS
 
@@ -179,15 +179,20 @@ class WebDatasetSplit(Split):
             for start, end in budget.spans(self.header.count,
                                            budget.rows(self.header, batch_size)):
                 images = np.empty((end - start,) + tuple(self.header.shape), np.uint8)
-                for i in range(start, end):
+
+                def read(i):
                     number = int(self._files[i])
                     if number not in handles:
                         handles[number] = open_input(self.files[number])
                     f = handles[number]
                     f.seek(int(self._offsets[i]))
-                    images[i - start] = decode_image(f.read(int(self._sizes[i])),
-                                                     tuple(self.header.shape),
-                                                     self.files[number], self._names[i])
+                    return f.read(int(self._sizes[i]))
+
+                def decode_one(k, data):
+                    i = start + k
+                    return decode_image(data, tuple(self.header.shape),
+                                        self.files[int(self._files[i])], self._names[i])
+                decode_all(map(read, range(start, end)), images, decode_one)
                 yield Batch(images, self._labels[start:end], self._indices[start:end])
         finally:
             for f in handles.values():
@@ -200,7 +205,7 @@ def _samples(path):
         current, fields = None, {}
         for member_name, at, size in members(f, path):
             m = _KEY.match(member_name)
-            if m is None or os.path.basename(member_name).startswith("__"):
+            if m is None or member_name.rpartition("/")[2].startswith("__"):
                 continue  # no extension, or webdataset's __meta__ entries
             key, ext = m[1], m[2].lower()
             if key != current:
