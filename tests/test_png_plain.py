@@ -615,3 +615,45 @@ def test_a_batch_of_colour_pngs_and_of_pngs_of_another_shape():
         out = np.zeros((5,) + shape, np.uint8)
         assert codecs.decode_plain_pngs(datas, shape, out) == [0, 1, 2, 3, 4]
         assert not out.any()
+
+
+def _with_after_image(image, *chunks, idat_after=False):
+    """A grey PNG of image with chunks between its IDAT and IEND (and its IDAT split
+    around them when idat_after)."""
+    h, w = image.shape
+    idat = zlib.compress(b"".join(b"\0" + row.tobytes() for row in image))
+    if idat_after:
+        return _build([_ihdr(w, h), (b"IDAT", idat[:9]), *chunks, (b"IDAT", idat[9:]),
+                       (b"IEND", b"")])
+    return _build([_ihdr(w, h), (b"IDAT", idat), *chunks, (b"IEND", b"")])
+
+
+def test_chunks_pillow_skips_after_the_image_data_keep_the_fast_path():
+    # Pillow reads the chunks between the image data and IEND after the image and
+    # skips those it has no handler for: the pixels are the IDATs' alone.
+    image = RNG.integers(0, 256, (7, 5), np.uint8)
+    for chunks in ([(b"prVt", bytes(300))], [(b"abcd", b"x"), (b"zz_9", b"")],
+                   [(b"PRVT", b"critical, but unknown")]):
+        data = _with_after_image(image, *chunks)
+        np.testing.assert_array_equal(_fast(data), image)
+        np.testing.assert_array_equal(_same(data), image)
+
+
+def test_other_chunks_after_the_image_data_go_pillows_way():
+    image = RNG.integers(0, 256, (7, 5), np.uint8)
+    bad_crc = bytearray(_with_after_image(image, (b"prVt", b"abc")))
+    bad_crc[-16] ^= 1  # the private chunk's CRC
+    for data in (_with_after_image(image, (b"tEXt", b"k\0v")),   # Pillow reads it
+                 _with_after_image(image, (b"iTXt", b"\xff")),
+                 _with_after_image(image, (b"pr!t", b"x")),      # not a chunk type
+                 _with_after_image(image, (b"pr\xe9t", b"x")),
+                 _with_after_image(image, (b"prVt", b"x"), idat_after=True),
+                 _with_after_image(image, (b"IHDR", _ihdr(5, 7)[1])),
+                 bytes(bad_crc)):
+        assert _fast(data) is None
+        _same(data)
+    # Before the image data, even a chunk Pillow does not know: Pillow's way.
+    before = _build([_ihdr(5, 7), (b"prVt", b"x"), (b"IDAT", zlib.compress(
+        b"".join(b"\0" + row.tobytes() for row in image))), (b"IEND", b"")])
+    assert _fast(before) is None
+    np.testing.assert_array_equal(_same(before), image)

@@ -862,3 +862,21 @@ def test_a_glob_reads_its_files_by_the_split_their_names_say(tmp_path):
     odd = mnistconv.Dataset("x", {"digits": ds.splits["train"], "test": ds.splits["test"]})
     write(odd, tmp_path / "o.tfrecord", image_format="raw")
     assert list(mnistconv.read(str(tmp_path / "o.tfrecord")).splits) == ["test", "digits"]
+
+
+@pytest.mark.parametrize("image_format, threads", [("jpeg", 2), ("png", 1)])
+def test_jpeg_batches_decode_on_threads_and_png_batches_on_one(tmp_path, monkeypatch,
+                                                               image_format, threads):
+    # Grey JPEGs decode a tile at a time with the GIL released: threads gain. Pillow
+    # releases it for a few microseconds a PNG: two threads only hand it to and fro.
+    from mnistconv.formats.tfrecord import reader
+    seen = []
+    real = reader.ordered_map
+    monkeypatch.setattr(reader, "ordered_map", lambda f, jobs, workers: seen.append(
+        workers) or real(f, jobs, workers))
+    ds = dataset(300)
+    write(ds, tmp_path / "a.tfrecord", image_format=image_format)
+    got = read_all(tmp_path / "a.tfrecord", workers=2)["train"]
+    assert seen == [threads]
+    if image_format == "png":
+        np.testing.assert_array_equal(got[0], ds.splits["train"].take(np.arange(300)))

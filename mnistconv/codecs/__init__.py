@@ -513,29 +513,42 @@ def decode_plain_pngs(datas, shape, out) -> list:
 def _plain_png_pieces(data, block):
     """The image data of a PNG whose IHDR is checked, in the pieces Pillow's plugin
     reads it (an IDAT at a time, `block` bytes at most: ImageFile.MAXBLOCK); None
-    unless every chunk after the IHDR is an IDAT or the IEND, with its CRC right.
-    (Another chunk, or another IHDR, goes Pillow's way: Pillow takes the last IHDR
-    before the image data for its shape, ends the image data at any other chunk, and
-    checks an IHDR after it.)"""
+    unless every chunk after the IHDR is an IDAT, then the IEND, with its CRC right.
+    Between the last IDAT and the IEND, chunks Pillow does not know may stand: it reads
+    them after the image and skips them. (Any other chunk goes Pillow's way: Pillow
+    takes the last IHDR before the image data for its shape, ends the image data at
+    any other chunk, and checks an IHDR after it.)"""
     view = memoryview(data).cast("B")
-    size, pos, pieces = len(view), 33, []
+    size, pos, pieces, after = len(view), 33, [], False
     while pos + 8 <= size:
         start = pos + 8
         end = start + int.from_bytes(view[pos:pos + 4], "big")
         if end + 4 > size or \
                 zlib.crc32(view[pos + 4:end]) != int.from_bytes(view[end:end + 4], "big"):
             return None
-        kind = view[pos + 4:start]
+        kind = bytes(view[pos + 4:start])
         if kind == b"IEND":
             return pieces
-        if kind != b"IDAT":
-            return None
-        if end - start <= block:
-            pieces.append(view[start:end])
+        if kind == b"IDAT" and not after:
+            if end - start <= block:
+                pieces.append(view[start:end])
+            else:
+                pieces += (view[at:min(at + block, end)] for at in range(start, end, block))
+        elif _skipped_after_image(kind):  # before an IDAT too: then none may follow
+            after = True
         else:
-            pieces += (view[at:min(at + block, end)] for at in range(start, end, block))
+            return None
         pos = end + 4
     return None  # no IEND
+
+
+def _skipped_after_image(kind) -> bool:
+    """Whether Pillow's PNG plugin reads a chunk of this type after the image data
+    and skips it: a well-formed type (four ASCII letters, digits or _) it has no
+    handler for (PngImageFile.load_end)."""
+    from PIL import PngImagePlugin
+    return kind.replace(b"_", b"a").isalnum() and not hasattr(
+        PngImagePlugin.PngStream, "chunk_" + kind.decode("ascii"))
 
 
 def _zip_decode(Image, im, mode, pieces, box) -> bool:
