@@ -489,14 +489,15 @@ def decode_plain_pngs(datas, shape, out) -> list:
     failed = []
     for first in range(0, len(datas), per_tile):
         count = min(per_tile, len(datas) - first)
-        tile = Image.new(mode, (width, height * count))
-        core = tile.im
+        tile = None  # made for the first plain one (none, as a rule, or most)
         decoded = []
         for k in range(count):
             data = datas[first + k]
             pieces = _plain_png_pieces(data, block) if data[:33] == head and \
                 len(data) <= most else None
-            if pieces is not None and _zip_decode(Image, core, mode, pieces,
+            if pieces is not None and tile is None:
+                tile = Image.new(mode, (width, height * count))
+            if pieces is not None and _zip_decode(Image, tile.im, mode, pieces,
                                                   (0, k * height, width, (k + 1) * height)):
                 decoded.append(k)
             else:
