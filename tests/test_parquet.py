@@ -419,14 +419,14 @@ def test_a_png_whose_data_inflates_past_its_image_is_not_inflated_whole(tmp_path
     assert len(bomb) < 100_000
     code = """if 1:
         import sys, numpy as np
-        from mnistconv import codecs
+        from mnistconv.codecs import png
         def peak():
             status = open("/proc/self/status").read()
             return int(status.split("VmHWM:")[1].split()[0])
         bomb = open(sys.argv[1], "rb").read()
         out = np.ones((1, 28, 28), np.uint8)
         before = peak()
-        assert codecs.decode_plain_pngs([bomb], (28, 28), out) == []
+        assert png.decode_plain_pngs([bomb], (28, 28), out) == []
         assert not out.any()
         print(peak() - before)
     """
@@ -501,10 +501,10 @@ def test_batches_hold_at_most_the_budget_of_pixels(tmp_path, monkeypatch):
 def test_a_png_too_large_for_the_fast_path_is_left_to_pillows_bomb_limit(tmp_path):
     # Found by the fuzz pass's PNG bombs: 256 KB of PNG holding 16384 x 16384 zeros was
     # inflated by the fast path (268 MB), which Pillow refuses as a decompression bomb.
-    from mnistconv import codecs
+    from mnistconv.codecs import png
     out = np.empty((1, 16384, 16384), np.uint8)  # over Pillow's limit: never touched
-    assert codecs.decode_plain_pngs([_png_of_zeros(16384, 16384)], (16384, 16384),
-                                    out) == [0]
+    assert png.decode_plain_pngs([_png_of_zeros(16384, 16384)], (16384, 16384),
+                                 out) == [0]
     path = tmp_path / "train.parquet"
     _write_rows(path, [_png_of_zeros(16384, 16384)] * 2, [1, 2])
     _refused(tmp_path, path, f"{path}: row 0: image of 16384x16384 exceeds mnistconv's "

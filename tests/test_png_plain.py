@@ -70,7 +70,7 @@ def _same(data):
 
 
 def _fast(data):
-    return codecs._plain_png(codecs.pil_image(), data, codecs.image_shape(data))
+    return codecs._plain_png(data, codecs.image_shape(data))
 
 
 PLAIN = [(shape, level) for shape in [(28, 28), (1, 1), (5, 7), (300, 200), (1, 3000),
@@ -354,7 +354,7 @@ def test_mutants_decoded_together_decode_as_pillow_does_or_go_its_way(shape):
     data = png.encode_batch(image[None])[0]
     mutants = [data] + list(_mutants(data))
     out = np.zeros((len(mutants),) + shape, np.uint8)
-    failed = set(codecs.decode_plain_pngs(mutants, shape, out))
+    failed = set(png.decode_plain_pngs(mutants, shape, out))
     assert 0 not in failed
     np.testing.assert_array_equal(out[0], image)
     taken = [k for k in range(len(mutants)) if k not in failed]
@@ -367,7 +367,7 @@ def test_mutants_decoded_together_decode_as_pillow_does_or_go_its_way(shape):
 
 def test_an_image_without_pixels_is_left_to_pillow_in_a_batch():
     data = _build([_ihdr(0, 5), (b"IDAT", zlib.compress(b"\0" * 5)), (b"IEND", b"")])
-    assert codecs.decode_plain_pngs([data], (5, 0), np.zeros((1, 5, 0), np.uint8)) == [0]
+    assert png.decode_plain_pngs([data], (5, 0), np.zeros((1, 5, 0), np.uint8)) == [0]
     assert _pillows(data) == "ValueError: cannot identify image file"
 
 
@@ -570,7 +570,7 @@ def test_a_batch_decodes_its_plain_pngs_together_and_leaves_the_rest(monkeypatch
     # decode_plain_pngs: several plain PNGs into one Pillow image a tile at a time
     # (here one, three or all a tile); each decoded one as decode_image gives it, the
     # others named for decode_image to decode one by one.
-    monkeypatch.setattr(codecs, "_PNG_TILE_BYTES", tile_bytes)
+    monkeypatch.setattr(png, "_PNG_TILE_BYTES", tile_bytes)
     shape = (20, 16)
     images = RNG.integers(0, 256, (6,) + shape, np.uint8)
     images[:, :10] //= 32
@@ -593,7 +593,7 @@ def test_a_batch_decodes_its_plain_pngs_together_and_leaves_the_rest(monkeypatch
         datas += [plain[k % 6], other]
     datas += [ends_early] + plain
     out = np.full((len(datas),) + shape, 77, np.uint8)
-    failed = codecs.decode_plain_pngs(datas, shape, out)
+    failed = png.decode_plain_pngs(datas, shape, out)
     assert failed == [2 * k + 1 for k in (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13)]
     for i, data in enumerate(datas):
         if i in failed:
@@ -608,12 +608,12 @@ def test_a_batch_of_colour_pngs_and_of_pngs_of_another_shape():
     rgba = RNG.integers(0, 256, (5, 9, 3, 4), np.uint8)
     datas = [_png(image) for image in rgba]
     out = np.zeros(rgba.shape, np.uint8)
-    assert codecs.decode_plain_pngs(datas, rgba.shape[1:], out) == []
+    assert png.decode_plain_pngs(datas, rgba.shape[1:], out) == []
     np.testing.assert_array_equal(out, rgba)
     # The same PNGs as another shape or channel count: none taken, nothing written.
     for shape in ((9, 3, 3), (9, 3), (3, 9, 4), (9, 4, 4)):
         out = np.zeros((5,) + shape, np.uint8)
-        assert codecs.decode_plain_pngs(datas, shape, out) == [0, 1, 2, 3, 4]
+        assert png.decode_plain_pngs(datas, shape, out) == [0, 1, 2, 3, 4]
         assert not out.any()
 
 

@@ -5,6 +5,7 @@ and for one-image-file-per-sample formats the split before writing and each imag
 import numpy as np
 
 from .. import codecs
+from . import png
 from ..errors import BadImage, CannotWrite, CorruptData, FormatError, MnistconvError, \
     OverLimit
 from ..limits import MAX_EXAMPLES, MAX_RECORD_BYTES, check_image_size, printable
@@ -49,7 +50,7 @@ GROUP_BYTES = 4 << 20
 
 def decode_all(datas, out, decode_one):
     """out[k] = the pixels of the k-th image bytes datas yields: plain PNGs of out's
-    shape together (codecs.decode_plain_pngs), a group of up to GROUP_BYTES at a time;
+    shape together (png.decode_plain_pngs), a group of up to GROUP_BYTES at a time;
     any other image by decode_one(k, data), which names one that does not decode. An
     error datas raises comes after those of the images before it."""
     shape = out.shape[1:]
@@ -57,7 +58,7 @@ def decode_all(datas, out, decode_one):
 
     def flush():
         nonlocal group, held, first
-        failed = codecs.decode_plain_pngs(group, shape, out[first:first + len(group)])
+        failed = png.decode_plain_pngs(group, shape, out[first:first + len(group)])
         for k in failed:
             out[first + k] = decode_one(first + k, group[k])
         first += len(group)

@@ -35,6 +35,7 @@ from ...io.shards import ShardSet, check_shard_count, other_shard_sets, resolve_
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...codecs.images import check_record_size, decode_record_image, first_image_shape
+from ...codecs.png import decode_plain_pngs
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \
     parse_example, record_name
 
@@ -123,7 +124,7 @@ def _decode_into(out, images, shape):
     together, the rest one by one (which names a record that does not decode)."""
     # Straight into out, unless repeated records leave places between.
     decoded = out if len(images) == len(out) else np.empty((len(images),) + shape, np.uint8)
-    failed = set(codecs.decode_plain_pngs([image for *_, image in images], shape,
+    failed = set(decode_plain_pngs([image for *_, image in images], shape,
                                           decoded))
     for k, (place, path, number, image) in enumerate(images):
         if k not in failed:

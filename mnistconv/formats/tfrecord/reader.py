@@ -20,6 +20,7 @@ from ...model.records import DEFAULT_BATCH, Batch, Header, Split
 from ...codecs.classes import check_name, names_by_label
 from .. import extras
 from ...codecs.images import check_record_size, decode_record_image, first_image_shape
+from ...codecs.png import decode_plain_pngs
 from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                                find_layout, one_value, own_keys, parse_example,
                                record_name)
@@ -384,7 +385,7 @@ def decode_images(items, shape):
         # Plain PNGs of the split's shape together; the rest one by one.
         places = np.array([item[0] for item in encoded], np.intp)
         decoded = np.empty((len(encoded),) + shape, np.uint8)
-        failed = codecs.decode_plain_pngs([item[3] for item in encoded], shape, decoded)
+        failed = decode_plain_pngs([item[3] for item in encoded], shape, decoded)
         done = np.ones(len(encoded), bool)
         done[failed] = False
         images[places[done]] = decoded[done]
