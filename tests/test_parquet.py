@@ -612,8 +612,8 @@ def test_parquet_never_imports_pandas(tmp_path):
 def test_images_past_four_million_pixels_are_decoded_on_one_thread(tmp_path, monkeypatch):
     """Each decoding thread holds a decoder's copy of its image besides the batch: two
     threads on 9000 x 9000 PNGs peaked at 330-510 MB (the fuzz pass), so large images
-    go one at a time; small JPEGs keep every thread. PNGs are decoded on one thread
-    (they hold the GIL but for a few microseconds an image)."""
+    go one at a time; small JPEGs keep every thread. PNGs under 3,072 pixel bytes are
+    decoded on one thread (Pillow releases the GIL for a few microseconds an image)."""
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
     from mnistconv import codecs
@@ -623,9 +623,10 @@ def test_images_past_four_million_pixels_are_decoded_on_one_thread(tmp_path, mon
     monkeypatch.setattr(reader, "ordered_map",
                         lambda f, jobs, workers: seen.append(workers) or real(f, jobs,
                                                                                workers))
-    # 4,194,304 pixels: still threaded; one more row: not; a PNG: not.
+    # 4,194,304 pixels: still threaded; one more row: not; a small PNG: not; a 56 x 56
+    # PNG (3,136 bytes): threaded.
     for side, encode in ((2048, codecs.encode_jpeg), (2049, codecs.encode_jpeg),
-                         (64, codecs.encode_png)):
+                         (28, codecs.encode_png), (56, codecs.encode_png)):
         table = pa.table({"image": [{"bytes": encode(np.zeros((side, side), np.uint8)),
                                      "path": None}],
                           "label": pa.array([3], pa.int64())})
@@ -634,4 +635,4 @@ def test_images_past_four_million_pixels_are_decoded_on_one_thread(tmp_path, mon
         split = mnistconv.read(tmp_path / str(side) / "train.parquet", workers=2) \
             .splits["train"]
         assert next(split.batches()).images.shape == (1, side, side)
-    assert seen == [2, 1, 1]
+    assert seen == [2, 1, 1, 2]

@@ -22,6 +22,7 @@ from mnistconv.formats import registry
 from mnistconv.formats import tfrecord
 from mnistconv.formats.tfrecord import writer
 from mnistconv.codecs.example import example_class
+from mnistconv.model.records import ArraySplit, Dataset
 from helpers import SAMPLE, make_idx_dir, run, stderr_of
 from tfrecord_helpers import dataset, digit_like, error_stats, measured, write
 
@@ -864,17 +865,23 @@ def test_a_glob_reads_its_files_by_the_split_their_names_say(tmp_path):
     assert list(mnistconv.read(str(tmp_path / "o.tfrecord")).splits) == ["test", "digits"]
 
 
-@pytest.mark.parametrize("image_format, threads", [("jpeg", 2), ("png", 1)])
-def test_jpeg_batches_decode_on_threads_and_png_batches_on_one(tmp_path, monkeypatch,
-                                                               image_format, threads):
+@pytest.mark.parametrize("image_format, colour, threads", [("jpeg", False, 2),
+                                                           ("png", False, 1),
+                                                           ("png", True, 2)])
+def test_jpeg_batches_decode_on_threads_and_small_png_batches_on_one(
+        tmp_path, monkeypatch, image_format, colour, threads):
     # Grey JPEGs decode a tile at a time with the GIL released: threads gain. Pillow
-    # releases it for a few microseconds a PNG: two threads only hand it to and fro.
+    # releases it for a few microseconds a small PNG: two threads only hand it to and
+    # fro. A 32 x 32 colour PNG takes long enough for a second thread to gain.
     from mnistconv.formats.tfrecord import reader
     seen = []
     real = reader.ordered_map
     monkeypatch.setattr(reader, "ordered_map", lambda f, jobs, workers: seen.append(
         workers) or real(f, jobs, workers))
     ds = dataset(300)
+    if colour:
+        images = np.random.default_rng(1).integers(0, 256, (300, 32, 32, 3), np.uint8)
+        ds = Dataset("c", {"train": ArraySplit("train", images, np.arange(300) % 10)})
     write(ds, tmp_path / "a.tfrecord", image_format=image_format)
     got = read_all(tmp_path / "a.tfrecord", workers=2)["train"]
     assert seen == [threads]

@@ -63,6 +63,18 @@ def encode_batch(images: np.ndarray):
 # A plain PNG's colour type -> Pillow's mode (as Pillow's PNG plugin decodes it).
 _PLAIN_PNG_MODES = {0: "L", 2: "RGB", 4: "LA", 6: "RGBA"}
 _PLAIN_PNG_TYPES = {1: 0, 3: 2, 2: 4, 4: 6}  # channels -> colour type
+# Pillow releases the GIL while it decodes a PNG: for images smaller than this (pixel
+# bytes) only for a few microseconds, and a second thread spends its time handing the
+# GIL over (MNIST: 0.95 s on one thread, 1.25 s on two; CIFAR-sized colour 1.5 s, 0.7 s:
+# benchmarks/README.md).
+THREADED_PNG_BYTES = 3072
+
+
+def threads_for_pngs(workers, shape) -> int:
+    """How many threads to decode PNGs of `shape` on: one below THREADED_PNG_BYTES."""
+    return workers if int(np.prod(shape)) >= THREADED_PNG_BYTES else 1
+
+
 # Plain PNGs are decoded into one Pillow image of this many pixel bytes at most, below
 # one another: one image made and copied out per tile instead of per PNG.
 _PNG_TILE_BYTES = 1 << 20

@@ -35,7 +35,7 @@ from ...io.shards import ShardSet, check_shard_count, other_shard_sets, resolve_
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ..contract import Counters, ShardTarget, ShardedWrite
 from ...codecs.images import check_record_size, decode_record_image, first_image_shape
-from ...codecs.png import decode_plain_pngs
+from ...codecs.png import decode_plain_pngs, threads_for_pngs
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \
     parse_example, record_name
 
@@ -311,9 +311,10 @@ class ArrayRecordSplit(Split):
         batch_size = budget.rows(self.header, batch_size)
         jobs = (self._pieces(np.arange(s, min(count, s + batch_size)))
                 for s in range(0, count, batch_size))
-        # PNGs: see the TFRecord reader's batches().
-        workers = self.workers if count > batch_size and not self._png and \
+        workers = self.workers if count > batch_size and \
             int(np.prod(self.header.shape)) <= MAX_THREADED_IMAGE_PIXELS else 1
+        if self._png:
+            workers = threads_for_pngs(workers, self.header.shape)
         start = 0
         for images in ordered_map(self._decode_records, jobs, workers):
             n = len(images)

@@ -25,6 +25,7 @@ from ...io.shards import in_split_order
 from ... import codecs
 from ...codecs import classes
 from ...codecs.images import decode_all
+from ...codecs.png import threads_for_pngs
 
 MAGIC = b"PAR1"
 # push_to_hub's shard names (older versions add a fingerprint: -00000-of-00004-5e5bd8ef).
@@ -347,7 +348,7 @@ class ParquetSplit(Split):
 
     def _decode_rows(self, values, shape, path, at):
         """The pixels of encoded images (rows at, at + 1, ...), decoded on threads
-        (PNGs on one: see the TFRecord reader's batches())."""
+        (small PNGs on one: png.threads_for_pngs)."""
         n = len(values)
         images = np.empty((n,) + tuple(shape), np.uint8)
         step = max(64, -(-n // (4 * self.workers)))
@@ -355,8 +356,9 @@ class ParquetSplit(Split):
         def decode(start):
             decode_all(values[start:start + step], images[start:start + step],
                        lambda k, data: _decode(data, shape, f"{path}: row {at + start + k}"))
-        workers = self.workers if int(np.prod(shape)) <= MAX_THREADED_IMAGE_PIXELS and \
-            n and codecs.image_kind(values[0]) != "png" else 1
+        workers = self.workers if int(np.prod(shape)) <= MAX_THREADED_IMAGE_PIXELS else 1
+        if n and codecs.image_kind(values[0]) == "png":
+            workers = threads_for_pngs(workers, shape)
         for _ in ordered_map(decode, range(0, n, step), workers):
             pass
         return images

@@ -20,7 +20,7 @@ from ...model.records import DEFAULT_BATCH, Batch, Header, Split
 from ...codecs.classes import check_name, names_by_label
 from .. import extras
 from ...codecs.images import check_record_size, decode_record_image, first_image_shape
-from ...codecs.png import decode_plain_pngs
+from ...codecs.png import decode_plain_pngs, threads_for_pngs
 from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                                find_layout, one_value, own_keys, parse_example,
                                record_name)
@@ -248,10 +248,10 @@ class TFRecordSplit(Split):
         """The split's examples in order (see the module docstring for how)."""
         shape = tuple(self.header.shape)
         batch_size = budget.rows(self.header, batch_size)
-        # PNGs are decoded holding the GIL but for a few microseconds an image: threads
-        # would only pass it to and fro (benchmarks/README.md).
         workers = self.workers if self.workers > 1 and self.header.count > batch_size \
-            and not self._first_png else 1
+            else 1
+        if self._first_png:
+            workers = threads_for_pngs(workers, shape)
         if workers > 1:
             # Smaller batches (a reader yields at most batch_size): the workers + 1 in
             # flight then hold about one batch's pixels, not workers + 1 batches'.
