@@ -233,7 +233,12 @@ def check_made(path, meta, image_column):
             for c in range(group.num_columns):
                 column = group.column(c)
                 pages_made += max(0, column.total_uncompressed_size)
-                if column.path_in_schema != image:
+                try:
+                    name = column.path_in_schema
+                except UnicodeDecodeError:  # pyarrow decodes the footer's bytes
+                    raise CorruptData(path, f"row group {i}, column {c}: its path in "
+                                            "the footer is not UTF-8") from None
+                if name != image:
                     continue
                 start = column.dictionary_page_offset if column.has_dictionary_page \
                     and column.dictionary_page_offset else column.data_page_offset
