@@ -887,3 +887,22 @@ def test_jpeg_batches_decode_on_threads_and_small_png_batches_on_one(
     assert seen == [threads]
     if image_format == "png":
         np.testing.assert_array_equal(got[0], ds.splits["train"].take(np.arange(300)))
+
+
+def test_a_batch_mixing_jpeg_png_and_raw_records_decodes_each_in_its_place(tmp_path):
+    # One batch: grey JPEGs decoded as tiles, plain PNGs together, raw pixels copied;
+    # each record's pixels land in its own place.
+    ds = dataset(90)
+    parts = []
+    for image_format in ("png", "jpeg", "raw"):
+        write(ds, tmp_path / f"{image_format}.tfrecord", image_format=image_format)
+        parts.append((tmp_path / f"{image_format}.tfrecord").read_bytes())
+    mixed = tmp_path / "mixed.tfrecord"
+    mixed.write_bytes(b"".join(parts + parts[:1]))
+    got = read_all(mixed)["train"][0]
+    singles = {f: read_all(tmp_path / f"{f}.tfrecord")["train"][0]
+               for f in ("png", "jpeg", "raw")}
+    expected = np.concatenate([singles["png"], singles["jpeg"], singles["raw"],
+                               singles["png"]])
+    np.testing.assert_array_equal(got, expected)
+    assert not np.array_equal(singles["jpeg"], singles["png"])  # JPEG is lossy here

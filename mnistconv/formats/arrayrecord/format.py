@@ -124,8 +124,7 @@ def _decode_into(out, images, shape):
     together, the rest one by one (which names a record that does not decode)."""
     # Straight into out, unless repeated records leave places between.
     decoded = out if len(images) == len(out) else np.empty((len(images),) + shape, np.uint8)
-    failed = set(decode_plain_pngs([image for *_, image in images], shape,
-                                          decoded))
+    failed = set(decode_plain_pngs([image for *_, image in images], shape, decoded))
     for k, (place, path, number, image) in enumerate(images):
         if k not in failed:
             if decoded is not out:

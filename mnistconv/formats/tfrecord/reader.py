@@ -383,12 +383,15 @@ def decode_images(items, shape):
         encoded = [item for item in encoded if item[3][:3] != JPEG]
     if encoded:
         # Plain PNGs of the split's shape together; the rest one by one.
-        places = np.array([item[0] for item in encoded], np.intp)
-        decoded = np.empty((len(encoded),) + shape, np.uint8)
+        # Straight into images when every record is encoded (the usual batch).
+        whole = len(encoded) == len(items)
+        decoded = images if whole else np.empty((len(encoded),) + shape, np.uint8)
         failed = decode_plain_pngs([item[3] for item in encoded], shape, decoded)
-        done = np.ones(len(encoded), bool)
-        done[failed] = False
-        images[places[done]] = decoded[done]
+        if not whole:
+            done = np.ones(len(encoded), bool)
+            done[failed] = False
+            places = np.array([item[0] for item in encoded], np.intp)
+            images[places[done]] = decoded[done]
         encoded = [encoded[k] for k in failed]
     for place, path, number, data in encoded:
         image = decode_record_image(path, number, data)
