@@ -65,8 +65,8 @@ _PLAIN_PNG_MODES = {0: "L", 2: "RGB", 4: "LA", 6: "RGBA"}
 _PLAIN_PNG_TYPES = {1: 0, 3: 2, 2: 4, 4: 6}  # channels -> colour type
 # Pillow releases the GIL while it decodes a PNG: for images smaller than this (pixel
 # bytes) only for a few microseconds, and a second thread spends its time handing the
-# GIL over (MNIST: 0.95 s on one thread, 1.25 s on two; CIFAR-sized colour 1.5 s, 0.7 s:
-# benchmarks/README.md).
+# GIL over; larger ones gain from it (MNIST slower on two threads, CIFAR-sized colour
+# faster: the figures are in benchmarks/README.md, session 18).
 THREADED_PNG_BYTES = 3072
 
 
