@@ -138,8 +138,9 @@ def test_take_reads_only_what_it_is_asked(written, sample, monkeypatch):
     decoded = []
     real = fmt.decode_record_image
     monkeypatch.setattr(fmt, "decode_record_image", lambda *a: decoded.append(a[1]) or real(*a))
-    together = fmt.decode_plain_pngs
-    monkeypatch.setattr(fmt, "decode_plain_pngs", lambda datas, *a: decoded.extend(
+    from mnistconv.codecs import png
+    together = png.decode_plain_pngs
+    monkeypatch.setattr(png, "decode_plain_pngs", lambda datas, *a: decoded.extend(
         datas) or together(datas, *a))
     split = mnistconv.read(written / "m-train.array_record").splits["train"]
     assert decoded == []  # the shape is read from the first image's header

@@ -34,8 +34,9 @@ from ...io.shards import ShardSet, check_shard_count, other_shard_sets, resolve_
     sniff_files
 from ...codecs import spool as shardwrite, tfds_encode as encode
 from ..contract import Counters, ShardTarget, ShardedWrite
-from ...codecs.images import check_record_size, decode_record_image, first_image_shape
-from ...codecs.png import decode_plain_pngs, threads_for_pngs
+from ...codecs.images import check_record_size, decode_all, decode_record_image, \
+    first_image_shape
+from ...codecs.png import threads_for_pngs
 from ...codecs.example import example_class, feature_values, find_layout, one_value, \
     parse_example, record_name
 
@@ -124,17 +125,17 @@ def _decode_into(out, images, shape):
     together, the rest one by one (which names a record that does not decode)."""
     # Straight into out, unless repeated records leave places between.
     decoded = out if len(images) == len(out) else np.empty((len(images),) + shape, np.uint8)
-    failed = set(decode_plain_pngs([image for *_, image in images], shape, decoded))
-    for k, (place, path, number, image) in enumerate(images):
-        if k not in failed:
-            if decoded is not out:
-                out[place] = decoded[k]
-            continue
+
+    def decode_one(k, image):
+        _, path, number, _ = images[k]
         pixels = decode_record_image(path, number, image)
         if pixels.shape != shape:
             raise CorruptData(path, f"record {number} (counting from 0): image is "
                                     f"{pixels.shape}, the first was {shape}")
-        out[place] = pixels
+        return pixels
+    decode_all([image for *_, image in images], decoded, decode_one)
+    if decoded is not out:
+        out[[place for place, *_ in images]] = decoded
 
 
 def _named_options(options):

@@ -19,8 +19,9 @@ from ...workers.parallel import check_workers, ordered_map
 from ...model.records import DEFAULT_BATCH, Batch, Header, Split
 from ...codecs.classes import check_name, names_by_label
 from .. import extras
-from ...codecs.images import check_record_size, decode_record_image, first_image_shape
-from ...codecs.png import decode_plain_pngs, threads_for_pngs
+from ...codecs.images import check_record_size, decode_all, decode_record_image, \
+    first_image_shape
+from ...codecs.png import threads_for_pngs
 from ...codecs.example import (LABEL_NAME_KEY, PRESETS, example_class, feature_values,
                                find_layout, one_value, own_keys, parse_example,
                                record_name)
@@ -382,21 +383,19 @@ def decode_images(items, shape):
         images[[item[0] for item in jpegs]] = together
         encoded = [item for item in encoded if item[3][:3] != JPEG]
     if encoded:
-        # Plain PNGs of the split's shape together; the rest one by one.
-        # Straight into images when every record is encoded (the usual batch).
+        # Plain PNGs together, the rest one by one (which names a record that fails);
+        # straight into images when every record is encoded (the usual batch).
         whole = len(encoded) == len(items)
         decoded = images if whole else np.empty((len(encoded),) + shape, np.uint8)
-        failed = decode_plain_pngs([item[3] for item in encoded], shape, decoded)
+
+        def decode_one(k, data):
+            _, path, number, _ = encoded[k]
+            image = decode_record_image(path, number, data)
+            _check_shape(path, number, image.shape, shape)
+            return image
+        decode_all([item[3] for item in encoded], decoded, decode_one)
         if not whole:
-            done = np.ones(len(encoded), bool)
-            done[failed] = False
-            places = np.array([item[0] for item in encoded], np.intp)
-            images[places[done]] = decoded[done]
-        encoded = [encoded[k] for k in failed]
-    for place, path, number, data in encoded:
-        image = decode_record_image(path, number, data)
-        _check_shape(path, number, image.shape, shape)
-        images[place] = image
+            images[[item[0] for item in encoded]] = decoded
     return images
 
 
